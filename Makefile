@@ -1,0 +1,101 @@
+# leafd: a Leaf-style distributed unique-ID server.
+#
+#   make            build ./leafd
+#   make run        install what is missing, build, serve the embedded default
+#   make test       install what is missing, run every unit and black-box test
+#   make check-asan the unit tests again under AddressSanitizer + UBSan
+#   make bench      benchmark leafd against nginx (and peers) in one run
+#
+# Plain make, -MMD dependencies, strict warnings (-Werror with WERROR=1, as CI).
+
+CC      ?= cc
+PKGS    := libevent libevent_pthreads jansson sqlite3 mariadb
+WARN    := -Wall -Wextra -Wshadow -Wpointer-arith -Wstrict-prototypes \
+           -Wmissing-prototypes -Wno-unused-parameter
+ifeq ($(WERROR),1)
+WARN    += -Werror
+endif
+OPT     ?= -O2 -g
+CFLAGS  += -std=gnu11 $(OPT) $(WARN) -pthread -DTHREADED -D_GNU_SOURCE \
+           -Isrc $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lzookeeper_mt -lm
+CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
+
+SRCS    := $(wildcard src/*.c)
+OBJS    := $(SRCS:src/%.c=build/%.o)
+LIBOBJS := $(filter-out build/main.o,$(OBJS))
+TESTS   := $(patsubst tests/%.c,%,$(wildcard tests/check_*.c))
+TESTBIN := $(TESTS:%=build/tests/%)
+
+ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
+              -fno-sanitize-recover=undefined
+ASAN_OBJS  := $(SRCS:src/%.c=build/asan/%.o)
+ASAN_LIB   := $(filter-out build/asan/main.o,$(ASAN_OBJS))
+ASAN_TESTS := $(TESTS:%=build/asan/tests/%)
+
+.PHONY: all deps run test unit unit-asan check-asan blackbox bench clean format lint
+
+all: leafd
+
+leafd: $(OBJS)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
+leafd-asan: $(ASAN_OBJS)
+	$(CC) $(CFLAGS) $(ASAN_FLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
+build/%.o: src/%.c | build
+	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+build/asan/%.o: src/%.c | build
+	$(CC) $(CFLAGS) $(ASAN_FLAGS) -MMD -MP -c -o $@ $<
+
+build/tests/%: tests/%.c $(LIBOBJS) | build
+	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(LIBOBJS) $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
+
+build/asan/tests/%: tests/%.c $(ASAN_LIB) | build
+	$(CC) $(CFLAGS) $(ASAN_FLAGS) -MMD -MP -o $@ $< $(ASAN_LIB) $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
+
+build:
+	@mkdir -p build/tests build/asan/tests
+
+# Install missing Debian packages (no-op when all are present).
+deps:
+	@sh .ci/deps.sh
+
+run: deps
+	@$(MAKE) --no-print-directory leafd
+	./leafd
+
+unit: $(TESTBIN)
+	@sh tests/run_unit.sh $(TESTBIN)
+
+unit-asan: $(ASAN_TESTS)
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		sh tests/run_unit.sh $(ASAN_TESTS)
+
+check-asan: deps
+	@$(MAKE) --no-print-directory unit-asan
+
+blackbox: leafd
+	@python3 tests/blackbox.py
+
+test: deps
+	@$(MAKE) --no-print-directory WERROR=1 leafd $(TESTBIN) $(ASAN_TESTS)
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory unit-asan
+	@$(MAKE) --no-print-directory blackbox
+
+bench: deps leafd
+	@sh bench/run.sh
+
+format:
+	clang-format -i src/*.c src/*.h tests/*.c
+
+lint:
+	cppcheck --quiet --enable=warning,performance,portability --inline-suppr \
+		--suppress=missingIncludeSystem -Isrc src
+
+clean:
+	rm -rf build leafd leafd-asan
+
+-include $(OBJS:.o=.d) $(ASAN_OBJS:.o=.d) $(TESTBIN:=.d) $(ASAN_TESTS:=.d)

@@ -1,0 +1,116 @@
+/* config.h: leafd's configuration.
+ *
+ * One table of keys (config.c) drives the config file, the environment
+ * (LEAFD_<KEY> with '.' as '_', upper case) and command-line overrides
+ * (--<key>=<value>). Later sources win: defaults < file < environment < flags.
+ * Where Meituan Leaf has a property name (leaf.*), leafd uses it, so an
+ * existing leaf.properties loads unchanged.
+ *
+ * A struct config is filled once at start (and on SIGHUP into a fresh copy);
+ * after that it is read-only and may be read from any thread.
+ */
+#ifndef LEAFD_CONFIG_H
+#define LEAFD_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+enum store_kind { STORE_AUTO, STORE_SQLITE, STORE_MYSQL };
+enum worker_source { WORKER_AUTO, WORKER_STATIC, WORKER_ZOOKEEPER };
+
+struct config {
+    /* Leaf's keys */
+    char    *leaf_name;            /* leaf.name */
+    int      segment_enable;       /* leaf.segment.enable */
+    char    *jdbc_url;             /* leaf.jdbc.url */
+    char    *jdbc_username;        /* leaf.jdbc.username */
+    char    *jdbc_password;        /* leaf.jdbc.password */
+    int      snowflake_enable;     /* leaf.snowflake.enable */
+    char    *zk_address;           /* leaf.snowflake.zk.address */
+    int64_t  snowflake_port;       /* leaf.snowflake.port (0: the HTTP port) */
+
+    /* server */
+    char    *listen_address;       /* listen.address */
+    int64_t  listen_port;          /* listen.port */
+    int64_t  threads;              /* threads (0: number of cores) */
+    int64_t  max_connections;      /* http.max_connections */
+    int64_t  idle_timeout_ms;      /* http.idle_timeout_ms */
+    int64_t  max_header_bytes;     /* http.max_header_bytes */
+    int64_t  max_url_bytes;        /* http.max_url_bytes */
+    int64_t  shutdown_timeout_ms;  /* shutdown_timeout_ms */
+    int      log_level;            /* log.level */
+    char    *log_file;             /* log.file ("" = stderr) */
+
+    /* segment mode */
+    int      store;                /* segment.store: auto|sqlite|mysql */
+    char    *sqlite_path;          /* segment.sqlite.path */
+    char    *mysql_url;            /* segment.mysql.url (mysql://u:p@h:port/db) */
+    int64_t  db_threads;           /* segment.db_threads */
+    int64_t  db_timeout_ms;        /* segment.db_timeout_ms */
+    int64_t  db_backoff_max_ms;    /* segment.db_backoff_max_ms */
+    int64_t  prefetch_percent;     /* segment.prefetch_percent */
+    int64_t  wait_ms;              /* segment.wait_ms */
+    int64_t  count_max;            /* segment.count_max */
+    int64_t  refresh_ms;           /* segment.refresh_ms */
+    int64_t  negative_ttl_ms;      /* segment.negative_ttl_ms */
+    int64_t  max_step;             /* segment.max_step */
+    int64_t  segment_duration_ms;  /* segment.duration_ms */
+    int      create_demo;          /* segment.create_demo */
+
+    /* snowflake mode */
+    int      worker_source;        /* snowflake.worker_source: auto|static|zookeeper */
+    int64_t  worker_id;            /* snowflake.worker_id */
+    int64_t  epoch_ms;             /* snowflake.epoch_ms */
+    int64_t  timestamp_bits;       /* snowflake.timestamp_bits */
+    int64_t  datacenter_bits;      /* snowflake.datacenter_bits */
+    int64_t  worker_bits;          /* snowflake.worker_bits */
+    int64_t  sequence_bits;        /* snowflake.sequence_bits */
+    int64_t  datacenter_id;        /* snowflake.datacenter_id */
+    int      sequence_random;      /* snowflake.sequence_random */
+    int64_t  sequence_random_bound;/* snowflake.sequence_random_bound */
+    int64_t  max_backward_ms;      /* snowflake.max_backward_ms */
+    int64_t  max_borrow_ms;        /* snowflake.max_borrow_ms */
+    int64_t  fence_step_ms;        /* snowflake.fence_step_ms */
+    int64_t  start_wait_ms;        /* snowflake.start_wait_ms */
+    int64_t  expiry_margin_days;   /* snowflake.expiry_margin_days */
+    int64_t  sf_count_max;         /* snowflake.count_max */
+    char    *cache_file;           /* snowflake.cache_file */
+    char    *sf_ip;                /* snowflake.ip ("" = first non-loopback IPv4) */
+    int64_t  heartbeat_ms;         /* snowflake.heartbeat_ms */
+    int64_t  zk_timeout_ms;        /* snowflake.zk_session_timeout_ms */
+    int      takeover;             /* snowflake.takeover */
+    int64_t  takeover_age_ms;      /* snowflake.takeover_age_ms */
+
+    /* bookkeeping */
+    char    *path;                 /* the file loaded, or NULL */
+    int      from_file;            /* a config file (or LEAFD_CONFIG) was given */
+    int      segment_enable_set;   /* the key appeared somewhere */
+    int      snowflake_enable_set;
+};
+
+/* Fill cfg with defaults, then the file (path may be NULL), the environment
+ * and argv overrides ("--key=value" strings, n of them). Returns 0, or -1 with
+ * *cause set to a malloc'd "file:line: reason" message. */
+int  config_load(struct config *cfg, const char *path, char **overrides,
+                 int noverrides, char **cause);
+
+/* Parse a whole config text (for tests and fuzzing). name labels errors. */
+int  config_load_string(struct config *cfg, const char *name, const char *text,
+                        char **cause);
+
+void config_defaults(struct config *cfg);
+void config_free(struct config *cfg);
+
+/* Checks across keys (bit sums, modes); run by config_load. */
+int  config_validate(struct config *cfg, char **cause);
+
+/* Print the key table (name, type, range, default, help) for --help. */
+void config_print_help(FILE *out);
+
+/* Log the effective configuration at start (passwords masked). */
+void config_log(const struct config *cfg);
+
+/* Is key a known key? (for tests) */
+int  config_key_known(const char *key);
+
+#endif

@@ -1,0 +1,99 @@
+/* http.h: leafd's lean HTTP/1.1 front end on libevent.
+ *
+ * N I/O threads, each with its own event_base and its own SO_REUSEPORT
+ * listening socket, so the kernel spreads connections and a connection lives
+ * on one thread for its whole life. Keep-alive and pipelining: requests on a
+ * connection are answered strictly in order. No evhttp: the request parser is
+ * http_parse.c, and responses are written straight from a per-connection
+ * output buffer with write(2).
+ *
+ * A handler runs on the connection's I/O thread and must, before returning,
+ * either answer (http_reply*) or park the request (http_park). A parked request
+ * is handed to the handler again, unchanged, when another thread calls
+ * http_wake_all() or when its park timeout passes (req->timed_out set); the
+ * connection reads no further requests meanwhile, but the thread goes on
+ * serving every other connection.
+ */
+#ifndef LEAFD_HTTP_H
+#define LEAFD_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http_parse.h"
+
+struct http_server;
+struct http_conn;
+
+/* Per-request scratch that survives parking: zeroed when a request starts. */
+#define HTTP_REQ_SCRATCH 256
+
+struct http_request {
+    struct http_msg  msg;          /* parsed request line and headers */
+    int              retry;        /* handler called again after a wake */
+    int              timed_out;    /* handler called because the park expired */
+    int64_t          start_us;     /* monotonic time the request was parsed */
+    unsigned char    scratch[HTTP_REQ_SCRATCH] __attribute__((aligned(8)));
+};
+
+typedef void (*http_handler_cb)(struct http_conn *c, struct http_request *req,
+                                void *arg);
+/* Called on each I/O thread once at start (index 0..n-1) and at exit. */
+typedef void (*http_thread_cb)(int index, int starting, void *arg);
+
+struct http_config {
+    const char *address;           /* "127.0.0.1" */
+    int         port;              /* 0: pick a free port (tests) */
+    int         threads;           /* >= 1 */
+    int         max_connections;   /* over this, new connections get 503 + close */
+    int         idle_timeout_ms;   /* keep-alive idle and slow-header limit */
+    int         max_header_bytes;  /* request line + headers; over: 431 */
+    int         max_url_bytes;     /* request target; over: 414 */
+    int         max_body_bytes;    /* Content-Length over this: 413 */
+};
+
+/* Binds the listening sockets (so a taken port fails here, not later).
+ * Returns NULL with *cause on failure. */
+struct http_server *http_server_new(const struct http_config *cfg,
+                                    http_handler_cb handler,
+                                    http_thread_cb thread_cb, void *arg,
+                                    char **cause);
+int  http_server_port(const struct http_server *s);  /* the bound port */
+/* Starts the I/O threads. 0 or -1. */
+int  http_server_start(struct http_server *s, char **cause);
+/* Stop accepting; answer the requests in flight (parked ones included, until
+ * their park expires); close idle connections; join the threads. Waits at
+ * most timeout_ms, then closes whatever is left. Call from a non-I/O thread. */
+void http_server_stop(struct http_server *s, int timeout_ms);
+void http_server_free(struct http_server *s);
+
+/* Retry every parked request on every I/O thread (any thread may call). */
+void http_wake_all(struct http_server *s);
+
+/* Index of the calling I/O thread, or -1 on any other thread. */
+int  http_thread_index(void);
+
+/* Answer the current request. body is copied; for HEAD the body is dropped
+ * but Content-Length is kept. extra_headers is NULL or complete header lines,
+ * each ending in "\r\n". The connection closes after the answer when the
+ * client asked for it, on HTTP/1.0 without keep-alive, or when status >= 400
+ * and the request could not be fully read. */
+void http_reply(struct http_conn *c, int status, const char *content_type,
+                const char *extra_headers, const char *body, size_t len);
+
+/* Park the current request for at most timeout_ms. */
+void http_park(struct http_conn *c, int timeout_ms);
+
+/* Live counters for /metrics (sums over threads). */
+struct http_stats {
+    uint64_t connections_open;
+    uint64_t connections_total;
+    uint64_t connections_rejected;  /* over max_connections */
+    uint64_t requests_parked;       /* parked right now */
+    uint64_t timeouts;              /* idle/slow connections closed */
+};
+void http_server_stats(const struct http_server *s, struct http_stats *out);
+
+const char *http_status_text(int status);
+
+#endif

@@ -1,0 +1,333 @@
+/* util.c: see util.h. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util.h"
+
+static void
+oom(size_t size)
+{
+    fprintf(stderr, "leafd: out of memory allocating %zu bytes\n", size);
+    abort();
+}
+
+void *
+xmalloc(size_t size)
+{
+    void *p = malloc(size ? size : 1);
+    if (p == NULL)
+        oom(size);
+    return p;
+}
+
+void *
+xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (p == NULL)
+        oom(n * size);
+    return p;
+}
+
+void *
+xrealloc(void *old, size_t size)
+{
+    void *p = realloc(old, size ? size : 1);
+    if (p == NULL)
+        oom(size);
+    return p;
+}
+
+char *
+xstrdup(const char *s)
+{
+    return xstrndup(s, strlen(s));
+}
+
+char *
+xstrndup(const char *s, size_t n)
+{
+    char *p = xmalloc(n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+char *
+xasprintf(const char *fmt, ...)
+{
+    va_list ap;
+    char *p;
+    int n;
+
+    va_start(ap, fmt);
+    n = vasprintf(&p, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        oom(0);
+    return p;
+}
+
+static int64_t
+clock_ms(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t
+util_wall_ms(void)
+{
+    return clock_ms(CLOCK_REALTIME);
+}
+
+int64_t
+util_mono_ms(void)
+{
+    return clock_ms(CLOCK_MONOTONIC);
+}
+
+int64_t
+util_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int
+util_parse_u64(const char *s, size_t len, uint64_t *out)
+{
+    uint64_t v = 0;
+
+    if (len == 0 || len > 20)
+        return -1;
+    for (size_t i = 0; i < len; i++) {
+        unsigned d = (unsigned char)s[i] - '0';
+        if (d > 9)
+            return -1;
+        if (v > (UINT64_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+int
+util_parse_i64(const char *s, size_t len, int allow_neg, int64_t *out)
+{
+    uint64_t v;
+    int neg = 0;
+
+    if (len > 0 && s[0] == '-') {
+        if (!allow_neg)
+            return -1;
+        neg = 1;
+        s++;
+        len--;
+    }
+    if (util_parse_u64(s, len, &v) == -1)
+        return -1;
+    if (neg) {
+        if (v > (uint64_t)INT64_MAX + 1)
+            return -1;
+        *out = (int64_t)(0 - v);
+    } else {
+        if (v > (uint64_t)INT64_MAX)
+            return -1;
+        *out = (int64_t)v;
+    }
+    return 0;
+}
+
+static int
+hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+long
+util_pct_decode(const char *in, size_t len, char *out, size_t cap)
+{
+    size_t o = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        int c = (unsigned char)in[i];
+        if (c == '%') {
+            int hi, lo;
+            if (i + 2 >= len)
+                return -1;
+            hi = hexval((unsigned char)in[i + 1]);
+            lo = hexval((unsigned char)in[i + 2]);
+            if (hi < 0 || lo < 0)
+                return -1;
+            c = hi * 16 + lo;
+            i += 2;
+        }
+        if (c == 0 || o >= cap)
+            return -1;
+        out[o++] = (char)c;
+    }
+    return (long)o;
+}
+
+int
+util_tag_valid(const char *s, size_t len)
+{
+    if (len == 0 || len > TAG_MAX)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ':' ||
+              c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+char *
+util_u64_dec(char *p, uint64_t v)
+{
+    static const char digits2[] =
+        "0001020304050607080910111213141516171819"
+        "2021222324252627282930313233343536373839"
+        "4041424344454647484950515253545556575859"
+        "6061626364656667686970717273747576777879"
+        "8081828384858687888990919293949596979899";
+    char tmp[20];
+    int n = 20;
+
+    while (v >= 100) {
+        unsigned i = (unsigned)(v % 100) * 2;
+        v /= 100;
+        tmp[--n] = digits2[i + 1];
+        tmp[--n] = digits2[i];
+    }
+    if (v >= 10) {
+        unsigned i = (unsigned)v * 2;
+        tmp[--n] = digits2[i + 1];
+        tmp[--n] = digits2[i];
+    } else {
+        tmp[--n] = (char)('0' + v);
+    }
+    memcpy(p, tmp + n, (size_t)(20 - n));
+    return p + (20 - n);
+}
+
+int
+util_query_get(const char *q, size_t qlen, const char *key, const char **val,
+               size_t *vlen)
+{
+    size_t klen = strlen(key);
+    const char *p = q, *end = q + qlen;
+
+    while (p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *e = amp ? amp : end;
+        if ((size_t)(e - p) >= klen && memcmp(p, key, klen) == 0 &&
+            (p + klen == e || p[klen] == '=')) {
+            *val = p + klen == e ? e : p + klen + 1;
+            *vlen = (size_t)(e - *val);
+            return 1;
+        }
+        p = e + 1;
+    }
+    return 0;
+}
+
+char *
+util_json_str(const char *s)
+{
+    size_t n = strlen(s);
+    char *out = xmalloc(n * 6 + 3), *o = out;
+
+    *o++ = '"';
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            *o++ = '\\';
+            *o++ = (char)c;
+        } else if (c < 0x20) {
+            o += sprintf(o, "\\u%04x", c);
+        } else {
+            *o++ = (char)c;
+        }
+    }
+    *o++ = '"';
+    *o = '\0';
+    return out;
+}
+
+static void
+sbuf_grow(struct sbuf *b, size_t need)
+{
+    size_t cap = b->cap ? b->cap : 256;
+
+    if (b->len + need + 1 <= b->cap)
+        return;
+    while (cap < b->len + need + 1)
+        cap *= 2;
+    b->p = xrealloc(b->p, cap);
+    b->cap = cap;
+}
+
+void
+sbuf_append(struct sbuf *b, const char *s, size_t n)
+{
+    sbuf_grow(b, n);
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void
+sbuf_puts(struct sbuf *b, const char *s)
+{
+    sbuf_append(b, s, strlen(s));
+}
+
+void
+sbuf_printf(struct sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    sbuf_grow(b, (size_t)n);
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+void
+sbuf_json_str(struct sbuf *b, const char *s)
+{
+    char *q = util_json_str(s);
+    sbuf_puts(b, q);
+    free(q);
+}
+
+void
+sbuf_free(struct sbuf *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}

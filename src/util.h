@@ -1,0 +1,62 @@
+/* util.h: small helpers shared by every module: fatal-on-OOM allocation,
+ * clocks, strict number parsing, percent-decoding, tag validation and fast
+ * decimal formatting. All functions are thread-safe. */
+#ifndef LEAFD_UTIL_H
+#define LEAFD_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TAG_MAX 128             /* longest biz_tag, as in Leaf's varchar(128) */
+
+/* Allocation never fails: on OOM these abort (redis/tmux style). */
+void *xmalloc(size_t size);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t size);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+int64_t util_wall_ms(void);     /* CLOCK_REALTIME in ms */
+int64_t util_mono_ms(void);     /* CLOCK_MONOTONIC in ms */
+int64_t util_mono_us(void);
+
+/* Strict decimal: optional leading '-' only if allow_neg, digits only, no
+ * spaces, no overflow. Returns 0 or -1. */
+int util_parse_i64(const char *s, size_t len, int allow_neg, int64_t *out);
+int util_parse_u64(const char *s, size_t len, uint64_t *out);
+
+/* Percent-decode [in, in+len) into out (capacity cap). '+' is not special
+ * (paths). Returns the decoded length, or -1 on a malformed escape, a decoded
+ * NUL byte, or output over cap. */
+long util_pct_decode(const char *in, size_t len, char *out, size_t cap);
+
+/* A valid biz_tag: 1..TAG_MAX bytes of [A-Za-z0-9._:-]. */
+int util_tag_valid(const char *s, size_t len);
+
+/* Writes v in decimal at p (no NUL), returns the end. p needs 20 bytes. */
+char *util_u64_dec(char *p, uint64_t v);
+
+/* Find value of key in a query string "a=1&b=2" (raw, not decoded).
+ * Returns 1 and sets *val and *vlen if found, else 0. */
+int util_query_get(const char *q, size_t qlen, const char *key,
+                   const char **val, size_t *vlen);
+
+/* JSON-escape s into a malloc'd string with quotes. */
+char *util_json_str(const char *s);
+
+/* A growable text buffer for building responses off the hot path
+ * (/metrics, /cache, JSON errors). Zero-initialise; sbuf_free when done. */
+struct sbuf {
+    char  *p;
+    size_t len;
+    size_t cap;
+};
+void sbuf_append(struct sbuf *b, const char *s, size_t n);
+void sbuf_puts(struct sbuf *b, const char *s);
+void sbuf_printf(struct sbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void sbuf_json_str(struct sbuf *b, const char *s);   /* quoted, escaped */
+void sbuf_free(struct sbuf *b);
+
+#endif
