@@ -304,15 +304,18 @@ sbuf_printf(struct sbuf *b, const char *fmt, ...)
     va_list ap;
     int n;
 
+    sbuf_grow(b, 128);
     va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
+    n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
     va_end(ap);
     if (n < 0)
         return;
-    sbuf_grow(b, (size_t)n);
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
+    if ((size_t)n >= b->cap - b->len) {
+        sbuf_grow(b, (size_t)n);
+        va_start(ap, fmt);
+        vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+    }
     b->len += (size_t)n;
 }
 

@@ -1,0 +1,631 @@
+/* api.c: routes and handlers of leafd's HTTP API (see api.h).
+ *
+ * The hot paths are GET /segment/<tag> and GET /snowflake: they format IDs
+ * into a per-thread buffer and hand it to http_reply; no allocation, lock or
+ * syscall of their own. Every error is JSON: {"error":"<code>","message":...}.
+ */
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "config.h"
+#include "loader.h"
+#include "log.h"
+#include "segment.h"
+#include "util.h"
+
+enum route {
+    R_SEGMENT, R_SEGMENT_LEAF, R_SNOWFLAKE, R_SNOWFLAKE_LEAF, R_DECODE,
+    R_DECODE_LEAF, R_SF_STATE, R_HEALTH, R_METRICS, R_CACHE, R_DB, R_OTHER,
+    R_COUNT
+};
+static const char *const route_names[R_COUNT] = {
+    "segment", "leaf_segment", "snowflake", "leaf_snowflake", "decode",
+    "leaf_decode", "snowflake_state", "health", "metrics", "cache", "db", "other"
+};
+
+static const int status_codes[] = { 200, 400, 401, 403, 404, 405, 503 };
+#define NSTATUS (sizeof status_codes / sizeof status_codes[0])
+
+/* Counters of one I/O thread: written by that thread only (plain load+store,
+ * no locked instruction), read by /metrics with relaxed loads. */
+struct api_thread {
+    _Atomic uint64_t requests[R_COUNT][NSTATUS + 1];
+    _Atomic uint64_t parked;
+    char            *out;          /* response body buffer */
+    size_t           out_cap;
+} __attribute__((aligned(64)));
+
+struct api {
+    const struct config *cfg;
+    struct segments     *segs;
+    struct loader       *loader;
+    struct snowflake    *sf;
+    struct http_server  *server;
+    int                  nthreads;
+    struct api_thread   *threads;
+    int64_t              started_ms;
+};
+
+/* What a parked request remembers (lives in http_request.scratch). */
+struct api_state {
+    int64_t             deadline_us;
+    uint64_t            refresh_gen;
+    struct segment_take take;
+};
+_Static_assert(sizeof(struct api_state) <= HTTP_REQ_SCRATCH, "scratch too small");
+
+static _Thread_local struct api_thread *self;
+
+static void
+stat_inc(_Atomic uint64_t *p)
+{
+    atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+struct api *
+api_new(const struct config *cfg, struct segments *segs, struct loader *loader,
+        struct snowflake *sf, int nthreads)
+{
+    struct api *a = xcalloc(1, sizeof *a);
+    size_t maxn = (size_t)(cfg->count_max > cfg->sf_count_max ? cfg->count_max
+                                                              : cfg->sf_count_max);
+
+    a->cfg = cfg;
+    a->segs = segs;
+    a->loader = loader;
+    a->sf = sf;
+    a->nthreads = nthreads;
+    a->threads = aligned_alloc(64, sizeof *a->threads * (size_t)nthreads);
+    if (a->threads == NULL)
+        abort();
+    memset(a->threads, 0, sizeof *a->threads * (size_t)nthreads);
+    for (int i = 0; i < nthreads; i++) {
+        /* An ID is at most 19 digits; JSON adds 3 bytes and the tag. */
+        a->threads[i].out_cap = maxn * 24 + TAG_MAX * 2 + 256;
+        a->threads[i].out = xmalloc(a->threads[i].out_cap);
+    }
+    a->started_ms = util_wall_ms();
+    return a;
+}
+
+void
+api_free(struct api *a)
+{
+    if (a == NULL)
+        return;
+    for (int i = 0; i < a->nthreads; i++)
+        free(a->threads[i].out);
+    free(a->threads);
+    free(a);
+}
+
+void
+api_set_server(struct api *a, struct http_server *s)
+{
+    a->server = s;
+}
+
+void
+api_thread(int index, int starting, void *arg)
+{
+    struct api *a = arg;
+
+    self = starting ? &a->threads[index] : NULL;
+}
+
+static void
+count(enum route r, int status)
+{
+    size_t i = 0;
+
+    if (self == NULL)
+        return;
+    while (i < NSTATUS && status_codes[i] != status)
+        i++;
+    stat_inc(&self->requests[r][i]);
+}
+
+/* ---- replies ---- */
+
+static void
+reply(struct http_conn *c, enum route r, int status, const char *ctype,
+      const char *extra, const char *body, size_t len)
+{
+    count(r, status);
+    http_reply(c, status, ctype, extra, body, len);
+}
+
+static void
+reply_error(struct http_conn *c, enum route r, int status, const char *code,
+            const char *extra, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+static void
+reply_error(struct http_conn *c, enum route r, int status, const char *code,
+            const char *extra, const char *fmt, ...)
+{
+    char msg[512], body[1024];
+    char *q;
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    q = util_json_str(msg);
+    n = snprintf(body, sizeof body, "{\"error\":\"%s\",\"message\":%s}\n", code, q);
+    free(q);
+    if (n < 0 || (size_t)n >= sizeof body)
+        n = snprintf(body, sizeof body, "{\"error\":\"%s\"}\n", code);
+    reply(c, r, status, "application/json", extra, body, (size_t)n);
+}
+
+static void
+reply_sbuf(struct http_conn *c, enum route r, int status, const char *ctype,
+           struct sbuf *b)
+{
+    reply(c, r, status, ctype, NULL, b->p ? b->p : "", b->len);
+    sbuf_free(b);
+}
+
+/* Write the IDs of ranges as text (one per line) or JSON into the thread's
+ * buffer and reply. */
+static void
+reply_ids(struct http_conn *c, enum route r, int json, const char *tag,
+          const struct segment_range *ranges, int nranges)
+{
+    char *p = self->out, *start = self->out;
+
+    if (json) {
+        if (tag != NULL) {
+            p = memcpy(p, "{\"biz_tag\":\"", 12), p += 12;
+            memcpy(p, tag, strlen(tag));     /* tags are [A-Za-z0-9._:-] */
+            p += strlen(tag);
+            memcpy(p, "\",\"ids\":[", 9);
+            p += 9;
+        } else {
+            memcpy(p, "{\"ids\":[", 8);
+            p += 8;
+        }
+    }
+    for (int i = 0; i < nranges; i++) {
+        for (int64_t k = 0; k < ranges[i].count; k++) {
+            uint64_t id = (uint64_t)(ranges[i].start + k);
+            if (json) {
+                *p++ = '"';
+                p = util_u64_dec(p, id);
+                *p++ = '"';
+                *p++ = ',';
+            } else {
+                p = util_u64_dec(p, id);
+                *p++ = '\n';
+            }
+        }
+    }
+    if (json) {
+        if (p[-1] == ',')
+            p--;
+        memcpy(p, "]}\n", 3);
+        p += 3;
+    }
+    reply(c, r, 200, json ? "application/json" : "text/plain", NULL, start,
+          (size_t)(p - start));
+}
+
+/* ---- request helpers ---- */
+
+/* ?count=N in [1, max]: returns N, or -1 if malformed/out of range, 1 if
+ * absent. */
+static int64_t
+query_count(const struct http_msg *m, int64_t max, int *bad)
+{
+    const char *v;
+    size_t vlen;
+    int64_t n;
+
+    *bad = 0;
+    if (m->query == NULL || !util_query_get(m->query, m->query_len, "count", &v, &vlen))
+        return 1;
+    if (util_parse_i64(v, vlen, 0, &n) == -1 || n < 1 || n > max) {
+        *bad = 1;
+        return -1;
+    }
+    return n;
+}
+
+/* JSON if Accept asks for it or ?format=json; ?format=text wins over Accept.
+ * Returns 1 json, 0 text, -1 bad format value. */
+static int
+want_json(const struct http_msg *m)
+{
+    const char *v;
+    size_t vlen;
+
+    if (m->query != NULL && util_query_get(m->query, m->query_len, "format", &v, &vlen)) {
+        if (vlen == 4 && memcmp(v, "json", 4) == 0)
+            return 1;
+        if ((vlen == 4 && memcmp(v, "text", 4) == 0) ||
+            (vlen == 5 && memcmp(v, "plain", 5) == 0))
+            return 0;
+        return -1;
+    }
+    return m->accept_json;
+}
+
+static int
+path_is(const struct http_msg *m, const char *s)
+{
+    size_t n = strlen(s);
+    return m->path_len == n && memcmp(m->path, s, n) == 0;
+}
+
+static int
+path_prefix(const struct http_msg *m, const char *s, const char **rest, size_t *rlen)
+{
+    size_t n = strlen(s);
+
+    if (m->path_len < n || memcmp(m->path, s, n) != 0)
+        return 0;
+    *rest = m->path + n;
+    *rlen = m->path_len - n;
+    return 1;
+}
+
+/* ---- segment mode ---- */
+
+static void
+handle_segment(struct api *a, struct http_conn *c, struct http_request *req,
+               enum route r, const char *raw, size_t rawlen)
+{
+    struct api_state *st = (struct api_state *)req->scratch;
+    char tag[TAG_MAX + 1];
+    long len;
+    int64_t n;
+    int bad, json;
+    enum segment_result res;
+
+    if (a->segs == NULL) {
+        reply_error(c, r, 404, "mode_disabled", NULL,
+                    "segment mode is off on this node (leaf.segment.enable = false)");
+        return;
+    }
+    len = util_pct_decode(raw, rawlen, tag, TAG_MAX);
+    if (len < 0 || !util_tag_valid(tag, (size_t)len)) {
+        reply_error(c, r, 400, "invalid_biz_tag", NULL,
+                    "biz_tag must be 1 to %d characters of [A-Za-z0-9._:-] after "
+                    "percent-decoding", TAG_MAX);
+        return;
+    }
+    tag[len] = '\0';
+    n = query_count(&req->msg, a->cfg->count_max, &bad);
+    if (bad) {
+        reply_error(c, r, 400, "invalid_count", NULL,
+                    "count must be an integer from 1 to %lld",
+                    (long long)a->cfg->count_max);
+        return;
+    }
+    json = want_json(&req->msg);
+    if (json < 0) {
+        reply_error(c, r, 400, "invalid_format", NULL, "format must be json or text");
+        return;
+    }
+    if (!req->retry && !req->timed_out)
+        st->deadline_us = req->start_us + a->cfg->wait_ms * 1000;
+
+    if (req->timed_out) {
+        struct loader_status ls;
+        loader_status(a->loader, &ls);
+        if (st->take.tag == NULL)
+            reply_error(c, r, 503, "tag_lookup_unavailable", "Retry-After: 1\r\n",
+                        "cannot tell whether biz_tag '%s' exists: the database "
+                        "did not answer within %lld ms%s%s; retry later", tag,
+                        (long long)a->cfg->wait_ms,
+                        ls.db_up ? "" : " (unreachable: ",
+                        ls.db_up ? "" : ls.last_error);
+        else
+            reply_error(c, r, 503, "ids_exhausted", "Retry-After: 1\r\n",
+                        "no ID for biz_tag '%s' within %lld ms: both buffers are "
+                        "empty and %s%s; retry later", tag,
+                        (long long)a->cfg->wait_ms,
+                        ls.db_up ? "the next segment is still loading"
+                                 : "the database is unreachable: ",
+                        ls.db_up ? "" : ls.last_error);
+        return;
+    }
+
+    res = segment_take(a->segs, tag, (size_t)len, n, &st->take);
+    switch (res) {
+    case SEGMENT_OK:
+        if (r == R_SEGMENT_LEAF && !json && n == 1) {
+            /* Leaf's path answers the bare number, as Leaf does. */
+            char buf[24], *e = util_u64_dec(buf, (uint64_t)st->take.ranges[0].start);
+            reply(c, r, 200, "text/plain", NULL, buf, (size_t)(e - buf));
+            return;
+        }
+        reply_ids(c, r, json, tag, st->take.ranges, st->take.nranges);
+        return;
+    case SEGMENT_UNKNOWN:
+        reply_error(c, r, 404, "unknown_biz_tag", NULL,
+                    "biz_tag '%s' is not in leaf_alloc; insert a row for it first",
+                    tag);
+        return;
+    case SEGMENT_WAIT: {
+        int64_t left = (st->deadline_us - util_mono_us() + 999) / 1000;
+        if (left <= 0)
+            left = 1;
+        http_park(c, (int)left);
+        return;
+    }
+    }
+}
+
+/* ---- snowflake mode ---- */
+
+static void
+handle_snowflake_disabled(struct api *a, struct http_conn *c, enum route r)
+{
+    (void)a;
+    reply_error(c, r, 404, "mode_disabled", NULL,
+                "snowflake mode is off on this node (leaf.snowflake.enable = false)");
+}
+
+/* ---- pages ---- */
+
+static void
+cache_tag(const struct segment_tag_info *in, void *arg)
+{
+    struct sbuf *b = arg;
+
+    sbuf_puts(b, b->p[b->len - 1] == '[' ? "{\"key\":" : ",{\"key\":");
+    sbuf_json_str(b, in->name);
+    sbuf_printf(b, ",\"init_ok\":%s,\"gone\":%s,\"pos\":%d,\"next_ready\":%s,"
+                   "\"loading\":%s,\"step\":%lld,\"min_step\":%lld,\"loads\":%lld,"
+                   "\"issued\":%lld,\"available\":%lld,\"segments\":[",
+                in->init_ok ? "true" : "false", in->gone ? "true" : "false",
+                in->cur, in->next_ready ? "true" : "false",
+                in->loading ? "true" : "false", (long long)in->step,
+                (long long)in->min_step, (long long)in->loads,
+                (long long)in->issued, (long long)in->available);
+    for (int i = 0; i < 2; i++)
+        sbuf_printf(b, "%s{\"value\":\"%lld\",\"max\":\"%lld\",\"step\":%lld,"
+                       "\"idle\":%lld}",
+                    i ? "," : "", (long long)in->slot[i].value,
+                    (long long)in->slot[i].max, (long long)in->slot[i].step,
+                    (long long)(in->slot[i].max - in->slot[i].value));
+    sbuf_puts(b, "]}");
+}
+
+static void
+handle_cache(struct api *a, struct http_conn *c)
+{
+    struct sbuf b = { 0 };
+
+    if (a->segs == NULL) {
+        reply_error(c, R_CACHE, 404, "mode_disabled", NULL, "segment mode is off on this node");
+        return;
+    }
+    sbuf_puts(&b, "{\"tags\":[");
+    segments_foreach(a->segs, cache_tag, &b);
+    sbuf_puts(&b, "]}\n");
+    reply_sbuf(c, R_CACHE, 200, "application/json", &b);
+}
+
+static void
+handle_db(struct api *a, struct http_conn *c, struct http_request *req)
+{
+    struct api_state *st = (struct api_state *)req->scratch;
+    struct loader_status ls;
+    struct sbuf b = { 0 };
+
+    if (a->segs == NULL) {
+        reply_error(c, R_DB, 404, "mode_disabled", NULL, "segment mode is off on this node");
+        return;
+    }
+    /* Read the table afresh on the loader's thread, then answer. */
+    if (!req->retry && !req->timed_out) {
+        st->refresh_gen = loader_refresh_now(a->loader);
+        http_park(c, (int)a->cfg->wait_ms);
+        return;
+    }
+    loader_status(a->loader, &ls);
+    if (ls.refresh_gen < st->refresh_gen && !req->timed_out) {
+        http_park(c, (int)((req->start_us + a->cfg->wait_ms * 1000 - util_mono_us()) / 1000 + 1));
+        return;
+    }
+    sbuf_printf(&b, "{\"store\":\"%s\",\"fresh\":%s,\"read_at_ms\":%lld,\"rows\":",
+                ls.store, ls.refresh_gen >= st->refresh_gen ? "true" : "false",
+                (long long)ls.refreshed_ms);
+    loader_rows_json(a->loader, &b);
+    sbuf_puts(&b, "}\n");
+    reply_sbuf(c, R_DB, 200, "application/json", &b);
+}
+
+struct health_scan {
+    int64_t dry;        /* tags in use with no ID left */
+    char    first[TAG_MAX + 1];
+};
+
+static void
+health_tag(const struct segment_tag_info *in, void *arg)
+{
+    struct health_scan *h = arg;
+
+    if (in->init_ok && !in->gone && in->available == 0) {
+        if (h->dry++ == 0)
+            snprintf(h->first, sizeof h->first, "%s", in->name);
+    }
+}
+
+int
+api_health(struct api *a, struct sbuf *b)
+{
+    int ok = 1, degraded = 0;
+    struct sbuf reasons = { 0 };
+
+    sbuf_puts(b, "{");
+    if (a->segs != NULL) {
+        struct loader_status ls;
+        struct health_scan h = { 0 };
+
+        loader_status(a->loader, &ls);
+        segments_foreach(a->segs, health_tag, &h);
+        sbuf_printf(b, "\"segment\":{\"enabled\":true,\"store\":\"%s\",\"db\":\"%s\","
+                       "\"tags\":%zu,\"tags_without_ids\":%lld",
+                    ls.store, ls.db_up ? "up" : "down", segments_count(a->segs),
+                    (long long)h.dry);
+        if (!ls.db_up) {
+            sbuf_printf(b, ",\"db_down_for_ms\":%lld,\"db_error\":",
+                        (long long)(util_wall_ms() - ls.down_since_ms));
+            sbuf_json_str(b, ls.last_error);
+            if (h.dry > 0) {
+                ok = 0;
+                sbuf_printf(&reasons, "segment: database unreachable and %lld tag(s) "
+                                      "(e.g. %s) have no buffered IDs; ",
+                            (long long)h.dry, h.first);
+            } else {
+                degraded = 1;
+                sbuf_printf(&reasons, "segment: database unreachable, serving from "
+                                      "buffers; ");
+            }
+        }
+        sbuf_puts(b, "},");
+    } else {
+        sbuf_puts(b, "\"segment\":{\"enabled\":false},");
+    }
+    sbuf_puts(b, "\"snowflake\":{\"enabled\":false},");
+    sbuf_printf(b, "\"uptime_ms\":%lld,\"status\":\"%s\"",
+                (long long)(util_wall_ms() - a->started_ms),
+                !ok ? "unavailable" : degraded ? "degraded" : "ok");
+    if (reasons.len > 0) {
+        reasons.len -= 2;          /* drop the last "; " */
+        reasons.p[reasons.len] = '\0';
+        sbuf_puts(b, ",\"reason\":");
+        sbuf_json_str(b, reasons.p);
+    }
+    sbuf_puts(b, "}\n");
+    sbuf_free(&reasons);
+    return ok ? 200 : 503;
+}
+
+static void
+metrics_tag(const struct segment_tag_info *in, void *arg)
+{
+    struct sbuf *b = arg;
+
+    sbuf_printf(b, "leafd_segment_ids_issued_total{biz_tag=\"%s\"} %lld\n"
+                   "leafd_segment_step{biz_tag=\"%s\"} %lld\n"
+                   "leafd_segment_ids_available{biz_tag=\"%s\"} %lld\n"
+                   "leafd_segment_next_ready{biz_tag=\"%s\"} %d\n"
+                   "leafd_segment_loading{biz_tag=\"%s\"} %d\n",
+                in->name, (long long)in->issued, in->name, (long long)in->step,
+                in->name, (long long)in->available, in->name, in->next_ready,
+                in->name, in->loading);
+}
+
+static void
+handle_metrics(struct api *a, struct http_conn *c)
+{
+    struct sbuf b = { 0 };
+    struct http_stats hs;
+
+    sbuf_puts(&b, "# HELP leafd_http_requests_total Requests by route and status.\n"
+                  "# TYPE leafd_http_requests_total counter\n");
+    for (int r = 0; r < R_COUNT; r++) {
+        for (size_t s = 0; s <= NSTATUS; s++) {
+            uint64_t sum = 0;
+            for (int t = 0; t < a->nthreads; t++)
+                sum += atomic_load_explicit(&a->threads[t].requests[r][s],
+                                            memory_order_relaxed);
+            if (sum == 0)
+                continue;
+            if (s < NSTATUS)
+                sbuf_printf(&b, "leafd_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
+                            route_names[r], status_codes[s], (unsigned long long)sum);
+            else
+                sbuf_printf(&b, "leafd_http_requests_total{route=\"%s\",status=\"other\"} %llu\n",
+                            route_names[r], (unsigned long long)sum);
+        }
+    }
+    if (a->server != NULL) {
+        http_server_stats(a->server, &hs);
+        sbuf_printf(&b, "# TYPE leafd_http_connections gauge\n"
+                        "leafd_http_connections %llu\n"
+                        "# TYPE leafd_http_connections_total counter\n"
+                        "leafd_http_connections_total %llu\n"
+                        "# TYPE leafd_http_connections_rejected_total counter\n"
+                        "leafd_http_connections_rejected_total %llu\n"
+                        "# TYPE leafd_http_requests_waiting gauge\n"
+                        "leafd_http_requests_waiting %llu\n",
+                    (unsigned long long)hs.connections_open,
+                    (unsigned long long)hs.connections_total,
+                    (unsigned long long)hs.connections_rejected,
+                    (unsigned long long)hs.requests_parked);
+    }
+    if (a->segs != NULL) {
+        sbuf_printf(&b, "# TYPE leafd_segment_tags gauge\nleafd_segment_tags %zu\n"
+                        "# TYPE leafd_segment_unknown_tags_cached gauge\n"
+                        "leafd_segment_unknown_tags_cached %zu\n",
+                    segments_count(a->segs), segments_negative_count(a->segs));
+        sbuf_puts(&b, "# HELP leafd_segment_ids_issued_total IDs handed out by tag.\n"
+                      "# TYPE leafd_segment_ids_issued_total counter\n"
+                      "# TYPE leafd_segment_step gauge\n"
+                      "# TYPE leafd_segment_ids_available gauge\n"
+                      "# TYPE leafd_segment_next_ready gauge\n"
+                      "# TYPE leafd_segment_loading gauge\n");
+        segments_foreach(a->segs, metrics_tag, &b);
+        loader_metrics(a->loader, &b);
+    }
+    reply_sbuf(c, R_METRICS, 200, "text/plain; version=0.0.4", &b);
+}
+
+/* ---- dispatch ---- */
+
+void
+api_handle(struct http_conn *c, struct http_request *req, void *arg)
+{
+    struct api *a = arg;
+    const struct http_msg *m = &req->msg;
+    const char *rest;
+    size_t rlen;
+
+    if (m->method != HTTP_GET && m->method != HTTP_HEAD) {
+        reply_error(c, R_OTHER, 405, "method_not_allowed", "Allow: GET, HEAD\r\n",
+                    "only GET and HEAD are served");
+        return;
+    }
+    if (path_prefix(m, "/segment/", &rest, &rlen)) {
+        handle_segment(a, c, req, R_SEGMENT, rest, rlen);
+    } else if (path_is(m, "/segment")) {
+        handle_segment(a, c, req, R_SEGMENT, "", 0);
+    } else if (path_prefix(m, "/api/segment/get/", &rest, &rlen)) {
+        handle_segment(a, c, req, R_SEGMENT_LEAF, rest, rlen);
+    } else if (path_is(m, "/snowflake") ||
+               path_prefix(m, "/api/snowflake/get/", &rest, &rlen)) {
+        handle_snowflake_disabled(a, c, path_is(m, "/snowflake") ? R_SNOWFLAKE
+                                                                 : R_SNOWFLAKE_LEAF);
+    } else if (path_prefix(m, "/snowflake/decode/", &rest, &rlen)) {
+        handle_snowflake_disabled(a, c, R_DECODE);
+    } else if (path_is(m, "/decodeSnowflakeId")) {
+        handle_snowflake_disabled(a, c, R_DECODE_LEAF);
+    } else if (path_is(m, "/snowflake/state")) {
+        handle_snowflake_disabled(a, c, R_SF_STATE);
+    } else if (path_is(m, "/health")) {
+        struct sbuf b = { 0 };
+        int status = api_health(a, &b);
+        reply_sbuf(c, R_HEALTH, status, "application/json", &b);
+    } else if (path_is(m, "/metrics")) {
+        handle_metrics(a, c);
+    } else if (path_is(m, "/cache")) {
+        handle_cache(a, c);
+    } else if (path_is(m, "/db")) {
+        handle_db(a, c, req);
+    } else {
+        reply_error(c, R_OTHER, 404, "not_found", NULL,
+                    "no such path; try /segment/<biz_tag>, /snowflake, /health or /metrics");
+    }
+}

@@ -1,0 +1,36 @@
+/* api.h: leafd's HTTP API: routes requests to segment mode, snowflake mode
+ * and the health, metrics, cache and db pages.
+ *
+ * api_handle is the http_handler_cb; it runs on I/O threads and never blocks:
+ * a request that must wait for a segment is parked (http_park) and answered
+ * when the loader wakes it or its wait runs out.
+ */
+#ifndef LEAFD_API_H
+#define LEAFD_API_H
+
+#include "http.h"
+
+struct config;
+struct loader;
+struct sbuf;
+struct segments;
+struct snowflake;
+
+struct api;
+
+/* segs/loader are NULL when segment mode is off; sf when snowflake is off.
+ * nthreads is the number of I/O threads (per-thread counters). */
+struct api *api_new(const struct config *cfg, struct segments *segs,
+                    struct loader *loader, struct snowflake *sf, int nthreads);
+void api_free(struct api *a);
+
+void api_handle(struct http_conn *c, struct http_request *req, void *arg);
+void api_thread(int index, int starting, void *arg);
+
+/* The server, for its stats on /metrics (set once after http_server_new). */
+void api_set_server(struct api *a, struct http_server *s);
+
+/* Build the /health answer; returns the HTTP status (200 or 503). */
+int  api_health(struct api *a, struct sbuf *b);
+
+#endif

@@ -1,0 +1,596 @@
+/* config.c: the key table, and the file / environment / flag parsers that all
+ * go through it.
+ *
+ * Each key has a name, a type, a range, a default and a help line. The same
+ * table fills defaults, parses `key = value` files (Java .properties style, so
+ * Leaf's leaf.properties loads), LEAFD_* environment variables and --key=value
+ * flags, validates every value, and prints --help.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config.h"
+#include "log.h"
+#include "util.h"
+
+enum key_type { K_BOOL, K_INT, K_STR, K_ENUM };
+
+struct key {
+    const char   *name;
+    enum key_type type;
+    size_t        off;
+    int64_t       min, max;     /* K_INT range; K_STR max length */
+    const char   *def;
+    const char   *const *names; /* K_ENUM value names, NULL-terminated */
+    const char   *help;
+};
+
+static const char *const store_names[] = { "auto", "sqlite", "mysql", NULL };
+static const char *const worker_names[] = { "auto", "static", "zookeeper", NULL };
+static const char *const level_names[] = { "debug", "info", "warn", "error", NULL };
+
+#define OFF(f) offsetof(struct config, f)
+#define DAY_MS (86400LL * 1000)
+
+static const struct key keys[] = {
+    /* Leaf's own property names. */
+    { "leaf.name", K_STR, OFF(leaf_name), 1, 64, "leafd", NULL,
+      "cluster name; ZooKeeper path /snowflake/<leaf.name>/forever" },
+    { "leaf.segment.enable", K_BOOL, OFF(segment_enable), 0, 1, NULL, NULL,
+      "serve segment mode (default: on without a config file, off with one)" },
+    { "leaf.jdbc.url", K_STR, OFF(jdbc_url), 0, 1024, "", NULL,
+      "Leaf's jdbc:mysql://host:port/db?... URL (selects the mysql store)" },
+    { "leaf.jdbc.username", K_STR, OFF(jdbc_username), 0, 128, "", NULL,
+      "MySQL user for leaf.jdbc.url" },
+    { "leaf.jdbc.password", K_STR, OFF(jdbc_password), 0, 256, "", NULL,
+      "MySQL password for leaf.jdbc.url (never logged)" },
+    { "leaf.snowflake.enable", K_BOOL, OFF(snowflake_enable), 0, 1, NULL, NULL,
+      "serve snowflake mode (default: on without a config file, off with one)" },
+    { "leaf.snowflake.zk.address", K_STR, OFF(zk_address), 0, 1024, "", NULL,
+      "ZooKeeper host:port[,host:port] (selects zookeeper worker IDs)" },
+    { "leaf.snowflake.port", K_INT, OFF(snowflake_port), 0, 65535, "0", NULL,
+      "port in this node's ZooKeeper identity ip:port (0: listen.port)" },
+
+    /* Server. */
+    { "listen.address", K_STR, OFF(listen_address), 1, 255, "127.0.0.1", NULL,
+      "address to listen on" },
+    { "listen.port", K_INT, OFF(listen_port), 0, 65535, "8080", NULL,
+      "HTTP port (0: any free port, logged at start)" },
+    { "threads", K_INT, OFF(threads), 0, 256, "0", NULL,
+      "I/O threads, each with its own event loop (0: one per core)" },
+    { "http.max_connections", K_INT, OFF(max_connections), 1, 1000000, "10000", NULL,
+      "open connections at most; more get 503 and are closed" },
+    { "http.idle_timeout_ms", K_INT, OFF(idle_timeout_ms), 100, 3600000, "60000", NULL,
+      "close a keep-alive connection idle this long, or a request head this slow" },
+    { "http.max_header_bytes", K_INT, OFF(max_header_bytes), 1024, 1048576, "8192", NULL,
+      "request line plus headers at most (over: 431)" },
+    { "http.max_url_bytes", K_INT, OFF(max_url_bytes), 64, 1048576, "2048", NULL,
+      "request target at most (over: 414)" },
+    { "shutdown_timeout_ms", K_INT, OFF(shutdown_timeout_ms), 0, 600000, "5000", NULL,
+      "on SIGTERM, wait this long at most for requests in flight" },
+    { "log.level", K_ENUM, OFF(log_level), 0, 0, "info", level_names,
+      "debug, info, warn or error" },
+    { "log.file", K_STR, OFF(log_file), 0, 1024, "", NULL,
+      "log file, reopened on SIGHUP (empty: stderr)" },
+
+    /* Segment mode. */
+    { "segment.store", K_ENUM, OFF(store), 0, 0, "auto", store_names,
+      "auto (mysql when a MySQL URL is set, else sqlite), sqlite or mysql" },
+    { "segment.sqlite.path", K_STR, OFF(sqlite_path), 1, 1024, "leafd.db", NULL,
+      "SQLite file holding leaf_alloc (created if missing)" },
+    { "segment.mysql.url", K_STR, OFF(mysql_url), 0, 1024, "", NULL,
+      "mysql://user:pass@host:port/db (alternative to leaf.jdbc.url)" },
+    { "segment.db_threads", K_INT, OFF(db_threads), 1, 64, "2", NULL,
+      "database threads (one connection each) loading segments" },
+    { "segment.db_timeout_ms", K_INT, OFF(db_timeout_ms), 100, 600000, "3000", NULL,
+      "connect/read/write timeout of one database call" },
+    { "segment.db_backoff_max_ms", K_INT, OFF(db_backoff_max_ms), 10, 600000, "5000", NULL,
+      "longest pause between reconnect attempts while the database is down" },
+    { "segment.prefetch_percent", K_INT, OFF(prefetch_percent), 1, 99, "10", NULL,
+      "load the next segment once this share of the current one is used" },
+    { "segment.wait_ms", K_INT, OFF(wait_ms), 0, 60000, "500", NULL,
+      "how long a request waits for a segment before 503 ids_exhausted" },
+    { "segment.count_max", K_INT, OFF(count_max), 1, 100000, "1000", NULL,
+      "largest ?count= for /segment" },
+    { "segment.refresh_ms", K_INT, OFF(refresh_ms), 100, DAY_MS, "60000", NULL,
+      "reload the tag list (and DBA step changes) this often" },
+    { "segment.negative_ttl_ms", K_INT, OFF(negative_ttl_ms), 0, DAY_MS, "10000", NULL,
+      "remember an unknown biz_tag this long before asking the database again" },
+    { "segment.max_step", K_INT, OFF(max_step), 1, 100000000, "1000000", NULL,
+      "adaptive step never grows past this" },
+    { "segment.duration_ms", K_INT, OFF(segment_duration_ms), 1000, DAY_MS, "900000", NULL,
+      "adaptive step aims for a segment to last this long (Leaf: 15 min)" },
+    { "segment.create_demo", K_BOOL, OFF(create_demo), 0, 1, "true", NULL,
+      "sqlite store: create the table and a 'demo' tag if missing" },
+
+    /* Snowflake mode. */
+    { "snowflake.worker_source", K_ENUM, OFF(worker_source), 0, 0, "auto", worker_names,
+      "auto (zookeeper when leaf.snowflake.zk.address is set, else static), static, zookeeper" },
+    { "snowflake.worker_id", K_INT, OFF(worker_id), 0, (1LL << 22) - 1, "0", NULL,
+      "worker ID for the static source" },
+    { "snowflake.epoch_ms", K_INT, OFF(epoch_ms), 0, 4102444800000LL, "1288834974657", NULL,
+      "epoch of the timestamp field (Leaf/Twitter: 1288834974657)" },
+    { "snowflake.timestamp_bits", K_INT, OFF(timestamp_bits), 30, 61, "41", NULL,
+      "timestamp bits (timestamp + datacenter + worker + sequence = 63)" },
+    { "snowflake.datacenter_bits", K_INT, OFF(datacenter_bits), 0, 16, "0", NULL,
+      "datacenter bits split off the worker field (0: no split; Twitter: 5)" },
+    { "snowflake.worker_bits", K_INT, OFF(worker_bits), 1, 22, "10", NULL,
+      "worker ID bits" },
+    { "snowflake.sequence_bits", K_INT, OFF(sequence_bits), 1, 22, "12", NULL,
+      "sequence bits (IDs per ms per worker = 2^bits)" },
+    { "snowflake.datacenter_id", K_INT, OFF(datacenter_id), 0, 65535, "0", NULL,
+      "datacenter ID when datacenter_bits > 0" },
+    { "snowflake.sequence_random", K_BOOL, OFF(sequence_random), 0, 1, "false", NULL,
+      "start each ms at a random sequence in [0, sequence_random_bound), as Leaf" },
+    { "snowflake.sequence_random_bound", K_INT, OFF(sequence_random_bound), 1, 1000000, "100", NULL,
+      "upper bound of the random sequence start" },
+    { "snowflake.max_backward_ms", K_INT, OFF(max_backward_ms), 0, 3600000, "1000", NULL,
+      "a clock step back up to this is served on the logical clock; beyond: 503" },
+    { "snowflake.max_borrow_ms", K_INT, OFF(max_borrow_ms), 0, 60000, "1000", NULL,
+      "issue at most this far ahead of the wall clock when a ms is used up" },
+    { "snowflake.fence_step_ms", K_INT, OFF(fence_step_ms), 100, 3600000, "3000", NULL,
+      "persisted fence runs this far ahead of the clock" },
+    { "snowflake.start_wait_ms", K_INT, OFF(start_wait_ms), 0, 3600000, "5000", NULL,
+      "at start, wait this long at most for the clock to pass the fence" },
+    { "snowflake.expiry_margin_days", K_INT, OFF(expiry_margin_days), 0, 365000, "365", NULL,
+      "refuse a layout whose timestamp runs out within this many days" },
+    { "snowflake.count_max", K_INT, OFF(sf_count_max), 1, 1000000, "4096", NULL,
+      "largest ?count= for /snowflake" },
+    { "snowflake.cache_file", K_STR, OFF(cache_file), 0, 1024, "", NULL,
+      "worker ID and fence cache (empty: leafd-snowflake-<leaf.name>.json)" },
+    { "snowflake.ip", K_STR, OFF(sf_ip), 0, 64, "", NULL,
+      "ip in this node's ZooKeeper identity (empty: first non-loopback IPv4)" },
+    { "snowflake.heartbeat_ms", K_INT, OFF(heartbeat_ms), 100, 600000, "3000", NULL,
+      "write the ZooKeeper node's timestamp this often" },
+    { "snowflake.zk_session_timeout_ms", K_INT, OFF(zk_timeout_ms), 1000, 600000, "10000", NULL,
+      "ZooKeeper session timeout" },
+    { "snowflake.takeover", K_BOOL, OFF(takeover), 0, 1, "false", NULL,
+      "without a registration of its own, take over a stale one" },
+    { "snowflake.takeover_age_ms", K_INT, OFF(takeover_age_ms), 1000, 365 * DAY_MS, "600000", NULL,
+      "a registration is stale when its heartbeat is older than this" },
+};
+
+#define NKEYS (sizeof keys / sizeof keys[0])
+
+static const struct key *
+key_find(const char *name, size_t len)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strlen(keys[i].name) == len && memcmp(keys[i].name, name, len) == 0)
+            return &keys[i];
+    return NULL;
+}
+
+int
+config_key_known(const char *key)
+{
+    return key_find(key, strlen(key)) != NULL;
+}
+
+static int
+parse_bool(const char *v, int *out)
+{
+    if (strcasecmp(v, "true") == 0 || strcasecmp(v, "yes") == 0 ||
+        strcasecmp(v, "on") == 0 || strcmp(v, "1") == 0)
+        *out = 1;
+    else if (strcasecmp(v, "false") == 0 || strcasecmp(v, "no") == 0 ||
+             strcasecmp(v, "off") == 0 || strcmp(v, "0") == 0)
+        *out = 0;
+    else
+        return -1;
+    return 0;
+}
+
+/* Set one key from text. Returns 0, or -1 with *why (static text or
+ * malloc'd in *why_alloc). */
+static int
+key_set(struct config *cfg, const struct key *k, const char *v, char **why)
+{
+    char *base = (char *)cfg + k->off;
+    int64_t n;
+    int b;
+
+    switch (k->type) {
+    case K_BOOL:
+        if (parse_bool(v, &b) == -1) {
+            *why = xasprintf("%s: expected true or false, got \"%s\"", k->name, v);
+            return -1;
+        }
+        *(int *)base = b;
+        if (k->off == OFF(segment_enable))
+            cfg->segment_enable_set = 1;
+        if (k->off == OFF(snowflake_enable))
+            cfg->snowflake_enable_set = 1;
+        return 0;
+    case K_INT:
+        if (util_parse_i64(v, strlen(v), 1, &n) == -1) {
+            *why = xasprintf("%s: expected an integer, got \"%s\"", k->name, v);
+            return -1;
+        }
+        if (n < k->min || n > k->max) {
+            *why = xasprintf("%s: %lld is out of range [%lld, %lld]", k->name,
+                             (long long)n, (long long)k->min, (long long)k->max);
+            return -1;
+        }
+        *(int64_t *)base = n;
+        return 0;
+    case K_STR:
+        if ((int64_t)strlen(v) < k->min || (int64_t)strlen(v) > k->max) {
+            *why = xasprintf("%s: length must be %lld to %lld bytes", k->name,
+                             (long long)k->min, (long long)k->max);
+            return -1;
+        }
+        free(*(char **)base);
+        *(char **)base = xstrdup(v);
+        return 0;
+    case K_ENUM:
+        for (int i = 0; k->names[i] != NULL; i++) {
+            if (strcasecmp(v, k->names[i]) == 0) {
+                *(int *)base = i;
+                return 0;
+            }
+        }
+        *why = xasprintf("%s: \"%s\" is not one of the allowed values", k->name, v);
+        return -1;
+    }
+    return -1;
+}
+
+void
+config_defaults(struct config *cfg)
+{
+    char *why = NULL;
+
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < NKEYS; i++) {
+        if (keys[i].def == NULL)
+            continue;
+        if (key_set(cfg, &keys[i], keys[i].def, &why) == -1)
+            abort();        /* a bad default is a bug in the table */
+    }
+    cfg->segment_enable_set = cfg->snowflake_enable_set = 0;
+}
+
+void
+config_free(struct config *cfg)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (keys[i].type == K_STR) {
+            char **p = (char **)((char *)cfg + keys[i].off);
+            free(*p);
+            *p = NULL;
+        }
+    free(cfg->path);
+    cfg->path = NULL;
+}
+
+static char *
+trim(char *s)
+{
+    char *e;
+
+    while (*s == ' ' || *s == '\t')
+        s++;
+    e = s + strlen(s);
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+        *--e = '\0';
+    return s;
+}
+
+#define LINE_MAX_BYTES 4096
+
+int
+config_load_string(struct config *cfg, const char *name, const char *text,
+                   char **cause)
+{
+    const char *p = text;
+    int lineno = 0;
+
+    while (*p != '\0') {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        char line[LINE_MAX_BYTES + 1], *s, *sep, *k, *v, *why = NULL;
+        const struct key *key;
+
+        lineno++;
+        if (len > LINE_MAX_BYTES) {
+            *cause = xasprintf("%s:%d: line longer than %d bytes", name, lineno,
+                               LINE_MAX_BYTES);
+            return -1;
+        }
+        memcpy(line, p, len);
+        line[len] = '\0';
+        p = nl ? nl + 1 : p + len;
+        if (memchr(line, '\0', len) != NULL && strlen(line) != len) {
+            *cause = xasprintf("%s:%d: NUL byte in line", name, lineno);
+            return -1;
+        }
+        s = trim(line);
+        if (*s == '\0' || *s == '#' || *s == '!')
+            continue;
+        sep = s + strcspn(s, "=:");
+        if (*sep == '\0') {
+            *cause = xasprintf("%s:%d: expected \"key = value\", got \"%.80s\"",
+                               name, lineno, s);
+            return -1;
+        }
+        *sep = '\0';
+        k = trim(s);
+        v = trim(sep + 1);
+        key = key_find(k, strlen(k));
+        if (key == NULL) {
+            *cause = xasprintf("%s:%d: unknown key \"%.128s\" (leafd --help lists the keys)",
+                               name, lineno, k);
+            return -1;
+        }
+        if (key_set(cfg, key, v, &why) == -1) {
+            *cause = xasprintf("%s:%d: %s", name, lineno, why);
+            free(why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int
+load_file(struct config *cfg, const char *path, char **cause)
+{
+    FILE *f = fopen(path, "r");
+    char *text;
+    long size;
+    int rc;
+
+    if (f == NULL) {
+        *cause = xasprintf("%s: cannot open config file: %s", path, strerror(errno));
+        return -1;
+    }
+    if (fseek(f, 0, SEEK_END) == -1 || (size = ftell(f)) < 0 ||
+        fseek(f, 0, SEEK_SET) == -1) {
+        *cause = xasprintf("%s: cannot read config file: %s", path, strerror(errno));
+        fclose(f);
+        return -1;
+    }
+    if (size > 1024 * 1024) {
+        *cause = xasprintf("%s: config file over 1 MiB", path);
+        fclose(f);
+        return -1;
+    }
+    text = xmalloc((size_t)size + 1);
+    if (fread(text, 1, (size_t)size, f) != (size_t)size) {
+        *cause = xasprintf("%s: cannot read config file", path);
+        free(text);
+        fclose(f);
+        return -1;
+    }
+    text[size] = '\0';
+    fclose(f);
+    if (strlen(text) != (size_t)size) {
+        *cause = xasprintf("%s: config file contains a NUL byte", path);
+        free(text);
+        return -1;
+    }
+    rc = config_load_string(cfg, path, text, cause);
+    free(text);
+    return rc;
+}
+
+/* LEAFD_LISTEN_PORT -> listen.port and so on: compare ignoring case, with
+ * '_' in the variable matching '.' or '_' in the key. */
+static const struct key *
+key_find_env(const char *var, size_t len)
+{
+    for (size_t i = 0; i < NKEYS; i++) {
+        const char *n = keys[i].name;
+        size_t j;
+
+        if (strlen(n) != len)
+            continue;
+        for (j = 0; j < len; j++) {
+            char a = (char)toupper((unsigned char)n[j]);
+            if (a == '.')
+                a = '_';
+            if (a != var[j])
+                break;
+        }
+        if (j == len)
+            return &keys[i];
+    }
+    return NULL;
+}
+
+extern char **environ;
+
+static int
+load_env(struct config *cfg, char **cause)
+{
+    for (char **e = environ; *e != NULL; e++) {
+        const char *eq, *name;
+        const struct key *key;
+        char *why = NULL, *val;
+
+        if (strncmp(*e, "LEAFD_", 6) != 0)
+            continue;
+        name = *e + 6;
+        eq = strchr(name, '=');
+        if (eq == NULL)
+            continue;
+        if ((eq - name == 6 && strncmp(name, "CONFIG", 6) == 0) ||
+            strncmp(name, "TEST_", 5) == 0)
+            continue;
+        key = key_find_env(name, (size_t)(eq - name));
+        if (key == NULL) {
+            *cause = xasprintf("environment: unknown variable LEAFD_%.*s",
+                               (int)(eq - name > 128 ? 128 : eq - name), name);
+            return -1;
+        }
+        val = xstrdup(eq + 1);
+        if (key_set(cfg, key, trim(val), &why) == -1) {
+            *cause = xasprintf("environment LEAFD_%.*s: %s", (int)(eq - name), name, why);
+            free(why);
+            free(val);
+            return -1;
+        }
+        free(val);
+    }
+    return 0;
+}
+
+static int
+load_overrides(struct config *cfg, char **ov, int n, char **cause)
+{
+    for (int i = 0; i < n; i++) {
+        const char *a = ov[i], *eq;
+        const struct key *key;
+        char *why = NULL;
+
+        if (strncmp(a, "--", 2) == 0)
+            a += 2;
+        eq = strchr(a, '=');
+        if (eq == NULL) {
+            *cause = xasprintf("command line: expected --key=value, got \"%.128s\"", ov[i]);
+            return -1;
+        }
+        key = key_find(a, (size_t)(eq - a));
+        if (key == NULL) {
+            *cause = xasprintf("command line: unknown key \"%.*s\" (leafd --help lists the keys)",
+                               (int)(eq - a > 128 ? 128 : eq - a), a);
+            return -1;
+        }
+        if (key_set(cfg, key, eq + 1, &why) == -1) {
+            *cause = xasprintf("command line: %s", why);
+            free(why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int
+config_validate(struct config *cfg, char **cause)
+{
+    int64_t bits = cfg->timestamp_bits + cfg->datacenter_bits + cfg->worker_bits +
+                   cfg->sequence_bits;
+
+    /* A missing enable key never turns a mode on when a config file was
+     * given: only the embedded default (no file at all) serves both. */
+    if (!cfg->segment_enable_set)
+        cfg->segment_enable = !cfg->from_file;
+    if (!cfg->snowflake_enable_set)
+        cfg->snowflake_enable = !cfg->from_file;
+
+    if (bits != 63) {
+        *cause = xasprintf("snowflake layout: timestamp_bits + datacenter_bits + "
+                           "worker_bits + sequence_bits must be 63, got %lld",
+                           (long long)bits);
+        return -1;
+    }
+    if (cfg->worker_id >= (1LL << cfg->worker_bits)) {
+        *cause = xasprintf("snowflake.worker_id %lld does not fit in %lld worker bits (max %lld)",
+                           (long long)cfg->worker_id, (long long)cfg->worker_bits,
+                           (long long)((1LL << cfg->worker_bits) - 1));
+        return -1;
+    }
+    if (cfg->datacenter_id >= (1LL << cfg->datacenter_bits)) {
+        *cause = xasprintf("snowflake.datacenter_id %lld does not fit in %lld datacenter bits",
+                           (long long)cfg->datacenter_id, (long long)cfg->datacenter_bits);
+        return -1;
+    }
+    if (cfg->store == STORE_AUTO)
+        cfg->store = (cfg->jdbc_url[0] || cfg->mysql_url[0]) ? STORE_MYSQL : STORE_SQLITE;
+    if (cfg->segment_enable && cfg->store == STORE_MYSQL && !cfg->jdbc_url[0] &&
+        !cfg->mysql_url[0]) {
+        *cause = xasprintf("segment.store is mysql but neither leaf.jdbc.url nor "
+                           "segment.mysql.url is set");
+        return -1;
+    }
+    if (cfg->worker_source == WORKER_AUTO)
+        cfg->worker_source = cfg->zk_address[0] ? WORKER_ZOOKEEPER : WORKER_STATIC;
+    if (cfg->snowflake_enable && cfg->worker_source == WORKER_ZOOKEEPER &&
+        !cfg->zk_address[0]) {
+        *cause = xasprintf("snowflake.worker_source is zookeeper but "
+                           "leaf.snowflake.zk.address is not set");
+        return -1;
+    }
+    if (cfg->snowflake_port == 0)
+        cfg->snowflake_port = cfg->listen_port;
+    if (!cfg->segment_enable && !cfg->snowflake_enable) {
+        *cause = xasprintf("both leaf.segment.enable and leaf.snowflake.enable are "
+                           "false: nothing to serve");
+        return -1;
+    }
+    return 0;
+}
+
+int
+config_load(struct config *cfg, const char *path, char **overrides,
+            int noverrides, char **cause)
+{
+    config_defaults(cfg);
+    if (path != NULL) {
+        cfg->path = xstrdup(path);
+        cfg->from_file = 1;
+        if (load_file(cfg, path, cause) == -1)
+            return -1;
+    }
+    if (load_env(cfg, cause) == -1)
+        return -1;
+    if (load_overrides(cfg, overrides, noverrides, cause) == -1)
+        return -1;
+    return config_validate(cfg, cause);
+}
+
+static const char *
+type_name(const struct key *k)
+{
+    switch (k->type) {
+    case K_BOOL: return "bool";
+    case K_INT: return "int";
+    case K_STR: return "string";
+    case K_ENUM: return "enum";
+    }
+    return "?";
+}
+
+void
+config_print_help(FILE *out)
+{
+    fprintf(out, "%-34s %-7s %-26s %s\n", "KEY", "TYPE", "RANGE", "DEFAULT / HELP");
+    for (size_t i = 0; i < NKEYS; i++) {
+        const struct key *k = &keys[i];
+        char range[64] = "";
+
+        if (k->type == K_INT)
+            snprintf(range, sizeof range, "%lld..%lld", (long long)k->min,
+                     (long long)k->max);
+        else if (k->type == K_STR)
+            snprintf(range, sizeof range, "%lld..%lld bytes", (long long)k->min,
+                     (long long)k->max);
+        else if (k->type == K_BOOL)
+            snprintf(range, sizeof range, "true|false");
+        else {
+            size_t n = 0;
+            for (int j = 0; k->names[j] && n < sizeof range - 1; j++)
+                n += (size_t)snprintf(range + n, sizeof range - n, "%s%s",
+                                      j ? "|" : "", k->names[j]);
+        }
+        fprintf(out, "%-34s %-7s %-26s %s\n%-34s %-7s %-26s   %s\n", k->name,
+                type_name(k), range,
+                k->def ? (k->def[0] ? k->def : "\"\"") : "(see help)", "", "", "",
+                k->help);
+    }
+}
+
+void
+config_log(const struct config *cfg)
+{
+    log_info("config: %s; segment mode %s (store %s), snowflake mode %s (worker IDs %s)",
+             cfg->path ? cfg->path : "built-in defaults",
+             cfg->segment_enable ? "on" : "off",
+             store_names[cfg->store],
+             cfg->snowflake_enable ? "on" : "off",
+             worker_names[cfg->worker_source]);
+}

@@ -1,0 +1,504 @@
+/* loader.c: the database threads of segment mode (see loader.h).
+ *
+ * Locking: one mutex (l->lock) guards the job queues, the backoff state, the
+ * status and the /db snapshot; the condition variable wakes idle threads.
+ * Store calls run with the lock released.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "loader.h"
+#include "log.h"
+#include "segment.h"
+#include "store.h"
+
+#define LOOKUP_BATCH 4          /* more pending lookups than this: one full list */
+#define BACKOFF_MIN_MS 50
+
+/* Load latency histogram bounds, in ms. */
+static const double latency_bounds[] = { 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000 };
+#define NBOUNDS (sizeof latency_bounds / sizeof latency_bounds[0])
+
+struct loader {
+    const struct config *cfg;
+    struct segments *segs;
+    void           (*wake)(void *);
+    void            *wake_arg;
+
+    int              nthreads;
+    pthread_t       *threads;
+    struct store   **stores;         /* one per thread */
+
+    pthread_mutex_t  lock;
+    pthread_cond_t   cond;
+    int              stopping;
+
+    struct segment_tag **loads;      /* FIFO of tags to load */
+    size_t           nloads, loads_cap;
+    char           (*lookups)[TAG_MAX + 1];
+    size_t           nlookups, lookups_cap;
+    int              refresh_wanted;
+    int64_t          next_refresh_ms;  /* monotonic */
+
+    int              db_up;
+    int64_t          down_since_ms;
+    int64_t          backoff_ms;
+    int64_t          retry_at_ms;      /* monotonic: no store call before */
+    struct loader_status st;
+
+    char            *rows_json;        /* last refresh, for /db */
+    uint64_t         buckets[NBOUNDS + 1];
+    double           latency_sum_ms;
+};
+
+struct loader *
+loader_new(const struct config *cfg, char **cause)
+{
+    struct loader *l = xcalloc(1, sizeof *l);
+
+    l->cfg = cfg;
+    l->nthreads = (int)cfg->db_threads;
+    l->stores = xcalloc((size_t)l->nthreads, sizeof *l->stores);
+    for (int i = 0; i < l->nthreads; i++) {
+        l->stores[i] = store_open(cfg, cause);
+        if (l->stores[i] == NULL) {
+            loader_free(l);
+            return NULL;
+        }
+    }
+    pthread_mutex_init(&l->lock, NULL);
+    pthread_cond_init(&l->cond, NULL);
+    l->db_up = 1;
+    l->rows_json = xstrdup("[]");
+    l->st.store = store_kind_name(l->stores[0]);
+    return l;
+}
+
+void
+loader_attach(struct loader *l, struct segments *segs, void (*wake)(void *),
+              void *wake_arg)
+{
+    l->segs = segs;
+    l->wake = wake;
+    l->wake_arg = wake_arg;
+}
+
+void
+loader_free(struct loader *l)
+{
+    if (l == NULL)
+        return;
+    for (int i = 0; i < l->nthreads; i++)
+        store_close(l->stores[i]);
+    free(l->stores);
+    free(l->threads);
+    free(l->loads);
+    free(l->lookups);
+    free(l->rows_json);
+    pthread_mutex_destroy(&l->lock);
+    pthread_cond_destroy(&l->cond);
+    free(l);
+}
+
+void
+loader_hook_load(void *arg, struct segment_tag *t)
+{
+    struct loader *l = arg;
+
+    pthread_mutex_lock(&l->lock);
+    if (l->nloads == l->loads_cap) {
+        l->loads_cap = l->loads_cap ? l->loads_cap * 2 : 64;
+        l->loads = xrealloc(l->loads, l->loads_cap * sizeof *l->loads);
+    }
+    l->loads[l->nloads++] = t;
+    pthread_cond_signal(&l->cond);
+    pthread_mutex_unlock(&l->lock);
+}
+
+void
+loader_hook_lookup(void *arg, const char *name)
+{
+    struct loader *l = arg;
+
+    pthread_mutex_lock(&l->lock);
+    if (l->nlookups == l->lookups_cap) {
+        l->lookups_cap = l->lookups_cap ? l->lookups_cap * 2 : 16;
+        l->lookups = xrealloc(l->lookups, l->lookups_cap * sizeof *l->lookups);
+    }
+    snprintf(l->lookups[l->nlookups++], TAG_MAX + 1, "%s", name);
+    pthread_cond_signal(&l->cond);
+    pthread_mutex_unlock(&l->lock);
+}
+
+uint64_t
+loader_refresh_now(struct loader *l)
+{
+    uint64_t gen;
+
+    pthread_mutex_lock(&l->lock);
+    l->refresh_wanted = 1;
+    gen = l->st.refresh_gen + 1;
+    pthread_cond_signal(&l->cond);
+    pthread_mutex_unlock(&l->lock);
+    return gen;
+}
+
+/* Record the outcome of a store call; lock held. */
+static void
+do_db_result(struct loader *l, int ok, const char *err)
+{
+    int64_t now = util_mono_ms();
+
+    if (ok) {
+        if (!l->db_up)
+            log_info("database is back after %lld ms",
+                     (long long)(util_wall_ms() - l->down_since_ms));
+        l->db_up = 1;
+        l->down_since_ms = 0;
+        l->backoff_ms = 0;
+        l->retry_at_ms = 0;
+        return;
+    }
+    l->st.errors++;
+    snprintf(l->st.last_error, sizeof l->st.last_error, "%s", err ? err : "?");
+    if (l->db_up) {
+        log_error("database unreachable, serving from buffers and retrying: %s",
+                  l->st.last_error);
+        l->down_since_ms = util_wall_ms();
+    }
+    l->db_up = 0;
+    l->backoff_ms = l->backoff_ms ? l->backoff_ms * 2 : BACKOFF_MIN_MS;
+    if (l->backoff_ms > l->cfg->db_backoff_max_ms)
+        l->backoff_ms = l->cfg->db_backoff_max_ms;
+    l->retry_at_ms = now + l->backoff_ms;
+}
+
+static void
+do_observe_latency(struct loader *l, double ms)
+{
+    size_t i = 0;
+
+    while (i < NBOUNDS && ms > latency_bounds[i])
+        i++;
+    l->buckets[i]++;
+    l->latency_sum_ms += ms;
+}
+
+static void
+run_load(struct loader *l, struct store *s, struct segment_tag *t)
+{
+    int64_t step = segment_next_step(l->segs, t), max_id = 0, db_step = 0;
+    int64_t t0 = util_mono_us();
+    char *cause = NULL;
+    int rc = store_alloc(s, segment_tag_name(t), step, &max_id, &db_step, &cause);
+    double ms = (double)(util_mono_us() - t0) / 1000.0;
+
+    pthread_mutex_lock(&l->lock);
+    do_db_result(l, rc != -1, cause);
+    if (rc == 0) {
+        l->st.loads++;
+        do_observe_latency(l, ms);
+    } else if (rc == -1) {
+        /* Keep the job: retry after the backoff. */
+        if (l->nloads == l->loads_cap) {
+            l->loads_cap = l->loads_cap ? l->loads_cap * 2 : 64;
+            l->loads = xrealloc(l->loads, l->loads_cap * sizeof *l->loads);
+        }
+        l->loads[l->nloads++] = t;
+    }
+    pthread_mutex_unlock(&l->lock);
+
+    if (rc == 0) {
+        segment_install(l->segs, t, max_id, step, db_step);
+        log_debug("tag %s: loaded [%lld, %lld) step %lld in %.1f ms",
+                  segment_tag_name(t), (long long)(max_id - step),
+                  (long long)max_id, (long long)step, ms);
+    } else if (rc == 1) {
+        log_info("tag %s: no longer in leaf_alloc", segment_tag_name(t));
+        segment_tag_gone(l->segs, t);
+    }
+    free(cause);
+}
+
+static int
+row_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct store_row *)a)->biz_tag,
+                  ((const struct store_row *)b)->biz_tag);
+}
+
+static char *
+rows_to_json(const struct store_row *rows, size_t n)
+{
+    struct sbuf b = { 0 };
+
+    sbuf_puts(&b, "[");
+    for (size_t i = 0; i < n; i++) {
+        sbuf_puts(&b, i ? ",{\"biz_tag\":" : "{\"biz_tag\":");
+        sbuf_json_str(&b, rows[i].biz_tag);
+        sbuf_printf(&b, ",\"max_id\":\"%lld\",\"step\":%lld,\"description\":",
+                    (long long)rows[i].max_id, (long long)rows[i].step);
+        sbuf_json_str(&b, rows[i].description);
+        sbuf_puts(&b, ",\"update_time\":");
+        sbuf_json_str(&b, rows[i].update_time);
+        sbuf_puts(&b, "}");
+    }
+    sbuf_puts(&b, "]");
+    return b.p;
+}
+
+/* Read every row: new tags, step changes, deleted tags, and the /db copy.
+ * names (n of them) are pending lookups this list answers too. */
+static void
+run_refresh(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_t n)
+{
+    struct store_row *rows = NULL;
+    size_t nrows = 0;
+    char *cause = NULL, *json = NULL;
+    int rc = store_list(s, &rows, &nrows, &cause);
+
+    if (rc == 0) {
+        qsort(rows, nrows, sizeof *rows, row_cmp);
+        segment_refresh(l->segs, rows, nrows);
+        for (size_t i = 0; i < n; i++) {
+            struct store_row key;
+            snprintf(key.biz_tag, sizeof key.biz_tag, "%s", names[i]);
+            if (bsearch(&key, rows, nrows, sizeof *rows, row_cmp) == NULL)
+                segment_tag_missing(l->segs, names[i]);
+        }
+        json = rows_to_json(rows, nrows);
+    }
+    pthread_mutex_lock(&l->lock);
+    do_db_result(l, rc == 0, cause);
+    if (rc == 0) {
+        l->st.refreshes++;
+        l->st.refresh_gen++;
+        l->st.refreshed_ms = util_wall_ms();
+        free(l->rows_json);
+        l->rows_json = json;
+    } else {
+        l->refresh_wanted = 1;     /* retry after the backoff */
+    }
+    pthread_mutex_unlock(&l->lock);
+    free(rows);
+    free(cause);
+}
+
+static void
+run_lookups(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_t n)
+{
+    if (n > LOOKUP_BATCH) {
+        run_refresh(l, s, names, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct store_row row;
+        char *cause = NULL;
+        int rc = store_get(s, names[i], &row, &cause);
+
+        pthread_mutex_lock(&l->lock);
+        do_db_result(l, rc != -1, cause);
+        l->st.lookups++;
+        if (rc == -1) {
+            /* Put the rest back and retry after the backoff. */
+            for (size_t j = i; j < n; j++) {
+                if (l->nlookups == l->lookups_cap) {
+                    l->lookups_cap = l->lookups_cap ? l->lookups_cap * 2 : 16;
+                    l->lookups = xrealloc(l->lookups, l->lookups_cap * sizeof *l->lookups);
+                }
+                memcpy(l->lookups[l->nlookups++], names[j], TAG_MAX + 1);
+            }
+        }
+        pthread_mutex_unlock(&l->lock);
+        free(cause);
+        if (rc == -1)
+            return;
+        if (rc == 0)
+            segment_tag_found(l->segs, &row);
+        else
+            segment_tag_missing(l->segs, names[i]);
+    }
+}
+
+static void
+wait_until(struct loader *l, int64_t mono_ms)
+{
+    struct timespec ts;
+    int64_t wall = util_wall_ms() + (mono_ms - util_mono_ms());
+
+    if (wall < 0)
+        wall = 0;
+    ts.tv_sec = wall / 1000;
+    ts.tv_nsec = (wall % 1000) * 1000000;
+    pthread_cond_timedwait(&l->cond, &l->lock, &ts);
+}
+
+struct worker_arg {
+    struct loader *l;
+    int index;
+};
+
+static void *
+loader_main(void *arg)
+{
+    struct worker_arg *wa = arg;
+    struct loader *l = wa->l;
+    struct store *s = l->stores[wa->index];
+
+    free(wa);
+    store_thread_init();
+    pthread_mutex_lock(&l->lock);
+    while (!l->stopping) {
+        int64_t now = util_mono_ms();
+        struct segment_tag *t = NULL;
+        char (*names)[TAG_MAX + 1] = NULL;
+        size_t n = 0;
+        int refresh = 0;
+
+        if (l->retry_at_ms > now) {
+            wait_until(l, l->retry_at_ms);
+            continue;
+        }
+        if (now >= l->next_refresh_ms) {
+            l->refresh_wanted = 1;
+            l->next_refresh_ms = now + l->cfg->refresh_ms;
+        }
+        if (l->nloads > 0) {
+            t = l->loads[0];
+            memmove(l->loads, l->loads + 1, --l->nloads * sizeof *l->loads);
+        } else if (l->refresh_wanted) {
+            l->refresh_wanted = 0;
+            refresh = 1;
+        } else if (l->nlookups > 0) {
+            n = l->nlookups;
+            names = l->lookups;
+            l->lookups = NULL;
+            l->nlookups = l->lookups_cap = 0;
+        } else {
+            wait_until(l, l->next_refresh_ms);
+            continue;
+        }
+        pthread_mutex_unlock(&l->lock);
+
+        if (t != NULL)
+            run_load(l, s, t);
+        else if (refresh)
+            run_refresh(l, s, NULL, 0);
+        else
+            run_lookups(l, s, names, n);
+        free(names);
+        if (l->wake != NULL)
+            l->wake(l->wake_arg);
+
+        pthread_mutex_lock(&l->lock);
+    }
+    pthread_mutex_unlock(&l->lock);
+    store_thread_end();
+    return NULL;
+}
+
+int
+loader_start(struct loader *l, char **cause)
+{
+    /* Load all tags before serving; a database that is down is retried. */
+    store_thread_init();
+    run_refresh(l, l->stores[0], NULL, 0);
+    l->next_refresh_ms = util_mono_ms() + l->cfg->refresh_ms;
+    l->threads = xcalloc((size_t)l->nthreads, sizeof *l->threads);
+    for (int i = 0; i < l->nthreads; i++) {
+        struct worker_arg *wa = xmalloc(sizeof *wa);
+        int rc;
+
+        wa->l = l;
+        wa->index = i;
+        rc = pthread_create(&l->threads[i], NULL, loader_main, wa);
+        if (rc != 0) {
+            *cause = xasprintf("cannot start database thread: %s", strerror(rc));
+            free(wa);
+            l->nthreads = i;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void
+loader_stop(struct loader *l)
+{
+    if (l == NULL || l->threads == NULL)
+        return;
+    pthread_mutex_lock(&l->lock);
+    l->stopping = 1;
+    pthread_cond_broadcast(&l->cond);
+    pthread_mutex_unlock(&l->lock);
+    for (int i = 0; i < l->nthreads; i++)
+        pthread_join(l->threads[i], NULL);
+    free(l->threads);
+    l->threads = NULL;
+}
+
+void
+loader_status(struct loader *l, struct loader_status *st)
+{
+    pthread_mutex_lock(&l->lock);
+    *st = l->st;
+    st->db_up = l->db_up;
+    st->down_since_ms = l->down_since_ms;
+    pthread_mutex_unlock(&l->lock);
+}
+
+uint64_t
+loader_rows_json(struct loader *l, struct sbuf *b)
+{
+    uint64_t gen;
+
+    pthread_mutex_lock(&l->lock);
+    sbuf_puts(b, l->rows_json);
+    gen = l->st.refresh_gen;
+    pthread_mutex_unlock(&l->lock);
+    return gen;
+}
+
+void
+loader_metrics(struct loader *l, struct sbuf *b)
+{
+    uint64_t cum = 0;
+
+    pthread_mutex_lock(&l->lock);
+    sbuf_puts(b, "# HELP leafd_segment_load_seconds Time to take a segment from the database.\n"
+                 "# TYPE leafd_segment_load_seconds histogram\n");
+    for (size_t i = 0; i < NBOUNDS; i++) {
+        cum += l->buckets[i];
+        sbuf_printf(b, "leafd_segment_load_seconds_bucket{le=\"%g\"} %llu\n",
+                    latency_bounds[i] / 1000.0, (unsigned long long)cum);
+    }
+    cum += l->buckets[NBOUNDS];
+    sbuf_printf(b, "leafd_segment_load_seconds_bucket{le=\"+Inf\"} %llu\n"
+                   "leafd_segment_load_seconds_sum %g\n"
+                   "leafd_segment_load_seconds_count %llu\n",
+                (unsigned long long)cum, l->latency_sum_ms / 1000.0,
+                (unsigned long long)cum);
+    sbuf_printf(b, "# HELP leafd_segment_loads_total Segments taken from the database.\n"
+                   "# TYPE leafd_segment_loads_total counter\n"
+                   "leafd_segment_loads_total %llu\n"
+                   "# HELP leafd_db_errors_total Failed database calls.\n"
+                   "# TYPE leafd_db_errors_total counter\n"
+                   "leafd_db_errors_total %llu\n"
+                   "# HELP leafd_db_up 1 if the last database call succeeded.\n"
+                   "# TYPE leafd_db_up gauge\n"
+                   "leafd_db_up %d\n"
+                   "# HELP leafd_db_queries_total Database transactions by kind.\n"
+                   "# TYPE leafd_db_queries_total counter\n"
+                   "leafd_db_queries_total{kind=\"alloc\"} %llu\n"
+                   "leafd_db_queries_total{kind=\"lookup\"} %llu\n"
+                   "leafd_db_queries_total{kind=\"list\"} %llu\n",
+                (unsigned long long)l->st.loads, (unsigned long long)l->st.errors,
+                l->db_up, (unsigned long long)(l->st.loads),
+                (unsigned long long)l->st.lookups,
+                (unsigned long long)l->st.refreshes);
+    pthread_mutex_unlock(&l->lock);
+}

@@ -1,0 +1,64 @@
+/* loader.h: segment mode's database threads.
+ *
+ * A small pool of threads, each with its own store connection, runs the
+ * database work that segment.c asks for: loading the next segment of a tag,
+ * looking up a tag not in memory, and refreshing the tag list on an interval.
+ * No database call ever runs on an I/O thread. After each piece of work the
+ * wake callback runs (it retries parked requests). While the database is down,
+ * work is retried with exponential backoff; state changes are logged once.
+ *
+ * Thread-safety: every function may be called from any thread.
+ */
+#ifndef LEAFD_LOADER_H
+#define LEAFD_LOADER_H
+
+#include <stdint.h>
+
+#include "util.h"
+
+struct config;
+struct loader;
+struct segments;
+struct segment_tag;
+
+/* Opens one store per thread and loads the tag list once (a database that is
+ * down at start is logged and retried, not fatal). NULL with *cause only on a
+ * configuration error. The loader's hooks must be given to segments_new: use
+ * loader_hooks() before creating the segments, then loader_start. */
+struct loader *loader_new(const struct config *cfg, char **cause);
+void loader_attach(struct loader *l, struct segments *segs,
+                   void (*wake)(void *), void *wake_arg);
+int  loader_start(struct loader *l, char **cause);
+void loader_stop(struct loader *l);       /* joins the threads; NULL ok */
+void loader_free(struct loader *l);
+
+/* segment_hooks callbacks; arg is the loader. */
+void loader_hook_load(void *arg, struct segment_tag *t);
+void loader_hook_lookup(void *arg, const char *name);
+
+/* Ask for a tag-list refresh now (SIGHUP, /db). Returns the refresh
+ * generation that will include it. */
+uint64_t loader_refresh_now(struct loader *l);
+
+struct loader_status {
+    int      db_up;                /* last call succeeded */
+    int64_t  down_since_ms;        /* wall ms the database went down, or 0 */
+    uint64_t errors;               /* failed database calls */
+    uint64_t loads;                /* segments loaded */
+    uint64_t lookups;              /* single-tag lookups */
+    uint64_t refreshes;            /* full tag-list reads */
+    uint64_t refresh_gen;          /* completed refreshes */
+    int64_t  refreshed_ms;         /* wall ms of the last refresh */
+    char     last_error[256];
+    const char *store;             /* "sqlite" or "mysql" */
+};
+void loader_status(struct loader *l, struct loader_status *st);
+
+/* The leaf_alloc rows of the last refresh as JSON, into b. Returns the
+ * refresh generation the rows come from. */
+uint64_t loader_rows_json(struct loader *l, struct sbuf *b);
+
+/* Prometheus text: load latency histogram, database errors and state. */
+void loader_metrics(struct loader *l, struct sbuf *b);
+
+#endif

@@ -1,0 +1,268 @@
+/* main.c: leafd's entry point: command line, start-up order, signals.
+ *
+ * Start: config -> log -> segment mode (store, tag list, loader threads) ->
+ * snowflake mode -> HTTP threads. SIGTERM/SIGINT: stop accepting, finish the
+ * requests in flight (bounded by shutdown_timeout_ms), stop the loaders and
+ * exit 0. SIGHUP: reopen the log file, reread the config file for what can
+ * change safely (log.level), and refresh the tag list.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "api.h"
+#include "config.h"
+#include "http.h"
+#include "loader.h"
+#include "log.h"
+#include "segment.h"
+
+#define LEAFD_VERSION "0.1.0"
+
+struct leafd {
+    struct config      cfg;
+    struct segments   *segs;
+    struct loader     *loader;
+    struct api        *api;
+    struct http_server *server;
+    struct event_base *base;        /* main thread: signals only */
+};
+
+static void
+usage(FILE *out)
+{
+    fprintf(out,
+        "usage: leafd [-c FILE] [--check-config] [--KEY=VALUE ...]\n"
+        "       leafd decode ID [-c FILE] [--KEY=VALUE ...]\n"
+        "       leafd --help | --version\n"
+        "\n"
+        "leafd serves unique 64-bit IDs over HTTP, Leaf-style:\n"
+        "  GET /segment/<biz_tag>[?count=N]   IDs from the leaf_alloc table\n"
+        "  GET /snowflake[?count=N]           time-ordered snowflake IDs\n"
+        "  GET /health /metrics /cache /db    operations pages\n"
+        "\n"
+        "Without -c, leafd runs its embedded default: segment mode on an SQLite\n"
+        "file (leafd.db, with a 'demo' tag) and snowflake mode with a static\n"
+        "worker ID, on 127.0.0.1:8080. With -c FILE (Leaf's leaf.properties\n"
+        "works), a mode is on only if the file turns it on.\n"
+        "\n"
+        "  -c, --config FILE   key = value file (also LEAFD_CONFIG)\n"
+        "  --check-config      validate the configuration and exit\n"
+        "  --KEY=VALUE         override one key (also LEAFD_KEY_NAME=VALUE)\n"
+        "\n"
+        "Keys:\n");
+    config_print_help(out);
+}
+
+static void
+wake_http(void *arg)
+{
+    struct leafd *d = arg;
+
+    if (d->server != NULL)
+        http_wake_all(d->server);
+}
+
+static void
+on_stop(evutil_socket_t sig, short what, void *arg)
+{
+    struct leafd *d = arg;
+
+    (void)what;
+    log_info("%s: stopping: no new connections, finishing requests in flight",
+             sig == SIGINT ? "SIGINT" : "SIGTERM");
+    event_base_loopbreak(d->base);
+}
+
+static void
+on_hup(evutil_socket_t sig, short what, void *arg)
+{
+    struct leafd *d = arg;
+    struct config fresh;
+    char *cause = NULL;
+
+    (void)sig;
+    (void)what;
+    log_reopen();
+    if (d->cfg.path != NULL) {
+        if (config_load(&fresh, d->cfg.path, NULL, 0, &cause) == -1) {
+            log_error("SIGHUP: keeping the running configuration: %s", cause);
+            free(cause);
+        } else {
+            log_set_level((enum log_level)fresh.log_level);
+            log_info("SIGHUP: log reopened, log.level %s",
+                     log_level_name((enum log_level)fresh.log_level));
+        }
+        config_free(&fresh);
+    } else {
+        log_info("SIGHUP: log reopened");
+    }
+    if (d->loader != NULL)
+        loader_refresh_now(d->loader);
+}
+
+static int
+start(struct leafd *d, char **cause)
+{
+    const struct config *cfg = &d->cfg;
+    struct http_config hc;
+    int threads = (int)cfg->threads;
+
+    if (threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? (int)n : 1;
+    }
+    if (cfg->segment_enable) {
+        struct segment_options so = {
+            .prefetch_percent = (int)cfg->prefetch_percent,
+            .max_step = cfg->max_step,
+            .duration_ms = cfg->segment_duration_ms,
+            .negative_ttl_ms = cfg->negative_ttl_ms,
+        };
+        struct segment_hooks hooks = { 0 };
+
+        d->loader = loader_new(cfg, cause);
+        if (d->loader == NULL)
+            return -1;
+        hooks.load = loader_hook_load;
+        hooks.lookup = loader_hook_lookup;
+        hooks.arg = d->loader;
+        d->segs = segments_new(&so, &hooks);
+        loader_attach(d->loader, d->segs, wake_http, d);
+        if (loader_start(d->loader, cause) == -1)
+            return -1;
+    }
+    d->api = api_new(cfg, d->segs, d->loader, NULL, threads);
+
+    memset(&hc, 0, sizeof hc);
+    hc.address = cfg->listen_address;
+    hc.port = (int)cfg->listen_port;
+    hc.threads = threads;
+    hc.max_connections = (int)cfg->max_connections;
+    hc.idle_timeout_ms = (int)cfg->idle_timeout_ms;
+    hc.max_header_bytes = (int)cfg->max_header_bytes;
+    hc.max_url_bytes = (int)cfg->max_url_bytes;
+    hc.max_body_bytes = 65536;
+    d->server = http_server_new(&hc, api_handle, api_thread, d->api, cause);
+    if (d->server == NULL)
+        return -1;
+    api_set_server(d->api, d->server);
+    if (http_server_start(d->server, cause) == -1)
+        return -1;
+    log_info("leafd %s listening on http://%s:%d with %d I/O thread(s)",
+             LEAFD_VERSION, cfg->listen_address, http_server_port(d->server),
+             threads);
+    return 0;
+}
+
+static void
+stop(struct leafd *d)
+{
+    if (d->server != NULL) {
+        http_server_stop(d->server, (int)d->cfg.shutdown_timeout_ms);
+    }
+    loader_stop(d->loader);
+    http_server_free(d->server);
+    d->server = NULL;
+    api_free(d->api);
+    segments_free(d->segs);
+    loader_free(d->loader);
+}
+
+int
+main(int argc, char **argv)
+{
+    struct leafd d;
+    const char *path = getenv("LEAFD_CONFIG");
+    char **ov = xcalloc((size_t)argc + 1, sizeof *ov);
+    int nov = 0, check = 0;
+    char *cause = NULL;
+    const char *decode_arg = NULL;
+    struct event *ev_term, *ev_int, *ev_hup;
+
+    memset(&d, 0, sizeof d);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--version") == 0) {
+            printf("leafd %s\n", LEAFD_VERSION);
+            return 0;
+        } else if (strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) {
+            if (++i == argc) {
+                fprintf(stderr, "leafd: %s needs a file name\n", a);
+                return 2;
+            }
+            path = argv[i];
+        } else if (strncmp(a, "--config=", 9) == 0) {
+            path = a + 9;
+        } else if (strcmp(a, "--check-config") == 0) {
+            check = 1;
+        } else if (strcmp(a, "decode") == 0 && i == 1) {
+            if (++i == argc) {
+                fprintf(stderr, "leafd: decode needs an ID\n");
+                return 2;
+            }
+            decode_arg = argv[i];
+        } else if (strncmp(a, "--", 2) == 0 && strchr(a, '=') != NULL) {
+            ov[nov++] = argv[i];
+        } else {
+            fprintf(stderr, "leafd: unknown argument \"%s\" (see leafd --help)\n", a);
+            return 2;
+        }
+    }
+    if (path != NULL && *path == '\0')
+        path = NULL;
+    if (config_load(&d.cfg, path, ov, nov, &cause) == -1) {
+        fprintf(stderr, "leafd: %s\n", cause);
+        return 2;
+    }
+    free(ov);
+    if (decode_arg != NULL) {
+        fprintf(stderr, "leafd: decode: snowflake mode is not built yet\n");
+        return 1;
+    }
+    if (check) {
+        printf("%s: configuration OK\n", d.cfg.path ? d.cfg.path : "defaults");
+        config_free(&d.cfg);
+        return 0;
+    }
+    log_init((enum log_level)d.cfg.log_level, d.cfg.log_file);
+    config_log(&d.cfg);
+    signal(SIGPIPE, SIG_IGN);
+
+    d.base = event_base_new();
+    if (d.base == NULL) {
+        log_error("event_base_new failed");
+        return 1;
+    }
+    ev_term = evsignal_new(d.base, SIGTERM, on_stop, &d);
+    ev_int = evsignal_new(d.base, SIGINT, on_stop, &d);
+    ev_hup = evsignal_new(d.base, SIGHUP, on_hup, &d);
+    event_add(ev_term, NULL);
+    event_add(ev_int, NULL);
+    event_add(ev_hup, NULL);
+
+    if (start(&d, &cause) == -1) {
+        log_error("cannot start: %s", cause);
+        free(cause);
+        stop(&d);
+        return 1;
+    }
+    event_base_dispatch(d.base);
+    stop(&d);
+    log_info("stopped");
+    event_free(ev_term);
+    event_free(ev_int);
+    event_free(ev_hup);
+    event_base_free(d.base);
+    config_free(&d.cfg);
+    return 0;
+}

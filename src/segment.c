@@ -1,0 +1,657 @@
+/* segment.c: the double-buffered segment allocator and the tag registry.
+ *
+ * DESIGN: the double buffer
+ *
+ * Each tag has two slots. A slot holds a range [start, max) and a counter
+ * `value`; `cur` names the slot requests take from. Taking n IDs is
+ *
+ *     g1 = slot.gen; v = fetch_add(slot.value, n); m = slot.max; g2 = slot.gen
+ *
+ * and the IDs [v, min(v + n, m)) are ours if g1 == g2 and g1 is even. That
+ * fetch_add is the only shared write on the hot path: no lock, no syscall.
+ *
+ * Guarantees, and why they hold:
+ * - No ID is handed out twice. Within one fill of a slot, fetch_add gives
+ *   each caller a disjoint interval. A slot is refilled (only when it is not
+ *   `cur` and its range is used up) as: gen++ (odd), value = start,
+ *   max = end, gen++ (even), under the tag mutex. A caller that loaded `cur`
+ *   before a switch may still add to the old slot while it is refilled; if its
+ *   add landed on the old range, v >= old max and, since ranges come from a
+ *   monotonic max_id, it is either refused as used up (gen unchanged) or the
+ *   generation changed and it retries; if its add landed on the new range,
+ *   the generation changed and it retries. Either way it never keeps an ID
+ *   someone else may get: at worst a few IDs are skipped (a gap, never a
+ *   repeat). All of these are seq_cst atomics, so the order above is the
+ *   order every thread sees.
+ * - Ranges never overlap across nodes: each comes from one transaction
+ *   UPDATE max_id = max_id + step; SELECT max_id (store.h).
+ * - The next range is fetched in the background once prefetch_percent of the
+ *   current one is used, so a request normally never waits for the database.
+ *   When both slots are empty the request gets SEGMENT_WAIT and its caller
+ *   parks it without blocking the thread (http_park), and it is retried when
+ *   a load lands (the wake hook) or times out.
+ * - A batch that spans the end of a segment keeps the IDs it has, takes the
+ *   rest from the next segment, and so stays increasing.
+ *
+ * The registry maps names to tags with lock-free reads: an open-addressing
+ * table of pointers, written under a mutex, grown by publishing a new table.
+ * Tags are never freed while running (a tag deleted from the database is
+ * marked gone), so readers need no reference counting. Old tables are kept
+ * until segments_free.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "segment.h"
+
+struct segment_slot {
+    _Atomic uint64_t gen;          /* odd while being refilled */
+    _Atomic int64_t  value;        /* next ID; may run past max */
+    _Atomic int64_t  max;          /* end of the range, exclusive */
+    _Atomic int64_t  start;        /* first ID of the range */
+    _Atomic int64_t  step;         /* max - start */
+} __attribute__((aligned(64)));
+
+struct segment_tag {
+    struct segment_slot slot[2];
+    _Atomic int      cur;          /* slot requests take from */
+    _Atomic int      next_ready;   /* slot[!cur] holds an unused range */
+    _Atomic int      loading;      /* a load is queued or running */
+    _Atomic int      init_ok;      /* a first range has been installed */
+    _Atomic int      gone;         /* no longer in the table */
+    _Atomic int64_t  issued;       /* IDs of retired ranges */
+    _Atomic int64_t  loads;
+    _Atomic int64_t  db_step;      /* the table's step, from refresh/lookup */
+
+    pthread_mutex_t  lock;         /* serialises switch, install, step */
+    int64_t          step;         /* lock: step of the next load */
+    int64_t          min_step;     /* lock: the table's step the step is based on */
+    int64_t          update_ms;    /* lock: when the last range was installed */
+
+    uint64_t         hash;
+    size_t           name_len;
+    char             name[TAG_MAX + 1];
+};
+
+struct registry_table {
+    size_t                        mask;      /* capacity - 1 */
+    _Atomic(struct segment_tag *) *slots;
+    struct registry_table        *older;     /* retired tables, freed at exit */
+};
+
+/* An unknown tag remembered until `until`. */
+struct negative {
+    char    name[TAG_MAX + 1];
+    int64_t until;
+};
+
+#define NEGATIVE_MAX 4096
+
+struct segments {
+    struct segment_options opt;
+    struct segment_hooks   hooks;
+
+    _Atomic(struct registry_table *) table;
+    pthread_mutex_t        reg_lock;          /* writers of table */
+    size_t                 ntags;             /* reg_lock */
+
+    pthread_mutex_t        neg_lock;          /* negative and pending */
+    struct negative       *negative;          /* NEGATIVE_MAX, hashed */
+    char                 (*pending)[TAG_MAX + 1]; /* lookups in flight */
+    size_t                 npending;
+};
+
+#define PENDING_MAX 1024
+
+static uint64_t
+name_hash(const char *s, size_t len)
+{
+    uint64_t h = 1469598103934665603ULL;
+
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static int64_t
+now_ms(const struct segments *s)
+{
+    return s->hooks.now_ms ? s->hooks.now_ms() : util_wall_ms();
+}
+
+static struct registry_table *
+table_new(size_t cap)
+{
+    struct registry_table *t = xcalloc(1, sizeof *t);
+
+    t->mask = cap - 1;
+    t->slots = xcalloc(cap, sizeof *t->slots);
+    return t;
+}
+
+struct segments *
+segments_new(const struct segment_options *opt, const struct segment_hooks *hooks)
+{
+    struct segments *s = xcalloc(1, sizeof *s);
+
+    s->opt = *opt;
+    s->hooks = *hooks;
+    atomic_store(&s->table, table_new(64));
+    pthread_mutex_init(&s->reg_lock, NULL);
+    pthread_mutex_init(&s->neg_lock, NULL);
+    s->negative = xcalloc(NEGATIVE_MAX, sizeof *s->negative);
+    s->pending = xcalloc(PENDING_MAX, sizeof *s->pending);
+    return s;
+}
+
+void
+segments_free(struct segments *s)
+{
+    struct registry_table *t, *older;
+
+    if (s == NULL)
+        return;
+    t = atomic_load(&s->table);
+    for (size_t i = 0; i <= t->mask; i++) {
+        struct segment_tag *tag = atomic_load(&t->slots[i]);
+        if (tag != NULL) {
+            pthread_mutex_destroy(&tag->lock);
+            free(tag);
+        }
+    }
+    for (; t != NULL; t = older) {
+        older = t->older;
+        free(t->slots);
+        free(t);
+    }
+    pthread_mutex_destroy(&s->reg_lock);
+    pthread_mutex_destroy(&s->neg_lock);
+    free(s->negative);
+    free(s->pending);
+    free(s);
+}
+
+static struct segment_tag *
+registry_find(struct segments *s, const char *name, size_t len, uint64_t h)
+{
+    struct registry_table *t = atomic_load(&s->table);
+
+    for (size_t i = h & t->mask;; i = (i + 1) & t->mask) {
+        struct segment_tag *tag = atomic_load(&t->slots[i]);
+        if (tag == NULL)
+            return NULL;
+        if (tag->hash == h && tag->name_len == len &&
+            memcmp(tag->name, name, len) == 0)
+            return tag;
+    }
+}
+
+/* reg_lock held. */
+static void
+do_registry_put(struct registry_table *t, struct segment_tag *tag)
+{
+    size_t i = tag->hash & t->mask;
+
+    while (atomic_load(&t->slots[i]) != NULL)
+        i = (i + 1) & t->mask;
+    atomic_store(&t->slots[i], tag);
+}
+
+/* Find or add a tag from a table row. */
+static struct segment_tag *
+registry_add(struct segments *s, const struct store_row *row)
+{
+    size_t len = strlen(row->biz_tag);
+    uint64_t h = name_hash(row->biz_tag, len);
+    struct segment_tag *tag;
+    struct registry_table *t;
+
+    pthread_mutex_lock(&s->reg_lock);
+    tag = registry_find(s, row->biz_tag, len, h);
+    if (tag != NULL) {
+        pthread_mutex_unlock(&s->reg_lock);
+        return tag;
+    }
+    tag = xcalloc(1, sizeof *tag);
+    pthread_mutex_init(&tag->lock, NULL);
+    memcpy(tag->name, row->biz_tag, len);
+    tag->name_len = len;
+    tag->hash = h;
+    tag->step = tag->min_step = row->step;
+    atomic_store(&tag->db_step, row->step);
+
+    t = atomic_load(&s->table);
+    if ((s->ntags + 1) * 2 > t->mask + 1) {
+        struct registry_table *bigger = table_new((t->mask + 1) * 2);
+        for (size_t i = 0; i <= t->mask; i++) {
+            struct segment_tag *old = atomic_load(&t->slots[i]);
+            if (old != NULL)
+                do_registry_put(bigger, old);
+        }
+        bigger->older = t;
+        atomic_store(&s->table, bigger);
+        t = bigger;
+    }
+    do_registry_put(t, tag);
+    s->ntags++;
+    pthread_mutex_unlock(&s->reg_lock);
+    return tag;
+}
+
+/* ---- unknown tags: negative cache and lookups in flight (neg_lock) ---- */
+
+static struct negative *
+do_negative_slot(struct segments *s, const char *name, size_t len)
+{
+    return &s->negative[name_hash(name, len) % NEGATIVE_MAX];
+}
+
+static int
+do_negative_hit(struct segments *s, const char *name, size_t len, int64_t now)
+{
+    struct negative *n = do_negative_slot(s, name, len);
+
+    return n->until > now && strlen(n->name) == len &&
+           memcmp(n->name, name, len) == 0;
+}
+
+static int
+do_pending_find(struct segments *s, const char *name, size_t len)
+{
+    for (size_t i = 0; i < s->npending; i++)
+        if (strlen(s->pending[i]) == len && memcmp(s->pending[i], name, len) == 0)
+            return (int)i;
+    return -1;
+}
+
+static void
+do_pending_remove(struct segments *s, const char *name)
+{
+    int i = do_pending_find(s, name, strlen(name));
+
+    if (i >= 0) {
+        s->npending--;
+        memcpy(s->pending[i], s->pending[s->npending], TAG_MAX + 1);
+    }
+}
+
+/* An unknown name: UNKNOWN if remembered as missing, else WAIT for a
+ * lookup (asking for one unless it is already in flight). */
+static enum segment_result
+unknown_tag(struct segments *s, const char *name, size_t len)
+{
+    char copy[TAG_MAX + 1];
+    int ask = 0;
+
+    pthread_mutex_lock(&s->neg_lock);
+    if (do_negative_hit(s, name, len, now_ms(s))) {
+        pthread_mutex_unlock(&s->neg_lock);
+        return SEGMENT_UNKNOWN;
+    }
+    if (do_pending_find(s, name, len) < 0) {
+        if (s->npending == PENDING_MAX) {
+            /* Too many distinct lookups in flight: treat as unknown rather
+             * than queue unbounded work for the database. */
+            pthread_mutex_unlock(&s->neg_lock);
+            return SEGMENT_UNKNOWN;
+        }
+        memcpy(s->pending[s->npending], name, len);
+        s->pending[s->npending][len] = '\0';
+        s->npending++;
+        ask = 1;
+    }
+    pthread_mutex_unlock(&s->neg_lock);
+    if (ask) {
+        memcpy(copy, name, len);
+        copy[len] = '\0';
+        s->hooks.lookup(s->hooks.arg, copy);
+    }
+    return SEGMENT_WAIT;
+}
+
+void
+segment_tag_found(struct segments *s, const struct store_row *row)
+{
+    struct segment_tag *tag = registry_add(s, row);
+
+    atomic_store(&tag->db_step, row->step);
+    atomic_store(&tag->gone, 0);
+    pthread_mutex_lock(&s->neg_lock);
+    do_pending_remove(s, row->biz_tag);
+    pthread_mutex_unlock(&s->neg_lock);
+}
+
+void
+segment_tag_missing(struct segments *s, const char *name)
+{
+    size_t len = strlen(name);
+
+    pthread_mutex_lock(&s->neg_lock);
+    do_pending_remove(s, name);
+    if (s->opt.negative_ttl_ms > 0) {
+        /* A hashed, bounded cache: a newer entry evicts an older one. */
+        struct negative *n = do_negative_slot(s, name, len);
+        memcpy(n->name, name, len + 1);
+        n->until = now_ms(s) + s->opt.negative_ttl_ms;
+    }
+    pthread_mutex_unlock(&s->neg_lock);
+}
+
+size_t
+segments_negative_count(struct segments *s)
+{
+    size_t n = 0;
+    int64_t now = now_ms(s);
+
+    pthread_mutex_lock(&s->neg_lock);
+    for (size_t i = 0; i < NEGATIVE_MAX; i++)
+        if (s->negative[i].until > now)
+            n++;
+    pthread_mutex_unlock(&s->neg_lock);
+    return n;
+}
+
+/* ---- the double buffer ---- */
+
+static void
+request_load(struct segments *s, struct segment_tag *t)
+{
+    int expect = 0;
+
+    if (atomic_load(&t->next_ready) || atomic_load(&t->loading))
+        return;
+    if (atomic_compare_exchange_strong(&t->loading, &expect, 1))
+        s->hooks.load(s->hooks.arg, t);
+}
+
+/* Take up to want IDs from the current slot. Returns how many were taken
+ * into *start (0: the slot is used up or being refilled). */
+static int64_t
+take_fast(struct segments *s, struct segment_tag *t, int64_t want, int64_t *start)
+{
+    for (;;) {
+        struct segment_slot *sl = &t->slot[atomic_load(&t->cur)];
+        uint64_t g1 = atomic_load(&sl->gen), g2;
+        int64_t v, m, got;
+
+        if (g1 & 1)
+            return 0;
+        v = atomic_fetch_add(&sl->value, want);
+        m = atomic_load(&sl->max);
+        g2 = atomic_load(&sl->gen);
+        if (g1 != g2)
+            continue;           /* refilled under us: never keep that ID */
+        if (v >= m)
+            return 0;
+        got = m - v < want ? m - v : want;
+        *start = v;
+        /* Prefetch once prefetch_percent of this range is used. */
+        if (!atomic_load(&t->next_ready) && !atomic_load(&t->loading)) {
+            int64_t st = atomic_load(&sl->start), step = atomic_load(&sl->step);
+            if ((v + got - st) * 100 >= step * s->opt.prefetch_percent)
+                request_load(s, t);
+        }
+        return got;
+    }
+}
+
+/* Switch to the next slot if the current one is used up and the next is
+ * ready. Returns 1 if the caller should try again, 0 if nothing is ready. */
+static int
+take_slow(struct segments *s, struct segment_tag *t)
+{
+    int again = 0;
+
+    pthread_mutex_lock(&t->lock);
+    {
+        int c = atomic_load(&t->cur);
+        struct segment_slot *sl = &t->slot[c];
+
+        if (atomic_load(&sl->value) < atomic_load(&sl->max) &&
+            !(atomic_load(&sl->gen) & 1)) {
+            again = 1;          /* another thread switched already */
+        } else if (atomic_load(&t->next_ready)) {
+            int64_t used = atomic_load(&sl->max) - atomic_load(&sl->start);
+            atomic_fetch_add(&t->issued, used);
+            atomic_store(&t->cur, !c);
+            atomic_store(&t->next_ready, 0);
+            again = 1;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (!again)
+        request_load(s, t);
+    return again;
+}
+
+enum segment_result
+segment_take(struct segments *s, const char *name, size_t len, int64_t n,
+             struct segment_take *st)
+{
+    struct segment_tag *t = st->tag;
+
+    if (t == NULL) {
+        t = registry_find(s, name, len, name_hash(name, len));
+        if (t == NULL)
+            return unknown_tag(s, name, len);
+        st->tag = t;
+        st->want = n;
+        st->nranges = 0;
+    }
+    if (atomic_load(&t->gone) && st->nranges == 0)
+        return SEGMENT_UNKNOWN;
+
+    while (st->want > 0) {
+        int64_t start, got = take_fast(s, t, st->want, &start);
+
+        if (got > 0) {
+            struct segment_range *last = st->nranges ? &st->ranges[st->nranges - 1] : NULL;
+            if (last != NULL && last->start + last->count == start) {
+                last->count += got;
+            } else {
+                if (st->nranges == SEGMENT_MAX_RANGES)
+                    return SEGMENT_WAIT;    /* cannot happen for sane n */
+                st->ranges[st->nranges].start = start;
+                st->ranges[st->nranges].count = got;
+                st->nranges++;
+            }
+            st->want -= got;
+            continue;
+        }
+        if (!take_slow(s, t))
+            return SEGMENT_WAIT;
+    }
+    /* A caller stalled across a whole switch and refill may have taken from
+     * the next range before the current one: the ranges are disjoint, so
+     * sorting them keeps the answer increasing. */
+    for (int i = 1; i < st->nranges; i++) {
+        struct segment_range r = st->ranges[i];
+        int j = i;
+        for (; j > 0 && st->ranges[j - 1].start > r.start; j--)
+            st->ranges[j] = st->ranges[j - 1];
+        st->ranges[j] = r;
+    }
+    return SEGMENT_OK;
+}
+
+int64_t
+segment_adapt_step(int64_t step, int64_t min_step, int64_t max_step,
+                   int64_t duration_ms, int64_t target_ms)
+{
+    if (duration_ms < target_ms) {
+        if (step * 2 <= max_step)
+            step *= 2;
+    } else if (duration_ms >= target_ms * 2) {
+        if (step / 2 >= min_step)
+            step /= 2;
+    }
+    return step < min_step ? min_step : step;
+}
+
+int64_t
+segment_next_step(struct segments *s, struct segment_tag *t)
+{
+    int64_t step, db_step = atomic_load(&t->db_step);
+
+    pthread_mutex_lock(&t->lock);
+    if (db_step != t->min_step) {
+        /* The DBA changed the step: it holds from this load on. */
+        log_info("tag %s: step changed in the database from %lld to %lld",
+                 t->name, (long long)t->min_step, (long long)db_step);
+        t->min_step = t->step = db_step;
+    } else if (t->update_ms != 0) {
+        t->step = segment_adapt_step(t->step, t->min_step, s->opt.max_step,
+                                     now_ms(s) - t->update_ms,
+                                     s->opt.duration_ms);
+    }
+    step = t->step;
+    pthread_mutex_unlock(&t->lock);
+    return step;
+}
+
+void
+segment_install(struct segments *s, struct segment_tag *t, int64_t max_id,
+                int64_t step, int64_t db_step)
+{
+    struct segment_slot *sl;
+
+    pthread_mutex_lock(&t->lock);
+    sl = &t->slot[!atomic_load(&t->cur)];
+    atomic_fetch_add(&sl->gen, 1);
+    atomic_store(&sl->value, max_id - step);
+    atomic_store(&sl->max, max_id);
+    atomic_store(&sl->start, max_id - step);
+    atomic_store(&sl->step, step);
+    atomic_fetch_add(&sl->gen, 1);
+    atomic_store(&t->next_ready, 1);
+    t->update_ms = now_ms(s);
+    if (db_step != t->min_step)
+        atomic_store(&t->db_step, db_step);   /* next load picks it up */
+    atomic_store(&t->init_ok, 1);
+    atomic_fetch_add(&t->loads, 1);
+    atomic_store(&t->loading, 0);
+    pthread_mutex_unlock(&t->lock);
+}
+
+void
+segment_load_failed(struct segments *s, struct segment_tag *t)
+{
+    (void)s;
+    atomic_store(&t->loading, 0);
+}
+
+void
+segment_tag_gone(struct segments *s, struct segment_tag *t)
+{
+    (void)s;
+    atomic_store(&t->gone, 1);
+    atomic_store(&t->loading, 0);
+}
+
+void
+segment_refresh(struct segments *s, const struct store_row *rows, size_t n)
+{
+    struct registry_table *t;
+
+    for (size_t i = 0; i < n; i++)
+        segment_tag_found(s, &rows[i]);
+    /* Mark tags that are no longer in the table. rows is sorted. */
+    pthread_mutex_lock(&s->reg_lock);
+    t = atomic_load(&s->table);
+    for (size_t i = 0; i <= t->mask; i++) {
+        struct segment_tag *tag = atomic_load(&t->slots[i]);
+        size_t lo = 0, hi = n;
+        int found = 0;
+
+        if (tag == NULL)
+            continue;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            int c = strcmp(rows[mid].biz_tag, tag->name);
+            if (c == 0) {
+                found = 1;
+                break;
+            }
+            if (c < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (!found && !atomic_load(&tag->gone)) {
+            log_info("tag %s: no longer in leaf_alloc; answering unknown_biz_tag",
+                     tag->name);
+            atomic_store(&tag->gone, 1);
+        }
+    }
+    pthread_mutex_unlock(&s->reg_lock);
+}
+
+const char *
+segment_tag_name(const struct segment_tag *t)
+{
+    return t->name;
+}
+
+static void
+tag_info(struct segment_tag *t, struct segment_tag_info *in)
+{
+    memset(in, 0, sizeof *in);
+    memcpy(in->name, t->name, t->name_len + 1);
+    pthread_mutex_lock(&t->lock);
+    in->init_ok = atomic_load(&t->init_ok);
+    in->cur = atomic_load(&t->cur);
+    in->next_ready = atomic_load(&t->next_ready);
+    in->loading = atomic_load(&t->loading);
+    in->gone = atomic_load(&t->gone);
+    in->step = t->step;
+    in->min_step = t->min_step;
+    in->loads = atomic_load(&t->loads);
+    in->issued = atomic_load(&t->issued);
+    for (int i = 0; i < 2; i++) {
+        struct segment_slot *sl = &t->slot[i];
+        struct segment_slot_info *si = &in->slot[i];
+        si->max = atomic_load(&sl->max);
+        si->start = atomic_load(&sl->start);
+        si->step = atomic_load(&sl->step);
+        si->value = atomic_load(&sl->value);
+        if (si->value > si->max)
+            si->value = si->max;
+    }
+    /* IDs used from the current slot count as issued; the next is unused. */
+    in->issued += in->slot[in->cur].value - in->slot[in->cur].start;
+    in->available = in->slot[in->cur].max - in->slot[in->cur].value;
+    if (in->next_ready)
+        in->available += in->slot[!in->cur].max - in->slot[!in->cur].value;
+    pthread_mutex_unlock(&t->lock);
+}
+
+void
+segments_foreach(struct segments *s,
+                 void (*fn)(const struct segment_tag_info *, void *), void *arg)
+{
+    struct registry_table *t = atomic_load(&s->table);
+    struct segment_tag_info info;
+
+    for (size_t i = 0; i <= t->mask; i++) {
+        struct segment_tag *tag = atomic_load(&t->slots[i]);
+        if (tag == NULL)
+            continue;
+        tag_info(tag, &info);
+        fn(&info, arg);
+    }
+}
+
+size_t
+segments_count(struct segments *s)
+{
+    size_t n;
+
+    pthread_mutex_lock(&s->reg_lock);
+    n = s->ntags;
+    pthread_mutex_unlock(&s->reg_lock);
+    return n;
+}

@@ -1,0 +1,123 @@
+/* segment.h: segment mode's allocator: a registry of biz_tags, each with a
+ * double buffer of ID ranges ("segments") taken from leaf_alloc.
+ *
+ * This module does no I/O. It asks for database work through the hooks
+ * (loader.c answers them on its own threads) and is told the results through
+ * segment_install / segment_tag_found / segment_tag_missing / segment_refresh.
+ *
+ * Thread-safety: segment_take may be called from any number of threads at
+ * once; taking from a ready segment is an atomic add (no lock, no allocation,
+ * no syscall). Everything else takes the tag's mutex or the registry's.
+ */
+#ifndef LEAFD_SEGMENT_H
+#define LEAFD_SEGMENT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+#include "util.h"
+
+struct segments;
+struct segment_tag;
+
+struct segment_hooks {
+    /* Load the next segment of t (loader thread will call segment_install or
+     * segment_load_failed). Called at most once until one of those. */
+    void (*load)(void *arg, struct segment_tag *t);
+    /* Look up a tag not in memory (segment_tag_found / segment_tag_missing). */
+    void (*lookup)(void *arg, const char *name);
+    void *arg;
+    int64_t (*now_ms)(void);         /* clock for step adaptation; NULL: wall */
+};
+
+struct segment_options {
+    int     prefetch_percent;        /* load next once this share is used */
+    int64_t max_step;                /* adaptive step ceiling */
+    int64_t duration_ms;             /* adaptive target lifetime of a segment */
+    int64_t negative_ttl_ms;         /* unknown-tag cache TTL */
+};
+
+/* Up to this many ranges make one answer (a batch may span segments). */
+#define SEGMENT_MAX_RANGES 8
+
+struct segment_range {
+    int64_t start;
+    int64_t count;
+};
+
+/* The state of one segment_take call, kept across waits: IDs already taken
+ * stay taken, so a batch that spans a segment end stays increasing. */
+struct segment_take {
+    struct segment_tag   *tag;
+    int64_t               want;       /* IDs still to take */
+    int                   nranges;
+    struct segment_range  ranges[SEGMENT_MAX_RANGES];
+};
+
+enum segment_result {
+    SEGMENT_OK,          /* ranges hold want IDs */
+    SEGMENT_WAIT,        /* nothing ready yet: wait for a wake and call again */
+    SEGMENT_UNKNOWN,     /* no such biz_tag */
+};
+
+struct segments *segments_new(const struct segment_options *opt,
+                              const struct segment_hooks *hooks);
+void segments_free(struct segments *s);                /* NULL: no-op */
+
+/* Start (st zeroed by the caller) or continue taking n IDs for tag name.
+ * n must be >= 1 and small enough to fit in SEGMENT_MAX_RANGES segments. */
+enum segment_result segment_take(struct segments *s, const char *name,
+                                 size_t len, int64_t n, struct segment_take *st);
+
+/* Loader side. */
+/* The step to ask the database for on t's next load (adaptive, as Leaf). */
+int64_t segment_next_step(struct segments *s, struct segment_tag *t);
+/* A load of `step` IDs returned max_id and the row's step: the range is
+ * [max_id - step, max_id). */
+void segment_install(struct segments *s, struct segment_tag *t, int64_t max_id,
+                     int64_t step, int64_t db_step);
+void segment_load_failed(struct segments *s, struct segment_tag *t);
+/* The load found no row: the tag was deleted from the table. */
+void segment_tag_gone(struct segments *s, struct segment_tag *t);
+/* Lookup results. */
+void segment_tag_found(struct segments *s, const struct store_row *row);
+void segment_tag_missing(struct segments *s, const char *name);
+/* A full list of rows: add new tags, pick up DBA step changes, mark tags
+ * that are gone. */
+void segment_refresh(struct segments *s, const struct store_row *rows, size_t n);
+
+const char *segment_tag_name(const struct segment_tag *t);
+
+/* Snapshot of one tag for /cache and /metrics. */
+struct segment_slot_info {
+    int64_t value, max, step, start;
+};
+struct segment_tag_info {
+    char    name[TAG_MAX + 1];
+    int     init_ok;
+    int     cur;
+    int     next_ready;
+    int     loading;
+    int     gone;                  /* deleted from the table */
+    int64_t step;                  /* adaptive step for the next load */
+    int64_t min_step;              /* the database's step */
+    int64_t issued;                /* IDs handed out since start */
+    int64_t loads;
+    int64_t available;             /* IDs left in both buffers */
+    struct segment_slot_info slot[2];
+};
+/* Calls fn for each tag (registry order). */
+void segments_foreach(struct segments *s,
+                      void (*fn)(const struct segment_tag_info *, void *),
+                      void *arg);
+size_t segments_count(struct segments *s);
+/* Number of tags whose requests are waiting for a segment right now. */
+size_t segments_negative_count(struct segments *s);
+
+/* Step adaptation, exposed for tests: Leaf's rule. */
+int64_t segment_adapt_step(int64_t step, int64_t min_step, int64_t max_step,
+                           int64_t duration_ms, int64_t target_ms);
+
+#endif
