@@ -1,0 +1,31 @@
+#!/bin/sh
+# Install the Debian packages leafd needs that this machine lacks.
+# Usage: sh .ci/deps.sh [build|test|bench]   (default: build)
+# A no-op when everything is installed; needs root (or sudo) otherwise.
+set -e
+profile=${1:-build}
+build="gcc make pkg-config libc6-dev libevent-dev default-libmysqlclient-dev
+libzookeeper-mt-dev libjansson-dev libsqlite3-dev check curl"
+test="$build mariadb-server mariadb-client zookeeper default-jre-headless python3
+libfaketime procps"
+bench="$test nginx wrk redis-server redis-tools"
+case "$profile" in
+build) want=$build ;;
+test) want=$test ;;
+bench) want=$bench ;;
+*) echo "deps.sh: unknown profile $profile (build, test or bench)" >&2; exit 2 ;;
+esac
+missing=""
+for p in $want; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+echo "leafd: installing missing packages:$missing"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing

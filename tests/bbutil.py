@@ -1,0 +1,326 @@
+"""bbutil.py: helpers for leafd's black-box tests (stdlib only).
+
+Starts the real ./leafd binary on free loopback ports (never 8080), throwaway
+MariaDB and ZooKeeper servers through tests/mariadb.sh and tests/zookeeper.sh,
+and talks HTTP to leafd with keep-alive connections.
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LEAFD = os.environ.get("LEAFD_BIN", os.path.join(ROOT, "leafd"))
+
+
+class TestFailure(AssertionError):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise TestFailure(msg)
+
+
+def eq(a, b, what=""):
+    if a != b:
+        raise TestFailure("%s: expected %r, got %r" % (what, b, a))
+
+
+def free_port():
+    while True:
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        p = s.getsockname()[1]
+        s.close()
+        if p != 8080:
+            return p
+
+
+def wait_for(pred, timeout=10.0, step=0.02, what="condition"):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            v = pred()
+            if v:
+                return v
+        except Exception:
+            pass
+        time.sleep(step)
+    raise TestFailure("timed out after %.1fs waiting for %s" % (timeout, what))
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    @property
+    def text(self):
+        return self.body.decode("utf-8", "replace")
+
+    def json(self):
+        return json.loads(self.body)
+
+    def ids(self):
+        return [int(x) for x in self.text.split()]
+
+    def header(self, name):
+        for k, v in self.headers:
+            if k.lower() == name.lower():
+                return v
+        return None
+
+    def __repr__(self):
+        return "<%d %r>" % (self.status, self.body[:200])
+
+
+class Client:
+    """A keep-alive HTTP/1.1 client."""
+
+    def __init__(self, port, host="127.0.0.1", timeout=10):
+        self.host, self.port, self.timeout = host, port, timeout
+        self.conn = None
+
+    def request(self, method, path, headers=None):
+        for attempt in range(2):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection(self.host, self.port,
+                                                       timeout=self.timeout)
+            try:
+                self.conn.request(method, path, headers=headers or {})
+                r = self.conn.getresponse()
+                body = r.read()
+                if r.will_close:
+                    self.close()
+                return Response(r.status, r.getheaders(), body)
+            except (ConnectionError, http.client.RemoteDisconnected,
+                    http.client.BadStatusLine, BrokenPipeError):
+                self.close()
+                if attempt == 1:
+                    raise
+        raise TestFailure("unreachable")
+
+    def get(self, path, headers=None):
+        return self.request("GET", path, headers)
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+def raw_request(port, data, timeout=5, read_until_close=True):
+    """Send raw bytes, return everything the server sends until it closes
+    (or the timeout)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(data)
+        out = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except socket.timeout:
+                break
+            if not chunk:
+                break
+            out += chunk
+            if not read_until_close:
+                break
+        return out
+    finally:
+        s.close()
+
+
+class Leafd:
+    """A leafd process. conf: dict of key -> value written to a config file
+    (None: no file, the embedded default). flags: extra --key=value."""
+
+    def __init__(self, workdir, conf=None, flags=None, env=None, port=None,
+                 name="leafd", preload=None):
+        self.workdir = workdir
+        self.port = port or free_port()
+        self.conf = conf
+        self.flags = list(flags or [])
+        self.env = env or {}
+        self.name = name
+        self.preload = preload
+        self.proc = None
+        self.log_path = os.path.join(workdir, "%s.log" % name)
+        self.client = None
+
+    def start(self, wait=True, expect_fail=False):
+        args = [LEAFD]
+        if self.conf is not None:
+            path = os.path.join(self.workdir, "%s.conf" % self.name)
+            with open(path, "w") as f:
+                for k, v in self.conf.items():
+                    f.write("%s = %s\n" % (k, v))
+            args += ["-c", path]
+        args += ["--listen.port=%d" % self.port] + self.flags
+        env = dict(os.environ)
+        env.pop("LEAFD_CONFIG", None)
+        env.update(self.env)
+        if self.preload:
+            env["LD_PRELOAD"] = self.preload
+        self.logf = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, cwd=self.workdir, stdout=self.logf,
+                                     stderr=subprocess.STDOUT, env=env)
+        self.client = Client(self.port)
+        if expect_fail:
+            try:
+                rc = self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                raise TestFailure("leafd kept running, expected it to refuse to start")
+            return rc
+        if wait:
+            def up():
+                if self.proc.poll() is not None:
+                    raise TestFailure("leafd exited with %s:\n%s" % (
+                        self.proc.returncode, self.log()))
+                try:
+                    socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                    return True
+                except OSError:
+                    return False
+            end = time.time() + 15
+            while time.time() < end:
+                if up():
+                    return self
+                time.sleep(0.02)
+            raise TestFailure("leafd did not listen on %d:\n%s" % (self.port, self.log()))
+        return self
+
+    def log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")[-4000:]
+        except OSError:
+            return ""
+
+    def get(self, path, headers=None):
+        return self.client.get(path, headers)
+
+    def send(self, sig):
+        self.proc.send_signal(sig)
+
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        if self.proc is None:
+            return None
+        if self.client:
+            self.client.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise TestFailure("leafd did not exit within %ds of %s" % (timeout, sig))
+        self.logf.close()
+        rc = self.proc.returncode
+        self.proc = None
+        return rc
+
+    def kill9(self):
+        return self.stop(signal.SIGKILL)
+
+
+class MariaDB:
+    """A throwaway MariaDB (tests/mariadb.sh)."""
+
+    def __init__(self, workdir):
+        self.dir = os.path.join(workdir, "mariadb")
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = None
+        self.url = None
+
+    def _sh(self, cmd):
+        r = subprocess.run(["sh", os.path.join(ROOT, "tests/mariadb.sh"), cmd, self.dir],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        if r.returncode != 0:
+            raise TestFailure("mariadb.sh %s failed: %s" % (cmd, r.stderr.decode()))
+        return r.stdout.decode()
+
+    def start(self):
+        out = self._sh("start")
+        for line in out.splitlines():
+            if line.startswith("MYSQL_PORT="):
+                self.port = int(line.split("=", 1)[1])
+            if line.startswith("MYSQL_URL="):
+                self.url = line.split("=", 1)[1]
+        check(self.port, "mariadb.sh printed no port")
+        return self
+
+    def stop(self):
+        self._sh("stop")
+
+    def restart(self):
+        self._sh("restart")
+
+    def sql(self, stmt):
+        r = subprocess.run(["mariadb", "--no-defaults", "-uroot", "-h127.0.0.1",
+                            "-P%d" % self.port, "-N", "-B", "leaf", "-e", stmt],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+        if r.returncode != 0:
+            raise TestFailure("SQL failed: %s: %s" % (stmt, r.stderr.decode()))
+        return r.stdout.decode()
+
+
+class Workdir:
+    def __init__(self, name):
+        self.path = tempfile.mkdtemp(prefix="leafd-%s-" % name)
+        self.cleanup = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for fn in reversed(self.cleanup):
+            try:
+                fn()
+            except Exception as e:  # keep cleaning up
+                print("  cleanup: %s" % e)
+        if exc[0] is None:
+            shutil.rmtree(self.path, ignore_errors=True)
+        else:
+            print("  (kept %s for inspection)" % self.path)
+        return False
+
+    def leafd(self, **kw):
+        d = Leafd(self.path, **kw)
+        self.cleanup.append(lambda: d.proc and d.stop(signal.SIGKILL))
+        return d
+
+    def mariadb(self):
+        m = MariaDB(self.path)
+        self.cleanup.append(m.stop)
+        return m.start()
+
+
+def parallel(n, fn):
+    """Run fn(i) in n threads; return the list of results, re-raising the
+    first exception."""
+    results = [None] * n
+    errors = []
+
+    def run(i):
+        try:
+            results[i] = fn(i)
+        except BaseException as e:
+            errors.append(e)
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
