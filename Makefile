@@ -85,8 +85,8 @@ test: deps
 	@$(MAKE) --no-print-directory unit-asan
 	@$(MAKE) --no-print-directory blackbox
 
-bench: deps leafd
-	@sh bench/run.sh
+bench: leafd
+	@sh .ci/deps.sh bench && python3 bench/bench.py
 
 format:
 	clang-format -i src/*.c src/*.h tests/*.c
