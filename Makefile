@@ -43,20 +43,21 @@ leafd: $(OBJS)
 leafd-asan: $(ASAN_OBJS)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
-build/%.o: src/%.c | build
+build/%.o: src/%.c
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
-build/asan/%.o: src/%.c | build
+build/asan/%.o: src/%.c
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -MMD -MP -c -o $@ $<
 
-build/tests/%: tests/%.c $(LIBOBJS) | build
+build/tests/%: tests/%.c $(LIBOBJS)
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(LIBOBJS) $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
 
-build/asan/tests/%: tests/%.c $(ASAN_LIB) | build
+build/asan/tests/%: tests/%.c $(ASAN_LIB)
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -MMD -MP -o $@ $< $(ASAN_LIB) $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
-
-build:
-	@mkdir -p build/tests build/asan/tests
 
 # Install missing Debian packages (no-op when all are present).
 deps:
@@ -73,17 +74,21 @@ unit-asan: $(ASAN_TESTS)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		sh tests/run_unit.sh $(ASAN_TESTS)
 
-check-asan: deps
-	@$(MAKE) --no-print-directory unit-asan
+check-asan:
+	@sh .ci/deps.sh test
+	@$(MAKE) --no-print-directory WERROR=1 $(ASAN_TESTS)
+	@UNIT_ONLY=asan sh tests/run_all.sh
 
 blackbox: leafd
 	@python3 tests/blackbox.py
 
-test: deps
+# Everything: builds warning-free, starts a throwaway MariaDB and ZooKeeper
+# on free loopback ports, runs the unit tests (plain and ASan/UBSan) and the
+# black-box tests, and stops what it started.
+test:
+	@sh .ci/deps.sh test
 	@$(MAKE) --no-print-directory WERROR=1 leafd $(TESTBIN) $(ASAN_TESTS)
-	@$(MAKE) --no-print-directory unit
-	@$(MAKE) --no-print-directory unit-asan
-	@$(MAKE) --no-print-directory blackbox
+	@sh tests/run_all.sh
 
 bench: leafd
 	@sh .ci/deps.sh bench && python3 bench/bench.py

@@ -8,7 +8,12 @@
  * loader thread opens its own). Calls block; they never run on an I/O thread.
  * Every statement is prepared. Functions return 0 on success and -1 on error
  * with *cause set to a malloc'd message naming the peer's own error text
- * (caller frees). After an error the next call reconnects by itself.
+ * (caller frees; cause may be NULL). After an error the next call reconnects
+ * by itself (mysql; no backoff, that is the caller's). The store does not log
+ * the errors it returns.
+ *
+ * Tags are exact bytes: 1..TAG_MAX (checked before any SQL), compared
+ * byte-for-byte even where MySQL's collation would match "Demo" to "demo".
  */
 #ifndef LEAFD_STORE_H
 #define LEAFD_STORE_H
@@ -33,7 +38,12 @@ struct store_row {
  * when the database is merely down: the connection is made lazily and
  * store_open only fails on a configuration error (bad URL, unusable path).
  * For sqlite it creates the file and the table if missing, and the "demo" tag
- * when create_demo is set. */
+ * when create_demo is set (an existing demo row is left alone).
+ * MySQL: segment.mysql.url wins over leaf.jdbc.url. With a JDBC URL the
+ * credentials are leaf.jdbc.username/password (else the URL's user=/password=
+ * parameters); a mysql:// URL's own user wins and those are the fallback.
+ * db_timeout_ms (<= 0: 5000) is sqlite's busy timeout, and MySQL's connect,
+ * read and write timeouts rounded up to whole seconds. */
 struct store *store_open(const struct config *cfg, char **cause);
 void store_close(struct store *s);           /* NULL is a no-op */
 
@@ -41,11 +51,15 @@ void store_close(struct store *s);           /* NULL is a no-op */
 const char *store_kind_name(const struct store *s);
 
 /* Take a range for tag in one transaction:
- *   UPDATE leaf_alloc SET max_id = max_id + ? WHERE biz_tag = ?
+ *   UPDATE leaf_alloc SET max_id = max_id + ?, update_time = now
+ *     WHERE biz_tag = ? AND max_id <= INT64_MAX - step
  *   SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = ?
  * Committed (durably, for sqlite) before returning. The range handed out is
  * [*max_id - step, *max_id). *db_step is the row's step column.
- * Returns 0, 1 if the tag does not exist (nothing changed), -1 on error. */
+ * Returns 0, 1 if the tag does not exist (nothing changed), -1 on error,
+ * including step < 1 and a max_id that would pass INT64_MAX (row unchanged).
+ * On -1 nothing of the range may be used (a failed COMMIT may still have
+ * committed: that range is simply skipped). */
 int store_alloc(struct store *s, const char *tag, int64_t step,
                 int64_t *max_id, int64_t *db_step, char **cause);
 
@@ -53,17 +67,32 @@ int store_alloc(struct store *s, const char *tag, int64_t step,
 int store_get(struct store *s, const char *tag, struct store_row *row,
               char **cause);
 
-/* Every row, sorted by biz_tag. *rows is malloc'd (caller frees). */
+/* Every row, sorted by biz_tag in byte order (strcmp), whatever the
+ * database's collation. *rows is malloc'd (caller frees; NULL when *n is 0).
+ * Rows whose tag is over TAG_MAX bytes are skipped with a warning. */
 int store_list(struct store *s, struct store_row **rows, size_t *n,
                char **cause);
 
-/* Add a row (for setup and tests): max_id, step, description. Returns 0,
- * 1 if it exists already, -1 on error. */
+/* Add a row (for setup and tests): max_id >= 0, step 1..INT32_MAX (Leaf's
+ * int(11)), description NULL or at most 256 bytes. Returns 0, 1 if it exists
+ * already (in MySQL: also a tag differing only in case), -1 on error. */
 int store_insert(struct store *s, const char *tag, int64_t max_id, int64_t step,
                  const char *description, char **cause);
 
 /* Parse Leaf's "jdbc:mysql://host:port/db?..." or "mysql://user:pass@host:port/db".
- * Fields are malloc'd; port defaults to 3306. Returns 0 or -1 with *cause. */
+ * Fields are malloc'd; port defaults to 3306. Returns 0 or -1 with *cause
+ * (then *t holds nothing to free).
+ *  - schemes jdbc:mysql://, jdbc:mariadb://, mysql://, mariadb://
+ *  - host: a name or IPv4 address (or [IPv6]); one host only. Note that the
+ *    C API takes host "localhost" to mean the unix socket, not TCP: use
+ *    127.0.0.1 for TCP. With ?socket= the host may be empty ("localhost").
+ *  - user:password@ is percent-decoded (so '@', ':' and '/' can be escaped)
+ *  - JDBC: driver parameters (useUnicode, characterEncoding, ...) are
+ *    ignored, user= and password= are read. mysql://: only socket= is known,
+ *    anything else is an error.
+ *  - ?socket=/abs/path (leafd extension, both forms)
+ *  - limits: URL 1024, host 255, user 128, password 256, database 64,
+ *    socket 107 bytes; no spaces, control characters or '#'. */
 struct mysql_target {
     char *host;
     int   port;
@@ -74,5 +103,17 @@ struct mysql_target {
 };
 int  store_parse_mysql_url(const char *url, struct mysql_target *t, char **cause);
 void store_mysql_target_free(struct mysql_target *t);
+
+/* Threads. Every thread that calls store functions (the main thread too,
+ * and whichever thread calls store_open) calls store_thread_init() before
+ * its first store call and store_thread_end() before it exits; the MySQL C
+ * API needs them (mysql_thread_init/_end). The first call also runs
+ * mysql_library_init, once per process. Cheap, and harmless with sqlite.
+ * store_thread_init returns 0, or -1 if the MySQL library cannot start.
+ * store_library_end() (mysql_library_end) is for the very end of main, after
+ * every store is closed and every other thread has ended. */
+int  store_thread_init(void);
+void store_thread_end(void);
+void store_library_end(void);
 
 #endif

@@ -24,13 +24,21 @@ class Context:
         self._mariadb = None
 
     def shared_mariadb(self):
+        if self._mariadb is None and os.environ.get("LEAFD_TEST_MYSQL_PORT"):
+            # The one make test started (tests/run_all.sh); it stops it.
+            m = bbutil.MariaDB.__new__(bbutil.MariaDB)
+            m.dir = os.environ.get("LEAFD_TEST_MYSQL_DIR")
+            m.port = int(os.environ["LEAFD_TEST_MYSQL_PORT"])
+            m.url = os.environ["LEAFD_TEST_MYSQL_URL"]
+            m.external = True
+            self._mariadb = m
         if self._mariadb is None:
             self._wd = bbutil.Workdir("shared")
             self._mariadb = bbutil.MariaDB(self._wd.path).start()
         return self._mariadb
 
     def close(self):
-        if self._mariadb is not None:
+        if self._mariadb is not None and not getattr(self._mariadb, "external", False):
             try:
                 self._mariadb.stop()
             except Exception as e:

@@ -1,0 +1,664 @@
+/* store_mysql.c: the segment store in MySQL/MariaDB (Leaf's own setup),
+ * through MariaDB Connector/C's prepared-statement API.
+ *
+ * Connection rule: connect lazily on the first call; every call is one
+ * explicit transaction (autocommit off) ended by COMMIT or ROLLBACK, so no
+ * read snapshot outlives a call. On a database error the transaction is
+ * rolled back if the connection still answers, the connection is closed and
+ * the call returns -1; the next call reconnects. There is no backoff here
+ * (the caller backs off). One exception: when a connection kept from an
+ * earlier call turns out dead at once (server restarted, connection killed)
+ * before anything was committed, the call reconnects and runs again once.
+ *
+ * Timeouts: MYSQL_OPT_CONNECT/READ/WRITE_TIMEOUT are db_timeout_ms rounded up
+ * to whole seconds (the C API's unit), so a hung server costs a call at most
+ * about that long per network wait, never forever.
+ *
+ * Threads: mysql_library_init runs once (pthread_once). Each thread using a
+ * store calls store_thread_init() first and store_thread_end() before exit.
+ */
+#include <errmsg.h>
+#include <mysql.h>
+#include <mysqld_error.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+#include "store.h"
+#include "store_impl.h"
+
+#define MY_TIMEOUT_S   5        /* when db_timeout_ms <= 0 */
+#define MY_TAG_BUF     (TAG_MAX * 4 + 1)          /* varchar(128), utf8mb4 */
+#define MY_DESC_BUF    (STORE_DESC_MAX * 4 + 1)   /* varchar(256), utf8mb4 */
+#define MY_USER_MAX     128
+#define MY_PASSWORD_MAX 256
+
+struct store_mysql {
+    struct store        base;
+    struct mysql_target t;
+    char               *where;      /* "host:port/db" for messages */
+    unsigned int        timeout_s;
+    int64_t             timeout_ms;
+    MYSQL              *db;         /* NULL: not connected */
+    MYSQL_STMT         *update;
+    MYSQL_STMT         *select;
+    MYSQL_STMT         *get;
+    MYSQL_STMT         *list;
+    MYSQL_STMT         *insert;
+    int                 stale;      /* last failure: connection dead early */
+};
+
+/* Result buffers for get and list (bound to a row of sql_get/sql_list). */
+struct my_rowbuf {
+    char          tag[MY_TAG_BUF];
+    unsigned long tag_len;
+    long long     max_id;
+    long long     step;
+    char          desc[MY_DESC_BUF];
+    unsigned long desc_len;
+    my_bool       desc_null;
+    MYSQL_TIME    ut;
+    my_bool       ut_null;
+    MYSQL_BIND    bind[5];
+};
+
+static const char sql_update[] =
+    "UPDATE leaf_alloc SET max_id = max_id + ?, update_time = "
+    "CURRENT_TIMESTAMP WHERE biz_tag = ? AND max_id <= ?";
+static const char sql_select[] =
+    "SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = ?";
+static const char sql_get[] =
+    "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc "
+    "WHERE biz_tag = ?";
+static const char sql_list[] =
+    "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc "
+    "ORDER BY biz_tag";
+static const char sql_insert[] =
+    "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) "
+    "VALUES (?, ?, ?, ?)";
+
+static const struct store_ops mysql_ops;
+
+static pthread_once_t my_once = PTHREAD_ONCE_INIT;
+static int my_lib_ok;
+
+static void
+my_library_init(void)
+{
+    my_lib_ok = mysql_library_init(0, NULL, NULL) == 0;
+}
+
+int
+store_thread_init(void)
+{
+    pthread_once(&my_once, my_library_init);
+    if (!my_lib_ok)
+        return -1;
+    return mysql_thread_init() == 0 ? 0 : -1;
+}
+
+void
+store_thread_end(void)
+{
+    if (my_lib_ok)
+        mysql_thread_end();
+}
+
+void
+store_library_end(void)
+{
+    if (my_lib_ok)
+        mysql_library_end();
+}
+
+static void
+my_disconnect(struct store_mysql *m)
+{
+    MYSQL_STMT **all[] = { &m->update, &m->select, &m->get, &m->list,
+                           &m->insert };
+
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (*all[i] != NULL)
+            mysql_stmt_close(*all[i]);
+        *all[i] = NULL;
+    }
+    if (m->db != NULL)
+        mysql_close(m->db);
+    m->db = NULL;
+}
+
+/* Errors that mean the connection died, not that the statement was bad. */
+static int
+my_conn_error(unsigned int err)
+{
+    return err == CR_SERVER_GONE_ERROR || err == CR_SERVER_LOST ||
+           err == CR_SERVER_LOST_EXTENDED || err == ER_CONNECTION_KILLED ||
+           err == ER_SERVER_SHUTDOWN;
+}
+
+/* A database error: record it with the server's text (from st, or the
+ * connection when st is NULL), roll back, disconnect. Returns -1. */
+static int
+my_fail(struct store_mysql *m, MYSQL_STMT *st, const char *what, char **cause)
+{
+    unsigned int err = st != NULL ? mysql_stmt_errno(st) : mysql_errno(m->db);
+    const char *text = st != NULL ? mysql_stmt_error(st) : mysql_error(m->db);
+
+    store_set_cause(cause, "mysql %s: %s: %s (%u)", m->where, what, text, err);
+    m->stale = my_conn_error(err);
+    if (!m->stale && mysql_rollback(m->db) != 0)
+        log_warn("ROLLBACK on %s: %s", m->where, mysql_error(m->db));
+    my_disconnect(m);
+    return -1;
+}
+
+/* End a transaction that changed nothing (not found, duplicate, refused).
+ * Returns 0, or -1 after my_fail. */
+static int
+my_rollback(struct store_mysql *m, char **cause)
+{
+    if (mysql_rollback(m->db) != 0)
+        return my_fail(m, NULL, "ROLLBACK", cause);
+    return 0;
+}
+
+static int
+my_prepare(struct store_mysql *m, const char *sql, MYSQL_STMT **st,
+           char **cause)
+{
+    if ((*st = mysql_stmt_init(m->db)) == NULL)
+        return my_fail(m, NULL, "mysql_stmt_init", cause);
+    if (mysql_stmt_prepare(*st, sql, strlen(sql)) != 0) {
+        char what[64];
+        snprintf(what, sizeof what, "prepare \"%.40s...\"", sql);
+        return my_fail(m, *st, what, cause);
+    }
+    return 0;
+}
+
+static int
+my_connect(struct store_mysql *m, char **cause)
+{
+    unsigned int zero = 0;
+    my_bool off = 0;
+    const char *user = m->t.user, *password = m->t.password;
+
+    if ((m->db = mysql_init(NULL)) == NULL) {
+        store_set_cause(cause, "mysql_init: out of memory");
+        return -1;
+    }
+    mysql_options(m->db, MYSQL_OPT_CONNECT_TIMEOUT, &m->timeout_s);
+    mysql_options(m->db, MYSQL_OPT_READ_TIMEOUT, &m->timeout_s);
+    mysql_options(m->db, MYSQL_OPT_WRITE_TIMEOUT, &m->timeout_s);
+    mysql_options(m->db, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    mysql_options(m->db, MYSQL_OPT_RECONNECT, &off);     /* ours, not its */
+    mysql_options(m->db, MYSQL_OPT_LOCAL_INFILE, &zero);
+    if (mysql_real_connect(m->db, m->t.host, user, password, m->t.database,
+                           (unsigned int)m->t.port, m->t.socket,
+                           CLIENT_FOUND_ROWS) == NULL) {
+        store_set_cause(cause, "mysql %s: connect: %s (%u)", m->where,
+                        mysql_error(m->db), mysql_errno(m->db));
+        my_disconnect(m);
+        return -1;
+    }
+    if (mysql_autocommit(m->db, 0) != 0)
+        return my_fail(m, NULL, "autocommit off", cause);
+    if (my_prepare(m, sql_update, &m->update, cause) == -1 ||
+        my_prepare(m, sql_select, &m->select, cause) == -1 ||
+        my_prepare(m, sql_get, &m->get, cause) == -1 ||
+        my_prepare(m, sql_list, &m->list, cause) == -1 ||
+        my_prepare(m, sql_insert, &m->insert, cause) == -1)
+        return -1;
+    log_info("connected to mysql %s (server %s)", m->where,
+             mysql_get_server_info(m->db));
+    return 0;
+}
+
+/* Before an attempt: connect if needed; *reused says the connection is
+ * from an earlier call. */
+static int
+my_begin(struct store_mysql *m, int *reused, int64_t *t0, char **cause)
+{
+    *reused = m->db != NULL;
+    m->stale = 0;
+    *t0 = util_mono_ms();
+    if (m->db == NULL && my_connect(m, cause) == -1)
+        return -1;
+    return 0;
+}
+
+/* After a failed attempt on a reused connection: run again once when it
+ * died at once (not a timeout) before anything was committed. Frees the
+ * first cause then. */
+static int
+my_retry(struct store_mysql *m, int attempt, int reused, int64_t t0,
+         char **cause)
+{
+    if (attempt > 0 || !reused || !m->stale ||
+        util_mono_ms() - t0 >= m->timeout_ms / 2)
+        return 0;
+    log_info("%s; reconnecting", cause != NULL && *cause != NULL ? *cause :
+             "mysql connection lost");
+    if (cause != NULL) {
+        free(*cause);
+        *cause = NULL;
+    }
+    return 1;
+}
+
+static void
+my_bind_i64(MYSQL_BIND *b, long long *v)
+{
+    memset(b, 0, sizeof *b);
+    b->buffer_type = MYSQL_TYPE_LONGLONG;
+    b->buffer = v;
+}
+
+static void
+my_bind_str(MYSQL_BIND *b, const char *s, unsigned long *len)
+{
+    memset(b, 0, sizeof *b);
+    b->buffer_type = MYSQL_TYPE_STRING;
+    b->buffer = (void *)s;
+    b->buffer_length = *len;
+    b->length = len;
+}
+
+/* Execute st with params bound; stores the result set if it has one. */
+static int
+my_exec(struct store_mysql *m, MYSQL_STMT *st, MYSQL_BIND *params,
+        MYSQL_BIND *results, const char *what, char **cause)
+{
+    if (params != NULL && mysql_stmt_bind_param(st, params) != 0)
+        return my_fail(m, st, what, cause);
+    if (mysql_stmt_execute(st) != 0)
+        return my_fail(m, st, what, cause);
+    if (results != NULL) {
+        if (mysql_stmt_bind_result(st, results) != 0 ||
+            mysql_stmt_store_result(st) != 0)
+            return my_fail(m, st, what, cause);
+    }
+    return 0;
+}
+
+/* Fetch the next row: 1 row, 0 no more, -1 error (after my_fail). */
+static int
+my_fetch(struct store_mysql *m, MYSQL_STMT *st, const char *what,
+         char **cause)
+{
+    int rc = mysql_stmt_fetch(st);
+
+    if (rc == 0 || rc == MYSQL_DATA_TRUNCATED)
+        return 1;       /* truncation: lengths say so; checked by callers */
+    if (rc == MYSQL_NO_DATA)
+        return 0;
+    return my_fail(m, st, what, cause);
+}
+
+static int
+my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
+              int64_t *max_id, int64_t *db_step, char **cause)
+{
+    MYSQL_BIND p[3], r[3];
+    long long v_step = step, v_limit = INT64_MAX - step, v_max = 0, v_dbstep;
+    unsigned long tag_len = strlen(tag), r_tag_len = 0;
+    char r_tag[MY_TAG_BUF];
+    my_ulonglong changed;
+    int rc;
+
+    /* max_id <= INT64_MAX - step: refuse a range that would overflow. */
+    my_bind_i64(&p[0], &v_step);
+    my_bind_str(&p[1], tag, &tag_len);
+    my_bind_i64(&p[2], &v_limit);
+    if (my_exec(m, m->update, p, NULL, "UPDATE leaf_alloc", cause) == -1)
+        return -1;
+    changed = mysql_stmt_affected_rows(m->update);
+
+    memset(r, 0, sizeof r);
+    r[0].buffer_type = MYSQL_TYPE_STRING;
+    r[0].buffer = r_tag;
+    r[0].buffer_length = sizeof r_tag;
+    r[0].length = &r_tag_len;
+    my_bind_i64(&r[1], &v_max);
+    my_bind_i64(&r[2], &v_dbstep);
+    if (my_exec(m, m->select, p + 1, r, "SELECT leaf_alloc", cause) == -1)
+        return -1;
+    rc = my_fetch(m, m->select, "SELECT leaf_alloc", cause);
+    if (rc == -1)
+        return -1;
+    mysql_stmt_free_result(m->select);
+    /* The collation may match "Demo" to "demo"; leafd's tags are exact. */
+    if (rc == 1 &&
+        (r_tag_len != tag_len || memcmp(r_tag, tag, tag_len) != 0)) {
+        changed = 0;        /* roll back whatever the UPDATE matched */
+        rc = 0;
+    }
+
+    if (changed == 0) {
+        if (my_rollback(m, cause) == -1)
+            return -1;
+        if (rc == 0)
+            return 1;
+        store_set_cause(cause, "max_id %lld of %s plus step %lld would "
+                        "overflow a 64-bit integer", v_max, tag, v_step);
+        return -1;
+    }
+    if (rc == 0) {
+        if (my_rollback(m, cause) == -1)
+            return -1;
+        store_set_cause(cause, "mysql %s: %s updated but not found",
+                        m->where, tag);
+        return -1;
+    }
+    if (mysql_commit(m->db) != 0) {
+        /* Maybe committed, maybe not: either way the range is not used. */
+        my_fail(m, NULL, "COMMIT", cause);
+        m->stale = 0;
+        return -1;
+    }
+    *max_id = v_max;
+    *db_step = v_dbstep;
+    return 0;
+}
+
+static int
+mysql_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
+            int64_t *db_step, char **cause)
+{
+    struct store_mysql *m = (struct store_mysql *)s;
+    int reused, rc;
+    int64_t t0;
+
+    for (int attempt = 0;; attempt++) {
+        if (my_begin(m, &reused, &t0, cause) == -1)
+            return -1;
+        rc = my_alloc_once(m, tag, step, max_id, db_step, cause);
+        if (rc != -1 || !my_retry(m, attempt, reused, t0, cause))
+            return rc;
+    }
+}
+
+static void
+my_bind_row(struct my_rowbuf *rb)
+{
+    MYSQL_BIND *b = rb->bind;
+
+    memset(b, 0, sizeof rb->bind);
+    b[0].buffer_type = MYSQL_TYPE_STRING;
+    b[0].buffer = rb->tag;
+    b[0].buffer_length = sizeof rb->tag;
+    b[0].length = &rb->tag_len;
+    my_bind_i64(&b[1], &rb->max_id);
+    my_bind_i64(&b[2], &rb->step);
+    b[3].buffer_type = MYSQL_TYPE_STRING;
+    b[3].buffer = rb->desc;
+    b[3].buffer_length = sizeof rb->desc;
+    b[3].length = &rb->desc_len;
+    b[3].is_null = &rb->desc_null;
+    b[4].buffer_type = MYSQL_TYPE_DATETIME;
+    b[4].buffer = &rb->ut;
+    b[4].buffer_length = sizeof rb->ut;
+    b[4].is_null = &rb->ut_null;
+}
+
+/* Copy a fetched row out. Returns 0, or 1 for a tag leafd cannot serve. */
+static int
+my_row(const struct my_rowbuf *rb, struct store_row *row)
+{
+    memset(row, 0, sizeof *row);
+    if (rb->tag_len == 0 || rb->tag_len > TAG_MAX)
+        return 1;
+    memcpy(row->biz_tag, rb->tag, rb->tag_len);
+    row->max_id = rb->max_id;
+    row->step = rb->step;
+    if (!rb->desc_null)
+        store_copy_text(row->description, sizeof row->description, rb->desc,
+                        rb->desc_len < sizeof rb->desc ? rb->desc_len :
+                        sizeof rb->desc);
+    if (!rb->ut_null)
+        snprintf(row->update_time, sizeof row->update_time,
+                 "%04u-%02u-%02u %02u:%02u:%02u", rb->ut.year % 10000,
+                 rb->ut.month % 100, rb->ut.day % 100, rb->ut.hour % 100,
+                 rb->ut.minute % 100, rb->ut.second % 100);
+    return 0;
+}
+
+static int
+my_get_once(struct store_mysql *m, const char *tag, struct store_row *row,
+            char **cause)
+{
+    struct my_rowbuf *rb = xmalloc(sizeof *rb);
+    unsigned long tag_len = strlen(tag);
+    MYSQL_BIND p[1];
+    int rc = -1;
+
+    my_bind_str(&p[0], tag, &tag_len);
+    my_bind_row(rb);
+    if (my_exec(m, m->get, p, rb->bind, "SELECT leaf_alloc", cause) == -1)
+        goto out;
+    rc = my_fetch(m, m->get, "SELECT leaf_alloc", cause);
+    if (rc == -1)
+        goto out;
+    mysql_stmt_free_result(m->get);
+    rc = rc == 1 && rb->tag_len == tag_len &&
+        memcmp(rb->tag, tag, tag_len) == 0 && my_row(rb, row) == 0 ? 0 : 1;
+    if (mysql_commit(m->db) != 0)
+        rc = my_fail(m, NULL, "COMMIT", cause);
+out:
+    free(rb);
+    return rc;
+}
+
+static int
+mysql_get(struct store *s, const char *tag, struct store_row *row,
+          char **cause)
+{
+    struct store_mysql *m = (struct store_mysql *)s;
+    int reused, rc;
+    int64_t t0;
+
+    for (int attempt = 0;; attempt++) {
+        if (my_begin(m, &reused, &t0, cause) == -1)
+            return -1;
+        rc = my_get_once(m, tag, row, cause);
+        if (rc != -1 || !my_retry(m, attempt, reused, t0, cause))
+            return rc;
+    }
+}
+
+static int
+my_list_once(struct store_mysql *m, struct store_row **rows, size_t *n,
+             char **cause)
+{
+    struct my_rowbuf *rb = xmalloc(sizeof *rb);
+    struct store_row *v = NULL;
+    size_t len = 0, cap = 0;
+    int rc = -1;
+
+    my_bind_row(rb);
+    if (my_exec(m, m->list, NULL, rb->bind, "SELECT leaf_alloc", cause) == -1)
+        goto out;
+    while ((rc = my_fetch(m, m->list, "SELECT leaf_alloc", cause)) == 1) {
+        if (len == cap) {
+            cap = cap ? cap * 2 : 16;
+            v = xrealloc(v, cap * sizeof *v);
+        }
+        if (my_row(rb, &v[len]) == 0)
+            len++;
+        else
+            log_warn("%s: skipping a biz_tag of %lu bytes (over %d)",
+                     m->where, rb->tag_len, TAG_MAX);
+    }
+    if (rc == -1)
+        goto out;
+    mysql_stmt_free_result(m->list);
+    if (mysql_commit(m->db) != 0) {
+        rc = my_fail(m, NULL, "COMMIT", cause);
+        goto out;
+    }
+    *rows = v;
+    *n = len;
+    v = NULL;
+out:
+    free(v);
+    free(rb);
+    return rc;
+}
+
+static int
+mysql_list(struct store *s, struct store_row **rows, size_t *n, char **cause)
+{
+    struct store_mysql *m = (struct store_mysql *)s;
+    int reused, rc;
+    int64_t t0;
+
+    for (int attempt = 0;; attempt++) {
+        if (my_begin(m, &reused, &t0, cause) == -1)
+            return -1;
+        rc = my_list_once(m, rows, n, cause);
+        if (rc != -1 || !my_retry(m, attempt, reused, t0, cause))
+            return rc;
+    }
+}
+
+static int
+my_insert_once(struct store_mysql *m, const char *tag, int64_t max_id,
+               int64_t step, const char *description, char **cause)
+{
+    MYSQL_BIND p[4];
+    long long v_max = max_id, v_step = step;
+    unsigned long tag_len = strlen(tag);
+    unsigned long desc_len = description != NULL ? strlen(description) : 0;
+    my_bool desc_null = description == NULL;
+
+    my_bind_str(&p[0], tag, &tag_len);
+    my_bind_i64(&p[1], &v_max);
+    my_bind_i64(&p[2], &v_step);
+    my_bind_str(&p[3], description != NULL ? description : "", &desc_len);
+    p[3].is_null = &desc_null;
+    if (mysql_stmt_bind_param(m->insert, p) != 0)
+        return my_fail(m, m->insert, "INSERT leaf_alloc", cause);
+    if (mysql_stmt_execute(m->insert) != 0) {
+        if (mysql_stmt_errno(m->insert) == ER_DUP_ENTRY)
+            return my_rollback(m, cause) == -1 ? -1 : 1;
+        return my_fail(m, m->insert, "INSERT leaf_alloc", cause);
+    }
+    if (mysql_commit(m->db) != 0) {
+        my_fail(m, NULL, "COMMIT", cause);
+        m->stale = 0;
+        return -1;
+    }
+    return 0;
+}
+
+static int
+mysql_insert(struct store *s, const char *tag, int64_t max_id, int64_t step,
+             const char *description, char **cause)
+{
+    struct store_mysql *m = (struct store_mysql *)s;
+    int reused, rc;
+    int64_t t0;
+
+    for (int attempt = 0;; attempt++) {
+        if (my_begin(m, &reused, &t0, cause) == -1)
+            return -1;
+        rc = my_insert_once(m, tag, max_id, step, description, cause);
+        if (rc != -1 || !my_retry(m, attempt, reused, t0, cause))
+            return rc;
+    }
+}
+
+static void
+mysql_close_store(struct store *s)
+{
+    struct store_mysql *m = (struct store_mysql *)s;
+
+    my_disconnect(m);
+    store_mysql_target_free(&m->t);
+    free(m->where);
+    free(m);
+}
+
+static int
+nonempty(const char *s)
+{
+    return s != NULL && *s != '\0';
+}
+
+struct store *
+store_mysql_open(const struct config *cfg, char **cause)
+{
+    struct store_mysql *m;
+    const char *url, *key;
+
+    if (nonempty(cfg->mysql_url)) {
+        url = cfg->mysql_url;
+        key = "segment.mysql.url";
+    } else if (nonempty(cfg->jdbc_url)) {
+        url = cfg->jdbc_url;
+        key = "leaf.jdbc.url";
+    } else {
+        store_set_cause(cause, "segment.store is mysql but neither "
+                        "leaf.jdbc.url nor segment.mysql.url is set");
+        return NULL;
+    }
+    pthread_once(&my_once, my_library_init);
+    if (!my_lib_ok) {
+        store_set_cause(cause, "mysql_library_init failed");
+        return NULL;
+    }
+
+    m = xcalloc(1, sizeof *m);
+    m->base.ops = &mysql_ops;
+    if (store_parse_mysql_url(url, &m->t, cause) == -1) {
+        char *why = cause != NULL ? *cause : NULL;
+        if (cause != NULL)
+            store_set_cause(cause, "%s: %s", key, why);
+        free(why);
+        free(m);
+        return NULL;
+    }
+    /* Credentials: for a JDBC URL, leaf.jdbc.username/password as in Leaf
+     * (else the URL's user=/password=); a mysql:// URL's own user wins and
+     * these are the fallback. */
+    if (nonempty(cfg->jdbc_username) &&
+        (strncmp(url, "jdbc:", 5) == 0 || m->t.user == NULL)) {
+        if (strnlen(cfg->jdbc_username, MY_USER_MAX + 1) > MY_USER_MAX ||
+            (cfg->jdbc_password != NULL &&
+             strnlen(cfg->jdbc_password, MY_PASSWORD_MAX + 1) >
+                 MY_PASSWORD_MAX)) {
+            store_set_cause(cause, "leaf.jdbc.username or password too long "
+                            "(over %d/%d bytes)", MY_USER_MAX,
+                            MY_PASSWORD_MAX);
+            mysql_close_store(&m->base);
+            return NULL;
+        }
+        free(m->t.user);
+        free(m->t.password);
+        m->t.user = xstrdup(cfg->jdbc_username);
+        m->t.password = cfg->jdbc_password != NULL ?
+            xstrdup(cfg->jdbc_password) : NULL;
+    }
+    if (m->t.socket != NULL)
+        m->where = xasprintf("%s/%s", m->t.socket, m->t.database);
+    else
+        m->where = xasprintf("%s:%d/%s", m->t.host, m->t.port,
+                             m->t.database);
+    m->timeout_ms = cfg->db_timeout_ms > 0 ? cfg->db_timeout_ms :
+        MY_TIMEOUT_S * 1000;
+    m->timeout_s = (unsigned int)((m->timeout_ms + 999) / 1000);
+    if (m->timeout_ms > (int64_t)86400 * 1000)
+        m->timeout_s = 86400;
+    return &m->base;
+}
+
+static const struct store_ops mysql_ops = {
+    .name = "mysql",
+    .alloc = mysql_alloc,
+    .get = mysql_get,
+    .list = mysql_list,
+    .insert = mysql_insert,
+    .close = mysql_close_store,
+};

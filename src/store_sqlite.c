@@ -1,0 +1,432 @@
+/* store_sqlite.c: the embedded segment store, leaf_alloc in one SQLite file.
+ *
+ * Durability and exclusion: the file runs in WAL mode with synchronous=FULL,
+ * so a COMMIT is on disk before store_alloc returns and no ID of a range is
+ * handed out before its range is durable. store_alloc takes the write lock
+ * up front (BEGIN IMMEDIATE) and waits up to db_timeout_ms for it (busy
+ * timeout), so any number of connections, threads or leafd processes on one
+ * file take disjoint ranges.
+ *
+ * There is nothing to reconnect: after an error the open transaction is
+ * rolled back and the same handle is used again. The file is never
+ * re-created behind a running server (that would restart every sequence).
+ */
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "store.h"
+#include "store_impl.h"
+
+#define SQLITE_PATH_MAX 4096
+
+/* Must stay the same text as sql/sqlite.sql (check_store compares them). */
+static const char sqlite_schema[] =
+    "CREATE TABLE IF NOT EXISTS leaf_alloc (\n"
+    "  biz_tag     TEXT    NOT NULL DEFAULT '' PRIMARY KEY,\n"
+    "  max_id      INTEGER NOT NULL DEFAULT 1,\n"
+    "  step        INTEGER NOT NULL,\n"
+    "  description TEXT             DEFAULT NULL,\n"
+    "  update_time TEXT    NOT NULL DEFAULT CURRENT_TIMESTAMP\n"
+    ");";
+
+struct store_sqlite {
+    struct store  base;
+    char         *path;
+    sqlite3      *db;
+    sqlite3_stmt *begin;
+    sqlite3_stmt *commit;
+    sqlite3_stmt *rollback;
+    sqlite3_stmt *update;
+    sqlite3_stmt *select;
+    sqlite3_stmt *get;
+    sqlite3_stmt *list;
+    sqlite3_stmt *insert;
+};
+
+static const char sql_update[] =
+    "UPDATE leaf_alloc SET max_id = max_id + ?1, update_time = "
+    "CURRENT_TIMESTAMP WHERE biz_tag = ?2 AND max_id <= ?3";
+static const char sql_select[] =
+    "SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = ?1";
+static const char sql_get[] =
+    "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc "
+    "WHERE biz_tag = ?1";
+static const char sql_list[] =
+    "SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc "
+    "ORDER BY biz_tag";
+static const char sql_insert[] =
+    "INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) "
+    "VALUES (?1, ?2, ?3, ?4, CURRENT_TIMESTAMP)";
+
+static const struct store_ops sqlite_ops;
+
+static void
+sqlite_rollback(struct store_sqlite *q)
+{
+    if (sqlite3_get_autocommit(q->db))
+        return;
+    if (sqlite3_step(q->rollback) != SQLITE_DONE)
+        log_warn("ROLLBACK on %s: %s", q->path, sqlite3_errmsg(q->db));
+    sqlite3_reset(q->rollback);
+}
+
+/* Record what failed with SQLite's own text, then reset the failed
+ * statement st (may be NULL) and roll back. Returns -1. */
+static int
+sqlite_fail(struct store_sqlite *q, sqlite3_stmt *st, const char *what,
+            char **cause)
+{
+    store_set_cause(cause, "sqlite %s: %s: %s", q->path, what,
+                    sqlite3_errmsg(q->db));
+    if (st != NULL) {
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+    }
+    sqlite_rollback(q);
+    return -1;
+}
+
+/* Run a statement that returns no rows (BEGIN, COMMIT, ...). */
+static int
+sqlite_run(struct store_sqlite *q, sqlite3_stmt *st, const char *what,
+           char **cause)
+{
+    if (sqlite3_step(st) != SQLITE_DONE)
+        return sqlite_fail(q, st, what, cause);
+    sqlite3_reset(st);
+    return 0;
+}
+
+static int
+sqlite_bind_tag(sqlite3_stmt *st, int i, const char *tag)
+{
+    return sqlite3_bind_text(st, i, tag, (int)strlen(tag), SQLITE_STATIC);
+}
+
+static int
+sqlite_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
+             int64_t *db_step, char **cause)
+{
+    struct store_sqlite *q = (struct store_sqlite *)s;
+    int rc, changes, found = 0;
+    int64_t got_max = 0, got_step = 0;
+
+    if (sqlite_run(q, q->begin, "BEGIN IMMEDIATE", cause) == -1)
+        return -1;
+
+    /* The max_id guard refuses a range that would pass INT64_MAX (SQLite
+     * would silently turn the sum into a REAL). */
+    sqlite3_bind_int64(q->update, 1, step);
+    sqlite_bind_tag(q->update, 2, tag);
+    sqlite3_bind_int64(q->update, 3, INT64_MAX - step);
+    if (sqlite3_step(q->update) != SQLITE_DONE)
+        return sqlite_fail(q, q->update, "UPDATE leaf_alloc", cause);
+    changes = sqlite3_changes(q->db);
+    sqlite3_reset(q->update);
+    sqlite3_clear_bindings(q->update);
+
+    sqlite_bind_tag(q->select, 1, tag);
+    rc = sqlite3_step(q->select);
+    if (rc == SQLITE_ROW) {
+        found = 1;
+        if (sqlite3_column_type(q->select, 1) != SQLITE_INTEGER ||
+            sqlite3_column_type(q->select, 2) != SQLITE_INTEGER) {
+            sqlite3_reset(q->select);
+            sqlite3_clear_bindings(q->select);
+            sqlite_rollback(q);
+            store_set_cause(cause, "sqlite %s: max_id or step of %s is not "
+                            "an integer", q->path, tag);
+            return -1;
+        }
+        got_max = sqlite3_column_int64(q->select, 1);
+        got_step = sqlite3_column_int64(q->select, 2);
+    } else if (rc != SQLITE_DONE) {
+        return sqlite_fail(q, q->select, "SELECT leaf_alloc", cause);
+    }
+    sqlite3_reset(q->select);
+    sqlite3_clear_bindings(q->select);
+
+    if (changes == 0) {
+        sqlite_rollback(q);
+        if (!found)
+            return 1;
+        store_set_cause(cause, "max_id %lld of %s plus step %lld would "
+                        "overflow a 64-bit integer", (long long)got_max, tag,
+                        (long long)step);
+        return -1;
+    }
+    if (!found) {
+        sqlite_rollback(q);
+        store_set_cause(cause, "sqlite %s: %s updated but not found",
+                        q->path, tag);
+        return -1;
+    }
+    if (sqlite_run(q, q->commit, "COMMIT", cause) == -1)
+        return -1;
+    *max_id = got_max;
+    *db_step = got_step;
+    return 0;
+}
+
+/* Fill row from a get/list statement positioned on a row. Returns 0, or 1 to
+ * skip a row leafd cannot serve (tag too long). */
+static int
+sqlite_row(sqlite3_stmt *st, struct store_row *row)
+{
+    const unsigned char *tag = sqlite3_column_text(st, 0);
+    int tag_len = sqlite3_column_bytes(st, 0);
+    const unsigned char *desc, *ut;
+
+    memset(row, 0, sizeof *row);
+    if (tag == NULL || tag_len <= 0 || tag_len > TAG_MAX)
+        return 1;
+    memcpy(row->biz_tag, tag, (size_t)tag_len);
+    row->max_id = sqlite3_column_int64(st, 1);
+    row->step = sqlite3_column_int64(st, 2);
+    desc = sqlite3_column_text(st, 3);
+    if (desc != NULL)
+        store_copy_text(row->description, sizeof row->description,
+                        (const char *)desc, (size_t)sqlite3_column_bytes(st, 3));
+    ut = sqlite3_column_text(st, 4);
+    if (ut != NULL)
+        store_copy_text(row->update_time, sizeof row->update_time,
+                        (const char *)ut, (size_t)sqlite3_column_bytes(st, 4));
+    return 0;
+}
+
+static int
+sqlite_get(struct store *s, const char *tag, struct store_row *row,
+           char **cause)
+{
+    struct store_sqlite *q = (struct store_sqlite *)s;
+    int rc, ret = 1;
+
+    sqlite_bind_tag(q->get, 1, tag);
+    rc = sqlite3_step(q->get);
+    if (rc == SQLITE_ROW)
+        ret = sqlite_row(q->get, row) == 0 ? 0 : 1;
+    else if (rc != SQLITE_DONE)
+        return sqlite_fail(q, q->get, "SELECT leaf_alloc", cause);
+    sqlite3_reset(q->get);
+    sqlite3_clear_bindings(q->get);
+    return ret;
+}
+
+static int
+sqlite_list(struct store *s, struct store_row **rows, size_t *n, char **cause)
+{
+    struct store_sqlite *q = (struct store_sqlite *)s;
+    struct store_row *v = NULL;
+    size_t len = 0, cap = 0;
+    int rc;
+
+    while ((rc = sqlite3_step(q->list)) == SQLITE_ROW) {
+        if (len == cap) {
+            cap = cap ? cap * 2 : 16;
+            v = xrealloc(v, cap * sizeof *v);
+        }
+        if (sqlite_row(q->list, &v[len]) == 0)
+            len++;
+        else
+            log_warn("%s: skipping a biz_tag of %d bytes (over %d)", q->path,
+                     sqlite3_column_bytes(q->list, 0), TAG_MAX);
+    }
+    if (rc != SQLITE_DONE) {
+        free(v);
+        return sqlite_fail(q, q->list, "SELECT leaf_alloc", cause);
+    }
+    sqlite3_reset(q->list);
+    *rows = v;
+    *n = len;
+    return 0;
+}
+
+static int
+sqlite_insert(struct store *s, const char *tag, int64_t max_id, int64_t step,
+              const char *description, char **cause)
+{
+    struct store_sqlite *q = (struct store_sqlite *)s;
+    int rc;
+
+    sqlite_bind_tag(q->insert, 1, tag);
+    sqlite3_bind_int64(q->insert, 2, max_id);
+    sqlite3_bind_int64(q->insert, 3, step);
+    if (description != NULL)
+        sqlite3_bind_text(q->insert, 4, description, (int)strlen(description),
+                          SQLITE_STATIC);
+    else
+        sqlite3_bind_null(q->insert, 4);
+    rc = sqlite3_step(q->insert);
+    if (rc != SQLITE_DONE && rc != SQLITE_CONSTRAINT_PRIMARYKEY)
+        return sqlite_fail(q, q->insert, "INSERT leaf_alloc", cause);
+    sqlite3_reset(q->insert);
+    sqlite3_clear_bindings(q->insert);
+    return rc == SQLITE_DONE ? 0 : 1;
+}
+
+static void
+sqlite_close(struct store *s)
+{
+    struct store_sqlite *q = (struct store_sqlite *)s;
+    sqlite3_stmt *all[] = { q->begin, q->commit, q->rollback, q->update,
+                            q->select, q->get, q->list, q->insert };
+
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        sqlite3_finalize(all[i]);       /* NULL is a no-op */
+    if (q->db != NULL && sqlite3_close(q->db) != SQLITE_OK)
+        log_warn("sqlite3_close %s: %s", q->path, sqlite3_errmsg(q->db));
+    free(q->path);
+    free(q);
+}
+
+/* Run one PRAGMA and return its first column (malloc'd) or NULL. Setting
+ * journal_mode does not wait on the busy handler, so a lock held by another
+ * connection opening the same new file is waited out here, up to timeout. */
+static char *
+sqlite_pragma(struct store_sqlite *q, const char *sql, int64_t timeout_ms,
+              char **cause)
+{
+    int64_t deadline = util_mono_ms() + timeout_ms;
+    sqlite3_stmt *st;
+    char *val = NULL;
+    int rc;
+
+    for (;;) {
+        if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL) != SQLITE_OK) {
+            store_set_cause(cause, "sqlite %s: %s: %s", q->path, sql,
+                            sqlite3_errmsg(q->db));
+            return NULL;
+        }
+        rc = sqlite3_step(st);
+        if (((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED) ||
+            util_mono_ms() >= deadline)
+            break;
+        sqlite3_finalize(st);
+        usleep(10000);
+    }
+    if (rc == SQLITE_ROW && sqlite3_column_text(st, 0) != NULL)
+        val = xstrdup((const char *)sqlite3_column_text(st, 0));
+    else if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+        val = xstrdup("");
+    else
+        store_set_cause(cause, "sqlite %s: %s: %s", q->path, sql,
+                        sqlite3_errmsg(q->db));
+    sqlite3_finalize(st);
+    return val;
+}
+
+static int
+sqlite_prepare(struct store_sqlite *q, const char *sql, sqlite3_stmt **st,
+               char **cause)
+{
+    if (sqlite3_prepare_v3(q->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st,
+                           NULL) != SQLITE_OK) {
+        store_set_cause(cause, "sqlite %s: prepare \"%s\": %s", q->path, sql,
+                        sqlite3_errmsg(q->db));
+        return -1;
+    }
+    return 0;
+}
+
+/* Create the table (and demo) if missing, under the write lock. */
+static int
+sqlite_setup(struct store_sqlite *q, int create_demo, char **cause)
+{
+    char *err = NULL;
+
+    if (sqlite3_exec(q->db, "BEGIN IMMEDIATE", NULL, NULL, &err) !=
+            SQLITE_OK ||
+        sqlite3_exec(q->db, sqlite_schema, NULL, NULL, &err) != SQLITE_OK ||
+        (create_demo &&
+         sqlite3_exec(q->db, "INSERT OR IGNORE INTO leaf_alloc (biz_tag, "
+                      "max_id, step, description) VALUES ('demo', 1, 1000, "
+                      "'leafd demo tag')", NULL, NULL, &err) != SQLITE_OK) ||
+        sqlite3_exec(q->db, "COMMIT", NULL, NULL, &err) != SQLITE_OK) {
+        store_set_cause(cause, "sqlite %s: creating leaf_alloc: %s", q->path,
+                        err != NULL ? err : sqlite3_errmsg(q->db));
+        sqlite3_free(err);
+        if (!sqlite3_get_autocommit(q->db))
+            sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+struct store *
+store_sqlite_open(const struct config *cfg, char **cause)
+{
+    struct store_sqlite *q;
+    char *mode;
+    int rc;
+    int64_t timeout = cfg->db_timeout_ms > 0 ? cfg->db_timeout_ms :
+        STORE_SQLITE_TIMEOUT_MS;
+
+    if (cfg->sqlite_path == NULL || *cfg->sqlite_path == '\0') {
+        store_set_cause(cause, "segment.sqlite.path is empty");
+        return NULL;
+    }
+    if (strnlen(cfg->sqlite_path, SQLITE_PATH_MAX + 1) > SQLITE_PATH_MAX) {
+        store_set_cause(cause, "segment.sqlite.path longer than %d bytes",
+                        SQLITE_PATH_MAX);
+        return NULL;
+    }
+    if (timeout > INT32_MAX)
+        timeout = INT32_MAX;
+
+    q = xcalloc(1, sizeof *q);
+    q->base.ops = &sqlite_ops;
+    q->path = xstrdup(cfg->sqlite_path);
+    rc = sqlite3_open_v2(q->path, &q->db,
+                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    if (rc != SQLITE_OK) {
+        store_set_cause(cause, "sqlite %s: open: %s", q->path,
+                        q->db != NULL ? sqlite3_errmsg(q->db) :
+                        sqlite3_errstr(rc));
+        goto error;
+    }
+    sqlite3_extended_result_codes(q->db, 1);
+    sqlite3_busy_timeout(q->db, (int)timeout);
+
+    if ((mode = sqlite_pragma(q, "PRAGMA journal_mode=WAL", timeout,
+                              cause)) == NULL)
+        goto error;
+    if (strcmp(mode, "wal") != 0)
+        log_warn("%s: journal_mode is %s, not wal (the file system may not "
+                 "support it)", q->path, mode);
+    free(mode);
+    if ((mode = sqlite_pragma(q, "PRAGMA synchronous=FULL", timeout,
+                              cause)) == NULL)
+        goto error;
+    free(mode);
+
+    if (sqlite_setup(q, cfg->create_demo, cause) == -1)
+        goto error;
+
+    if (sqlite_prepare(q, "BEGIN IMMEDIATE", &q->begin, cause) == -1 ||
+        sqlite_prepare(q, "COMMIT", &q->commit, cause) == -1 ||
+        sqlite_prepare(q, "ROLLBACK", &q->rollback, cause) == -1 ||
+        sqlite_prepare(q, sql_update, &q->update, cause) == -1 ||
+        sqlite_prepare(q, sql_select, &q->select, cause) == -1 ||
+        sqlite_prepare(q, sql_get, &q->get, cause) == -1 ||
+        sqlite_prepare(q, sql_list, &q->list, cause) == -1 ||
+        sqlite_prepare(q, sql_insert, &q->insert, cause) == -1)
+        goto error;
+    return &q->base;
+
+error:
+    sqlite_close(&q->base);
+    return NULL;
+}
+
+static const struct store_ops sqlite_ops = {
+    .name = "sqlite",
+    .alloc = sqlite_alloc,
+    .get = sqlite_get,
+    .list = sqlite_list,
+    .insert = sqlite_insert,
+    .close = sqlite_close,
+};

@@ -1,0 +1,1175 @@
+/* check_store.c: unit tests for the segment stores (store.c, store_sqlite.c,
+ * store_mysql.c): URL parsing, the SQLite store in a temp file, and the same
+ * behaviour against MySQL/MariaDB when LEAFD_TEST_MYSQL_URL is set (with
+ * LEAFD_TEST_MYSQL_DIR also set, a restart and a hung server too; see
+ * tests/mariadb.sh). Run from the top of the tree (or set LEAFD_ROOT). */
+#include <check.h>
+#include <errno.h>
+#include <mysql.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "store.h"
+#include "util.h"
+
+/* ---- URL parsing ---- */
+
+START_TEST(test_url_jdbc)
+{
+    struct mysql_target t;
+    char *cause = NULL;
+
+    ck_assert_int_eq(store_parse_mysql_url("jdbc:mysql://localhost:3306/leaf"
+                     "?useUnicode=true&characterEncoding=utf8", &t, &cause), 0);
+    ck_assert_str_eq(t.host, "localhost");
+    ck_assert_int_eq(t.port, 3306);
+    ck_assert_str_eq(t.database, "leaf");
+    ck_assert_ptr_null(t.user);
+    ck_assert_ptr_null(t.password);
+    ck_assert_ptr_null(t.socket);
+    store_mysql_target_free(&t);
+
+    ck_assert_int_eq(store_parse_mysql_url("jdbc:mysql://db-1.example.com/"
+                     "leaf_db", &t, &cause), 0);
+    ck_assert_str_eq(t.host, "db-1.example.com");
+    ck_assert_int_eq(t.port, 3306);
+    ck_assert_str_eq(t.database, "leaf_db");
+    store_mysql_target_free(&t);
+
+    ck_assert_int_eq(store_parse_mysql_url("jdbc:mysql://10.1.2.3:3307/leaf?"
+                     "user=app&password=s%26cret&serverTimezone=UTC", &t,
+                     &cause), 0);
+    ck_assert_str_eq(t.host, "10.1.2.3");
+    ck_assert_int_eq(t.port, 3307);
+    ck_assert_str_eq(t.user, "app");
+    ck_assert_str_eq(t.password, "s&cret");
+    store_mysql_target_free(&t);
+
+    ck_assert_int_eq(store_parse_mysql_url("jdbc:mariadb://[::1]:3308/leaf",
+                     &t, &cause), 0);
+    ck_assert_str_eq(t.host, "::1");
+    ck_assert_int_eq(t.port, 3308);
+    store_mysql_target_free(&t);
+    ck_assert_ptr_null(cause);
+}
+END_TEST
+
+START_TEST(test_url_mysql)
+{
+    struct mysql_target t;
+    char *cause = NULL;
+
+    ck_assert_int_eq(store_parse_mysql_url("mysql://root@127.0.0.1:20001/leaf",
+                     &t, &cause), 0);
+    ck_assert_str_eq(t.host, "127.0.0.1");
+    ck_assert_int_eq(t.port, 20001);
+    ck_assert_str_eq(t.user, "root");
+    ck_assert_ptr_null(t.password);
+    ck_assert_str_eq(t.database, "leaf");
+    store_mysql_target_free(&t);
+
+    ck_assert_int_eq(store_parse_mysql_url("mysql://u%40x:p%3Aa%2Fs%40s@"
+                     "db.local:1/my%2Ddb", &t, &cause), 0);
+    ck_assert_str_eq(t.user, "u@x");
+    ck_assert_str_eq(t.password, "p:a/s@s");
+    ck_assert_str_eq(t.host, "db.local");
+    ck_assert_int_eq(t.port, 1);
+    ck_assert_str_eq(t.database, "my-db");
+    store_mysql_target_free(&t);
+
+    ck_assert_int_eq(store_parse_mysql_url("mysql://u:@h:65535/d", &t, &cause),
+                     0);
+    ck_assert_str_eq(t.password, "");
+    ck_assert_int_eq(t.port, 65535);
+    store_mysql_target_free(&t);
+
+    ck_assert_int_eq(store_parse_mysql_url("mysql://root@localhost/leaf?"
+                     "socket=/tmp/my%20sock", &t, &cause), 0);
+    ck_assert_str_eq(t.host, "localhost");
+    ck_assert_str_eq(t.socket, "/tmp/my sock");
+    store_mysql_target_free(&t);
+
+    ck_assert_int_eq(store_parse_mysql_url("mysql://root@/leaf?socket=/run/"
+                     "mysqld/mysqld.sock", &t, &cause), 0);
+    ck_assert_str_eq(t.host, "localhost");
+    ck_assert_str_eq(t.socket, "/run/mysqld/mysqld.sock");
+    store_mysql_target_free(&t);
+
+    ck_assert_int_eq(store_parse_mysql_url("mysql://h/d?", &t, &cause), 0);
+    store_mysql_target_free(&t);
+    store_mysql_target_free(NULL);
+    ck_assert_ptr_null(cause);
+}
+END_TEST
+
+static const char *bad_urls[] = {
+    "",
+    "postgres://h/db",
+    "jdbc:postgresql://h/db",
+    "mysql:/h/db",
+    "mysql://",
+    "mysql://host",
+    "mysql://host/",
+    "mysql://host:0/db",
+    "mysql://host:65536/db",
+    "mysql://host:12a/db",
+    "mysql://host:/db",
+    "mysql://host:-1/db",
+    "mysql://ho st/db",
+    "mysql://h\tst/db",
+    "mysql://h!st/db",
+    "mysql://h1,h2/db",
+    "jdbc:mysql://h1:3306,h2:3306/db",
+    "mysql://@h/db",
+    "mysql://:pw@h/db",
+    "mysql://u:p@h/db?foo=1",
+    "mysql://h/db?socket=relative",
+    "mysql://h/db?socket=",
+    "mysql://h/db/extra",
+    "mysql://u%zz@h/db",
+    "mysql://u%00@h/db",
+    "mysql://u%4@h/db",
+    "mysql://h/db#frag",
+    "mysql:///db",
+    "jdbc:mysql://h:3306",
+    "jdbc:mysql://h:3306?x=1",
+    "jdbc:mysql://[::1/db",
+    "jdbc:mysql://[::1]x/db",
+    "jdbc:mysql://[]/db",
+    "mysql://h/db%zz",
+    "mysql://h:3306:3307/db",
+};
+
+START_TEST(test_url_bad)
+{
+    struct mysql_target t;
+    char *cause = NULL;
+    char big[2048];
+
+    for (size_t i = 0; i < sizeof bad_urls / sizeof bad_urls[0]; i++) {
+        ck_assert_msg(store_parse_mysql_url(bad_urls[i], &t, &cause) == -1,
+                      "accepted bad URL \"%s\"", bad_urls[i]);
+        ck_assert_msg(cause != NULL && *cause != '\0', "no cause for %s",
+                      bad_urls[i]);
+        ck_assert_ptr_null(t.host);
+        ck_assert_ptr_null(t.user);
+        ck_assert_ptr_null(t.database);
+        free(cause);
+        cause = NULL;
+    }
+    ck_assert_int_eq(store_parse_mysql_url(NULL, &t, &cause), -1);
+    free(cause);
+    cause = NULL;
+
+    /* Length limits: URL, host, user, database. */
+    memset(big, 'a', sizeof big);
+    memcpy(big, "mysql://h/", 10);
+    big[1100] = '\0';
+    ck_assert_int_eq(store_parse_mysql_url(big, &t, &cause), -1);
+    ck_assert_ptr_nonnull(strstr(cause, "longer"));
+    free(cause);
+    cause = NULL;
+
+    memset(big, 'a', sizeof big);
+    memcpy(big, "mysql://", 8);
+    strcpy(big + 8 + 256, "/db");
+    ck_assert_int_eq(store_parse_mysql_url(big, &t, &cause), -1);
+    free(cause);
+    cause = NULL;
+
+    memset(big, 'a', sizeof big);
+    memcpy(big, "mysql://", 8);
+    strcpy(big + 8 + 129, "@h/db");
+    ck_assert_int_eq(store_parse_mysql_url(big, &t, &cause), -1);
+    free(cause);
+    cause = NULL;
+
+    memset(big, 'a', sizeof big);
+    memcpy(big, "mysql://h/", 10);
+    big[10 + 65] = '\0';
+    ck_assert_int_eq(store_parse_mysql_url(big, &t, &cause), -1);
+    free(cause);
+    cause = NULL;
+    big[10 + 64] = '\0';
+    ck_assert_int_eq(store_parse_mysql_url(big, &t, &cause), 0);
+    store_mysql_target_free(&t);
+}
+END_TEST
+
+START_TEST(test_open_config_errors)
+{
+    struct config cfg;
+    struct store *s;
+    char *cause = NULL;
+
+    memset(&cfg, 0, sizeof cfg);
+    cfg.store = STORE_MYSQL;
+    ck_assert_ptr_null(store_open(&cfg, &cause));
+    ck_assert_ptr_nonnull(cause);
+    free(cause);
+    cause = NULL;
+
+    cfg.store = STORE_AUTO;
+    cfg.jdbc_url = "jdbc:mysql://bad host/leaf";
+    ck_assert_ptr_null(store_open(&cfg, &cause));
+    ck_assert_ptr_nonnull(strstr(cause, "leaf.jdbc.url"));
+    free(cause);
+    cause = NULL;
+
+    /* A good URL opens without a server: the connection is lazy. */
+    cfg.jdbc_url = "jdbc:mysql://127.0.0.1:1/leaf";
+    cfg.jdbc_username = "root";
+    s = store_open(&cfg, &cause);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_str_eq(store_kind_name(s), "mysql");
+    store_close(s);
+    store_close(NULL);
+
+    memset(&cfg, 0, sizeof cfg);
+    cfg.store = STORE_AUTO;
+    cfg.sqlite_path = "";
+    ck_assert_ptr_null(store_open(&cfg, &cause));
+    ck_assert_ptr_nonnull(cause);
+    free(cause);
+    cause = NULL;
+
+    cfg.sqlite_path = "/nonexistent-dir-leafd/x/leaf.db";
+    ck_assert_ptr_null(store_open(&cfg, &cause));
+    ck_assert_ptr_nonnull(strstr(cause, "/nonexistent-dir-leafd/x/leaf.db"));
+    free(cause);
+}
+END_TEST
+
+/* A MySQL store whose server is not there: calls fail fast, no crash. */
+START_TEST(test_mysql_down)
+{
+    struct config cfg;
+    struct store *s;
+    char *cause = NULL;
+    int64_t max_id, step, t0;
+
+    memset(&cfg, 0, sizeof cfg);
+    cfg.mysql_url = "mysql://root@127.0.0.1:1/leaf";
+    cfg.db_timeout_ms = 1000;
+    s = store_open(&cfg, &cause);
+    ck_assert_ptr_nonnull(s);
+    t0 = util_mono_ms();
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(store_alloc(s, "demo", 10, &max_id, &step, &cause),
+                         -1);
+        ck_assert_ptr_nonnull(strstr(cause, "127.0.0.1:1/leaf"));
+        free(cause);
+        cause = NULL;
+    }
+    ck_assert_int_lt(util_mono_ms() - t0, 5000);
+    store_close(s);
+}
+END_TEST
+
+/* ---- backends under test ---- */
+
+/* The backend of the running test (set by a fixture, per forked test). */
+static struct {
+    int  mysql;
+    char dir[64];
+    char path[128];
+    char prefix[48];        /* tag prefix, unique per test run */
+    struct config cfg;
+} be;
+
+static void
+be_common(void)
+{
+    strcpy(be.dir, "/tmp/check_store.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(be.dir));
+    snprintf(be.prefix, sizeof be.prefix, "ck%d-%lld-", (int)getpid(),
+             (long long)(util_wall_ms() % 1000000000));
+    store_thread_init();
+}
+
+static void
+be_sqlite_setup(void)
+{
+    memset(&be, 0, sizeof be);
+    be_common();
+    snprintf(be.path, sizeof be.path, "%s/leaf.db", be.dir);
+    be.cfg.store = STORE_SQLITE;
+    be.cfg.sqlite_path = be.path;
+    be.cfg.db_timeout_ms = 20000;
+}
+
+static void
+be_mysql_setup(void)
+{
+    memset(&be, 0, sizeof be);
+    be_common();
+    be.mysql = 1;
+    be.cfg.store = STORE_MYSQL;
+    be.cfg.mysql_url = getenv("LEAFD_TEST_MYSQL_URL");
+    be.cfg.db_timeout_ms = 5000;
+}
+
+static void
+be_teardown_files(void)
+{
+    char p[256];
+    const char *sfx[] = { "/leaf.db", "/leaf.db-wal", "/leaf.db-shm",
+                          "/ref.db", "/ref.db-wal", "/ref.db-shm" };
+
+    for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+        snprintf(p, sizeof p, "%s%s", be.dir, sfx[i]);
+        unlink(p);
+    }
+}
+
+static void
+be_teardown(void)
+{
+    be_teardown_files();
+    rmdir(be.dir);
+    store_thread_end();
+}
+
+static struct store *
+be_open(void)
+{
+    char *cause = NULL;
+    struct store *s = store_open(&be.cfg, &cause);
+
+    ck_assert_msg(s != NULL, "store_open: %s", cause);
+    return s;
+}
+
+static const char *
+tag(const char *name)
+{
+    static __thread char buf[TAG_MAX + 1];
+
+    snprintf(buf, sizeof buf, "%s%s", be.prefix, name);
+    return buf;
+}
+
+/* Change a row behind the store's back, as an operator would. */
+static void
+be_exec(const char *sql)
+{
+    if (be.mysql) {
+        struct mysql_target t;
+        char *cause = NULL;
+        MYSQL *db = mysql_init(NULL);
+
+        ck_assert_int_eq(store_parse_mysql_url(be.cfg.mysql_url, &t, &cause),
+                         0);
+        ck_assert_msg(mysql_real_connect(db, t.host, t.user, t.password,
+                      t.database, (unsigned)t.port, t.socket, 0) != NULL,
+                      "connect: %s", mysql_error(db));
+        ck_assert_msg(mysql_query(db, sql) == 0, "%s: %s", sql,
+                      mysql_error(db));
+        mysql_close(db);
+        store_mysql_target_free(&t);
+    } else {
+        sqlite3 *db;
+        char *err = NULL;
+
+        ck_assert_int_eq(sqlite3_open(be.path, &db), SQLITE_OK);
+        sqlite3_busy_timeout(db, 10000);
+        ck_assert_msg(sqlite3_exec(db, sql, NULL, NULL, &err) == SQLITE_OK,
+                      "%s: %s", sql, err);
+        sqlite3_close(db);
+    }
+}
+
+static void
+be_set_step(const char *t, int64_t step)
+{
+    char sql[512];
+
+    snprintf(sql, sizeof sql, "UPDATE leaf_alloc SET step = %lld WHERE "
+             "biz_tag = '%s'", (long long)step, t);
+    be_exec(sql);
+}
+
+/* ---- behaviour, run against each backend ---- */
+
+START_TEST(test_alloc_basic)
+{
+    struct store *s = be_open();
+    struct store_row row;
+    char *cause = NULL;
+    int64_t max_id = 0, step = 0;
+    char t1[TAG_MAX + 1];
+
+    snprintf(t1, sizeof t1, "%s", tag("basic"));
+    ck_assert_int_eq(store_insert(s, t1, 1, 100, "basic tag", &cause), 0);
+    ck_assert_int_eq(store_insert(s, t1, 5, 100, NULL, &cause), 1);
+
+    /* Ranges [1,101), [101,201), then a custom step [201,251). */
+    ck_assert_int_eq(store_alloc(s, t1, 100, &max_id, &step, &cause), 0);
+    ck_assert_int_eq(max_id, 101);
+    ck_assert_int_eq(step, 100);
+    ck_assert_int_eq(store_alloc(s, t1, 100, &max_id, &step, &cause), 0);
+    ck_assert_int_eq(max_id, 201);
+    ck_assert_int_eq(store_alloc(s, t1, 50, &max_id, &step, &cause), 0);
+    ck_assert_int_eq(max_id, 251);
+    ck_assert_int_eq(step, 100);
+
+    /* Not found: 1, and nothing created. */
+    ck_assert_int_eq(store_alloc(s, tag("nope"), 10, &max_id, &step, &cause),
+                     1);
+    ck_assert_int_eq(store_get(s, tag("nope"), &row, &cause), 1);
+    ck_assert_ptr_null(cause);
+
+    ck_assert_int_eq(store_get(s, t1, &row, &cause), 0);
+    ck_assert_str_eq(row.biz_tag, t1);
+    ck_assert_int_eq(row.max_id, 251);
+    ck_assert_int_eq(row.step, 100);
+    ck_assert_str_eq(row.description, "basic tag");
+    ck_assert_int_eq(strlen(row.update_time), 19);
+    ck_assert_int_eq(row.update_time[4], '-');
+
+    /* An operator changes step: the next alloc reports it. */
+    be_set_step(t1, 700);
+    ck_assert_int_eq(store_alloc(s, t1, 700, &max_id, &step, &cause), 0);
+    ck_assert_int_eq(max_id, 951);
+    ck_assert_int_eq(step, 700);
+    ck_assert_ptr_null(cause);
+    store_close(s);
+}
+END_TEST
+
+START_TEST(test_alloc_invalid)
+{
+    struct store *s = be_open();
+    struct store_row row;
+    char *cause = NULL;
+    int64_t max_id = 0, step = 0;
+    char long_tag[TAG_MAX + 2], max_tag[TAG_MAX + 1], desc[300];
+
+    memset(long_tag, 'x', sizeof long_tag);
+    long_tag[TAG_MAX + 1] = '\0';
+    memset(max_tag, 'y', sizeof max_tag);
+    memcpy(max_tag, be.prefix, strlen(be.prefix));
+    max_tag[TAG_MAX] = '\0';
+
+    ck_assert_int_eq(store_alloc(s, long_tag, 10, &max_id, &step, &cause), -1);
+    ck_assert_ptr_nonnull(strstr(cause, "longer"));
+    free(cause);
+    cause = NULL;
+    ck_assert_int_eq(store_get(s, long_tag, &row, &cause), -1);
+    free(cause);
+    cause = NULL;
+    ck_assert_int_eq(store_insert(s, long_tag, 1, 10, NULL, &cause), -1);
+    free(cause);
+    cause = NULL;
+    ck_assert_int_eq(store_alloc(s, "", 10, &max_id, &step, &cause), -1);
+    free(cause);
+    cause = NULL;
+
+    /* Exactly TAG_MAX bytes is fine. */
+    ck_assert_int_eq(store_insert(s, max_tag, 1, 10, NULL, &cause), 0);
+    ck_assert_int_eq(store_alloc(s, max_tag, 10, &max_id, &step, &cause), 0);
+    ck_assert_int_eq(max_id, 11);
+    ck_assert_int_eq(store_get(s, max_tag, &row, &cause), 0);
+    ck_assert_str_eq(row.biz_tag, max_tag);
+    ck_assert_str_eq(row.description, "");
+
+    ck_assert_int_eq(store_alloc(s, max_tag, 0, &max_id, &step, &cause), -1);
+    free(cause);
+    cause = NULL;
+    ck_assert_int_eq(store_alloc(s, max_tag, -5, &max_id, &step, &cause), -1);
+    free(cause);
+    cause = NULL;
+    ck_assert_int_eq(store_insert(s, tag("z"), 1, 0, NULL, &cause), -1);
+    free(cause);
+    cause = NULL;
+    ck_assert_int_eq(store_insert(s, tag("z"), -1, 10, NULL, &cause), -1);
+    free(cause);
+    cause = NULL;
+    memset(desc, 'd', sizeof desc);
+    desc[257] = '\0';
+    ck_assert_int_eq(store_insert(s, tag("z"), 1, 10, desc, &cause), -1);
+    free(cause);
+    cause = NULL;
+    desc[256] = '\0';
+    ck_assert_int_eq(store_insert(s, tag("z"), 1, 10, desc, &cause), 0);
+    ck_assert_int_eq(store_get(s, tag("z"), &row, &cause), 0);
+    ck_assert_str_eq(row.description, desc);
+
+    /* UTF-8 text comes back as it went in. */
+    ck_assert_int_eq(store_insert(s, tag("u"), 1, 10, "h\xc3\xa9llo \xe2\x9c\x93",
+                                  &cause), 0);
+    ck_assert_int_eq(store_get(s, tag("u"), &row, &cause), 0);
+    ck_assert_str_eq(row.description, "h\xc3\xa9llo \xe2\x9c\x93");
+
+    /* The store still works after refusals. */
+    ck_assert_int_eq(store_alloc(s, max_tag, 10, &max_id, &step, &cause), 0);
+    ck_assert_int_eq(max_id, 21);
+    store_close(s);
+}
+END_TEST
+
+START_TEST(test_alloc_overflow)
+{
+    struct store *s = be_open();
+    struct store_row row;
+    char *cause = NULL;
+    int64_t max_id = 0, step = 0;
+    char t1[TAG_MAX + 1];
+
+    snprintf(t1, sizeof t1, "%s", tag("big"));
+    ck_assert_int_eq(store_insert(s, t1, INT64_MAX - 10, 100, NULL, &cause), 0);
+    ck_assert_int_eq(store_alloc(s, t1, 100, &max_id, &step, &cause), -1);
+    ck_assert_ptr_nonnull(strstr(cause, "overflow"));
+    free(cause);
+    cause = NULL;
+    ck_assert_int_eq(store_get(s, t1, &row, &cause), 0);
+    ck_assert_int_eq(row.max_id, INT64_MAX - 10);
+
+    ck_assert_int_eq(store_alloc(s, t1, 10, &max_id, &step, &cause), 0);
+    ck_assert_int_eq(max_id, INT64_MAX);
+    ck_assert_int_eq(store_alloc(s, t1, 1, &max_id, &step, &cause), -1);
+    free(cause);
+    cause = NULL;
+    ck_assert_int_eq(store_alloc(s, t1, INT64_MAX, &max_id, &step, &cause), -1);
+    free(cause);
+    cause = NULL;
+    ck_assert_int_eq(store_get(s, t1, &row, &cause), 0);
+    ck_assert_int_eq(row.max_id, INT64_MAX);
+    store_close(s);
+}
+END_TEST
+
+START_TEST(test_list)
+{
+    struct store *s = be_open();
+    struct store_row *rows = NULL;
+    char *cause = NULL;
+    size_t n = 0, mine = 0;
+    const char *names[] = { "b", "a", "C", "a-2", "a_1" };
+    char prev[TAG_MAX + 1] = "";
+
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        ck_assert_int_eq(store_insert(s, tag(names[i]), (int64_t)i + 1, 10,
+                                      NULL, &cause), 0);
+    ck_assert_int_eq(store_list(s, &rows, &n, &cause), 0);
+    ck_assert_uint_ge(n, 5);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_msg(strcmp(prev, rows[i].biz_tag) < 0, "not sorted: %s, %s",
+                      prev, rows[i].biz_tag);
+        strcpy(prev, rows[i].biz_tag);
+        if (strncmp(rows[i].biz_tag, be.prefix, strlen(be.prefix)) == 0) {
+            static const char *order[] = { "C", "a", "a-2", "a_1", "b" };
+            ck_assert_str_eq(rows[i].biz_tag + strlen(be.prefix),
+                             order[mine]);
+            mine++;
+        }
+    }
+    ck_assert_uint_eq(mine, 5);
+    free(rows);
+    store_close(s);
+}
+END_TEST
+
+/* Tags are exact: MySQL's collation must not map "Case" to "case". */
+START_TEST(test_tag_case)
+{
+    struct store *s = be_open();
+    struct store_row row;
+    char *cause = NULL;
+    int64_t max_id = 0, step = 0;
+    char t1[TAG_MAX + 1], t2[TAG_MAX + 1];
+
+    snprintf(t1, sizeof t1, "%s", tag("Case"));
+    snprintf(t2, sizeof t2, "%s", tag("case"));
+    ck_assert_int_eq(store_insert(s, t1, 1, 10, NULL, &cause), 0);
+    ck_assert_int_eq(store_alloc(s, t2, 10, &max_id, &step, &cause), 1);
+    ck_assert_int_eq(store_get(s, t2, &row, &cause), 1);
+    ck_assert_int_eq(store_get(s, t1, &row, &cause), 0);
+    ck_assert_int_eq(row.max_id, 1);
+    ck_assert_int_eq(store_alloc(s, t1, 10, &max_id, &step, &cause), 0);
+    ck_assert_int_eq(max_id, 11);
+    ck_assert_ptr_null(cause);
+    store_close(s);
+}
+END_TEST
+
+/* Two handles (two connections) in one thread, interleaved. */
+START_TEST(test_two_handles)
+{
+    struct store *a = be_open(), *b = be_open();
+    char *cause = NULL;
+    int64_t max_id, step, expect = 1;
+    char t1[TAG_MAX + 1];
+
+    snprintf(t1, sizeof t1, "%s", tag("two"));
+    ck_assert_int_eq(store_insert(a, t1, 1, 10, NULL, &cause), 0);
+    for (int i = 0; i < 50; i++) {
+        int64_t want = 1 + i % 9;
+        ck_assert_int_eq(store_alloc(i % 2 ? a : b, t1, want, &max_id, &step,
+                                     &cause), 0);
+        ck_assert_int_eq(max_id - want, expect);
+        expect = max_id;
+    }
+    store_close(a);
+    store_close(b);
+}
+END_TEST
+
+/* Processes x threads, each with its own store, on one tag: the ranges must
+ * tile [1, final max_id) exactly, with no overlap and no gap. */
+#define CC_PROCS   3
+#define CC_THREADS 3
+#define CC_ALLOCS  60
+
+struct cc_range {
+    int64_t lo, hi;
+};
+
+struct cc_shared {
+    struct cc_range r[CC_PROCS][CC_THREADS][CC_ALLOCS];
+    int             failed;
+    char            why[256];
+};
+
+struct cc_arg {
+    struct cc_shared *sh;
+    int               proc, thread;
+    char              tag[TAG_MAX + 1];
+};
+
+static void *
+cc_thread(void *p)
+{
+    struct cc_arg *a = p;
+    char *cause = NULL;
+    struct store *s;
+
+    store_thread_init();
+    s = store_open(&be.cfg, &cause);
+    if (s == NULL)
+        goto fail;
+    for (int i = 0; i < CC_ALLOCS; i++) {
+        int64_t want = 1 + (i * 7 + a->thread * 3 + a->proc) % 13;
+        int64_t max_id, step;
+        if (store_alloc(s, a->tag, want, &max_id, &step, &cause) != 0)
+            goto fail;
+        a->sh->r[a->proc][a->thread][i].lo = max_id - want;
+        a->sh->r[a->proc][a->thread][i].hi = max_id;
+    }
+    store_close(s);
+    store_thread_end();
+    return NULL;
+
+fail:
+    a->sh->failed = 1;
+    snprintf(a->sh->why, sizeof a->sh->why, "%s",
+             cause != NULL ? cause : "store_alloc returned 1");
+    free(cause);
+    store_close(s);
+    store_thread_end();
+    return NULL;
+}
+
+static int
+cc_cmp(const void *x, const void *y)
+{
+    const struct cc_range *a = x, *b = y;
+    return a->lo < b->lo ? -1 : a->lo > b->lo;
+}
+
+START_TEST(test_concurrent)
+{
+    struct store *s = be_open();
+    struct store_row row;
+    struct cc_shared *sh;
+    struct cc_range *all;
+    char *cause = NULL;
+    char t1[TAG_MAX + 1];
+    size_t n = (size_t)CC_PROCS * CC_THREADS * CC_ALLOCS;
+    pid_t pids[CC_PROCS];
+
+    snprintf(t1, sizeof t1, "%s", tag("cc"));
+    ck_assert_int_eq(store_insert(s, t1, 1, 10, NULL, &cause), 0);
+    store_close(s);
+
+    sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
+              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(sh, MAP_FAILED);
+    memset(sh, 0, sizeof *sh);
+    for (int p = 0; p < CC_PROCS; p++) {
+        pids[p] = fork();
+        ck_assert_int_ne(pids[p], -1);
+        if (pids[p] == 0) {
+            pthread_t th[CC_THREADS];
+            struct cc_arg args[CC_THREADS];
+            for (int t = 0; t < CC_THREADS; t++) {
+                args[t].sh = sh;
+                args[t].proc = p;
+                args[t].thread = t;
+                snprintf(args[t].tag, sizeof args[t].tag, "%s", t1);
+                pthread_create(&th[t], NULL, cc_thread, &args[t]);
+            }
+            for (int t = 0; t < CC_THREADS; t++)
+                pthread_join(th[t], NULL);
+            _exit(0);
+        }
+    }
+    for (int p = 0; p < CC_PROCS; p++) {
+        int st;
+        ck_assert_int_eq(waitpid(pids[p], &st, 0), pids[p]);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                      "worker %d died (status %d)", p, st);
+    }
+    ck_assert_msg(!sh->failed, "a worker failed: %s", sh->why);
+
+    all = xmalloc(n * sizeof *all);
+    memcpy(all, sh->r, n * sizeof *all);
+    qsort(all, n, sizeof *all, cc_cmp);
+    ck_assert_int_eq(all[0].lo, 1);
+    for (size_t i = 1; i < n; i++)
+        ck_assert_msg(all[i].lo == all[i - 1].hi, "ranges [%lld,%lld) and "
+                      "[%lld,%lld) overlap or leave a gap",
+                      (long long)all[i - 1].lo, (long long)all[i - 1].hi,
+                      (long long)all[i].lo, (long long)all[i].hi);
+    s = be_open();
+    ck_assert_int_eq(store_get(s, t1, &row, &cause), 0);
+    ck_assert_int_eq(row.max_id, all[n - 1].hi);
+    store_close(s);
+    free(all);
+    munmap(sh, sizeof *sh);
+}
+END_TEST
+
+/* ---- SQLite only ---- */
+
+static const char *
+root_path(const char *rel, char *buf, size_t cap)
+{
+    const char *root = getenv("LEAFD_ROOT");
+
+    snprintf(buf, cap, "%s/%s", root != NULL ? root : ".", rel);
+    return buf;
+}
+
+static char *
+read_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *buf;
+    size_t n;
+
+    ck_assert_msg(f != NULL, "%s: %s (run from the top of the tree or set "
+                  "LEAFD_ROOT)", path, strerror(errno));
+    buf = xmalloc(65536);
+    n = fread(buf, 1, 65535, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static char *
+schema_of(const char *path)
+{
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    char *sql;
+
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT sql FROM sqlite_master "
+                     "WHERE name = 'leaf_alloc'", -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    sql = xstrdup((const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return sql;
+}
+
+/* sql/sqlite.sql and the store's built-in schema make the same table, and
+ * sql/sample.sql loads into it. */
+START_TEST(test_sqlite_schema_files)
+{
+    char path[256], ref[256], *text, *err = NULL, *a, *b;
+    sqlite3 *db;
+    struct store *s;
+    struct store_row row;
+    char *cause = NULL;
+    int64_t max_id, step;
+
+    snprintf(ref, sizeof ref, "%s/ref.db", be.dir);
+    ck_assert_int_eq(sqlite3_open(ref, &db), SQLITE_OK);
+    text = read_file(root_path("sql/sqlite.sql", path, sizeof path));
+    ck_assert_msg(sqlite3_exec(db, text, NULL, NULL, &err) == SQLITE_OK,
+                  "sqlite.sql: %s", err);
+    free(text);
+    text = read_file(root_path("sql/sample.sql", path, sizeof path));
+    ck_assert_msg(sqlite3_exec(db, text, NULL, NULL, &err) == SQLITE_OK,
+                  "sample.sql: %s", err);
+    free(text);
+    sqlite3_close(db);
+
+    s = be_open();
+    store_close(s);
+    a = schema_of(ref);
+    b = schema_of(be.path);
+    ck_assert_str_eq(a, b);
+    free(a);
+    free(b);
+
+    /* The store works on the file made from the .sql files. */
+    be.cfg.sqlite_path = ref;
+    s = be_open();
+    ck_assert_int_eq(store_get(s, "leaf-segment-test", &row, &cause), 0);
+    ck_assert_int_eq(row.max_id, 1);
+    ck_assert_int_eq(row.step, 2000);
+    ck_assert_int_eq(store_alloc(s, "demo", 1000, &max_id, &step, &cause), 0);
+    ck_assert_int_eq(max_id, 1001);
+    ck_assert_int_eq(step, 1000);
+    store_close(s);
+}
+END_TEST
+
+START_TEST(test_sqlite_demo_and_pragmas)
+{
+    struct store *s;
+    struct store_row row;
+    char *cause = NULL;
+    int64_t max_id, step;
+    sqlite3 *db;
+    sqlite3_stmt *st;
+
+    s = be_open();
+    ck_assert_str_eq(store_kind_name(s), "sqlite");
+    ck_assert_int_eq(store_get(s, "demo", &row, &cause), 1);
+    store_close(s);
+
+    be.cfg.create_demo = 1;
+    s = be_open();
+    ck_assert_int_eq(store_get(s, "demo", &row, &cause), 0);
+    ck_assert_int_eq(row.max_id, 1);
+    ck_assert_int_eq(row.step, 1000);
+    ck_assert_int_eq(store_alloc(s, "demo", 1000, &max_id, &step, &cause), 0);
+    store_close(s);
+    s = be_open();      /* demo exists: left alone */
+    ck_assert_int_eq(store_get(s, "demo", &row, &cause), 0);
+    ck_assert_int_eq(row.max_id, 1001);
+    store_close(s);
+
+    ck_assert_int_eq(sqlite3_open(be.path, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st,
+                                        NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_str_eq((const char *)sqlite3_column_text(st, 0), "wal");
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+END_TEST
+
+/* Several processes open one new file at once (two leafd starting): all
+ * succeed, the table and demo are made once. */
+START_TEST(test_sqlite_fresh_race)
+{
+    pid_t pids[6];
+    struct store *s;
+    struct store_row row;
+    char *cause = NULL;
+
+    be.cfg.create_demo = 1;
+    for (int round = 0; round < 5; round++) {
+        be_teardown_files();
+        for (int i = 0; i < 6; i++) {
+            pids[i] = fork();
+            ck_assert_int_ne(pids[i], -1);
+            if (pids[i] == 0) {
+                int64_t max_id, step;
+                s = store_open(&be.cfg, &cause);
+                if (s == NULL) {
+                    fprintf(stderr, "store_open: %s\n", cause);
+                    _exit(1);
+                }
+                if (store_alloc(s, "demo", 1000, &max_id, &step, &cause) != 0)
+                    _exit(2);
+                store_close(s);
+                _exit(0);
+            }
+        }
+        for (int i = 0; i < 6; i++) {
+            int st;
+            ck_assert_int_eq(waitpid(pids[i], &st, 0), pids[i]);
+            ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                          "round %d: worker %d failed (status %d)", round, i,
+                          st);
+        }
+        s = be_open();
+        ck_assert_int_eq(store_get(s, "demo", &row, &cause), 0);
+        ck_assert_int_eq(row.max_id, 6001);
+        store_close(s);
+    }
+}
+END_TEST
+
+/* Another writer holds the lock past db_timeout_ms: alloc fails, and the
+ * same handle works once the lock is gone. */
+START_TEST(test_sqlite_busy)
+{
+    struct store *s;
+    char *cause = NULL;
+    int64_t max_id, step, t0;
+    sqlite3 *db;
+
+    be.cfg.db_timeout_ms = 300;
+    s = be_open();
+    ck_assert_int_eq(store_insert(s, "t", 1, 10, NULL, &cause), 0);
+    ck_assert_int_eq(sqlite3_open(be.path, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL),
+                     SQLITE_OK);
+    t0 = util_mono_ms();
+    ck_assert_int_eq(store_alloc(s, "t", 10, &max_id, &step, &cause), -1);
+    ck_assert_int_ge(util_mono_ms() - t0, 250);
+    ck_assert_ptr_nonnull(strstr(cause, "locked"));
+    free(cause);
+    cause = NULL;
+    ck_assert_int_eq(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    ck_assert_int_eq(store_alloc(s, "t", 10, &max_id, &step, &cause), 0);
+    ck_assert_int_eq(max_id, 11);
+    store_close(s);
+}
+END_TEST
+
+/* ---- MySQL only ---- */
+
+/* Leaf's JDBC URL with leaf.jdbc.username/password. */
+START_TEST(test_mysql_jdbc_url)
+{
+    struct mysql_target t;
+    char *cause = NULL, url[512];
+    struct store *s;
+    int64_t max_id, step;
+
+    ck_assert_int_eq(store_parse_mysql_url(be.cfg.mysql_url, &t, &cause), 0);
+    if (t.socket != NULL || t.user == NULL) {
+        store_mysql_target_free(&t);
+        return;
+    }
+    snprintf(url, sizeof url, "jdbc:mysql://%s:%d/%s?useUnicode=true&"
+             "characterEncoding=utf8", t.host, t.port, t.database);
+    be.cfg.mysql_url = NULL;
+    be.cfg.jdbc_url = url;
+    be.cfg.jdbc_username = t.user;
+    be.cfg.jdbc_password = t.password;
+    be.cfg.store = STORE_AUTO;
+    s = be_open();
+    ck_assert_str_eq(store_kind_name(s), "mysql");
+    ck_assert_int_eq(store_insert(s, tag("jdbc"), 1, 10, NULL, &cause), 0);
+    ck_assert_int_eq(store_alloc(s, tag("jdbc"), 10, &max_id, &step, &cause),
+                     0);
+    ck_assert_int_eq(max_id, 11);
+    store_close(s);
+
+    be.cfg.jdbc_username = "leafd_no_such_user";
+    s = be_open();
+    ck_assert_int_eq(store_alloc(s, tag("jdbc"), 10, &max_id, &step, &cause),
+                     -1);
+    ck_assert_ptr_nonnull(strstr(cause, "denied"));
+    free(cause);
+    store_close(s);
+    store_mysql_target_free(&t);
+}
+END_TEST
+
+static const char *
+mysql_dir(void)
+{
+    return getenv("LEAFD_TEST_MYSQL_DIR");
+}
+
+static int
+mariadb_sh(const char *cmd)
+{
+    char path[256], line[768];
+
+    snprintf(line, sizeof line, "sh %s %s %s >/dev/null",
+             root_path("tests/mariadb.sh", path, sizeof path), cmd,
+             mysql_dir());
+    return system(line);
+}
+
+/* MariaDB restarts under an open store: a later call succeeds on the same
+ * handle (it reconnects), and the new range follows the old one. */
+START_TEST(test_mysql_restart)
+{
+    struct store *s;
+    char *cause = NULL;
+    int64_t max_id, step, before;
+    int rc = -1, first = -2, tries;
+
+    if (mysql_dir() == NULL) {
+        printf("check_store: LEAFD_TEST_MYSQL_DIR not set; skipping the "
+               "restart test\n");
+        return;
+    }
+    s = be_open();
+    ck_assert_int_eq(store_insert(s, tag("rs"), 1, 10, NULL, &cause), 0);
+    ck_assert_int_eq(store_alloc(s, tag("rs"), 10, &before, &step, &cause), 0);
+    ck_assert_int_eq(mariadb_sh("restart"), 0);
+    for (tries = 0; tries < 30; tries++) {
+        rc = store_alloc(s, tag("rs"), 10, &max_id, &step, &cause);
+        if (first == -2)
+            first = rc;
+        if (rc == 0)
+            break;
+        free(cause);
+        cause = NULL;
+        sleep(1);
+    }
+    printf("check_store: after a restart the first alloc returned %d, "
+           "success after %d tries\n", first, tries + 1);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(max_id - 10, before);
+    store_close(s);
+}
+END_TEST
+
+/* A hung server (SIGSTOP): calls fail within about db_timeout_ms instead of
+ * hanging, and the store works again once it runs. */
+START_TEST(test_mysql_hung)
+{
+    struct store *s, *fresh;
+    char *cause = NULL, *cause2 = NULL, path[256], *pidtext;
+    int64_t max_id, step, t0, took, took2;
+    int rc, rc2;
+    pid_t pid;
+
+    if (mysql_dir() == NULL) {
+        printf("check_store: LEAFD_TEST_MYSQL_DIR not set; skipping the "
+               "hung-server test\n");
+        return;
+    }
+    snprintf(path, sizeof path, "%s/pid", mysql_dir());
+    pidtext = read_file(path);
+    pid = (pid_t)atoi(pidtext);
+    free(pidtext);
+    ck_assert_int_gt(pid, 1);
+
+    be.cfg.db_timeout_ms = 1000;
+    s = be_open();
+    fresh = be_open();
+    ck_assert_msg(store_insert(s, tag("hung"), 1, 10, NULL, &cause) == 0,
+                  "insert: %s", cause);
+    ck_assert_int_eq(store_alloc(s, tag("hung"), 10, &max_id, &step, &cause),
+                     0);
+
+    /* Nothing may assert while the server is stopped. */
+    kill(pid, SIGSTOP);
+    t0 = util_mono_ms();
+    rc = store_alloc(s, tag("hung"), 10, &max_id, &step, &cause);
+    took = util_mono_ms() - t0;
+    t0 = util_mono_ms();
+    rc2 = store_alloc(fresh, tag("hung"), 10, &max_id, &step, &cause2);
+    took2 = util_mono_ms() - t0;
+    kill(pid, SIGCONT);
+
+    printf("check_store: hung server: alloc failed after %lld ms (%s), "
+           "connect after %lld ms (%s)\n", (long long)took, cause,
+           (long long)took2, cause2);
+    ck_assert_int_eq(rc, -1);
+    ck_assert_int_eq(rc2, -1);
+    ck_assert_int_lt(took, 8000);
+    ck_assert_int_lt(took2, 8000);
+    free(cause);
+    free(cause2);
+    cause = NULL;
+    for (int i = 0; i < 30; i++) {
+        if ((rc = store_alloc(s, tag("hung"), 10, &max_id, &step, &cause)) ==
+            0)
+            break;
+        free(cause);
+        cause = NULL;
+        sleep(1);
+    }
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(store_alloc(fresh, tag("hung"), 10, &max_id, &step,
+                                 &cause), 0);
+    store_close(s);
+    store_close(fresh);
+}
+END_TEST
+
+static void
+add_behaviour(TCase *tc)
+{
+    tcase_add_test(tc, test_alloc_basic);
+    tcase_add_test(tc, test_alloc_invalid);
+    tcase_add_test(tc, test_alloc_overflow);
+    tcase_add_test(tc, test_list);
+    tcase_add_test(tc, test_tag_case);
+    tcase_add_test(tc, test_two_handles);
+    tcase_add_test(tc, test_concurrent);
+}
+
+static Suite *
+store_suite(void)
+{
+    Suite *su = suite_create("store");
+    TCase *tc;
+
+    tc = tcase_create("url");
+    tcase_add_test(tc, test_url_jdbc);
+    tcase_add_test(tc, test_url_mysql);
+    tcase_add_test(tc, test_url_bad);
+    tcase_add_test(tc, test_open_config_errors);
+    tcase_add_test(tc, test_mysql_down);
+    tcase_set_timeout(tc, 30);
+    suite_add_tcase(su, tc);
+
+    tc = tcase_create("sqlite");
+    tcase_add_checked_fixture(tc, be_sqlite_setup, be_teardown);
+    add_behaviour(tc);
+    tcase_add_test(tc, test_sqlite_schema_files);
+    tcase_add_test(tc, test_sqlite_demo_and_pragmas);
+    tcase_add_test(tc, test_sqlite_fresh_race);
+    tcase_add_test(tc, test_sqlite_busy);
+    tcase_set_timeout(tc, 120);
+    suite_add_tcase(su, tc);
+
+    if (getenv("LEAFD_TEST_MYSQL_URL") != NULL &&
+        *getenv("LEAFD_TEST_MYSQL_URL") != '\0') {
+        tc = tcase_create("mysql");
+        tcase_add_checked_fixture(tc, be_mysql_setup, be_teardown);
+        add_behaviour(tc);
+        tcase_add_test(tc, test_mysql_jdbc_url);
+        tcase_add_test(tc, test_mysql_restart);
+        tcase_add_test(tc, test_mysql_hung);
+        tcase_set_timeout(tc, 180);
+        suite_add_tcase(su, tc);
+    } else {
+        printf("check_store: LEAFD_TEST_MYSQL_URL not set; skipping the "
+               "MySQL tests (see tests/mariadb.sh)\n");
+    }
+    return su;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(store_suite());
+    int failed;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);   /* nothing buffered across fork */
+    log_init(LOGL_WARN, NULL);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    store_library_end();
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,214 @@
+#!/bin/sh
+# mariadb.sh: a throwaway MariaDB for leafd's tests.
+#
+#   tests/mariadb.sh start DIR     new server in DIR (or the one already there)
+#   tests/mariadb.sh stop DIR      stop it (TERM, wait, then KILL)
+#   tests/mariadb.sh restart DIR   stop and start again: same port, same data
+#
+# start prints, and writes to DIR/env, two lines:
+#   MYSQL_PORT=P
+#   MYSQL_URL=mysql://root@127.0.0.1:P/leaf
+# The server listens on 127.0.0.1:P (a free port >= 20000) and on DIR/sock,
+# has database `leaf` with sql/mysql.sql loaded, and logs to DIR/mariadbd.log.
+#
+# Sourced (". tests/mariadb.sh"), it only defines mariadb_start, mariadb_stop
+# and mariadb_restart; mariadb_start also exports MYSQL_PORT and MYSQL_URL.
+# Runs as root on Debian 12 with the mariadb-server package; POSIX sh.
+
+PATH=$PATH:/usr/sbin:/sbin
+
+# Where sql/mysql.sql lives: LEAFD_ROOT, else next to this script, else ".".
+mariadb_root() {
+    if [ -n "${LEAFD_ROOT:-}" ]; then
+        echo "$LEAFD_ROOT"
+    elif [ -f "$(dirname "$0")/../sql/mysql.sql" ]; then
+        (cd "$(dirname "$0")/.." && pwd)
+    else
+        pwd
+    fi
+}
+
+mariadb_log() {
+    echo "mariadb.sh: $*" >&2
+}
+
+# A free loopback TCP port >= 20000 (never 8080).
+mariadb_free_port() {
+    if command -v python3 >/dev/null 2>&1; then
+        python3 - <<'EOF'
+import random, socket
+for _ in range(200):
+    p = random.randint(20000, 60999)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(p)
+    break
+EOF
+        return
+    fi
+    p=$((20000 + $$ % 20000))
+    while [ "$p" -lt 65000 ]; do
+        if ! grep -qi ":$(printf '%04X' "$p") " /proc/net/tcp \
+                /proc/net/tcp6 2>/dev/null; then
+            echo "$p"
+            return
+        fi
+        p=$((p + 1))
+    done
+}
+
+mariadb_running() {
+    [ -f "$1/pid" ] && kill -0 "$(cat "$1/pid")" 2>/dev/null
+}
+
+mariadb_client() {
+    dir=$1
+    shift
+    mariadb --no-defaults --socket="$dir/sock" --user=root \
+        --connect-timeout=5 "$@"
+}
+
+# Start mariadbd in the background on DIR's port and wait for it.
+mariadb_launch() {
+    dir=$1
+    port=$(cat "$dir/port")
+    # A session of its own: test harnesses (check's forked tests, python)
+    # kill their process group when done, and the server must outlive them.
+    setsid mariadbd --no-defaults --user=root --datadir="$dir/data" \
+        --socket="$dir/sock" --port="$port" --bind-address=127.0.0.1 \
+        --skip-name-resolve --pid-file="$dir/pid" \
+        --innodb-buffer-pool-size=32M --max-connections=200 \
+        >>"$dir/mariadbd.log" 2>&1 </dev/null &
+    launched=$!
+    i=0
+    while [ $i -lt 300 ]; do
+        if mariadb-admin --no-defaults --socket="$dir/sock" --user=root \
+                --connect-timeout=2 ping >/dev/null 2>&1 &&
+           mariadb_running "$dir"; then
+            return 0
+        fi
+        if ! kill -0 "$launched" 2>/dev/null && ! mariadb_running "$dir"; then
+            mariadb_log "mariadbd exited; end of $dir/mariadbd.log:"
+            tail -n 20 "$dir/mariadbd.log" >&2
+            return 1
+        fi
+        sleep 0.1
+        i=$((i + 1))
+    done
+    mariadb_log "mariadbd did not answer ping within 30 s; see $dir/mariadbd.log"
+    kill -KILL "$launched" 2>/dev/null
+    [ -f "$dir/pid" ] && kill -KILL "$(cat "$dir/pid")" 2>/dev/null
+    rm -f "$dir/pid"
+    return 1
+}
+
+mariadb_start() {
+    dir=${1:?usage: mariadb_start DIR}
+    mkdir -p "$dir" || return 1
+    dir=$(cd "$dir" && pwd)
+    if [ ${#dir} -gt 100 ]; then
+        mariadb_log "$dir is too long for a unix socket path"
+        return 1
+    fi
+    if mariadb_running "$dir"; then
+        mariadb_log "already running in $dir"
+    else
+        if [ ! -f "$dir/port" ]; then
+            port=$(mariadb_free_port)
+            if [ -z "$port" ]; then
+                mariadb_log "no free port"
+                return 1
+            fi
+            echo "$port" >"$dir/port"
+        fi
+        if [ ! -d "$dir/data/mysql" ]; then
+            if ! mariadb-install-db --no-defaults --datadir="$dir/data" \
+                    --user=root --auth-root-authentication-method=normal \
+                    --skip-test-db >"$dir/install.log" 2>&1; then
+                mariadb_log "mariadb-install-db failed; see $dir/install.log:"
+                tail -n 20 "$dir/install.log" >&2
+                return 1
+            fi
+            fresh=1
+        else
+            fresh=0
+        fi
+        mariadb_launch "$dir" || return 1
+        if [ "$fresh" = 1 ]; then
+            # skip-name-resolve: TCP clients are matched by address, and the
+            # install only made root@localhost (the socket).
+            if ! mariadb_client "$dir" -e "
+                CREATE USER IF NOT EXISTS 'root'@'127.0.0.1';
+                GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
+                CREATE DATABASE IF NOT EXISTS leaf DEFAULT CHARACTER SET utf8mb4;" ||
+               ! mariadb_client "$dir" leaf <"$(mariadb_root)/sql/mysql.sql"; then
+                mariadb_log "cannot create database leaf"
+                return 1
+            fi
+        fi
+    fi
+    port=$(cat "$dir/port")
+    MYSQL_PORT=$port
+    MYSQL_URL=mysql://root@127.0.0.1:$port/leaf
+    export MYSQL_PORT MYSQL_URL
+    printf 'MYSQL_PORT=%s\nMYSQL_URL=%s\n' "$MYSQL_PORT" "$MYSQL_URL" >"$dir/env"
+    cat "$dir/env"
+}
+
+mariadb_stop() {
+    dir=${1:?usage: mariadb_stop DIR}
+    if ! mariadb_running "$dir"; then
+        rm -f "$dir/pid"
+        return 0
+    fi
+    pid=$(cat "$dir/pid")
+    kill -TERM "$pid" 2>/dev/null
+    i=0
+    while [ $i -lt 300 ] && kill -0 "$pid" 2>/dev/null; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        mariadb_log "mariadbd $pid ignored TERM for 30 s; killing"
+        kill -KILL "$pid" 2>/dev/null
+        while kill -0 "$pid" 2>/dev/null; do
+            sleep 0.1
+        done
+    fi
+    rm -f "$dir/pid"
+    return 0
+}
+
+mariadb_restart() {
+    dir=${1:?usage: mariadb_restart DIR}
+    if [ ! -f "$dir/port" ] || [ ! -d "$dir/data/mysql" ]; then
+        mariadb_log "no server was started in $dir"
+        return 1
+    fi
+    mariadb_stop "$dir" && mariadb_start "$dir"
+}
+
+case "$0" in
+*mariadb.sh)
+    set -u
+    if [ $# -ne 2 ]; then
+        echo "usage: $0 start|stop|restart DIR" >&2
+        exit 2
+    fi
+    case "$1" in
+    start) mariadb_start "$2" ;;
+    stop) mariadb_stop "$2" ;;
+    restart) mariadb_restart "$2" ;;
+    *)
+        echo "usage: $0 start|stop|restart DIR" >&2
+        exit 2
+        ;;
+    esac
+    exit $?
+    ;;
+esac
