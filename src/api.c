@@ -11,10 +11,12 @@
 #include <string.h>
 
 #include "api.h"
+#include "auth.h"
 #include "config.h"
 #include "loader.h"
 #include "log.h"
 #include "segment.h"
+#include "snowflake.h"
 #include "util.h"
 
 enum route {
@@ -37,6 +39,7 @@ struct api_thread {
     _Atomic uint64_t parked;
     char            *out;          /* response body buffer */
     size_t           out_cap;
+    uint64_t        *ids;          /* snowflake IDs of one request */
 } __attribute__((aligned(64)));
 
 struct api {
@@ -45,6 +48,8 @@ struct api {
     struct loader       *loader;
     struct snowflake    *sf;
     struct http_server  *server;
+    struct auth         *auth;         /* per-tag tokens, or NULL */
+    int                  admin_apart;  /* admin pages on their own listener */
     int                  nthreads;
     struct api_thread   *threads;
     int64_t              started_ms;
@@ -80,14 +85,16 @@ api_new(const struct config *cfg, struct segments *segs, struct loader *loader,
     a->loader = loader;
     a->sf = sf;
     a->nthreads = nthreads;
-    a->threads = aligned_alloc(64, sizeof *a->threads * (size_t)nthreads);
+    /* One more slot for the admin listener's thread. */
+    a->threads = aligned_alloc(64, sizeof *a->threads * (size_t)(nthreads + 1));
     if (a->threads == NULL)
         abort();
-    memset(a->threads, 0, sizeof *a->threads * (size_t)nthreads);
-    for (int i = 0; i < nthreads; i++) {
+    memset(a->threads, 0, sizeof *a->threads * (size_t)(nthreads + 1));
+    for (int i = 0; i <= nthreads; i++) {
         /* An ID is at most 19 digits; JSON adds 3 bytes and the tag. */
         a->threads[i].out_cap = maxn * 24 + TAG_MAX * 2 + 256;
         a->threads[i].out = xmalloc(a->threads[i].out_cap);
+        a->threads[i].ids = xcalloc((size_t)cfg->sf_count_max, sizeof(uint64_t));
     }
     a->started_ms = util_wall_ms();
     return a;
@@ -98,9 +105,12 @@ api_free(struct api *a)
 {
     if (a == NULL)
         return;
-    for (int i = 0; i < a->nthreads; i++)
+    for (int i = 0; i <= a->nthreads; i++) {
         free(a->threads[i].out);
+        free(a->threads[i].ids);
+    }
     free(a->threads);
+    auth_free(a->auth);
     free(a);
 }
 
@@ -111,11 +121,33 @@ api_set_server(struct api *a, struct http_server *s)
 }
 
 void
+api_set_snowflake(struct api *a, struct snowflake *sf)
+{
+    a->sf = sf;
+}
+
+void
+api_set_auth(struct api *a, struct auth *auth, int admin_apart)
+{
+    a->auth = auth;
+    a->admin_apart = admin_apart;
+}
+
+void
 api_thread(int index, int starting, void *arg)
 {
     struct api *a = arg;
 
     self = starting ? &a->threads[index] : NULL;
+}
+
+void
+api_thread_admin(int index, int starting, void *arg)
+{
+    struct api *a = arg;
+
+    (void)index;
+    self = starting ? &a->threads[a->nthreads] : NULL;
 }
 
 static void
@@ -366,12 +398,129 @@ handle_segment(struct api *a, struct http_conn *c, struct http_request *req,
 
 /* ---- snowflake mode ---- */
 
-static void
-handle_snowflake_disabled(struct api *a, struct http_conn *c, enum route r)
+static int
+sf_disabled(struct api *a, struct http_conn *c, enum route r)
 {
-    (void)a;
+    if (a->sf != NULL)
+        return 0;
     reply_error(c, r, 404, "mode_disabled", NULL,
                 "snowflake mode is off on this node (leaf.snowflake.enable = false)");
+    return 1;
+}
+
+static void
+reply_u64s(struct http_conn *c, enum route r, int json, const uint64_t *ids, size_t n)
+{
+    char *p = self->out, *start = self->out;
+
+    if (json) {
+        memcpy(p, "{\"ids\":[", 8);
+        p += 8;
+        for (size_t i = 0; i < n; i++) {
+            *p++ = '"';
+            p = util_u64_dec(p, ids[i]);
+            *p++ = '"';
+            *p++ = ',';
+        }
+        if (p[-1] == ',')
+            p--;
+        memcpy(p, "]}\n", 3);
+        p += 3;
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            p = util_u64_dec(p, ids[i]);
+            *p++ = '\n';
+        }
+    }
+    reply(c, r, 200, json ? "application/json" : "text/plain", NULL, start,
+          (size_t)(p - start));
+}
+
+static void
+handle_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
+                 enum route r)
+{
+    struct api_state *st = (struct api_state *)req->scratch;
+    struct sf_refusal why;
+    int64_t n, now;
+    int bad, json, rc;
+
+    if (sf_disabled(a, c, r))
+        return;
+    n = query_count(&req->msg, a->cfg->sf_count_max, &bad);
+    if (bad) {
+        reply_error(c, r, 400, "invalid_count", NULL,
+                    "count must be an integer from 1 to %lld",
+                    (long long)a->cfg->sf_count_max);
+        return;
+    }
+    json = want_json(&req->msg);
+    if (json < 0) {
+        reply_error(c, r, 400, "invalid_format", NULL, "format must be json or text");
+        return;
+    }
+    if (!req->retry && !req->timed_out)
+        st->deadline_us = req->start_us + a->cfg->wait_ms * 1000;
+
+    rc = snowflake_next(a->sf, (uint32_t)n, self->ids, &why);
+    if (rc == SF_OK) {
+        if (r == R_SNOWFLAKE_LEAF && !json && n == 1) {
+            char buf[24], *e = util_u64_dec(buf, self->ids[0]);
+            reply(c, r, 200, "text/plain", NULL, buf, (size_t)(e - buf));
+            return;
+        }
+        reply_u64s(c, r, json, self->ids, (size_t)n);
+        return;
+    }
+    now = util_mono_us();
+    if (rc == SF_WAIT && now + why.wait_ms * 1000 <= st->deadline_us) {
+        http_park(c, (int)why.wait_ms);
+        return;
+    }
+    {
+        char extra[64];
+        snprintf(extra, sizeof extra, "Retry-After: %d\r\n",
+                 why.retry_after_s > 0 ? why.retry_after_s : 1);
+        reply_error(c, r, 503, why.code, extra, "%s", why.message);
+    }
+}
+
+static void
+handle_decode(struct api *a, struct http_conn *c, enum route r, const char *raw,
+              size_t rawlen)
+{
+    struct sbuf b = { 0 };
+    char id[32], *cause = NULL;
+    long len;
+
+    if (sf_disabled(a, c, r))
+        return;
+    len = util_pct_decode(raw, rawlen, id, sizeof id - 1);
+    if (len < 0) {
+        reply_error(c, r, 400, "invalid_id", NULL,
+                    "not a snowflake ID: expected a decimal number of at most 19 digits");
+        return;
+    }
+    if (snowflake_decode_json(a->sf, id, (size_t)len, r == R_DECODE_LEAF, &b, &cause) == -1) {
+        reply_error(c, r, 400, "invalid_id", NULL, "%s", cause ? cause : "not an ID");
+        free(cause);
+        sbuf_free(&b);
+        return;
+    }
+    sbuf_puts(&b, "\n");
+    reply_sbuf(c, r, 200, "application/json", &b);
+}
+
+static void
+handle_sf_state(struct api *a, struct http_conn *c)
+{
+    struct sbuf b = { 0 };
+
+    if (sf_disabled(a, c, R_SF_STATE))
+        return;
+    snowflake_state_json(a->sf, &b);
+    sbuf_puts(&b, "\n");
+    reply_sbuf(c, R_SF_STATE, 200, "application/json", &b);
 }
 
 /* ---- pages ---- */
@@ -497,7 +646,21 @@ api_health(struct api *a, struct sbuf *b)
     } else {
         sbuf_puts(b, "\"segment\":{\"enabled\":false},");
     }
-    sbuf_puts(b, "\"snowflake\":{\"enabled\":false},");
+    if (a->sf != NULL) {
+        char *why = NULL;
+        if (snowflake_health(a->sf, &why) == 0) {
+            sbuf_puts(b, "\"snowflake\":{\"enabled\":true,\"status\":\"ok\"},");
+        } else {
+            ok = 0;
+            sbuf_puts(b, "\"snowflake\":{\"enabled\":true,\"status\":\"unavailable\",\"reason\":");
+            sbuf_json_str(b, why ? why : "?");
+            sbuf_puts(b, "},");
+            sbuf_printf(&reasons, "snowflake: %s; ", why ? why : "?");
+            free(why);
+        }
+    } else {
+        sbuf_puts(b, "\"snowflake\":{\"enabled\":false},");
+    }
     sbuf_printf(b, "\"uptime_ms\":%lld,\"status\":\"%s\"",
                 (long long)(util_wall_ms() - a->started_ms),
                 !ok ? "unavailable" : degraded ? "degraded" : "ok");
@@ -538,7 +701,7 @@ handle_metrics(struct api *a, struct http_conn *c)
     for (int r = 0; r < R_COUNT; r++) {
         for (size_t s = 0; s <= NSTATUS; s++) {
             uint64_t sum = 0;
-            for (int t = 0; t < a->nthreads; t++)
+            for (int t = 0; t <= a->nthreads; t++)
                 sum += atomic_load_explicit(&a->threads[t].requests[r][s],
                                             memory_order_relaxed);
             if (sum == 0)
@@ -580,52 +743,160 @@ handle_metrics(struct api *a, struct http_conn *c)
         segments_foreach(a->segs, metrics_tag, &b);
         loader_metrics(a->loader, &b);
     }
+    if (a->sf != NULL)
+        snowflake_metrics(a->sf, &b);
     reply_sbuf(c, R_METRICS, 200, "text/plain; version=0.0.4", &b);
 }
 
 /* ---- dispatch ---- */
 
-void
-api_handle(struct http_conn *c, struct http_request *req, void *arg)
+/* Admin pages need the admin token when one is set. Returns 1 if answered. */
+static int
+admin_denied(struct api *a, struct http_conn *c, const struct http_msg *m, enum route r)
 {
-    struct api *a = arg;
+    const char *tok;
+    size_t len;
+
+    if (a->cfg->admin_token[0] == '\0')
+        return 0;
+    tok = (m->authorization != NULL && m->authorization_len > 7 &&
+           strncasecmp(m->authorization, "Bearer ", 7) == 0)
+              ? m->authorization + 7 : NULL;
+    len = tok ? m->authorization_len - 7 : 0;
+    if (tok == NULL) {
+        reply_error(c, r, 401, "unauthorized", "WWW-Authenticate: Bearer\r\n",
+                    "this page needs Authorization: Bearer <admin.token>");
+        return 1;
+    }
+    if (!auth_equal(tok, len, a->cfg->admin_token, strlen(a->cfg->admin_token))) {
+        reply_error(c, r, 403, "forbidden", NULL, "wrong admin token");
+        return 1;
+    }
+    return 0;
+}
+
+/* ID endpoints need a token for scope when a tokens file is set. Returns 1
+ * if answered. */
+static int
+id_denied(struct api *a, struct http_conn *c, const struct http_msg *m,
+          enum route r, const char *scope)
+{
+    const char *tok;
+    size_t len = 0;
+    int rc;
+
+    if (a->auth == NULL)
+        return 0;
+    tok = auth_request_token(m, &len);
+    rc = auth_check(a->auth, scope, tok, len);
+    if (rc == 401)
+        reply_error(c, r, 401, "token_required", "WWW-Authenticate: Bearer\r\n",
+                    "this endpoint needs a token: Authorization: Bearer <token> or ?token=");
+    else if (rc == 403)
+        reply_error(c, r, 403, "token_forbidden", NULL,
+                    "the token is not valid for %s", scope);
+    return rc != 0;
+}
+
+/* The biz_tag of a segment path, for the token check (raw; the handler
+ * validates it). */
+static int
+segment_scope(const char *raw, size_t rawlen, char *out)
+{
+    long n = util_pct_decode(raw, rawlen, out, TAG_MAX);
+
+    if (n < 0 || !util_tag_valid(out, (size_t)n))
+        return -1;
+    out[n] = '\0';
+    return 0;
+}
+
+static void
+dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin)
+{
     const struct http_msg *m = &req->msg;
     const char *rest;
     size_t rlen;
+    enum route admin_route = R_COUNT;
+    char scope[TAG_MAX + 1];
 
     if (m->method != HTTP_GET && m->method != HTTP_HEAD) {
         reply_error(c, R_OTHER, 405, "method_not_allowed", "Allow: GET, HEAD\r\n",
                     "only GET and HEAD are served");
         return;
     }
-    if (path_prefix(m, "/segment/", &rest, &rlen)) {
-        handle_segment(a, c, req, R_SEGMENT, rest, rlen);
-    } else if (path_is(m, "/segment")) {
-        handle_segment(a, c, req, R_SEGMENT, "", 0);
-    } else if (path_prefix(m, "/api/segment/get/", &rest, &rlen)) {
-        handle_segment(a, c, req, R_SEGMENT_LEAF, rest, rlen);
-    } else if (path_is(m, "/snowflake") ||
-               path_prefix(m, "/api/snowflake/get/", &rest, &rlen)) {
-        handle_snowflake_disabled(a, c, path_is(m, "/snowflake") ? R_SNOWFLAKE
-                                                                 : R_SNOWFLAKE_LEAF);
-    } else if (path_prefix(m, "/snowflake/decode/", &rest, &rlen)) {
-        handle_snowflake_disabled(a, c, R_DECODE);
-    } else if (path_is(m, "/decodeSnowflakeId")) {
-        handle_snowflake_disabled(a, c, R_DECODE_LEAF);
-    } else if (path_is(m, "/snowflake/state")) {
-        handle_snowflake_disabled(a, c, R_SF_STATE);
-    } else if (path_is(m, "/health")) {
+    if (path_is(m, "/metrics"))
+        admin_route = R_METRICS;
+    else if (path_is(m, "/cache"))
+        admin_route = R_CACHE;
+    else if (path_is(m, "/db"))
+        admin_route = R_DB;
+    else if (path_is(m, "/snowflake/state"))
+        admin_route = R_SF_STATE;
+
+    if (admin_route != R_COUNT) {
+        if (a->admin_apart && !admin) {
+            reply_error(c, admin_route, 404, "not_found",
+                        NULL, "admin pages are served on the admin listener");
+            return;
+        }
+        if (!req->retry && !req->timed_out && admin_denied(a, c, m, admin_route))
+            return;
+        switch (admin_route) {
+        case R_METRICS: handle_metrics(a, c); return;
+        case R_CACHE: handle_cache(a, c); return;
+        case R_DB: handle_db(a, c, req); return;
+        default: handle_sf_state(a, c); return;
+        }
+    }
+    if (path_is(m, "/health")) {
         struct sbuf b = { 0 };
         int status = api_health(a, &b);
         reply_sbuf(c, R_HEALTH, status, "application/json", &b);
-    } else if (path_is(m, "/metrics")) {
-        handle_metrics(a, c);
-    } else if (path_is(m, "/cache")) {
-        handle_cache(a, c);
-    } else if (path_is(m, "/db")) {
-        handle_db(a, c, req);
+        return;
+    }
+    if (admin) {
+        reply_error(c, R_OTHER, 404, "not_found", NULL,
+                    "the admin listener serves /health /metrics /cache /db /snowflake/state");
+        return;
+    }
+    if (path_prefix(m, "/segment/", &rest, &rlen) ||
+        path_prefix(m, "/api/segment/get/", &rest, &rlen)) {
+        enum route r = m->path[1] == 'a' ? R_SEGMENT_LEAF : R_SEGMENT;
+        if (!req->retry && !req->timed_out && a->auth != NULL &&
+            segment_scope(rest, rlen, scope) == 0 && id_denied(a, c, m, r, scope))
+            return;
+        handle_segment(a, c, req, r, rest, rlen);
+    } else if (path_is(m, "/segment")) {
+        handle_segment(a, c, req, R_SEGMENT, "", 0);
+    } else if (path_is(m, "/snowflake") ||
+               path_prefix(m, "/api/snowflake/get/", &rest, &rlen)) {
+        enum route r = path_is(m, "/snowflake") ? R_SNOWFLAKE : R_SNOWFLAKE_LEAF;
+        if (!req->retry && !req->timed_out && id_denied(a, c, m, r, "@snowflake"))
+            return;
+        handle_snowflake(a, c, req, r);
+    } else if (path_prefix(m, "/snowflake/decode/", &rest, &rlen)) {
+        handle_decode(a, c, R_DECODE, rest, rlen);
+    } else if (path_is(m, "/decodeSnowflakeId")) {
+        const char *v = "";
+        size_t vlen = 0;
+        if (m->query != NULL)
+            util_query_get(m->query, m->query_len, "snowflakeId", &v, &vlen);
+        handle_decode(a, c, R_DECODE_LEAF, v, vlen);
     } else {
         reply_error(c, R_OTHER, 404, "not_found", NULL,
                     "no such path; try /segment/<biz_tag>, /snowflake, /health or /metrics");
     }
+}
+
+void
+api_handle(struct http_conn *c, struct http_request *req, void *arg)
+{
+    dispatch(arg, c, req, 0);
+}
+
+void
+api_handle_admin(struct http_conn *c, struct http_request *req, void *arg)
+{
+    dispatch(arg, c, req, 1);
 }

@@ -24,8 +24,20 @@ struct api *api_new(const struct config *cfg, struct segments *segs,
                     struct loader *loader, struct snowflake *sf, int nthreads);
 void api_free(struct api *a);
 
+struct auth;
+
+/* The public listener's handler and thread hook, and the admin listener's. */
 void api_handle(struct http_conn *c, struct http_request *req, void *arg);
 void api_thread(int index, int starting, void *arg);
+void api_handle_admin(struct http_conn *c, struct http_request *req, void *arg);
+void api_thread_admin(int index, int starting, void *arg);
+
+/* Snowflake mode starts after the HTTP port is bound: set it before the
+ * server starts. */
+void api_set_snowflake(struct api *a, struct snowflake *sf);
+/* Per-tag tokens (owned by the api from now on; NULL: open) and whether the
+ * admin pages have their own listener. */
+void api_set_auth(struct api *a, struct auth *auth, int admin_apart);
 
 /* The server, for its stats on /metrics (set once after http_server_new). */
 void api_set_server(struct api *a, struct http_server *s);

@@ -77,6 +77,16 @@ static const struct key keys[] = {
     { "log.file", K_STR, OFF(log_file), 0, 1024, "", NULL,
       "log file, reopened on SIGHUP (empty: stderr)" },
 
+    /* Access. */
+    { "admin.listen.address", K_STR, OFF(admin_address), 1, 255, "127.0.0.1", NULL,
+      "address of the admin listener (with admin.listen.port)" },
+    { "admin.listen.port", K_INT, OFF(admin_port), 0, 65535, "0", NULL,
+      "serve /db /cache /metrics /snowflake/state only on this port (0: on listen.port)" },
+    { "admin.token", K_STR, OFF(admin_token), 0, 256, "", NULL,
+      "require Authorization: Bearer <token> on the admin pages (never logged)" },
+    { "auth.tokens_file", K_STR, OFF(tokens_file), 0, 1024, "", NULL,
+      "per-biz_tag tokens for the ID endpoints, lines '<token> <tag>[,<tag>]' (empty: open)" },
+
     /* Segment mode. */
     { "segment.store", K_ENUM, OFF(store), 0, 0, "auto", store_names,
       "auto (mysql when a MySQL URL is set, else sqlite), sqlite or mysql" },
@@ -517,6 +527,10 @@ config_validate(struct config *cfg, char **cause)
     }
     if (cfg->snowflake_port == 0)
         cfg->snowflake_port = cfg->listen_port;
+    if (cfg->admin_token[0] != '\0' && strlen(cfg->admin_token) < 8) {
+        *cause = xasprintf("admin.token must be at least 8 characters");
+        return -1;
+    }
     if (!cfg->segment_enable && !cfg->snowflake_enable) {
         *cause = xasprintf("both leaf.segment.enable and leaf.snowflake.enable are "
                            "false: nothing to serve");

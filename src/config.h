@@ -40,6 +40,10 @@ struct config {
     int64_t  shutdown_timeout_ms;  /* shutdown_timeout_ms */
     int      log_level;            /* log.level */
     char    *log_file;             /* log.file ("" = stderr) */
+    char    *admin_address;        /* admin.listen.address */
+    int64_t  admin_port;           /* admin.listen.port (0: admin pages on listen.port) */
+    char    *admin_token;          /* admin.token ("" = none) */
+    char    *tokens_file;          /* auth.tokens_file ("" = ID endpoints open) */
 
     /* segment mode */
     int      store;                /* segment.store: auto|sqlite|mysql */

@@ -16,11 +16,14 @@
 #include <event2/event.h>
 
 #include "api.h"
+#include "auth.h"
 #include "config.h"
 #include "http.h"
 #include "loader.h"
 #include "log.h"
 #include "segment.h"
+#include "snowflake.h"
+#include "store.h"
 
 #define LEAFD_VERSION "0.1.0"
 
@@ -30,6 +33,8 @@ struct leafd {
     struct loader     *loader;
     struct api        *api;
     struct http_server *server;
+    struct http_server *admin;      /* admin.listen.port, or NULL */
+    struct snowflake  *sf;
     struct event_base *base;        /* main thread: signals only */
 };
 
@@ -66,6 +71,8 @@ wake_http(void *arg)
 
     if (d->server != NULL)
         http_wake_all(d->server);
+    if (d->admin != NULL)
+        http_wake_all(d->admin);
 }
 
 static void
@@ -138,6 +145,16 @@ start(struct leafd *d, char **cause)
             return -1;
     }
     d->api = api_new(cfg, d->segs, d->loader, NULL, threads);
+    if (cfg->tokens_file[0] != '\0') {
+        struct auth *au = auth_load(cfg->tokens_file, cause);
+        if (au == NULL)
+            return -1;
+        log_info("ID endpoints need a token: %zu token(s) from %s", auth_count(au),
+                 cfg->tokens_file);
+        api_set_auth(d->api, au, cfg->admin_port != 0);
+    } else {
+        api_set_auth(d->api, NULL, cfg->admin_port != 0);
+    }
 
     memset(&hc, 0, sizeof hc);
     hc.address = cfg->listen_address;
@@ -152,23 +169,49 @@ start(struct leafd *d, char **cause)
     if (d->server == NULL)
         return -1;
     api_set_server(d->api, d->server);
+    if (cfg->admin_port != 0) {
+        hc.address = cfg->admin_address;
+        hc.port = (int)cfg->admin_port;
+        hc.threads = 1;
+        hc.max_connections = 256;
+        d->admin = http_server_new(&hc, api_handle_admin, api_thread_admin, d->api,
+                                   cause);
+        if (d->admin == NULL)
+            return -1;
+    }
+    /* Snowflake mode needs the bound port for its ZooKeeper identity. */
+    if (cfg->snowflake_enable) {
+        d->sf = snowflake_start(cfg, http_server_port(d->server), wake_http, d, cause);
+        if (d->sf == NULL)
+            return -1;
+        api_set_snowflake(d->api, d->sf);
+    }
     if (http_server_start(d->server, cause) == -1)
         return -1;
-    log_info("leafd %s listening on http://%s:%d with %d I/O thread(s)",
+    if (d->admin != NULL && http_server_start(d->admin, cause) == -1)
+        return -1;
+    log_info("leafd %s listening on http://%s:%d with %d I/O thread(s)%s",
              LEAFD_VERSION, cfg->listen_address, http_server_port(d->server),
-             threads);
+             threads, cfg->admin_token[0] ? "; admin pages need the admin token" : "");
+    if (d->admin != NULL)
+        log_info("admin pages on http://%s:%d", cfg->admin_address,
+                 http_server_port(d->admin));
     return 0;
 }
 
 static void
 stop(struct leafd *d)
 {
-    if (d->server != NULL) {
+    if (d->server != NULL)
         http_server_stop(d->server, (int)d->cfg.shutdown_timeout_ms);
-    }
+    if (d->admin != NULL)
+        http_server_stop(d->admin, 1000);
     loader_stop(d->loader);
+    snowflake_stop(d->sf);
+    d->sf = NULL;
     http_server_free(d->server);
-    d->server = NULL;
+    http_server_free(d->admin);
+    d->server = d->admin = NULL;
     api_free(d->api);
     segments_free(d->segs);
     loader_free(d->loader);
@@ -226,8 +269,15 @@ main(int argc, char **argv)
     }
     free(ov);
     if (decode_arg != NULL) {
-        fprintf(stderr, "leafd: decode: snowflake mode is not built yet\n");
-        return 1;
+        struct sbuf out = { 0 };
+        if (snowflake_decode_cli(&d.cfg, decode_arg, 0, &out, &cause) == -1) {
+            fprintf(stderr, "leafd: decode: %s\n", cause);
+            return 1;
+        }
+        printf("%s\n", out.p);
+        sbuf_free(&out);
+        config_free(&d.cfg);
+        return 0;
     }
     if (check) {
         printf("%s: configuration OK\n", d.cfg.path ? d.cfg.path : "defaults");
@@ -264,5 +314,6 @@ main(int argc, char **argv)
     event_free(ev_hup);
     event_base_free(d.base);
     config_free(&d.cfg);
+    store_library_end();
     return 0;
 }

@@ -1,0 +1,41 @@
+/* auth.h: bearer tokens for leafd's endpoints (off by default).
+ *
+ * - The admin token guards /db, /cache, /metrics and /snowflake/state.
+ * - A tokens file (auth.tokens_file) gives ID endpoints per-biz_tag tokens,
+ *   as Tinyid does. Each line: `<token> <scope>[,<scope>...]`, where a scope
+ *   is a biz_tag, `@snowflake` for snowflake mode, or `*` for everything;
+ *   `#` starts a comment.
+ * A request carries its token as `Authorization: Bearer <token>` or
+ * `?token=<token>`. Comparisons take constant time; tokens are never logged.
+ *
+ * An auth is immutable after auth_load and may be read from any thread.
+ */
+#ifndef LEAFD_AUTH_H
+#define LEAFD_AUTH_H
+
+#include <stddef.h>
+
+struct auth;
+struct http_msg;
+
+#define AUTH_TOKEN_MIN 8
+#define AUTH_TOKEN_MAX 256
+
+/* NULL with *cause (file:line: reason) on error. */
+struct auth *auth_load(const char *path, char **cause);
+struct auth *auth_parse(const char *name, const char *text, char **cause);
+void auth_free(struct auth *a);            /* NULL: no-op */
+size_t auth_count(const struct auth *a);
+
+/* The token a request carries (header first, then ?token=), or NULL. */
+const char *auth_request_token(const struct http_msg *m, size_t *len);
+
+/* 0 if token may use scope, 401 if there is no token, 403 if it is wrong or
+ * not allowed for scope. */
+int auth_check(const struct auth *a, const char *scope, const char *token,
+               size_t len);
+
+/* Constant-time equality of two byte strings. */
+int auth_equal(const char *a, size_t alen, const char *b, size_t blen);
+
+#endif
