@@ -274,6 +274,48 @@ class MariaDB:
         return r.stdout.decode()
 
 
+class ZooKeeper:
+    """A throwaway ZooKeeper (tests/zookeeper.sh) and a small CLI for it."""
+
+    CP = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar:" \
+         "/usr/share/java/slf4j-api.jar:/usr/share/java/jline.jar:/usr/share/java/netty-all.jar"
+
+    def __init__(self, workdir):
+        self.dir = os.path.join(workdir, "zk")
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = None
+        self.address = None
+
+    def _sh(self, cmd):
+        r = subprocess.run(["bash", os.path.join(ROOT, "tests/zookeeper.sh"), cmd, self.dir],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        if r.returncode != 0:
+            raise TestFailure("zookeeper.sh %s failed: %s" % (cmd, r.stderr.decode()))
+        return r.stdout.decode()
+
+    def start(self):
+        out = self._sh("start")
+        for line in out.splitlines():
+            if line.startswith("ZK_PORT="):
+                self.port = int(line.split("=", 1)[1])
+        check(self.port, "zookeeper.sh printed no port")
+        self.address = "127.0.0.1:%d" % self.port
+        return self
+
+    def stop(self):
+        self._sh("stop")
+
+    def restart(self):
+        self._sh("restart")
+
+    def cli(self, *args):
+        """Run one zkCli command (slow: starts a JVM)."""
+        r = subprocess.run(["java", "-cp", self.CP, "org.apache.zookeeper.ZooKeeperMain",
+                            "-server", self.address] + list(args),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        return r.stdout.decode() + r.stderr.decode()
+
+
 class Workdir:
     def __init__(self, name):
         self.path = tempfile.mkdtemp(prefix="leafd-%s-" % name)
@@ -303,6 +345,11 @@ class Workdir:
         m = MariaDB(self.path)
         self.cleanup.append(m.stop)
         return m.start()
+
+    def zookeeper(self):
+        z = ZooKeeper(self.path)
+        self.cleanup.append(z.stop)
+        return z.start()
 
 
 def parallel(n, fn):
