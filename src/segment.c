@@ -2,36 +2,45 @@
  *
  * DESIGN: the double buffer
  *
- * Each tag has two slots. A slot holds a range [start, max) and a counter
- * `value`; `cur` names the slot requests take from. Taking n IDs is
+ * Each tag has two slots. A slot holds one range at a time (an
+ * "incarnation"): its first ID `start`, its length `len`, and a 24-bit
+ * generation `gen`, published under a sequence counter `seq`. The slot's
+ * counter `ctr` packs the generation with an offset: (gen << 40) | offset.
+ * `cur` names the slot requests take from. Taking n IDs is
  *
- *     g1 = slot.gen; v = fetch_add(slot.value, n); m = slot.max; g2 = slot.gen
+ *     read (gen, start, len) consistently under seq
+ *     x = fetch_add(ctr, n)
+ *     if x's gen == gen and its offset < len: IDs start + offset ...
  *
- * and the IDs [v, min(v + n, m)) are ours if g1 == g2 and g1 is even. That
- * fetch_add is the only shared write on the hot path: no lock, no syscall.
+ * That fetch_add is the only shared write on the hot path: no lock, no
+ * syscall.
  *
  * Guarantees, and why they hold:
- * - No ID is handed out twice. Within one fill of a slot, fetch_add gives
- *   each caller a disjoint interval. A slot is refilled (only when it is not
- *   `cur` and its range is used up) as: gen++ (odd), value = start,
- *   max = end, gen++ (even), under the tag mutex. A caller that loaded `cur`
- *   before a switch may still add to the old slot while it is refilled; if its
- *   add landed on the old range, v >= old max and, since ranges come from a
- *   monotonic max_id, it is either refused as used up (gen unchanged) or the
- *   generation changed and it retries; if its add landed on the new range,
- *   the generation changed and it retries. Either way it never keeps an ID
- *   someone else may get: at worst a few IDs are skipped (a gap, never a
- *   repeat). All of these are seq_cst atomics, so the order above is the
- *   order every thread sees.
+ * - No ID is handed out twice. A slot is refilled (only when it is not `cur`
+ *   and used up) under the tag mutex as: seq++ (odd), start, len, gen,
+ *   seq++ (even), then ctr = gen << 40. Every fetch_add result carries the
+ *   generation it was taken from, and within one generation fetch_add gives
+ *   each caller a disjoint interval of offsets. A caller keeps IDs only when
+ *   its result's generation matches the (start, len) it read consistently,
+ *   so an add that raced with a refill can never be mapped onto another
+ *   incarnation's range.
+ * - No gap within a segment. A result from the current generation is always
+ *   used (a caller whose add landed on a newer generation than it read
+ *   re-reads the slot). Adds to a used-up incarnation land past its len and
+ *   cost nothing. Only a caller stalled across a whole segment's lifetime
+ *   plus a refill can lose the IDs of its add (a gap, never a repeat).
  * - Ranges never overlap across nodes: each comes from one transaction
  *   UPDATE max_id = max_id + step; SELECT max_id (store.h).
  * - The next range is fetched in the background once prefetch_percent of the
  *   current one is used, so a request normally never waits for the database.
  *   When both slots are empty the request gets SEGMENT_WAIT and its caller
- *   parks it without blocking the thread (http_park), and it is retried when
- *   a load lands (the wake hook) or times out.
+ *   parks it without blocking the thread (http_park); it is retried when a
+ *   load lands (the wake hook) or times out.
  * - A batch that spans the end of a segment keeps the IDs it has, takes the
- *   rest from the next segment, and so stays increasing.
+ *   rest from the next segment, and is sorted, so it stays increasing. (A
+ *   caller stalled across a switch may take from the next range before the
+ *   current one is used up: still unique, but two requests in a row from one
+ *   client are not guaranteed to increase; IDs trend upward, as in Leaf.)
  *
  * The registry maps names to tags with lock-free reads: an open-addressing
  * table of pointers, written under a mutex, grown by publishing a new table.
@@ -46,13 +55,24 @@
 #include "log.h"
 #include "segment.h"
 
+#define CTR_OFFSET_BITS 40
+#define CTR_OFFSET_MASK ((UINT64_C(1) << CTR_OFFSET_BITS) - 1)
+#define CTR_GEN_MASK    ((UINT64_C(1) << (64 - CTR_OFFSET_BITS)) - 1)
+
 struct segment_slot {
-    _Atomic uint64_t gen;          /* odd while being refilled */
-    _Atomic int64_t  value;        /* next ID; may run past max */
-    _Atomic int64_t  max;          /* end of the range, exclusive */
+    _Atomic uint64_t ctr;          /* (gen << 40) | offset of the next ID */
+    _Atomic uint64_t seq;          /* odd while start/len/gen are written */
+    _Atomic uint64_t gen;          /* generation of start/len */
     _Atomic int64_t  start;        /* first ID of the range */
-    _Atomic int64_t  step;         /* max - start */
+    _Atomic int64_t  len;          /* IDs in the range */
 } __attribute__((aligned(64)));
+
+/* A consistent view of one slot's incarnation. */
+struct slot_view {
+    uint64_t gen;
+    int64_t  start;
+    int64_t  len;
+};
 
 struct segment_tag {
     struct segment_slot slot[2];
@@ -368,35 +388,68 @@ request_load(struct segments *s, struct segment_tag *t)
         s->hooks.load(s->hooks.arg, t);
 }
 
+/* Read a slot's incarnation; 0 if it is being written right now. */
+static int
+slot_read(struct segment_slot *sl, struct slot_view *v)
+{
+    uint64_t s1 = atomic_load(&sl->seq), s2;
+
+    if (s1 & 1)
+        return 0;
+    v->gen = atomic_load(&sl->gen);
+    v->start = atomic_load(&sl->start);
+    v->len = atomic_load(&sl->len);
+    s2 = atomic_load(&sl->seq);
+    return s1 == s2;
+}
+
+/* IDs left in a slot (0 if used up or being refilled). */
+static int64_t
+slot_left(struct segment_slot *sl)
+{
+    struct slot_view v;
+    uint64_t c = atomic_load(&sl->ctr);
+    int64_t off = (int64_t)(c & CTR_OFFSET_MASK);
+
+    if (!slot_read(sl, &v) || (c >> CTR_OFFSET_BITS) != v.gen || off >= v.len)
+        return 0;
+    return v.len - off;
+}
+
 /* Take up to want IDs from the current slot. Returns how many were taken
  * into *start (0: the slot is used up or being refilled). */
 static int64_t
 take_fast(struct segments *s, struct segment_tag *t, int64_t want, int64_t *start)
 {
-    for (;;) {
-        struct segment_slot *sl = &t->slot[atomic_load(&t->cur)];
-        uint64_t g1 = atomic_load(&sl->gen), g2;
-        int64_t v, m, got;
+    struct segment_slot *sl = &t->slot[atomic_load(&t->cur)];
+    struct slot_view v;
+    uint64_t c, x, xgen;
+    int64_t off, got;
 
-        if (g1 & 1)
-            return 0;
-        v = atomic_fetch_add(&sl->value, want);
-        m = atomic_load(&sl->max);
-        g2 = atomic_load(&sl->gen);
-        if (g1 != g2)
-            continue;           /* refilled under us: never keep that ID */
-        if (v >= m)
-            return 0;
-        got = m - v < want ? m - v : want;
-        *start = v;
-        /* Prefetch once prefetch_percent of this range is used. */
-        if (!atomic_load(&t->next_ready) && !atomic_load(&t->loading)) {
-            int64_t st = atomic_load(&sl->start), step = atomic_load(&sl->step);
-            if ((v + got - st) * 100 >= step * s->opt.prefetch_percent)
-                request_load(s, t);
-        }
-        return got;
+    if (!slot_read(sl, &v))
+        return 0;
+    /* Don't add to a used-up slot: the offset must never reach the gen. */
+    c = atomic_load(&sl->ctr);
+    if ((c >> CTR_OFFSET_BITS) != v.gen || (int64_t)(c & CTR_OFFSET_MASK) >= v.len)
+        return 0;
+    x = atomic_fetch_add(&sl->ctr, (uint64_t)want);
+    xgen = x >> CTR_OFFSET_BITS;
+    if (xgen != v.gen) {
+        /* Refilled between the read and the add: the add belongs to the new
+         * incarnation, whose view is complete (ctr is stored last). */
+        if (!slot_read(sl, &v) || v.gen != xgen)
+            return 0;       /* stalled across yet another refill: a gap */
     }
+    off = (int64_t)(x & CTR_OFFSET_MASK);
+    if (off >= v.len)
+        return 0;
+    got = v.len - off < want ? v.len - off : want;
+    *start = v.start + off;
+    /* Prefetch once prefetch_percent of this range is used. */
+    if ((off + got) * 100 >= v.len * s->opt.prefetch_percent &&
+        !atomic_load(&t->next_ready) && !atomic_load(&t->loading))
+        request_load(s, t);
+    return got;
 }
 
 /* Switch to the next slot if the current one is used up and the next is
@@ -411,12 +464,10 @@ take_slow(struct segments *s, struct segment_tag *t)
         int c = atomic_load(&t->cur);
         struct segment_slot *sl = &t->slot[c];
 
-        if (atomic_load(&sl->value) < atomic_load(&sl->max) &&
-            !(atomic_load(&sl->gen) & 1)) {
+        if (slot_left(sl) > 0) {
             again = 1;          /* another thread switched already */
         } else if (atomic_load(&t->next_ready)) {
-            int64_t used = atomic_load(&sl->max) - atomic_load(&sl->start);
-            atomic_fetch_add(&t->issued, used);
+            atomic_fetch_add(&t->issued, atomic_load(&sl->len));
             atomic_store(&t->cur, !c);
             atomic_store(&t->next_ready, 0);
             again = 1;
@@ -518,15 +569,17 @@ segment_install(struct segments *s, struct segment_tag *t, int64_t max_id,
                 int64_t step, int64_t db_step)
 {
     struct segment_slot *sl;
+    uint64_t gen;
 
     pthread_mutex_lock(&t->lock);
     sl = &t->slot[!atomic_load(&t->cur)];
-    atomic_fetch_add(&sl->gen, 1);
-    atomic_store(&sl->value, max_id - step);
-    atomic_store(&sl->max, max_id);
+    gen = (atomic_load(&sl->gen) + 1) & CTR_GEN_MASK;
+    atomic_fetch_add(&sl->seq, 1);
     atomic_store(&sl->start, max_id - step);
-    atomic_store(&sl->step, step);
-    atomic_fetch_add(&sl->gen, 1);
+    atomic_store(&sl->len, step);
+    atomic_store(&sl->gen, gen);
+    atomic_fetch_add(&sl->seq, 1);
+    atomic_store(&sl->ctr, gen << CTR_OFFSET_BITS);
     atomic_store(&t->next_ready, 1);
     t->update_ms = now_ms(s);
     if (db_step != t->min_step)
@@ -614,12 +667,10 @@ tag_info(struct segment_tag *t, struct segment_tag_info *in)
     for (int i = 0; i < 2; i++) {
         struct segment_slot *sl = &t->slot[i];
         struct segment_slot_info *si = &in->slot[i];
-        si->max = atomic_load(&sl->max);
         si->start = atomic_load(&sl->start);
-        si->step = atomic_load(&sl->step);
-        si->value = atomic_load(&sl->value);
-        if (si->value > si->max)
-            si->value = si->max;
+        si->step = atomic_load(&sl->len);
+        si->max = si->start + si->step;
+        si->value = si->max - slot_left(sl);
     }
     /* IDs used from the current slot count as issued; the next is unused. */
     in->issued += in->slot[in->cur].value - in->slot[in->cur].start;
