@@ -308,6 +308,31 @@ path_prefix(const struct http_msg *m, const char *s, const char **rest, size_t *
     return 1;
 }
 
+/* The ?count= and format of an ID request, and its deadline on the first
+ * call. Returns 0, or -1 after answering 400. */
+static int
+id_request_start(struct api *a, struct http_conn *c, struct http_request *req,
+                 enum route r, int64_t max, int64_t *n, int *json)
+{
+    struct api_state *st = (struct api_state *)req->scratch;
+    int bad;
+
+    *n = query_count(&req->msg, max, &bad);
+    if (bad) {
+        reply_error(c, r, 400, "invalid_count", NULL,
+                    "count must be an integer from 1 to %lld", (long long)max);
+        return -1;
+    }
+    *json = want_json(&req->msg);
+    if (*json < 0) {
+        reply_error(c, r, 400, "invalid_format", NULL, "format must be json or text");
+        return -1;
+    }
+    if (!req->retry && !req->timed_out)
+        st->deadline_us = req->start_us + a->cfg->wait_ms * 1000;
+    return 0;
+}
+
 /* ---- segment mode ---- */
 
 static void
@@ -318,7 +343,7 @@ handle_segment(struct api *a, struct http_conn *c, struct http_request *req,
     char tag[TAG_MAX + 1];
     long len;
     int64_t n;
-    int bad, json;
+    int json;
     enum segment_result res;
 
     if (a->segs == NULL) {
@@ -334,20 +359,8 @@ handle_segment(struct api *a, struct http_conn *c, struct http_request *req,
         return;
     }
     tag[len] = '\0';
-    n = query_count(&req->msg, a->cfg->count_max, &bad);
-    if (bad) {
-        reply_error(c, r, 400, "invalid_count", NULL,
-                    "count must be an integer from 1 to %lld",
-                    (long long)a->cfg->count_max);
+    if (id_request_start(a, c, req, r, a->cfg->count_max, &n, &json) == -1)
         return;
-    }
-    json = want_json(&req->msg);
-    if (json < 0) {
-        reply_error(c, r, 400, "invalid_format", NULL, "format must be json or text");
-        return;
-    }
-    if (!req->retry && !req->timed_out)
-        st->deadline_us = req->start_us + a->cfg->wait_ms * 1000;
 
     if (req->timed_out) {
         struct loader_status ls;
@@ -443,24 +456,12 @@ handle_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
     struct api_state *st = (struct api_state *)req->scratch;
     struct sf_refusal why;
     int64_t n, now;
-    int bad, json, rc;
+    int json, rc;
 
     if (sf_disabled(a, c, r))
         return;
-    n = query_count(&req->msg, a->cfg->sf_count_max, &bad);
-    if (bad) {
-        reply_error(c, r, 400, "invalid_count", NULL,
-                    "count must be an integer from 1 to %lld",
-                    (long long)a->cfg->sf_count_max);
+    if (id_request_start(a, c, req, r, a->cfg->sf_count_max, &n, &json) == -1)
         return;
-    }
-    json = want_json(&req->msg);
-    if (json < 0) {
-        reply_error(c, r, 400, "invalid_format", NULL, "format must be json or text");
-        return;
-    }
-    if (!req->retry && !req->timed_out)
-        st->deadline_us = req->start_us + a->cfg->wait_ms * 1000;
 
     rc = snowflake_next(a->sf, (uint32_t)n, self->ids, &why);
     if (rc == SF_OK) {
