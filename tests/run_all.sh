@@ -33,6 +33,10 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     sh tests/run_unit.sh build/asan/tests/check_* || status=1
 if [ "${UNIT_ONLY:-}" != asan ]; then
     python3 tests/blackbox.py || status=1
+    echo "== fuzzing each libFuzzer target for ${FUZZ_SECONDS:-60} s"
+    make --no-print-directory fuzz >/dev/null && sh fuzz/run.sh || status=1
+    echo "== docker-compose.yml"
+    docker-compose -f docker-compose.yml config -q && echo "docker-compose.yml is valid" || status=1
 fi
 if [ $status -eq 0 ]; then echo "== all tests passed"; else echo "== SOME TESTS FAILED"; fi
 exit $status

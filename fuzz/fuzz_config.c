@@ -1,0 +1,84 @@
+/* fuzz_config.c: libFuzzer target for the config parser (config.h).
+ *
+ * The input is a config text (NUL-terminated copy; an embedded NUL simply
+ * ends the text early, as C strings do). It is loaded over the defaults as a
+ * config file would be (config_load_string, then config_validate), and the
+ * result is checked: a failure comes with a cause, a success without one,
+ * and a configuration that validates satisfies the cross-key rules that
+ * config_validate promises (63 layout bits, the worker and datacenter IDs fit
+ * their fields, at least one mode on, the store and worker source resolved).
+ * config_free must release everything (LeakSanitizer checks).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+
+#define FUZZ_ASSERT(c)                                                       \
+    do {                                                                     \
+        if (!(c)) {                                                          \
+            fprintf(stderr, "fuzz_config: %s:%d: invariant failed: %s\n",   \
+                    __FILE__, __LINE__, #c);                                 \
+            abort();                                                         \
+        }                                                                    \
+    } while (0)
+
+static void
+check_valid(const struct config *c)
+{
+    FUZZ_ASSERT(c->timestamp_bits + c->datacenter_bits + c->worker_bits +
+                c->sequence_bits == 63);
+    FUZZ_ASSERT(c->worker_id >= 0 && c->worker_id < (1LL << c->worker_bits));
+    FUZZ_ASSERT(c->datacenter_id >= 0 &&
+                c->datacenter_id < (1LL << c->datacenter_bits));
+    FUZZ_ASSERT(c->segment_enable || c->snowflake_enable);
+    FUZZ_ASSERT(c->store == STORE_SQLITE || c->store == STORE_MYSQL);
+    FUZZ_ASSERT(c->worker_source == WORKER_STATIC ||
+                c->worker_source == WORKER_ZOOKEEPER);
+    if (c->segment_enable && c->store == STORE_MYSQL)
+        FUZZ_ASSERT(c->jdbc_url[0] != '\0' || c->mysql_url[0] != '\0');
+    if (c->snowflake_enable && c->worker_source == WORKER_ZOOKEEPER)
+        FUZZ_ASSERT(c->zk_address[0] != '\0');
+    FUZZ_ASSERT(c->snowflake_port > 0 || c->listen_port == 0);
+    FUZZ_ASSERT(c->leaf_name != NULL && c->listen_address != NULL &&
+                c->log_file != NULL && c->sqlite_path != NULL &&
+                c->cache_file != NULL && c->sf_ip != NULL);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct config cfg;
+    char *text, *cause = NULL;
+    int rc;
+
+    text = malloc(size + 1);
+    if (text == NULL)
+        return 0;
+    memcpy(text, data, size);
+    text[size] = '\0';
+
+    config_defaults(&cfg);
+    cfg.from_file = 1;          /* as config_load does for -c FILE */
+    rc = config_load_string(&cfg, "fuzz.conf", text, &cause);
+    if (rc == 0) {
+        FUZZ_ASSERT(cause == NULL);
+        rc = config_validate(&cfg, &cause);
+        if (rc == 0) {
+            FUZZ_ASSERT(cause == NULL);
+            check_valid(&cfg);
+        }
+    }
+    FUZZ_ASSERT(rc == 0 || rc == -1);
+    if (rc == -1) {
+        FUZZ_ASSERT(cause != NULL && cause[0] != '\0');
+        free(cause);
+    }
+    config_free(&cfg);
+    free(text);
+    return 0;
+}
