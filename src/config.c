@@ -151,7 +151,7 @@ static const struct key keys[] = {
     { "snowflake.count_max", K_INT, OFF(sf_count_max), 1, 1000000, "4096", NULL,
       "largest ?count= for /snowflake" },
     { "snowflake.cache_file", K_STR, OFF(cache_file), 0, 1024, "", NULL,
-      "worker ID and fence cache (empty: leafd-snowflake-<leaf.name>.json)" },
+      "worker ID and fence cache (empty: ./leafd-snowflake-<leaf.name>-<port>.json)" },
     { "snowflake.ip", K_STR, OFF(sf_ip), 0, 64, "", NULL,
       "ip in this node's ZooKeeper identity (empty: first non-loopback IPv4)" },
     { "snowflake.heartbeat_ms", K_INT, OFF(heartbeat_ms), 100, 600000, "3000", NULL,

@@ -1,0 +1,1269 @@
+/* snowflake.c: snowflake mode's layout, decoding and generator (see
+ * snowflake.h); worker IDs come from workerid.c.
+ *
+ * DESIGN: the clock rule. One worker ID never issues the same ID twice,
+ * whatever the wall clock does, while running or across restarts.
+ *
+ * 1. A logical clock. The generator state is one 64-bit word (t, seq): the ms
+ *    (since the layout's epoch) and sequence of the last ID issued. A request
+ *    reads the wall clock `now` and takes t' = max(now, t); at t' == t it
+ *    continues the sequence, and when the sequence is used up it moves to
+ *    t + 1 even before the wall clock gets there (borrowing). The new state is
+ *    installed with one compare-and-swap, so (t, seq) only ever grows and two
+ *    threads never get the same pair. IDs are (t, worker, seq) packed, so
+ *    they are unique and increase with the state.
+ * 2. Bounds, never a spin. Borrowing stops max_borrow_ms ahead of the highest
+ *    clock reading served so far (`hw`): the caller gets SF_WAIT with the ms
+ *    to wait. If the clock steps back (now < hw), up to max_backward_ms is
+ *    served seamlessly from t as above; further back is refused
+ *    (clock_behind) with the time until it is back within the limit.
+ * 3. The fence survives restarts. No ID with timestamp t is issued unless a
+ *    fence F >= t has been made durable first (the cache file, written with
+ *    fsync and rename, and the ZooKeeper node's timestamp when connected).
+ *    The keeper thread moves F to (now + fence_step_ms) whenever less than
+ *    half a step is left, so the request path never does I/O; a request that
+ *    would pass F (the clock jumped ahead) gets fence_pending and pokes the
+ *    keeper. At start the fence read back (cache file and ZooKeeper, the
+ *    larger) is a gate: nothing is issued until the clock has passed it, and
+ *    the state starts at (gate, full) so the first ID is above it. Every ID
+ *    issued before the restart had t <= that fence, every one after has
+ *    t > it.
+ * 4. A taken-over worker ID gets as gate the old owner's fence (its node's
+ *    timestamp) plus fence_step_ms, for the same reason.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "log.h"
+#include "snowflake.h"
+#include "util.h"
+#include "workerid.h"
+
+#define SF_KEEPER_TICK_MS 20
+
+enum { SF_ST_OK, SF_ST_UNKNOWN, SF_ST_LOST, SF_ST_LEASE };
+
+/* refusal/wait codes, for counting */
+enum {
+    SF_C_BORROW_LIMIT,
+    SF_C_FENCE_PENDING,
+    SF_C_FENCE_NOT_PASSED,
+    SF_C_CLOCK_BEHIND,
+    SF_C_WORKER_UNKNOWN,
+    SF_C_WORKER_LOST,
+    SF_C_LEASE,
+    SF_C_LAYOUT_EXPIRED,
+    SF_C_BAD_COUNT,
+    SF_NCODES
+};
+
+static const char *sf_code_names[SF_NCODES] = {
+    "borrow_limit", "fence_pending", "fence_not_passed", "clock_behind",
+    "worker_id_unknown", "worker_id_lost", "worker_lease_expired",
+    "layout_expired", "bad_count",
+};
+
+/* histogram of clock steps back, ms */
+static const int64_t sf_bw_bounds[] = {1, 5, 10, 50, 100, 500, 1000, 5000,
+                                       60000, 3600000};
+#define SF_NBW (sizeof sf_bw_bounds / sizeof sf_bw_bounds[0])
+
+struct snowflake {
+    /* The generator state (t << sequence_bits | seq): the contended word. */
+    _Alignas(64) _Atomic uint64_t state;
+
+    /* Read by every request, written rarely. */
+    _Alignas(64) _Atomic int64_t hw;        /* highest clock served (unix ms) */
+    _Atomic int64_t  fence;                 /* persisted fence (unix ms) */
+    _Atomic int64_t  gate;                  /* issue nothing while now <= gate */
+    _Atomic int64_t  gate_deadline;         /* mono ms: after it, refuse */
+    _Atomic int      status;                /* SF_ST_* */
+    _Atomic uint64_t worker_field;          /* datacenter|worker, shifted */
+    _Atomic int      in_backward;           /* a step back is being served */
+    _Atomic int      persist_failing;
+
+    /* Set at creation, read-only afterwards. */
+    struct sf_layout layout;
+    int64_t          datacenter_id;
+    int              seq_random;
+    uint64_t         seq_bound;
+    int64_t          max_backward_ms;
+    int64_t          max_borrow_ms;
+    int64_t          fence_step_ms;
+    int64_t          start_wait_ms;
+    uint32_t         count_max;
+    sf_clock_fn      clock;
+    void            *clock_arg;
+    sf_wake_fn       wake;
+    void            *wake_arg;
+    struct sf_backend backend;
+
+    /* Counters (relaxed atomics). */
+    _Alignas(64) _Atomic uint64_t ids_total;
+    _Atomic uint64_t requests_total;
+    _Atomic uint64_t borrowed_ms;
+    _Atomic uint64_t answers[SF_NCODES][2]; /* [code][0 wait, 1 refuse] */
+    _Atomic uint64_t bw_events;
+    _Atomic uint64_t bw_sum_ms;
+    _Atomic uint64_t bw_buckets[SF_NBW];
+    _Atomic uint64_t persist_failures;
+    _Atomic uint64_t fence_writes;
+
+    /* Pokes from the request path to the keeper. */
+    _Alignas(64) _Atomic int64_t need;      /* a fence >= this is wanted */
+    _Atomic int      poked;
+    _Atomic int      waiters;               /* someone got SF_WAIT */
+    _Atomic int64_t  worker_id;             /* -1 unknown; for state/metrics */
+
+    /* Keeper thread. Lock rule: mu guards stop and the cond wait only;
+     * everything else the keeper touches is atomic or keeper-private. */
+    pthread_t        thread;
+    int              thread_started;
+    pthread_mutex_t  mu;
+    pthread_cond_t   cv;
+    int              stop;
+    int              gate_pending;          /* keeper-private */
+    int64_t          last_fail_log_mono;    /* keeper-private */
+    char             persist_error[200];    /* guarded by mu */
+};
+
+/* --- layout ------------------------------------------------------------ */
+
+void
+sf_format_utc(int64_t unix_ms, char *buf, size_t size)
+{
+    int64_t sec = unix_ms / 1000, ms = unix_ms % 1000;
+    struct tm tm;
+    time_t tt;
+
+    if (ms < 0) {
+        ms += 1000;
+        sec--;
+    }
+    tt = (time_t)sec;
+    if (gmtime_r(&tt, &tm) == NULL) {
+        snprintf(buf, size, "%" PRId64, unix_ms);
+        return;
+    }
+    snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+             tm.tm_min, tm.tm_sec, (int)ms);
+}
+
+static void
+sf_format_local(int64_t unix_ms, char *buf, size_t size)
+{
+    int64_t sec = unix_ms / 1000, ms = unix_ms % 1000;
+    struct tm tm;
+    time_t tt;
+
+    if (ms < 0) {
+        ms += 1000;
+        sec--;
+    }
+    tt = (time_t)sec;
+    if (localtime_r(&tt, &tm) == NULL) {
+        snprintf(buf, size, "%" PRId64, unix_ms);
+        return;
+    }
+    snprintf(buf, size, "%04d-%02d-%02d %02d:%02d:%02d.%03d",
+             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+             tm.tm_min, tm.tm_sec, (int)ms);
+}
+
+int
+sf_layout_init(struct sf_layout *l, int64_t epoch_ms, int timestamp_bits,
+               int datacenter_bits, int worker_bits, int sequence_bits,
+               int64_t now_ms, int64_t margin_days, char **cause)
+{
+    char date[40];
+    int64_t end;
+
+    memset(l, 0, sizeof *l);
+    if (timestamp_bits < 1 || sequence_bits < 1 || worker_bits < 0 ||
+        datacenter_bits < 0 || timestamp_bits > 62 || sequence_bits > 62 ||
+        worker_bits > 62 || datacenter_bits > 62) {
+        *cause = xasprintf("snowflake layout: bits out of range (timestamp "
+                           "%d, datacenter %d, worker %d, sequence %d; "
+                           "timestamp and sequence need at least 1)",
+                           timestamp_bits, datacenter_bits, worker_bits,
+                           sequence_bits);
+        return -1;
+    }
+    if (timestamp_bits + datacenter_bits + worker_bits + sequence_bits != 63) {
+        *cause = xasprintf("snowflake layout: timestamp %d + datacenter %d + "
+                           "worker %d + sequence %d bits = %d, must be 63",
+                           timestamp_bits, datacenter_bits, worker_bits,
+                           sequence_bits, timestamp_bits + datacenter_bits +
+                           worker_bits + sequence_bits);
+        return -1;
+    }
+    if (epoch_ms < 0) {
+        *cause = xasprintf("snowflake layout: epoch %" PRId64 " is negative",
+                           epoch_ms);
+        return -1;
+    }
+    l->epoch_ms = epoch_ms;
+    l->timestamp_bits = timestamp_bits;
+    l->datacenter_bits = datacenter_bits;
+    l->worker_bits = worker_bits;
+    l->sequence_bits = sequence_bits;
+    l->worker_shift = sequence_bits;
+    l->datacenter_shift = sequence_bits + worker_bits;
+    l->timestamp_shift = sequence_bits + worker_bits + datacenter_bits;
+    l->max_timestamp = (UINT64_C(1) << timestamp_bits) - 1;
+    l->max_datacenter = (UINT64_C(1) << datacenter_bits) - 1;
+    l->max_worker = (UINT64_C(1) << worker_bits) - 1;
+    l->max_sequence = (UINT64_C(1) << sequence_bits) - 1;
+
+    if (now_ms < 0)
+        return 0;
+    end = sf_layout_end_ms(l);
+    sf_format_utc(end, date, sizeof date);
+    if (epoch_ms > now_ms) {
+        *cause = xasprintf("snowflake layout: epoch %" PRId64 " is in the "
+                           "future (now %" PRId64 ")", epoch_ms, now_ms);
+        return -1;
+    }
+    if (end <= now_ms) {
+        *cause = xasprintf("snowflake layout: the %d-bit timestamp from epoch "
+                           "%" PRId64 " ran out on %s", timestamp_bits,
+                           epoch_ms, date);
+        return -1;
+    }
+    if (margin_days > 0 && (end - now_ms) / 86400000 < margin_days) {
+        *cause = xasprintf("snowflake layout: the %d-bit timestamp from epoch "
+                           "%" PRId64 " runs out on %s, within the %" PRId64
+                           "-day margin (snowflake.expiry_margin_days); use "
+                           "more timestamp bits or a later epoch",
+                           timestamp_bits, epoch_ms, date, margin_days);
+        return -1;
+    }
+    return 0;
+}
+
+int
+sf_layout_from_config(struct sf_layout *l, const struct config *cfg,
+                      int64_t now_ms, char **cause)
+{
+    return sf_layout_init(l, cfg->epoch_ms, (int)cfg->timestamp_bits,
+                          (int)cfg->datacenter_bits, (int)cfg->worker_bits,
+                          (int)cfg->sequence_bits, now_ms,
+                          cfg->expiry_margin_days, cause);
+}
+
+int64_t
+sf_layout_end_ms(const struct sf_layout *l)
+{
+    return l->epoch_ms + (int64_t)l->max_timestamp;
+}
+
+char *
+sf_layout_describe(const struct sf_layout *l)
+{
+    char epoch[40], end[40];
+
+    sf_format_utc(l->epoch_ms, epoch, sizeof epoch);
+    sf_format_utc(sf_layout_end_ms(l), end, sizeof end);
+    if (l->datacenter_bits > 0)
+        return xasprintf("snowflake layout: %d timestamp + %d datacenter + %d "
+                         "worker + %d sequence bits, epoch %" PRId64 " (%s); "
+                         "datacenter IDs 0..%" PRIu64 ", worker IDs 0..%"
+                         PRIu64 ", %" PRIu64 " IDs per ms per worker; the "
+                         "timestamp runs out %s",
+                         l->timestamp_bits, l->datacenter_bits,
+                         l->worker_bits, l->sequence_bits, l->epoch_ms, epoch,
+                         l->max_datacenter, l->max_worker,
+                         l->max_sequence + 1, end);
+    return xasprintf("snowflake layout: %d timestamp + %d worker + %d "
+                     "sequence bits, epoch %" PRId64 " (%s); worker IDs 0..%"
+                     PRIu64 ", %" PRIu64 " IDs per ms per worker; the "
+                     "timestamp runs out %s",
+                     l->timestamp_bits, l->worker_bits, l->sequence_bits,
+                     l->epoch_ms, epoch, l->max_worker, l->max_sequence + 1,
+                     end);
+}
+
+uint64_t
+sf_pack(const struct sf_layout *l, int64_t ts_ms, uint64_t datacenter,
+        uint64_t worker, uint64_t sequence)
+{
+    return ((uint64_t)(ts_ms - l->epoch_ms) << l->timestamp_shift) |
+           (datacenter << l->datacenter_shift) |
+           (worker << l->worker_shift) | sequence;
+}
+
+/* --- decoding ---------------------------------------------------------- */
+
+int
+sf_decode(const struct sf_layout *l, const char *s, size_t len,
+          struct sf_decoded *d, char **cause)
+{
+    uint64_t v;
+
+    memset(d, 0, sizeof *d);
+    if (len == 0) {
+        *cause = xstrdup("empty ID");
+        return -1;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            *cause = xstrdup("an ID is a non-negative decimal number");
+            return -1;
+        }
+    }
+    if (len > 1 && s[0] == '0') {
+        *cause = xstrdup("an ID has no leading zeros");
+        return -1;
+    }
+    if (util_parse_u64(s, len, &v) == -1) {
+        *cause = xstrdup("ID out of range (over 2^64)");
+        return -1;
+    }
+    if (v > (uint64_t)INT64_MAX) {
+        *cause = xstrdup("not an ID: bit 63 is set");
+        return -1;
+    }
+    d->id = v;
+    d->timestamp_ms = (int64_t)(v >> l->timestamp_shift) + l->epoch_ms;
+    d->datacenter_id = (v >> l->datacenter_shift) & l->max_datacenter;
+    d->worker_id = (v >> l->worker_shift) & l->max_worker;
+    d->sequence = v & l->max_sequence;
+    d->has_datacenter = l->datacenter_bits > 0;
+    sf_format_utc(d->timestamp_ms, d->time, sizeof d->time);
+    return 0;
+}
+
+void
+sf_decoded_json(const struct sf_decoded *d, struct sbuf *b)
+{
+    sbuf_printf(b, "{\"id\":\"%" PRIu64 "\",\"timestamp\":%" PRId64
+                ",\"time\":\"%s\",\"worker_id\":%" PRIu64 ",\"sequence\":%"
+                PRIu64, d->id, d->timestamp_ms, d->time, d->worker_id,
+                d->sequence);
+    if (d->has_datacenter)
+        sbuf_printf(b, ",\"datacenter_id\":%" PRIu64, d->datacenter_id);
+    sbuf_puts(b, "}");
+}
+
+void
+sf_decoded_leaf_json(const struct sf_layout *l, const struct sf_decoded *d,
+                     struct sbuf *b)
+{
+    char local[40];
+    uint64_t field = (d->datacenter_id << l->worker_bits) | d->worker_id;
+
+    sf_format_local(d->timestamp_ms, local, sizeof local);
+    sbuf_printf(b, "{\"timestamp\":\"%" PRId64 "(%s)\",\"sequenceId\":\"%"
+                PRIu64 "\",\"workerId\":\"%" PRIu64 "\"", d->timestamp_ms,
+                local, d->sequence, field);
+    if (d->has_datacenter)
+        sbuf_printf(b, ",\"datacenterId\":\"%" PRIu64 "\"", d->datacenter_id);
+    sbuf_puts(b, "}");
+}
+
+static int
+sf_decode_to_json(const struct sf_layout *l, const char *s, size_t len,
+                  int leaf_format, struct sbuf *out, char **cause)
+{
+    struct sf_decoded d;
+
+    if (sf_decode(l, s, len, &d, cause) == -1)
+        return -1;
+    if (leaf_format)
+        sf_decoded_leaf_json(l, &d, out);
+    else
+        sf_decoded_json(&d, out);
+    return 0;
+}
+
+int
+snowflake_decode_cli(const struct config *cfg, const char *id,
+                     int leaf_format, struct sbuf *out, char **cause)
+{
+    struct sf_layout l;
+
+    if (sf_layout_from_config(&l, cfg, -1, cause) == -1)
+        return -1;
+    return sf_decode_to_json(&l, id, strlen(id), leaf_format, out, cause);
+}
+
+int
+snowflake_decode_json(const struct snowflake *sf, const char *s, size_t len,
+                      int leaf_format, struct sbuf *out, char **cause)
+{
+    return sf_decode_to_json(&sf->layout, s, len, leaf_format, out, cause);
+}
+
+const struct sf_layout *
+snowflake_layout(const struct snowflake *sf)
+{
+    return &sf->layout;
+}
+
+/* --- the generator ----------------------------------------------------- */
+
+static inline int64_t
+sf_now(const struct snowflake *sf)
+{
+    return sf->clock != NULL ? sf->clock(sf->clock_arg) : util_wall_ms();
+}
+
+/* Per-thread xorshift64* for the random sequence start: no lock, no
+ * syscall; seeded from the monotonic clock and the thread's address. */
+static __thread uint64_t sf_rng_tls;
+static _Atomic uint64_t sf_rng_seq;
+
+static inline uint64_t
+sf_rng_next(uint64_t *x)
+{
+    *x ^= *x >> 12;
+    *x ^= *x << 25;
+    *x ^= *x >> 27;
+    return *x * UINT64_C(2685821657736338717);
+}
+
+static uint64_t
+sf_rng_seed(void)
+{
+    uint64_t z = (uint64_t)util_mono_us() ^ (uint64_t)(uintptr_t)&sf_rng_tls ^
+                 (atomic_fetch_add(&sf_rng_seq, 1) * UINT64_C(0x9e3779b97f4a7c15));
+
+    /* splitmix64 finaliser */
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    z ^= z >> 31;
+    return z != 0 ? z : 1;
+}
+
+/* First sequence number of a new ms. */
+static inline int64_t
+sf_seq_start(const struct snowflake *sf, uint64_t *rng)
+{
+    if (!sf->seq_random)
+        return 0;
+    return (int64_t)(sf_rng_next(rng) % sf->seq_bound);
+}
+
+/* Where n more IDs after state `old` end, with the clock at nowr (ms since
+ * the layout's epoch). Consumes one random number per new ms, in the same
+ * order as sf_fill. Returns the last timestamp; *borrowed is how many ms
+ * that is beyond max(old t, nowr). */
+static int64_t
+sf_plan(const struct snowflake *sf, uint64_t old, int64_t nowr, uint32_t n,
+        uint64_t *rng, uint64_t *nstate, int64_t *borrowed)
+{
+    int S = sf->layout.sequence_bits;
+    int64_t M = (int64_t)sf->layout.max_sequence;
+    int64_t t = (int64_t)(old >> S), s = (int64_t)(old & (uint64_t)M);
+    int64_t t0 = t, left = n;
+
+    if (nowr > t) {
+        t = t0 = nowr;
+        s = sf_seq_start(sf, rng) - 1;
+    }
+    for (;;) {
+        int64_t avail = M - s;
+        if (avail >= left) {
+            s += left;
+            break;
+        }
+        left -= avail;
+        t++;
+        s = sf_seq_start(sf, rng) - 1;
+    }
+    *borrowed = t - t0;
+    *nstate = ((uint64_t)t << S) | (uint64_t)s;
+    return t;
+}
+
+static void
+sf_fill(const struct snowflake *sf, uint64_t old, int64_t nowr, uint32_t n,
+        uint64_t rng, uint64_t wf, uint64_t *out)
+{
+    int S = sf->layout.sequence_bits, TS = sf->layout.timestamp_shift;
+    int64_t M = (int64_t)sf->layout.max_sequence;
+    int64_t t = (int64_t)(old >> S), s = (int64_t)(old & (uint64_t)M);
+
+    if (nowr > t) {
+        t = nowr;
+        s = sf_seq_start(sf, &rng) - 1;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (s == M) {
+            t++;
+            s = sf_seq_start(sf, &rng) - 1;
+        }
+        s++;
+        out[i] = ((uint64_t)t << TS) | wf | (uint64_t)s;
+    }
+}
+
+static int64_t
+sf_div_up(int64_t ms)
+{
+    return ms <= 0 ? 1 : (ms + 999) / 1000;
+}
+
+static int
+sf_answer(struct snowflake *sf, struct sf_refusal *why, int kind, int code,
+          int64_t wait_ms, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+/* Fill *why and count it. Only on the non-OK path. */
+static int
+sf_answer(struct snowflake *sf, struct sf_refusal *why, int kind, int code,
+          int64_t wait_ms, const char *fmt, ...)
+{
+    va_list ap;
+
+    atomic_fetch_add_explicit(&sf->answers[code][kind == SF_REFUSE], 1,
+                              memory_order_relaxed);
+    if (kind == SF_WAIT) {
+        if (wait_ms < 1)
+            wait_ms = 1;
+        atomic_store_explicit(&sf->waiters, 1, memory_order_relaxed);
+    }
+    why->code = sf_code_names[code];
+    why->wait_ms = wait_ms < 0 ? 0 : wait_ms;
+    why->retry_after_s = (int)(sf_div_up(why->wait_ms) > 86400 ? 86400 :
+                               sf_div_up(why->wait_ms));
+    va_start(ap, fmt);
+    vsnprintf(why->message, sizeof why->message, fmt, ap);
+    va_end(ap);
+    return kind;
+}
+
+static void
+sf_poke(struct snowflake *sf, int64_t need)
+{
+    int64_t cur = atomic_load(&sf->need);
+
+    while (need > cur && !atomic_compare_exchange_weak(&sf->need, &cur, need))
+        ;
+    if (!sf->thread_started || atomic_exchange(&sf->poked, 1))
+        return;
+    /* rare path (the clock outran the fence): a mutex is fine here */
+    pthread_mutex_lock(&sf->mu);
+    pthread_cond_signal(&sf->cv);
+    pthread_mutex_unlock(&sf->mu);
+}
+
+static void
+sf_backward_event(struct snowflake *sf, int64_t behind)
+{
+    size_t i;
+
+    if (atomic_load_explicit(&sf->in_backward, memory_order_relaxed) ||
+        atomic_exchange(&sf->in_backward, 1))
+        return;
+    atomic_fetch_add(&sf->bw_events, 1);
+    atomic_fetch_add(&sf->bw_sum_ms, (uint64_t)behind);
+    for (i = 0; i < SF_NBW; i++) {
+        if (behind <= sf_bw_bounds[i]) {
+            atomic_fetch_add(&sf->bw_buckets[i], 1);
+            break;
+        }
+    }
+    log_warn("the clock went back %" PRId64 " ms (limit "
+             "snowflake.max_backward_ms = %" PRId64 ")", behind,
+             sf->max_backward_ms);
+}
+
+static int
+sf_refuse_status(struct snowflake *sf, int st, struct sf_refusal *why)
+{
+    switch (st) {
+    case SF_ST_UNKNOWN:
+        return sf_answer(sf, why, SF_REFUSE, SF_C_WORKER_UNKNOWN, 1000,
+                         "no worker ID yet: ZooKeeper was not reachable at "
+                         "start and no usable cache file; retrying");
+    case SF_ST_LOST:
+        return sf_answer(sf, why, SF_REFUSE, SF_C_WORKER_LOST, 0,
+                         "this node no longer owns worker ID %" PRId64
+                         " in ZooKeeper; restart to register again",
+                         atomic_load(&sf->worker_id));
+    default:
+        return sf_answer(sf, why, SF_REFUSE, SF_C_LEASE, 1000,
+                         "no heartbeat reached ZooKeeper for half of "
+                         "snowflake.takeover_age_ms; worker ID %" PRId64
+                         " could be taken over, so none are issued",
+                         atomic_load(&sf->worker_id));
+    }
+}
+
+int
+snowflake_next(struct snowflake *sf, uint32_t n, uint64_t *out,
+               struct sf_refusal *why)
+{
+    const struct sf_layout *l = &sf->layout;
+    int64_t now, hw, gate, fence, nowr, t_end, borrowed = 0;
+    uint64_t old, nstate, wf, rng, rng0;
+    int st;
+
+    if (n == 0 || n > sf->count_max)
+        return sf_answer(sf, why, SF_REFUSE, SF_C_BAD_COUNT, 0,
+                         "count %u is outside 1..%u (snowflake.count_max)",
+                         n, sf->count_max);
+    st = atomic_load_explicit(&sf->status, memory_order_acquire);
+    if (st != SF_ST_OK)
+        return sf_refuse_status(sf, st, why);
+    wf = atomic_load_explicit(&sf->worker_field, memory_order_relaxed);
+
+    now = sf_now(sf);
+    gate = atomic_load_explicit(&sf->gate, memory_order_relaxed);
+    if (now <= gate) {
+        int64_t gap = gate - now + 1;
+        if (util_mono_ms() + gap <=
+            atomic_load_explicit(&sf->gate_deadline, memory_order_relaxed))
+            return sf_answer(sf, why, SF_WAIT, SF_C_FENCE_NOT_PASSED, gap,
+                             "waiting %" PRId64 " ms for the clock to pass "
+                             "the persisted fence %" PRId64, gap, gate);
+        return sf_answer(sf, why, SF_REFUSE, SF_C_FENCE_NOT_PASSED, gap,
+                         "the clock is %" PRId64 " ms behind the persisted "
+                         "fence %" PRId64 " (IDs up to it may have been "
+                         "issued); none are issued until it passes", gap,
+                         gate);
+    }
+
+    hw = atomic_load_explicit(&sf->hw, memory_order_relaxed);
+    if (now < hw) {
+        /* Re-read: our first reading may predate the one that set hw. A
+         * second one taken after loading hw and still below it is a real
+         * step back of the wall clock. */
+        now = sf_now(sf);
+        hw = atomic_load_explicit(&sf->hw, memory_order_relaxed);
+        if (now < hw) {
+            int64_t behind = hw - now;
+            sf_backward_event(sf, behind);
+            if (behind > sf->max_backward_ms)
+                return sf_answer(sf, why, SF_REFUSE, SF_C_CLOCK_BEHIND,
+                                 behind - sf->max_backward_ms,
+                                 "the clock is %" PRId64 " ms behind the "
+                                 "last time served (limit %" PRId64 " ms); "
+                                 "IDs resume in %" PRId64 " ms", behind,
+                                 sf->max_backward_ms,
+                                 behind - sf->max_backward_ms);
+        }
+    }
+    if (now >= hw &&
+        atomic_load_explicit(&sf->in_backward, memory_order_relaxed))
+        atomic_store(&sf->in_backward, 0);
+
+    fence = atomic_load_explicit(&sf->fence, memory_order_acquire);
+    nowr = now - l->epoch_ms;
+    if (sf_rng_tls == 0)
+        sf_rng_tls = sf_rng_seed();
+    rng0 = sf_rng_tls;
+    old = atomic_load_explicit(&sf->state, memory_order_relaxed);
+    for (;;) {
+        int64_t limit = (now > hw ? now : hw) + sf->max_borrow_ms;
+        rng = rng0;
+        t_end = sf_plan(sf, old, nowr, n, &rng, &nstate, &borrowed);
+        if ((uint64_t)t_end > l->max_timestamp)
+            return sf_answer(sf, why, SF_REFUSE, SF_C_LAYOUT_EXPIRED, 0,
+                             "the %d-bit timestamp has run out",
+                             l->timestamp_bits);
+        if (t_end + l->epoch_ms > fence) {
+            sf_poke(sf, t_end + l->epoch_ms);
+            if (atomic_load(&sf->persist_failing))
+                return sf_answer(sf, why, SF_REFUSE, SF_C_FENCE_PENDING, 1000,
+                                 "cannot persist the fence past %" PRId64
+                                 " (see the log); no IDs beyond it",
+                                 fence);
+            return sf_answer(sf, why, SF_WAIT, SF_C_FENCE_PENDING, 10,
+                             "timestamp %" PRId64 " is past the persisted "
+                             "fence %" PRId64 "; persisting a new one",
+                             t_end + l->epoch_ms, fence);
+        }
+        if (t_end + l->epoch_ms > limit) {
+            int64_t w = t_end + l->epoch_ms - sf->max_borrow_ms - now;
+            return sf_answer(sf, why, SF_WAIT, SF_C_BORROW_LIMIT, w,
+                             "sequence used up %" PRId64 " ms ahead of the "
+                             "clock (limit %" PRId64 " ms); wait %" PRId64
+                             " ms", t_end + l->epoch_ms - now,
+                             sf->max_borrow_ms, w);
+        }
+        if (atomic_compare_exchange_weak_explicit(&sf->state, &old, nstate,
+                                                  memory_order_acq_rel,
+                                                  memory_order_relaxed))
+            break;
+    }
+    sf_rng_tls = rng;
+    sf_fill(sf, old, nowr, n, rng0, wf, out);
+
+    /* served at `now`: raise the high-water mark */
+    while (now > hw && !atomic_compare_exchange_weak_explicit(
+                           &sf->hw, &hw, now, memory_order_relaxed,
+                           memory_order_relaxed))
+        ;
+    atomic_fetch_add_explicit(&sf->ids_total, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&sf->requests_total, 1, memory_order_relaxed);
+    if (borrowed > 0)
+        atomic_fetch_add_explicit(&sf->borrowed_ms, (uint64_t)borrowed,
+                                  memory_order_relaxed);
+    return SF_OK;
+}
+
+/* --- the keeper -------------------------------------------------------- */
+
+int64_t
+snowflake_fence(struct snowflake *sf)
+{
+    return atomic_load(&sf->fence);
+}
+
+static int64_t
+sf_last_ms(struct snowflake *sf)
+{
+    uint64_t st = atomic_load(&sf->state);
+    return (int64_t)(st >> sf->layout.sequence_bits) + sf->layout.epoch_ms;
+}
+
+/* Persist a fence >= want (keeper thread or creation only). */
+static int
+sf_persist(struct snowflake *sf, int64_t want)
+{
+    char *cause = NULL;
+
+    if (sf->backend.persist(sf->backend.arg, want, &cause) == -1) {
+        int64_t m = util_mono_ms();
+        atomic_fetch_add(&sf->persist_failures, 1);
+        if (!atomic_exchange(&sf->persist_failing, 1) ||
+            m - sf->last_fail_log_mono >= 10000) {
+            log_error("cannot persist the snowflake fence %" PRId64 ": %s",
+                      want, cause != NULL ? cause : "?");
+            sf->last_fail_log_mono = m;
+        }
+        pthread_mutex_lock(&sf->mu);
+        snprintf(sf->persist_error, sizeof sf->persist_error, "%s",
+                 cause != NULL ? cause : "?");
+        pthread_mutex_unlock(&sf->mu);
+        free(cause);
+        return -1;
+    }
+    atomic_fetch_add(&sf->fence_writes, 1);
+    atomic_store_explicit(&sf->fence, want, memory_order_release);
+    if (atomic_exchange(&sf->persist_failing, 0))
+        log_info("snowflake fence persisted again (%" PRId64 ")", want);
+    return 0;
+}
+
+/* Install a (newly known) worker ID with its gate; status stays as is. */
+static void
+sf_set_worker(struct snowflake *sf, int64_t worker, int64_t gate)
+{
+    const struct sf_layout *l = &sf->layout;
+    uint64_t wf = ((uint64_t)sf->datacenter_id << l->datacenter_shift) |
+                  ((uint64_t)worker << l->worker_shift);
+    int64_t g = gate > l->epoch_ms ? gate - l->epoch_ms : 0;
+    uint64_t st = ((uint64_t)g << l->sequence_bits) | l->max_sequence;
+
+    atomic_store(&sf->worker_field, wf);
+    atomic_store(&sf->worker_id, worker);
+    if (st > atomic_load(&sf->state))
+        atomic_store(&sf->state, st);
+    atomic_store(&sf->gate, gate);
+    atomic_store(&sf->gate_deadline, util_mono_ms() + sf->start_wait_ms);
+    sf->gate_pending = 1;
+}
+
+static void
+sf_acquire(struct snowflake *sf, int64_t now)
+{
+    int64_t worker = -1, gate = 0, base;
+
+    if (sf->backend.worker == NULL ||
+        sf->backend.worker(sf->backend.arg, &worker, &gate) == -1 ||
+        worker < 0 || (uint64_t)worker > sf->layout.max_worker) {
+        log_error("the worker ID source reported a worker ID (%" PRId64
+                  ") that cannot be used", worker);
+        return;
+    }
+    sf_set_worker(sf, worker, gate);
+    base = now > gate ? now : gate;
+    if (sf_persist(sf, base + sf->fence_step_ms) == -1)
+        return;      /* retried: the status stays unknown until it works */
+    atomic_store_explicit(&sf->status, SF_ST_OK, memory_order_release);
+    log_info("snowflake worker ID %" PRId64 " acquired (%s); issuing IDs "
+             "once the clock passes %" PRId64, worker,
+             sf->backend.source != NULL ? sf->backend.source(sf->backend.arg)
+                                        : "?", gate);
+}
+
+void
+snowflake_keeper_step(struct snowflake *sf)
+{
+    int64_t now = sf_now(sf);
+    int wake = 0, st;
+
+    if (sf->backend.tick != NULL) {
+        int r = sf->backend.tick(sf->backend.arg, now);
+        st = atomic_load(&sf->status);
+        if (r == SF_TICK_ACQUIRED && st == SF_ST_UNKNOWN) {
+            sf_acquire(sf, now);
+            wake = atomic_load(&sf->status) == SF_ST_OK;
+        } else if (st == SF_ST_UNKNOWN && sf->backend.worker != NULL) {
+            /* acquired earlier but the first fence could not be persisted */
+            int64_t wid = -1, g = 0;
+            if (sf->backend.worker(sf->backend.arg, &wid, &g) == 0) {
+                sf_acquire(sf, now);
+                wake = atomic_load(&sf->status) == SF_ST_OK;
+            }
+        } else if (r == SF_TICK_LOST && st != SF_ST_LOST) {
+            atomic_store(&sf->status, SF_ST_LOST);
+            log_error("snowflake worker ID %" PRId64 " lost; no more IDs",
+                      atomic_load(&sf->worker_id));
+        } else if (r == SF_TICK_LEASE_EXPIRED && st == SF_ST_OK) {
+            atomic_store(&sf->status, SF_ST_LEASE);
+            log_error("no ZooKeeper heartbeat for half of "
+                      "snowflake.takeover_age_ms: not issuing IDs");
+        } else if (r == SF_TICK_LEASE_OK && st == SF_ST_LEASE) {
+            atomic_store(&sf->status, SF_ST_OK);
+            log_info("ZooKeeper heartbeat back: issuing IDs again");
+            wake = 1;
+        }
+    }
+
+    st = atomic_load(&sf->status);
+    if (st == SF_ST_OK || st == SF_ST_LEASE) {
+        int64_t fence = atomic_load(&sf->fence);
+        int64_t need = atomic_exchange(&sf->need, 0);
+        int64_t last = sf_last_ms(sf), hw = atomic_load(&sf->hw);
+        int64_t base = now, want = 0;
+
+        if (last > base)
+            base = last;
+        if (hw > base)
+            base = hw;
+        if (fence - base < sf->fence_step_ms / 2)
+            want = base + sf->fence_step_ms;
+        if (need > fence && need + sf->fence_step_ms > want)
+            want = (need > base ? need : base) + sf->fence_step_ms;
+        if (want > fence) {
+            if (sf_persist(sf, want) == 0) {
+                if (need > fence)
+                    wake = 1;
+            } else if (need > 0) {
+                /* ask again next time */
+                int64_t cur = atomic_load(&sf->need);
+                while (need > cur &&
+                       !atomic_compare_exchange_weak(&sf->need, &cur, need))
+                    ;
+            }
+        }
+    }
+    if (sf->gate_pending && now > atomic_load(&sf->gate)) {
+        sf->gate_pending = 0;
+        wake = 1;
+    }
+    if (atomic_exchange(&sf->waiters, 0))
+        wake = 1;
+    if (wake && sf->wake != NULL)
+        sf->wake(sf->wake_arg);
+}
+
+static void *
+sf_keeper_main(void *arg)
+{
+    struct snowflake *sf = arg;
+    struct timespec ts;
+
+    pthread_mutex_lock(&sf->mu);
+    while (!sf->stop) {
+        pthread_mutex_unlock(&sf->mu);
+        snowflake_keeper_step(sf);
+        pthread_mutex_lock(&sf->mu);
+        if (sf->stop)
+            break;
+        if (!atomic_exchange(&sf->poked, 0)) {
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_nsec += SF_KEEPER_TICK_MS * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&sf->cv, &sf->mu, &ts);
+            atomic_store(&sf->poked, 0);
+        }
+    }
+    pthread_mutex_unlock(&sf->mu);
+    return NULL;
+}
+
+static void
+sf_free(struct snowflake *sf)
+{
+    if (sf->backend.close != NULL)
+        sf->backend.close(sf->backend.arg);
+    pthread_mutex_destroy(&sf->mu);
+    pthread_cond_destroy(&sf->cv);
+    free(sf);
+}
+
+struct snowflake *
+snowflake_create(const struct sf_options *o, char **cause)
+{
+    struct snowflake *sf;
+    pthread_condattr_t attr;
+    const struct sf_layout *l = &o->layout;
+    int64_t now;
+    int rc;
+
+    sf = xcalloc(1, sizeof *sf);
+    pthread_mutex_init(&sf->mu, NULL);
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&sf->cv, &attr);
+    pthread_condattr_destroy(&attr);
+    sf->layout = *l;
+    sf->backend = o->backend;
+    sf->datacenter_id = o->datacenter_id;
+    sf->seq_random = o->sequence_random;
+    sf->seq_bound = o->sequence_random_bound > 0 ?
+                    (uint64_t)o->sequence_random_bound : 1;
+    if (sf->seq_bound > l->max_sequence + 1)
+        sf->seq_bound = l->max_sequence + 1;
+    sf->max_backward_ms = o->max_backward_ms;
+    sf->max_borrow_ms = o->max_borrow_ms;
+    sf->fence_step_ms = o->fence_step_ms > 0 ? o->fence_step_ms : 1;
+    sf->start_wait_ms = o->start_wait_ms;
+    sf->count_max = o->count_max;
+    sf->clock = o->clock;
+    sf->clock_arg = o->clock_arg;
+    sf->wake = o->wake;
+    sf->wake_arg = o->wake_arg;
+    atomic_store(&sf->worker_id, -1);
+
+    if (sf->backend.persist == NULL) {
+        *cause = xstrdup("snowflake: no fence persistence");
+        goto error;
+    }
+    if (o->datacenter_id < 0 || (uint64_t)o->datacenter_id > l->max_datacenter) {
+        *cause = xasprintf("snowflake.datacenter_id %" PRId64 " is outside "
+                           "0..%" PRIu64 " (%d datacenter bits)",
+                           o->datacenter_id, l->max_datacenter,
+                           l->datacenter_bits);
+        goto error;
+    }
+    if (o->worker_id >= 0 && (uint64_t)o->worker_id > l->max_worker) {
+        *cause = xasprintf("worker ID %" PRId64 " is outside 0..%" PRIu64
+                           " (%d worker bits)", o->worker_id, l->max_worker,
+                           l->worker_bits);
+        goto error;
+    }
+    if (o->count_max < 1) {
+        *cause = xstrdup("snowflake.count_max must be at least 1");
+        goto error;
+    }
+    if (o->max_backward_ms < 0 || o->max_borrow_ms < 0 ||
+        o->start_wait_ms < 0) {
+        *cause = xstrdup("snowflake: negative max_backward_ms, max_borrow_ms "
+                         "or start_wait_ms");
+        goto error;
+    }
+
+    now = sf_now(sf);
+    if (o->worker_id >= 0) {
+        sf_set_worker(sf, o->worker_id, o->start_fence_ms);
+        atomic_store(&sf->fence, o->start_fence_ms);
+        if (sf_persist(sf, (now > o->start_fence_ms ? now : o->start_fence_ms)
+                           + sf->fence_step_ms) == -1) {
+            *cause = xasprintf("snowflake: cannot persist the first fence: "
+                               "%s", sf->persist_error);
+            goto error;
+        }
+        atomic_store(&sf->status, SF_ST_OK);
+    } else {
+        atomic_store(&sf->status, SF_ST_UNKNOWN);
+    }
+
+    if (!o->no_thread) {
+        sf->thread_started = 1;
+        rc = pthread_create(&sf->thread, NULL, sf_keeper_main, sf);
+        if (rc != 0) {
+            sf->thread_started = 0;
+            *cause = xasprintf("snowflake: pthread_create: %s", strerror(rc));
+            goto error;
+        }
+    }
+    return sf;
+
+error:
+    sf_free(sf);
+    return NULL;
+}
+
+void
+snowflake_stop(struct snowflake *sf)
+{
+    if (sf == NULL)
+        return;
+    if (sf->thread_started) {
+        pthread_mutex_lock(&sf->mu);
+        sf->stop = 1;
+        pthread_cond_signal(&sf->cv);
+        pthread_mutex_unlock(&sf->mu);
+        pthread_join(sf->thread, NULL);
+    }
+    sf_free(sf);
+}
+
+/* --- start from config --------------------------------------------------- */
+
+struct snowflake *
+snowflake_start(const struct config *cfg, int http_port, sf_wake_fn wake,
+                void *wake_arg, char **cause)
+{
+    struct sf_options o;
+    struct workerid *w;
+    struct snowflake *sf;
+    int64_t worker = -1, fence = 0;
+    char *desc;
+
+    memset(&o, 0, sizeof o);
+    if (sf_layout_from_config(&o.layout, cfg, util_wall_ms(), cause) == -1)
+        return NULL;
+    if (cfg->sequence_random &&
+        (cfg->sequence_random_bound < 1 ||
+         (uint64_t)cfg->sequence_random_bound > o.layout.max_sequence + 1)) {
+        *cause = xasprintf("snowflake.sequence_random_bound %" PRId64
+                           " is outside 1..%" PRIu64 " (%d sequence bits)",
+                           cfg->sequence_random_bound,
+                           o.layout.max_sequence + 1,
+                           o.layout.sequence_bits);
+        return NULL;
+    }
+    if (cfg->sf_count_max < 1 || cfg->sf_count_max > 1000000) {
+        *cause = xasprintf("snowflake.count_max %" PRId64 " is outside "
+                           "1..1000000", cfg->sf_count_max);
+        return NULL;
+    }
+    if (cfg->fence_step_ms < 10) {
+        *cause = xasprintf("snowflake.fence_step_ms %" PRId64 " is below 10",
+                           cfg->fence_step_ms);
+        return NULL;
+    }
+    if (cfg->max_borrow_ms * 2 > cfg->fence_step_ms)
+        log_warn("snowflake.max_borrow_ms %" PRId64 " is over half of "
+                 "snowflake.fence_step_ms %" PRId64 ": bursts may wait for "
+                 "the fence", cfg->max_borrow_ms, cfg->fence_step_ms);
+
+    w = workerid_open(cfg, &o.layout, http_port, cause);
+    if (w == NULL)
+        return NULL;
+    workerid_get(w, &worker, &fence);
+    o.worker_id = worker;
+    o.datacenter_id = cfg->datacenter_id;
+    o.start_fence_ms = fence;
+    o.sequence_random = cfg->sequence_random;
+    o.sequence_random_bound = cfg->sequence_random_bound;
+    o.max_backward_ms = cfg->max_backward_ms;
+    o.max_borrow_ms = cfg->max_borrow_ms;
+    o.fence_step_ms = cfg->fence_step_ms;
+    o.start_wait_ms = cfg->start_wait_ms;
+    o.count_max = (uint32_t)cfg->sf_count_max;
+    o.wake = wake;
+    o.wake_arg = wake_arg;
+    workerid_backend(w, &o.backend);
+
+    sf = snowflake_create(&o, cause);
+    if (sf == NULL)
+        return NULL;
+    desc = sf_layout_describe(&o.layout);
+    log_info("%s", desc);
+    free(desc);
+    if (worker >= 0) {
+        int64_t now = util_wall_ms();
+        log_info("snowflake worker ID %" PRId64 " from %s; fence %" PRId64
+                 "%s", worker, workerid_source(w), fence,
+                 fence >= now ? " is ahead of the clock: IDs wait for it" : "");
+    } else {
+        log_warn("snowflake: no worker ID yet (ZooKeeper %s unreachable, no "
+                 "usable cache file); requests are refused until it is "
+                 "reached", cfg->zk_address);
+    }
+    return sf;
+}
+
+/* --- state, health, metrics -------------------------------------------- */
+
+static const char *
+sf_status_code(struct snowflake *sf, int64_t now)
+{
+    switch (atomic_load(&sf->status)) {
+    case SF_ST_UNKNOWN:
+        return "worker_id_unknown";
+    case SF_ST_LOST:
+        return "worker_id_lost";
+    case SF_ST_LEASE:
+        return "worker_lease_expired";
+    default:
+        break;
+    }
+    if (now <= atomic_load(&sf->gate))
+        return "fence_not_passed";
+    if (atomic_load(&sf->hw) - now > sf->max_backward_ms)
+        return "clock_behind";
+    if (atomic_load(&sf->persist_failing))
+        return "fence_pending";
+    return NULL;
+}
+
+void
+snowflake_state_json(struct snowflake *sf, struct sbuf *out)
+{
+    const struct sf_layout *l = &sf->layout;
+    int64_t now = sf_now(sf), worker = atomic_load(&sf->worker_id);
+    int64_t last = sf_last_ms(sf), fence = atomic_load(&sf->fence);
+    const char *code = sf_status_code(sf, now);
+    char t1[40], t2[40], t3[40];
+
+    sf_format_utc(last, t1, sizeof t1);
+    sf_format_utc(fence, t2, sizeof t2);
+    sf_format_utc(sf_layout_end_ms(l), t3, sizeof t3);
+    sbuf_puts(out, "{\"worker_id\":");
+    if (worker >= 0)
+        sbuf_printf(out, "%" PRId64, worker);
+    else
+        sbuf_puts(out, "null");
+    if (l->datacenter_bits > 0)
+        sbuf_printf(out, ",\"datacenter_id\":%" PRId64, sf->datacenter_id);
+    sbuf_puts(out, ",\"source\":");
+    sbuf_json_str(out, sf->backend.source != NULL ?
+                       sf->backend.source(sf->backend.arg) : "static");
+    sbuf_puts(out, ",\"status\":");
+    sbuf_json_str(out, code != NULL ? code : "ok");
+    sbuf_printf(out, ",\"layout\":{\"epoch_ms\":%" PRId64
+                ",\"timestamp_bits\":%d,\"datacenter_bits\":%d,"
+                "\"worker_bits\":%d,\"sequence_bits\":%d,"
+                "\"max_worker_id\":%" PRIu64 ",\"max_datacenter_id\":%" PRIu64
+                ",\"ids_per_ms\":%" PRIu64 ",\"runs_out\":\"%s\"}",
+                l->epoch_ms, l->timestamp_bits, l->datacenter_bits,
+                l->worker_bits, l->sequence_bits, l->max_worker,
+                l->max_datacenter, l->max_sequence + 1, t3);
+    sbuf_printf(out, ",\"clock_ms\":%" PRId64 ",\"last_timestamp\":%" PRId64
+                ",\"last_time\":\"%s\",\"fence\":%" PRId64
+                ",\"fence_time\":\"%s\",\"start_fence\":%" PRId64
+                ",\"max_backward_ms\":%" PRId64 ",\"max_borrow_ms\":%" PRId64
+                ",\"fence_step_ms\":%" PRId64 ",\"sequence_random\":%s",
+                now, last, t1, fence, t2, atomic_load(&sf->gate),
+                sf->max_backward_ms, sf->max_borrow_ms, sf->fence_step_ms,
+                sf->seq_random ? "true" : "false");
+    if (sf->backend.state_json != NULL)
+        sf->backend.state_json(sf->backend.arg, out);
+    sbuf_puts(out, "}");
+}
+
+int
+snowflake_health(struct snowflake *sf, char **reason)
+{
+    int64_t now = sf_now(sf);
+    const char *code = sf_status_code(sf, now);
+
+    if (code == NULL)
+        return 0;
+    if (strcmp(code, "fence_not_passed") == 0)
+        *reason = xasprintf("snowflake: %s (the clock is %" PRId64 " ms "
+                            "behind the persisted fence)", code,
+                            atomic_load(&sf->gate) - now + 1);
+    else if (strcmp(code, "clock_behind") == 0)
+        *reason = xasprintf("snowflake: %s (%" PRId64 " ms, limit %" PRId64
+                            ")", code, atomic_load(&sf->hw) - now,
+                            sf->max_backward_ms);
+    else
+        *reason = xasprintf("snowflake: %s", code);
+    return -1;
+}
+
+void
+snowflake_metrics(struct snowflake *sf, struct sbuf *out)
+{
+    int64_t now = sf_now(sf), last = sf_last_ms(sf);
+    int64_t fence = atomic_load(&sf->fence);
+    const char *code = sf_status_code(sf, now);
+    uint64_t cum = 0;
+
+    sbuf_puts(out, "# HELP leafd_snowflake_ids_total Snowflake IDs issued.\n"
+                   "# TYPE leafd_snowflake_ids_total counter\n");
+    sbuf_printf(out, "leafd_snowflake_ids_total %" PRIu64 "\n",
+                atomic_load(&sf->ids_total));
+    sbuf_puts(out, "# HELP leafd_snowflake_requests_total Snowflake requests "
+                   "answered with IDs.\n"
+                   "# TYPE leafd_snowflake_requests_total counter\n");
+    sbuf_printf(out, "leafd_snowflake_requests_total %" PRIu64 "\n",
+                atomic_load(&sf->requests_total));
+    sbuf_puts(out, "# HELP leafd_snowflake_not_served_total Requests that got "
+                   "a wait or a refusal, by code.\n"
+                   "# TYPE leafd_snowflake_not_served_total counter\n");
+    for (int c = 0; c < SF_NCODES; c++) {
+        for (int k = 0; k < 2; k++) {
+            uint64_t v = atomic_load(&sf->answers[c][k]);
+            if (v > 0)
+                sbuf_printf(out, "leafd_snowflake_not_served_total{code=\"%s\","
+                            "answer=\"%s\"} %" PRIu64 "\n", sf_code_names[c],
+                            k ? "refuse" : "wait", v);
+        }
+    }
+    sbuf_puts(out, "# HELP leafd_snowflake_clock_backward_ms Steps back of "
+                   "the wall clock seen by the generator, in ms.\n"
+                   "# TYPE leafd_snowflake_clock_backward_ms histogram\n");
+    for (size_t i = 0; i < SF_NBW; i++) {
+        cum += atomic_load(&sf->bw_buckets[i]);
+        sbuf_printf(out, "leafd_snowflake_clock_backward_ms_bucket{le=\"%"
+                    PRId64 "\"} %" PRIu64 "\n", sf_bw_bounds[i], cum);
+    }
+    sbuf_printf(out, "leafd_snowflake_clock_backward_ms_bucket{le=\"+Inf\"} %"
+                PRIu64 "\n", atomic_load(&sf->bw_events));
+    sbuf_printf(out, "leafd_snowflake_clock_backward_ms_sum %" PRIu64 "\n",
+                atomic_load(&sf->bw_sum_ms));
+    sbuf_printf(out, "leafd_snowflake_clock_backward_ms_count %" PRIu64 "\n",
+                atomic_load(&sf->bw_events));
+    sbuf_puts(out, "# HELP leafd_snowflake_borrowed_ms_total Ms the logical "
+                   "clock moved ahead of the wall clock (sequence "
+                   "overflow).\n"
+                   "# TYPE leafd_snowflake_borrowed_ms_total counter\n");
+    sbuf_printf(out, "leafd_snowflake_borrowed_ms_total %" PRIu64 "\n",
+                atomic_load(&sf->borrowed_ms));
+    sbuf_puts(out, "# HELP leafd_snowflake_ahead_ms How far the last "
+                   "timestamp issued is ahead of the wall clock.\n"
+                   "# TYPE leafd_snowflake_ahead_ms gauge\n");
+    sbuf_printf(out, "leafd_snowflake_ahead_ms %" PRId64 "\n",
+                last > now ? last - now : 0);
+    sbuf_puts(out, "# HELP leafd_snowflake_fence_ms The persisted fence (ms "
+                   "since 1970): no ID has a later timestamp.\n"
+                   "# TYPE leafd_snowflake_fence_ms gauge\n");
+    sbuf_printf(out, "leafd_snowflake_fence_ms %" PRId64 "\n", fence);
+    sbuf_puts(out, "# HELP leafd_snowflake_fence_ahead_ms Persisted fence "
+                   "minus the wall clock.\n"
+                   "# TYPE leafd_snowflake_fence_ahead_ms gauge\n");
+    sbuf_printf(out, "leafd_snowflake_fence_ahead_ms %" PRId64 "\n",
+                fence - now);
+    sbuf_puts(out, "# HELP leafd_snowflake_fence_writes_total Fences "
+                   "persisted.\n"
+                   "# TYPE leafd_snowflake_fence_writes_total counter\n");
+    sbuf_printf(out, "leafd_snowflake_fence_writes_total %" PRIu64 "\n",
+                atomic_load(&sf->fence_writes));
+    sbuf_puts(out, "# HELP leafd_snowflake_fence_failures_total Failed "
+                   "attempts to persist a fence.\n"
+                   "# TYPE leafd_snowflake_fence_failures_total counter\n");
+    sbuf_printf(out, "leafd_snowflake_fence_failures_total %" PRIu64 "\n",
+                atomic_load(&sf->persist_failures));
+    sbuf_puts(out, "# HELP leafd_snowflake_worker_id The worker ID (-1 "
+                   "unknown).\n# TYPE leafd_snowflake_worker_id gauge\n");
+    sbuf_printf(out, "leafd_snowflake_worker_id %" PRId64 "\n",
+                atomic_load(&sf->worker_id));
+    sbuf_puts(out, "# HELP leafd_snowflake_up 1 when IDs can be issued now.\n"
+                   "# TYPE leafd_snowflake_up gauge\n");
+    sbuf_printf(out, "leafd_snowflake_up %d\n", code == NULL);
+    if (sf->backend.metrics != NULL)
+        sf->backend.metrics(sf->backend.arg, out);
+}

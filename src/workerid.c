@@ -1,0 +1,1271 @@
+/* workerid.c: snowflake worker IDs from the config or ZooKeeper (Leaf's
+ * scheme), the local cache file, the fence writes, heartbeat and takeover
+ * (see workerid.h).
+ *
+ * Registration (ZooKeeper reachable):
+ *   1. ensure /snowflake/<name>/forever exists;
+ *   2. read every child; ours is the one whose data names our ip:port (a node
+ *      whose name has our ip:port but whose data names another node was
+ *      taken over and is not ours any more);
+ *   3. none of ours and takeover on: claim the oldest-numbered node whose
+ *      timestamp is older than takeover_age_ms, by zoo_set with the version
+ *      read in 2 (a racing node gets ZBADVERSION and tries the next);
+ *   4. else create a PERSISTENT_SEQUENTIAL node; a sequence number past the
+ *      layout's highest worker ID stops the start (the node is removed).
+ * The fence to pass is the larger of the cache file's and the node's
+ * timestamp (after a takeover: the node's timestamp + fence_step_ms, as a
+ * Java Leaf owner heartbeats its clock, not a fence).
+ *
+ * Lease (takeover on only): a node may be taken over once its timestamp is
+ * takeover_age_ms old, so an owner whose writes have not reached ZooKeeper
+ * for half of that stops issuing (SF_TICK_LEASE_EXPIRED) until one lands.
+ * For the same reason, with takeover on, the cache file's worker ID is not
+ * used while ZooKeeper is down at start.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <limits.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "util.h"
+#include "workerid.h"
+#include "zk.h"
+
+enum { WID_NONE, WID_STATIC, WID_ZOOKEEPER, WID_CACHE, WID_TAKEOVER };
+
+static const char *wid_source_names[] = {
+    "none", "static", "zookeeper", "cache", "takeover",
+};
+
+struct workerid {
+    struct wid_params p;            /* strings below are our own copies */
+    char            *leaf_name;
+    char            *zk_address;
+    char            *cache_path;
+    char            *ip;
+    char            *forever;       /* /snowflake/<name>/forever */
+    int              op_timeout_ms; /* one ZooKeeper call, registration */
+    int              write_timeout_ms; /* one fence write */
+    struct zk       *zk;
+
+    _Atomic int64_t  worker;        /* -1 unknown */
+    _Atomic int      source;        /* WID_* */
+    int64_t          start_fence;
+    char            *node;          /* guarded by mu (readers elsewhere) */
+    int              version;       /* node data version, -1 unknown */
+    int              verified;      /* registration confirmed this run */
+    int              lost;
+    int              lease_expired;
+    int64_t          last_fence;    /* last fence persisted */
+    int64_t          last_zk_write_mono;
+    int64_t          last_hb_mono;  /* last successful node write */
+    _Atomic int64_t  last_hb_wall;  /* same, wall ms, 0 never */
+    int64_t          last_try_mono; /* background registration */
+    int64_t          last_log_mono;
+    _Atomic uint64_t hb_ok;
+    _Atomic uint64_t hb_fail;
+    char            *last_error;    /* guarded by mu */
+    pthread_mutex_t  mu;            /* guards node and last_error */
+};
+
+struct wid_reg {
+    char    *node;
+    int64_t  worker;
+    int      version;
+    int64_t  node_ts;
+    int      took_over;
+};
+
+/* --- small helpers -------------------------------------------------------- */
+
+static void
+wid_set_error(struct workerid *w, const char *msg)
+{
+    pthread_mutex_lock(&w->mu);
+    free(w->last_error);
+    w->last_error = msg != NULL ? xstrdup(msg) : NULL;
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Log at most every 10 s for repeated trouble. */
+static int
+wid_log_due(struct workerid *w)
+{
+    int64_t m = util_mono_ms();
+
+    if (w->last_log_mono != 0 && m - w->last_log_mono < 10000)
+        return 0;
+    w->last_log_mono = m;
+    return 1;
+}
+
+int
+wid_local_ipv4(char *buf, size_t size)
+{
+    struct ifaddrs *ifa, *i;
+    int rc = -1;
+
+    if (getifaddrs(&ifa) == -1)
+        return -1;
+    for (i = ifa; i != NULL; i = i->ifa_next) {
+        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET ||
+            !(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK))
+            continue;
+        if (inet_ntop(AF_INET,
+                      &((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr,
+                      buf, (socklen_t)size) != NULL) {
+            rc = 0;
+            break;
+        }
+    }
+    freeifaddrs(ifa);
+    return rc;
+}
+
+/* {"ip":"..","port":"..","timestamp":ms} like Leaf's Endpoint. */
+static char *
+wid_node_data(const struct workerid *w, int64_t ts, int *len)
+{
+    struct sbuf b = {0};
+    char port[24];
+
+    snprintf(port, sizeof port, "%d", w->p.port);
+    sbuf_puts(&b, "{\"ip\":");
+    sbuf_json_str(&b, w->ip);
+    sbuf_puts(&b, ",\"port\":");
+    sbuf_json_str(&b, port);
+    sbuf_printf(&b, ",\"timestamp\":%" PRId64 "}", ts);
+    *len = (int)b.len;
+    return b.p;
+}
+
+/* Parse a node's data. Port may be a string (Leaf) or a number. */
+static int
+wid_parse_node(const char *data, int len, char **ip, int64_t *port,
+               int64_t *ts)
+{
+    json_error_t err;
+    json_t *root, *v;
+    int rc = -1;
+
+    *ip = NULL;
+    root = json_loadb(data, (size_t)len, 0, &err);
+    if (root == NULL || !json_is_object(root))
+        goto out;
+    v = json_object_get(root, "ip");
+    if (!json_is_string(v))
+        goto out;
+    *ip = xstrdup(json_string_value(v));
+    v = json_object_get(root, "port");
+    if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        if (util_parse_i64(s, strlen(s), 0, port) == -1)
+            goto out;
+    } else if (json_is_integer(v)) {
+        *port = json_integer_value(v);
+    } else {
+        goto out;
+    }
+    v = json_object_get(root, "timestamp");
+    if (!json_is_integer(v))
+        goto out;
+    *ts = json_integer_value(v);
+    rc = 0;
+out:
+    if (rc == -1) {
+        free(*ip);
+        *ip = NULL;
+    }
+    json_decref(root);
+    return rc;
+}
+
+/* "<ip>:<port>-<seq>": the sequence number, or -1. */
+static int64_t
+wid_name_seq(const char *name, size_t *prefix_len)
+{
+    const char *dash = strrchr(name, '-');
+    int64_t seq;
+
+    if (dash == NULL || dash == name ||
+        util_parse_i64(dash + 1, strlen(dash + 1), 0, &seq) == -1)
+        return -1;
+    if (prefix_len != NULL)
+        *prefix_len = (size_t)(dash - name);
+    return seq;
+}
+
+/* --- the cache file ------------------------------------------------------ */
+
+void
+wid_cache_free(struct wid_cache *c)
+{
+    if (c == NULL)
+        return;
+    free(c->leaf_name);
+    free(c->source);
+    free(c->ip);
+    free(c->zk_node);
+    memset(c, 0, sizeof *c);
+    c->worker_id = -1;
+}
+
+static char *
+wid_json_opt_str(json_t *root, const char *key)
+{
+    json_t *v = json_object_get(root, key);
+    return xstrdup(json_is_string(v) ? json_string_value(v) : "");
+}
+
+int
+wid_cache_read(const char *path, struct wid_cache *c, char **cause)
+{
+    char buf[65536];
+    json_error_t err;
+    json_t *root = NULL, *v;
+    ssize_t n;
+    size_t len = 0;
+    int fd, rc = -1;
+    const char *why = NULL;
+    char *whybuf = NULL;
+
+    memset(c, 0, sizeof *c);
+    c->worker_id = -1;
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd == -1) {
+        if (errno == ENOENT)
+            return 1;
+        *cause = xasprintf("snowflake cache file %s: %s", path,
+                           strerror(errno));
+        return -1;
+    }
+    while (len < sizeof buf - 1 &&
+           (n = read(fd, buf + len, sizeof buf - 1 - len)) != 0) {
+        if (n == -1) {
+            if (errno == EINTR)
+                continue;
+            *cause = xasprintf("snowflake cache file %s: read: %s", path,
+                               strerror(errno));
+            close(fd);
+            return -1;
+        }
+        len += (size_t)n;
+    }
+    close(fd);
+    if (len == sizeof buf - 1) {
+        why = "too large";
+        goto corrupt;
+    }
+    root = json_loadb(buf, len, 0, &err);
+    if (root == NULL) {
+        whybuf = xasprintf("line %d: %s", err.line, err.text);
+        why = whybuf;
+        goto corrupt;
+    }
+    if (!json_is_object(root)) {
+        why = "not a JSON object";
+        goto corrupt;
+    }
+    v = json_object_get(root, "format");
+    if (!json_is_integer(v) || json_integer_value(v) != 1) {
+        why = "no \"format\":1";
+        goto corrupt;
+    }
+    v = json_object_get(root, "worker_id");
+    if (!json_is_integer(v) || json_integer_value(v) < -1) {
+        why = "no valid \"worker_id\"";
+        goto corrupt;
+    }
+    c->worker_id = json_integer_value(v);
+    v = json_object_get(root, "fence");
+    if (!json_is_integer(v) || json_integer_value(v) < 0) {
+        why = "no valid \"fence\"";
+        goto corrupt;
+    }
+    c->fence_ms = json_integer_value(v);
+    v = json_object_get(root, "port");
+    c->port = json_is_integer(v) ? json_integer_value(v) : 0;
+    v = json_object_get(root, "datacenter_id");
+    c->datacenter_id = json_is_integer(v) ? json_integer_value(v) : 0;
+    c->leaf_name = wid_json_opt_str(root, "leaf_name");
+    c->source = wid_json_opt_str(root, "source");
+    c->ip = wid_json_opt_str(root, "ip");
+    c->zk_node = wid_json_opt_str(root, "zk_node");
+    rc = 0;
+    goto out;
+
+corrupt:
+    *cause = xasprintf("snowflake cache file %s is corrupt (%s); it holds the "
+                       "worker ID and the fence: fix it, or remove it only "
+                       "once the clock is surely past the last IDs issued",
+                       path, why);
+    wid_cache_free(c);
+out:
+    free(whybuf);
+    json_decref(root);
+    return rc;
+}
+
+static int
+wid_write_all(int fd, const char *p, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n == -1) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int
+wid_cache_write(const char *path, const struct wid_cache *c, char **cause)
+{
+    struct sbuf b = {0};
+    char *tmp, *dir, *slash;
+    int fd = -1, dfd, rc = -1;
+
+    sbuf_printf(&b, "{\"format\":1,\"leaf_name\":");
+    sbuf_json_str(&b, c->leaf_name != NULL ? c->leaf_name : "");
+    sbuf_puts(&b, ",\"source\":");
+    sbuf_json_str(&b, c->source != NULL ? c->source : "");
+    sbuf_puts(&b, ",\"ip\":");
+    sbuf_json_str(&b, c->ip != NULL ? c->ip : "");
+    sbuf_printf(&b, ",\"port\":%" PRId64 ",\"worker_id\":%" PRId64
+                ",\"datacenter_id\":%" PRId64 ",\"fence\":%" PRId64
+                ",\"zk_node\":", c->port, c->worker_id, c->datacenter_id,
+                c->fence_ms);
+    sbuf_json_str(&b, c->zk_node != NULL ? c->zk_node : "");
+    sbuf_puts(&b, "}\n");
+
+    tmp = xasprintf("%s.tmp", path);
+    dir = xstrdup(path);
+    slash = strrchr(dir, '/');
+    if (slash == NULL) {
+        free(dir);
+        dir = xstrdup(".");
+    } else if (slash == dir) {
+        dir[1] = '\0';
+    } else {
+        *slash = '\0';
+    }
+
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd == -1) {
+        *cause = xasprintf("snowflake cache file %s: %s", tmp,
+                           strerror(errno));
+        goto out;
+    }
+    if (wid_write_all(fd, b.p, b.len) == -1 || fsync(fd) == -1) {
+        *cause = xasprintf("snowflake cache file %s: write: %s", tmp,
+                           strerror(errno));
+        goto out;
+    }
+    if (close(fd) == -1) {
+        fd = -1;
+        *cause = xasprintf("snowflake cache file %s: close: %s", tmp,
+                           strerror(errno));
+        goto out;
+    }
+    fd = -1;
+    if (rename(tmp, path) == -1) {
+        *cause = xasprintf("snowflake cache file: rename %s to %s: %s", tmp,
+                           path, strerror(errno));
+        goto out;
+    }
+    dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd == -1 || fsync(dfd) == -1) {
+        *cause = xasprintf("snowflake cache file: fsync of directory %s: %s",
+                           dir, strerror(errno));
+        if (dfd != -1)
+            close(dfd);
+        goto out;
+    }
+    close(dfd);
+    rc = 0;
+out:
+    if (fd != -1) {
+        close(fd);
+        unlink(tmp);
+    }
+    free(tmp);
+    free(dir);
+    sbuf_free(&b);
+    return rc;
+}
+
+/* --- ZooKeeper registration --------------------------------------------- */
+
+static int
+wid_ensure_path(struct workerid *w, const char *path, char **cause)
+{
+    int rc = zk_create(w->zk, path, "", 0, 0, NULL, w->op_timeout_ms, cause);
+
+    if (rc == ZNODEEXISTS) {
+        free(*cause);
+        *cause = NULL;
+        return ZOK;
+    }
+    return rc;
+}
+
+struct wid_child {
+    char    *name;
+    char    *path;
+    int64_t  seq;
+    int      version;
+    int      parsed;
+    char    *ip;
+    int64_t  port;
+    int64_t  ts;
+    int      mine;
+};
+
+static int
+wid_child_cmp(const void *a, const void *b)
+{
+    const struct wid_child *x = a, *y = b;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static void
+wid_children_free(struct wid_child *c, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(c[i].name);
+        free(c[i].path);
+        free(c[i].ip);
+    }
+    free(c);
+}
+
+/* Read forever's children and their data. ZOK or a ZooKeeper error. */
+static int
+wid_read_children(struct workerid *w, struct wid_child **out, int *nout,
+                  char **cause)
+{
+    char **names = NULL, myname[300];
+    struct wid_child *c;
+    int n = 0, rc, k = 0;
+
+    rc = zk_children(w->zk, w->forever, &names, &n, w->op_timeout_ms, cause);
+    if (rc != ZOK)
+        return rc;
+    snprintf(myname, sizeof myname, "%s:%d", w->ip, w->p.port);
+    c = xcalloc((size_t)(n > 0 ? n : 1), sizeof *c);
+    for (int i = 0; i < n; i++) {
+        struct Stat st;
+        char *data = NULL;
+        int len = 0;
+        size_t plen = 0;
+        int64_t seq = wid_name_seq(names[i], &plen);
+
+        if (seq < 0) {
+            log_warn("ignoring %s/%s: not <ip>:<port>-<sequence>", w->forever,
+                     names[i]);
+            continue;
+        }
+        c[k].name = xstrdup(names[i]);
+        c[k].path = xasprintf("%s/%s", w->forever, names[i]);
+        c[k].seq = seq;
+        rc = zk_get(w->zk, c[k].path, &data, &len, &st, w->op_timeout_ms,
+                    cause);
+        if (rc == ZNONODE) {        /* removed meanwhile */
+            free(*cause);
+            *cause = NULL;
+            free(c[k].name);
+            free(c[k].path);
+            c[k].name = c[k].path = NULL;
+            continue;
+        }
+        if (rc != ZOK) {
+            wid_children_free(c, k + 1);
+            zk_strings_free(names, n);
+            return rc;
+        }
+        c[k].version = st.version;
+        c[k].parsed = wid_parse_node(data, len, &c[k].ip, &c[k].port,
+                                     &c[k].ts) == 0;
+        free(data);
+        if (c[k].parsed)
+            c[k].mine = strcmp(c[k].ip, w->ip) == 0 &&
+                        c[k].port == w->p.port;
+        else
+            c[k].mine = plen == strlen(myname) &&
+                        strncmp(names[i], myname, plen) == 0;
+        if (!c[k].parsed)
+            log_warn("%s: data is not Leaf's {\"ip\",\"port\",\"timestamp\"}",
+                     c[k].path);
+        k++;
+    }
+    zk_strings_free(names, n);
+    qsort(c, (size_t)k, sizeof *c, wid_child_cmp);
+    *out = c;
+    *nout = k;
+    return ZOK;
+}
+
+/* 0 registered; -1 ZooKeeper trouble (try later); -2 refused for good.
+ * lookup_only: find our own node, never take over or create (-2 if none). */
+static int
+wid_register(struct workerid *w, int64_t prefer, int lookup_only,
+             struct wid_reg *r, char **cause)
+{
+    struct wid_child *c = NULL;
+    char *path, *data, *created = NULL;
+    int n = 0, rc, len, pick = -1;
+    int64_t now = util_wall_ms(), seq;
+
+    memset(r, 0, sizeof *r);
+    path = xasprintf("/snowflake/%s", w->leaf_name);
+    if (wid_ensure_path(w, "/snowflake", cause) != ZOK ||
+        wid_ensure_path(w, path, cause) != ZOK ||
+        wid_ensure_path(w, w->forever, cause) != ZOK) {
+        free(path);
+        return -1;
+    }
+    free(path);
+    if (wid_read_children(w, &c, &n, cause) != ZOK)
+        return -1;
+
+    /* 2. our own node */
+    for (int i = 0; i < n; i++) {
+        if (!c[i].mine)
+            continue;
+        if (pick == -1 || c[i].seq == prefer)
+            pick = i;
+    }
+    if (pick != -1) {
+        int mine = 0;
+        for (int i = 0; i < n; i++)
+            mine += c[i].mine;
+        if (mine > 1)
+            log_warn("%d nodes under %s name %s:%d; using %s", mine,
+                     w->forever, w->ip, w->p.port, c[pick].name);
+        if ((uint64_t)c[pick].seq > w->p.max_worker) {
+            *cause = xasprintf("this node's registration %s has sequence %"
+                               PRId64 ", beyond the layout's highest worker "
+                               "ID %" PRIu64, c[pick].path, c[pick].seq,
+                               w->p.max_worker);
+            wid_children_free(c, n);
+            return -2;
+        }
+        r->node = xstrdup(c[pick].path);
+        r->worker = c[pick].seq;
+        r->version = c[pick].version;
+        r->node_ts = c[pick].parsed ? c[pick].ts : 0;
+        if (r->node_ts > now)
+            log_warn("%s: timestamp %" PRId64 " is %" PRId64 " ms ahead of "
+                     "the clock (Leaf refuses to start here); no IDs until "
+                     "the clock passes it", r->node, r->node_ts,
+                     r->node_ts - now);
+        wid_children_free(c, n);
+        return 0;
+    }
+
+    if (lookup_only) {
+        *cause = xasprintf("no node under %s names %s:%d any more", w->forever,
+                           w->ip, w->p.port);
+        wid_children_free(c, n);
+        return -2;
+    }
+
+    /* 3. takeover of a stale node */
+    if (w->p.takeover) {
+        for (int i = 0; i < n; i++) {
+            struct Stat st;
+            if (!c[i].parsed || (uint64_t)c[i].seq > w->p.max_worker ||
+                c[i].ts >= now - w->p.takeover_age_ms)
+                continue;
+            data = wid_node_data(w, (now > c[i].ts ? now : c[i].ts) +
+                                    w->p.fence_step_ms, &len);
+            rc = zk_set(w->zk, c[i].path, data, len, c[i].version, &st,
+                        w->op_timeout_ms, cause);
+            free(data);
+            if (rc == ZBADVERSION || rc == ZNONODE) {
+                log_info("takeover of %s lost to another node (%s)",
+                         c[i].path, zerror(rc));
+                free(*cause);
+                *cause = NULL;
+                continue;
+            }
+            if (rc != ZOK) {
+                wid_children_free(c, n);
+                return -1;
+            }
+            log_warn("took over worker ID %" PRId64 " (%s, last heartbeat "
+                     "%" PRId64 " ms ago from %s:%" PRId64 ")", c[i].seq,
+                     c[i].path, now - c[i].ts, c[i].ip, c[i].port);
+            r->node = xstrdup(c[i].path);
+            r->worker = c[i].seq;
+            r->version = st.version;
+            r->node_ts = c[i].ts + w->p.fence_step_ms;
+            r->took_over = 1;
+            wid_children_free(c, n);
+            return 0;
+        }
+    }
+    wid_children_free(c, n);
+
+    /* 4. a new node */
+    path = xasprintf("%s/%s:%d-", w->forever, w->ip, w->p.port);
+    data = wid_node_data(w, now, &len);
+    rc = zk_create(w->zk, path, data, len, ZOO_PERSISTENT_SEQUENTIAL,
+                   &created, w->op_timeout_ms, cause);
+    free(data);
+    free(path);
+    if (rc != ZOK)
+        return -1;
+    seq = wid_name_seq(created, NULL);
+    if (seq < 0 || (uint64_t)seq > w->p.max_worker) {
+        char *dcause = NULL;
+        if (zk_delete(w->zk, created, -1, w->op_timeout_ms, &dcause) != ZOK) {
+            log_warn("%s", dcause);
+            free(dcause);
+        }
+        *cause = xasprintf("no free worker ID: ZooKeeper gave %s, but the "
+                           "layout's highest worker ID is %" PRIu64 "; remove "
+                           "stale nodes under %s, use more worker bits, or "
+                           "set snowflake.takeover=true", created,
+                           w->p.max_worker, w->forever);
+        free(created);
+        return -2;
+    }
+    log_info("registered %s: worker ID %" PRId64, created, seq);
+    r->node = created;
+    r->worker = seq;
+    r->version = 0;
+    r->node_ts = now;
+    return 0;
+}
+
+/* ZooKeeper came back after a start from the cache file: does the node named
+ * in it still belong to us? 0 yes, -1 try later, -2 no. */
+static int
+wid_verify(struct workerid *w, char **cause)
+{
+    struct wid_reg r;
+    int64_t worker = atomic_load(&w->worker);
+    int rc;
+
+    rc = wid_register(w, worker, 1, &r, cause);
+    if (rc != 0)
+        return rc;
+    if (r.worker != worker || r.took_over) {
+        *cause = xasprintf("ZooKeeper gives this node (%s:%d) worker ID %"
+                           PRId64 " (%s), but IDs were issued as worker %"
+                           PRId64 " from the cache file", w->ip, w->p.port,
+                           r.worker, r.node, worker);
+        /* do not keep a registration we will not use */
+        free(r.node);
+        return -2;
+    }
+    pthread_mutex_lock(&w->mu);
+    free(w->node);
+    w->node = r.node;
+    pthread_mutex_unlock(&w->mu);
+    w->version = r.version;
+    return 0;
+}
+
+/* Write ts into our node. 0 done, -1 failed (transient), -2 lost. */
+static int
+wid_write_node(struct workerid *w, int64_t ts, char **cause)
+{
+    struct Stat st;
+    char *data, *node;
+    int len, rc, tries = 0;
+
+    pthread_mutex_lock(&w->mu);
+    node = xstrdup(w->node);
+    pthread_mutex_unlock(&w->mu);
+    data = wid_node_data(w, ts, &len);
+    w->last_zk_write_mono = util_mono_ms();
+again:
+    rc = zk_set(w->zk, node, data, len, w->version, &st, w->write_timeout_ms,
+                cause);
+    if (rc == ZBADVERSION && tries++ == 0) {
+        /* our own earlier write may have landed after we gave up on it */
+        char *cur = NULL, *ip = NULL;
+        int clen = 0;
+        int64_t port = 0, nts = 0;
+        free(*cause);
+        *cause = NULL;
+        rc = zk_get(w->zk, node, &cur, &clen, &st, w->write_timeout_ms, cause);
+        if (rc == ZOK) {
+            int ours = wid_parse_node(cur, clen, &ip, &port, &nts) == 0 &&
+                       strcmp(ip, w->ip) == 0 && port == w->p.port;
+            free(cur);
+            free(ip);
+            if (ours) {
+                w->version = st.version;
+                goto again;
+            }
+            *cause = xasprintf("%s now belongs to another node (taken over)",
+                               node);
+            rc = ZBADVERSION;
+        }
+    }
+    free(data);
+    if (rc == ZOK) {
+        w->version = st.version;
+        w->last_hb_mono = util_mono_ms();
+        atomic_store(&w->last_hb_wall, util_wall_ms());
+        atomic_fetch_add(&w->hb_ok, 1);
+        free(node);
+        return 0;
+    }
+    atomic_fetch_add(&w->hb_fail, 1);
+    if (rc == ZBADVERSION || rc == ZNONODE) {
+        if (rc == ZNONODE) {
+            free(*cause);
+            *cause = xasprintf("%s was removed from ZooKeeper", node);
+        }
+        free(node);
+        return -2;
+    }
+    free(node);
+    return -1;
+}
+
+static void
+wid_mark_lost(struct workerid *w, const char *why)
+{
+    if (w->lost)
+        return;
+    w->lost = 1;
+    log_error("worker ID %" PRId64 " lost: %s", atomic_load(&w->worker), why);
+    wid_set_error(w, why);
+}
+
+/* --- opening ------------------------------------------------------------ */
+
+static struct workerid *
+wid_new(const struct wid_params *p)
+{
+    struct workerid *w = xcalloc(1, sizeof *w);
+    int64_t t;
+
+    w->p = *p;
+    w->leaf_name = xstrdup(p->leaf_name != NULL ? p->leaf_name : "");
+    w->zk_address = xstrdup(p->zk_address != NULL ? p->zk_address : "");
+    w->cache_path = xstrdup(p->cache_path);
+    w->ip = xstrdup(p->ip != NULL ? p->ip : "");
+    w->p.leaf_name = w->leaf_name;
+    w->p.zk_address = w->zk_address;
+    w->p.cache_path = w->cache_path;
+    w->p.ip = w->ip;
+    w->forever = xasprintf("/snowflake/%s/forever", w->leaf_name);
+    t = p->zk_timeout_ms / 2;
+    w->op_timeout_ms = (int)(t < 500 ? 500 : t > 5000 ? 5000 : t);
+    t = p->fence_step_ms / 4;
+    w->write_timeout_ms = (int)(t < 100 ? 100 : t > 1000 ? 1000 : t);
+    if (w->write_timeout_ms > w->op_timeout_ms)
+        w->write_timeout_ms = w->op_timeout_ms;
+    w->version = -1;
+    atomic_store(&w->worker, -1);
+    pthread_mutex_init(&w->mu, NULL);
+    return w;
+}
+
+struct workerid *
+workerid_open_params(const struct wid_params *p, char **cause)
+{
+    struct workerid *w;
+    struct wid_cache c;
+    int crc, usable;
+
+    if (p->cache_path == NULL || *p->cache_path == '\0') {
+        *cause = xstrdup("snowflake: no cache file path");
+        return NULL;
+    }
+    w = wid_new(p);
+    crc = wid_cache_read(p->cache_path, &c, cause);
+    if (crc == -1)
+        goto error;
+    if (crc == 0)
+        log_info("snowflake cache file %s: worker ID %" PRId64 ", fence %"
+                 PRId64, p->cache_path, c.worker_id, c.fence_ms);
+
+    if (!p->use_zk) {
+        if (p->worker_id < 0 || (uint64_t)p->worker_id > p->max_worker) {
+            *cause = xasprintf("snowflake.worker_id %" PRId64 " is outside "
+                               "0..%" PRIu64, p->worker_id, p->max_worker);
+            goto error;
+        }
+        if (crc == 0 && c.worker_id >= 0 && c.worker_id != p->worker_id)
+            log_info("the cache file was written for worker ID %" PRId64
+                     "; its fence still applies", c.worker_id);
+        atomic_store(&w->worker, p->worker_id);
+        atomic_store(&w->source, WID_STATIC);
+        w->start_fence = crc == 0 ? c.fence_ms : 0;
+        wid_cache_free(&c);
+        return w;
+    }
+
+    if (*w->leaf_name == '\0' || strchr(w->leaf_name, '/') != NULL) {
+        *cause = xasprintf("leaf.name \"%s\" cannot name a ZooKeeper node",
+                           w->leaf_name);
+        goto error;
+    }
+    if (*w->zk_address == '\0') {
+        *cause = xstrdup("snowflake.worker_source is zookeeper but "
+                         "leaf.snowflake.zk.address is empty");
+        goto error;
+    }
+    usable = crc == 0 && c.worker_id >= 0 &&
+             (uint64_t)c.worker_id <= p->max_worker &&
+             strcmp(c.leaf_name, w->leaf_name) == 0 &&
+             strcmp(c.ip, w->ip) == 0 && c.port == p->port &&
+             *c.zk_node != '\0';
+    w->start_fence = crc == 0 ? c.fence_ms : 0;
+
+    w->zk = zk_open(w->zk_address, (int)p->zk_timeout_ms, cause);
+    if (w->zk == NULL)
+        goto error;
+    if (zk_wait_connected(w->zk, (int)p->zk_timeout_ms)) {
+        struct wid_reg r;
+        int rc = wid_register(w, usable ? c.worker_id : -1, 0, &r, cause);
+        if (rc == -2)
+            goto error;
+        if (rc == 0) {
+            atomic_store(&w->worker, r.worker);
+            atomic_store(&w->source, r.took_over ? WID_TAKEOVER :
+                                                   WID_ZOOKEEPER);
+            w->node = r.node;
+            w->version = r.version;
+            w->verified = 1;
+            w->last_hb_mono = util_mono_ms();
+            if (r.node_ts > w->start_fence)
+                w->start_fence = r.node_ts;
+            if (crc == 0 && c.worker_id >= 0 && c.worker_id != r.worker)
+                log_warn("the cache file had worker ID %" PRId64 ", "
+                         "ZooKeeper gives %" PRId64, c.worker_id, r.worker);
+            wid_cache_free(&c);
+            return w;
+        }
+        log_warn("snowflake: ZooKeeper registration failed: %s", *cause);
+        wid_set_error(w, *cause);
+        free(*cause);
+        *cause = NULL;
+    } else {
+        log_warn("snowflake: ZooKeeper %s not reachable in %" PRId64 " ms",
+                 w->zk_address, p->zk_timeout_ms);
+    }
+
+    if (usable && !p->takeover) {
+        atomic_store(&w->worker, c.worker_id);
+        atomic_store(&w->source, WID_CACHE);
+        w->node = xstrdup(c.zk_node);
+        log_warn("snowflake: using worker ID %" PRId64 " from the cache file "
+                 "%s until ZooKeeper confirms it", c.worker_id,
+                 p->cache_path);
+    } else if (usable) {
+        log_warn("snowflake: snowflake.takeover is on, so the cache file's "
+                 "worker ID is not used without ZooKeeper");
+    }
+    w->last_try_mono = util_mono_ms();
+    wid_cache_free(&c);
+    return w;
+
+error:
+    wid_cache_free(&c);
+    workerid_close(w);
+    return NULL;
+}
+
+struct workerid *
+workerid_open(const struct config *cfg, const struct sf_layout *l,
+              int http_port, char **cause)
+{
+    struct wid_params p;
+    char ipbuf[64], *cache = NULL;
+    struct workerid *w;
+
+    memset(&p, 0, sizeof p);
+    p.use_zk = cfg->worker_source == WORKER_ZOOKEEPER ||
+               (cfg->worker_source == WORKER_AUTO && cfg->zk_address != NULL &&
+                *cfg->zk_address != '\0');
+    p.leaf_name = cfg->leaf_name;
+    p.zk_address = cfg->zk_address;
+    p.port = cfg->snowflake_port > 0 ? (int)cfg->snowflake_port : http_port;
+    if (cfg->sf_ip != NULL && *cfg->sf_ip != '\0') {
+        p.ip = cfg->sf_ip;
+    } else if (wid_local_ipv4(ipbuf, sizeof ipbuf) == 0) {
+        p.ip = ipbuf;
+    } else {
+        snprintf(ipbuf, sizeof ipbuf, "127.0.0.1");
+        p.ip = ipbuf;
+        if (p.use_zk)
+            log_warn("no non-loopback IPv4 address: registering as 127.0.0.1 "
+                     "(set snowflake.ip)");
+    }
+    if (cfg->cache_file != NULL && *cfg->cache_file != '\0')
+        p.cache_path = cfg->cache_file;
+    else
+        p.cache_path = cache = xasprintf("leafd-snowflake-%s-%d.json",
+                                         p.leaf_name != NULL ? p.leaf_name : "",
+                                         p.port);
+    p.worker_id = cfg->worker_id;
+    p.datacenter_id = cfg->datacenter_id;
+    p.max_worker = l->max_worker;
+    p.heartbeat_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 3000;
+    p.zk_timeout_ms = cfg->zk_timeout_ms > 0 ? cfg->zk_timeout_ms : 10000;
+    p.fence_step_ms = cfg->fence_step_ms;
+    p.takeover = cfg->takeover;
+    p.takeover_age_ms = cfg->takeover_age_ms;
+    if (p.takeover && p.takeover_age_ms < 4 * p.fence_step_ms) {
+        *cause = xasprintf("snowflake.takeover_age_ms %" PRId64 " must be at "
+                           "least 4 x snowflake.fence_step_ms (%" PRId64 ")",
+                           p.takeover_age_ms, 4 * p.fence_step_ms);
+        free(cache);
+        return NULL;
+    }
+    w = workerid_open_params(&p, cause);
+    free(cache);
+    return w;
+}
+
+void
+workerid_close(struct workerid *w)
+{
+    if (w == NULL)
+        return;
+    zk_close(w->zk);
+    free(w->leaf_name);
+    free(w->zk_address);
+    free(w->cache_path);
+    free(w->ip);
+    free(w->forever);
+    free(w->node);
+    free(w->last_error);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+}
+
+int
+workerid_get(struct workerid *w, int64_t *worker, int64_t *fence_ms)
+{
+    *worker = atomic_load(&w->worker);
+    *fence_ms = w->start_fence;
+    return *worker >= 0 ? 0 : -1;
+}
+
+const char *
+workerid_source(struct workerid *w)
+{
+    return wid_source_names[atomic_load(&w->source)];
+}
+
+struct zk *
+workerid_zk(struct workerid *w)
+{
+    return w->zk;
+}
+
+char *
+workerid_node(struct workerid *w)
+{
+    char *n;
+
+    pthread_mutex_lock(&w->mu);
+    n = w->node != NULL ? xstrdup(w->node) : NULL;
+    pthread_mutex_unlock(&w->mu);
+    return n;
+}
+
+/* --- keeper side ---------------------------------------------------------- */
+
+int
+workerid_persist(struct workerid *w, int64_t fence_ms, char **cause)
+{
+    struct wid_cache c;
+    int64_t worker = atomic_load(&w->worker);
+    char *zcause = NULL;
+    int rc;
+
+    memset(&c, 0, sizeof c);
+    c.leaf_name = w->leaf_name;
+    c.source = (char *)workerid_source(w);
+    c.ip = w->ip;
+    c.port = w->p.port;
+    c.worker_id = worker;
+    c.datacenter_id = w->p.datacenter_id;
+    c.fence_ms = fence_ms;
+    pthread_mutex_lock(&w->mu);
+    c.zk_node = w->node != NULL ? xstrdup(w->node) : NULL;
+    pthread_mutex_unlock(&w->mu);
+    rc = wid_cache_write(w->cache_path, &c, cause);
+    free(c.zk_node);
+    if (rc == -1)
+        return -1;
+    w->last_fence = fence_ms;
+
+    if (!w->p.use_zk || !w->verified || w->lost || !zk_connected(w->zk))
+        return 0;
+    rc = wid_write_node(w, fence_ms, &zcause);
+    if (rc == -2) {
+        wid_mark_lost(w, zcause);
+    } else if (rc == -1) {
+        if (wid_log_due(w))
+            log_warn("fence %" PRId64 " is in the cache file only: %s",
+                     fence_ms, zcause);
+        wid_set_error(w, zcause);
+    }
+    free(zcause);
+    return 0;
+}
+
+int
+workerid_tick(struct workerid *w, int64_t now_ms)
+{
+    int64_t m = util_mono_ms();
+    char *cause = NULL;
+    int rc;
+
+    (void)now_ms;
+    if (!w->p.use_zk)
+        return SF_TICK_NONE;
+    zk_maintain(w->zk);
+    if (w->lost)
+        return SF_TICK_LOST;
+
+    if (atomic_load(&w->worker) < 0) {
+        struct wid_reg r;
+        if (!zk_connected(w->zk) || m - w->last_try_mono < 1000)
+            return SF_TICK_NONE;
+        w->last_try_mono = m;
+        rc = wid_register(w, -1, 0, &r, &cause);
+        if (rc != 0) {
+            if (wid_log_due(w) || rc == -2)
+                log_error("snowflake: ZooKeeper registration failed: %s",
+                          cause);
+            wid_set_error(w, cause);
+            free(cause);
+            return SF_TICK_NONE;
+        }
+        pthread_mutex_lock(&w->mu);
+        w->node = r.node;
+        pthread_mutex_unlock(&w->mu);
+        w->version = r.version;
+        w->verified = 1;
+        w->last_hb_mono = m;
+        if (r.node_ts > w->start_fence)
+            w->start_fence = r.node_ts;
+        atomic_store(&w->source, r.took_over ? WID_TAKEOVER : WID_ZOOKEEPER);
+        atomic_store(&w->worker, r.worker);
+        wid_set_error(w, NULL);
+        return SF_TICK_ACQUIRED;
+    }
+
+    if (!w->verified) {
+        if (!zk_connected(w->zk) || m - w->last_try_mono < 1000)
+            return SF_TICK_NONE;
+        w->last_try_mono = m;
+        rc = wid_verify(w, &cause);
+        if (rc == -2) {
+            wid_mark_lost(w, cause);
+            free(cause);
+            return SF_TICK_LOST;
+        }
+        if (rc == -1) {
+            if (wid_log_due(w))
+                log_warn("snowflake: cannot confirm the cached worker ID "
+                         "yet: %s", cause);
+            free(cause);
+            return SF_TICK_NONE;
+        }
+        w->verified = 1;
+        atomic_store(&w->source, WID_ZOOKEEPER);
+        log_info("ZooKeeper confirms worker ID %" PRId64,
+                 atomic_load(&w->worker));
+        wid_set_error(w, NULL);
+        /* write the fence now: the node may lag behind the cache file */
+        w->last_zk_write_mono = 0;
+    }
+
+    if (zk_connected(w->zk) && w->last_fence > 0 &&
+        m - w->last_zk_write_mono >= w->p.heartbeat_ms) {
+        rc = wid_write_node(w, w->last_fence, &cause);
+        if (rc == -2) {
+            wid_mark_lost(w, cause);
+            free(cause);
+            return SF_TICK_LOST;
+        }
+        if (rc == -1) {
+            if (wid_log_due(w))
+                log_warn("snowflake heartbeat: %s", cause);
+            wid_set_error(w, cause);
+        } else {
+            wid_set_error(w, NULL);
+        }
+        free(cause);
+        cause = NULL;
+    }
+
+    if (w->p.takeover) {
+        int expired = m - w->last_hb_mono > w->p.takeover_age_ms / 2;
+        if (expired && !w->lease_expired) {
+            w->lease_expired = 1;
+            return SF_TICK_LEASE_EXPIRED;
+        }
+        if (!expired && w->lease_expired) {
+            w->lease_expired = 0;
+            return SF_TICK_LEASE_OK;
+        }
+    }
+    return SF_TICK_NONE;
+}
+
+/* --- backend glue --------------------------------------------------------- */
+
+static int
+wid_be_persist(void *arg, int64_t fence, char **cause)
+{
+    return workerid_persist(arg, fence, cause);
+}
+
+static int
+wid_be_tick(void *arg, int64_t now)
+{
+    return workerid_tick(arg, now);
+}
+
+static int
+wid_be_worker(void *arg, int64_t *worker, int64_t *fence)
+{
+    return workerid_get(arg, worker, fence);
+}
+
+static const char *
+wid_be_source(void *arg)
+{
+    return workerid_source(arg);
+}
+
+static void
+wid_be_close(void *arg)
+{
+    workerid_close(arg);
+}
+
+static int
+wid_zk_state_num(struct workerid *w)
+{
+    const char *s;
+
+    if (w->zk == NULL)
+        return 0;
+    s = zk_state_name(w->zk);
+    return strcmp(s, "connected") == 0 ? 2 : strcmp(s, "expired") == 0 ? 3 : 1;
+}
+
+static void
+wid_be_state_json(void *arg, struct sbuf *out)
+{
+    struct workerid *w = arg;
+    int64_t hb = atomic_load(&w->last_hb_wall);
+
+    sbuf_puts(out, ",\"ip\":");
+    sbuf_json_str(out, w->ip);
+    sbuf_printf(out, ",\"port\":%d,\"cache_file\":", w->p.port);
+    sbuf_json_str(out, w->cache_path);
+    if (!w->p.use_zk) {
+        sbuf_puts(out, ",\"zk_node\":null,\"zk_state\":\"none\"");
+        return;
+    }
+    pthread_mutex_lock(&w->mu);
+    sbuf_puts(out, ",\"zk_node\":");
+    if (w->node != NULL)
+        sbuf_json_str(out, w->node);
+    else
+        sbuf_puts(out, "null");
+    sbuf_puts(out, ",\"last_error\":");
+    if (w->last_error != NULL)
+        sbuf_json_str(out, w->last_error);
+    else
+        sbuf_puts(out, "null");
+    pthread_mutex_unlock(&w->mu);
+    sbuf_puts(out, ",\"zk_address\":");
+    sbuf_json_str(out, w->zk_address);
+    sbuf_printf(out, ",\"zk_state\":\"%s\",\"heartbeat_age_ms\":",
+                zk_state_name(w->zk));
+    if (hb > 0)
+        sbuf_printf(out, "%" PRId64, util_wall_ms() - hb);
+    else
+        sbuf_puts(out, "null");
+    sbuf_printf(out, ",\"takeover\":%s", w->p.takeover ? "true" : "false");
+}
+
+static void
+wid_be_metrics(void *arg, struct sbuf *out)
+{
+    struct workerid *w = arg;
+    int64_t hb = atomic_load(&w->last_hb_wall);
+
+    sbuf_puts(out, "# HELP leafd_snowflake_zk_session_state ZooKeeper "
+                   "session: 0 not used, 1 connecting, 2 connected, 3 "
+                   "expired.\n"
+                   "# TYPE leafd_snowflake_zk_session_state gauge\n");
+    sbuf_printf(out, "leafd_snowflake_zk_session_state %d\n",
+                wid_zk_state_num(w));
+    if (!w->p.use_zk)
+        return;
+    sbuf_puts(out, "# HELP leafd_snowflake_heartbeat_age_seconds Time since "
+                   "the last write reached the ZooKeeper node (-1 never).\n"
+                   "# TYPE leafd_snowflake_heartbeat_age_seconds gauge\n");
+    if (hb > 0)
+        sbuf_printf(out, "leafd_snowflake_heartbeat_age_seconds %.3f\n",
+                    (double)(util_wall_ms() - hb) / 1000.0);
+    else
+        sbuf_puts(out, "leafd_snowflake_heartbeat_age_seconds -1\n");
+    sbuf_puts(out, "# HELP leafd_snowflake_zk_writes_total Writes of the "
+                   "ZooKeeper node, by result.\n"
+                   "# TYPE leafd_snowflake_zk_writes_total counter\n");
+    sbuf_printf(out, "leafd_snowflake_zk_writes_total{result=\"ok\"} %"
+                PRIu64 "\n", atomic_load(&w->hb_ok));
+    sbuf_printf(out, "leafd_snowflake_zk_writes_total{result=\"error\"} %"
+                PRIu64 "\n", atomic_load(&w->hb_fail));
+    sbuf_puts(out, "# HELP leafd_snowflake_zk_connects_total ZooKeeper "
+                   "(re)connections.\n"
+                   "# TYPE leafd_snowflake_zk_connects_total counter\n");
+    sbuf_printf(out, "leafd_snowflake_zk_connects_total %" PRIu64 "\n",
+                zk_connects(w->zk));
+    sbuf_puts(out, "# HELP leafd_snowflake_zk_expirations_total ZooKeeper "
+                   "sessions that expired.\n"
+                   "# TYPE leafd_snowflake_zk_expirations_total counter\n");
+    sbuf_printf(out, "leafd_snowflake_zk_expirations_total %" PRIu64 "\n",
+                zk_expirations(w->zk));
+}
+
+void
+workerid_backend(struct workerid *w, struct sf_backend *b)
+{
+    memset(b, 0, sizeof *b);
+    b->persist = wid_be_persist;
+    b->tick = wid_be_tick;
+    b->worker = wid_be_worker;
+    b->state_json = wid_be_state_json;
+    b->metrics = wid_be_metrics;
+    b->source = wid_be_source;
+    b->close = wid_be_close;
+    b->arg = w;
+}

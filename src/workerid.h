@@ -1,0 +1,119 @@
+/* workerid.h: where a snowflake worker ID comes from, and where its fence is
+ * kept.
+ *
+ * Sources:
+ *   static     snowflake.worker_id from the config.
+ *   zookeeper  Leaf's scheme: a PERSISTENT_SEQUENTIAL node
+ *              /snowflake/<leaf.name>/forever/<ip>:<port>-<10-digit seq>
+ *              whose data is {"ip":"..","port":"..","timestamp":ms}; the
+ *              sequence number is the worker ID. A node whose data names this
+ *              ip:port is reused (also one Java Leaf made).
+ *   cache      ZooKeeper was down at start: the worker ID from the local
+ *              cache file (when it was written for this leaf.name, ip and
+ *              port); checked against ZooKeeper once it is reachable.
+ *   takeover   (snowflake.takeover) no node of our own: a node whose
+ *              timestamp is older than takeover_age_ms is claimed with a
+ *              versioned write, so of two racing nodes exactly one wins.
+ *
+ * The fence: every persist writes the cache file (temp file, fsync, rename,
+ * fsync of the directory) and then, when the registration is confirmed and
+ * ZooKeeper connected, the node's timestamp (a versioned write: a node that
+ * was taken over is noticed and the worker ID is dropped). The cache file is
+ * JSON: {"format":1,"leaf_name","source","ip","port","worker_id",
+ * "datacenter_id","fence","zk_node"}; its default path is
+ * ./leafd-snowflake-<leaf.name>-<port>.json (port: the snowflake port).
+ *
+ * Ownership: workerid_open returns a struct workerid; once handed to
+ * snowflake_create through workerid_backend, the snowflake owns it and
+ * closes it; else the caller does with workerid_close (NULL is a no-op).
+ * Failure values: workerid_open NULL with *cause (malloc'd); actions 0 / -1
+ * with *cause.
+ * Thread-safety: persist and tick run on one thread (the snowflake keeper,
+ * or the opener before it starts); the state/metrics/source readers may run
+ * on any thread at the same time.
+ */
+#ifndef LEAFD_WORKERID_H
+#define LEAFD_WORKERID_H
+
+#include <stdint.h>
+
+#include "snowflake.h"
+
+struct config;
+struct workerid;
+
+/* --- the local cache file ---------------------------------------------- */
+
+struct wid_cache {
+    char    *leaf_name;
+    char    *source;          /* "static", "zookeeper", "takeover" */
+    char    *ip;
+    int64_t  port;
+    int64_t  worker_id;       /* -1: none */
+    int64_t  datacenter_id;
+    int64_t  fence_ms;        /* no ID issued has a later timestamp */
+    char    *zk_node;         /* "" for static */
+};
+
+/* 0 read, 1 no such file (c zeroed, worker_id -1), -1 unreadable or corrupt
+ * (*cause says which and what to do). */
+int  wid_cache_read(const char *path, struct wid_cache *c, char **cause);
+/* Atomic: temp file, fsync, rename, fsync of the directory. */
+int  wid_cache_write(const char *path, const struct wid_cache *c,
+                     char **cause);
+void wid_cache_free(struct wid_cache *c);
+
+/* --- opening ------------------------------------------------------------ */
+
+struct wid_params {
+    int         use_zk;
+    const char *leaf_name;
+    const char *zk_address;
+    const char *cache_path;
+    const char *ip;
+    int         port;
+    int64_t     worker_id;        /* static */
+    int64_t     datacenter_id;
+    uint64_t    max_worker;
+    int64_t     heartbeat_ms;
+    int64_t     zk_timeout_ms;    /* session timeout; also bounds start */
+    int64_t     fence_step_ms;
+    int         takeover;
+    int64_t     takeover_age_ms;
+};
+
+/* From the config: source (auto = zookeeper when leaf.snowflake.zk.address
+ * is set), ip (snowflake.ip or the first non-loopback IPv4), port
+ * (leaf.snowflake.port or http_port), cache file path. */
+struct workerid *workerid_open(const struct config *cfg,
+                               const struct sf_layout *l, int http_port,
+                               char **cause);
+/* The same from explicit parameters (tests). May block up to about
+ * zk_timeout_ms plus a few ZooKeeper round trips. Fails on a corrupt cache
+ * file, an invalid static worker ID, a worker ID beyond max_worker, or a
+ * ZooKeeper registration that is refused for good; ZooKeeper being down is
+ * not a failure (cache file, or worker ID unknown until reachable). */
+struct workerid *workerid_open_params(const struct wid_params *p,
+                                      char **cause);
+void workerid_close(struct workerid *w);
+
+/* The worker ID (-1 unknown) and the fence it must pass before issuing. */
+int  workerid_get(struct workerid *w, int64_t *worker, int64_t *fence_ms);
+/* "static", "zookeeper", "cache", "takeover" or "none". */
+const char *workerid_source(struct workerid *w);
+/* The ZooKeeper node path, or NULL. malloc'd copy. */
+char *workerid_node(struct workerid *w);
+
+/* The ZooKeeper client, or NULL for the static source (tests). */
+struct zk *workerid_zk(struct workerid *w);
+
+/* Fill b with this source's persist/tick/... for snowflake_create. */
+void workerid_backend(struct workerid *w, struct sf_backend *b);
+int  workerid_persist(struct workerid *w, int64_t fence_ms, char **cause);
+int  workerid_tick(struct workerid *w, int64_t now_ms);     /* SF_TICK_* */
+
+/* First non-loopback IPv4 address of an interface that is up, as text in
+ * buf (>= 16 bytes). 0, or -1 when there is none. */
+int  wid_local_ipv4(char *buf, size_t size);
+
+#endif

@@ -1,0 +1,974 @@
+/* check_snowflake.c: the snowflake layout, decoding and the generator's
+ * clock rule (snowflake.c), with an injected clock and a fake fence store. */
+#include <check.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "snowflake.h"
+#include "util.h"
+
+#define T0 1700000000000LL          /* 2023-11-14T22:13:20Z */
+
+/* --- fakes ---------------------------------------------------------------- */
+
+static _Atomic int64_t fake_now = T0;
+static _Atomic int64_t persisted_max;
+static _Atomic int     persist_calls;
+static _Atomic int     persist_fail;
+
+static int64_t
+fake_clock(void *arg)
+{
+    (void)arg;
+    return atomic_load(&fake_now);
+}
+
+static int
+fake_persist(void *arg, int64_t fence, char **cause)
+{
+    int64_t cur;
+
+    (void)arg;
+    if (atomic_load(&persist_fail)) {
+        *cause = xstrdup("disk on fire");
+        return -1;
+    }
+    cur = atomic_load(&persisted_max);
+    while (fence > cur && !atomic_compare_exchange_weak(&persisted_max, &cur,
+                                                        fence))
+        ;
+    atomic_fetch_add(&persist_calls, 1);
+    return 0;
+}
+
+static void
+default_layout(struct sf_layout *l)
+{
+    char *cause = NULL;
+    ck_assert_int_eq(sf_layout_init(l, SF_LEAF_EPOCH_MS, 41, 0, 10, 12, T0,
+                                    365, &cause), 0);
+}
+
+static void
+options(struct sf_options *o)
+{
+    memset(o, 0, sizeof *o);
+    default_layout(&o->layout);
+    o->worker_id = 7;
+    o->datacenter_id = 0;
+    o->start_fence_ms = 0;
+    o->sequence_random = 0;
+    o->sequence_random_bound = 100;
+    o->max_backward_ms = 1000;
+    o->max_borrow_ms = 1000;
+    o->fence_step_ms = 3000;
+    o->start_wait_ms = 5000;
+    o->count_max = 4096;
+    o->clock = fake_clock;
+    o->backend.persist = fake_persist;
+    o->no_thread = 1;
+}
+
+static struct snowflake *
+make(const struct sf_options *o)
+{
+    char *cause = NULL;
+    struct snowflake *sf = snowflake_create(o, &cause);
+
+    if (sf == NULL)
+        ck_abort_msg("snowflake_create: %s", cause);
+    return sf;
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sort and check that no ID appears twice. */
+static void
+assert_unique(uint64_t *ids, size_t n)
+{
+    qsort(ids, n, sizeof *ids, cmp_u64);
+    for (size_t i = 1; i < n; i++)
+        if (ids[i] == ids[i - 1])
+            ck_abort_msg("duplicate ID %" PRIu64 " (%zu of %zu)", ids[i], i,
+                         n);
+}
+
+static int64_t
+ts_of(const struct snowflake *sf, uint64_t id)
+{
+    const struct sf_layout *l = snowflake_layout(sf);
+    return (int64_t)(id >> l->timestamp_shift) + l->epoch_ms;
+}
+
+/* next() with the keeper run by hand on fence_pending; checks that every ID
+ * is within the fence persisted before the call returned. */
+static int
+issue(struct snowflake *sf, uint32_t n, uint64_t *out, struct sf_refusal *why)
+{
+    for (int tries = 0; tries < 5; tries++) {
+        int rc = snowflake_next(sf, n, out, why);
+        if (rc == SF_WAIT && strcmp(why->code, "fence_pending") == 0) {
+            snowflake_keeper_step(sf);
+            continue;
+        }
+        if (rc == SF_OK) {
+            int64_t max = atomic_load(&persisted_max);
+            /* plain ifs: check writes to a pipe on every ck_assert */
+            for (uint32_t i = 0; i < n; i++) {
+                if (ts_of(sf, out[i]) > max)
+                    ck_abort_msg("ID ts %" PRId64 " beyond persisted fence %"
+                                 PRId64, ts_of(sf, out[i]), max);
+                if (i > 0 && out[i] <= out[i - 1])
+                    ck_abort_msg("batch not increasing");
+            }
+        }
+        return rc;
+    }
+    ck_abort_msg("fence_pending does not clear");
+    return -1;
+}
+
+static void
+reset_fakes(void)
+{
+    atomic_store(&fake_now, T0);
+    atomic_store(&persisted_max, 0);
+    atomic_store(&persist_calls, 0);
+    atomic_store(&persist_fail, 0);
+}
+
+/* --- layout and decoding -------------------------------------------------- */
+
+START_TEST(pack_decode_roundtrip)
+{
+    static const struct { int64_t epoch; int ts, dc, wk, seq; } lay[] = {
+        {SF_LEAF_EPOCH_MS, 41, 0, 10, 12},
+        {SF_LEAF_EPOCH_MS, 41, 5, 5, 12},
+        {1600000000000LL, 39, 0, 12, 12},
+        {1500000000000LL, 43, 3, 7, 10},
+        {0, 50, 0, 5, 8},
+        {1288834974657LL, 41, 0, 0, 22},
+    };
+    for (size_t i = 0; i < sizeof lay / sizeof lay[0]; i++) {
+        struct sf_layout l;
+        char *cause = NULL;
+        ck_assert_msg(sf_layout_init(&l, lay[i].epoch, lay[i].ts, lay[i].dc,
+                                     lay[i].wk, lay[i].seq, T0, 1, &cause)
+                      == 0, "layout %zu: %s", i, cause);
+        for (int k = 0; k < 200; k++) {
+            int64_t ts = T0 + (int64_t)(rand() % 100000000) - 50000000;
+            uint64_t dc = l.max_datacenter ? (uint64_t)rand() % (l.max_datacenter + 1) : 0;
+            uint64_t wk = l.max_worker ? (uint64_t)rand() % (l.max_worker + 1) : 0;
+            uint64_t sq = (uint64_t)rand() % (l.max_sequence + 1);
+            struct sf_decoded d;
+            char buf[32];
+            if (k == 0) {   /* extremes */
+                dc = l.max_datacenter;
+                wk = l.max_worker;
+                sq = l.max_sequence;
+            }
+            uint64_t id = sf_pack(&l, ts, dc, wk, sq);
+            snprintf(buf, sizeof buf, "%" PRIu64, id);
+            ck_assert_int_eq(sf_decode(&l, buf, strlen(buf), &d, &cause), 0);
+            ck_assert_uint_eq(d.id, id);
+            ck_assert_int_eq(d.timestamp_ms, ts);
+            ck_assert_uint_eq(d.datacenter_id, dc);
+            ck_assert_uint_eq(d.worker_id, wk);
+            ck_assert_uint_eq(d.sequence, sq);
+            ck_assert_int_eq(d.has_datacenter, lay[i].dc > 0);
+        }
+    }
+}
+END_TEST
+
+START_TEST(decode_leaf_compatible)
+{
+    /* Leaf's own example: 1567733700834(2019-09-06 09:35:00.834), seq 3448,
+     * worker 39, server in China Standard Time. */
+    struct sf_layout l;
+    struct sf_decoded d;
+    struct sbuf b = {0};
+    char *cause = NULL, buf[32];
+    uint64_t id = ((uint64_t)(1567733700834LL - SF_LEAF_EPOCH_MS) << 22) |
+                  (39u << 12) | 3448u;
+
+    setenv("TZ", "Asia/Shanghai", 1);
+    tzset();
+    default_layout(&l);
+    snprintf(buf, sizeof buf, "%" PRIu64, id);
+    ck_assert_int_eq(sf_decode(&l, buf, strlen(buf), &d, &cause), 0);
+    sf_decoded_leaf_json(&l, &d, &b);
+    ck_assert_str_eq(b.p, "{\"timestamp\":\"1567733700834(2019-09-06 "
+                     "09:35:00.834)\",\"sequenceId\":\"3448\","
+                     "\"workerId\":\"39\"}");
+    sbuf_free(&b);
+    sf_decoded_json(&d, &b);
+    {
+        char want[256];
+        snprintf(want, sizeof want, "{\"id\":\"%s\",\"timestamp\":"
+                 "1567733700834,\"time\":\"2019-09-06T01:35:00.834Z\","
+                 "\"worker_id\":39,\"sequence\":3448}", buf);
+        ck_assert_str_eq(b.p, want);
+    }
+    sbuf_free(&b);
+}
+END_TEST
+
+START_TEST(decode_split_json)
+{
+    struct sf_layout l;
+    struct sf_decoded d;
+    struct sbuf b = {0};
+    char *cause = NULL, buf[32];
+    uint64_t id;
+
+    ck_assert_int_eq(sf_layout_init(&l, SF_LEAF_EPOCH_MS, 41, 5, 5, 12, T0,
+                                    365, &cause), 0);
+    id = sf_pack(&l, T0, 3, 17, 5);
+    snprintf(buf, sizeof buf, "%" PRIu64, id);
+    ck_assert_int_eq(sf_decode(&l, buf, strlen(buf), &d, &cause), 0);
+    sf_decoded_json(&d, &b);
+    ck_assert_ptr_nonnull(strstr(b.p, "\"worker_id\":17,\"sequence\":5,"
+                                      "\"datacenter_id\":3}"));
+    ck_assert_ptr_nonnull(strstr(b.p, "\"time\":\"2023-11-14T22:13:20.000Z\""));
+    sbuf_free(&b);
+    setenv("TZ", "UTC", 1);
+    tzset();
+    sf_decoded_leaf_json(&l, &d, &b);
+    /* Leaf's workerId is the whole 10-bit field: 3 << 5 | 17 = 113 */
+    ck_assert_str_eq(b.p, "{\"timestamp\":\"1700000000000(2023-11-14 "
+                     "22:13:20.000)\",\"sequenceId\":\"5\",\"workerId\":"
+                     "\"113\",\"datacenterId\":\"3\"}");
+    sbuf_free(&b);
+}
+END_TEST
+
+START_TEST(decode_strict)
+{
+    static const char *bad[] = {
+        "", "abc", "-1", "+1", " 1", "1 ", "01", "00", "12a", "1.5", "0x10",
+        "18446744073709551616", "99999999999999999999999",
+        "9223372036854775808", "18446744073709551615",
+    };
+    struct sf_layout l;
+    struct sf_decoded d;
+    char *cause = NULL;
+
+    default_layout(&l);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cause = NULL;
+        ck_assert_msg(sf_decode(&l, bad[i], strlen(bad[i]), &d, &cause) == -1,
+                      "accepted \"%s\"", bad[i]);
+        ck_assert_ptr_nonnull(cause);
+        free(cause);
+    }
+    ck_assert_int_eq(sf_decode(&l, "0", 1, &d, &cause), 0);
+    ck_assert_int_eq(sf_decode(&l, "9223372036854775807", 19, &d, &cause), 0);
+    ck_assert_uint_eq(d.sequence, 4095);
+    ck_assert_uint_eq(d.worker_id, 1023);
+}
+END_TEST
+
+START_TEST(decode_cli)
+{
+    struct config cfg;
+    struct sbuf b = {0};
+    char *cause = NULL;
+
+    memset(&cfg, 0, sizeof cfg);
+    cfg.epoch_ms = SF_LEAF_EPOCH_MS;
+    cfg.timestamp_bits = 41;
+    cfg.worker_bits = 10;
+    cfg.sequence_bits = 12;
+    ck_assert_int_eq(snowflake_decode_cli(&cfg, "1167498218493988864", 0, &b,
+                                          &cause), 0);
+    ck_assert_ptr_nonnull(strstr(b.p, "\"id\":\"1167498218493988864\""));
+    sbuf_free(&b);
+    ck_assert_int_eq(snowflake_decode_cli(&cfg, "x", 0, &b, &cause), -1);
+    free(cause);
+}
+END_TEST
+
+START_TEST(layout_refusal)
+{
+    struct sf_layout l;
+    char *cause = NULL, *desc;
+
+    /* bits not 63 */
+    ck_assert_int_eq(sf_layout_init(&l, SF_LEAF_EPOCH_MS, 41, 0, 10, 11, T0,
+                                    365, &cause), -1);
+    ck_assert_ptr_nonnull(strstr(cause, "must be 63"));
+    free(cause);
+    ck_assert_int_eq(sf_layout_init(&l, SF_LEAF_EPOCH_MS, 42, 0, 10, 12, T0,
+                                    365, &cause), -1);
+    free(cause);
+    /* expired: 30 bits of ms is 12.4 days */
+    ck_assert_int_eq(sf_layout_init(&l, SF_LEAF_EPOCH_MS, 30, 0, 21, 12, T0,
+                                    0, &cause), -1);
+    ck_assert_ptr_nonnull(strstr(cause, "ran out"));
+    free(cause);
+    /* 35 bits = 397.7 days from 100 days ago: runs out within 365 days */
+    ck_assert_int_eq(sf_layout_init(&l, T0 - 100 * 86400000LL, 35, 0, 16, 12,
+                                    T0, 365, &cause), -1);
+    ck_assert_ptr_nonnull(strstr(cause, "margin"));
+    free(cause);
+    ck_assert_int_eq(sf_layout_init(&l, T0 - 100 * 86400000LL, 35, 0, 16, 12,
+                                    T0, 200, &cause), 0);
+    /* epoch in the future */
+    ck_assert_int_eq(sf_layout_init(&l, T0 + 1000, 41, 0, 10, 12, T0, 365,
+                                    &cause), -1);
+    free(cause);
+    /* the start description */
+    default_layout(&l);
+    desc = sf_layout_describe(&l);
+    ck_assert_ptr_nonnull(strstr(desc, "worker IDs 0..1023"));
+    ck_assert_ptr_nonnull(strstr(desc, "4096 IDs per ms"));
+    ck_assert_ptr_nonnull(strstr(desc, "2080-07-10T17:30:30.208Z"));
+    free(desc);
+    ck_assert_int_eq(sf_layout_init(&l, SF_LEAF_EPOCH_MS, 41, 5, 5, 12, T0,
+                                    365, &cause), 0);
+    desc = sf_layout_describe(&l);
+    ck_assert_ptr_nonnull(strstr(desc, "datacenter IDs 0..31, worker IDs 0..31"));
+    free(desc);
+}
+END_TEST
+
+/* --- the generator ---------------------------------------------------------- */
+
+START_TEST(first_ids_and_fields)
+{
+    struct sf_options o;
+    struct snowflake *sf;
+    struct sf_refusal why;
+    struct sf_decoded d;
+    uint64_t id[3];
+    char *cause = NULL, buf[32];
+
+    reset_fakes();
+    options(&o);
+    sf = make(&o);
+    ck_assert_int_eq(atomic_load(&persisted_max), T0 + 3000);
+    ck_assert_int_eq(issue(sf, 3, id, &why), SF_OK);
+    snprintf(buf, sizeof buf, "%" PRIu64, id[2]);
+    ck_assert_int_eq(sf_decode(snowflake_layout(sf), buf, strlen(buf), &d,
+                               &cause), 0);
+    ck_assert_int_eq(d.timestamp_ms, T0);
+    ck_assert_uint_eq(d.worker_id, 7);
+    ck_assert_uint_eq(d.sequence, 2);
+    ck_assert_uint_eq(id[0], sf_pack(snowflake_layout(sf), T0, 0, 7, 0));
+    snowflake_stop(sf);
+}
+END_TEST
+
+START_TEST(overflow_borrows_bounded)
+{
+    struct sf_options o;
+    struct snowflake *sf;
+    struct sf_refusal why;
+    static uint64_t ids[4096];
+    int rc;
+
+    reset_fakes();
+    options(&o);
+    o.max_borrow_ms = 5;
+    sf = make(&o);
+    /* a full ms at T0 */
+    ck_assert_int_eq(issue(sf, 4096, ids, &why), SF_OK);
+    ck_assert_int_eq(ts_of(sf, ids[0]), T0);
+    ck_assert_int_eq(ts_of(sf, ids[4095]), T0);
+    /* overflow: the next ms before the clock gets there */
+    ck_assert_int_eq(issue(sf, 1, ids, &why), SF_OK);
+    ck_assert_int_eq(ts_of(sf, ids[0]), T0 + 1);
+    ck_assert_uint_eq(ids[0] & 4095, 0);
+    /* borrow up to T0 + 5, then wait */
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(issue(sf, i == 0 ? 4095 : 4096, ids, &why), SF_OK);
+    ck_assert_int_eq(ts_of(sf, ids[4095]), T0 + 5);
+    rc = issue(sf, 1, ids, &why);
+    ck_assert_int_eq(rc, SF_WAIT);
+    ck_assert_str_eq(why.code, "borrow_limit");
+    ck_assert_int_eq(why.wait_ms, 1);
+    /* a batch that would go 3 ms further waits for 3 ms */
+    rc = issue(sf, 4096 * 2 + 1, ids, &why);
+    ck_assert_int_eq(rc, SF_REFUSE);          /* over count_max */
+    ck_assert_str_eq(why.code, "bad_count");
+    atomic_fetch_add(&fake_now, 1);
+    ck_assert_int_eq(issue(sf, 1, ids, &why), SF_OK);
+    ck_assert_int_eq(ts_of(sf, ids[0]), T0 + 6);
+    /* a batch may span ms */
+    atomic_store(&fake_now, T0 + 100);
+    ck_assert_int_eq(issue(sf, 4000, ids, &why), SF_OK);
+    ck_assert_int_eq(issue(sf, 200, ids, &why), SF_OK);
+    ck_assert_int_eq(ts_of(sf, ids[0]), T0 + 100);
+    ck_assert_int_eq(ts_of(sf, ids[199]), T0 + 101);
+    ck_assert_uint_eq(ids[199] & 4095, 103);
+    snowflake_stop(sf);
+}
+END_TEST
+
+/* Issue IDs for span_ms of fake clock (per ms: per_ms IDs in batches of
+ * batch), advancing the clock 1 ms at a time. Appends to ids. */
+static void
+run_for(struct snowflake *sf, int span_ms, int per_ms, uint32_t batch,
+        uint64_t *ids, size_t *n, size_t cap)
+{
+    struct sf_refusal why;
+
+    for (int ms = 0; ms < span_ms; ms++) {
+        for (int k = 0; k < per_ms; k += (int)batch) {
+            if (*n + batch > cap)
+                ck_abort_msg("test buffer too small");
+            int rc = issue(sf, batch, ids + *n, &why);
+            if (rc == SF_WAIT && strcmp(why.code, "borrow_limit") == 0)
+                break;
+            if (rc != SF_OK)
+                ck_abort_msg("rc %d %s: %s", rc, why.code, why.message);
+            *n += batch;
+        }
+        atomic_fetch_add(&fake_now, 1);
+        if (ms % 100 == 0)
+            snowflake_keeper_step(sf);
+    }
+}
+
+static void
+step_back(int64_t step, int refused)
+{
+    struct sf_options o;
+    struct snowflake *sf;
+    struct sf_refusal why;
+    size_t cap = 4000000, n = 0;
+    uint64_t *ids = malloc(cap * sizeof *ids), one;
+
+    reset_fakes();
+    options(&o);
+    sf = make(&o);
+    run_for(sf, 300, 1500, 60, ids, &n, cap);
+    /* served at the clock's current ms: the step is measured from it */
+    ck_assert_int_eq(issue(sf, 1, ids + n++, &why), SF_OK);
+    atomic_fetch_sub(&fake_now, step);
+    if (refused) {
+        ck_assert_int_eq(issue(sf, 1, &one, &why), SF_REFUSE);
+        ck_assert_str_eq(why.code, "clock_behind");
+        ck_assert_int_eq(why.wait_ms, step - o.max_backward_ms);
+        ck_assert_ptr_nonnull(strstr(why.message, "behind"));
+        /* still refused a bit later, served once within the limit */
+        atomic_fetch_add(&fake_now, why.wait_ms - 1);
+        ck_assert_int_eq(issue(sf, 1, &one, &why), SF_REFUSE);
+        ck_assert_int_eq(why.wait_ms, 1);
+        atomic_fetch_add(&fake_now, 1);
+        snowflake_keeper_step(sf);
+    }
+    /* serve through the step back and past it */
+    run_for(sf, (int)(step > 1000 ? 1000 : step) + 300, 1500, 60, ids, &n,
+            cap);
+    assert_unique(ids, n);
+    snowflake_stop(sf);
+    free(ids);
+}
+
+START_TEST(step_back_1ms)    { step_back(1, 0); }
+END_TEST
+START_TEST(step_back_5ms)    { step_back(5, 0); }
+END_TEST
+START_TEST(step_back_1s)     { step_back(1000, 0); }
+END_TEST
+START_TEST(step_back_1h)     { step_back(3600000, 1); }
+END_TEST
+START_TEST(step_back_over)   { step_back(1001, 1); }
+END_TEST
+
+START_TEST(step_back_and_forth)
+{
+    /* a clock that wanders +-400 ms at random never yields a repeat */
+    struct sf_options o;
+    struct snowflake *sf;
+    struct sf_refusal why;
+    size_t cap = 2000000, n = 0;
+    uint64_t *ids = malloc(cap * sizeof *ids);
+    int64_t base = T0;
+
+    reset_fakes();
+    options(&o);
+    o.sequence_random = 1;
+    sf = make(&o);
+    srand(42);
+    for (int i = 0; i < 100000 && n + 32 <= cap; i++) {
+        uint32_t k = 1 + (uint32_t)(rand() % 32);
+        if (i % 10 == 0) {
+            base += 1;
+            atomic_store(&fake_now, base + rand() % 800 - 400);
+            snowflake_keeper_step(sf);
+        }
+        int rc = issue(sf, k, ids + n, &why);
+        if (rc == SF_OK)
+            n += k;
+        else if (strcmp(why.code, "borrow_limit") != 0 &&
+                 strcmp(why.code, "clock_behind") != 0)
+            ck_abort_msg("%s", why.code);
+    }
+    ck_assert_uint_gt(n, 100000);
+    assert_unique(ids, n);
+    snowflake_stop(sf);
+    free(ids);
+}
+END_TEST
+
+START_TEST(fence_before_use)
+{
+    struct sf_options o;
+    struct snowflake *sf;
+    struct sf_refusal why;
+    uint64_t id[16];
+    int rc;
+
+    reset_fakes();
+    options(&o);
+    sf = make(&o);
+    ck_assert_int_eq(snowflake_fence(sf), T0 + 3000);
+    ck_assert_int_eq(issue(sf, 1, id, &why), SF_OK);
+    /* within the fence: no persisting needed */
+    atomic_store(&fake_now, T0 + 1000);
+    ck_assert_int_eq(snowflake_next(sf, 1, id, &why), SF_OK);
+    /* the keeper moves it ahead before it is needed (half a step left) */
+    atomic_store(&fake_now, T0 + 1600);
+    snowflake_keeper_step(sf);
+    ck_assert_int_eq(snowflake_fence(sf), T0 + 4600);
+    /* the clock jumps an hour ahead: fence_pending, then served */
+    atomic_store(&fake_now, T0 + 3600000);
+    rc = snowflake_next(sf, 1, id, &why);
+    ck_assert_int_eq(rc, SF_WAIT);
+    ck_assert_str_eq(why.code, "fence_pending");
+    snowflake_keeper_step(sf);
+    ck_assert_int_ge(atomic_load(&persisted_max), T0 + 3600000);
+    ck_assert_int_eq(snowflake_next(sf, 1, id, &why), SF_OK);
+    ck_assert_int_le(ts_of(sf, id[0]), atomic_load(&persisted_max));
+    /* persisting fails: refused with fence_pending, not served */
+    atomic_store(&persist_fail, 1);
+    atomic_store(&fake_now, T0 + 7200000);
+    ck_assert_int_eq(snowflake_next(sf, 1, id, &why), SF_WAIT);
+    snowflake_keeper_step(sf);
+    ck_assert_int_eq(snowflake_next(sf, 1, id, &why), SF_REFUSE);
+    ck_assert_str_eq(why.code, "fence_pending");
+    atomic_store(&persist_fail, 0);
+    snowflake_keeper_step(sf);
+    ck_assert_int_eq(issue(sf, 16, id, &why), SF_OK);
+    snowflake_stop(sf);
+}
+END_TEST
+
+START_TEST(restart_behind_fence)
+{
+    struct sf_options o;
+    struct snowflake *sf;
+    struct sf_refusal why;
+    size_t n1 = 0, cap = 100000;
+    uint64_t *ids = malloc(cap * sizeof *ids), id;
+    int64_t fence;
+
+    reset_fakes();
+    options(&o);
+    sf = make(&o);
+    run_for(sf, 20, 2000, 100, ids, &n1, cap);
+    fence = atomic_load(&persisted_max);
+    snowflake_stop(sf);
+
+    /* restart with the clock 2 s behind the fence: wait for it to pass */
+    atomic_store(&fake_now, fence - 2000);
+    o.start_fence_ms = fence;
+    sf = make(&o);
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SF_WAIT);
+    ck_assert_str_eq(why.code, "fence_not_passed");
+    ck_assert_int_eq(why.wait_ms, 2001);
+    atomic_store(&fake_now, fence);
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SF_WAIT);
+    ck_assert_int_eq(why.wait_ms, 1);
+    atomic_store(&fake_now, fence + 1);
+    ck_assert_int_eq(issue(sf, 1, &id, &why), SF_OK);
+    ck_assert_int_gt(ts_of(sf, id), fence);
+    for (size_t i = 0; i < n1; i++)
+        if (id <= ids[i])
+            ck_abort_msg("ID after restart not above the ones before");
+    snowflake_stop(sf);
+
+    /* restart with the clock an hour behind: refused, with the gap */
+    atomic_store(&fake_now, fence - 3600000);
+    sf = make(&o);
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SF_REFUSE);
+    ck_assert_str_eq(why.code, "fence_not_passed");
+    ck_assert_int_eq(why.wait_ms, 3600001);
+    ck_assert_int_eq(why.retry_after_s, 3601);
+    {
+        char *reason = NULL;
+        ck_assert_int_eq(snowflake_health(sf, &reason), -1);
+        ck_assert_ptr_nonnull(strstr(reason, "fence_not_passed"));
+        free(reason);
+    }
+    snowflake_stop(sf);
+    free(ids);
+}
+END_TEST
+
+START_TEST(random_sequence_start)
+{
+    struct sf_options o;
+    struct snowflake *sf;
+    struct sf_refusal why;
+    int seen[100] = {0}, odd = 0, distinct = 0;
+    uint64_t id;
+
+    reset_fakes();
+    options(&o);
+    o.sequence_random = 1;
+    sf = make(&o);
+    for (int i = 0; i < 2000; i++) {
+        if (issue(sf, 1, &id, &why) != SF_OK)
+            ck_abort_msg("%s", why.code);
+        uint64_t seq = id & 4095;
+        if (seq >= 100)
+            ck_abort_msg("sequence start %" PRIu64 " >= 100", seq);
+        seen[seq]++;
+        odd += (int)(id & 1);
+        atomic_fetch_add(&fake_now, 1);
+        if (i % 500 == 0)
+            snowflake_keeper_step(sf);
+    }
+    for (int i = 0; i < 100; i++)
+        distinct += seen[i] > 0;
+    ck_assert_int_gt(odd, 800);
+    ck_assert_int_lt(odd, 1200);
+    ck_assert_int_gt(distinct, 90);
+    snowflake_stop(sf);
+
+    /* without it every first ID of a ms is even (sequence 0) */
+    reset_fakes();
+    options(&o);
+    sf = make(&o);
+    for (int i = 0; i < 100; i++) {
+        ck_assert_int_eq(issue(sf, 1, &id, &why), SF_OK);
+        ck_assert_uint_eq(id & 4095, 0);
+        atomic_fetch_add(&fake_now, 1);
+    }
+    snowflake_stop(sf);
+}
+END_TEST
+
+/* --- threads -------------------------------------------------------------- */
+
+struct worker_arg {
+    struct snowflake *sf;
+    uint64_t *ids;
+    size_t    n;
+    size_t    cap;
+    int       seed;
+};
+
+static _Atomic int hammers_done;
+
+static void *
+hammer(void *p)
+{
+    struct worker_arg *a = p;
+    struct sf_refusal why;
+    unsigned seed = (unsigned)a->seed;
+    uint64_t prev = 0;
+
+    while (a->n + 16 <= a->cap) {
+        uint32_t k = 1 + (uint32_t)(rand_r(&seed) % 16);
+        int rc = snowflake_next(a->sf, k, a->ids + a->n, &why);
+        if (rc != SF_OK) {
+            if (rc == SF_REFUSE && strcmp(why.code, "clock_behind") != 0)
+                ck_abort_msg("refused: %s %s", why.code, why.message);
+            continue;
+        }
+        int64_t max = atomic_load(&persisted_max);
+        for (uint32_t i = 0; i < k; i++) {
+            uint64_t id = a->ids[a->n + i];
+            if (id <= prev)
+                ck_abort_msg("not increasing in a thread");
+            if (ts_of(a->sf, id) > max)
+                ck_abort_msg("ID beyond the persisted fence");
+            prev = id;
+        }
+        a->n += k;
+    }
+    atomic_fetch_add(&hammers_done, 1);
+    return NULL;
+}
+
+static void
+threads_run(int chaos)
+{
+    enum { NT = 4, PER = 150000 };
+    struct sf_options o;
+    struct snowflake *sf;
+    struct worker_arg a[NT];
+    pthread_t th[NT];
+    uint64_t *all = malloc((size_t)NT * PER * sizeof *all);
+    size_t n = 0;
+
+    reset_fakes();
+    options(&o);
+    o.no_thread = 0;           /* the real keeper thread */
+    o.sequence_random = 1;
+    if (!chaos) {
+        o.clock = NULL;        /* CLOCK_REALTIME */
+    }
+    sf = make(&o);
+    atomic_store(&hammers_done, 0);
+    for (int i = 0; i < NT; i++) {
+        a[i] = (struct worker_arg){sf, malloc(PER * sizeof(uint64_t)), 0, PER,
+                                   i + 1};
+        pthread_create(&th[i], NULL, hammer, &a[i]);
+    }
+    if (chaos) {
+        /* the clock wanders by up to 300 ms each way while time passes */
+        unsigned seed = 7;
+        int64_t base = T0;
+        while (atomic_load(&hammers_done) < NT) {
+            base += 1;
+            atomic_store(&fake_now, base + (int64_t)(rand_r(&seed) % 600) - 300);
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    for (int i = 0; i < NT; i++) {
+        pthread_join(th[i], NULL);
+        memcpy(all + n, a[i].ids, a[i].n * sizeof *all);
+        n += a[i].n;
+        free(a[i].ids);
+    }
+    assert_unique(all, n);
+    {
+        struct sbuf b = {0};
+        snowflake_metrics(sf, &b);
+        ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_ids_total "));
+        ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_clock_backward_ms_bucket{le=\"+Inf\"}"));
+        sbuf_free(&b);
+    }
+    snowflake_stop(sf);
+    free(all);
+}
+
+START_TEST(threads_no_duplicates)   { threads_run(0); }
+END_TEST
+START_TEST(threads_chaos_clock)     { threads_run(1); }
+END_TEST
+
+/* --- worker ID states, status, metrics --------------------------------------- */
+
+static _Atomic int tick_result;
+static int64_t acquired_fence;
+
+static int
+fake_tick(void *arg, int64_t now)
+{
+    (void)arg;
+    (void)now;
+    return atomic_exchange(&tick_result, SF_TICK_NONE);
+}
+
+static int
+fake_worker(void *arg, int64_t *worker, int64_t *fence)
+{
+    (void)arg;
+    *worker = acquired_fence != 0 ? 9 : -1;
+    *fence = acquired_fence;
+    return acquired_fence != 0 ? 0 : -1;
+}
+
+static int wakes;
+
+static void
+count_wake(void *arg)
+{
+    (void)arg;
+    wakes++;
+}
+
+START_TEST(worker_unknown_then_acquired)
+{
+    struct sf_options o;
+    struct snowflake *sf;
+    struct sf_refusal why;
+    struct sbuf b = {0};
+    uint64_t id;
+    json_t *j;
+    json_error_t err;
+
+    reset_fakes();
+    options(&o);
+    o.worker_id = -1;
+    o.backend.tick = fake_tick;
+    o.backend.worker = fake_worker;
+    o.wake = count_wake;
+    sf = make(&o);
+    acquired_fence = 0;
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SF_REFUSE);
+    ck_assert_str_eq(why.code, "worker_id_unknown");
+    snowflake_keeper_step(sf);
+    ck_assert_int_eq(atomic_load(&persist_calls), 0);
+    /* acquired, but the first fence cannot be persisted: still refused */
+    acquired_fence = T0 + 500;
+    atomic_store(&tick_result, SF_TICK_ACQUIRED);
+    atomic_store(&persist_fail, 1);
+    snowflake_keeper_step(sf);
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SF_REFUSE);
+    ck_assert_str_eq(why.code, "worker_id_unknown");
+    /* the next pass gets it */
+    atomic_store(&persist_fail, 0);
+    wakes = 0;
+    snowflake_keeper_step(sf);
+    ck_assert_int_ge(wakes, 1);
+    ck_assert_int_eq(atomic_load(&persisted_max), T0 + 3500);
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SF_WAIT);
+    ck_assert_str_eq(why.code, "fence_not_passed");
+    atomic_store(&fake_now, T0 + 501);
+    ck_assert_int_eq(issue(sf, 1, &id, &why), SF_OK);
+    ck_assert_uint_eq((id >> 12) & 1023, 9);
+
+    snowflake_state_json(sf, &b);
+    j = json_loads(b.p, 0, &err);
+    ck_assert_msg(j != NULL, "state JSON: %s: %s", err.text, b.p);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "worker_id")), 9);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "status")), "ok");
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "fence")),
+                     T0 + 3500);
+    json_decref(j);
+    sbuf_free(&b);
+
+    /* lease expiry and loss */
+    atomic_store(&tick_result, SF_TICK_LEASE_EXPIRED);
+    snowflake_keeper_step(sf);
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SF_REFUSE);
+    ck_assert_str_eq(why.code, "worker_lease_expired");
+    atomic_store(&tick_result, SF_TICK_LEASE_OK);
+    snowflake_keeper_step(sf);
+    ck_assert_int_eq(issue(sf, 1, &id, &why), SF_OK);
+    atomic_store(&tick_result, SF_TICK_LOST);
+    snowflake_keeper_step(sf);
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SF_REFUSE);
+    ck_assert_str_eq(why.code, "worker_id_lost");
+
+    snowflake_metrics(sf, &b);
+    ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_not_served_total{code=\"worker_id_lost\",answer=\"refuse\"} 1\n"));
+    ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_up 0\n"));
+    sbuf_free(&b);
+    snowflake_stop(sf);
+}
+END_TEST
+
+START_TEST(layout_runs_out_while_running)
+{
+    struct sf_options o;
+    struct snowflake *sf;
+    struct sf_refusal why;
+    uint64_t id;
+    char *cause = NULL;
+
+    reset_fakes();
+    options(&o);
+    /* 30-bit timestamp ending 2 ms after T0 (no time checks) */
+    ck_assert_int_eq(sf_layout_init(&o.layout, T0 + 2 - ((1LL << 30) - 1), 30,
+                                    0, 21, 12, -1, 0, &cause), 0);
+    o.max_borrow_ms = 10;
+    sf = make(&o);
+    ck_assert_int_eq(issue(sf, 4096, (uint64_t[4096]){0}, &why), SF_OK);
+    ck_assert_int_eq(issue(sf, 4096, (uint64_t[4096]){0}, &why), SF_OK);
+    ck_assert_int_eq(issue(sf, 4096, (uint64_t[4096]){0}, &why), SF_OK);
+    ck_assert_int_eq(issue(sf, 1, &id, &why), SF_REFUSE);
+    ck_assert_str_eq(why.code, "layout_expired");
+    snowflake_stop(sf);
+}
+END_TEST
+
+START_TEST(metrics_backward_histogram)
+{
+    struct sf_options o;
+    struct snowflake *sf;
+    struct sf_refusal why;
+    struct sbuf b = {0};
+    uint64_t id;
+
+    reset_fakes();
+    options(&o);
+    sf = make(&o);
+    ck_assert_int_eq(issue(sf, 1, &id, &why), SF_OK);
+    atomic_store(&fake_now, T0 - 7);
+    ck_assert_int_eq(issue(sf, 1, &id, &why), SF_OK);
+    ck_assert_int_eq(issue(sf, 1, &id, &why), SF_OK);   /* same event */
+    atomic_store(&fake_now, T0 + 5);
+    ck_assert_int_eq(issue(sf, 1, &id, &why), SF_OK);
+    atomic_store(&fake_now, T0 + 5 - 2000);
+    ck_assert_int_eq(issue(sf, 1, &id, &why), SF_REFUSE);
+    snowflake_metrics(sf, &b);
+    ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_clock_backward_ms_bucket{le=\"5\"} 0\n"));
+    ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_clock_backward_ms_bucket{le=\"10\"} 1\n"));
+    ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_clock_backward_ms_count 2\n"));
+    ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_clock_backward_ms_sum 2007\n"));
+    ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_ids_total 4\n"));
+    sbuf_free(&b);
+    snowflake_stop(sf);
+}
+END_TEST
+
+static Suite *
+snowflake_suite(void)
+{
+    Suite *s = suite_create("snowflake");
+    TCase *tc = tcase_create("layout");
+
+    tcase_add_test(tc, pack_decode_roundtrip);
+    tcase_add_test(tc, decode_leaf_compatible);
+    tcase_add_test(tc, decode_split_json);
+    tcase_add_test(tc, decode_strict);
+    tcase_add_test(tc, decode_cli);
+    tcase_add_test(tc, layout_refusal);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("generator");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, first_ids_and_fields);
+    tcase_add_test(tc, overflow_borrows_bounded);
+    tcase_add_test(tc, step_back_1ms);
+    tcase_add_test(tc, step_back_5ms);
+    tcase_add_test(tc, step_back_1s);
+    tcase_add_test(tc, step_back_1h);
+    tcase_add_test(tc, step_back_over);
+    tcase_add_test(tc, step_back_and_forth);
+    tcase_add_test(tc, fence_before_use);
+    tcase_add_test(tc, restart_behind_fence);
+    tcase_add_test(tc, random_sequence_start);
+    tcase_add_test(tc, threads_no_duplicates);
+    tcase_add_test(tc, threads_chaos_clock);
+    tcase_add_test(tc, worker_unknown_then_acquired);
+    tcase_add_test(tc, layout_runs_out_while_running);
+    tcase_add_test(tc, metrics_backward_histogram);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(snowflake_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,948 @@
+/* check_workerid.c: snowflake worker IDs (workerid.c): the cache file, the
+ * static source, and, when LEAFD_TEST_ZK=host:port names a ZooKeeper
+ * (tests/zookeeper.sh start DIR), Leaf-compatible registration, reuse,
+ * takeover and fence writes against it. With LEAFD_TEST_ZK_DIR=DIR too, a
+ * test stops and restarts that ZooKeeper (start from the cache file, then
+ * confirmation and a new session). */
+#include <check.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "snowflake.h"
+#include "util.h"
+#include "workerid.h"
+#include "zk.h"
+
+static char tmpdir[64];
+
+static void
+setup_tmp(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/leafd-wid-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void
+teardown_tmp(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", tmpdir);
+}
+
+static char *
+tmp_path(const char *name)
+{
+    return xasprintf("%s/%s", tmpdir, name);
+}
+
+static void
+write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* --- the cache file ------------------------------------------------------- */
+
+START_TEST(cache_roundtrip)
+{
+    struct wid_cache c = {0}, r;
+    char *path = tmp_path("c.json"), *cause = NULL;
+
+    c.leaf_name = "com.example.leaf";
+    c.source = "zookeeper";
+    c.ip = "10.1.2.3";
+    c.port = 8080;
+    c.worker_id = 513;
+    c.datacenter_id = 2;
+    c.fence_ms = 1700000003000LL;
+    c.zk_node = "/snowflake/com.example.leaf/forever/10.1.2.3:8080-0000000513";
+    ck_assert_int_eq(wid_cache_write(path, &c, &cause), 0);
+    ck_assert_int_eq(wid_cache_read(path, &r, &cause), 0);
+    ck_assert_str_eq(r.leaf_name, c.leaf_name);
+    ck_assert_str_eq(r.source, c.source);
+    ck_assert_str_eq(r.ip, c.ip);
+    ck_assert_int_eq(r.port, 8080);
+    ck_assert_int_eq(r.worker_id, 513);
+    ck_assert_int_eq(r.datacenter_id, 2);
+    ck_assert_int_eq(r.fence_ms, 1700000003000LL);
+    ck_assert_str_eq(r.zk_node, c.zk_node);
+    wid_cache_free(&r);
+    free(path);
+}
+END_TEST
+
+START_TEST(cache_atomic_write)
+{
+    struct wid_cache c = {0}, r;
+    char *path = tmp_path("c.json"), *tmp = tmp_path("c.json.tmp");
+    char *cause = NULL;
+    struct stat st;
+
+    c.worker_id = 1;
+    c.fence_ms = 1000;
+    ck_assert_int_eq(wid_cache_write(path, &c, &cause), 0);
+    ck_assert_int_eq(stat(tmp, &st), -1);           /* nothing left over */
+    /* a crash half-way through the next write leaves only the temp file */
+    write_file(tmp, "{\"format\":1,\"worker_id\":2,\"fen");
+    ck_assert_int_eq(wid_cache_read(path, &r, &cause), 0);
+    ck_assert_int_eq(r.fence_ms, 1000);
+    wid_cache_free(&r);
+    /* and the next write goes through */
+    c.fence_ms = 2000;
+    ck_assert_int_eq(wid_cache_write(path, &c, &cause), 0);
+    ck_assert_int_eq(wid_cache_read(path, &r, &cause), 0);
+    ck_assert_int_eq(r.fence_ms, 2000);
+    ck_assert_int_eq(stat(tmp, &st), -1);
+    wid_cache_free(&r);
+    /* an unwritable place fails with the reason */
+    ck_assert_int_eq(wid_cache_write("/nonexistent-dir/c.json", &c, &cause),
+                     -1);
+    ck_assert_ptr_nonnull(strstr(cause, "/nonexistent-dir/c.json"));
+    free(cause);
+    free(path);
+    free(tmp);
+}
+END_TEST
+
+START_TEST(cache_corrupt)
+{
+    static const char *bad[] = {
+        "", "garbage", "[1,2]", "{\"format\":1}",
+        "{\"format\":1,\"worker_id\":3}",
+        "{\"format\":2,\"worker_id\":3,\"fence\":5}",
+        "{\"format\":1,\"worker_id\":\"3\",\"fence\":5}",
+        "{\"format\":1,\"worker_id\":3,\"fence\":-5}",
+        "{\"format\":1,\"worker_id\":3,\"fence\":5",
+    };
+    struct wid_cache r;
+    char *path = tmp_path("c.json"), *cause = NULL;
+
+    ck_assert_int_eq(wid_cache_read(path, &r, &cause), 1);   /* missing */
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_file(path, bad[i]);
+        cause = NULL;
+        ck_assert_msg(wid_cache_read(path, &r, &cause) == -1, "accepted %s",
+                      bad[i]);
+        ck_assert_ptr_nonnull(strstr(cause, "corrupt"));
+        ck_assert_ptr_nonnull(strstr(cause, path));
+        free(cause);
+    }
+    write_file(path, "{\"format\":1,\"worker_id\":3,\"fence\":5}");
+    ck_assert_int_eq(wid_cache_read(path, &r, &cause), 0);
+    ck_assert_int_eq(r.worker_id, 3);
+    ck_assert_str_eq(r.ip, "");
+    wid_cache_free(&r);
+    free(path);
+}
+END_TEST
+
+/* --- static source ---------------------------------------------------------- */
+
+static struct wid_params
+static_params(const char *cache, int64_t worker)
+{
+    struct wid_params p;
+
+    memset(&p, 0, sizeof p);
+    p.leaf_name = "t";
+    p.cache_path = cache;
+    p.ip = "127.0.0.1";
+    p.port = 9000;
+    p.worker_id = worker;
+    p.max_worker = 1023;
+    p.heartbeat_ms = 3000;
+    p.zk_timeout_ms = 2000;
+    p.fence_step_ms = 3000;
+    return p;
+}
+
+START_TEST(static_source)
+{
+    char *path = tmp_path("s.json"), *cause = NULL;
+    struct wid_params p = static_params(path, 12);
+    struct workerid *w;
+    struct wid_cache r;
+    int64_t worker, fence;
+
+    w = workerid_open_params(&p, &cause);
+    ck_assert_ptr_nonnull(w);
+    ck_assert_int_eq(workerid_get(w, &worker, &fence), 0);
+    ck_assert_int_eq(worker, 12);
+    ck_assert_int_eq(fence, 0);
+    ck_assert_str_eq(workerid_source(w), "static");
+    ck_assert_int_eq(workerid_persist(w, 1234567, &cause), 0);
+    ck_assert_int_eq(workerid_tick(w, 0), SF_TICK_NONE);
+    workerid_close(w);
+    ck_assert_int_eq(wid_cache_read(path, &r, &cause), 0);
+    ck_assert_int_eq(r.worker_id, 12);
+    ck_assert_int_eq(r.fence_ms, 1234567);
+    ck_assert_str_eq(r.source, "static");
+    wid_cache_free(&r);
+    /* the fence is read back at the next start */
+    w = workerid_open_params(&p, &cause);
+    ck_assert_ptr_nonnull(w);
+    workerid_get(w, &worker, &fence);
+    ck_assert_int_eq(fence, 1234567);
+    workerid_close(w);
+    /* a worker ID beyond the layout */
+    p.worker_id = 1024;
+    ck_assert_ptr_null(workerid_open_params(&p, &cause));
+    ck_assert_ptr_nonnull(strstr(cause, "0..1023"));
+    free(cause);
+    /* a corrupt cache file stops the start */
+    p.worker_id = 12;
+    write_file(path, "{oops");
+    ck_assert_ptr_null(workerid_open_params(&p, &cause));
+    ck_assert_ptr_nonnull(strstr(cause, "corrupt"));
+    free(cause);
+    free(path);
+}
+END_TEST
+
+static void
+base_config(struct config *cfg, const char *cache)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->leaf_name = "leafd-test";
+    cfg->snowflake_enable = 1;
+    cfg->zk_address = "";
+    cfg->worker_source = WORKER_STATIC;
+    cfg->worker_id = 3;
+    cfg->epoch_ms = SF_LEAF_EPOCH_MS;
+    cfg->timestamp_bits = 41;
+    cfg->worker_bits = 10;
+    cfg->sequence_bits = 12;
+    cfg->sequence_random_bound = 100;
+    cfg->max_backward_ms = 1000;
+    cfg->max_borrow_ms = 1000;
+    cfg->fence_step_ms = 3000;
+    cfg->start_wait_ms = 5000;
+    cfg->expiry_margin_days = 365;
+    cfg->sf_count_max = 4096;
+    cfg->cache_file = (char *)cache;
+    cfg->sf_ip = "";
+    cfg->heartbeat_ms = 3000;
+    cfg->zk_timeout_ms = 4000;
+    cfg->takeover_age_ms = 600000;
+}
+
+START_TEST(start_static_and_restart)
+{
+    char *path = tmp_path("start.json"), *cause = NULL, *reason = NULL;
+    struct config cfg;
+    struct snowflake *sf;
+    struct sf_refusal why;
+    struct sbuf b = {0};
+    uint64_t ids[100];
+    int rc;
+
+    base_config(&cfg, path);
+    sf = snowflake_start(&cfg, 8123, NULL, NULL, &cause);
+    ck_assert_msg(sf != NULL, "%s", cause);
+    ck_assert_int_eq(snowflake_next(sf, 100, ids, &why), SF_OK);
+    ck_assert_uint_eq((ids[0] >> 12) & 1023, 3);
+    ck_assert_int_eq(snowflake_health(sf, &reason), 0);
+    snowflake_state_json(sf, &b);
+    ck_assert_ptr_nonnull(strstr(b.p, "\"source\":\"static\""));
+    ck_assert_ptr_nonnull(strstr(b.p, "\"worker_id\":3"));
+    sbuf_free(&b);
+    snowflake_stop(sf);
+
+    /* right after a restart the clock has not passed the fence yet */
+    sf = snowflake_start(&cfg, 8123, NULL, NULL, &cause);
+    ck_assert_msg(sf != NULL, "%s", cause);
+    rc = snowflake_next(sf, 1, ids, &why);
+    ck_assert_int_eq(rc, SF_WAIT);
+    ck_assert_str_eq(why.code, "fence_not_passed");
+    ck_assert_int_gt(why.wait_ms, 2000);
+    ck_assert_int_le(why.wait_ms, 3001);
+    ck_assert_int_eq(snowflake_health(sf, &reason), -1);
+    free(reason);
+    snowflake_stop(sf);
+
+    /* bad layouts and IDs stop the start */
+    cfg.sequence_bits = 11;
+    ck_assert_ptr_null(snowflake_start(&cfg, 8123, NULL, NULL, &cause));
+    ck_assert_ptr_nonnull(strstr(cause, "63"));
+    free(cause);
+    cfg.sequence_bits = 12;
+    cfg.timestamp_bits = 40;
+    cfg.worker_bits = 11;
+    cfg.epoch_ms = util_wall_ms() - (1LL << 40) + 86400000LL * 30;
+    ck_assert_ptr_null(snowflake_start(&cfg, 8123, NULL, NULL, &cause));
+    ck_assert_ptr_nonnull(strstr(cause, "margin"));
+    free(cause);
+    free(path);
+}
+END_TEST
+
+/* --- ZooKeeper -------------------------------------------------------------- */
+
+static const char *zk_addr;
+static int name_seq;
+
+static char *
+fresh_name(void)
+{
+    return xasprintf("wid%ld_%d_%d", (long)time(NULL), (int)getpid(),
+                     name_seq++);
+}
+
+static struct wid_params
+zk_params(const char *name, const char *ip, int port, const char *cache)
+{
+    struct wid_params p;
+
+    memset(&p, 0, sizeof p);
+    p.use_zk = 1;
+    p.leaf_name = name;
+    p.zk_address = zk_addr;
+    p.cache_path = cache;
+    p.ip = ip;
+    p.port = port;
+    p.max_worker = 1023;
+    p.heartbeat_ms = 200;
+    p.zk_timeout_ms = 4000;
+    p.fence_step_ms = 3000;
+    p.takeover_age_ms = 600000;
+    return p;
+}
+
+static struct zk *
+zk_test_open(void)
+{
+    char *cause = NULL;
+    struct zk *z = zk_open(zk_addr, 4000, &cause);
+
+    ck_assert_msg(z != NULL, "%s", cause);
+    ck_assert_msg(zk_wait_connected(z, 5000), "ZooKeeper %s not reachable",
+                  zk_addr);
+    return z;
+}
+
+/* A node made the way Java Leaf makes it. Returns the created path. */
+static char *
+java_leaf_node(struct zk *z, const char *name, const char *ip, int port,
+               int64_t ts)
+{
+    char *cause = NULL, *path, *data, *created = NULL, *p;
+    int rc;
+
+    p = xasprintf("/snowflake");
+    zk_create(z, p, "", 0, 0, NULL, 4000, NULL);
+    free(p);
+    p = xasprintf("/snowflake/%s", name);
+    zk_create(z, p, "", 0, 0, NULL, 4000, NULL);
+    free(p);
+    p = xasprintf("/snowflake/%s/forever", name);
+    zk_create(z, p, "", 0, 0, NULL, 4000, NULL);
+    free(p);
+    path = xasprintf("/snowflake/%s/forever/%s:%d-", name, ip, port);
+    data = xasprintf("{\"ip\":\"%s\",\"port\":\"%d\",\"timestamp\":%" PRId64
+                     "}", ip, port, ts);
+    rc = zk_create(z, path, data, (int)strlen(data), ZOO_PERSISTENT_SEQUENTIAL,
+                   &created, 4000, &cause);
+    ck_assert_msg(rc == ZOK, "%s", cause);
+    free(path);
+    free(data);
+    return created;
+}
+
+static json_t *
+node_json(struct zk *z, const char *path)
+{
+    char *data = NULL, *cause = NULL;
+    int len = 0;
+    struct Stat st;
+    json_error_t err;
+    json_t *j;
+
+    ck_assert_msg(zk_get(z, path, &data, &len, &st, 4000, &cause) == ZOK, "%s",
+                  cause);
+    j = json_loadb(data, (size_t)len, 0, &err);
+    ck_assert_msg(j != NULL, "node data %s", data);
+    free(data);
+    return j;
+}
+
+static struct workerid *
+open_ok(const struct wid_params *p)
+{
+    char *cause = NULL;
+    struct workerid *w = workerid_open_params(p, &cause);
+
+    ck_assert_msg(w != NULL, "workerid_open: %s", cause);
+    return w;
+}
+
+START_TEST(zk_three_registrations)
+{
+    char *name = fresh_name(), *cache[3], *node;
+    struct workerid *w[3];
+    int64_t worker[3], fence;
+    struct zk *z = zk_test_open();
+    json_t *j;
+
+    for (int i = 0; i < 3; i++) {
+        char fn[32];
+        snprintf(fn, sizeof fn, "c%d.json", i);
+        cache[i] = tmp_path(fn);
+        struct wid_params p = zk_params(name, "10.0.0.1", 7001 + i, cache[i]);
+        w[i] = open_ok(&p);
+        ck_assert_int_eq(workerid_get(w[i], &worker[i], &fence), 0);
+        ck_assert_str_eq(workerid_source(w[i]), "zookeeper");
+    }
+    ck_assert_int_ne(worker[0], worker[1]);
+    ck_assert_int_ne(worker[0], worker[2]);
+    ck_assert_int_ne(worker[1], worker[2]);
+    /* Leaf's node name and data */
+    node = workerid_node(w[1]);
+    {
+        char want[200];
+        snprintf(want, sizeof want, "/snowflake/%s/forever/10.0.0.1:7002-%010"
+                 PRId64, name, worker[1]);
+        ck_assert_str_eq(node, want);
+    }
+    ck_assert_int_eq(workerid_persist(w[1], 1900000000000LL, NULL), 0);
+    j = node_json(z, node);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "ip")), "10.0.0.1");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "port")), "7002");
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "timestamp")),
+                     1900000000000LL);
+    ck_assert_int_eq(json_object_size(j), 3);
+    json_decref(j);
+    free(node);
+    for (int i = 0; i < 3; i++) {
+        workerid_close(w[i]);
+        free(cache[i]);
+    }
+    zk_close(z);
+    free(name);
+}
+END_TEST
+
+START_TEST(zk_reuse_same_endpoint)
+{
+    char *name = fresh_name(), *cache = tmp_path("c.json");
+    char *cache2 = tmp_path("other.json");
+    struct wid_params p = zk_params(name, "10.0.0.2", 7100, cache);
+    struct workerid *w;
+    int64_t worker, worker2, fence;
+
+    w = open_ok(&p);
+    workerid_get(w, &worker, &fence);
+    ck_assert_int_eq(workerid_persist(w, util_wall_ms() + 3000, NULL), 0);
+    workerid_close(w);
+    /* same ip:port: same worker ID, and the node's fence comes back */
+    w = open_ok(&p);
+    workerid_get(w, &worker2, &fence);
+    ck_assert_int_eq(worker2, worker);
+    ck_assert_int_gt(fence, util_wall_ms());
+    workerid_close(w);
+    /* even without the cache file */
+    p.cache_path = cache2;
+    w = open_ok(&p);
+    workerid_get(w, &worker2, &fence);
+    ck_assert_int_eq(worker2, worker);
+    ck_assert_int_gt(fence, util_wall_ms() - 1000);
+    workerid_close(w);
+    free(cache);
+    free(cache2);
+    free(name);
+}
+END_TEST
+
+START_TEST(zk_java_leaf_node)
+{
+    char *name = fresh_name(), *cache = tmp_path("c.json"), *node, *mine;
+    struct zk *z = zk_test_open();
+    struct wid_params p = zk_params(name, "10.1.2.3", 8080, cache);
+    struct workerid *w;
+    int64_t worker, fence, ts = util_wall_ms() - 5000;
+    json_t *j;
+
+    /* someone else first, so the worker ID is not 0 */
+    free(java_leaf_node(z, name, "10.9.9.9", 1, ts));
+    node = java_leaf_node(z, name, "10.1.2.3", 8080, ts);
+    w = open_ok(&p);
+    workerid_get(w, &worker, &fence);
+    mine = workerid_node(w);
+    ck_assert_str_eq(mine, node);
+    ck_assert_int_eq(worker, 1);
+    ck_assert_int_eq(fence, ts);
+    ck_assert_int_eq(workerid_persist(w, ts + 10000, NULL), 0);
+    j = node_json(z, node);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "timestamp")),
+                     ts + 10000);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "port")), "8080");
+    json_decref(j);
+    workerid_close(w);
+    free(node);
+    free(mine);
+
+    /* a Leaf node whose timestamp is ahead of our clock: reused, and that
+     * timestamp is the fence to pass (Leaf would refuse to start) */
+    free(name);
+    name = fresh_name();
+    p.leaf_name = name;
+    unlink(cache);
+    node = java_leaf_node(z, name, "10.1.2.3", 8080, util_wall_ms() + 60000);
+    w = open_ok(&p);
+    workerid_get(w, &worker, &fence);
+    ck_assert_int_eq(worker, 0);
+    ck_assert_int_gt(fence, util_wall_ms() + 50000);
+    workerid_close(w);
+    free(node);
+    zk_close(z);
+    free(cache);
+    free(name);
+}
+END_TEST
+
+struct contender {
+    struct wid_params p;
+    pthread_barrier_t *barrier;
+    struct workerid *w;
+    char *cause;
+};
+
+static void *
+contend(void *arg)
+{
+    struct contender *c = arg;
+
+    pthread_barrier_wait(c->barrier);
+    c->w = workerid_open_params(&c->p, &c->cause);
+    return NULL;
+}
+
+START_TEST(zk_takeover_race)
+{
+    struct zk *z = zk_test_open();
+    pthread_barrier_t barrier;
+
+    for (int round = 0; round < 5; round++) {
+        char *name = fresh_name(), *stale, *c0 = NULL, *c1 = NULL;
+        struct contender c[2];
+        pthread_t th[2];
+        int won = 0, winner = -1;
+        int64_t old = util_wall_ms() - 3600000;
+
+        stale = java_leaf_node(z, name, "10.9.9.9", 1, old);
+        pthread_barrier_init(&barrier, NULL, 2);
+        for (int i = 0; i < 2; i++) {
+            char fn[32];
+            snprintf(fn, sizeof fn, "t%d_%d.json", round, i);
+            char *cp = tmp_path(fn);
+            if (i == 0)
+                c0 = cp;
+            else
+                c1 = cp;
+            c[i].p = zk_params(name, "10.0.0.3", 7200 + i, cp);
+            c[i].p.takeover = 1;
+            c[i].barrier = &barrier;
+            c[i].w = NULL;
+            c[i].cause = NULL;
+            pthread_create(&th[i], NULL, contend, &c[i]);
+        }
+        for (int i = 0; i < 2; i++) {
+            pthread_join(th[i], NULL);
+            ck_assert_msg(c[i].w != NULL, "%s", c[i].cause);
+        }
+        for (int i = 0; i < 2; i++) {
+            int64_t worker, fence;
+            workerid_get(c[i].w, &worker, &fence);
+            if (strcmp(workerid_source(c[i].w), "takeover") == 0) {
+                won++;
+                winner = i;
+                ck_assert_int_eq(worker, 0);
+                /* issue nothing until the old owner's fence has passed */
+                ck_assert_int_eq(fence, old + 3000);
+            } else {
+                ck_assert_str_eq(workerid_source(c[i].w), "zookeeper");
+                ck_assert_int_eq(worker, 1);
+            }
+        }
+        ck_assert_int_eq(won, 1);
+        {
+            json_t *j = node_json(z, stale);
+            ck_assert_int_eq(atoi(json_string_value(json_object_get(j, "port"))),
+                             7200 + winner);
+            json_decref(j);
+        }
+        /* the winner keeps writing; a write with the version read before the
+         * takeover fails: that is what made the loser lose */
+        ck_assert_int_eq(workerid_persist(c[winner].w, util_wall_ms() + 3000,
+                                          NULL), 0);
+        ck_assert_int_eq(workerid_tick(c[winner].w, util_wall_ms()),
+                         SF_TICK_NONE);
+        ck_assert_int_eq(zk_set(z, stale, "x", 1, 0, NULL, 4000, NULL),
+                         ZBADVERSION);
+        for (int i = 0; i < 2; i++)
+            workerid_close(c[i].w);
+        pthread_barrier_destroy(&barrier);
+        free(stale);
+        free(c0);
+        free(c1);
+        free(name);
+    }
+    zk_close(z);
+}
+END_TEST
+
+START_TEST(zk_taken_over_is_lost)
+{
+    char *name = fresh_name(), *cache = tmp_path("c.json"), *node;
+    char *cache2 = tmp_path("c2.json");
+    struct zk *z = zk_test_open();
+    struct wid_params p = zk_params(name, "10.0.0.4", 7300, cache);
+    struct workerid *w, *w2;
+    int64_t worker, fence;
+    char *data;
+
+    w = open_ok(&p);
+    node = workerid_node(w);
+    ck_assert_int_eq(workerid_persist(w, util_wall_ms() + 3000, NULL), 0);
+    /* another node claims it */
+    data = xasprintf("{\"ip\":\"10.7.7.7\",\"port\":\"1\",\"timestamp\":%"
+                     PRId64 "}", util_wall_ms() + 3000);
+    ck_assert_int_eq(zk_set(z, node, data, (int)strlen(data), -1, NULL, 4000,
+                            NULL), ZOK);
+    free(data);
+    ck_assert_int_eq(workerid_persist(w, util_wall_ms() + 4000, NULL), 0);
+    ck_assert_int_eq(workerid_tick(w, util_wall_ms()), SF_TICK_LOST);
+    workerid_close(w);
+    /* and a restart of the old owner does not take it back */
+    p.cache_path = cache2;
+    w2 = open_ok(&p);
+    workerid_get(w2, &worker, &fence);
+    ck_assert_int_eq(worker, 1);
+    workerid_close(w2);
+    free(node);
+    free(cache);
+    free(cache2);
+    free(name);
+    zk_close(z);
+}
+END_TEST
+
+START_TEST(zk_exhausted)
+{
+    char *name = fresh_name(), *cause = NULL;
+    struct workerid *w[2];
+
+    for (int i = 0; i < 3; i++) {
+        char fn[32];
+        snprintf(fn, sizeof fn, "x%d.json", i);
+        char *cache = tmp_path(fn);
+        struct wid_params p = zk_params(name, "10.0.0.5", 7400 + i, cache);
+        p.max_worker = 1;          /* a 1-bit worker field */
+        if (i < 2) {
+            w[i] = open_ok(&p);
+        } else {
+            ck_assert_ptr_null(workerid_open_params(&p, &cause));
+            ck_assert_ptr_nonnull(strstr(cause, "no free worker ID"));
+            free(cause);
+        }
+        free(cache);
+    }
+    workerid_close(w[0]);
+    workerid_close(w[1]);
+    free(name);
+}
+END_TEST
+
+START_TEST(zk_down_at_start_uses_cache)
+{
+    char *name = fresh_name(), *cache = tmp_path("c.json");
+    struct wid_params p = zk_params(name, "10.0.0.6", 7500, cache);
+    struct workerid *w;
+    int64_t worker, worker2, fence;
+
+    w = open_ok(&p);
+    workerid_get(w, &worker, &fence);
+    ck_assert_int_eq(workerid_persist(w, 1900000000000LL, NULL), 0);
+    workerid_close(w);
+    /* nothing listens there */
+    p.zk_address = "127.0.0.1:1";
+    p.zk_timeout_ms = 1000;
+    w = open_ok(&p);
+    ck_assert_int_eq(workerid_get(w, &worker2, &fence), 0);
+    ck_assert_int_eq(worker2, worker);
+    ck_assert_int_eq(fence, 1900000000000LL);
+    ck_assert_str_eq(workerid_source(w), "cache");
+    ck_assert_int_eq(workerid_persist(w, 1900000003000LL, NULL), 0);
+    workerid_close(w);
+    /* takeover on: the cache is not trusted without ZooKeeper */
+    p.takeover = 1;
+    w = open_ok(&p);
+    ck_assert_int_eq(workerid_get(w, &worker2, &fence), -1);
+    ck_assert_str_eq(workerid_source(w), "none");
+    workerid_close(w);
+    /* another ip:port's cache file is not used either */
+    p.takeover = 0;
+    p.port = 7501;
+    w = open_ok(&p);
+    ck_assert_int_eq(workerid_get(w, &worker2, &fence), -1);
+    workerid_close(w);
+    free(cache);
+    free(name);
+}
+END_TEST
+
+START_TEST(zk_snowflake_start)
+{
+    char *name = fresh_name(), *cache = tmp_path("c.json"), *cause = NULL;
+    struct config cfg;
+    struct snowflake *sf;
+    struct sf_refusal why;
+    struct sbuf b = {0};
+    uint64_t ids[10];
+    json_t *j;
+    json_error_t err;
+    struct zk *z = zk_test_open();
+
+    base_config(&cfg, cache);
+    cfg.leaf_name = name;
+    cfg.zk_address = (char *)zk_addr;
+    cfg.worker_source = WORKER_ZOOKEEPER;
+    cfg.sf_ip = "10.0.0.7";
+    cfg.heartbeat_ms = 200;
+    sf = snowflake_start(&cfg, 7600, NULL, NULL, &cause);
+    ck_assert_msg(sf != NULL, "%s", cause);
+    ck_assert_int_eq(snowflake_next(sf, 10, ids, &why), SF_OK);
+    snowflake_state_json(sf, &b);
+    j = json_loads(b.p, 0, &err);
+    ck_assert_msg(j != NULL, "%s", b.p);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "source")),
+                     "zookeeper");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "zk_state")),
+                     "connected");
+    ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(j, "zk_node")),
+                                 "/forever/10.0.0.7:7600-0000000000"));
+    {
+        /* the node holds the persisted fence */
+        json_t *n = node_json(z, json_string_value(json_object_get(j, "zk_node")));
+        ck_assert_int_eq(json_integer_value(json_object_get(n, "timestamp")),
+                         snowflake_fence(sf));
+        json_decref(n);
+    }
+    json_decref(j);
+    sbuf_free(&b);
+    usleep(500000);
+    snowflake_metrics(sf, &b);
+    ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_zk_session_state 2\n"));
+    ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_heartbeat_age_seconds 0."));
+    sbuf_free(&b);
+    snowflake_stop(sf);
+    zk_close(z);
+    free(cache);
+    free(name);
+}
+END_TEST
+
+static void
+noop_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    (void)zh; (void)type; (void)state; (void)path; (void)ctx;
+}
+
+/* Expire z's session the standard way: a second handle with the same id
+ * and password closes it. */
+static void
+expire_session(struct zk *z)
+{
+    clientid_t id;
+    zhandle_t *zh;
+
+    ck_assert_int_eq(zk_client_id(z, &id), 0);
+    zh = zookeeper_init(zk_addr, noop_watcher, 4000, &id, NULL, 0);
+    ck_assert_ptr_nonnull(zh);
+    for (int i = 0; i < 50 && zoo_state(zh) != ZOO_CONNECTED_STATE; i++)
+        usleep(100000);
+    ck_assert_int_eq(zoo_state(zh), ZOO_CONNECTED_STATE);
+    zookeeper_close(zh);
+}
+
+START_TEST(zk_session_expiry)
+{
+    char *name = fresh_name(), *cache = tmp_path("c.json"), *node;
+    struct wid_params p = zk_params(name, "10.0.0.9", 7800, cache);
+    struct workerid *w;
+    struct sf_backend be;
+    struct sbuf b = {0};
+    struct zk *z = zk_test_open();
+    struct zk *peek;
+    int64_t want, got = 0;
+
+    w = open_ok(&p);
+    node = workerid_node(w);
+    workerid_backend(w, &be);
+    ck_assert_int_eq(workerid_persist(w, util_wall_ms() + 3000, NULL), 0);
+    peek = workerid_zk(w);
+    expire_session(peek);
+    for (int i = 0; i < 50 && strcmp(zk_state_name(peek), "expired") != 0; i++)
+        usleep(100000);
+    ck_assert_str_eq(zk_state_name(peek), "expired");
+    /* the tick makes a new session; the fence writes go on */
+    want = util_wall_ms() + 5000;
+    ck_assert_int_eq(workerid_persist(w, want, NULL), 0);
+    for (int i = 0; i < 100 && got != want; i++) {
+        ck_assert_int_ne(workerid_tick(w, util_wall_ms()), SF_TICK_LOST);
+        usleep(100000);
+        json_t *j = node_json(z, node);
+        got = json_integer_value(json_object_get(j, "timestamp"));
+        json_decref(j);
+    }
+    ck_assert_int_eq(got, want);
+    be.metrics(be.arg, &b);
+    ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_zk_expirations_total 1\n"));
+    ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_zk_session_state 2\n"));
+    sbuf_free(&b);
+    workerid_close(w);
+    zk_close(z);
+    free(node);
+    free(cache);
+    free(name);
+}
+END_TEST
+
+static int
+zk_ctl(const char *what)
+{
+    const char *dir = getenv("LEAFD_TEST_ZK_DIR");
+    const char *script = getenv("LEAFD_TEST_ZK_SCRIPT");
+    char *cmd;
+    int rc;
+
+    cmd = xasprintf("%s %s '%s' >/dev/null", script != NULL ? script :
+                    "tests/zookeeper.sh", what, dir);
+    rc = system(cmd);
+    free(cmd);
+    return rc;
+}
+
+START_TEST(zk_outage)
+{
+    char *name = fresh_name(), *cache = tmp_path("c.json"), *node;
+    struct wid_params p = zk_params(name, "10.0.0.8", 7700, cache);
+    struct workerid *w;
+    int64_t worker, worker2, fence;
+    int r = SF_TICK_NONE;
+
+    p.zk_timeout_ms = 2000;
+    w = open_ok(&p);
+    workerid_get(w, &worker, &fence);
+    node = workerid_node(w);
+    ck_assert_int_eq(workerid_persist(w, util_wall_ms() + 3000, NULL), 0);
+    workerid_close(w);
+
+    /* ZooKeeper down at start: the cache file's worker ID */
+    ck_assert_int_eq(zk_ctl("stop"), 0);
+    w = open_ok(&p);
+    ck_assert_int_eq(workerid_get(w, &worker2, &fence), 0);
+    ck_assert_int_eq(worker2, worker);
+    ck_assert_str_eq(workerid_source(w), "cache");
+    ck_assert_int_eq(workerid_persist(w, util_wall_ms() + 3000, NULL), 0);
+    ck_assert_int_eq(workerid_tick(w, util_wall_ms()), SF_TICK_NONE);
+    /* it comes back: confirmed, heartbeats resume */
+    ck_assert_int_eq(zk_ctl("start"), 0);
+    for (int i = 0; i < 100 && strcmp(workerid_source(w), "zookeeper") != 0;
+         i++) {
+        r = workerid_tick(w, util_wall_ms());
+        ck_assert_int_ne(r, SF_TICK_LOST);
+        usleep(100000);
+    }
+    ck_assert_str_eq(workerid_source(w), "zookeeper");
+
+    /* an outage while running: writes go to the cache file, then resume */
+    ck_assert_int_eq(zk_ctl("stop"), 0);
+    sleep(3);
+    ck_assert_int_eq(workerid_persist(w, util_wall_ms() + 3000, NULL), 0);
+    ck_assert_int_eq(zk_ctl("start"), 0);
+    {
+        struct zk *z = zk_test_open();
+        int64_t want = util_wall_ms() + 3000, got = 0;
+        ck_assert_int_eq(workerid_persist(w, want, NULL), 0);
+        for (int i = 0; i < 150 && got != want; i++) {
+            usleep(100000);
+            ck_assert_int_ne(workerid_tick(w, util_wall_ms()), SF_TICK_LOST);
+            json_t *j = node_json(z, node);
+            got = json_integer_value(json_object_get(j, "timestamp"));
+            json_decref(j);
+        }
+        ck_assert_int_eq(got, want);   /* the heartbeat wrote the fence */
+        zk_close(z);
+    }
+    workerid_close(w);
+    free(node);
+    free(cache);
+    free(name);
+}
+END_TEST
+
+static Suite *
+workerid_suite(void)
+{
+    Suite *s = suite_create("workerid");
+    TCase *tc = tcase_create("cache");
+
+    tcase_add_checked_fixture(tc, setup_tmp, teardown_tmp);
+    tcase_add_test(tc, cache_roundtrip);
+    tcase_add_test(tc, cache_atomic_write);
+    tcase_add_test(tc, cache_corrupt);
+    tcase_add_test(tc, static_source);
+    tcase_add_test(tc, start_static_and_restart);
+    suite_add_tcase(s, tc);
+
+    zk_addr = getenv("LEAFD_TEST_ZK");
+    if (zk_addr == NULL || *zk_addr == '\0') {
+        printf("check_workerid: LEAFD_TEST_ZK not set: skipping the "
+               "ZooKeeper tests (tests/zookeeper.sh start DIR)\n");
+        return s;
+    }
+    tc = tcase_create("zookeeper");
+    tcase_set_timeout(tc, 60);
+    tcase_add_checked_fixture(tc, setup_tmp, teardown_tmp);
+    tcase_add_test(tc, zk_three_registrations);
+    tcase_add_test(tc, zk_reuse_same_endpoint);
+    tcase_add_test(tc, zk_java_leaf_node);
+    tcase_add_test(tc, zk_takeover_race);
+    tcase_add_test(tc, zk_taken_over_is_lost);
+    tcase_add_test(tc, zk_exhausted);
+    tcase_add_test(tc, zk_down_at_start_uses_cache);
+    tcase_add_test(tc, zk_snowflake_start);
+    tcase_add_test(tc, zk_session_expiry);
+    if (getenv("LEAFD_TEST_ZK_DIR") != NULL)
+        tcase_add_test(tc, zk_outage);
+    else
+        printf("check_workerid: LEAFD_TEST_ZK_DIR not set: skipping the "
+               "ZooKeeper outage test\n");
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(workerid_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
