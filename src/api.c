@@ -4,6 +4,7 @@
  * into a per-thread buffer and hand it to http_reply; no allocation, lock or
  * syscall of their own. Every error is JSON: {"error":"<code>","message":...}.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -42,8 +43,19 @@ struct api_thread {
     uint64_t        *ids;          /* snowflake IDs of one request */
 } __attribute__((aligned(64)));
 
+/* Requests on Leaf's /api/snowflake/get/<key>, by key: the key only labels
+ * this metric. Bounded: keys past LEAF_KEYS_MAX count as "other". */
+#define LEAF_KEYS_MAX 64
+struct leaf_key {
+    char     name[TAG_MAX + 1];
+    uint64_t count;
+};
+
 struct api {
     const struct config *cfg;
+    pthread_mutex_t      keys_lock;    /* leaf_keys */
+    struct leaf_key      leaf_keys[LEAF_KEYS_MAX + 1];
+    size_t               nleaf_keys;
     struct segments     *segs;
     struct loader       *loader;
     struct snowflake    *sf;
@@ -97,6 +109,8 @@ api_new(const struct config *cfg, struct segments *segs, struct loader *loader,
         a->threads[i].ids = xcalloc((size_t)cfg->sf_count_max, sizeof(uint64_t));
     }
     a->started_ms = util_wall_ms();
+    pthread_mutex_init(&a->keys_lock, NULL);
+    snprintf(a->leaf_keys[LEAF_KEYS_MAX].name, TAG_MAX + 1, "other");
     return a;
 }
 
@@ -111,6 +125,7 @@ api_free(struct api *a)
     }
     free(a->threads);
     auth_free(a->auth);
+    pthread_mutex_destroy(&a->keys_lock);
     free(a);
 }
 
@@ -487,6 +502,31 @@ handle_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
 }
 
 static void
+count_leaf_key(struct api *a, const char *raw, size_t rawlen)
+{
+    char key[TAG_MAX + 1];
+    long n = util_pct_decode(raw, rawlen, key, TAG_MAX);
+    size_t i;
+
+    if (n < 0 || !util_tag_valid(key, (size_t)n))
+        snprintf(key, sizeof key, "other");
+    else
+        key[n] = '\0';
+    pthread_mutex_lock(&a->keys_lock);
+    for (i = 0; i < a->nleaf_keys; i++)
+        if (strcmp(a->leaf_keys[i].name, key) == 0)
+            break;
+    if (i == a->nleaf_keys) {
+        if (a->nleaf_keys < LEAF_KEYS_MAX)
+            memcpy(a->leaf_keys[a->nleaf_keys++].name, key, strlen(key) + 1);
+        else
+            i = LEAF_KEYS_MAX;
+    }
+    a->leaf_keys[i].count++;
+    pthread_mutex_unlock(&a->keys_lock);
+}
+
+static void
 handle_decode(struct api *a, struct http_conn *c, enum route r, const char *raw,
               size_t rawlen)
 {
@@ -744,8 +784,19 @@ handle_metrics(struct api *a, struct http_conn *c)
         segments_foreach(a->segs, metrics_tag, &b);
         loader_metrics(a->loader, &b);
     }
-    if (a->sf != NULL)
+    if (a->sf != NULL) {
         snowflake_metrics(a->sf, &b);
+        sbuf_puts(&b, "# HELP leafd_leaf_snowflake_requests_total Requests on Leaf's "
+                      "/api/snowflake/get/<key>, by key.\n"
+                      "# TYPE leafd_leaf_snowflake_requests_total counter\n");
+        pthread_mutex_lock(&a->keys_lock);
+        for (size_t i = 0; i <= LEAF_KEYS_MAX; i++)
+            if ((i < a->nleaf_keys || i == LEAF_KEYS_MAX) && a->leaf_keys[i].count)
+                sbuf_printf(&b, "leafd_leaf_snowflake_requests_total{key=\"%s\"} %llu\n",
+                            a->leaf_keys[i].name,
+                            (unsigned long long)a->leaf_keys[i].count);
+        pthread_mutex_unlock(&a->keys_lock);
+    }
     reply_sbuf(c, R_METRICS, 200, "text/plain; version=0.0.4", &b);
 }
 
@@ -875,6 +926,8 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
         enum route r = path_is(m, "/snowflake") ? R_SNOWFLAKE : R_SNOWFLAKE_LEAF;
         if (!req->retry && !req->timed_out && id_denied(a, c, m, r, "@snowflake"))
             return;
+        if (r == R_SNOWFLAKE_LEAF && !req->retry && !req->timed_out)
+            count_leaf_key(a, rest, rlen);
         handle_snowflake(a, c, req, r);
     } else if (path_prefix(m, "/snowflake/decode/", &rest, &rlen)) {
         handle_decode(a, c, R_DECODE, rest, rlen);

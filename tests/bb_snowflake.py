@@ -76,6 +76,7 @@ def test_static_default(ctx):
         eq(h["snowflake"]["status"], "ok", "health")
         m = d.get("/metrics").text
         check("leafd_snowflake_" in m, "snowflake metrics")
+        check('leafd_leaf_snowflake_requests_total{key="anykey"} 1' in m, "Leaf key metric")
         # The layout is in the log.
         check("41 timestamp + 10 worker + 12 sequence" in d.log() and "runs out" in d.log(),
               "layout logged: %s" % d.log())
