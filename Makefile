@@ -168,3 +168,13 @@ bench-dbload: leafd $(BENCH_BINS)
 	@sh .ci/deps.sh bench && ONLY=dbload python3 bench/bench.py
 
 -include $(BENCH_BINS:=.d)
+
+# --- chaos: three leafd nodes behind nginx, under load, while a node is
+# killed, every node restarted, MariaDB and ZooKeeper stopped and a node's
+# clock stepped back (tests/chaos.py). `make chaos` is the long run, about
+# DURATION seconds (default 600); `python3 tests/chaos.py --short` is the
+# CI run (under 5 minutes). Needs nginx and libfaketime.
+.PHONY: chaos
+
+chaos: leafd
+	@python3 tests/chaos.py --duration=$(or $(DURATION),600)

@@ -1,13 +1,35 @@
 #!/usr/bin/env python3
-"""bench.py: leafd against nginx `return 200` (and peers), in one run.
+"""bench.py: leafd against its baselines and peers, in one run, one table.
 
-Every target is measured with wrk (keep-alive, loopback) in interleaved
-rounds, so leafd and its baseline see the same machine noise; the table
-reports medians over the rounds, leafd/nginx ratios, and the server's CPU
-time per request (from /proc, user+system of the server processes).
+What it measures (all servers on loopback, started here on free ports in a
+temp dir and stopped by PID; medians over interleaved rounds, so every target
+sees the same machine noise):
 
-    python3 bench/bench.py                  # defaults: 3 rounds of 5 s
+  HTTP       wrk keep-alive: nginx `return 200` (the baseline), leafd
+             /segment/demo, ?count=100, ?count=1000, with 1 and 2 threads
+             (nginx workers / leafd I/O threads); req/s, IDs/s, p50, p99 and
+             the server's CPU time per request (user+sys from /proc).
+  peers      Redis INCR (redis-benchmark, with and without -P 16, same
+             connection count); MariaDB one transaction per ID (UPDATE max_id
+             = max_id + 1; SELECT) and MariaDB SEQUENCE NEXTVAL
+             (build/dbclient, DBCONNS connections).
+  in process build/microbench: segment_take (and snowflake_next) IDs/s per
+             thread, 1 and 2 threads.
+  footprint  leafd's RSS with 10,000 tags loaded (bench/footprint.py), and the
+             time from fork to the first ID served on the embedded default.
+  DB load    opt-in (DBLOAD=1, or make bench-dbload): leaf_alloc transactions
+             per minute at a steady 2,000 IDs/s for 2 minutes against MariaDB
+             (bench/dbload.py).
+
+    make bench                          # defaults: 3 rounds of 5 s, ~4 min
+    DBLOAD=1 make bench                 # plus the 2-minute database-load run
     ROUNDS=5 DURATION=10 python3 bench/bench.py
+    ONLY=http,micro python3 bench/bench.py   # sections: http peers micro
+                                             # startup footprint dbload
+
+Environment: ROUNDS (3), DURATION (5 s per wrk/peer run), CONNS (64),
+THREADS (1,2), DBCONNS (16), STARTUP_RUNS (5), FOOTPRINT_TAGS (10000),
+DBLOAD (0), DBLOAD_SECONDS (120), DBLOAD_RATE (2000).
 """
 import os
 import re
@@ -20,13 +42,31 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 LEAFD = os.path.join(ROOT, "leafd")
+MICROBENCH = os.path.join(ROOT, "build", "microbench")
+DBCLIENT = os.path.join(ROOT, "build", "dbclient")
+MARIADB_SH = os.path.join(ROOT, "tests", "mariadb.sh")
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 DURATION = int(os.environ.get("DURATION", "5"))
 CONNS = int(os.environ.get("CONNS", "64"))
 THREADS = os.environ.get("THREADS", "1,2")
+DBCONNS = int(os.environ.get("DBCONNS", "16"))
+STARTUP_RUNS = int(os.environ.get("STARTUP_RUNS", "5"))
+DBLOAD = os.environ.get("DBLOAD", "0") not in ("", "0", "no", "false")
+ONLY = set(x for x in os.environ.get("ONLY", "").split(",") if x)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def want(section):
+    if ONLY:
+        return section in ONLY
+    return section != "dbload" or DBLOAD
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
 
 
 def free_port():
@@ -70,6 +110,29 @@ def children(pid):
         return []
 
 
+def http_get(port, path, timeout=5):
+    """One GET on a fresh connection: (status, body)."""
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request("GET", path)
+        r = c.getresponse()
+        return r.status, r.read().decode(errors="replace")
+    finally:
+        c.close()
+
+
+def stop_proc(proc, sig=signal.SIGTERM, timeout=15):
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def parse_latency(s):
     m = re.match(r"([\d.]+)(us|ms|s)", s)
     v, u = float(m.group(1)), m.group(2)
@@ -88,11 +151,12 @@ def wrk(url, pids, ids_per_req=1):
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     sock_err = re.search(r"Socket errors: (.*)", out)
     if errors or sock_err:
-        print("  warning: %s: %s %s" % (url, errors and errors.group(0), sock_err and sock_err.group(0)),
-              file=sys.stderr)
+        log("  warning: %s: %s %s" % (url, errors and errors.group(0), sock_err and sock_err.group(0)))
     cpu_us = (after - before) / CLK_TCK * 1e6 / max(reqs, 1)
     return {"rps": rps, "p50": p50, "p99": p99, "cpu_us": cpu_us, "ids": rps * ids_per_req}
 
+
+# ---- servers ----
 
 class Nginx:
     def __init__(self, workdir, workers):
@@ -123,11 +187,7 @@ http {
         self.pids = [self.proc.pid] + children(self.proc.pid)
 
     def stop(self):
-        self.proc.send_signal(signal.SIGQUIT)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_proc(self.proc, signal.SIGQUIT, 10)
 
 
 class Leafd:
@@ -148,9 +208,121 @@ class Leafd:
                         "http://127.0.0.1:%d/segment/demo?count=1000" % self.port])
 
     def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=15)
+        stop_proc(self.proc)
 
+
+class Redis:
+    """A throwaway redis-server: no persistence, loopback, a free port."""
+
+    def __init__(self, workdir):
+        self.dir = os.path.join(workdir, "redis")
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = free_port()
+        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port),
+                                      "--bind", "127.0.0.1", "--save", "",
+                                      "--appendonly", "no", "--dir", self.dir,
+                                      "--daemonize", "no",
+                                      "--logfile", os.path.join(self.dir, "redis.log")],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(self.port)
+        self.pids = [self.proc.pid]
+        self.n = {}             # requests per run, calibrated to DURATION
+
+    def bench(self, pipeline):
+        n = self.n.get(pipeline)
+        if n is None:           # calibrate: a short run gives the rate
+            r = self._run(pipeline, 20000 * pipeline)
+            n = self.n[pipeline] = max(10000, int(r["rps"] * DURATION))
+        return self._run(pipeline, n)
+
+    def _run(self, pipeline, n):
+        before = cpu_ticks(self.pids)
+        out = subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(self.port),
+                              "-t", "incr", "-c", str(CONNS), "-n", str(n),
+                              "-P", str(pipeline), "--csv"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT).stdout.decode()
+        after = cpu_ticks(self.pids)
+        m = re.search(r'^"INCR","([\d.]+)","([\d.]+)","([\d.]+)","([\d.]+)","([\d.]+)","([\d.]+)"',
+                      out, re.M)
+        if m is None:
+            raise RuntimeError("redis-benchmark said: %s" % out[-500:])
+        rps = float(m.group(1))
+        return {"rps": rps, "ids": rps, "p50": float(m.group(4)), "p99": float(m.group(6)),
+                "cpu_us": (after - before) / CLK_TCK * 1e6 / n}
+
+    def stop(self):
+        stop_proc(self.proc)
+
+
+class MariaDB:
+    """A throwaway MariaDB from tests/mariadb.sh (start DIR / stop DIR)."""
+
+    def __init__(self, workdir):
+        self.dir = os.path.join(workdir, "mariadb")
+        out = subprocess.run(["sh", MARIADB_SH, "start", self.dir], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=dict(os.environ, LEAFD_ROOT=ROOT))
+        env = dict(re.findall(r"^(MYSQL_\w+)=(\S+)$", out.stdout.decode(), re.M))
+        if out.returncode != 0 or "MYSQL_URL" not in env:
+            raise RuntimeError("tests/mariadb.sh start failed: %s" % out.stderr.decode()[-500:])
+        self.url = env["MYSQL_URL"]
+        self.port = int(env["MYSQL_PORT"])
+        with open(os.path.join(self.dir, "pid")) as f:
+            self.pids = [int(f.read().strip())]
+
+    def sql(self, query):
+        out = subprocess.run(["mariadb", "--no-defaults", "--socket=%s/sock" % self.dir,
+                              "--user=root", "-N", "-B", "leaf", "-e", query],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if out.returncode != 0:
+            raise RuntimeError("mariadb: %s: %s" % (query, out.stderr.decode()))
+        return out.stdout.decode()
+
+    def status(self, name):
+        out = self.sql("SHOW GLOBAL STATUS LIKE '%s'" % name).split()
+        return int(out[1])
+
+    def perid_setup(self):
+        self.sql("DELETE FROM leaf_alloc WHERE biz_tag = 'bench-perid';"
+                 "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) "
+                 "VALUES ('bench-perid', 1, 1, 'bench: one transaction per ID');"
+                 "DROP SEQUENCE IF EXISTS bench_seq; CREATE SEQUENCE bench_seq")
+
+    def perid(self, mode):
+        before = cpu_ticks(self.pids)
+        out = subprocess.run([DBCLIENT, "-m", mode, "-P", str(self.port), "-c", str(DBCONNS),
+                              "-d", str(DURATION)], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT).stdout.decode()
+        after = cpu_ticks(self.pids)
+        m = re.search(r"RESULT \S+ conns=\d+ ids=(\d+) seconds=\S+ ids_per_sec=([\d.]+) "
+                      r"p50_ms=([\d.]+) p99_ms=([\d.]+) errors=(\d+)", out)
+        if m is None:
+            raise RuntimeError("dbclient said: %s" % out[-500:])
+        if int(m.group(5)):
+            log("  warning: dbclient %s: %s errors" % (mode, m.group(5)))
+        ids = int(m.group(1))
+        rate = float(m.group(2))
+        return {"rps": rate, "ids": rate, "p50": float(m.group(3)), "p99": float(m.group(4)),
+                "cpu_us": (after - before) / CLK_TCK * 1e6 / max(ids, 1)}
+
+    def stop(self):
+        subprocess.run(["sh", MARIADB_SH, "stop", self.dir], stdout=subprocess.DEVNULL)
+
+
+def microbench():
+    """One run of build/microbench: {(name, threads): (per_thread, total, limit)}."""
+    out = subprocess.run([MICROBENCH, "-r", "3", "-d", "0.3"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    if out.returncode != 0:
+        log("  warning: microbench: %s" % out.stderr.decode().strip())
+    res = {}
+    for m in re.finditer(r"^RESULT (\S+) threads=(\d+) per_thread=(\d+) total=(\d+) limit=(\d+)",
+                         out.stdout.decode(), re.M):
+        res[(m.group(1), int(m.group(2)))] = {"per": float(m.group(3)), "total": float(m.group(4)),
+                                              "limit": float(m.group(5))}
+    return res
+
+
+# ---- the machine and its noise ----
 
 def machine():
     model = "?"
@@ -162,58 +334,264 @@ def machine():
                     break
     except OSError:
         pass
-    return "%d cores, %s, %s" % (os.cpu_count(), model, os.uname().release)
+    return "%d cores, %s, Linux %s" % (os.cpu_count(), model, os.uname().release)
+
+
+def cpu_stat():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return v  # user nice system idle iowait irq softirq steal ...
+
+
+def own_pids():
+    """This process and all its descendants (the servers and clients we run)."""
+    pids, todo = set(), [os.getpid()]
+    while todo:
+        p = todo.pop()
+        pids.add(p)
+        todo += [c for c in children(p) if c not in pids]
+    return pids
+
+
+# ---- the table ----
+
+def fmt_int(v):
+    return "{:,.0f}".format(v)
+
+
+def fmt_rate(v):
+    if v >= 1e9:
+        return "%.2fG" % (v / 1e9)
+    if v >= 1e6:
+        return "%.1fM" % (v / 1e6)
+    return fmt_int(v)
+
+
+def med(rs, key):
+    return statistics.median(r[key] for r in rs)
+
+
+COLS = "%-44s %3s %5s %11s %11s %8s %8s %9s  %-24s %-14s %s"
+
+
+def row(name, thr="", conns="", ids="", rps="", p50="", p99="", cpu="", ratio="", goal="", met=""):
+    return COLS % (name, thr, conns, ids, rps, p50, p99, cpu, ratio, goal, met)
 
 
 def main():
-    if shutil.which("wrk") is None or shutil.which("nginx") is None:
-        print("bench needs wrk and nginx (sh .ci/deps.sh bench)")
+    if not os.access(LEAFD, os.X_OK):
+        print("bench: build leafd first (make leafd)")
         return 1
+    missing = [t for t in ("wrk", "nginx", "redis-server", "redis-benchmark", "mariadbd", "mariadb")
+               if shutil.which(t) is None and not os.path.exists("/usr/sbin/" + t)]
+    if missing:
+        log("bench: %s missing (sh .ci/deps.sh bench); those rows are skipped" % " ".join(missing))
+    for b in (MICROBENCH, DBCLIENT):
+        if not os.access(b, os.X_OK):
+            log("bench: %s missing (make %s)" % (b, os.path.relpath(b, ROOT)))
+    have = lambda t: t not in missing  # noqa: E731
+    os.environ["PATH"] = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
+
+    sys.path.insert(0, HERE)
+    import footprint
+    import dbload
+
+    t_start = time.time()
+    load_start = os.getloadavg()
+    stat_start = cpu_stat()
     work = tempfile.mkdtemp(prefix="leafd-bench-")
     threads = [int(t) for t in THREADS.split(",")]
     results = {}
+    micro = []
+    startup = []
+    fp = db_load = None
     servers = []
+    mdb = None
+    # (key, label, kind, thr, conns, ids_per_req, run)
+    targets = []
     try:
-        targets = []
-        for n in threads:
-            ng = Nginx(work, n)
-            lf = Leafd(work, n)
-            servers += [ng, lf]
-            base = "http://127.0.0.1:%d" % lf.port
-            targets += [
-                ("nginx return 200", n, "http://127.0.0.1:%d/" % ng.port, ng.pids, 1, None),
-                ("leafd /segment/demo", n, base + "/segment/demo", lf.pids, 1, "nginx return 200"),
-                ("leafd /segment/demo?count=100", n, base + "/segment/demo?count=100", lf.pids, 100, None),
-                ("leafd /segment/demo?count=1000", n, base + "/segment/demo?count=1000", lf.pids, 1000, None),
-            ]
+        if want("http") and have("wrk") and have("nginx"):
+            for n in threads:
+                ng = Nginx(work, n)
+                lf = Leafd(work, n)
+                servers += [ng, lf]
+                base = "http://127.0.0.1:%d" % lf.port
+                for key, url, pids, per in (
+                        ("nginx", "http://127.0.0.1:%d/" % ng.port, ng.pids, 1),
+                        ("single", base + "/segment/demo", lf.pids, 1),
+                        ("batch100", base + "/segment/demo?count=100", lf.pids, 100),
+                        ("batch1000", base + "/segment/demo?count=1000", lf.pids, 1000)):
+                    targets.append(((key, n), (lambda u=url, p=pids, k=per: wrk(u, p, k))))
+        if want("peers"):
+            if have("redis-server") and have("redis-benchmark"):
+                rd = Redis(work)
+                servers.append(rd)
+                targets.append((("redis", 1), lambda: rd.bench(1)))
+                targets.append((("redis", 16), lambda: rd.bench(16)))
+            if have("mariadbd") and have("mariadb") and os.access(DBCLIENT, os.X_OK):
+                log("starting MariaDB")
+                mdb = MariaDB(work)
+                mdb.perid_setup()
+                targets.append((("db_alloc", DBCONNS), lambda: mdb.perid("alloc")))
+                targets.append((("db_seq", DBCONNS), lambda: mdb.perid("seq")))
         for r in range(ROUNDS):
-            print("round %d/%d" % (r + 1, ROUNDS), file=sys.stderr, flush=True)
-            for name, n, url, pids, per, _ in targets:
-                results.setdefault((name, n), []).append(wrk(url, pids, per))
+            log("round %d/%d" % (r + 1, ROUNDS))
+            for key, run in targets:
+                results.setdefault(key, []).append(run())
+            if want("micro") and os.access(MICROBENCH, os.X_OK):
+                micro.append(microbench())
+            if want("startup"):
+                for i in range(STARTUP_RUNS):
+                    if i % ROUNDS == r:
+                        startup.append(footprint.first_id(LEAFD, work))
+        if want("footprint"):
+            log("footprint: %s tags" % fmt_int(footprint.TAGS))
+            fp = footprint.footprint(LEAFD, work)
+        if want("dbload") and have("mariadbd") and have("mariadb"):
+            if mdb is None:
+                log("starting MariaDB")
+                mdb = MariaDB(work)
+            db_load = dbload.run(LEAFD, work, mdb, log)
     finally:
         for s in servers:
             s.stop()
+        if mdb is not None:
+            mdb.stop()
         shutil.rmtree(work, ignore_errors=True)
 
-    print()
-    print("machine: %s" % machine())
-    print("wrk -t1 -c%d -d%ds, keep-alive, loopback; medians of %d interleaved rounds;"
-          % (CONNS, DURATION, ROUNDS))
-    print("wrk and the server share the cores. cpu/req = server user+sys CPU per request.")
-    print()
-    hdr = "%-32s %3s %11s %13s %9s %9s %9s %10s" % (
-        "target", "thr", "req/s", "IDs/s", "p50 ms", "p99 ms", "cpu/req", "vs nginx")
-    print(hdr)
-    print("-" * len(hdr))
-    for name, n, url, pids, per, base in targets:
-        rs = results[(name, n)]
-        med = {k: statistics.median(x[k] for x in rs) for k in rs[0]}
-        ratio = ""
-        if base is not None:
-            b = results[(base, n)]
-            ratio = "%.2fx" % (med["rps"] / statistics.median(x["rps"] for x in b))
-        print("%-32s %3d %11.0f %13.0f %9.3f %9.3f %7.1fus %10s" % (
-            name, n, med["rps"], med["ids"], med["p50"], med["p99"], med["cpu_us"], ratio))
+    elapsed = time.time() - t_start
+    stat_end = cpu_stat()
+    d = [b - a for a, b in zip(stat_start, stat_end)]
+    total = sum(d[:8]) or 1
+    steal = 100.0 * d[7] / total if len(d) > 7 else 0.0
+
+    out = []
+    p = out.append
+    p("")
+    p("leafd benchmark, %s" % time.strftime("%Y-%m-%d %H:%M"))
+    p("machine: %s" % machine())
+    p("noise: load average %.2f at start, %.2f at end; steal %.1f%% of CPU time; run took %.0f s"
+      % (load_start[0], os.getloadavg()[0], steal, elapsed))
+    p("HTTP: wrk -t1 -c%d -d%ds keep-alive on loopback, wrk and server sharing the cores; peers: "
+      "redis-benchmark -c%d," % (CONNS, DURATION, CONNS))
+    p("MariaDB clients %d connections. Medians of %d interleaved rounds. cpu/req = server "
+      "user+sys CPU per request (per ID for peers)." % (DBCONNS, ROUNDS))
+    p("")
+    hdr = row("figure", "thr", "conns", "IDs/s", "req/s", "p50 ms", "p99 ms", "cpu/req",
+              "vs base", "goal", "met")
+    p(hdr)
+    p("-" * len(hdr))
+
+    def http_row(label, key, n, ratio="", goal="", met=""):
+        rs = results[(key, n)]
+        p(row(label, n, CONNS, fmt_rate(med(rs, "ids")), fmt_int(med(rs, "rps")),
+              "%.3f" % med(rs, "p50"), "%.3f" % med(rs, "p99"), "%.1fus" % med(rs, "cpu_us"),
+              ratio, goal, met))
+
+    if any(k[0] == "nginx" for k in results):
+        p("HTTP, one ID per request (vs base: leafd/nginx req/s, p99, cpu/req)")
+        for n in threads:
+            http_row("  nginx return 200 (baseline)", "nginx", n)
+            ng, lf = results[("nginx", n)], results[("single", n)]
+            r_rps = med(lf, "rps") / med(ng, "rps")
+            r_p99 = med(lf, "p99") / med(ng, "p99")
+            r_cpu = med(lf, "cpu_us") / max(med(ng, "cpu_us"), 1e-9)
+            ok = r_rps >= 1 and r_p99 <= 1 and r_cpu <= 1
+            http_row("  leafd /segment/demo", "single", n,
+                     "%.2f %.2f %.2f" % (r_rps, r_p99, r_cpu), ">=1 <=1 <=1", "yes" if ok else "NO")
+        p("HTTP, batches")
+        for n in threads:
+            http_row("  leafd /segment/demo?count=100", "batch100", n)
+        for n in threads:
+            ids = med(results[("batch1000", n)], "ids")
+            http_row("  leafd /segment/demo?count=1000", "batch1000", n, "",
+                     ">= 30M IDs/s", "yes" if ids >= 30e6 else "NO")
+
+    if micro:
+        p("In process, build/microbench (IDs/s per thread; cpu/req: ns per ID per thread; "
+          "vs base: share of the layout limit)")
+
+        def mrow(label, name, n, goal="", limit_goal=False):
+            vals = [m[(name, n)] for m in micro if (name, n) in m]
+            if not vals:
+                p(row(label, n, "", "(no result)"))
+                return
+            per = statistics.median(v["per"] for v in vals)
+            tot = statistics.median(v["total"] for v in vals)
+            lim = vals[0]["limit"]
+            ratio = ("%.2f of %s" % (tot / lim, fmt_rate(lim))) if lim else \
+                ("total %s" % fmt_rate(tot) if n > 1 else "")
+            met = ""
+            if goal:
+                met = "yes" if per >= 100e6 else "NO"
+            ns = 1e9 / per
+            p(row(label, n, "", fmt_rate(per) + "/thr", "", "", "", ("%.1fns" if ns >= 1 else "%.3fns") % ns,
+                  ratio, goal, met))
+
+        mrow("  segment_take, 1 ID", "segment_take", 1, ">= 100M/thr")
+        mrow("  segment_take, 1 ID, 2 threads on one tag", "segment_take_shared_tag", 2,
+             ">= 100M/thr")
+        mrow("  segment_take, 1 ID, 2 threads, a tag each", "segment_take_tag_each", 2)
+        mrow("  segment_take, 1000 IDs per call", "segment_take_count1000", 1)
+        # SNOWFLAKE MICROBENCHMARK: build/microbench's snowflake_next figures.
+        mrow("  snowflake_next, 1 ID, Leaf layout", "snowflake_next", 1)
+        mrow("  snowflake_next, 1 ID, Leaf layout", "snowflake_next", 2)
+        mrow("  snowflake_next, 1 ID, 21-bit sequence", "snowflake_next_seq21", 1)
+        mrow("  snowflake_next, 1 ID, 21-bit sequence", "snowflake_next_seq21", 2)
+
+    if startup or fp:
+        p("Footprint")
+        if fp:
+            p(row("  RSS, %s tags, %s with a segment" % (fmt_int(fp["tags"]), fmt_int(fp["requested"])),
+                  fp["threads"], "", "%.1f MB" % (fp["rss_kb"] / 1024.0), "", "", "", "",
+                  "peak %.1f MB" % (fp["hwm_kb"] / 1024.0), "<= 16 MB",
+                  "yes" if fp["rss_kb"] <= 16 * 1024 else "NO"))
+            p(row("  RSS, embedded default, after its first ID", fp["threads"], "",
+                  "%.1f MB" % (fp["idle_rss_kb"] / 1024.0)))
+        if startup:
+            ms = statistics.median(startup)
+            p(row("  first ID after fork, embedded default", "", "", "%.1f ms" % ms, "", "", "", "",
+                  "median of %d" % len(startup), "<= 50 ms", "yes" if ms <= 50 else "NO"))
+
+    peer_keys = [k for k in (("redis", 1), ("redis", 16), ("db_alloc", DBCONNS), ("db_seq", DBCONNS))
+                 if k in results]
+    if peer_keys:
+        ref = results.get(("single", 1))
+        p("Peers, same run (vs base: leafd /segment/demo 1 thread IDs/s / this)")
+        labels = {"redis": "  redis INCR%s",
+                  "db_alloc": "  MariaDB txn per ID: UPDATE+1, SELECT",
+                  "db_seq": "  MariaDB SEQUENCE NEXTVAL (cache 1000)"}
+        for key in peer_keys:
+            rs = results[key]
+            label = labels[key[0]]
+            if key[0] == "redis":
+                label = label % ("" if key[1] == 1 else " -P %d" % key[1])
+                conns, thr = CONNS, 1
+            else:
+                conns, thr = DBCONNS, ""
+            ratio = "%.2fx" % (med(ref, "ids") / med(rs, "ids")) if ref else ""
+            p(row(label, thr, conns, fmt_rate(med(rs, "ids")), fmt_int(med(rs, "rps")),
+                  "%.3f" % med(rs, "p50"), "%.3f" % med(rs, "p99"), "%.1fus" % med(rs, "cpu_us"),
+                  ratio))
+
+    if db_load:
+        p("Database load: %d s at %s IDs/s (single IDs) on one tag, leafd on MariaDB; counted "
+          "by leafd's /metrics and MariaDB's Com_update" % (db_load["seconds"], fmt_int(db_load["rate"])))
+        last = len(db_load["minutes"]) - 1
+        for i, mn in enumerate(db_load["minutes"]):
+            p(row("  leaf_alloc transactions in minute %d" % (i + 1), 1, dbload.CLIENTS,
+                  fmt_int(mn["ids_per_s"]), fmt_int(mn["ids_per_s"]), "", "", "",
+                  "loads %d alloc %d Com_update %d" % (mn["loads"], mn["alloc"], mn["com_update"]),
+                  "<= 1/min/tag" if i == last else "",
+                  ("yes" if mn["loads"] <= 1 else "NO") if i == last else ""))
+        p(row("  adaptive step for the next load", "", "", "", "", "", "", "",
+              "%s (table: 1,000)" % fmt_int(db_load["step"])))
+        if db_load["start_loads"] or db_load["failed"]:
+            p(row("  (loads before the traffic; failed requests)", "", "", "", "", "", "", "",
+                  "%d; %d" % (db_load["start_loads"], db_load["failed"])))
+    elif not ONLY:
+        p("Database load: not run (DBLOAD=1 make bench, or make bench-dbload: 2 min against MariaDB)")
+    print("\n".join(out))
     return 0
 
 

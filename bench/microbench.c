@@ -1,0 +1,413 @@
+/* microbench.c: in-process throughput of the ID generators, without HTTP.
+ *
+ *   build/microbench [-d SECONDS] [-r RUNS] [-s STEP]
+ *
+ * Segment mode: a `struct segments` with fake hooks (as tests/check_segment.c)
+ * holds tags whose segments a helper thread installs the moment one is asked
+ * for, STEP IDs at a time (default 2^24, so the "database" is never what
+ * limits). Worker threads call segment_take for one ID at a time, exactly as
+ * a request does (a zeroed struct segment_take, the tag looked up by name),
+ * and check that each thread's IDs increase. Measured:
+ *   segment_take      1 thread
+ *   segment_take      2 threads on one tag  (both hit the same counter)
+ *   segment_take      2 threads, one tag each
+ *   segment_take      1 thread, 1000 IDs per call (as ?count=1000)
+ * Snowflake mode: snowflake_next for one ID at a time, Leaf's layout (12
+ * sequence bits: at most 4,096,000 IDs/s per worker), and a 21-bit sequence
+ * layout that the clock never limits (the generator's own cost).
+ *
+ * Each figure is the median of RUNS runs of SECONDS (default 5 x 0.5 s).
+ * Output, one line per figure, for bench/bench.py:
+ *   RESULT <name> threads=<n> per_thread=<IDs/s> total=<IDs/s> limit=<IDs/s|0>
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "segment.h"
+#include "snowflake.h"
+
+#define MAX_THREADS 8
+
+static double run_seconds = 0.5;
+static int    runs = 5;
+static int64_t big_step = 1 << 24;
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double
+median(double *v, int n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* ---- the fake loader: installs a segment as soon as one is asked for ---- */
+
+static struct segments *segs;
+static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t load_cv = PTHREAD_COND_INITIALIZER;
+static struct segment_tag *load_queue[64];
+static int load_n;
+static int loader_stop;
+static int64_t db_max = 1;                 /* the fake leaf_alloc's max_id */
+static _Atomic int64_t loads_served;
+
+static void
+fake_load(void *arg, struct segment_tag *t)
+{
+    (void)arg;
+    pthread_mutex_lock(&load_mu);
+    load_queue[load_n++] = t;              /* one per tag at most: fits */
+    pthread_cond_signal(&load_cv);
+    pthread_mutex_unlock(&load_mu);
+}
+
+static void
+fake_lookup(void *arg, const char *name)
+{
+    (void)arg;
+    segment_tag_missing(segs, name);
+}
+
+static void *
+loader_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&load_mu);
+    for (;;) {
+        while (load_n == 0 && !loader_stop)
+            pthread_cond_wait(&load_cv, &load_mu);
+        if (loader_stop)
+            break;
+        struct segment_tag *t = load_queue[--load_n];
+        pthread_mutex_unlock(&load_mu);
+        /* UPDATE max_id = max_id + step; SELECT max_id: one "transaction". */
+        int64_t step = segment_next_step(segs, t);
+        db_max += step;                    /* only this thread writes it */
+        segment_install(segs, t, db_max, step, big_step);
+        atomic_fetch_add(&loads_served, 1);
+        pthread_mutex_lock(&load_mu);
+    }
+    pthread_mutex_unlock(&load_mu);
+    return NULL;
+}
+
+/* ---- a timed run of N threads ---- */
+
+struct worker {
+    pthread_t   th;
+    int         id;
+    const char *tag;
+    size_t      tag_len;
+    int64_t     batch;                     /* IDs per segment_take */
+    struct snowflake *sf;
+    int         warm_up;                   /* snowflake: spend the borrowing */
+    uint64_t    ids;
+    uint64_t    waits;
+    uint64_t    errors;                    /* IDs not increasing: a bug */
+    double      seconds;
+};
+
+static _Atomic int go, stop;
+
+static void *
+segment_worker(void *arg)
+{
+    struct worker *w = arg;
+    int64_t prev = -1;
+    uint64_t n = 0, waits = 0, errors = 0;
+    double t0;
+
+    while (!atomic_load(&go))
+        ;
+    t0 = now_s();
+    while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+        for (int i = 0; i < 4096; i++) {
+            /* A fresh take, as each request starts one. Only these fields
+             * are read before segment_take writes them; a memset of the
+             * whole struct (144 bytes, ranges included) compiles to
+             * `rep stos` here and would add ~6 ns to every call. */
+            struct segment_take st;
+            st.tag = NULL;
+            st.want = 0;
+            st.nranges = 0;
+            if (segment_take(segs, w->tag, w->tag_len, w->batch, &st) != SEGMENT_OK) {
+                waits++;                   /* both buffers empty: retry */
+                continue;
+            }
+            errors += st.ranges[0].start <= prev;
+            prev = st.ranges[st.nranges - 1].start + st.ranges[st.nranges - 1].count - 1;
+            n += (uint64_t)w->batch;
+        }
+    }
+    w->seconds = now_s() - t0;
+    w->ids = n;
+    w->waits = waits;
+    w->errors = errors;
+    return NULL;
+}
+
+static void *
+snowflake_worker(void *arg)
+{
+    struct worker *w = arg;
+    uint64_t prev = 0, n = 0, waits = 0, errors = 0, id;
+    struct sf_refusal why;
+    double t0;
+
+    while (!atomic_load(&go))
+        ;
+    /* Spend the borrowing allowance first: a run starts max_borrow_ms ahead
+     * of the clock, as a busy node is, so what follows is the steady rate
+     * (not a burst of up to max_borrow_ms of sequence). */
+    while (w->warm_up && !atomic_load(&stop)) {
+        int rc = snowflake_next(w->sf, 1, &id, &why);
+        if (rc == SF_OK)
+            prev = id;
+        else if (rc != SF_WAIT || strcmp(why.code, "borrow_limit") == 0)
+            break;
+    }
+    t0 = now_s();
+    while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+        for (int i = 0; i < 1024; i++) {
+            if (snowflake_next(w->sf, 1, &id, &why) != SF_OK) {
+                waits++;                   /* sequence used up: next ms */
+                continue;
+            }
+            errors += id <= prev;
+            prev = id;
+            n++;
+        }
+    }
+    w->seconds = now_s() - t0;
+    w->ids = n;
+    w->waits = waits;
+    w->errors = errors;
+    return NULL;
+}
+
+/* Runs nthreads workers once; returns per-thread IDs/s (mean over threads)
+ * and adds the total to *total. */
+static double
+timed_run(void *(*fn)(void *), struct worker *ws, int nthreads, double *total,
+          uint64_t *errors)
+{
+    double sum = 0;
+
+    atomic_store(&go, 0);
+    atomic_store(&stop, 0);
+    for (int i = 0; i < nthreads; i++)
+        pthread_create(&ws[i].th, NULL, fn, &ws[i]);
+    atomic_store(&go, 1);
+    usleep((useconds_t)(run_seconds * 1e6));
+    atomic_store(&stop, 1);
+    for (int i = 0; i < nthreads; i++) {
+        pthread_join(ws[i].th, NULL);
+        sum += ws[i].ids / ws[i].seconds;
+        *errors += ws[i].errors;
+    }
+    *total = sum;
+    return sum / nthreads;
+}
+
+static int failures;
+
+static void
+report(const char *name, void *(*fn)(void *), struct worker *ws, int nthreads,
+       double limit)
+{
+    double per[64], tot[64];
+    uint64_t errors = 0;
+
+    for (int r = 0; r < runs; r++)
+        per[r] = timed_run(fn, ws, nthreads, &tot[r], &errors);
+    if (errors) {
+        fprintf(stderr, "microbench: %s: %" PRIu64 " IDs out of order\n", name, errors);
+        failures++;
+    }
+    printf("RESULT %s threads=%d per_thread=%.0f total=%.0f limit=%.0f\n", name,
+           nthreads, median(per, runs), median(tot, runs), limit);
+    fflush(stdout);
+}
+
+/* ---- segment mode ---- */
+
+static void
+bench_segment(void)
+{
+    struct segment_options o = { .prefetch_percent = 10, .max_step = big_step,
+                                 .duration_ms = 900000, .negative_ttl_ms = 10000 };
+    struct segment_hooks h = { .load = fake_load, .lookup = fake_lookup };
+    static const char *names[] = { "bench-a", "bench-b" };
+    struct store_row rows[2];
+    struct worker ws[MAX_THREADS];
+    pthread_t loader;
+
+    segs = segments_new(&o, &h);
+    memset(rows, 0, sizeof rows);
+    for (int i = 0; i < 2; i++) {
+        snprintf(rows[i].biz_tag, sizeof rows[i].biz_tag, "%s", names[i]);
+        rows[i].max_id = 1;
+        rows[i].step = big_step;
+    }
+    segment_refresh(segs, rows, 2);
+    pthread_create(&loader, NULL, loader_main, NULL);
+    /* First take of each tag waits for its first segment. */
+    for (int i = 0; i < 2; i++) {
+        struct segment_take st;
+        do
+            memset(&st, 0, sizeof st);
+        while (segment_take(segs, names[i], strlen(names[i]), 1, &st) != SEGMENT_OK);
+    }
+
+    memset(ws, 0, sizeof ws);
+    for (int i = 0; i < MAX_THREADS; i++) {
+        ws[i].id = i;
+        ws[i].tag = names[0];
+        ws[i].tag_len = strlen(names[0]);
+        ws[i].batch = 1;
+    }
+    report("segment_take", segment_worker, ws, 1, 0);
+    report("segment_take_shared_tag", segment_worker, ws, 2, 0);
+    ws[1].tag = names[1];
+    ws[1].tag_len = strlen(names[1]);
+    report("segment_take_tag_each", segment_worker, ws, 2, 0);
+    ws[0].batch = 1000;
+    report("segment_take_count1000", segment_worker, ws, 1, 0);
+
+    pthread_mutex_lock(&load_mu);
+    loader_stop = 1;
+    pthread_cond_signal(&load_cv);
+    pthread_mutex_unlock(&load_mu);
+    pthread_join(loader, NULL);
+    fprintf(stderr, "microbench: segment: %" PRId64 " segments of %" PRId64
+            " installed by the helper thread\n", atomic_load(&loads_served),
+            big_step);
+    segments_free(segs);
+}
+
+/* ---- snowflake mode ----
+ * SNOWFLAKE MICROBENCHMARK HOOK: snowflake_next() from src/snowflake.h, one
+ * ID per call, a fake fence store (persist always succeeds at once), the
+ * keeper thread running, leafd's defaults otherwise (max_borrow_ms 1000,
+ * fence_step_ms 3000). Each thread first spends the borrowing allowance
+ * (see snowflake_worker), so the Leaf layout shows its steady-state rate. */
+
+static int
+fake_persist(void *arg, int64_t fence_ms, char **cause)
+{
+    (void)arg;
+    (void)fence_ms;
+    (void)cause;
+    return 0;
+}
+
+static struct snowflake *
+mk_snowflake(int worker_bits, int sequence_bits)
+{
+    struct sf_options o;
+    struct timespec ts;
+    char *cause = NULL;
+    struct snowflake *sf;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    memset(&o, 0, sizeof o);
+    if (sf_layout_init(&o.layout, SF_LEAF_EPOCH_MS, 41, 0, worker_bits,
+                       sequence_bits, (int64_t)ts.tv_sec * 1000, 365, &cause) != 0) {
+        fprintf(stderr, "microbench: layout: %s\n", cause);
+        free(cause);
+        return NULL;
+    }
+    o.worker_id = 1;
+    o.start_fence_ms = 0;
+    o.max_backward_ms = 1000;
+    o.max_borrow_ms = 1000;
+    o.fence_step_ms = 3000;
+    o.start_wait_ms = 5000;
+    o.count_max = 4096;
+    o.backend.persist = fake_persist;
+    sf = snowflake_create(&o, &cause);
+    if (sf == NULL) {
+        fprintf(stderr, "microbench: snowflake_create: %s\n", cause);
+        free(cause);
+    }
+    return sf;
+}
+
+static void
+bench_snowflake(void)
+{
+    struct worker ws[MAX_THREADS];
+    struct snowflake *leaf = mk_snowflake(10, 12), *wide = mk_snowflake(1, 21);
+
+    if (leaf == NULL || wide == NULL) {
+        failures++;
+        snowflake_stop(leaf);
+        snowflake_stop(wide);
+        return;
+    }
+    memset(ws, 0, sizeof ws);
+    for (int i = 0; i < MAX_THREADS; i++) {
+        ws[i].sf = leaf;
+        ws[i].warm_up = 1;
+    }
+    report("snowflake_next", snowflake_worker, ws, 1, 4096000);
+    report("snowflake_next", snowflake_worker, ws, 2, 4096000);
+    /* 2^21 IDs per ms: the clock never limits, nothing to spend. */
+    for (int i = 0; i < MAX_THREADS; i++) {
+        ws[i].sf = wide;
+        ws[i].warm_up = 0;
+    }
+    report("snowflake_next_seq21", snowflake_worker, ws, 1, 0);
+    report("snowflake_next_seq21", snowflake_worker, ws, 2, 0);
+    snowflake_stop(leaf);
+    snowflake_stop(wide);
+}
+
+int
+main(int argc, char **argv)
+{
+    int c;
+    const char *only = NULL;
+
+    while ((c = getopt(argc, argv, "d:r:s:o:")) != -1) {
+        switch (c) {
+        case 'd': run_seconds = atof(optarg); break;
+        case 'r': runs = atoi(optarg); break;
+        case 's': big_step = atoll(optarg); break;
+        case 'o': only = optarg; break;
+        default:
+            fprintf(stderr, "usage: %s [-d SECONDS] [-r RUNS] [-s STEP] "
+                    "[-o segment|snowflake]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (runs < 1 || runs > 64 || run_seconds <= 0 || big_step < 1) {
+        fprintf(stderr, "microbench: bad -d, -r or -s\n");
+        return 2;
+    }
+    if (only == NULL || strcmp(only, "segment") == 0)
+        bench_segment();
+    if (only == NULL || strcmp(only, "snowflake") == 0)
+        bench_snowflake();
+    return failures ? 1 : 0;
+}
