@@ -618,7 +618,7 @@ handle_db(struct api *a, struct http_conn *c, struct http_request *req)
     }
     /* Read the table afresh on the loader's thread, then answer. */
     if (!req->retry && !req->timed_out) {
-        st->refresh_gen = loader_refresh_now(a->loader);
+        st->refresh_gen = loader_refresh_now(a->loader, 1);
         http_park(c, (int)a->cfg->wait_ms);
         return;
     }

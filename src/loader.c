@@ -5,6 +5,7 @@
  * Store calls run with the lock released.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@ struct loader {
     char           (*lookups)[TAG_MAX + 1];
     size_t           nlookups, lookups_cap;
     int              refresh_wanted;
+    int              rows_wanted;      /* next refresh keeps the rows for /db */
     int64_t          next_refresh_ms;  /* monotonic */
 
     int              db_up;
@@ -135,12 +137,14 @@ loader_hook_lookup(void *arg, const char *name)
 }
 
 uint64_t
-loader_refresh_now(struct loader *l)
+loader_refresh_now(struct loader *l, int keep_rows)
 {
     uint64_t gen;
 
     pthread_mutex_lock(&l->lock);
     l->refresh_wanted = 1;
+    if (keep_rows)
+        l->rows_wanted = 1;
     gen = l->st.refresh_gen + 1;
     pthread_cond_signal(&l->cond);
     pthread_mutex_unlock(&l->lock);
@@ -259,7 +263,13 @@ run_refresh(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_
     struct store_row *rows = NULL;
     size_t nrows = 0;
     char *cause = NULL, *json = NULL;
-    int rc = store_list(s, &rows, &nrows, &cause);
+    int keep, rc;
+
+    pthread_mutex_lock(&l->lock);
+    keep = l->rows_wanted;
+    l->rows_wanted = 0;
+    pthread_mutex_unlock(&l->lock);
+    rc = store_list(s, &rows, &nrows, &cause);
 
     if (rc == 0) {
         qsort(rows, nrows, sizeof *rows, row_cmp);
@@ -270,7 +280,8 @@ run_refresh(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_
             if (bsearch(&key, rows, nrows, sizeof *rows, row_cmp) == NULL)
                 segment_tag_missing(l->segs, names[i]);
         }
-        json = rows_to_json(rows, nrows);
+        if (keep)
+            json = rows_to_json(rows, nrows);
     }
     pthread_mutex_lock(&l->lock);
     do_db_result(l, rc == 0, cause);
@@ -278,14 +289,18 @@ run_refresh(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_
         l->st.refreshes++;
         l->st.refresh_gen++;
         l->st.refreshed_ms = util_wall_ms();
-        free(l->rows_json);
-        l->rows_json = json;
+        if (json != NULL) {
+            free(l->rows_json);
+            l->rows_json = json;
+        }
     } else {
         l->refresh_wanted = 1;     /* retry after the backoff */
+        l->rows_wanted |= keep;
     }
     pthread_mutex_unlock(&l->lock);
     free(rows);
     free(cause);
+    malloc_trim(0);                /* hand the row list back to the system */
 }
 
 static void

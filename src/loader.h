@@ -36,9 +36,9 @@ void loader_free(struct loader *l);
 void loader_hook_load(void *arg, struct segment_tag *t);
 void loader_hook_lookup(void *arg, const char *name);
 
-/* Ask for a tag-list refresh now (SIGHUP, /db). Returns the refresh
- * generation that will include it. */
-uint64_t loader_refresh_now(struct loader *l);
+/* Ask for a tag-list refresh now (SIGHUP, /db); keep_rows: keep the rows
+ * for loader_rows_json. Returns the refresh generation that will include it. */
+uint64_t loader_refresh_now(struct loader *l, int keep_rows);
 
 struct loader_status {
     int      db_up;                /* last call succeeded */

@@ -110,7 +110,7 @@ on_hup(evutil_socket_t sig, short what, void *arg)
         log_info("SIGHUP: log reopened");
     }
     if (d->loader != NULL)
-        loader_refresh_now(d->loader);
+        loader_refresh_now(d->loader, 0);
 }
 
 static int

@@ -65,7 +65,7 @@ struct segment_slot {
     _Atomic uint64_t gen;          /* generation of start/len */
     _Atomic int64_t  start;        /* first ID of the range */
     _Atomic int64_t  len;          /* IDs in the range */
-} __attribute__((aligned(64)));
+};
 
 /* A consistent view of one slot's incarnation. */
 struct slot_view {
@@ -92,7 +92,7 @@ struct segment_tag {
 
     uint64_t         hash;
     size_t           name_len;
-    char             name[TAG_MAX + 1];
+    char             name[];       /* name_len bytes and a NUL */
 };
 
 struct registry_table {
@@ -125,15 +125,46 @@ struct segments {
 
 #define PENDING_MAX 1024
 
+/* Up to 8 bytes of s as one word, with two overlapping loads: for a given
+ * len the word determines the bytes, so equal words mean equal strings. */
+static inline uint64_t
+load_short(const char *s, size_t len)
+{
+    uint32_t x, y;
+    uint16_t z;
+
+    if (len >= 4) {
+        memcpy(&x, s, 4);
+        memcpy(&y, s + len - 4, 4);
+        return x | (uint64_t)y << 32;
+    }
+    if (len >= 2) {
+        memcpy(&z, s, 2);
+        return z | (uint64_t)(unsigned char)s[len - 1] << 16;
+    }
+    return len ? (unsigned char)s[0] : 0;
+}
+
+/* Hash a tag name a word at a time (names are short, and this is on the hot
+ * path of every request). */
 static uint64_t
 name_hash(const char *s, size_t len)
 {
-    uint64_t h = 1469598103934665603ULL;
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ len, w;
 
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ULL;
+    for (; len > 8; s += 8, len -= 8) {
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdULL;
+        h ^= h >> 32;
     }
+    h ^= load_short(s, len);
+    /* murmur3's finaliser: every input bit reaches the low bits, which pick
+     * the bucket. */
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
     return h;
 }
 
@@ -195,6 +226,21 @@ segments_free(struct segments *s)
     free(s);
 }
 
+/* Equal names of equal length, compared inline (no memcmp call). */
+static inline int
+name_eq(const char *a, const char *b, size_t len)
+{
+    uint64_t x, y;
+
+    for (; len > 8; a += 8, b += 8, len -= 8) {
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        if (x != y)
+            return 0;
+    }
+    return load_short(a, len) == load_short(b, len);
+}
+
 static struct segment_tag *
 registry_find(struct segments *s, const char *name, size_t len, uint64_t h)
 {
@@ -204,8 +250,7 @@ registry_find(struct segments *s, const char *name, size_t len, uint64_t h)
         struct segment_tag *tag = atomic_load(&t->slots[i]);
         if (tag == NULL)
             return NULL;
-        if (tag->hash == h && tag->name_len == len &&
-            memcmp(tag->name, name, len) == 0)
+        if (tag->hash == h && tag->name_len == len && name_eq(tag->name, name, len))
             return tag;
     }
 }
@@ -236,7 +281,7 @@ registry_add(struct segments *s, const struct store_row *row)
         pthread_mutex_unlock(&s->reg_lock);
         return tag;
     }
-    tag = xcalloc(1, sizeof *tag);
+    tag = xcalloc(1, sizeof *tag + len + 1);   /* small: 10,000 tags ~ 2.5 MB */
     pthread_mutex_init(&tag->lock, NULL);
     memcpy(tag->name, row->biz_tag, len);
     tag->name_len = len;
@@ -264,19 +309,47 @@ registry_add(struct segments *s, const struct store_row *row)
 
 /* ---- unknown tags: negative cache and lookups in flight (neg_lock) ---- */
 
+/* The negative cache is set-associative: NEGATIVE_WAYS entries per set, so
+ * a few names that share a set do not evict each other. */
+#define NEGATIVE_WAYS 4
+
 static struct negative *
-do_negative_slot(struct segments *s, const char *name, size_t len)
+do_negative_set(struct segments *s, const char *name, size_t len)
 {
-    return &s->negative[name_hash(name, len) % NEGATIVE_MAX];
+    return &s->negative[(name_hash(name, len) % (NEGATIVE_MAX / NEGATIVE_WAYS)) *
+                        NEGATIVE_WAYS];
 }
 
 static int
 do_negative_hit(struct segments *s, const char *name, size_t len, int64_t now)
 {
-    struct negative *n = do_negative_slot(s, name, len);
+    struct negative *set = do_negative_set(s, name, len);
 
-    return n->until > now && strlen(n->name) == len &&
-           memcmp(n->name, name, len) == 0;
+    for (int i = 0; i < NEGATIVE_WAYS; i++)
+        if (set[i].until > now && strlen(set[i].name) == len &&
+            memcmp(set[i].name, name, len) == 0)
+            return 1;
+    return 0;
+}
+
+/* Remember name as unknown: its own entry, else an expired one, else the
+ * one that expires first. */
+static void
+do_negative_add(struct segments *s, const char *name, int64_t until)
+{
+    size_t len = strlen(name);
+    struct negative *set = do_negative_set(s, name, len), *victim = &set[0];
+
+    for (int i = 0; i < NEGATIVE_WAYS; i++) {
+        if (strcmp(set[i].name, name) == 0) {
+            victim = &set[i];
+            break;
+        }
+        if (set[i].until < victim->until)
+            victim = &set[i];
+    }
+    memcpy(victim->name, name, len + 1);
+    victim->until = until;
 }
 
 static int
@@ -348,16 +421,10 @@ segment_tag_found(struct segments *s, const struct store_row *row)
 void
 segment_tag_missing(struct segments *s, const char *name)
 {
-    size_t len = strlen(name);
-
     pthread_mutex_lock(&s->neg_lock);
     do_pending_remove(s, name);
-    if (s->opt.negative_ttl_ms > 0) {
-        /* A hashed, bounded cache: a newer entry evicts an older one. */
-        struct negative *n = do_negative_slot(s, name, len);
-        memcpy(n->name, name, len + 1);
-        n->until = now_ms(s) + s->opt.negative_ttl_ms;
-    }
+    if (s->opt.negative_ttl_ms > 0)
+        do_negative_add(s, name, now_ms(s) + s->opt.negative_ttl_ms);
     pthread_mutex_unlock(&s->neg_lock);
 }
 

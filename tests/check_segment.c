@@ -401,6 +401,31 @@ START_TEST(many_tags_registry_grows)
 }
 END_TEST
 
+/* Names that differ only in their last bytes must not share buckets (the
+ * negative cache is one slot per bucket): 200 such unknown names, each
+ * looked up once, then all remembered. */
+START_TEST(negative_cache_spreads_similar_names)
+{
+    struct segments *s = mk(10);
+    enum segment_result r;
+    char name[32];
+
+    for (int i = 0; i < 200; i++) {
+        snprintf(name, sizeof name, "junk-%d-%d", i / 50, i % 50);
+        take1(s, name, &r);
+        segment_tag_missing(s, name);
+    }
+    ck_assert_int_eq(nlookup, 200);
+    for (int i = 0; i < 200; i++) {
+        snprintf(name, sizeof name, "junk-%d-%d", i / 50, i % 50);
+        take1(s, name, &r);
+    }
+    /* A handful of hash collisions may evict a few entries, no more. */
+    ck_assert_int_le(nlookup, 210);
+    segments_free(s);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -420,6 +445,7 @@ main(void)
     tcase_add_test(tc, step_adapts_with_clock_and_dba_change);
     tcase_add_test(tc, deleted_tag_is_unknown);
     tcase_add_test(tc, many_tags_registry_grows);
+    tcase_add_test(tc, negative_cache_spreads_similar_names);
     suite_add_tcase(su, tc);
     sr = srunner_create(su);
     srunner_run_all(sr, CK_NORMAL);
