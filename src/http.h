@@ -51,9 +51,17 @@ struct http_config {
     int         max_url_bytes;     /* request target; over: 414 */
     int         max_body_bytes;    /* Content-Length over this: 413 */
 };
+/* A field <= 0 takes its default: max_connections 10000, idle_timeout_ms
+ * 60000, max_header_bytes 8192, max_url_bytes 4096, max_body_bytes 65536.
+ * Bodies up to max_body_bytes are read and dropped (handlers never see one);
+ * any Transfer-Encoding gets 400 bad_request and a close. Errors the layer
+ * answers itself (400, 408, 413, 414, 431, 500, 503, 505) carry
+ * {"error":"<code>","message":"<text>"} as application/json and close. */
 
-/* Binds the listening sockets (so a taken port fails here, not later).
- * Returns NULL with *cause on failure. */
+/* Binds the listening sockets (so a taken port fails here, not later, even
+ * against another SO_REUSEPORT owner). address "" or NULL: any address.
+ * Returns NULL with *cause (free it) on failure. Calls
+ * evthread_use_pthreads() once. */
 struct http_server *http_server_new(const struct http_config *cfg,
                                     http_handler_cb handler,
                                     http_thread_cb thread_cb, void *arg,
@@ -67,24 +75,39 @@ int  http_server_start(struct http_server *s, char **cause);
 void http_server_stop(struct http_server *s, int timeout_ms);
 void http_server_free(struct http_server *s);
 
-/* Retry every parked request on every I/O thread (any thread may call). */
+/* Retry every parked request on every I/O thread (any thread may call; a few
+ * relaxed loads when nothing is parked). A wake that races with a handler
+ * deciding to park is not lost: the request is retried right after. Spurious
+ * retries happen: a retried handler re-checks and may park again. */
 void http_wake_all(struct http_server *s);
 
 /* Index of the calling I/O thread, or -1 on any other thread. */
 int  http_thread_index(void);
 
-/* Answer the current request. body is copied; for HEAD the body is dropped
- * but Content-Length is kept. extra_headers is NULL or complete header lines,
- * each ending in "\r\n". The connection closes after the answer when the
- * client asked for it, on HTTP/1.0 without keep-alive, or when status >= 400
- * and the request could not be fully read. */
+/* Answer the current request; only from the handler, on its I/O thread, once
+ * per request. c and req are valid only during the handler call: keep no
+ * pointers to them. content_type NULL: no Content-Type. Status 1xx/204/304
+ * get neither body nor Content-Length. body is copied; for HEAD the body is
+ * dropped but Content-Length is kept. extra_headers is NULL or complete
+ * header lines, each ending in "\r\n". The connection closes after the
+ * answer when the client asked for it, on HTTP/1.0 without keep-alive, or
+ * when the server is stopping. (A request body the layer accepted is read and
+ * dropped, so an error status alone does not close.) */
 void http_reply(struct http_conn *c, int status, const char *content_type,
                 const char *extra_headers, const char *body, size_t len);
 
-/* Park the current request for at most timeout_ms. */
+/* Park the current request (only from the handler, which then returns
+ * without answering). The deadline is set by the first park of a request;
+ * a park on a retry can shorten it, never extend it. When it passes the
+ * handler is called with retry = timed_out = 1 and must answer (else the
+ * layer answers 503 {"error":"timeout"}). If the client goes away while
+ * parked, the request is dropped and the handler is not called again. */
 void http_park(struct http_conn *c, int timeout_ms);
 
-/* Live counters for /metrics (sums over threads). */
+/* Live counters for /metrics (sums over threads; any thread may call; each
+ * counter is read relaxed, so the sums are not one snapshot).
+ * connections_total counts accepted connections, not rejected ones;
+ * timeouts counts idle, slow-request (answered 408) and slow-reader closes. */
 struct http_stats {
     uint64_t connections_open;
     uint64_t connections_total;

@@ -20,7 +20,9 @@ struct http_msg {
     const char *query;   size_t query_len;   /* after '?', raw; NULL if none */
     int         keep_alive;        /* after Connection + version rules */
     int         accept_json;       /* Accept mentions application/json */
-    int         chunked;           /* Transfer-Encoding: chunked */
+    int         chunked;           /* any Transfer-Encoding (chunked or other):
+                                      such a body cannot be framed here, so
+                                      http.c answers 400 and closes */
     int64_t     content_length;    /* -1 if absent */
     const char *authorization; size_t authorization_len;  /* header value or NULL */
     size_t      head_len;          /* bytes of request line + headers + CRLFCRLF */
@@ -36,7 +38,17 @@ enum http_parse_result {
 };
 
 /* Parse the request head at buf[0..len). max_head bounds the whole head,
- * max_url the target; INCOMPLETE is only returned while len < max_head. */
+ * max_url the target; INCOMPLETE is only returned while len < max_head.
+ * URI_TOO_LONG may come before the head is complete. On OK, msg points into
+ * buf; on any other result msg's contents are unspecified.
+ *
+ * Accepted: optional empty lines before the request line; CRLF or bare LF
+ * line ends; methods are case-sensitive tokens; the target starts with '/'
+ * and has no byte < 0x21 or 0x7f; versions HTTP/1.0 and HTTP/1.1 (HTTP/1.2+
+ * counts as 1.1; any other HTTP/d.d is BAD_VERSION). Rejected as BAD:
+ * obs-fold, whitespace before ':', control bytes in values, a non-digit or
+ * conflicting Content-Length, a second Host or Authorization. Host is not
+ * required. A Content-Length of more than 18 digits reads as INT64_MAX. */
 enum http_parse_result http_parse_request(const char *buf, size_t len,
                                           size_t max_head, size_t max_url,
                                           struct http_msg *msg);

@@ -1,0 +1,911 @@
+/* check_http.c: the HTTP front end end-to-end, in process: a real server on a
+ * loopback port with two I/O threads and a test handler, driven by blocking
+ * client sockets. */
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include "http.h"
+#include "util.h"
+
+static struct http_server *srv;
+static pthread_t waker;
+static atomic_int waker_stop;
+static atomic_int thread_starts, thread_exits, bad_index;
+
+/* ---- the test handler ---- */
+
+struct park_state {
+    int64_t due_us;
+    int     calls;
+};
+
+static int
+path_is(const struct http_msg *m, const char *prefix)
+{
+    size_t n = strlen(prefix);
+
+    return m->path_len >= n && memcmp(m->path, prefix, n) == 0;
+}
+
+static int
+path_ms(const struct http_msg *m, size_t skip)
+{
+    int64_t v = 0;
+
+    if (util_parse_i64(m->path + skip, m->path_len - skip, 0, &v) < 0)
+        return 0;
+    return (int)v;
+}
+
+static void
+handler(struct http_conn *c, struct http_request *req, void *arg)
+{
+    const struct http_msg *m = &req->msg;
+    struct park_state *st = (struct park_state *)req->scratch;
+    char body[128];
+    int idx = http_thread_index(), n;
+
+    (void)arg;
+
+    if (idx < 0 || idx > 1)
+        atomic_store(&bad_index, 1);
+    st->calls++;
+    if (path_is(m, "/park/")) {                 /* ready after <ms> */
+        if (!req->retry)
+            st->due_us = req->start_us + (int64_t)path_ms(m, 6) * 1000;
+        if (req->timed_out) {
+            http_reply(c, 504, "text/plain", NULL, "park expired\n", 13);
+            return;
+        }
+        if (util_mono_us() >= st->due_us) {
+            n = snprintf(body, sizeof body, "woke %d", path_ms(m, 6));
+            http_reply(c, 200, "text/plain", NULL, body, (size_t)n);
+            return;
+        }
+        http_park(c, 5000);
+        return;
+    }
+    if (path_is(m, "/forever/")) {              /* never ready */
+        if (req->timed_out) {
+            n = snprintf(body, sizeof body, "timed out after %d calls",
+                         st->calls);
+            http_reply(c, 504, "text/plain", NULL, body, (size_t)n);
+            return;
+        }
+        http_park(c, path_ms(m, 9));
+        return;
+    }
+    if (path_is(m, "/noanswer"))
+        return;
+    if (path_is(m, "/big/")) {                  /* <n> bytes of 'x' */
+        size_t len = (size_t)path_ms(m, 5);
+        char *big = xmalloc(len);
+
+        memset(big, 'x', len);
+        http_reply(c, 200, "text/plain", NULL, big, len);
+        free(big);
+        return;
+    }
+    if (path_is(m, "/hdr")) {
+        http_reply(c, 200, "application/json", "X-Test: 1\r\nX-Two: 2\r\n",
+                   "{}", 2);
+        return;
+    }
+    http_reply(c, 200, "text/plain", NULL, m->path, m->path_len);
+}
+
+static void
+thread_cb(int index, int starting, void *arg)
+{
+    (void)arg;
+    if (index != http_thread_index())
+        atomic_store(&bad_index, 1);
+    atomic_fetch_add(starting ? &thread_starts : &thread_exits, 1);
+}
+
+static void *
+waker_main(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&waker_stop)) {
+        http_wake_all(srv);
+        usleep(10000);
+    }
+    return NULL;
+}
+
+static int
+srv_start(int max_conns, int idle_ms)
+{
+    struct http_config cfg = {
+        .address = "127.0.0.1", .port = 0, .threads = 2,
+        .max_connections = max_conns, .idle_timeout_ms = idle_ms,
+        .max_header_bytes = 1024, .max_url_bytes = 256,
+        .max_body_bytes = 100,
+    };
+    char *cause = NULL;
+
+    srv = http_server_new(&cfg, handler, thread_cb, NULL, &cause);
+    ck_assert_msg(srv != NULL, "http_server_new: %s", cause);
+    ck_assert_int_eq(http_server_start(srv, &cause), 0);
+    atomic_store(&waker_stop, 0);
+    ck_assert_int_eq(pthread_create(&waker, NULL, waker_main, NULL), 0);
+    return http_server_port(srv);
+}
+
+static void
+srv_finish(int timeout_ms)
+{
+    http_server_stop(srv, timeout_ms);
+    atomic_store(&waker_stop, 1);
+    pthread_join(waker, NULL);
+    ck_assert_int_eq(atomic_load(&thread_starts), 2);
+    ck_assert_int_eq(atomic_load(&thread_exits), 2);
+    ck_assert_int_eq(atomic_load(&bad_index), 0);
+    http_server_free(srv);
+    srv = NULL;
+}
+
+/* ---- a blocking client ---- */
+
+struct client {
+    int    fd;
+    size_t len;
+    char   buf[1 << 20];
+};
+
+struct resp {
+    int    status;
+    int    conn_close;       /* "Connection: close" present */
+    int    conn_keep;        /* "Connection: keep-alive" present */
+    long   content_length;
+    char   head[2048];
+    char   body[400000];
+    size_t body_len;
+};
+
+static struct client *
+cl_open(int port)
+{
+    struct client *cl = xcalloc(1, sizeof *cl);
+    struct sockaddr_in sin;
+    struct timeval tv = { 5, 0 };
+    int one = 1;
+
+    cl->fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(cl->fd, 0);
+    setsockopt(cl->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(cl->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    memset(&sin, 0, sizeof sin);
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons((uint16_t)port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(cl->fd, (struct sockaddr *)&sin, sizeof sin), 0);
+    return cl;
+}
+
+static void
+cl_close(struct client *cl)
+{
+    close(cl->fd);
+    free(cl);
+}
+
+static void
+cl_send(struct client *cl, const char *s, size_t n)
+{
+    ssize_t w;
+
+    while (n > 0) {
+        w = send(cl->fd, s, n, MSG_NOSIGNAL);
+        ck_assert_msg(w > 0, "send: %s", strerror(errno));
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+static void
+cl_puts(struct client *cl, const char *s)
+{
+    cl_send(cl, s, strlen(s));
+}
+
+/* Read more bytes; 0 on EOF, -1 on error/timeout. */
+static ssize_t
+cl_fill(struct client *cl)
+{
+    ssize_t n;
+
+    ck_assert_uint_lt(cl->len, sizeof cl->buf);
+    n = recv(cl->fd, cl->buf + cl->len, sizeof cl->buf - cl->len, 0);
+    if (n > 0)
+        cl->len += (size_t)n;
+    return n;
+}
+
+/* Read one response (no body for HEAD). Fails the test on EOF/timeout. */
+static void
+cl_resp(struct client *cl, struct resp *r, int head)
+{
+    char *end, *p;
+    size_t hl, total;
+
+    memset(r, 0, sizeof *r);
+    r->content_length = -1;
+    while ((end = memmem(cl->buf, cl->len, "\r\n\r\n", 4)) == NULL)
+        ck_assert_msg(cl_fill(cl) > 0, "no response head");
+    hl = (size_t)(end - cl->buf) + 4;
+    ck_assert_uint_lt(hl, sizeof r->head);
+    memcpy(r->head, cl->buf, hl);
+    r->head[hl] = '\0';
+    ck_assert_int_eq(sscanf(r->head, "HTTP/1.1 %d ", &r->status), 1);
+    if ((p = strcasestr(r->head, "\r\nContent-Length: ")) != NULL)
+        r->content_length = strtol(p + 18, NULL, 10);
+    r->conn_close = strcasestr(r->head, "\r\nConnection: close\r\n") != NULL;
+    r->conn_keep = strcasestr(r->head, "\r\nConnection: keep-alive\r\n") != NULL;
+    if (!head && r->content_length > 0)
+        r->body_len = (size_t)r->content_length;
+    total = hl + r->body_len;
+    while (cl->len < total)
+        ck_assert_msg(cl_fill(cl) > 0, "short body");
+    ck_assert_uint_lt(r->body_len, sizeof r->body);
+    memcpy(r->body, cl->buf + hl, r->body_len);
+    r->body[r->body_len] = '\0';
+    memmove(cl->buf, cl->buf + total, cl->len - total);
+    cl->len -= total;
+}
+
+/* The server closed: EOF (or a reset) with nothing left unread. */
+static void
+cl_expect_eof(struct client *cl)
+{
+    ssize_t n = cl_fill(cl);
+
+    ck_assert_msg(n == 0 || (n < 0 && errno == ECONNRESET),
+                  "expected EOF, got %zd (%s)", n, n < 0 ? strerror(errno) : "");
+    ck_assert_uint_eq(cl->len, 0);
+}
+
+static void
+get(struct client *cl, const char *path, struct resp *r)
+{
+    char req[512];
+
+    snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", path);
+    cl_puts(cl, req);
+    cl_resp(cl, r, 0);
+}
+
+/* ---- tests ---- */
+
+START_TEST(test_get_keepalive)
+{
+    int port = srv_start(100, 5000);
+    struct client *cl = cl_open(port);
+    struct resp r;
+    struct http_stats st;
+
+    get(cl, "/hello?x=1", &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, "/hello");
+    ck_assert_int_eq(r.conn_close, 0);
+    ck_assert_ptr_nonnull(strstr(r.head, "Content-Type: text/plain\r\n"));
+    get(cl, "/again", &r);
+    ck_assert_str_eq(r.body, "/again");
+    get(cl, "/hdr", &r);
+    ck_assert_ptr_nonnull(strstr(r.head, "\r\nX-Test: 1\r\nX-Two: 2\r\n\r\n"));
+    ck_assert_str_eq(r.body, "{}");
+    http_server_stats(srv, &st);
+    ck_assert_uint_eq(st.connections_open, 1);
+    ck_assert_uint_eq(st.connections_total, 1);
+    ck_assert_int_eq(http_thread_index(), -1);
+    cl_close(cl);
+    srv_finish(1000);
+}
+END_TEST
+
+START_TEST(test_pipelined)
+{
+    int port = srv_start(100, 5000);
+    struct client *cl = cl_open(port);
+    struct resp r;
+    char many[16384];
+    size_t n = 0;
+    int i;
+
+    cl_puts(cl, "GET /one HTTP/1.1\r\n\r\nGET /two HTTP/1.1\r\n\r\n"
+                "HEAD /three HTTP/1.1\r\n\r\nGET /four HTTP/1.1\r\n\r\n");
+    cl_resp(cl, &r, 0);
+    ck_assert_str_eq(r.body, "/one");
+    cl_resp(cl, &r, 0);
+    ck_assert_str_eq(r.body, "/two");
+    cl_resp(cl, &r, 1);
+    ck_assert_int_eq(r.content_length, 6);
+    cl_resp(cl, &r, 0);
+    ck_assert_str_eq(r.body, "/four");
+
+    /* more pipelined requests than the input buffer holds */
+    for (i = 0; i < 500; i++)
+        n += (size_t)snprintf(many + n, sizeof many - n,
+                              "GET /p%d HTTP/1.1\r\n\r\n", i);
+    cl_send(cl, many, n);
+    for (i = 0; i < 500; i++) {
+        char want[16];
+
+        cl_resp(cl, &r, 0);
+        snprintf(want, sizeof want, "/p%d", i);
+        ck_assert_str_eq(r.body, want);
+    }
+    cl_close(cl);
+    srv_finish(1000);
+}
+END_TEST
+
+START_TEST(test_pipelined_with_park)
+{
+    int port = srv_start(100, 5000);
+    struct client *cl = cl_open(port);
+    struct client *other = cl_open(port);
+    struct resp r;
+    int64_t t0 = util_mono_ms();
+
+    cl_puts(cl, "GET /a HTTP/1.1\r\n\r\nGET /park/150 HTTP/1.1\r\n\r\n"
+                "GET /b HTTP/1.1\r\n\r\nGET /park/50 HTTP/1.1\r\n\r\n"
+                "GET /c HTTP/1.1\r\n\r\n");
+    cl_resp(cl, &r, 0);
+    ck_assert_str_eq(r.body, "/a");
+    /* another connection is not held up by the parked one */
+    get(other, "/other", &r);
+    ck_assert_str_eq(r.body, "/other");
+    ck_assert_int_lt(util_mono_ms() - t0, 100);
+    cl_resp(cl, &r, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, "woke 150");
+    ck_assert_int_ge(util_mono_ms() - t0, 150);
+    cl_resp(cl, &r, 0);
+    ck_assert_str_eq(r.body, "/b");
+    cl_resp(cl, &r, 0);
+    ck_assert_str_eq(r.body, "woke 50");
+    cl_resp(cl, &r, 0);
+    ck_assert_str_eq(r.body, "/c");
+    ck_assert_int_ge(util_mono_ms() - t0, 200);
+    cl_close(cl);
+    cl_close(other);
+    srv_finish(1000);
+}
+END_TEST
+
+START_TEST(test_one_byte_writes)
+{
+    int port = srv_start(100, 5000);
+    struct client *cl = cl_open(port);
+    const char *req = "GET /slow/bytes?q=1 HTTP/1.1\r\nHost: t\r\n"
+                      "Accept: application/json\r\n\r\n";
+    struct resp r;
+    size_t i;
+
+    for (i = 0; req[i] != '\0'; i++) {
+        cl_send(cl, req + i, 1);
+        if (i % 8 == 0)
+            usleep(1000);
+    }
+    cl_resp(cl, &r, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, "/slow/bytes");
+    cl_close(cl);
+    srv_finish(1000);
+}
+END_TEST
+
+START_TEST(test_head)
+{
+    int port = srv_start(100, 5000);
+    struct client *cl = cl_open(port);
+    struct resp r;
+
+    cl_puts(cl, "HEAD /twelve/byte HTTP/1.1\r\n\r\n");
+    cl_resp(cl, &r, 1);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_int_eq(r.content_length, 12);
+    /* no body bytes follow: the next response starts right away */
+    get(cl, "/next", &r);
+    ck_assert_str_eq(r.body, "/next");
+    cl_close(cl);
+    srv_finish(1000);
+}
+END_TEST
+
+START_TEST(test_connection_close_and_http10)
+{
+    int port = srv_start(100, 5000);
+    struct client *cl = cl_open(port);
+    struct resp r;
+
+    cl_puts(cl, "GET /bye HTTP/1.1\r\nConnection: close\r\n\r\n"
+                "GET /ignored HTTP/1.1\r\n\r\n");
+    cl_resp(cl, &r, 0);
+    ck_assert_str_eq(r.body, "/bye");
+    ck_assert_int_eq(r.conn_close, 1);
+    cl_expect_eof(cl);
+    cl_close(cl);
+
+    cl = cl_open(port);
+    cl_puts(cl, "GET /ten HTTP/1.0\r\n\r\n");
+    cl_resp(cl, &r, 0);
+    ck_assert_str_eq(r.body, "/ten");
+    ck_assert_int_eq(r.conn_close, 1);
+    cl_expect_eof(cl);
+    cl_close(cl);
+
+    cl = cl_open(port);
+    cl_puts(cl, "GET /ka1 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    cl_resp(cl, &r, 0);
+    ck_assert_str_eq(r.body, "/ka1");
+    ck_assert_int_eq(r.conn_keep, 1);
+    ck_assert_int_eq(r.conn_close, 0);
+    cl_puts(cl, "GET /ka2 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    cl_resp(cl, &r, 0);
+    ck_assert_str_eq(r.body, "/ka2");
+    cl_puts(cl, "GET /ka3 HTTP/1.0\r\n\r\n");
+    cl_resp(cl, &r, 0);
+    ck_assert_int_eq(r.conn_close, 1);
+    cl_expect_eof(cl);
+    cl_close(cl);
+    srv_finish(1000);
+}
+END_TEST
+
+START_TEST(test_raw_paths)
+{
+    int port = srv_start(100, 5000);
+    struct client *cl = cl_open(port);
+    struct resp r;
+
+    get(cl, "/api/segment/get/a%20b%2Fc%00?x=%41", &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, "/api/segment/get/a%20b%2Fc%00");
+    cl_close(cl);
+    srv_finish(1000);
+}
+END_TEST
+
+static void
+expect_error(int port, const char *req, int status, const char *code)
+{
+    size_t len = strlen(req);
+    struct client *cl = cl_open(port);
+    struct resp r;
+    char want[64];
+
+    cl_send(cl, req, len);
+    cl_resp(cl, &r, 0);
+    ck_assert_int_eq(r.status, status);
+    ck_assert_int_eq(r.conn_close, 1);
+    ck_assert_ptr_nonnull(strstr(r.head, "Content-Type: application/json\r\n"));
+    snprintf(want, sizeof want, "{\"error\":\"%s\",", code);
+    ck_assert_msg(strncmp(r.body, want, strlen(want)) == 0, "body %s", r.body);
+    cl_expect_eof(cl);
+    cl_close(cl);
+}
+
+START_TEST(test_errors)
+{
+    int port = srv_start(100, 5000);
+    static char big[16384];
+
+    /* 414: target over max_url (256) */
+    snprintf(big, sizeof big, "GET /%0300d HTTP/1.1\r\n\r\n", 7);
+    expect_error(port, big, 414, "uri_too_long");
+    /* 431: head over max_header (1024), more data than the server reads */
+    snprintf(big, sizeof big, "GET / HTTP/1.1\r\nX-Big: %012000d\r\n\r\n", 7);
+    expect_error(port, big, 431, "headers_too_large");
+    expect_error(port, "GET /x HTTP/1.1\r\nBad Header\r\n\r\n", 400,
+                 "bad_request");
+    expect_error(port, "HELLO\r\n\r\n", 400, "bad_request");
+    expect_error(port, "GET /x HTTP/2.0\r\n\r\n", 505,
+                 "version_not_supported");
+    expect_error(port, "POST /x HTTP/1.1\r\nContent-Length: 101\r\n\r\n",
+                 413, "body_too_large");
+    expect_error(port, "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 "5\r\nhello\r\n0\r\n\r\n", 400, "bad_request");
+    expect_error(port, "GET /noanswer HTTP/1.1\r\n\r\n", 500, "internal");
+    srv_finish(1000);
+}
+END_TEST
+
+START_TEST(test_body_discarded)
+{
+    int port = srv_start(100, 5000);
+    struct client *cl = cl_open(port);
+    struct resp r;
+
+    cl_puts(cl, "POST /p1 HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123456789"
+                "GET /g1 HTTP/1.1\r\n\r\nPOST /p2 HTTP/1.1\r\n"
+                "Content-Length: 5\r\n\r\nab");
+    cl_resp(cl, &r, 0);
+    ck_assert_str_eq(r.body, "/p1");
+    cl_resp(cl, &r, 0);
+    ck_assert_str_eq(r.body, "/g1");
+    cl_resp(cl, &r, 0);
+    ck_assert_str_eq(r.body, "/p2");
+    usleep(20000);
+    cl_puts(cl, "cdeGET /g2 HTTP/1.1\r\n\r\n");
+    cl_resp(cl, &r, 0);
+    ck_assert_str_eq(r.body, "/g2");
+    cl_close(cl);
+    srv_finish(1000);
+}
+END_TEST
+
+START_TEST(test_idle_timeout)
+{
+    int port = srv_start(100, 200);
+    struct client *cl = cl_open(port);
+    struct resp r;
+    struct http_stats st;
+    int64_t t0;
+    int i;
+
+    /* a busy connection outlives the idle timeout */
+    for (i = 0; i < 6; i++) {
+        get(cl, "/busy", &r);
+        usleep(100000);
+    }
+    t0 = util_mono_ms();
+    cl_expect_eof(cl);
+    ck_assert_int_ge(util_mono_ms() - t0, 50);
+    ck_assert_int_lt(util_mono_ms() - t0, 400);
+    cl_close(cl);
+
+    /* slowloris: a byte every 50 ms does not keep a head alive */
+    cl = cl_open(port);
+    t0 = util_mono_ms();
+    for (i = 0; i < 40; i++) {
+        char peek;
+
+        if (recv(cl->fd, &peek, 1, MSG_PEEK | MSG_DONTWAIT) != -1)
+            break;              /* the answer (or EOF) is there */
+        if (send(cl->fd, "G", 1, MSG_NOSIGNAL) != 1)
+            break;
+        usleep(50000);
+    }
+    cl_resp(cl, &r, 0);
+    ck_assert_int_eq(r.status, 408);
+    ck_assert_int_lt(util_mono_ms() - t0, 600);
+    cl_close(cl);
+
+    /* a connection that never says anything */
+    cl = cl_open(port);
+    cl_expect_eof(cl);
+    cl_close(cl);
+    http_server_stats(srv, &st);
+    ck_assert_uint_eq(st.timeouts, 3);
+    ck_assert_uint_eq(st.connections_open, 0);
+    srv_finish(1000);
+}
+END_TEST
+
+START_TEST(test_connection_cap)
+{
+    int port = srv_start(4, 5000);
+    struct client *cl[4], *extra;
+    struct resp r;
+    struct http_stats st;
+    int i, ok = 0;
+
+    for (i = 0; i < 4; i++) {
+        cl[i] = cl_open(port);
+        get(cl[i], "/in", &r);
+        ck_assert_int_eq(r.status, 200);
+    }
+    extra = cl_open(port);
+    cl_puts(extra, "GET /over HTTP/1.1\r\n\r\n");
+    cl_resp(extra, &r, 0);
+    ck_assert_int_eq(r.status, 503);
+    ck_assert_ptr_nonnull(strstr(r.body, "\"too_many_connections\""));
+    cl_expect_eof(extra);
+    cl_close(extra);
+    http_server_stats(srv, &st);
+    ck_assert_uint_eq(st.connections_rejected, 1);
+    ck_assert_uint_eq(st.connections_open, 4);
+
+    /* a slot frees up once a client leaves */
+    cl_close(cl[0]);
+    for (i = 0; i < 50 && !ok; i++) {
+        usleep(10000);
+        extra = cl_open(port);
+        get(extra, "/again", &r);
+        ok = r.status == 200;
+        cl_close(extra);
+    }
+    ck_assert(ok);
+    for (i = 1; i < 4; i++)
+        cl_close(cl[i]);
+    srv_finish(1000);
+}
+END_TEST
+
+START_TEST(test_park_wake_and_timeout)
+{
+    int port = srv_start(100, 5000);
+    struct client *a = cl_open(port), *b = cl_open(port);
+    struct resp r;
+    struct http_stats st;
+    int64_t t0 = util_mono_ms();
+    int i;
+
+    cl_puts(a, "GET /park/100 HTTP/1.1\r\n\r\n");
+    cl_puts(b, "GET /forever/150 HTTP/1.1\r\n\r\n");
+    for (i = 0; i < 20; i++) {      /* a retry may be running right now */
+        usleep(5000);
+        http_server_stats(srv, &st);
+        if (st.requests_parked == 2)
+            break;
+    }
+    ck_assert_uint_eq(st.requests_parked, 2);
+    cl_resp(a, &r, 0);
+    ck_assert_str_eq(r.body, "woke 100");
+    ck_assert_int_ge(util_mono_ms() - t0, 100);
+    cl_resp(b, &r, 0);
+    ck_assert_int_eq(r.status, 504);
+    /* timers run on the coarse monotonic clock: up to a tick (4 ms) early */
+    ck_assert_int_ge(util_mono_ms() - t0, 145);
+    ck_assert_int_lt(util_mono_ms() - t0, 1000);
+    /* woken (and re-parked) several times by the 10 ms waker */
+    ck_assert_msg(strncmp(r.body, "timed out after ", 16) == 0 &&
+                  atoi(r.body + 16) > 3, "%s", r.body);
+    get(b, "/after", &r);
+    ck_assert_str_eq(r.body, "/after");
+    http_server_stats(srv, &st);
+    ck_assert_uint_eq(st.requests_parked, 0);
+    cl_close(a);
+    cl_close(b);
+    srv_finish(1000);
+}
+END_TEST
+
+START_TEST(test_close_while_parked)
+{
+    int port = srv_start(100, 5000);
+    struct client *cl;
+    struct resp r;
+    struct http_stats st;
+    int i;
+
+    for (i = 0; i < 20; i++) {
+        cl = cl_open(port);
+        cl_puts(cl, i % 2 ? "GET /park/30 HTTP/1.1\r\n\r\n"
+                          : "GET /forever/40 HTTP/1.1\r\n\r\nGET /x HTTP/1.1\r\n\r\n");
+        if (i % 4 == 0)
+            usleep(5000);
+        cl_close(cl);
+    }
+    usleep(200000);
+    http_server_stats(srv, &st);
+    ck_assert_uint_eq(st.requests_parked, 0);
+    ck_assert_uint_eq(st.connections_open, 0);
+    cl = cl_open(port);
+    get(cl, "/alive", &r);
+    ck_assert_str_eq(r.body, "/alive");
+    cl_close(cl);
+    srv_finish(1000);
+}
+END_TEST
+
+START_TEST(test_stop_in_flight)
+{
+    int port = srv_start(100, 5000);
+    struct client *busy = cl_open(port), *idle = cl_open(port);
+    struct resp r;
+    int64_t t0;
+
+    get(idle, "/idle", &r);
+    cl_puts(busy, "GET /park/200 HTTP/1.1\r\n\r\n");
+    usleep(20000);
+    t0 = util_mono_ms();
+    http_server_stop(srv, 3000);
+    ck_assert_int_ge(util_mono_ms() - t0, 150);
+    ck_assert_int_lt(util_mono_ms() - t0, 1500);
+    /* the in-flight request was answered, with a close */
+    cl_resp(busy, &r, 0);
+    ck_assert_str_eq(r.body, "woke 200");
+    ck_assert_int_eq(r.conn_close, 1);
+    cl_expect_eof(busy);
+    cl_expect_eof(idle);
+    cl_close(busy);
+    cl_close(idle);
+    srv_finish(0);
+}
+END_TEST
+
+START_TEST(test_stop_timeout)
+{
+    int port = srv_start(100, 5000);
+    struct client *stuck = cl_open(port);
+    int64_t t0;
+
+    cl_puts(stuck, "GET /forever/10000 HTTP/1.1\r\n\r\n");
+    usleep(20000);
+    t0 = util_mono_ms();
+    http_server_stop(srv, 200);
+    ck_assert_int_ge(util_mono_ms() - t0, 190);
+    ck_assert_int_lt(util_mono_ms() - t0, 1000);
+    cl_expect_eof(stuck);
+    cl_close(stuck);
+    srv_finish(0);
+}
+END_TEST
+
+START_TEST(test_port_taken)
+{
+    int port = srv_start(100, 5000);
+    struct http_config cfg = {
+        .address = "127.0.0.1", .port = port, .threads = 2,
+    };
+    char *cause = NULL;
+    struct http_server *s2;
+
+    s2 = http_server_new(&cfg, handler, NULL, NULL, &cause);
+    ck_assert_ptr_null(s2);
+    ck_assert_ptr_nonnull(cause);
+    ck_assert_ptr_nonnull(strstr(cause, "in use"));
+    free(cause);
+    srv_finish(1000);
+}
+END_TEST
+
+/* Responses bigger than the output buffer, to a client that reads late:
+ * the write side blocks, the buffer grows, order holds. */
+START_TEST(test_big_slow_reader)
+{
+    int port = srv_start(100, 5000);
+    struct client *cl = cl_open(port);
+    struct resp *r = xmalloc(sizeof *r);
+    int i;
+
+    for (i = 0; i < 3; i++)
+        cl_puts(cl, "GET /big/300000 HTTP/1.1\r\n\r\nGET /small HTTP/1.1\r\n\r\n");
+    usleep(100000);
+    for (i = 0; i < 3; i++) {
+        cl_resp(cl, r, 0);
+        ck_assert_int_eq(r->status, 200);
+        ck_assert_uint_eq(r->body_len, 300000);
+        ck_assert(r->body[0] == 'x' && r->body[299999] == 'x');
+        cl_resp(cl, r, 0);
+        ck_assert_str_eq(r->body, "/small");
+    }
+    free(r);
+    cl_close(cl);
+    srv_finish(1000);
+}
+END_TEST
+
+/* Clients that send random bytes and hang up must not hurt the server. */
+START_TEST(test_garbage_clients)
+{
+    int port = srv_start(100, 5000);
+    struct client *cl;
+    struct resp r;
+    unsigned seed = 7;
+    char junk[3000];
+    size_t n;
+    int i, j;
+
+    for (i = 0; i < 60; i++) {
+        cl = cl_open(port);
+        n = (size_t)(rand_r(&seed) % (int)sizeof junk);
+        for (j = 0; j < (int)n; j++)
+            junk[j] = (char)(rand_r(&seed) & 0xff);
+        if (i % 3 == 0 && n > 20)
+            memcpy(junk, "GET / HTTP/1.1\r\n", 16);
+        if (i % 5 == 0 && n > 40)
+            memcpy(junk, "GET /park/20 HTTP/1.1\r\n\r\n", 25);
+        send(cl->fd, junk, n, MSG_NOSIGNAL);
+        if (i % 2)
+            usleep(2000);
+        cl_close(cl);
+    }
+    usleep(100000);
+    cl = cl_open(port);
+    get(cl, "/still/here", &r);
+    ck_assert_str_eq(r.body, "/still/here");
+    cl_close(cl);
+    srv_finish(1000);
+}
+END_TEST
+
+static int64_t
+cpu_ms(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_SELF, &ru);
+    return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+}
+
+/* Out of descriptors: accept fails with EMFILE; the listener must back off
+ * (not spin) and recover once descriptors are free again. */
+START_TEST(test_emfile_backoff)
+{
+    int port = srv_start(100, 5000);
+    struct client *cl;
+    struct resp r;
+    int fds[4096], n = 0, fd;
+    int64_t c0;
+    struct rlimit rl;
+
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    rl.rlim_cur = 256;                  /* this forked test only */
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    while (n < 4096 && (fd = dup(0)) >= 0)
+        fds[n++] = fd;
+    ck_assert_int_eq(errno, EMFILE);
+    close(fds[--n]);                    /* exactly one left: the client's */
+    cl = cl_open(port);
+    cl_puts(cl, "GET /late HTTP/1.1\r\n\r\n");
+    c0 = cpu_ms();
+    usleep(500000);
+    ck_assert_int_lt(cpu_ms() - c0, 100);
+    while (n > 0)
+        close(fds[--n]);
+    cl_resp(cl, &r, 0);
+    ck_assert_str_eq(r.body, "/late");
+    cl_close(cl);
+    srv_finish(1000);
+}
+END_TEST
+
+static Suite *
+http_suite(void)
+{
+    Suite *s = suite_create("http");
+    TCase *tc = tcase_create("server");
+
+    tcase_set_timeout(tc, 20);
+    tcase_add_test(tc, test_get_keepalive);
+    tcase_add_test(tc, test_pipelined);
+    tcase_add_test(tc, test_pipelined_with_park);
+    tcase_add_test(tc, test_one_byte_writes);
+    tcase_add_test(tc, test_head);
+    tcase_add_test(tc, test_connection_close_and_http10);
+    tcase_add_test(tc, test_raw_paths);
+    tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_body_discarded);
+    tcase_add_test(tc, test_idle_timeout);
+    tcase_add_test(tc, test_connection_cap);
+    tcase_add_test(tc, test_park_wake_and_timeout);
+    tcase_add_test(tc, test_close_while_parked);
+    tcase_add_test(tc, test_stop_in_flight);
+    tcase_add_test(tc, test_stop_timeout);
+    tcase_add_test(tc, test_port_taken);
+    tcase_add_test(tc, test_emfile_backoff);
+    tcase_add_test(tc, test_big_slow_reader);
+    tcase_add_test(tc, test_garbage_clients);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(http_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
