@@ -811,13 +811,7 @@ conn_retry(struct http_conn *c, int timed_out)
     conn_unlist(c);
     c->req.retry = 1;
     c->req.timed_out = timed_out;
-    conn_call(c);
-    if (c->req_active && timed_out) {
-        log_error("handler parked %.*s again after its park timed out",
-                  (int)c->req.msg.target_len, c->req.msg.target);
-        conn_error(c, 503, "timeout", "request timed out");
-        conn_end_request(c);
-    }
+    conn_call(c);       /* may answer, or park again with a fresh timer */
     conn_run(c);
 }
 

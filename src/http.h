@@ -98,10 +98,12 @@ void http_reply(struct http_conn *c, int status, const char *content_type,
 
 /* Park the current request (only from the handler, which then returns
  * without answering). The deadline is set by the first park of a request;
- * a park on a retry can shorten it, never extend it. When it passes the
- * handler is called with retry = timed_out = 1 and must answer (else the
- * layer answers 503 {"error":"timeout"}). If the client goes away while
- * parked, the request is dropped and the handler is not called again. */
+ * a park on a wake-up retry can shorten it, never extend it. When it passes
+ * the handler is called with retry = timed_out = 1 and answers, or parks
+ * again with a new timeout (the handler keeps its own overall deadline, as
+ * api.c does: a snowflake request waiting out a borrowed millisecond parks
+ * for 1 ms more than once). If the client goes away while parked, the
+ * request is dropped and the handler is not called again. */
 void http_park(struct http_conn *c, int timeout_ms);
 
 /* Live counters for /metrics (sums over threads; any thread may call; each
