@@ -6,7 +6,8 @@ temp dir and stopped by PID; medians over interleaved rounds, so every target
 sees the same machine noise):
 
   HTTP       wrk keep-alive: nginx `return 200` (the baseline), leafd
-             /segment/demo, ?count=100, ?count=1000, with 1 and 2 threads
+             /segment/demo, ?count=100, ?count=1000, /snowflake and
+             /snowflake?count=4096, with 1 and 2 threads
              (nginx workers / leafd I/O threads); req/s, IDs/s, p50, p99 and
              the server's CPU time per request (user+sys from /proc).
   peers      Redis INCR (redis-benchmark, with and without -P 16, same
@@ -420,7 +421,9 @@ def main():
                         ("nginx", "http://127.0.0.1:%d/" % ng.port, ng.pids, 1),
                         ("single", base + "/segment/demo", lf.pids, 1),
                         ("batch100", base + "/segment/demo?count=100", lf.pids, 100),
-                        ("batch1000", base + "/segment/demo?count=1000", lf.pids, 1000)):
+                        ("batch1000", base + "/segment/demo?count=1000", lf.pids, 1000),
+                        ("sfsingle", base + "/snowflake", lf.pids, 1),
+                        ("sfbatch", base + "/snowflake?count=4096", lf.pids, 4096)):
                     targets.append(((key, n), (lambda u=url, p=pids, k=per: wrk(u, p, k))))
         if want("peers"):
             if have("redis-server") and have("redis-benchmark"):
@@ -499,6 +502,13 @@ def main():
             ok = r_rps >= 1 and r_p99 <= 1 and r_cpu <= 1
             http_row("  leafd /segment/demo", "single", n,
                      "%.2f %.2f %.2f" % (r_rps, r_p99, r_cpu), ">=1 <=1 <=1", "yes" if ok else "NO")
+            sf = results[("sfsingle", n)]
+            r_rps = med(sf, "rps") / med(ng, "rps")
+            r_p99 = med(sf, "p99") / med(ng, "p99")
+            r_cpu = med(sf, "cpu_us") / max(med(ng, "cpu_us"), 1e-9)
+            ok = r_rps >= 1 and r_p99 <= 1 and r_cpu <= 1
+            http_row("  leafd /snowflake", "sfsingle", n,
+                     "%.2f %.2f %.2f" % (r_rps, r_p99, r_cpu), ">=1 <=1 <=1", "yes" if ok else "NO")
         p("HTTP, batches")
         for n in threads:
             http_row("  leafd /segment/demo?count=100", "batch100", n)
@@ -506,6 +516,10 @@ def main():
             ids = med(results[("batch1000", n)], "ids")
             http_row("  leafd /segment/demo?count=1000", "batch1000", n, "",
                      ">= 30M IDs/s", "yes" if ids >= 30e6 else "NO")
+        for n in threads:
+            ids = med(results[("sfbatch", n)], "ids")
+            http_row("  leafd /snowflake?count=4096", "sfbatch", n, "%.2f of 4.096M" % (ids / 4.096e6),
+                     ">= 0.95 of limit", "yes" if ids >= 0.95 * 4.096e6 else "NO")
 
     if micro:
         p("In process, build/microbench (IDs/s per thread; cpu/req: ns per ID per thread; "
