@@ -7,6 +7,7 @@
 set -u
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d /tmp/leafd-test-XXXXXX)
+log=$tmp/all.log
 cleanup() {
     sh tests/mariadb.sh stop "$tmp/mariadb" >/dev/null 2>&1
     bash tests/zookeeper.sh stop "$tmp/zk" >/dev/null 2>&1
@@ -25,18 +26,36 @@ export LEAFD_TEST_MYSQL_DIR="$tmp/mariadb" LEAFD_TEST_ZK="$ZK_ADDRESS"
 export LEAFD_TEST_ZK_DIR="$tmp/zk"
 echo "   MariaDB on 127.0.0.1:$MYSQL_PORT, ZooKeeper on $ZK_ADDRESS"
 
+# Each step's output also goes to $log, for the totals at the end.
+step() {
+    ( "$@" ) 2>&1 | tee -a "$log"
+    # POSIX sh has no pipefail: the step's status is in the log's last line.
+    tail -n 1 "$log" | grep -q '^STEP-OK$'
+}
+ok() { "$@" && echo STEP-OK; }
+
 status=0
+: >"$log"
 if [ "${UNIT_ONLY:-}" != asan ]; then
-    sh tests/run_unit.sh build/tests/check_* || status=1
+    step ok sh tests/run_unit.sh build/tests/check_* || status=1
 fi
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+step ok env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     sh tests/run_unit.sh build/asan/tests/check_* || status=1
 if [ "${UNIT_ONLY:-}" != asan ]; then
-    python3 tests/blackbox.py || status=1
+    step ok python3 tests/blackbox.py || status=1
     echo "== fuzzing each libFuzzer target for ${FUZZ_SECONDS:-60} s"
-    make --no-print-directory fuzz >/dev/null && sh fuzz/run.sh || status=1
+    step ok sh -c 'make --no-print-directory fuzz >/dev/null && sh fuzz/run.sh' || status=1
     echo "== docker-compose.yml"
-    docker-compose -f docker-compose.yml config -q && echo "docker-compose.yml is valid" || status=1
+    step ok sh -c 'docker-compose -f docker-compose.yml config -q && echo "docker-compose.yml is valid"' || status=1
 fi
+# Totals: check's "Checks: N, Failures: F, Errors: E" lines and the
+# black-box runner's "N passed, N failed".
+# A failed step without a count of its own (a fuzzer crash, the compose
+# file) counts as one failure.
 if [ $status -eq 0 ]; then echo "== all tests passed"; else echo "== SOME TESTS FAILED"; fi
+awk -v status=$status '
+/^[0-9]+%: Checks: / { gsub(",", ""); n += $3; f += $5 + $7 }
+/^[0-9]+ passed, [0-9]+ failed$/ { n += $1 + $3; f += $3 }
+END { if (status && !f) { f = 1; n++ }
+      printf "tests: %d passed, %d failed\n", n - f, f }' "$log"
 exit $status
