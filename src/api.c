@@ -414,6 +414,17 @@ handle_segment(struct api *a, struct http_conn *c, struct http_request *req,
                     "biz_tag '%s' is not in leaf_alloc; insert a row for it first",
                     tag);
         return;
+    case SEGMENT_BUSY:
+        reply_error(c, r, 503, "tag_lookup_unavailable", "Retry-After: 1\r\n",
+                    "too many unknown biz_tags are being looked up right now; "
+                    "biz_tag '%s' was not looked up; retry later", tag);
+        return;
+    case SEGMENT_BROKEN:
+        reply_error(c, r, 503, "bad_leaf_alloc_row", "Retry-After: 60\r\n",
+                    "the leaf_alloc row of biz_tag '%s' cannot give IDs (step "
+                    "outside [1, 2147483647], or max_id at its limit); a DBA "
+                    "must fix the row (the log says what is wrong)", tag);
+        return;
     case SEGMENT_WAIT: {
         int64_t left = (st->deadline_us - util_mono_us() + 999) / 1000;
         if (left <= 0)

@@ -108,7 +108,7 @@ static const struct key keys[] = {
       "largest ?count= for /segment" },
     { "segment.refresh_ms", K_INT, OFF(refresh_ms), 100, DAY_MS, "60000", NULL,
       "reload the tag list (and DBA step changes) this often" },
-    { "segment.negative_ttl_ms", K_INT, OFF(negative_ttl_ms), 0, DAY_MS, "10000", NULL,
+    { "segment.negative_ttl_ms", K_INT, OFF(negative_ttl_ms), 100, DAY_MS, "10000", NULL,
       "remember an unknown biz_tag this long before asking the database again" },
     { "segment.max_step", K_INT, OFF(max_step), 1, 100000000, "1000000", NULL,
       "adaptive step never grows past this" },
@@ -151,7 +151,7 @@ static const struct key keys[] = {
     { "snowflake.count_max", K_INT, OFF(sf_count_max), 1, 1000000, "4096", NULL,
       "largest ?count= for /snowflake" },
     { "snowflake.cache_file", K_STR, OFF(cache_file), 0, 1024, "", NULL,
-      "worker ID and fence cache (empty: ./leafd-snowflake-<leaf.name>-<port>.json)" },
+      "worker ID and fence cache (empty: ./leafd-snowflake-<leaf.name>-<port>.json, static: -worker-<dc>-<id>.json)" },
     { "snowflake.ip", K_STR, OFF(sf_ip), 0, 64, "", NULL,
       "ip in this node's ZooKeeper identity (empty: first non-loopback IPv4)" },
     { "snowflake.heartbeat_ms", K_INT, OFF(heartbeat_ms), 100, 600000, "3000", NULL,
@@ -527,6 +527,13 @@ config_validate(struct config *cfg, char **cause)
     }
     if (cfg->snowflake_port == 0)
         cfg->snowflake_port = cfg->listen_port;
+    if (cfg->sf_count_max > (cfg->max_borrow_ms + 1) << cfg->sequence_bits) {
+        *cause = xasprintf("snowflake.count_max %lld is more than a batch can ever get "
+                           "((snowflake.max_borrow_ms + 1) * 2^sequence_bits = %lld)",
+                           (long long)cfg->sf_count_max,
+                           (long long)((cfg->max_borrow_ms + 1) << cfg->sequence_bits));
+        return -1;
+    }
     if (cfg->admin_token[0] != '\0' && strlen(cfg->admin_token) < 8) {
         *cause = xasprintf("admin.token must be at least 8 characters");
         return -1;

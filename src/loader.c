@@ -44,6 +44,7 @@ struct loader {
     size_t           nlookups, lookups_cap;
     int              refresh_wanted;
     int              rows_wanted;      /* next refresh keeps the rows for /db */
+    int              refreshing;       /* a list read is in flight */
     int64_t          next_refresh_ms;  /* monotonic */
 
     int              db_up;
@@ -73,7 +74,15 @@ loader_new(const struct config *cfg, char **cause)
         }
     }
     pthread_mutex_init(&l->lock, NULL);
-    pthread_cond_init(&l->cond, NULL);
+    {
+        /* Waits are on the monotonic clock: a wall clock stepped back must
+         * not stretch a backoff. */
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&l->cond, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     l->db_up = 1;
     l->rows_json = xstrdup("[]");
     l->st.store = store_kind_name(l->stores[0]);
@@ -121,17 +130,24 @@ loader_hook_load(void *arg, struct segment_tag *t)
     pthread_mutex_unlock(&l->lock);
 }
 
+/* Queue a lookup; lock held. */
+static void
+do_lookup_push(struct loader *l, const char *name)
+{
+    if (l->nlookups == l->lookups_cap) {
+        l->lookups_cap = l->lookups_cap ? l->lookups_cap * 2 : 16;
+        l->lookups = xrealloc(l->lookups, l->lookups_cap * sizeof *l->lookups);
+    }
+    snprintf(l->lookups[l->nlookups++], TAG_MAX + 1, "%s", name);
+}
+
 void
 loader_hook_lookup(void *arg, const char *name)
 {
     struct loader *l = arg;
 
     pthread_mutex_lock(&l->lock);
-    if (l->nlookups == l->lookups_cap) {
-        l->lookups_cap = l->lookups_cap ? l->lookups_cap * 2 : 16;
-        l->lookups = xrealloc(l->lookups, l->lookups_cap * sizeof *l->lookups);
-    }
-    snprintf(l->lookups[l->nlookups++], TAG_MAX + 1, "%s", name);
+    do_lookup_push(l, name);
     pthread_cond_signal(&l->cond);
     pthread_mutex_unlock(&l->lock);
 }
@@ -145,7 +161,8 @@ loader_refresh_now(struct loader *l, int keep_rows)
     l->refresh_wanted = 1;
     if (keep_rows)
         l->rows_wanted = 1;
-    gen = l->st.refresh_gen + 1;
+    /* A refresh already in flight may not keep the rows: the next one does. */
+    gen = l->st.refresh_gen + (l->refreshing ? 2 : 1);
     pthread_cond_signal(&l->cond);
     pthread_mutex_unlock(&l->lock);
     return gen;
@@ -224,6 +241,12 @@ run_load(struct loader *l, struct store *s, struct segment_tag *t)
     } else if (rc == 1) {
         log_info("tag %s: no longer in leaf_alloc", segment_tag_name(t));
         segment_tag_gone(l->segs, t);
+    } else if (rc == 2) {
+        /* This row, not the database: only this tag stops, until its row
+         * is read again (refresh or lookup). */
+        log_error("tag %s: cannot take a segment: %s; fix the leaf_alloc row",
+                  segment_tag_name(t), cause);
+        segment_tag_broken(l->segs, t);
     }
     free(cause);
 }
@@ -264,16 +287,18 @@ run_refresh(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_
     size_t nrows = 0;
     char *cause = NULL, *json = NULL;
     int keep, rc;
+    uint64_t since = segments_generation(l->segs);
 
     pthread_mutex_lock(&l->lock);
     keep = l->rows_wanted;
     l->rows_wanted = 0;
+    l->refreshing++;
     pthread_mutex_unlock(&l->lock);
     rc = store_list(s, &rows, &nrows, &cause);
 
     if (rc == 0) {
         qsort(rows, nrows, sizeof *rows, row_cmp);
-        segment_refresh(l->segs, rows, nrows);
+        segment_refresh(l->segs, rows, nrows, since);
         for (size_t i = 0; i < n; i++) {
             struct store_row key;
             snprintf(key.biz_tag, sizeof key.biz_tag, "%s", names[i]);
@@ -284,6 +309,7 @@ run_refresh(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_
             json = rows_to_json(rows, nrows);
     }
     pthread_mutex_lock(&l->lock);
+    l->refreshing--;
     do_db_result(l, rc == 0, cause);
     if (rc == 0) {
         l->st.refreshes++;
@@ -296,6 +322,8 @@ run_refresh(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_
     } else {
         l->refresh_wanted = 1;     /* retry after the backoff */
         l->rows_wanted |= keep;
+        for (size_t i = 0; i < n; i++)    /* and the lookups it answered */
+            do_lookup_push(l, names[i]);
     }
     pthread_mutex_unlock(&l->lock);
     free(rows);
@@ -318,16 +346,9 @@ run_lookups(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_
         pthread_mutex_lock(&l->lock);
         do_db_result(l, rc != -1, cause);
         l->st.lookups++;
-        if (rc == -1) {
-            /* Put the rest back and retry after the backoff. */
-            for (size_t j = i; j < n; j++) {
-                if (l->nlookups == l->lookups_cap) {
-                    l->lookups_cap = l->lookups_cap ? l->lookups_cap * 2 : 16;
-                    l->lookups = xrealloc(l->lookups, l->lookups_cap * sizeof *l->lookups);
-                }
-                memcpy(l->lookups[l->nlookups++], names[j], TAG_MAX + 1);
-            }
-        }
+        if (rc == -1)      /* put the rest back; retry after the backoff */
+            for (size_t j = i; j < n; j++)
+                do_lookup_push(l, names[j]);
         pthread_mutex_unlock(&l->lock);
         free(cause);
         if (rc == -1)
@@ -343,12 +364,9 @@ static void
 wait_until(struct loader *l, int64_t mono_ms)
 {
     struct timespec ts;
-    int64_t wall = util_wall_ms() + (mono_ms - util_mono_ms());
 
-    if (wall < 0)
-        wall = 0;
-    ts.tv_sec = wall / 1000;
-    ts.tv_nsec = (wall % 1000) * 1000000;
+    ts.tv_sec = mono_ms / 1000;
+    ts.tv_nsec = (mono_ms % 1000) * 1000000;
     pthread_cond_timedwait(&l->cond, &l->lock, &ts);
 }
 

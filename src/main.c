@@ -68,11 +68,14 @@ static void
 wake_http(void *arg)
 {
     struct leafd *d = arg;
+    /* Loader threads call this before the servers exist, too. */
+    struct http_server *s = __atomic_load_n(&d->server, __ATOMIC_ACQUIRE);
+    struct http_server *a = __atomic_load_n(&d->admin, __ATOMIC_ACQUIRE);
 
-    if (d->server != NULL)
-        http_wake_all(d->server);
-    if (d->admin != NULL)
-        http_wake_all(d->admin);
+    if (s != NULL)
+        http_wake_all(s);
+    if (a != NULL)
+        http_wake_all(a);
 }
 
 static void
@@ -165,7 +168,8 @@ start(struct leafd *d, char **cause)
     hc.max_header_bytes = (int)cfg->max_header_bytes;
     hc.max_url_bytes = (int)cfg->max_url_bytes;
     hc.max_body_bytes = 65536;
-    d->server = http_server_new(&hc, api_handle, api_thread, d->api, cause);
+    __atomic_store_n(&d->server, http_server_new(&hc, api_handle, api_thread, d->api,
+                                                 cause), __ATOMIC_RELEASE);
     if (d->server == NULL)
         return -1;
     api_set_server(d->api, d->server);
@@ -174,8 +178,9 @@ start(struct leafd *d, char **cause)
         hc.port = (int)cfg->admin_port;
         hc.threads = 1;
         hc.max_connections = 256;
-        d->admin = http_server_new(&hc, api_handle_admin, api_thread_admin, d->api,
-                                   cause);
+        __atomic_store_n(&d->admin, http_server_new(&hc, api_handle_admin,
+                                                    api_thread_admin, d->api, cause),
+                         __ATOMIC_RELEASE);
         if (d->admin == NULL)
             return -1;
     }
@@ -211,7 +216,8 @@ stop(struct leafd *d)
     d->sf = NULL;
     http_server_free(d->server);
     http_server_free(d->admin);
-    d->server = d->admin = NULL;
+    __atomic_store_n(&d->server, NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->admin, NULL, __ATOMIC_RELEASE);
     api_free(d->api);
     segments_free(d->segs);
     loader_free(d->loader);

@@ -81,6 +81,8 @@ struct segment_tag {
     _Atomic int      loading;      /* a load is queued or running */
     _Atomic int      init_ok;      /* a first range has been installed */
     _Atomic int      gone;         /* no longer in the table */
+    _Atomic int      broken;       /* the row cannot give a range */
+    _Atomic uint64_t seen_gen;     /* segments.gen when last found in the table */
     _Atomic int64_t  issued;       /* IDs of retired ranges */
     _Atomic int64_t  loads;
     _Atomic int64_t  db_step;      /* the table's step, from refresh/lookup */
@@ -117,6 +119,7 @@ struct segments {
     pthread_mutex_t        reg_lock;          /* writers of table */
     size_t                 ntags;             /* reg_lock */
 
+    _Atomic uint64_t       gen;               /* counts tags found in the table */
     pthread_mutex_t        neg_lock;          /* negative and pending */
     struct negative       *negative;          /* NEGATIVE_MAX, hashed */
     char                 (*pending)[TAG_MAX + 1]; /* lookups in flight */
@@ -387,10 +390,11 @@ unknown_tag(struct segments *s, const char *name, size_t len)
     }
     if (do_pending_find(s, name, len) < 0) {
         if (s->npending == PENDING_MAX) {
-            /* Too many distinct lookups in flight: treat as unknown rather
-             * than queue unbounded work for the database. */
+            /* Too many distinct lookups in flight: refuse (503) rather than
+             * queue unbounded work for the database, or call a real tag
+             * unknown. */
             pthread_mutex_unlock(&s->neg_lock);
-            return SEGMENT_UNKNOWN;
+            return SEGMENT_BUSY;
         }
         memcpy(s->pending[s->npending], name, len);
         s->pending[s->npending][len] = '\0';
@@ -409,9 +413,16 @@ unknown_tag(struct segments *s, const char *name, size_t len)
 void
 segment_tag_found(struct segments *s, const struct store_row *row)
 {
-    struct segment_tag *tag = registry_add(s, row);
+    struct segment_tag *tag;
 
+    /* A row no request can name (the table allows any text) is skipped:
+     * it could only corrupt /metrics labels. */
+    if (!util_tag_valid(row->biz_tag, strlen(row->biz_tag)))
+        return;
+    tag = registry_add(s, row);
     atomic_store(&tag->db_step, row->step);
+    atomic_store(&tag->seen_gen, atomic_fetch_add(&s->gen, 1) + 1);
+    atomic_store(&tag->broken, 0);
     atomic_store(&tag->gone, 0);
     pthread_mutex_lock(&s->neg_lock);
     do_pending_remove(s, row->biz_tag);
@@ -451,8 +462,14 @@ request_load(struct segments *s, struct segment_tag *t)
 
     if (atomic_load(&t->next_ready) || atomic_load(&t->loading))
         return;
-    if (atomic_compare_exchange_strong(&t->loading, &expect, 1))
-        s->hooks.load(s->hooks.arg, t);
+    if (!atomic_compare_exchange_strong(&t->loading, &expect, 1))
+        return;
+    /* A load may have landed between the check and the exchange. */
+    if (atomic_load(&t->next_ready)) {
+        atomic_store(&t->loading, 0);
+        return;
+    }
+    s->hooks.load(s->hooks.arg, t);
 }
 
 /* Read a slot's incarnation; 0 if it is being written right now. */
@@ -581,7 +598,7 @@ segment_take(struct segments *s, const char *name, size_t len, int64_t n,
             continue;
         }
         if (!take_slow(s, t))
-            return SEGMENT_WAIT;
+            return atomic_load(&t->broken) ? SEGMENT_BROKEN : SEGMENT_WAIT;
     }
     /* A caller stalled across a whole switch and refill may have taken from
      * the next range before the current one: the ranges are disjoint, so
@@ -639,6 +656,18 @@ segment_install(struct segments *s, struct segment_tag *t, int64_t max_id,
     uint64_t gen;
 
     pthread_mutex_lock(&t->lock);
+    if (atomic_load(&t->next_ready)) {
+        /* Never overwrite an unused range (a gap, but a wasted one). The
+         * row's step is still news. */
+        if (db_step != t->min_step)
+            atomic_store(&t->db_step, db_step);
+        atomic_store(&t->loading, 0);
+        pthread_mutex_unlock(&t->lock);
+        log_warn("tag %s: a second segment arrived while one was ready; "
+                 "[%lld, %lld) is skipped", t->name, (long long)(max_id - step),
+                 (long long)max_id);
+        return;
+    }
     sl = &t->slot[!atomic_load(&t->cur)];
     gen = (atomic_load(&sl->gen) + 1) & CTR_GEN_MASK;
     atomic_fetch_add(&sl->seq, 1);
@@ -665,6 +694,20 @@ segment_load_failed(struct segments *s, struct segment_tag *t)
 }
 
 void
+segment_tag_broken(struct segments *s, struct segment_tag *t)
+{
+    (void)s;
+    atomic_store(&t->broken, 1);
+    atomic_store(&t->loading, 0);
+}
+
+uint64_t
+segments_generation(struct segments *s)
+{
+    return atomic_load(&s->gen);
+}
+
+void
 segment_tag_gone(struct segments *s, struct segment_tag *t)
 {
     (void)s;
@@ -673,7 +716,8 @@ segment_tag_gone(struct segments *s, struct segment_tag *t)
 }
 
 void
-segment_refresh(struct segments *s, const struct store_row *rows, size_t n)
+segment_refresh(struct segments *s, const struct store_row *rows, size_t n,
+                uint64_t since)
 {
     struct registry_table *t;
 
@@ -701,7 +745,10 @@ segment_refresh(struct segments *s, const struct store_row *rows, size_t n)
             else
                 hi = mid;
         }
-        if (!found && !atomic_load(&tag->gone)) {
+        /* A tag a lookup found after the list was read may be missing
+         * from it: only older ones are gone. */
+        if (!found && !atomic_load(&tag->gone) &&
+            atomic_load(&tag->seen_gen) <= since) {
             log_info("tag %s: no longer in leaf_alloc; answering unknown_biz_tag",
                      tag->name);
             atomic_store(&tag->gone, 1);

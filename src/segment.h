@@ -60,6 +60,9 @@ enum segment_result {
     SEGMENT_OK,          /* ranges hold want IDs */
     SEGMENT_WAIT,        /* nothing ready yet: wait for a wake and call again */
     SEGMENT_UNKNOWN,     /* no such biz_tag */
+    SEGMENT_BUSY,        /* too many lookups in flight to ask about this tag */
+    SEGMENT_BROKEN,      /* the tag's row cannot give a range (bad step,
+                            max_id at its end): a DBA must fix the row */
 };
 
 struct segments *segments_new(const struct segment_options *opt,
@@ -81,12 +84,18 @@ void segment_install(struct segments *s, struct segment_tag *t, int64_t max_id,
 void segment_load_failed(struct segments *s, struct segment_tag *t);
 /* The load found no row: the tag was deleted from the table. */
 void segment_tag_gone(struct segments *s, struct segment_tag *t);
+/* The row cannot give a range (store_alloc returned 2). Cleared when the
+ * row is read again (refresh, lookup). */
+void segment_tag_broken(struct segments *s, struct segment_tag *t);
 /* Lookup results. */
 void segment_tag_found(struct segments *s, const struct store_row *row);
 void segment_tag_missing(struct segments *s, const char *name);
 /* A full list of rows: add new tags, pick up DBA step changes, mark tags
- * that are gone. */
-void segment_refresh(struct segments *s, const struct store_row *rows, size_t n);
+ * that are gone. since is segments_generation() from before the list was
+ * read: a tag found (by a lookup) after that is not marked gone. */
+void segment_refresh(struct segments *s, const struct store_row *rows, size_t n,
+                     uint64_t since);
+uint64_t segments_generation(struct segments *s);
 
 const char *segment_tag_name(const struct segment_tag *t);
 

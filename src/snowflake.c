@@ -808,7 +808,14 @@ snowflake_keeper_step(struct snowflake *sf)
     if (sf->backend.tick != NULL) {
         int r = sf->backend.tick(sf->backend.arg, now);
         st = atomic_load(&sf->status);
-        if (r == SF_TICK_ACQUIRED && st == SF_ST_UNKNOWN) {
+        /* Lost first: a lost worker ID is never acquired again here. */
+        if (r == SF_TICK_LOST && st != SF_ST_LOST) {
+            atomic_store(&sf->status, SF_ST_LOST);
+            log_error("snowflake worker ID %" PRId64 " lost; no more IDs",
+                      atomic_load(&sf->worker_id));
+        } else if (st == SF_ST_LOST) {
+            /* stays lost: only a restart registers again */
+        } else if (r == SF_TICK_ACQUIRED && st == SF_ST_UNKNOWN) {
             sf_acquire(sf, now);
             wake = atomic_load(&sf->status) == SF_ST_OK;
         } else if (st == SF_ST_UNKNOWN && sf->backend.worker != NULL) {
@@ -818,10 +825,6 @@ snowflake_keeper_step(struct snowflake *sf)
                 sf_acquire(sf, now);
                 wake = atomic_load(&sf->status) == SF_ST_OK;
             }
-        } else if (r == SF_TICK_LOST && st != SF_ST_LOST) {
-            atomic_store(&sf->status, SF_ST_LOST);
-            log_error("snowflake worker ID %" PRId64 " lost; no more IDs",
-                      atomic_load(&sf->worker_id));
         } else if (r == SF_TICK_LEASE_EXPIRED && st == SF_ST_OK) {
             atomic_store(&sf->status, SF_ST_LEASE);
             log_error("no ZooKeeper heartbeat for half of "

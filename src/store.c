@@ -112,10 +112,10 @@ store_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
 {
     if (store_check_tag(tag, cause) == -1)
         return -1;
-    if (step < 1) {
-        store_set_cause(cause, "step %lld for %s is below 1", (long long)step,
-                        tag);
-        return -1;
+    if (step < 1 || step > STORE_STEP_MAX) {
+        store_set_cause(cause, "step %lld of %s is not in [1, %d]", (long long)step,
+                        tag, STORE_STEP_MAX);
+        return 2;
     }
     return s->ops->alloc(s, tag, step, max_id, db_step, cause);
 }

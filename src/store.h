@@ -56,10 +56,12 @@ const char *store_kind_name(const struct store *s);
  *   SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = ?
  * Committed (durably, for sqlite) before returning. The range handed out is
  * [*max_id - step, *max_id). *db_step is the row's step column.
- * Returns 0, 1 if the tag does not exist (nothing changed), -1 on error,
- * including step < 1 and a max_id that would pass INT64_MAX (row unchanged).
- * On -1 nothing of the range may be used (a failed COMMIT may still have
- * committed: that range is simply skipped). */
+ * Returns 0; 1 if the tag does not exist (nothing changed); 2 if this row
+ * cannot give a range: step outside [1, STORE_STEP_MAX] or max_id + step
+ * past INT64_MAX (nothing changed; the database itself is fine); -1 on a
+ * database error. On -1 nothing of the range may be used (a failed COMMIT
+ * may still have committed: that range is simply skipped). */
+#define STORE_STEP_MAX 2147483647     /* Leaf's step column is an int(11) */
 int store_alloc(struct store *s, const char *tag, int64_t step,
                 int64_t *max_id, int64_t *db_step, char **cause);
 

@@ -343,7 +343,7 @@ my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
             return 1;
         store_set_cause(cause, "max_id %lld of %s plus step %lld would "
                         "overflow a 64-bit integer", v_max, tag, v_step);
-        return -1;
+        return 2;
     }
     if (rc == 0) {
         if (my_rollback(m, cause) == -1)

@@ -157,7 +157,7 @@ sqlite_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
         store_set_cause(cause, "max_id %lld of %s plus step %lld would "
                         "overflow a 64-bit integer", (long long)got_max, tag,
                         (long long)step);
-        return -1;
+        return 2;
     }
     if (!found) {
         sqlite_rollback(q);

@@ -920,10 +920,15 @@ workerid_open(const struct config *cfg, const struct sf_layout *l,
     }
     if (cfg->cache_file != NULL && *cfg->cache_file != '\0')
         p.cache_path = cfg->cache_file;
-    else
+    else if (p.use_zk)      /* ZooKeeper identity: ip:port */
         p.cache_path = cache = xasprintf("leafd-snowflake-%s-%d.json",
                                          p.leaf_name != NULL ? p.leaf_name : "",
                                          p.port);
+    else                    /* static: the fence belongs to the worker ID */
+        p.cache_path = cache = xasprintf("leafd-snowflake-%s-worker-%lld-%lld.json",
+                                         p.leaf_name != NULL ? p.leaf_name : "",
+                                         (long long)cfg->datacenter_id,
+                                         (long long)cfg->worker_id);
     p.worker_id = cfg->worker_id;
     p.datacenter_id = cfg->datacenter_id;
     p.max_worker = l->max_worker;
@@ -1023,7 +1028,12 @@ workerid_persist(struct workerid *w, int64_t fence_ms, char **cause)
         return 0;
     rc = wid_write_node(w, fence_ms, &zcause);
     if (rc == -2) {
+        /* Someone else owns the worker ID now: this fence must not count. */
         wid_mark_lost(w, zcause);
+        if (cause != NULL)
+            *cause = xasprintf("worker ID lost: %s", zcause ? zcause : "?");
+        free(zcause);
+        return -1;
     } else if (rc == -1) {
         if (wid_log_due(w))
             log_warn("fence %" PRId64 " is in the cache file only: %s",

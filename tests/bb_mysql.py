@@ -11,6 +11,7 @@ TESTS = [
     "test_tag_inserted_while_running",
     "test_unknown_tag_flood_is_cached",
     "test_mariadb_outage_and_recovery",
+    "test_bad_row_stops_only_its_tag",
 ]
 
 
@@ -181,3 +182,23 @@ def test_mariadb_outage_and_recovery(ctx):
               "logged once per change of state")
         eq(d.log().count("database unreachable"), 1, "logged the outage once")
         eq(d.get("/health").status, 200, "healthy again")
+
+
+def test_bad_row_stops_only_its_tag(ctx):
+    db = ctx.shared_mariadb()
+    add_tag(db, "bad-step", 0)
+    add_tag(db, "near-end", 100, max_id=9223372036854775800)
+    add_tag(db, "good-neighbour", 100)
+    with Workdir("badrow") as wd:
+        d = wd.leafd(conf=node_conf(db, **{"segment.refresh_ms": "300"})).start()
+        for tag in ("bad-step", "near-end"):
+            r = d.get("/segment/" + tag)
+            eq(r.status, 503, "%s: %r" % (tag, r))
+            eq(r.json()["error"], "bad_leaf_alloc_row", tag)
+        eq(d.get("/segment/good-neighbour").status, 200, "other tags unaffected")
+        h = d.get("/health").json()
+        eq(h["segment"]["db"], "up", "the database is not reported down")
+        check("database unreachable" not in d.log(), "no database-down log")
+        db.sql("UPDATE leaf_alloc SET step = 10 WHERE biz_tag = 'bad-step'")
+        wait_for(lambda: d.get("/segment/bad-step").status == 200, timeout=10,
+                 what="the fixed row serves without a restart")

@@ -110,7 +110,7 @@ START_TEST(first_take_waits_then_serves)
     struct store_row rw = row("t", 1, 100);
     enum segment_result r;
 
-    segment_refresh(s, &rw, 1);
+    segment_refresh(s, &rw, 1, segments_generation(s));
     ck_assert_int_eq(take1(s, "t", &r), -1);
     ck_assert_int_eq(r, SEGMENT_WAIT);
     ck_assert_int_eq(nload, 1);
@@ -129,7 +129,7 @@ START_TEST(buffer_switch_and_prefetch)
     enum segment_result r;
     int64_t prev = 0;
 
-    segment_refresh(s, &rw, 1);
+    segment_refresh(s, &rw, 1, segments_generation(s));
     take1(s, "t", &r);
     db_max = 1;
     serve_load(s, load_req[0]);           /* [1, 101) */
@@ -165,7 +165,7 @@ START_TEST(batch_across_segment_end)
     struct segment_take st;
     enum segment_result r;
 
-    segment_refresh(s, &rw, 1);
+    segment_refresh(s, &rw, 1, segments_generation(s));
     take1(s, "t", &r);
     db_max = 1;
     serve_load(s, load_req[0]);           /* [1, 11) */
@@ -192,7 +192,7 @@ START_TEST(batch_spanning_two_ready_segments_with_gap)
     enum segment_result r;
     int64_t step;
 
-    segment_refresh(s, &rw, 1);
+    segment_refresh(s, &rw, 1, segments_generation(s));
     take1(s, "t", &r);
     db_max = 1;
     serve_load(s, load_req[0]);           /* [1, 11) */
@@ -277,7 +277,7 @@ START_TEST(threads_no_duplicate_no_gap)
 
     race_s = mk(10);
     db_max = 1;
-    segment_refresh(race_s, &rw, 1);
+    segment_refresh(race_s, &rw, 1, segments_generation(race_s));
     pthread_create(&lt, NULL, race_loader, NULL);
     for (int i = 0; i < NTHREADS; i++) {
         race_ids[i] = malloc(sizeof(int64_t) * PER_THREAD);
@@ -326,7 +326,7 @@ START_TEST(step_adapts_with_clock_and_dba_change)
     enum segment_result r;
     struct segment_tag *t;
 
-    segment_refresh(s, &rw, 1);
+    segment_refresh(s, &rw, 1, segments_generation(s));
     take1(s, "t", &r);
     t = load_req[0];
     ck_assert_int_eq(segment_next_step(s, t), 100);   /* first load: table's step */
@@ -342,7 +342,7 @@ START_TEST(step_adapts_with_clock_and_dba_change)
     segment_install(s, t, 901, 200, 100);
     /* The DBA sets step = 5000: the next load uses it. */
     rw.step = 5000;
-    segment_refresh(s, &rw, 1);
+    segment_refresh(s, &rw, 1, segments_generation(s));
     fake_now += 60000;
     ck_assert_int_eq(segment_next_step(s, t), 5000);
     segment_install(s, t, 5901, 5000, 5000);
@@ -363,14 +363,14 @@ START_TEST(deleted_tag_is_unknown)
     struct store_row rows[2] = { row("a", 1, 10), row("b", 1, 10) };
     enum segment_result r;
 
-    segment_refresh(s, rows, 2);
+    segment_refresh(s, rows, 2, segments_generation(s));
     ck_assert_uint_eq(segments_count(s), 2);
-    segment_refresh(s, rows, 1);            /* b deleted */
+    segment_refresh(s, rows, 1, segments_generation(s));            /* b deleted */
     take1(s, "b", &r);
     ck_assert_int_eq(r, SEGMENT_UNKNOWN);
     take1(s, "a", &r);
     ck_assert_int_eq(r, SEGMENT_WAIT);
-    segment_refresh(s, rows, 2);            /* b back */
+    segment_refresh(s, rows, 2, segments_generation(s));            /* b back */
     take1(s, "b", &r);
     ck_assert_int_eq(r, SEGMENT_WAIT);
     segments_free(s);
@@ -426,6 +426,50 @@ START_TEST(negative_cache_spreads_similar_names)
 }
 END_TEST
 
+/* A tag a lookup found while a refresh's list was being read is not marked
+ * gone by that list. */
+START_TEST(refresh_does_not_drop_tags_found_meanwhile)
+{
+    struct segments *s = mk(10);
+    struct store_row a = row("a", 1, 10), b = row("b", 1, 10);
+    enum segment_result r;
+    uint64_t since;
+
+    segment_refresh(s, &a, 1, segments_generation(s));
+    since = segments_generation(s);       /* the list read starts: only "a" */
+    segment_tag_found(s, &b);             /* a lookup finds "b" meanwhile */
+    segment_refresh(s, &a, 1, since);
+    take1(s, "b", &r);
+    ck_assert_int_eq(r, SEGMENT_WAIT);    /* known, asks for a segment */
+    /* The next refresh that still lacks it does mark it gone. */
+    segment_refresh(s, &a, 1, segments_generation(s));
+    take1(s, "b", &r);
+    ck_assert_int_eq(r, SEGMENT_UNKNOWN);
+    segments_free(s);
+}
+END_TEST
+
+START_TEST(broken_row_until_read_again)
+{
+    struct segments *s = mk(10);
+    struct store_row rw = row("t", 1, 0);
+    enum segment_result r;
+
+    segment_refresh(s, &rw, 1, segments_generation(s));
+    take1(s, "t", &r);
+    ck_assert_int_eq(r, SEGMENT_WAIT);
+    segment_tag_broken(s, load_req[0]);   /* the store said: step 0 */
+    take1(s, "t", &r);
+    ck_assert_int_eq(r, SEGMENT_BROKEN);
+    rw.step = 10;                         /* the DBA fixes it */
+    segment_refresh(s, &rw, 1, segments_generation(s));
+    take1(s, "t", &r);
+    ck_assert_int_eq(r, SEGMENT_WAIT);
+    ck_assert_int_eq(nload, 2);
+    segments_free(s);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -446,6 +490,8 @@ main(void)
     tcase_add_test(tc, deleted_tag_is_unknown);
     tcase_add_test(tc, many_tags_registry_grows);
     tcase_add_test(tc, negative_cache_spreads_similar_names);
+    tcase_add_test(tc, refresh_does_not_drop_tags_found_meanwhile);
+    tcase_add_test(tc, broken_row_until_read_again);
     suite_add_tcase(su, tc);
     sr = srunner_create(su);
     srunner_run_all(sr, CK_NORMAL);

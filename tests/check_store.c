@@ -482,10 +482,10 @@ START_TEST(test_alloc_invalid)
     ck_assert_str_eq(row.biz_tag, max_tag);
     ck_assert_str_eq(row.description, "");
 
-    ck_assert_int_eq(store_alloc(s, max_tag, 0, &max_id, &step, &cause), -1);
+    ck_assert_int_eq(store_alloc(s, max_tag, 0, &max_id, &step, &cause), 2);
     free(cause);
     cause = NULL;
-    ck_assert_int_eq(store_alloc(s, max_tag, -5, &max_id, &step, &cause), -1);
+    ck_assert_int_eq(store_alloc(s, max_tag, -5, &max_id, &step, &cause), 2);
     free(cause);
     cause = NULL;
     ck_assert_int_eq(store_insert(s, tag("z"), 1, 0, NULL, &cause), -1);
@@ -527,7 +527,7 @@ START_TEST(test_alloc_overflow)
 
     snprintf(t1, sizeof t1, "%s", tag("big"));
     ck_assert_int_eq(store_insert(s, t1, INT64_MAX - 10, 100, NULL, &cause), 0);
-    ck_assert_int_eq(store_alloc(s, t1, 100, &max_id, &step, &cause), -1);
+    ck_assert_int_eq(store_alloc(s, t1, 100, &max_id, &step, &cause), 2);
     ck_assert_ptr_nonnull(strstr(cause, "overflow"));
     free(cause);
     cause = NULL;
@@ -536,10 +536,10 @@ START_TEST(test_alloc_overflow)
 
     ck_assert_int_eq(store_alloc(s, t1, 10, &max_id, &step, &cause), 0);
     ck_assert_int_eq(max_id, INT64_MAX);
-    ck_assert_int_eq(store_alloc(s, t1, 1, &max_id, &step, &cause), -1);
+    ck_assert_int_eq(store_alloc(s, t1, 1, &max_id, &step, &cause), 2);
     free(cause);
     cause = NULL;
-    ck_assert_int_eq(store_alloc(s, t1, INT64_MAX, &max_id, &step, &cause), -1);
+    ck_assert_int_eq(store_alloc(s, t1, INT64_MAX, &max_id, &step, &cause), 2);
     free(cause);
     cause = NULL;
     ck_assert_int_eq(store_get(s, t1, &row, &cause), 0);

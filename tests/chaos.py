@@ -1,0 +1,906 @@
+#!/usr/bin/env python3
+"""chaos.py: leafd under failures, behind nginx, with clients loading it.
+
+    python3 tests/chaos.py [--short]       the CI run (under 5 minutes)
+    DURATION=600 python3 tests/chaos.py    the long run (make chaos): every
+                                           phase scaled to about DURATION s
+    python3 tests/chaos.py --keep          keep the work directory (logs)
+
+Topology, all on 127.0.0.1 on free ports (never 8080), in one temp dir:
+  - a throwaway MariaDB (tests/mariadb.sh) with a tag `chaos`;
+  - a throwaway ZooKeeper (tests/zookeeper.sh) handing out worker IDs;
+  - three leafd nodes n0 n1 n2, each serving segment mode (on MariaDB) and
+    snowflake mode (ZooKeeper worker IDs, own cache file, leaf.name=chaos);
+    n2 runs under libfaketime with a timestamp file this script writes;
+  - nginx in front (the config is generated below: see NGINX_CONF);
+  - client threads loading nginx continuously with /segment/chaos,
+    /segment/chaos?count=10, /snowflake and /snowflake?count=10, recording
+    every ID, status, JSON error code, start time and latency.
+
+While they run, in sequence, with a settle time after each:
+  1 kill9      kill -9 n0, leave it down a moment, restart it
+  2 rolling    SIGTERM and restart every node, one at a time, each healthy
+               before the next
+  3 db-short   MariaDB down for less than the buffers last
+  4 db-long    MariaDB down until every node has run dry (segment requests
+               get 503 ids_exhausted), a while longer, then back
+  5 zk         ZooKeeper down, then back
+  6 clock      n2's clock 10 ms back, later 10 s back, then +0
+
+Then it prints a table and exits 1 if a "must" failed:
+  - no duplicate ID (segment and snowflake IDs checked separately);
+  - no failed request during 2 rolling and 3 db-short;
+  - every non-200 answer is a 503 with a JSON body carrying "error" (an
+    nginx 502/504 page, a connection error or a timeout fails this);
+  - every 200 carries the IDs asked for, in increasing order;
+  - the run did what it meant to (phase 4 saw ids_exhausted, every node
+    came back healthy), and every segment ID is below leaf_alloc.max_id.
+"""
+import argparse
+import collections
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bbutil import (LEAFD, Client, TestFailure, Workdir, free_port,  # noqa: E402
+                    wait_for)
+
+FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+
+# libfaketime 0.9.10 (Debian 12) with FAKETIME_DONT_FAKE_MONOTONIC=1 breaks
+# pthread_cond_timedwait on a CLOCK_MONOTONIC condition variable: it returns
+# ETIMEDOUT at once (fixed upstream by wolfcw/libfaketime#503). leafd waits on
+# such condition variables for ZooKeeper answers (zk.c: "no answer in 2000
+# ms" at once, so the node never gets a worker ID) and in the snowflake
+# keeper (snowflake.c: the thread spins at 100% CPU). This shim, preloaded
+# before libfaketime, sends waits on monotonic condition variables straight
+# to glibc's pthread_cond_clockwait (which libfaketime leaves alone) and every
+# other wait on to libfaketime.
+FTFIX_C = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <time.h>
+
+#define MAXC 1024
+static pthread_cond_t *mono[MAXC];
+static pthread_mutex_t lk = PTHREAD_MUTEX_INITIALIZER;
+
+static int find(pthread_cond_t *c)
+{
+    for (int i = 0; i < MAXC; i++)
+        if (mono[i] == c)
+            return i;
+    return -1;
+}
+
+int pthread_cond_init(pthread_cond_t *c, const pthread_condattr_t *a)
+{
+    static int (*next)(pthread_cond_t *, const pthread_condattr_t *);
+    clockid_t clk = CLOCK_REALTIME;
+    int i;
+
+    if (next == NULL)
+        next = dlvsym(RTLD_NEXT, "pthread_cond_init", "GLIBC_2.3.2");
+    if (a != NULL)
+        pthread_condattr_getclock(a, &clk);
+    pthread_mutex_lock(&lk);
+    i = find(c);
+    if (clk == CLOCK_MONOTONIC && i < 0 && (i = find(NULL)) >= 0)
+        mono[i] = c;
+    else if (clk != CLOCK_MONOTONIC && i >= 0)
+        mono[i] = NULL;
+    pthread_mutex_unlock(&lk);
+    return next(c, a);
+}
+
+int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
+                           const struct timespec *ts)
+{
+    static int (*next)(pthread_cond_t *, pthread_mutex_t *,
+                       const struct timespec *);
+    int i;
+
+    pthread_mutex_lock(&lk);
+    i = find(c);
+    pthread_mutex_unlock(&lk);
+    if (i >= 0)
+        return pthread_cond_clockwait(c, m, CLOCK_MONOTONIC, ts);
+    if (next == NULL)
+        next = dlvsym(RTLD_NEXT, "pthread_cond_timedwait", "GLIBC_2.3.2");
+    return next(c, m, ts);
+}
+"""
+
+
+def build_ftfix(wd):
+    src = os.path.join(wd, "ftfix.c")
+    so = os.path.join(wd, "ftfix.so")
+    with open(src, "w") as f:
+        f.write(FTFIX_C)
+    r = subprocess.run([os.environ.get("CC", "cc"), "-shared", "-fPIC", "-O2", "-o", so,
+                        src, "-ldl"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if r.returncode != 0:
+        raise TestFailure("cannot build the libfaketime shim: %s" % r.stdout.decode())
+    return so
+
+# The request mix, cycled by every client thread (each from its own offset).
+KINDS = [("seg", "/segment/chaos", 1),
+         ("seg", "/segment/chaos?count=10", 10),
+         ("sf", "/snowflake", 1),
+         ("sf", "/snowflake?count=10", 10)]
+
+T0 = time.time()
+
+
+def say(msg):
+    print("[%6.1fs] %s" % (time.time() - T0, msg), flush=True)
+
+
+# ---- nginx -------------------------------------------------------------------
+#
+# Why these settings:
+# - Every leafd ID route is a GET with no effect but the IDs it returns, and
+#   an ID nobody received is only a gap (IDs are unique, not gapless), so a
+#   request that failed to connect, timed out or got a 503 (ids_exhausted,
+#   clock_behind, fence_not_passed, ...) is safe to send to another node:
+#   proxy_next_upstream error timeout http_503, up to 3 tries (every node).
+#   non_idempotent is not needed: it only lets POST/LOCK/PATCH be retried,
+#   and leafd answers those 405.
+# - max_fails=0: with nginx's default (max_fails=1, fail_timeout=10s) one 503
+#   or one refused connect takes a node out for 10 s, and once every node is
+#   out (all three answer 503 ids_exhausted while the database is down) nginx
+#   answers 502 "no live upstreams" itself without asking anyone: an HTML 5xx
+#   instead of leafd's JSON 503. On loopback a refused connect costs nothing,
+#   so always asking every node is cheap.
+# - proxy_read_timeout a bit above segment.wait_ms (500 ms): leafd always
+#   answers within wait_ms, so only a hung node times out.
+# - When every try fails, nginx passes the last node's answer through as it
+#   is (status, Retry-After, JSON body): no error_page and no
+#   proxy_intercept_errors, so any 502/504 page nginx makes up itself shows
+#   in the results as the failure it is.
+# - Keep-alive to the nodes, closed by nginx (30 s) before leafd would close
+#   an idle one (http.idle_timeout_ms, 60 s). A request on a kept-alive
+#   connection that a restarted node closed is retried by nginx without
+#   using up a try.
+NGINX_CONF = """\
+worker_processes 1;
+daemon off;
+master_process on;
+pid {wd}/nginx.pid;
+error_log {wd}/nginx-error.log warn;
+{user}
+events {{ worker_connections 4096; }}
+http {{
+    client_body_temp_path {wd}/nginx-tmp/body;
+    proxy_temp_path {wd}/nginx-tmp/proxy;
+    fastcgi_temp_path {wd}/nginx-tmp/fastcgi;
+    uwsgi_temp_path {wd}/nginx-tmp/uwsgi;
+    scgi_temp_path {wd}/nginx-tmp/scgi;
+    log_format chaos '$msec $status $request_time "$request" '
+                     'up=[$upstream_addr] st=[$upstream_status] '
+                     'rt=[$upstream_response_time]';
+    access_log {wd}/nginx-access.log chaos buffer=64k flush=1s;
+
+    upstream leafd {{
+{servers}
+        keepalive 32;
+        keepalive_timeout 30s;
+        keepalive_requests 100000;
+    }}
+
+    server {{
+        listen 127.0.0.1:{port};
+        keepalive_timeout 60s;
+        keepalive_requests 100000;
+
+        location / {{
+            proxy_pass http://leafd;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_connect_timeout 250ms;
+            proxy_send_timeout 1s;
+            proxy_read_timeout {read_timeout}ms;
+            proxy_next_upstream error timeout http_503;
+            proxy_next_upstream_tries 3;
+            proxy_next_upstream_timeout 5s;
+            proxy_buffering off;
+            add_header X-Upstream $upstream_addr always;
+            add_header X-Upstream-Status $upstream_status always;
+            add_header Cache-Control "no-store" always;
+        }}
+    }}
+}}
+"""
+
+
+class Nginx:
+    def __init__(self, wd, node_ports, read_timeout_ms):
+        self.wd = wd
+        self.port = free_port()
+        self.proc = None
+        os.makedirs(os.path.join(wd, "nginx-tmp"), exist_ok=True)
+        servers = "\n".join("        server 127.0.0.1:%d max_fails=0;" % p
+                            for p in node_ports)
+        self.conf = os.path.join(wd, "nginx.conf")
+        with open(self.conf, "w") as f:
+            f.write(NGINX_CONF.format(
+                wd=wd, port=self.port, servers=servers, read_timeout=read_timeout_ms,
+                user="user root;" if os.geteuid() == 0 else ""))
+
+    def start(self):
+        self.logf = open(os.path.join(self.wd, "nginx.out"), "ab")
+        self.proc = subprocess.Popen(
+            [NGINX, "-p", self.wd, "-e", os.path.join(self.wd, "nginx-error.log"),
+             "-c", self.conf], stdout=self.logf, stderr=subprocess.STDOUT)
+
+        def up():
+            if self.proc.poll() is not None:
+                raise TestFailure("nginx exited with %s: %s" % (
+                    self.proc.returncode, tail(os.path.join(self.wd, "nginx-error.log"))))
+            import socket
+            socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+            return True
+        wait_for(up, timeout=10, what="nginx listening")
+        return self
+
+    def stop(self):
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGQUIT)       # graceful
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.logf.close()
+
+
+def tail(path, n=20):
+    try:
+        with open(path, "rb") as f:
+            return b"".join(f.readlines()[-n:]).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+class ChaosWorkdir(Workdir):
+    """Workdir that can also be kept after a successful run (--keep)."""
+
+    keep = False
+
+    def __exit__(self, *exc):
+        if self.keep and exc[0] is None:
+            for fn in reversed(self.cleanup):
+                try:
+                    fn()
+                except Exception as e:
+                    print("  cleanup: %s" % e)
+            print("  (kept %s)" % self.path)
+            return False
+        return Workdir.__exit__(self, *exc)
+
+
+# ---- the clients -------------------------------------------------------------
+
+class Load:
+    """Client threads through nginx. Each record is a tuple
+    (start wall time, latency s, path, status, error code, upstream status,
+     upstream addrs, IDs received)."""
+
+    DRAIN = ("seg", "/segment/chaos?count=1000", 1000)
+
+    def __init__(self, port, threads, rate):
+        self.port = port
+        self.nthreads = threads
+        self.period = 1.0 / rate
+        self.stop_ev = threading.Event()
+        self.drain_ev = threading.Event()
+        n = threads + 1                     # the last one is the drainer
+        self.recs = [[] for _ in range(n)]
+        self.ids = {"seg": [[] for _ in range(n)], "sf": [[] for _ in range(n)]}
+        self.bad200 = [[] for _ in range(n)]
+        self.threads = []
+
+    def start(self):
+        for i in range(self.nthreads):
+            t = threading.Thread(target=self.run, args=(i,), daemon=True)
+            t.start()
+            self.threads.append(t)
+        t = threading.Thread(target=self.drainer, daemon=True)
+        t.start()
+        self.threads.append(t)
+
+    def stop(self):
+        self.stop_ev.set()
+        self.drain_ev.set()
+        for t in self.threads:
+            t.join(timeout=30)
+
+    def one(self, c, i, kind):
+        space, path, want = kind
+        t = time.time()
+        m = time.monotonic()
+        code = None
+        up_st = up_addr = ""
+        got = []
+        try:
+            r = c.get(path)
+            status = r.status
+            up_st = r.header("X-Upstream-Status") or ""
+            up_addr = r.header("X-Upstream") or ""
+        except Exception as e:              # timeout, refused, reset...
+            status, r = 0, None
+            code = "client:%s" % type(e).__name__
+            c.close()
+        lat = time.monotonic() - m
+        if r is not None and status == 200:
+            try:
+                got = [int(x) for x in r.text.split()]
+            except ValueError:
+                got = None
+            if got is None or len(got) != want or \
+                    any(a >= b for a, b in zip(got, got[1:])):
+                self.bad200[i].append((t, path, r.body[:200]))
+                got = []
+            else:
+                node = up_addr.rsplit(",", 1)[-1].strip()
+                out = self.ids[space][i]
+                for x in got:
+                    out.append((x, t, node))
+        elif r is not None:
+            code = error_code(r)
+        self.recs[i].append((t, lat, path, status, code, up_st, up_addr, len(got)))
+
+    def run(self, i):
+        c = Client(self.port, timeout=15)
+        k = i
+        nxt = time.monotonic()
+        while not self.stop_ev.is_set():
+            self.one(c, i, KINDS[k % len(KINDS)])
+            k += 1
+            nxt += self.period
+            now = time.monotonic()
+            if nxt > now:
+                time.sleep(nxt - now)
+            elif now - nxt > 1.0:
+                nxt = now                   # fell behind (slow answers): no burst
+        c.close()
+
+    def drainer(self):
+        """A batch client: while drain_ev is set, count=1000 ten times a
+        second (phase 4: the buffers run dry in seconds, not minutes)."""
+        i = self.nthreads
+        c = Client(self.port, timeout=15)
+        while not self.stop_ev.is_set():
+            if not self.drain_ev.wait(0.2):
+                continue
+            if self.stop_ev.is_set():
+                break
+            t = time.monotonic()
+            self.one(c, i, self.DRAIN)
+            time.sleep(max(0, 0.1 - (time.monotonic() - t)))
+        c.close()
+
+    def records(self):
+        return sorted((r for rs in self.recs for r in rs), key=lambda r: r[0])
+
+    def all_ids(self, space):
+        return [x for part in self.ids[space] for x in part]
+
+    def count_since(self, t, pred):
+        n = 0
+        for rs in self.recs:
+            for r in reversed(rs):
+                if r[0] < t:
+                    break
+                if pred(r):
+                    n += 1
+        return n
+
+    def sum_since(self, t, pred):
+        n = 0
+        for rs in self.recs:
+            for r in reversed(rs):
+                if r[0] < t:
+                    break
+                if pred(r):
+                    n += r[7]
+        return n
+
+
+def error_code(r):
+    """The JSON "error" of a non-200 answer, or a tag saying what it was."""
+    ctype = (r.header("Content-Type") or "").lower()
+    try:
+        j = json.loads(r.body)
+        if isinstance(j, dict) and isinstance(j.get("error"), str) and j["error"]:
+            return j["error"]
+        return "json-without-error"
+    except ValueError:
+        if "html" in ctype or b"<html" in r.body[:200].lower():
+            return "html"
+        return "no-json-body" if r.body else "empty-body"
+
+
+# ---- the run -----------------------------------------------------------------
+
+class Chaos:
+    def __init__(self, args):
+        self.args = args
+        self.f = args.scale
+        self.step = int(args.step * self.f)
+        self.phases = []            # (name, start, action end, window end)
+        self.notes = []             # what each phase measured
+        self.musts = []             # (ok, text)
+        self.sigterm_rcs = []
+
+    def s(self, secs):
+        """A phase duration, scaled."""
+        return secs * self.f
+
+    # -- topology --
+    def setup(self, wd):
+        a = self.args
+        self.wd = wd
+        say("work directory %s" % wd.path)
+        self.db = wd.mariadb()
+        self.db.sql("INSERT INTO leaf_alloc(biz_tag, max_id, step, description) "
+                    "VALUES ('chaos', 1, %d, 'chaos run')" % self.step)
+        say("MariaDB on %d (tag chaos, step %d)" % (self.db.port, self.step))
+        self.zk = wd.zookeeper()
+        say("ZooKeeper on %s" % self.zk.address)
+        self.clock_file = os.path.join(wd.path, "faketime.rc")
+        self.set_clock("+0")
+        self.nodes = []
+        for i in range(3):
+            name = "n%d" % i
+            conf = {
+                "leaf.name": "chaos",
+                "threads": "2",
+                "leaf.segment.enable": "true",
+                "segment.mysql.url": self.db.url,
+                "segment.wait_ms": str(a.wait_ms),
+                "segment.db_timeout_ms": "1000",
+                "segment.db_backoff_max_ms": "1000",
+                "segment.refresh_ms": "1000",
+                # The table's step, fixed: the adaptive step would otherwise
+                # double on every load and the buffers would never run dry.
+                "segment.max_step": str(self.step),
+                "leaf.snowflake.enable": "true",
+                "leaf.snowflake.zk.address": self.zk.address,
+                "snowflake.ip": "127.0.0.1",
+                "snowflake.cache_file": os.path.join(wd.path, "%s-cache.json" % name),
+                "snowflake.zk_session_timeout_ms": "4000",
+                "snowflake.heartbeat_ms": "1000",
+            }
+            env = {}
+            if i == 2:
+                env = {"LD_PRELOAD": "%s %s" % (build_ftfix(wd.path), FAKETIME),
+                       "FAKETIME_TIMESTAMP_FILE": self.clock_file,
+                       "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+            self.nodes.append(wd.leafd(conf=conf, env=env, name=name))
+        for n in self.nodes:
+            n.start()
+        for n in self.nodes:
+            self.wait_healthy(n)
+        self.port_name = {"127.0.0.1:%d" % n.port: n.name for n in self.nodes}
+        self.worker = {}
+        for n in self.nodes:
+            st = n.get("/snowflake/state").json()
+            self.worker[st["worker_id"]] = n.name
+        say("leafd n0 n1 n2 on %s (n2 under libfaketime); worker IDs %s" % (
+            ", ".join(str(n.port) for n in self.nodes),
+            ", ".join("%s=%s" % (v, k) for k, v in sorted(self.worker.items(), key=lambda x: x[1]))))
+        self.nginx = Nginx(wd.path, [n.port for n in self.nodes], a.wait_ms + 500)
+        wd.cleanup.append(self.nginx.stop)
+        self.nginx.start()
+        say("nginx on %d" % self.nginx.port)
+
+    def set_clock(self, offset):
+        with open(self.clock_file + ".tmp", "w") as f:
+            f.write(offset + "\n")
+        os.rename(self.clock_file + ".tmp", self.clock_file)
+
+    def health(self, n):
+        r = n.get("/health")
+        return r.status, r.json()
+
+    def wait_healthy(self, n, timeout=30):
+        try:
+            return wait_for(lambda: n.get("/health").status == 200, timeout=timeout,
+                            step=0.1, what="%s healthy" % n.name)
+        except TestFailure as e:
+            raise TestFailure("%s (last /health: %s)" % (e, self.safe_health(n)))
+
+    def safe_health(self, n):
+        try:
+            return n.get("/health").text.strip()
+        except Exception as e:
+            return repr(e)
+
+    def cache(self, n):
+        for t in n.get("/cache").json()["tags"]:
+            if t["key"] == "chaos":
+                return t
+        return None
+
+    # -- phases --
+    def phase(self, name, fn):
+        start = time.time()
+        say("== phase %s" % name)
+        try:
+            fn()
+        except TestFailure as e:
+            self.musts.append((False, "phase %s: %s" % (name, e)))
+            say("   FAILED: %s" % e)
+        end = time.time()
+        say("   %s done in %.1fs; settling %.0fs" % (name, end - start, self.s(self.args.settle)))
+        time.sleep(self.s(self.args.settle))
+        self.phases.append((name, start, end, time.time()))
+
+    def p_kill9(self):
+        n = self.nodes[0]
+        n.kill9()
+        say("   kill -9 %s" % n.name)
+        time.sleep(self.s(2))
+        n.start()
+        t = time.time()
+        self.wait_healthy(n)
+        self.notes.append("1 kill9: %s healthy %.1fs after the restart" % (n.name, time.time() - t))
+
+    def p_rolling(self):
+        for n in self.nodes:
+            t = time.time()
+            rc = n.stop(signal.SIGTERM)
+            self.sigterm_rcs.append((n.name, rc))
+            n.start()
+            self.wait_healthy(n)
+            say("   %s: SIGTERM exit %s, healthy again in %.1fs" % (n.name, rc, time.time() - t))
+            time.sleep(self.s(1))
+
+    def p_db_short(self):
+        # Both buffers full on every node first, so they last longer than
+        # the outage whatever their state was.
+        # (The prefetch starts once 10% of a segment is used: allow 3 times
+        # as long as that takes at the current rate.)
+        wait_for(lambda: all((self.cache(n) or {}).get("next_ready") for n in self.nodes),
+                 timeout=30 + 0.3 * self.step / max(self.seg_rate(), 10), step=0.1,
+                 what="next buffer ready on every node")
+        avail = [self.cache(n)["available"] for n in self.nodes]
+        t = time.time()
+        self.db.stop()
+        # Every node notices (segment.refresh_ms reads the table every
+        # second) and keeps serving from its buffers, healthy but degraded.
+        wait_for(lambda: all(self.health(n)[1].get("segment", {}).get("db") == "down"
+                             for n in self.nodes),
+                 timeout=10, step=0.1, what="every node to see the database down")
+        seen = time.time() - t
+        time.sleep(self.s(self.args.short_outage))
+        during = [self.health(n) for n in self.nodes]
+        self.db.start()
+        down = time.time() - t
+        self.wait_db_up()
+        rate = self.seg_rate()
+        degraded = all(st == 200 and h.get("status") == "degraded" for st, h in during)
+        self.musts.append((degraded, "3 db-short: every node answered /health 200 degraded "
+                           "with the database down (%s)" % ", ".join(
+                               "%d %s" % (st, h.get("status")) for st, h in during)))
+        self.notes.append("3 db-short: MariaDB down %.1fs (every node saw it after %.1fs); "
+                          "buffers held %s IDs at the stop (~%.0f s at %.0f segment IDs/s "
+                          "per node)" % (down, seen, "/".join(map(str, avail)),
+                                         min(avail) / max(rate, 1), rate))
+
+    def p_db_long(self):
+        t = time.time()
+        self.db.stop()
+        # A batch client drains the buffers, so they run dry in seconds
+        # rather than minutes (the load alone would take step / rate).
+        self.load.drain_ev.set()
+        # Down until every node is dry (health 503) and the clients have seen
+        # ids_exhausted through nginx (all three nodes answered 503).
+        limit = 60 + 8.0 * self.step / max(self.seg_rate(), 10)
+        try:
+            wait_for(lambda: all(n.get("/health").status == 503 for n in self.nodes) and
+                     self.load.count_since(t, lambda r: r[4] == "ids_exhausted") > 0,
+                     timeout=limit, step=0.25, what="every node dry with the database down")
+        finally:
+            self.load.drain_ev.clear()
+        dry = time.time() - t
+        say("   every node dry %.1fs after the stop" % dry)
+        time.sleep(self.s(self.args.dry_hold))
+        t2 = time.time()
+        self.db.start()
+        self.wait_db_up()
+        for n in self.nodes:
+            self.wait_healthy(n, timeout=30)
+        rec = time.time() - t2
+        self.notes.append("4 db-long: MariaDB down %.1fs, all nodes dry after %.1fs, "
+                          "healthy %.1fs after it was back" % (t2 - t, dry, rec))
+
+    def p_zk(self):
+        t = time.time()
+        self.zk.stop()
+        time.sleep(self.s(self.args.zk_outage))
+        self.zk.start()
+        down = time.time() - t
+
+        def reconnected():
+            for n in self.nodes:
+                st = n.get("/snowflake/state").json()
+                if st.get("zk_state") != "connected" or st.get("status") != "ok":
+                    return False
+            return True
+        t2 = time.time()
+        wait_for(reconnected, timeout=60, step=0.25, what="every node reconnected to ZooKeeper "
+                 "(%s)" % [self.safe_state(n) for n in self.nodes])
+        self.notes.append("5 zk: ZooKeeper down %.1fs, every node connected again %.1fs later" % (
+            down, time.time() - t2))
+
+    def safe_state(self, n):
+        try:
+            st = n.get("/snowflake/state").json()
+            return "%s:%s/%s" % (n.name, st.get("zk_state"), st.get("status"))
+        except Exception as e:
+            return "%s:%r" % (n.name, e)
+
+    def p_clock(self):
+        n = self.nodes[2]
+        self.set_clock("-0.010")
+        say("   %s clock -10 ms" % n.name)
+        time.sleep(self.s(3))
+        st, h = self.health(n)
+        small_ok = st == 200
+        self.set_clock("-10")
+        say("   %s clock -10 s" % n.name)
+        seen = wait_for(lambda: "clock_behind" in n.get("/health").text, timeout=5,
+                        step=0.05, what="%s reporting clock_behind" % n.name)
+        time.sleep(min(self.s(4), 8))      # stays below 10 s: it would catch up
+        self.set_clock("+0")
+        say("   %s clock +0" % n.name)
+        t = time.time()
+        self.wait_healthy(n)
+        self.notes.append("6 clock: %s %s at -10 ms, %s at -10 s, healthy %.1fs after +0" % (
+            n.name, "healthy" if small_ok else "UNHEALTHY (%s)" % h,
+            "clock_behind" if seen else "?", time.time() - t))
+
+    def wait_db_up(self):
+        wait_for(lambda: all(n.get("/health").json().get("segment", {}).get("db") == "up"
+                             for n in self.nodes),
+                 timeout=30, step=0.1, what="every node sees the database up")
+
+    def seg_rate(self):
+        """Segment IDs per second per node over the last 5 s."""
+        t = time.time() - 5
+        return self.load.sum_since(t, lambda r: r[2].startswith("/segment")) / 5.0 / 3
+
+    # -- the whole run --
+    def run(self, wd):
+        a = self.args
+        self.setup(wd)
+        self.load = Load(self.nginx.port, a.threads, a.rate)
+        self.load.start()
+        say("load: %d client threads at %.0f requests/s each through nginx" % (
+            a.threads, a.rate))
+        time.sleep(self.s(a.settle))
+        self.phases.append(("0 baseline", T0, time.time(), time.time()))
+        self.phase("1 kill9", self.p_kill9)
+        self.phase("2 rolling", self.p_rolling)
+        self.phase("3 db-short", self.p_db_short)
+        self.phase("4 db-long", self.p_db_long)
+        self.phase("5 zk", self.p_zk)
+        self.phase("6 clock", self.p_clock)
+        for n in self.nodes:
+            try:
+                self.wait_healthy(n, timeout=20)
+            except TestFailure as e:
+                self.musts.append((False, "end: %s" % e))
+        self.load.stop()
+        say("load stopped")
+        self.max_id = int(self.db.sql("SELECT max_id FROM leaf_alloc WHERE biz_tag='chaos'"))
+        return self.report()
+
+    # -- results --
+    def phase_of(self, t):
+        name = self.phases[0][0]
+        for p in self.phases:
+            if t >= p[1]:
+                name = p[0]
+        return name
+
+    def dump(self, recs):
+        """Every request and every ID, for a look after the run (--keep, or
+        kept because it failed)."""
+        with open(os.path.join(self.wd.path, "requests.tsv"), "w") as f:
+            f.write("start\tphase\tlatency_ms\tpath\tstatus\tcode\tupstream_status"
+                    "\tupstreams\tids\n")
+            for r in recs:
+                f.write("%.6f\t%s\t%.1f\t%s\t%d\t%s\t%s\t%s\t%d\n" % (
+                    r[0], self.phase_of(r[0]), r[1] * 1000, r[2], r[3], r[4] or "",
+                    r[5], r[6], r[7]))
+        for space in ("seg", "sf"):
+            with open(os.path.join(self.wd.path, "ids-%s.tsv" % space), "w") as f:
+                for x in self.load.all_ids(space):
+                    f.write("%d\t%.6f\t%s\n" % x)
+
+    def report(self):
+        recs = self.load.records()
+        self.dump(recs)
+        by_phase = collections.OrderedDict((p[0], []) for p in self.phases)
+        for r in recs:
+            by_phase[self.phase_of(r[0])].append(r)
+        out = []
+        w = out.append
+        w("")
+        w("chaos results (%s run, scale %.2f, segment step %d)" % (
+            "short" if self.f == 1 else "long", self.f, self.step))
+        w("%-12s %6s %8s %7s %6s %8s %9s  %s" % (
+            "phase", "secs", "requests", "failed", "retried", "p99 ms", "max ms", "non-200 by code"))
+        for p in self.phases:
+            rs = by_phase[p[0]]
+            fails = [r for r in rs if r[3] != 200]
+            retried = sum(1 for r in rs if "," in r[5])
+            lats = sorted(r[1] for r in rs)
+            p99 = lats[int(len(lats) * 0.99) - 1] * 1000 if lats else 0
+            mx = lats[-1] * 1000 if lats else 0
+            codes = collections.Counter("%s %s" % (r[3], r[4]) for r in fails)
+            w("%-12s %6.1f %8d %7d %6d %8.0f %9.0f  %s" % (
+                p[0], p[3] - p[1], len(rs), len(fails), retried, p99, mx,
+                ", ".join("%s x%d" % kv for kv in sorted(codes.items())) or "-"))
+        w("")
+        # IDs and duplicates
+        seg, sf = self.load.all_ids("seg"), self.load.all_ids("sf")
+        dups = {}
+        for space, ids in (("segment", seg), ("snowflake", sf)):
+            c = collections.Counter(x[0] for x in ids)
+            d = {k: v for k, v in c.items() if v > 1}
+            dups[space] = d
+            w("%-9s IDs collected %8d   distinct %8d   duplicates %d" % (
+                space, len(ids), len(c), len(d)))
+            if d:
+                shown = 0
+                for x in sorted(ids, key=lambda x: (x[0], x[1])):
+                    if x[0] in d and shown < 12:
+                        w("    duplicate %d at %s (+%.2fs, %s) from %s" % (
+                            x[0], time.strftime("%H:%M:%S", time.localtime(x[1])),
+                            x[1] - T0, self.phase_of(x[1]), self.port_name.get(x[2], x[2])))
+                        shown += 1
+        per_node = collections.Counter(self.port_name.get(x[2], x[2]) for x in seg)
+        per_worker = collections.Counter(self.worker.get((x[0] >> 12) & 1023, "?")
+                                         for x in sf)
+        w("segment IDs per node %s; snowflake IDs per worker %s" % (
+            dict(sorted(per_node.items())), dict(sorted(per_worker.items()))))
+        above = [x[0] for x in seg if x[0] >= self.max_id]
+        w("leaf_alloc.max_id %d; segment IDs at or above it: %d" % (self.max_id, len(above)))
+        # non-200 answers
+        fails = [r for r in recs if r[3] != 200]
+        codes = collections.Counter((r[3], r[4]) for r in fails)
+        w("non-200 answers: %d of %d requests%s" % (len(fails), len(recs), ":" if codes else ""))
+        for (st, code), k in sorted(codes.items()):
+            w("    %3d %-28s x%d" % (st, code, k))
+        longest = max(recs, key=lambda r: r[1]) if recs else None
+        if longest:
+            w("longest client wait %.0f ms (%s, %s, status %d, upstream %s)" % (
+                longest[1] * 1000, longest[2], self.phase_of(longest[0]), longest[3],
+                longest[5] or "-"))
+        bad = [b for part in self.load.bad200 for b in part]
+        for note in self.notes:
+            w("  " + note)
+        w("SIGTERM exit codes: %s" % ", ".join("%s=%s" % x for x in self.sigterm_rcs))
+        # the musts
+        m = self.musts
+        m.append((not dups["segment"], "no duplicate segment ID (%d)" % len(dups["segment"])))
+        m.append((not dups["snowflake"], "no duplicate snowflake ID (%d)" % len(dups["snowflake"])))
+        for ph in ("2 rolling", "3 db-short"):
+            f = [r for r in by_phase.get(ph, []) if r[3] != 200]
+            m.append((not f, "no failed request during %s (%d%s)" % (
+                ph, len(f), ": %s" % collections.Counter(
+                    "%s %s" % (r[3], r[4]) for r in f).most_common(4) if f else "")))
+        badfail = [r for r in fails if r[3] != 503 or r[4] is None or
+                   r[4] in ("html", "no-json-body", "empty-body", "json-without-error")]
+        m.append((not badfail, "every non-200 is a 503 with a JSON error (%d are not%s)" % (
+            len(badfail), ": %s" % collections.Counter(
+                "%s %s" % (r[3], r[4]) for r in badfail).most_common(5) if badfail else "")))
+        m.append((not bad, "every 200 has the IDs asked for, increasing (%d do not%s)" % (
+            len(bad), ": %r" % (bad[0],) if bad else "")))
+        m.append((not above, "every segment ID is below leaf_alloc.max_id (%d are not)" % len(above)))
+        m.append((codes.get((503, "ids_exhausted"), 0) > 0,
+                  "phase 4 drained the buffers (clients saw 503 ids_exhausted)"))
+        m.append((len(seg) > 1000 and len(sf) > 1000, "enough IDs collected"))
+        m.append((all(rc == 0 for _, rc in self.sigterm_rcs) and len(self.sigterm_rcs) == 3,
+                  "every node exited 0 on SIGTERM"))
+        w("")
+        ok = True
+        for good, text in m:
+            w("%s  %s" % ("ok  " if good else "FAIL", text))
+            ok = ok and good
+        w("runtime %.0fs" % (time.time() - T0))
+        print("\n".join(out), flush=True)
+        self.log_summary()
+        return ok
+
+    def log_summary(self):
+        """The warnings and errors each node logged, folded."""
+        print("\nnode logs (%s): warn/error lines, numbers folded" % self.wd.path)
+        for n in self.nodes:
+            c = collections.Counter()
+            try:
+                with open(n.log_path, encoding="utf-8", errors="replace") as f:
+                    for line in f:
+                        parts = line.split(None, 2)
+                        if len(parts) == 3 and parts[1] in ("warn", "error"):
+                            c[parts[1] + " " + re.sub(r"\d+", "N", parts[2].strip())[:150]] += 1
+            except OSError:
+                pass
+            print("  %s: %d lines" % (n.name, sum(c.values())))
+            for msg, k in c.most_common(8):
+                print("    %4dx %s" % (k, msg))
+        c = collections.Counter()
+        try:
+            with open(os.path.join(self.wd.path, "nginx-error.log"), encoding="utf-8",
+                      errors="replace") as f:
+                for line in f:
+                    m = re.search(r"\[(\w+)\] \d+#\d+: (?:\*\d+ )?(.*?)(?:, client:|$)", line)
+                    if m:
+                        c[m.group(1) + " " + re.sub(r"\d+", "N", m.group(2))[:120]] += 1
+        except OSError:
+            pass
+        print("  nginx: %d lines" % sum(c.values()))
+        for msg, k in c.most_common(6):
+            print("    %4dx %s" % (k, msg))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--short", action="store_true", help="the CI run (the default)")
+    ap.add_argument("--duration", type=float, default=float(os.environ.get("DURATION") or 0),
+                    help="long run: scale the phases to about this many seconds "
+                         "(also DURATION=...)")
+    ap.add_argument("--threads", type=int, default=4, help="client threads")
+    ap.add_argument("--rate", type=float, default=40, help="requests/s per client thread")
+    ap.add_argument("--step", type=int, default=5000,
+                    help="leaf_alloc step of the chaos tag (scaled with the phases)")
+    ap.add_argument("--wait-ms", type=int, default=500, help="leafd segment.wait_ms")
+    ap.add_argument("--settle", type=float, default=4, help="settle time after a phase, s")
+    ap.add_argument("--short-outage", type=float, default=2, help="phase 3 MariaDB down, s")
+    ap.add_argument("--dry-hold", type=float, default=3,
+                    help="phase 4: keep MariaDB down this long after every node ran dry, s")
+    ap.add_argument("--zk-outage", type=float, default=6, help="phase 5 ZooKeeper down, s")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = ap.parse_args()
+    # The short run spends about 51 s in scalable waits (settle times,
+    # outages, holds) and about 25 s in fixed ones (start-up, restarts,
+    # draining). A long run stretches the scalable ones, and the step, so
+    # the buffers still outlast the short outage.
+    args.scale = 1.0 if args.short or not args.duration else \
+        max(1.0, (args.duration - 25.0) / 51.0)
+    for path, what in ((LEAFD, "./leafd (run make)"), (NGINX, "nginx"),
+                       (FAKETIME, "libfaketime")):
+        if not os.path.exists(path):
+            print("chaos: missing %s: %s" % (what, path))
+            return 2
+
+    def on_term(sig, frame):
+        raise SystemExit(128 + sig)
+    signal.signal(signal.SIGTERM, on_term)
+    ChaosWorkdir.keep = args.keep
+    with ChaosWorkdir("chaos") as wd:
+        c = Chaos(args)
+        ok = c.run(wd)
+        if not ok:
+            print("\nchaos: FAILED (see the FAIL lines above)")
+            raise SystemExit(1)
+    print("\nchaos: passed in %.0fs" % (time.time() - T0))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
