@@ -269,7 +269,7 @@ bench_segment(void)
         rows[i].max_id = 1;
         rows[i].step = big_step;
     }
-    segment_refresh(segs, rows, 2);
+    segment_refresh(segs, rows, 2, segments_generation(segs));
     pthread_create(&loader, NULL, loader_main, NULL);
     /* First take of each tag waits for its first segment. */
     for (int i = 0; i < 2; i++) {
