@@ -209,7 +209,9 @@ do_observe_latency(struct loader *l, double ms)
     l->latency_sum_ms += ms;
 }
 
-static void
+/* Returns 0 if nothing changed for waiting requests (the database failed:
+ * the load is queued again), 1 otherwise. */
+static int
 run_load(struct loader *l, struct store *s, struct segment_tag *t)
 {
     int64_t step = segment_next_step(l->segs, t), max_id = 0, db_step = 0;
@@ -249,6 +251,7 @@ run_load(struct loader *l, struct store *s, struct segment_tag *t)
         segment_tag_broken(l->segs, t);
     }
     free(cause);
+    return rc != -1;
 }
 
 static int
@@ -417,15 +420,20 @@ loader_main(void *arg)
         }
         pthread_mutex_unlock(&l->lock);
 
-        if (t != NULL)
-            run_load(l, s, t);
-        else if (refresh)
-            run_refresh(l, s, NULL, 0);
-        else
-            run_lookups(l, s, names, n);
-        free(names);
-        if (l->wake != NULL)
-            l->wake(l->wake_arg);
+        {
+            int changed = 1;
+
+            if (t != NULL)
+                changed = run_load(l, s, t);
+            else if (refresh)
+                run_refresh(l, s, NULL, 0);
+            else
+                run_lookups(l, s, names, n);
+            free(names);
+            /* Retry parked requests only when something may serve them. */
+            if (changed && l->wake != NULL)
+                l->wake(l->wake_arg);
+        }
 
         pthread_mutex_lock(&l->lock);
     }
