@@ -669,9 +669,10 @@ static int
 conn_run(struct http_conn *c)
 {
     for (;;) {
+        /* A client that half-closed (shutdown(SHUT_WR)) after its request
+         * still gets the answer of a parked request: the connection closes
+         * once it is sent (or when the write fails, if the client is gone). */
         conn_process(c);
-        if (c->eof && c->req_active)
-            goto close;             /* parked and the client went away */
         if (conn_flush(c) < 0)
             goto close;
         if (!c->out_full || c->wev_on)

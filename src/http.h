@@ -102,8 +102,9 @@ void http_reply(struct http_conn *c, int status, const char *content_type,
  * the handler is called with retry = timed_out = 1 and answers, or parks
  * again with a new timeout (the handler keeps its own overall deadline, as
  * api.c does: a snowflake request waiting out a borrowed millisecond parks
- * for 1 ms more than once). If the client goes away while parked, the
- * request is dropped and the handler is not called again. */
+ * for 1 ms more than once). A client that half-closes while its request is
+ * parked still gets the answer; one that has gone away fails the write and
+ * the connection is closed then. */
 void http_park(struct http_conn *c, int timeout_ms);
 
 /* Live counters for /metrics (sums over threads; any thread may call; each

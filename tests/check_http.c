@@ -704,6 +704,24 @@ START_TEST(test_close_while_parked)
 }
 END_TEST
 
+/* A client that half-closes after its request still gets the answer of a
+ * parked request, then the connection closes. */
+START_TEST(test_half_close_while_parked)
+{
+    int port = srv_start(100, 5000);
+    struct client *cl = cl_open(port);
+    struct resp r;
+
+    cl_puts(cl, "GET /park/50 HTTP/1.1\r\n\r\n");
+    shutdown(cl->fd, SHUT_WR);
+    cl_resp(cl, &r, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, "woke 50");
+    cl_close(cl);
+    srv_finish(1000);
+}
+END_TEST
+
 START_TEST(test_stop_in_flight)
 {
     int port = srv_start(100, 5000);
@@ -888,6 +906,7 @@ http_suite(void)
     tcase_add_test(tc, test_connection_cap);
     tcase_add_test(tc, test_park_wake_and_timeout);
     tcase_add_test(tc, test_close_while_parked);
+    tcase_add_test(tc, test_half_close_while_parked);
     tcase_add_test(tc, test_stop_in_flight);
     tcase_add_test(tc, test_stop_timeout);
     tcase_add_test(tc, test_port_taken);
