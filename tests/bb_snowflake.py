@@ -6,7 +6,7 @@ import subprocess
 import threading
 import time
 
-from bbutil import (LEAFD, Client, Workdir, check, eq, wait_for)
+from bbutil import (LEAFD, Client, Workdir, check, eq, faketime_preload, wait_for)
 
 TESTS = [
     "test_static_default",
@@ -20,9 +20,6 @@ TESTS = [
     "test_kill9_then_restart_with_clock_back",
     "test_takeover_race",
 ]
-
-FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
-
 
 def sf_conf(wd, name, **extra):
     conf = {"leaf.snowflake.enable": "true",
@@ -232,7 +229,8 @@ def test_zk_stopped_and_restarted_while_serving(ctx):
 
 
 def faketime_env(path):
-    return {"LD_PRELOAD": FAKETIME, "FAKETIME_TIMESTAMP_FILE": path,
+    return {"LD_PRELOAD": faketime_preload(os.path.dirname(path)),
+            "FAKETIME_TIMESTAMP_FILE": path,
             "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
 
 

@@ -23,6 +23,23 @@ class TestFailure(AssertionError):
     pass
 
 
+FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+
+
+def faketime_preload(workdir):
+    """LD_PRELOAD for a leafd whose clock a test steps: libfaketime, after
+    tests/ftfix.c (a shim around libfaketime 0.9.10's broken monotonic
+    condition-variable waits; see that file)."""
+    so = os.path.join(workdir, "ftfix.so")
+    if not os.path.exists(so):
+        r = subprocess.run([os.environ.get("CC", "cc"), "-shared", "-fPIC", "-O2", "-o", so,
+                            os.path.join(ROOT, "tests", "ftfix.c"), "-ldl"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if r.returncode != 0:
+            raise TestFailure("cannot build tests/ftfix.c: %s" % r.stdout.decode())
+    return "%s %s" % (so, FAKETIME)
+
+
 def check(cond, msg):
     if not cond:
         raise TestFailure(msg)

@@ -49,88 +49,10 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bbutil import (LEAFD, Client, TestFailure, Workdir, free_port,  # noqa: E402
-                    wait_for)
+from bbutil import (FAKETIME, LEAFD, Client, TestFailure, Workdir,  # noqa: E402
+                    faketime_preload, free_port, wait_for)
 
-FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
-
-# libfaketime 0.9.10 (Debian 12) with FAKETIME_DONT_FAKE_MONOTONIC=1 breaks
-# pthread_cond_timedwait on a CLOCK_MONOTONIC condition variable: it returns
-# ETIMEDOUT at once (fixed upstream by wolfcw/libfaketime#503). leafd waits on
-# such condition variables for ZooKeeper answers (zk.c: "no answer in 2000
-# ms" at once, so the node never gets a worker ID) and in the snowflake
-# keeper (snowflake.c: the thread spins at 100% CPU). This shim, preloaded
-# before libfaketime, sends waits on monotonic condition variables straight
-# to glibc's pthread_cond_clockwait (which libfaketime leaves alone) and every
-# other wait on to libfaketime.
-FTFIX_C = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <pthread.h>
-#include <time.h>
-
-#define MAXC 1024
-static pthread_cond_t *mono[MAXC];
-static pthread_mutex_t lk = PTHREAD_MUTEX_INITIALIZER;
-
-static int find(pthread_cond_t *c)
-{
-    for (int i = 0; i < MAXC; i++)
-        if (mono[i] == c)
-            return i;
-    return -1;
-}
-
-int pthread_cond_init(pthread_cond_t *c, const pthread_condattr_t *a)
-{
-    static int (*next)(pthread_cond_t *, const pthread_condattr_t *);
-    clockid_t clk = CLOCK_REALTIME;
-    int i;
-
-    if (next == NULL)
-        next = dlvsym(RTLD_NEXT, "pthread_cond_init", "GLIBC_2.3.2");
-    if (a != NULL)
-        pthread_condattr_getclock(a, &clk);
-    pthread_mutex_lock(&lk);
-    i = find(c);
-    if (clk == CLOCK_MONOTONIC && i < 0 && (i = find(NULL)) >= 0)
-        mono[i] = c;
-    else if (clk != CLOCK_MONOTONIC && i >= 0)
-        mono[i] = NULL;
-    pthread_mutex_unlock(&lk);
-    return next(c, a);
-}
-
-int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
-                           const struct timespec *ts)
-{
-    static int (*next)(pthread_cond_t *, pthread_mutex_t *,
-                       const struct timespec *);
-    int i;
-
-    pthread_mutex_lock(&lk);
-    i = find(c);
-    pthread_mutex_unlock(&lk);
-    if (i >= 0)
-        return pthread_cond_clockwait(c, m, CLOCK_MONOTONIC, ts);
-    if (next == NULL)
-        next = dlvsym(RTLD_NEXT, "pthread_cond_timedwait", "GLIBC_2.3.2");
-    return next(c, m, ts);
-}
-"""
-
-
-def build_ftfix(wd):
-    src = os.path.join(wd, "ftfix.c")
-    so = os.path.join(wd, "ftfix.so")
-    with open(src, "w") as f:
-        f.write(FTFIX_C)
-    r = subprocess.run([os.environ.get("CC", "cc"), "-shared", "-fPIC", "-O2", "-o", so,
-                        src, "-ldl"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    if r.returncode != 0:
-        raise TestFailure("cannot build the libfaketime shim: %s" % r.stdout.decode())
-    return so
 
 # The request mix, cycled by every client thread (each from its own offset).
 KINDS = [("seg", "/segment/chaos", 1),
@@ -484,7 +406,7 @@ class Chaos:
             }
             env = {}
             if i == 2:
-                env = {"LD_PRELOAD": "%s %s" % (build_ftfix(wd.path), FAKETIME),
+                env = {"LD_PRELOAD": faketime_preload(wd.path),
                        "FAKETIME_TIMESTAMP_FILE": self.clock_file,
                        "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
             self.nodes.append(wd.leafd(conf=conf, env=env, name=name))
@@ -829,7 +751,7 @@ class Chaos:
 
     def log_summary(self):
         """The warnings and errors each node logged, folded."""
-        print("\nnode logs (%s): warn/error lines, numbers folded" % self.wd.path)
+        print("\nnode logs: warn/error lines, numbers folded")
         for n in self.nodes:
             c = collections.Counter()
             try:

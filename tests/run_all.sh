@@ -43,6 +43,8 @@ step ok env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_sta
     sh tests/run_unit.sh build/asan/tests/check_* || status=1
 if [ "${UNIT_ONLY:-}" != asan ]; then
     step ok python3 tests/blackbox.py || status=1
+    echo "== chaos run, short version (make chaos for the long one)"
+    step ok python3 tests/chaos.py --short || status=1
     echo "== fuzzing each libFuzzer target for ${FUZZ_SECONDS:-60} s"
     step ok sh -c 'make --no-print-directory fuzz >/dev/null && sh fuzz/run.sh' || status=1
     echo "== docker-compose.yml"
