@@ -91,15 +91,19 @@ zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
     (void)path;
     if (type != ZOO_SESSION_EVENT)
         return;
+    /* One log line per change of state, as for the database. */
     if (state == ZOO_CONNECTED_STATE) {
-        atomic_store(&z->state, ZK_ST_CONNECTED);
-        atomic_fetch_add(&z->connects, 1);
+        int was = atomic_exchange(&z->state, ZK_ST_CONNECTED);
+        if (atomic_fetch_add(&z->connects, 1) > 0 && was != ZK_ST_CONNECTED)
+            log_info("ZooKeeper %s: connected again", z->hosts);
     } else if (state == ZOO_EXPIRED_SESSION_STATE) {
         if (atomic_exchange(&z->state, ZK_ST_EXPIRED) != ZK_ST_EXPIRED)
             atomic_fetch_add(&z->expirations, 1);
     } else if (state == ZOO_CONNECTING_STATE ||
                state == ZOO_ASSOCIATING_STATE) {
-        atomic_store(&z->state, ZK_ST_CONNECTING);
+        if (atomic_exchange(&z->state, ZK_ST_CONNECTING) == ZK_ST_CONNECTED)
+            log_warn("ZooKeeper %s: connection lost; serving on, reconnecting",
+                     z->hosts);
     }
     pthread_mutex_lock(&z->mu);
     pthread_cond_broadcast(&z->cv);

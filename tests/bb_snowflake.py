@@ -224,6 +224,8 @@ def test_zk_stopped_and_restarted_while_serving(ctx):
         stop.set()
         t.join()
         eq(failures, [], "no failed request while ZooKeeper was down")
+        check("connection lost" in d.log() and "connected again" in d.log(),
+              "the log says when ZooKeeper went and came back: %s" % d.log())
         eq(len(ids), len(set(ids)), "no duplicates")
         check(len(ids) > 100, "kept serving")
 
