@@ -350,6 +350,34 @@ id_request_start(struct api *a, struct http_conn *c, struct http_request *req,
 
 /* ---- segment mode ---- */
 
+/* 503 for a segment request with no ID to give: ls is the loader's status,
+ * or NULL to read it here. */
+static void
+reply_no_ids(struct api *a, struct http_conn *c, enum route r,
+             const struct api_state *st, const char *tag,
+             const struct loader_status *ls)
+{
+    struct loader_status mine;
+
+    if (ls == NULL) {
+        loader_status(a->loader, &mine);
+        ls = &mine;
+    }
+    if (st->take.tag == NULL)
+        reply_error(c, r, 503, "tag_lookup_unavailable", "Retry-After: 1\r\n",
+                    "cannot tell whether biz_tag '%s' exists: %s%s%s; retry later",
+                    tag, ls->db_up ? "the database did not answer in time"
+                                   : "the database is unreachable (",
+                    ls->db_up ? "" : ls->last_error, ls->db_up ? "" : ")");
+    else
+        reply_error(c, r, 503, "ids_exhausted", "Retry-After: 1\r\n",
+                    "no ID for biz_tag '%s': both buffers are empty and %s%s%s; "
+                    "retry later", tag,
+                    ls->db_up ? "the next segment did not arrive in time"
+                              : "the database is unreachable (",
+                    ls->db_up ? "" : ls->last_error, ls->db_up ? "" : ")");
+}
+
 static void
 handle_segment(struct api *a, struct http_conn *c, struct http_request *req,
                enum route r, const char *raw, size_t rawlen)
@@ -378,23 +406,7 @@ handle_segment(struct api *a, struct http_conn *c, struct http_request *req,
         return;
 
     if (req->timed_out) {
-        struct loader_status ls;
-        loader_status(a->loader, &ls);
-        if (st->take.tag == NULL)
-            reply_error(c, r, 503, "tag_lookup_unavailable", "Retry-After: 1\r\n",
-                        "cannot tell whether biz_tag '%s' exists: the database "
-                        "did not answer within %lld ms%s%s; retry later", tag,
-                        (long long)a->cfg->wait_ms,
-                        ls.db_up ? "" : " (unreachable: ",
-                        ls.db_up ? "" : ls.last_error);
-        else
-            reply_error(c, r, 503, "ids_exhausted", "Retry-After: 1\r\n",
-                        "no ID for biz_tag '%s' within %lld ms: both buffers are "
-                        "empty and %s%s; retry later", tag,
-                        (long long)a->cfg->wait_ms,
-                        ls.db_up ? "the next segment is still loading"
-                                 : "the database is unreachable: ",
-                        ls.db_up ? "" : ls.last_error);
+        reply_no_ids(a, c, r, st, tag, NULL);
         return;
     }
 
@@ -426,7 +438,16 @@ handle_segment(struct api *a, struct http_conn *c, struct http_request *req,
                     "must fix the row (the log says what is wrong)", tag);
         return;
     case SEGMENT_WAIT: {
+        struct loader_status ls;
         int64_t left = (st->deadline_us - util_mono_us() + 999) / 1000;
+
+        /* Nothing to wait for while the database is known to be down (the
+         * loader is backing off): say so now rather than after wait_ms. */
+        loader_status(a->loader, &ls);
+        if (!ls.db_up) {
+            reply_no_ids(a, c, r, st, tag, &ls);
+            return;
+        }
         if (left <= 0)
             left = 1;
         http_park(c, (int)left);
