@@ -137,8 +137,10 @@ struct snowflake {
 
 /* --- layout ------------------------------------------------------------ */
 
-void
-sf_format_utc(int64_t unix_ms, char *buf, size_t size)
+/* "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC), or Leaf's "YYYY-MM-DD HH:MM:SS.mmm" in
+ * the local time zone. */
+static void
+sf_format(int64_t unix_ms, char *buf, size_t size, int local)
 {
     int64_t sec = unix_ms / 1000, ms = unix_ms % 1000;
     struct tm tm;
@@ -149,34 +151,20 @@ sf_format_utc(int64_t unix_ms, char *buf, size_t size)
         sec--;
     }
     tt = (time_t)sec;
-    if (gmtime_r(&tt, &tm) == NULL) {
+    if ((local ? localtime_r(&tt, &tm) : gmtime_r(&tt, &tm)) == NULL) {
         snprintf(buf, size, "%" PRId64, unix_ms);
         return;
     }
-    snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+    snprintf(buf, size, local ? "%04d-%02d-%02d %02d:%02d:%02d.%03d"
+                              : "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
              tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
              tm.tm_min, tm.tm_sec, (int)ms);
 }
 
-static void
-sf_format_local(int64_t unix_ms, char *buf, size_t size)
+void
+sf_format_utc(int64_t unix_ms, char *buf, size_t size)
 {
-    int64_t sec = unix_ms / 1000, ms = unix_ms % 1000;
-    struct tm tm;
-    time_t tt;
-
-    if (ms < 0) {
-        ms += 1000;
-        sec--;
-    }
-    tt = (time_t)sec;
-    if (localtime_r(&tt, &tm) == NULL) {
-        snprintf(buf, size, "%" PRId64, unix_ms);
-        return;
-    }
-    snprintf(buf, size, "%04d-%02d-%02d %02d:%02d:%02d.%03d",
-             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-             tm.tm_min, tm.tm_sec, (int)ms);
+    sf_format(unix_ms, buf, size, 0);
 }
 
 int
@@ -361,7 +349,7 @@ sf_decoded_leaf_json(const struct sf_layout *l, const struct sf_decoded *d,
     char local[40];
     uint64_t field = (d->datacenter_id << l->worker_bits) | d->worker_id;
 
-    sf_format_local(d->timestamp_ms, local, sizeof local);
+    sf_format(d->timestamp_ms, local, sizeof local, 1);
     sbuf_printf(b, "{\"timestamp\":\"%" PRId64 "(%s)\",\"sequenceId\":\"%"
                 PRIu64 "\",\"workerId\":\"%" PRIu64 "\"", d->timestamp_ms,
                 local, d->sequence, field);
