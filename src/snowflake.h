@@ -155,7 +155,9 @@ typedef void    (*sf_wake_fn)(void *arg);
 struct snowflake *snowflake_start(const struct config *cfg, int http_port,
                                   sf_wake_fn wake, void *wake_arg,
                                   char **cause);
-/* Stop the keeper thread and close ZooKeeper. NULL is a no-op. */
+/* Stop the keeper thread, persist the last timestamp issued as the fence
+ * (call only once nothing can call snowflake_next any more), and close
+ * ZooKeeper. NULL is a no-op. */
 void snowflake_stop(struct snowflake *sf);
 
 /* n IDs (1 <= n <= snowflake.count_max) into out, strictly increasing. */

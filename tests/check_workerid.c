@@ -261,7 +261,33 @@ START_TEST(start_static_and_restart)
     sbuf_free(&b);
     snowflake_stop(sf);
 
-    /* right after a restart the clock has not passed the fence yet */
+    /* a clean stop left the last timestamp issued as the fence: the
+     * restart serves at once, above every earlier ID */
+    {
+        uint64_t last = ids[99];
+        sf = snowflake_start(&cfg, 8123, NULL, NULL, &cause);
+        ck_assert_msg(sf != NULL, "%s", cause);
+        rc = snowflake_next(sf, 1, ids, &why);
+        if (rc == SF_WAIT)      /* the same ms as the last ID: a ms at most */
+            ck_assert_int_le(why.wait_ms, 2);
+        else
+            ck_assert_int_eq(rc, SF_OK);
+        while (rc != SF_OK) {
+            usleep(1000);
+            rc = snowflake_next(sf, 1, ids, &why);
+        }
+        ck_assert_uint_gt(ids[0], last);
+        snowflake_stop(sf);
+    }
+
+    /* a crash leaves the fence a step ahead: the restart waits for it */
+    {
+        struct wid_cache c;
+        ck_assert_int_eq(wid_cache_read(path, &c, &cause), 0);
+        c.fence_ms = util_wall_ms() + 3000;
+        ck_assert_int_eq(wid_cache_write(path, &c, &cause), 0);
+        wid_cache_free(&c);
+    }
     sf = snowflake_start(&cfg, 8123, NULL, NULL, &cause);
     ck_assert_msg(sf != NULL, "%s", cause);
     rc = snowflake_next(sf, 1, ids, &why);
