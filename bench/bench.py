@@ -45,6 +45,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from bbutil import free_port  # noqa: E402  (one copy, shared with the tests)
 LEAFD = os.path.join(ROOT, "leafd")
 MICROBENCH = os.path.join(ROOT, "build", "microbench")
 DBCLIENT = os.path.join(ROOT, "build", "dbclient")
@@ -69,15 +71,6 @@ def want(section):
 def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
-
-def free_port():
-    while True:
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        p = s.getsockname()[1]
-        s.close()
-        if p != 8080:
-            return p
 
 
 def wait_port(port, timeout=10):

@@ -25,6 +25,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from bbutil import free_port  # noqa: E402  (one copy, shared with the tests)
 SECONDS = int(os.environ.get("DBLOAD_SECONDS", "120"))
 RATE = float(os.environ.get("DBLOAD_RATE", "2000"))
 CLIENTS = 2
@@ -158,16 +160,6 @@ def run(leafd, workdir, mdb, log=lambda m: print(m, file=sys.stderr)):
                 proc.kill()
                 proc.wait()
 
-
-def free_port():
-    import socket
-    while True:
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        p = s.getsockname()[1]
-        s.close()
-        if p != 8080:
-            return p
 
 
 if __name__ == "__main__":

@@ -26,19 +26,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from bbutil import free_port  # noqa: E402  (one copy, shared with the tests)
 TAGS = int(os.environ.get("FOOTPRINT_TAGS", "10000"))
 REQUEST = int(os.environ.get("FOOTPRINT_REQUEST", str(TAGS)))
 CLIENTS = 8
 
-
-def free_port():
-    while True:
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        p = s.getsockname()[1]
-        s.close()
-        if p != 8080:
-            return p
 
 
 def proc_status(pid):
