@@ -255,7 +255,8 @@ static void
 bench_segment(void)
 {
     struct segment_options o = { .prefetch_percent = 10, .max_step = big_step,
-                                 .duration_ms = 900000, .negative_ttl_ms = 10000 };
+                                 .duration_ms = 900000, .negative_ttl_ms = 10000,
+                                 .run_max = 64 };
     struct segment_hooks h = { .load = fake_load, .lookup = fake_lookup };
     static const char *names[] = { "bench-a", "bench-b" };
     struct store_row rows[2];

@@ -42,6 +42,29 @@
  *   current one is used up: still unique, but two requests in a row from one
  *   client are not guaranteed to increase; IDs trend upward, as in Leaf.)
  *
+ * DESIGN: runs
+ *
+ * One shared counter per slot costs a locked add per ID and, when several
+ * threads take from one tag, a cache line that moves between cores on every
+ * take. A thread that takes single IDs of one tag at more than one per
+ * microsecond therefore takes them in runs: one fetch_add of up to run_max
+ * IDs (segment.thread_run_max, 64), handed out by later takes from a
+ * thread-local copy with a plain increment. The run size adapts at each
+ * refill: doubled while the last run went at >= 1 ID/us, else halved, so an
+ * HTTP I/O thread (~10 us a request) stays at 1 and every ID it hands out
+ * comes straight from the shared counter; only in-process callers reach
+ * runs. What holds:
+ * - Still no repeat: a run is a range of offsets one fetch_add gave to one
+ *   thread (the same argument as above); only that thread reads it.
+ * - A run is used only while its slot is current and of the same generation
+ *   (run_live), so a run's IDs never follow the next segment's; a stale
+ *   run's rest is given back if nobody took after it (a CAS on the counter),
+ *   else dropped: a gap, never a repeat. A run takes at most an eighth of
+ *   what is left in the slot, so few outlive their segment.
+ * - One thread's single IDs increase; IDs of threads taking at once
+ *   interleave in runs of up to run_max instead of one by one.
+ * - A run's IDs count as issued (/metrics, /cache) when the run is taken.
+ *
  * The registry maps names to tags with lock-free reads: an open-addressing
  * table of pointers, written under a mutex, grown by publishing a new table.
  * Tags are never freed while running (a tag deleted from the database is
@@ -59,8 +82,14 @@
 #define CTR_OFFSET_MASK ((UINT64_C(1) << CTR_OFFSET_BITS) - 1)
 #define CTR_GEN_MASK    ((UINT64_C(1) << (64 - CTR_OFFSET_BITS)) - 1)
 
+/* A slot's counter, alone on its cache line: it is the one word every take
+ * writes, so the read-mostly fields a take reads do not bounce with it. */
+struct slot_ctr {
+    _Alignas(64) _Atomic uint64_t v;   /* (gen << 40) | offset of the next ID */
+};
+
+/* A slot's incarnation: written once per refill, read by every take. */
 struct segment_slot {
-    _Atomic uint64_t ctr;          /* (gen << 40) | offset of the next ID */
     _Atomic uint64_t seq;          /* odd while start/len/gen are written */
     _Atomic uint64_t gen;          /* generation of start/len */
     _Atomic int64_t  start;        /* first ID of the range */
@@ -75,12 +104,18 @@ struct slot_view {
 };
 
 struct segment_tag {
-    struct segment_slot slot[2];
+    struct slot_ctr  ctr[2];       /* one per slot */
+
+    /* Read by every take; written rarely. */
+    _Alignas(64) struct segment_slot slot[2];
     _Atomic int      cur;          /* slot requests take from */
     _Atomic int      next_ready;   /* slot[!cur] holds an unused range */
     _Atomic int      loading;      /* a load is queued or running */
-    _Atomic int      init_ok;      /* a first range has been installed */
     _Atomic int      gone;         /* no longer in the table */
+    uint64_t         hash;
+    size_t           name_len;
+
+    _Atomic int      init_ok;      /* a first range has been installed */
     _Atomic int      broken;       /* the row cannot give a range */
     _Atomic uint64_t seen_gen;     /* segments.gen when last found in the table */
     _Atomic int64_t  issued;       /* IDs of retired ranges */
@@ -92,8 +127,6 @@ struct segment_tag {
     int64_t          min_step;     /* lock: the table's step the step is based on */
     int64_t          update_ms;    /* lock: when the last range was installed */
 
-    uint64_t         hash;
-    size_t           name_len;
     char             name[];       /* name_len bytes and a NUL */
 };
 
@@ -112,6 +145,7 @@ struct negative {
 #define NEGATIVE_MAX 4096
 
 struct segments {
+    uint64_t               id;                /* names this instance to runs */
     struct segment_options opt;
     struct segment_hooks   hooks;
 
@@ -127,6 +161,8 @@ struct segments {
 };
 
 #define PENDING_MAX 1024
+
+static _Atomic uint64_t segments_last_id;     /* ids of struct segments */
 
 /* Up to 8 bytes of s as one word, with two overlapping loads: for a given
  * len the word determines the bytes, so equal words mean equal strings. */
@@ -161,14 +197,12 @@ name_hash(const char *s, size_t len)
         h ^= h >> 32;
     }
     h ^= load_short(s, len);
-    /* murmur3's finaliser: every input bit reaches the low bits, which pick
-     * the bucket. */
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    h ^= h >> 33;
-    return h;
+    /* One 64x64->128 multiply, folded (wyhash's "mum"): every input bit
+     * reaches the low bits, which pick the bucket, in one multiply's time. */
+    {
+        unsigned __int128 m = (unsigned __int128)h * 0xa0761d6478bd642fULL;
+        return (uint64_t)m ^ (uint64_t)(m >> 64);
+    }
 }
 
 static int64_t
@@ -192,6 +226,7 @@ segments_new(const struct segment_options *opt, const struct segment_hooks *hook
 {
     struct segments *s = xcalloc(1, sizeof *s);
 
+    s->id = atomic_fetch_add(&segments_last_id, 1) + 1;
     s->opt = *opt;
     s->hooks = *hooks;
     atomic_store(&s->table, table_new(64));
@@ -284,7 +319,9 @@ registry_add(struct segments *s, const struct store_row *row)
         pthread_mutex_unlock(&s->reg_lock);
         return tag;
     }
-    tag = xcalloc(1, sizeof *tag + len + 1);   /* small: 10,000 tags ~ 2.5 MB */
+    /* Cache-line aligned (the counters each have a line): 10,000 tags take
+     * ~3.5 MB. */
+    tag = xaligned_zalloc(64, sizeof *tag + len + 1);
     pthread_mutex_init(&tag->lock, NULL);
     memcpy(tag->name, row->biz_tag, len);
     tag->name_len = len;
@@ -473,7 +510,7 @@ request_load(struct segments *s, struct segment_tag *t)
 }
 
 /* Read a slot's incarnation; 0 if it is being written right now. */
-static int
+static inline int
 slot_read(struct segment_slot *sl, struct slot_view *v)
 {
     uint64_t s1 = atomic_load(&sl->seq), s2;
@@ -487,36 +524,54 @@ slot_read(struct segment_slot *sl, struct slot_view *v)
     return s1 == s2;
 }
 
-/* IDs left in a slot (0 if used up or being refilled). */
+/* IDs left in slot i of t (0 if used up or being refilled). */
 static int64_t
-slot_left(struct segment_slot *sl)
+slot_left(struct segment_tag *t, int i)
 {
     struct slot_view v;
-    uint64_t c = atomic_load(&sl->ctr);
+    uint64_t c = atomic_load(&t->ctr[i].v);
     int64_t off = (int64_t)(c & CTR_OFFSET_MASK);
 
-    if (!slot_read(sl, &v) || (c >> CTR_OFFSET_BITS) != v.gen || off >= v.len)
+    if (!slot_read(&t->slot[i], &v) || (c >> CTR_OFFSET_BITS) != v.gen ||
+        off >= v.len)
         return 0;
     return v.len - off;
 }
 
+/* Where a take_fast came from, so that a run can give back what it did not
+ * use (run_drop). */
+struct take_origin {
+    int      slot;
+    uint64_t ctr;                  /* the counter before our add */
+    uint64_t want;                 /* what we added */
+};
+
 /* Take up to want IDs from the current slot. Returns how many were taken
- * into *start (0: the slot is used up or being refilled). */
-static int64_t
-take_fast(struct segments *s, struct segment_tag *t, int64_t want, int64_t *start)
+ * into *start (0: the slot is used up or being refilled). A run (want is
+ * only what a thread would like to hold) takes at most an eighth of what is
+ * left, so that runs rarely outlive their segment (run_live). */
+static inline int64_t
+take_fast(struct segments *s, struct segment_tag *t, int64_t want, int run,
+          int64_t *start, struct take_origin *o)
 {
-    struct segment_slot *sl = &t->slot[atomic_load(&t->cur)];
+    int c = atomic_load(&t->cur);
+    struct segment_slot *sl = &t->slot[c];
+    _Atomic uint64_t *ctr = &t->ctr[c].v;
     struct slot_view v;
-    uint64_t c, x, xgen;
+    uint64_t x, xgen;
     int64_t off, got;
 
     if (!slot_read(sl, &v))
         return 0;
     /* Don't add to a used-up slot: the offset must never reach the gen. */
-    c = atomic_load(&sl->ctr);
-    if ((c >> CTR_OFFSET_BITS) != v.gen || (int64_t)(c & CTR_OFFSET_MASK) >= v.len)
+    x = atomic_load(ctr);
+    if ((x >> CTR_OFFSET_BITS) != v.gen || (int64_t)(x & CTR_OFFSET_MASK) >= v.len)
         return 0;
-    x = atomic_fetch_add(&sl->ctr, (uint64_t)want);
+    if (run && want > 1) {
+        int64_t eighth = (v.len - (int64_t)(x & CTR_OFFSET_MASK)) / 8;
+        want = want < eighth ? want : eighth > 1 ? eighth : 1;
+    }
+    x = atomic_fetch_add(ctr, (uint64_t)want);
     xgen = x >> CTR_OFFSET_BITS;
     if (xgen != v.gen) {
         /* Refilled between the read and the add: the add belongs to the new
@@ -529,6 +584,9 @@ take_fast(struct segments *s, struct segment_tag *t, int64_t want, int64_t *star
         return 0;
     got = v.len - off < want ? v.len - off : want;
     *start = v.start + off;
+    o->slot = c;
+    o->ctr = x;
+    o->want = (uint64_t)want;
     /* Prefetch once prefetch_percent of this range is used. */
     if ((off + got) * 100 >= v.len * s->opt.prefetch_percent &&
         !atomic_load(&t->next_ready) && !atomic_load(&t->loading))
@@ -546,12 +604,11 @@ take_slow(struct segments *s, struct segment_tag *t)
     pthread_mutex_lock(&t->lock);
     {
         int c = atomic_load(&t->cur);
-        struct segment_slot *sl = &t->slot[c];
 
-        if (slot_left(sl) > 0) {
+        if (slot_left(t, c) > 0) {
             again = 1;          /* another thread switched already */
         } else if (atomic_load(&t->next_ready)) {
-            atomic_fetch_add(&t->issued, atomic_load(&sl->len));
+            atomic_fetch_add(&t->issued, atomic_load(&t->slot[c].len));
             atomic_store(&t->cur, !c);
             atomic_store(&t->next_ready, 0);
             again = 1;
@@ -563,25 +620,206 @@ take_slow(struct segments *s, struct segment_tag *t)
     return again;
 }
 
+/* ---- runs: single IDs taken ahead by a thread (DESIGN: runs) ---- */
+
+/* A thread's run of one tag's IDs. Thread-local: only its thread reads or
+ * writes it, so handing out an ID from it is a plain increment. */
+struct run {
+    uint64_t            owner;     /* segments.id the run belongs to; 0: none */
+    struct segment_tag *tag;
+    uint64_t            hash;      /* tag->hash, compared before tag is read */
+    size_t              name_len;  /* tag->name_len */
+    uint64_t            word;      /* load_short(tag->name) if name_len <= 8 */
+    int64_t             next;      /* IDs [next, end) are this thread's */
+    int64_t             end;
+    int64_t             size;      /* IDs the last refill asked for */
+    int64_t             stamp_us;  /* when the last refill was taken */
+    int64_t             first;     /* first ID of the last refill */
+    struct take_origin  origin;    /* where the last refill came from */
+};
+
+#define RUN_WAYS 64                /* per thread, picked by the name's hash */
+
+static _Thread_local struct run runs[RUN_WAYS];
+static _Thread_local struct run *run_last;    /* the run used last */
+
+/* The run for hash h in this thread, if it holds tag name of s. */
+static inline struct run *
+run_find(struct segments *s, const char *name, size_t len, uint64_t h)
+{
+    struct run *r = &runs[h & (RUN_WAYS - 1)];
+
+    /* owner first: a run of a freed struct segments is never dereferenced. */
+    if (r->owner != s->id || r->hash != h || r->tag->name_len != len ||
+        !name_eq(r->tag->name, name, len))
+        return NULL;
+    return r;
+}
+
+/* A run is used only while the segment it came from is the current one, so
+ * its IDs are never handed out after the next segment's. */
+static inline int
+run_live(const struct run *r)
+{
+    struct segment_tag *t = r->tag;
+    int c = r->origin.slot;
+
+    return r->next < r->end &&
+           atomic_load_explicit(&t->cur, memory_order_relaxed) == c &&
+           atomic_load_explicit(&t->slot[c].gen, memory_order_relaxed) ==
+               r->origin.ctr >> CTR_OFFSET_BITS;
+}
+
+/* Give back the IDs r holds: possible while nobody took from the slot after
+ * r's refill (its counter still reads what our add left). Otherwise they
+ * are dropped: a gap of at most run_max - 1 IDs, never a repeat. */
+static void
+run_give_back(struct run *r)
+{
+    if (r->next < r->end) {
+        struct take_origin *o = &r->origin;
+        uint64_t expect = o->ctr + o->want;
+
+        atomic_compare_exchange_strong(&r->tag->ctr[o->slot].v, &expect,
+                                       o->ctr + (uint64_t)(r->next - r->first));
+        r->next = r->end;
+    }
+}
+
+/* Hand out one ID of t through this thread's run (refilling it). Returns 0
+ * when the current slot cannot give one: the caller goes the common way. */
+static int
+run_take(struct segments *s, struct segment_tag *t, uint64_t h, int64_t *id)
+{
+    struct run *r = &runs[h & (RUN_WAYS - 1)];
+    int64_t now, size, start, got;
+    struct take_origin o;
+
+    if (r->owner != s->id || r->tag != t) {
+        if (r->owner == s->id)
+            run_give_back(r);       /* another tag of this hash: its turn */
+        memset(r, 0, sizeof *r);
+        r->owner = s->id;
+        r->tag = t;
+        r->hash = h;
+        r->name_len = t->name_len;
+        r->word = t->name_len <= 8 ? load_short(t->name, t->name_len) : 0;
+    }
+    if (run_live(r)) {
+        run_last = r;
+        *id = r->next++;
+        return 1;
+    }
+    run_give_back(r);               /* its segment is no longer current */
+    /* Adapt: double while the last run went at >= 1 ID per microsecond,
+     * else halve. An HTTP thread (~10 us a request) stays at 1. */
+    now = util_mono_us();
+    size = r->size;
+    if (size > 0 && now - r->stamp_us < size)
+        size = size * 2 > s->opt.run_max ? s->opt.run_max : size * 2;
+    else
+        size = size / 2 > 1 ? size / 2 : 1;
+    got = take_fast(s, t, size, 1, &start, &o);
+    if (got == 0)
+        return 0;
+    r->size = size;
+    r->stamp_us = now;
+    r->first = start;
+    r->origin = o;
+    r->next = start + 1;
+    r->end = start + got;
+    run_last = r;
+    *id = start;
+    return 1;
+}
+
+void
+segment_thread_release(struct segments *s)
+{
+    for (int i = 0; i < RUN_WAYS; i++)
+        if (runs[i].owner == s->id) {
+            run_give_back(&runs[i]);
+            memset(&runs[i], 0, sizeof runs[i]);
+        }
+    run_last = NULL;
+}
+
+size_t
+segment_thread_held(struct segments *s, struct segment_range *out, size_t max)
+{
+    size_t n = 0;
+
+    for (int i = 0; i < RUN_WAYS && n < max; i++)
+        if (runs[i].owner == s->id && run_live(&runs[i])) {
+            out[n].start = runs[i].next;
+            out[n].count = runs[i].end - runs[i].next;
+            n++;
+        }
+    return n;
+}
+
+static enum segment_result take_common(struct segments *s, const char *name,
+                                       size_t len, int64_t n,
+                                       struct segment_take *st);
+
 enum segment_result
 segment_take(struct segments *s, const char *name, size_t len, int64_t n,
              struct segment_take *st)
 {
+    struct run *r = run_last;
+
+    /* The common case: the same tag as this thread's last take, with IDs
+     * left in its run. No hash, no shared write, no call. */
+    if (st->tag == NULL && n == 1 && r != NULL && r->owner == s->id &&
+        r->name_len == len &&
+        (len <= 8 ? load_short(name, len) == r->word
+                  : name_eq(r->tag->name, name, len)) &&
+        run_live(r) &&
+        !atomic_load_explicit(&r->tag->gone, memory_order_relaxed)) {
+        st->tag = r->tag;
+        st->want = 0;
+        st->nranges = 1;
+        st->ranges[0].start = r->next++;
+        st->ranges[0].count = 1;
+        return SEGMENT_OK;
+    }
+    return take_common(s, name, len, n, st);
+}
+
+static __attribute__((noinline)) enum segment_result
+take_common(struct segments *s, const char *name, size_t len, int64_t n,
+            struct segment_take *st)
+{
     struct segment_tag *t = st->tag;
 
     if (t == NULL) {
-        t = registry_find(s, name, len, name_hash(name, len));
-        if (t == NULL)
-            return unknown_tag(s, name, len);
+        uint64_t h = name_hash(name, len);
+        struct run *r = s->opt.run_max > 1 && n == 1 ? run_find(s, name, len, h) : NULL;
+
+        if (r != NULL) {
+            t = r->tag;
+        } else {
+            t = registry_find(s, name, len, h);
+            if (t == NULL)
+                return unknown_tag(s, name, len);
+        }
         st->tag = t;
         st->want = n;
         st->nranges = 0;
+        if (s->opt.run_max > 1 && n == 1 && !atomic_load(&t->gone) &&
+            run_take(s, t, h, &st->ranges[0].start)) {
+            st->ranges[0].count = 1;
+            st->nranges = 1;
+            st->want = 0;
+            return SEGMENT_OK;
+        }
     }
     if (atomic_load(&t->gone) && st->nranges == 0)
         return SEGMENT_UNKNOWN;
 
     while (st->want > 0) {
-        int64_t start, got = take_fast(s, t, st->want, &start);
+        struct take_origin o;
+        int64_t start, got = take_fast(s, t, st->want, 0, &start, &o);
 
         if (got > 0) {
             struct segment_range *last = st->nranges ? &st->ranges[st->nranges - 1] : NULL;
@@ -654,6 +892,7 @@ segment_install(struct segments *s, struct segment_tag *t, int64_t max_id,
 {
     struct segment_slot *sl;
     uint64_t gen;
+    int i;
 
     pthread_mutex_lock(&t->lock);
     if (atomic_load(&t->next_ready)) {
@@ -668,14 +907,15 @@ segment_install(struct segments *s, struct segment_tag *t, int64_t max_id,
                  (long long)max_id);
         return;
     }
-    sl = &t->slot[!atomic_load(&t->cur)];
+    i = !atomic_load(&t->cur);
+    sl = &t->slot[i];
     gen = (atomic_load(&sl->gen) + 1) & CTR_GEN_MASK;
     atomic_fetch_add(&sl->seq, 1);
     atomic_store(&sl->start, max_id - step);
     atomic_store(&sl->len, step);
     atomic_store(&sl->gen, gen);
     atomic_fetch_add(&sl->seq, 1);
-    atomic_store(&sl->ctr, gen << CTR_OFFSET_BITS);
+    atomic_store(&t->ctr[i].v, gen << CTR_OFFSET_BITS);
     atomic_store(&t->next_ready, 1);
     t->update_ms = now_ms(s);
     if (db_step != t->min_step)
@@ -784,7 +1024,7 @@ tag_info(struct segment_tag *t, struct segment_tag_info *in)
         si->start = atomic_load(&sl->start);
         si->step = atomic_load(&sl->len);
         si->max = si->start + si->step;
-        si->value = si->max - slot_left(sl);
+        si->value = si->max - slot_left(t, i);
     }
     /* IDs used from the current slot count as issued; the next is unused. */
     in->issued += in->slot[in->cur].value - in->slot[in->cur].start;

@@ -7,7 +7,9 @@
  *
  * Thread-safety: segment_take may be called from any number of threads at
  * once; taking from a ready segment is an atomic add (no lock, no allocation,
- * no syscall). Everything else takes the tag's mutex or the registry's.
+ * no syscall), or a thread-local increment for a thread that takes faster
+ * than one ID per microsecond (runs). Everything else takes the tag's mutex
+ * or the registry's.
  */
 #ifndef LEAFD_SEGMENT_H
 #define LEAFD_SEGMENT_H
@@ -37,6 +39,8 @@ struct segment_options {
     int64_t max_step;                /* adaptive step ceiling */
     int64_t duration_ms;             /* adaptive target lifetime of a segment */
     int64_t negative_ttl_ms;         /* unknown-tag cache TTL */
+    int64_t run_max;                 /* most IDs a thread takes ahead (runs);
+                                        0 or 1: none */
 };
 
 /* Up to this many ranges make one answer (a batch may span segments). */
@@ -73,6 +77,16 @@ void segments_free(struct segments *s);                /* NULL: no-op */
  * n must be >= 1 and small enough to fit in SEGMENT_MAX_RANGES segments. */
 enum segment_result segment_take(struct segments *s, const char *name,
                                  size_t len, int64_t n, struct segment_take *st);
+
+/* Runs (segment.c, DESIGN: runs): a thread taking single IDs of one tag at
+ * more than one per microsecond takes them from the shared counter in runs
+ * of up to run_max and hands them out from a thread-local copy. These act on
+ * the calling thread's runs of s only. release: give back what can be given
+ * back (the rest is dropped: a gap, never a repeat). held: list the IDs
+ * held, up to max ranges; returns how many. */
+void segment_thread_release(struct segments *s);
+size_t segment_thread_held(struct segments *s, struct segment_range *out,
+                           size_t max);
 
 /* Loader side. */
 /* The step to ask the database for on t's next load (adaptive, as Leaf). */

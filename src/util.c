@@ -41,6 +41,17 @@ xrealloc(void *old, size_t size)
     return p;
 }
 
+void *
+xaligned_zalloc(size_t align, size_t size)
+{
+    void *p;
+
+    if (posix_memalign(&p, align, size ? size : 1) != 0)
+        oom(size);
+    memset(p, 0, size);
+    return p;
+}
+
 char *
 xstrdup(const char *s)
 {
