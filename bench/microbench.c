@@ -12,6 +12,8 @@
  *   segment_take      2 threads on one tag  (both hit the same counter)
  *   segment_take      2 threads, one tag each
  *   segment_take      1 thread, 1000 IDs per call (as ?count=1000)
+ * the first three with runs (run_max 64, leafd's default) and again with
+ * runs off ("_norun": every ID from the shared counter, as over HTTP).
  * Snowflake mode: snowflake_next for one ID at a time, Leaf's layout (12
  * sequence bits: at most 4,096,000 IDs/s per worker), and a 21-bit sequence
  * layout that the clock never limits (the generator's own cost).
@@ -251,12 +253,16 @@ report(const char *name, void *(*fn)(void *), struct worker *ws, int nthreads,
 
 /* ---- segment mode ---- */
 
+/* run_max 64: as leafd runs (segment.thread_run_max); a thread this fast
+ * takes runs. run_max 1: every ID from the shared counter, which is what an
+ * HTTP I/O thread (far below 1 ID/us) always does; suffix "_norun". */
 static void
-bench_segment(void)
+bench_segment(int64_t run_max, const char *suffix)
 {
     struct segment_options o = { .prefetch_percent = 10, .max_step = big_step,
                                  .duration_ms = 900000, .negative_ttl_ms = 10000,
-                                 .run_max = 64 };
+                                 .run_max = run_max };
+    char name[64];
     struct segment_hooks h = { .load = fake_load, .lookup = fake_lookup };
     static const char *names[] = { "bench-a", "bench-b" };
     struct store_row rows[2];
@@ -264,6 +270,7 @@ bench_segment(void)
     pthread_t loader;
 
     segs = segments_new(&o, &h);
+    loader_stop = 0;
     memset(rows, 0, sizeof rows);
     for (int i = 0; i < 2; i++) {
         snprintf(rows[i].biz_tag, sizeof rows[i].biz_tag, "%s", names[i]);
@@ -287,13 +294,18 @@ bench_segment(void)
         ws[i].tag_len = strlen(names[0]);
         ws[i].batch = 1;
     }
-    report("segment_take", segment_worker, ws, 1, 0);
-    report("segment_take_shared_tag", segment_worker, ws, 2, 0);
+    snprintf(name, sizeof name, "segment_take%s", suffix);
+    report(name, segment_worker, ws, 1, 0);
+    snprintf(name, sizeof name, "segment_take_shared_tag%s", suffix);
+    report(name, segment_worker, ws, 2, 0);
     ws[1].tag = names[1];
     ws[1].tag_len = strlen(names[1]);
-    report("segment_take_tag_each", segment_worker, ws, 2, 0);
-    ws[0].batch = 1000;
-    report("segment_take_count1000", segment_worker, ws, 1, 0);
+    snprintf(name, sizeof name, "segment_take_tag_each%s", suffix);
+    report(name, segment_worker, ws, 2, 0);
+    if (run_max > 1) {
+        ws[0].batch = 1000;
+        report("segment_take_count1000", segment_worker, ws, 1, 0);
+    }
 
     pthread_mutex_lock(&load_mu);
     loader_stop = 1;
@@ -406,8 +418,10 @@ main(int argc, char **argv)
         fprintf(stderr, "microbench: bad -d, -r or -s\n");
         return 2;
     }
-    if (only == NULL || strcmp(only, "segment") == 0)
-        bench_segment();
+    if (only == NULL || strcmp(only, "segment") == 0) {
+        bench_segment(64, "");
+        bench_segment(1, "_norun");
+    }
     if (only == NULL || strcmp(only, "snowflake") == 0)
         bench_snowflake();
     return failures ? 1 : 0;
