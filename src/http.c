@@ -12,7 +12,7 @@
  *
  * Connections. One read event, persistent and level-triggered, stays added
  * while the connection may read, so a keep-alive request costs exactly one
- * read(2) and one send(2). Input goes into a fixed buffer of max_header_bytes
+ * recv(2) and one send(2). Input goes into a fixed buffer of max_header_bytes
  * + HTTP_IN_SLACK; all complete requests in it are answered into the output
  * buffer, which is then sent with one send(2). The unparsed tail is moved to
  * the front only before the next read, and only when no request is active
@@ -743,7 +743,7 @@ conn_read_cb(evutil_socket_t fd, short what, void *arg)
         conn_rev(c, 0);
         return;
     }
-    n = read(fd, c->in + c->in_len, room);
+    n = recv(fd, c->in + c->in_len, room, 0);
     if (n > 0) {
         c->in_len += (size_t)n;
     } else if (n == 0) {
