@@ -278,20 +278,38 @@ cmp64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-START_TEST(threads_no_duplicate_no_gap)
+/* What a thread holds in runs when it is done (runs on only). */
+static struct segment_range race_held[NTHREADS][RUN_HELD_MAX];
+static size_t race_nheld[NTHREADS];
+
+static void *
+race_taker_then_held(void *arg)
+{
+    int me = (int)(intptr_t)arg;
+
+    race_taker(arg);
+    race_nheld[me] = segment_thread_held(race_s, race_held[me], RUN_HELD_MAX);
+    return NULL;
+}
+
+/* Runs the race; returns every ID handed out or still held, sorted, and
+ * checks that none repeats. */
+static int64_t *
+race_run(int64_t run_max, size_t *np)
 {
     struct store_row rw = row("t", 1, 1000);
     pthread_t th[NTHREADS], lt;
-    int64_t *all = malloc(sizeof(int64_t) * NTHREADS * PER_THREAD);
+    int64_t *all = malloc(sizeof(int64_t) * NTHREADS * (PER_THREAD + RUN_HELD_MAX * 64));
     size_t n = 0;
 
-    race_s = mk(10);
+    race_s = mk_runs(10, run_max);
     db_max = 1;
+    race_done = 0;
     segment_refresh(race_s, &rw, 1, segments_generation(race_s));
     pthread_create(&lt, NULL, race_loader, NULL);
     for (int i = 0; i < NTHREADS; i++) {
         race_ids[i] = malloc(sizeof(int64_t) * PER_THREAD);
-        pthread_create(&th[i], NULL, race_taker, (void *)(intptr_t)i);
+        pthread_create(&th[i], NULL, race_taker_then_held, (void *)(intptr_t)i);
     }
     for (int i = 0; i < NTHREADS; i++)
         pthread_join(th[i], NULL);
@@ -303,71 +321,42 @@ START_TEST(threads_no_duplicate_no_gap)
         memcpy(all + n, race_ids[i], sizeof(int64_t) * PER_THREAD);
         n += PER_THREAD;
         free(race_ids[i]);
+        /* Held IDs were never handed out: they join the set to check. */
+        for (size_t k = 0; k < race_nheld[i]; k++)
+            for (int64_t j = 0; j < race_held[i][k].count; j++)
+                all[n++] = race_held[i][k].start + j;
     }
     qsort(all, n, sizeof *all, cmp64);
     for (size_t k = 1; k < n; k++)
         ck_assert_msg(all[k - 1] != all[k], "duplicate ID %lld", (long long)all[k]);
+    segments_free(race_s);
+    *np = n;
+    return all;
+}
+
+START_TEST(threads_no_duplicate_no_gap)
+{
+    size_t n;
+    int64_t *all = race_run(0, &n);
+
     /* Ranges are contiguous here (one node, fixed step): no gap at all
      * below the highest ID handed out. */
+    ck_assert_uint_eq(n, NTHREADS * PER_THREAD);
     ck_assert_int_eq(all[0], 1);
     ck_assert_int_eq(all[n - 1], (int64_t)n);
     free(all);
-    segments_free(race_s);
 }
 END_TEST
 
 /* The same race with runs on: no duplicate; what is missing below the
- * highest ID is held in the threads' runs or was dropped from a run whose
- * segment stopped being current, each piece shorter than a run. */
-static int64_t race_held[NTHREADS];
-static struct segment_range race_held_r[NTHREADS][RUN_HELD_MAX];
-static size_t race_nheld[NTHREADS];
-
-static void *
-race_taker_runs(void *arg)
-{
-    int me = (int)(intptr_t)arg;
-
-    race_taker(arg);
-    race_nheld[me] = segment_thread_held(race_s, race_held_r[me], RUN_HELD_MAX);
-    for (size_t i = 0; i < race_nheld[me]; i++)
-        race_held[me] += race_held_r[me][i].count;
-    return NULL;
-}
-
+ * highest ID was dropped from a run whose segment stopped being current,
+ * each piece shorter than a run. */
 START_TEST(threads_with_runs_no_duplicate)
 {
-    struct store_row rw = row("t", 1, 1000);
-    pthread_t th[NTHREADS], lt;
-    size_t cap = NTHREADS * (PER_THREAD + 64), n = 0, gaps = 0;
-    int64_t *all = malloc(sizeof(int64_t) * cap), missing = 0;
+    size_t n, gaps = 0;
+    int64_t *all = race_run(64, &n), missing = 0;
 
-    race_s = mk_runs(10, 64);
-    db_max = 1;
-    race_done = 0;
-    segment_refresh(race_s, &rw, 1, segments_generation(race_s));
-    pthread_create(&lt, NULL, race_loader, NULL);
-    for (int i = 0; i < NTHREADS; i++) {
-        race_ids[i] = malloc(sizeof(int64_t) * PER_THREAD);
-        race_held[i] = 0;
-        pthread_create(&th[i], NULL, race_taker_runs, (void *)(intptr_t)i);
-    }
-    for (int i = 0; i < NTHREADS; i++)
-        pthread_join(th[i], NULL);
-    race_done = 1;
-    pthread_join(lt, NULL);
-    for (int i = 0; i < NTHREADS; i++) {
-        memcpy(all + n, race_ids[i], sizeof(int64_t) * PER_THREAD);
-        n += PER_THREAD;
-        free(race_ids[i]);
-        /* Held IDs were never handed out: they join the set to check. */
-        for (size_t k = 0; k < race_nheld[i]; k++)
-            for (int64_t j = 0; j < race_held_r[i][k].count; j++)
-                all[n++] = race_held_r[i][k].start + j;
-    }
-    qsort(all, n, sizeof *all, cmp64);
     for (size_t k = 1; k < n; k++) {
-        ck_assert_msg(all[k - 1] != all[k], "duplicate ID %lld", (long long)all[k]);
         if (all[k] - all[k - 1] > 1) {
             ck_assert_msg(all[k] - all[k - 1] - 1 < 64, "gap of %lld after %lld",
                           (long long)(all[k] - all[k - 1] - 1), (long long)all[k - 1]);
@@ -381,7 +370,6 @@ START_TEST(threads_with_runs_no_duplicate)
      * (here ~0.05% of IDs are dropped, with segments of only 1,000). */
     ck_assert_int_lt(missing, all[n - 1] / 100);
     free(all);
-    segments_free(race_s);
 }
 END_TEST
 
