@@ -72,6 +72,7 @@
  * until segments_free.
  */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,12 +82,6 @@
 #define CTR_OFFSET_BITS 40
 #define CTR_OFFSET_MASK ((UINT64_C(1) << CTR_OFFSET_BITS) - 1)
 #define CTR_GEN_MASK    ((UINT64_C(1) << (64 - CTR_OFFSET_BITS)) - 1)
-
-/* A slot's counter, alone on its cache line: it is the one word every take
- * writes, so the read-mostly fields a take reads do not bounce with it. */
-struct slot_ctr {
-    _Alignas(64) _Atomic uint64_t v;   /* (gen << 40) | offset of the next ID */
-};
 
 /* A slot's incarnation: written once per refill, read by every take. */
 struct segment_slot {
@@ -103,8 +98,13 @@ struct slot_view {
     int64_t  len;
 };
 
+/* Tags are cache-line aligned. The first line holds what takes write (the
+ * counters) and what only the slow path touches; what every take reads
+ * starts on the next line, so a take on one core does not evict it on
+ * another. */
 struct segment_tag {
-    struct slot_ctr  ctr[2];       /* one per slot */
+    _Atomic uint64_t ctr[2];       /* per slot: (gen << 40) | next offset */
+    pthread_mutex_t  lock;         /* serialises switch, install, step */
 
     /* Read by every take; written rarely. */
     _Alignas(64) struct segment_slot slot[2];
@@ -121,8 +121,6 @@ struct segment_tag {
     _Atomic int64_t  issued;       /* IDs of retired ranges */
     _Atomic int64_t  loads;
     _Atomic int64_t  db_step;      /* the table's step, from refresh/lookup */
-
-    pthread_mutex_t  lock;         /* serialises switch, install, step */
     int64_t          step;         /* lock: step of the next load */
     int64_t          min_step;     /* lock: the table's step the step is based on */
     int64_t          update_ms;    /* lock: when the last range was installed */
@@ -319,9 +317,9 @@ registry_add(struct segments *s, const struct store_row *row)
         pthread_mutex_unlock(&s->reg_lock);
         return tag;
     }
-    /* Cache-line aligned (the counters each have a line): 10,000 tags take
-     * ~3.5 MB. */
-    tag = xaligned_zalloc(64, sizeof *tag + len + 1);
+    /* Cache-line aligned (see struct segment_tag): 10,000 tags take
+     * ~2.7 MB. */
+    tag = xaligned_zalloc(64, offsetof(struct segment_tag, name) + len + 1);
     pthread_mutex_init(&tag->lock, NULL);
     memcpy(tag->name, row->biz_tag, len);
     tag->name_len = len;
@@ -529,7 +527,7 @@ static int64_t
 slot_left(struct segment_tag *t, int i)
 {
     struct slot_view v;
-    uint64_t c = atomic_load(&t->ctr[i].v);
+    uint64_t c = atomic_load(&t->ctr[i]);
     int64_t off = (int64_t)(c & CTR_OFFSET_MASK);
 
     if (!slot_read(&t->slot[i], &v) || (c >> CTR_OFFSET_BITS) != v.gen ||
@@ -556,7 +554,7 @@ take_fast(struct segments *s, struct segment_tag *t, int64_t want, int run,
 {
     int c = atomic_load(&t->cur);
     struct segment_slot *sl = &t->slot[c];
-    _Atomic uint64_t *ctr = &t->ctr[c].v;
+    _Atomic uint64_t *ctr = &t->ctr[c];
     struct slot_view v;
     uint64_t x, xgen;
     int64_t off, got;
@@ -680,7 +678,7 @@ run_give_back(struct run *r)
         struct take_origin *o = &r->origin;
         uint64_t expect = o->ctr + o->want;
 
-        atomic_compare_exchange_strong(&r->tag->ctr[o->slot].v, &expect,
+        atomic_compare_exchange_strong(&r->tag->ctr[o->slot], &expect,
                                        o->ctr + (uint64_t)(r->next - r->first));
         r->next = r->end;
     }
@@ -915,7 +913,7 @@ segment_install(struct segments *s, struct segment_tag *t, int64_t max_id,
     atomic_store(&sl->len, step);
     atomic_store(&sl->gen, gen);
     atomic_fetch_add(&sl->seq, 1);
-    atomic_store(&t->ctr[i].v, gen << CTR_OFFSET_BITS);
+    atomic_store(&t->ctr[i], gen << CTR_OFFSET_BITS);
     atomic_store(&t->next_ready, 1);
     t->update_ms = now_ms(s);
     if (db_step != t->min_step)
