@@ -56,12 +56,17 @@
  * runs. What holds:
  * - Still no repeat: a run is a range of offsets one fetch_add gave to one
  *   thread (the same argument as above); only that thread reads it.
- * - A run is used only while its slot is current and of the same generation
- *   (run_live), so a run's IDs never follow the next segment's; a stale
- *   run's rest is given back if nobody took after it (a CAS on the counter),
- *   else dropped: a gap, never a repeat. A run takes at most an eighth of
- *   what is left in the slot, so few outlive their segment.
- * - One thread's single IDs increase; IDs of threads taking at once
+ * - A run is used only while its slot is current and in the same
+ *   incarnation (run_live compares the slot's 64-bit seq, which never
+ *   repeats; the 24-bit gen would wrap for a run held idle across 2^24
+ *   refills), so a run's IDs never follow the next segment's. A stale run's
+ *   rest is given back if the incarnation is the same and nobody took after
+ *   it (a CAS on the counter), else dropped: a gap, never a repeat. A run
+ *   takes at most about an eighth of what is left in the slot, so few
+ *   outlive their segment.
+ * - One thread's single IDs increase (but for the stalled-caller case of
+ *   the double buffer: a refill whose add lands on the next incarnation
+ *   takes from the next range early); IDs of threads taking at once
  *   interleave in runs of up to run_max instead of one by one.
  * - A run's IDs count as issued (/metrics, /cache) when the run is taken.
  *
@@ -79,7 +84,9 @@
 #include "log.h"
 #include "segment.h"
 
+#ifndef CTR_OFFSET_BITS            /* tests/check_segment_wrap.c: 60 */
 #define CTR_OFFSET_BITS 40
+#endif
 #define CTR_OFFSET_MASK ((UINT64_C(1) << CTR_OFFSET_BITS) - 1)
 #define CTR_GEN_MASK    ((UINT64_C(1) << (64 - CTR_OFFSET_BITS)) - 1)
 
@@ -93,6 +100,7 @@ struct segment_slot {
 
 /* A consistent view of one slot's incarnation. */
 struct slot_view {
+    uint64_t seq;                  /* even; names the incarnation for good */
     uint64_t gen;
     int64_t  start;
     int64_t  len;
@@ -518,6 +526,7 @@ slot_read(struct segment_slot *sl, struct slot_view *v)
     v->gen = atomic_load(&sl->gen);
     v->start = atomic_load(&sl->start);
     v->len = atomic_load(&sl->len);
+    v->seq = s1;
     s2 = atomic_load(&sl->seq);
     return s1 == s2;
 }
@@ -540,6 +549,8 @@ slot_left(struct segment_tag *t, int i)
  * use (run_drop). */
 struct take_origin {
     int      slot;
+    uint64_t seq;                  /* the slot's incarnation (64 bits: the
+                                      24-bit gen in ctr wraps, seq never) */
     uint64_t ctr;                  /* the counter before our add */
     uint64_t want;                 /* what we added */
 };
@@ -583,6 +594,7 @@ take_fast(struct segments *s, struct segment_tag *t, int64_t want, int run,
     got = v.len - off < want ? v.len - off : want;
     *start = v.start + off;
     o->slot = c;
+    o->seq = v.seq;
     o->ctr = x;
     o->want = (uint64_t)want;
     /* Prefetch once prefetch_percent of this range is used. */
@@ -654,8 +666,10 @@ run_find(struct segments *s, const char *name, size_t len, uint64_t h)
     return r;
 }
 
-/* A run is used only while the segment it came from is the current one, so
- * its IDs are never handed out after the next segment's. */
+/* A run is used only while the incarnation it came from is the current
+ * one, so its IDs are never handed out after the next segment's. The
+ * incarnation is named by the slot's seq, which never repeats (the 24-bit
+ * gen would, after 2^24 refills of an idle thread's run). */
 static inline int
 run_live(const struct run *r)
 {
@@ -664,13 +678,16 @@ run_live(const struct run *r)
 
     return r->next < r->end &&
            atomic_load_explicit(&t->cur, memory_order_relaxed) == c &&
-           atomic_load_explicit(&t->slot[c].gen, memory_order_relaxed) ==
-               r->origin.ctr >> CTR_OFFSET_BITS;
+           atomic_load_explicit(&t->slot[c].seq, memory_order_relaxed) ==
+               r->origin.seq;
 }
 
-/* Give back the IDs r holds: possible while nobody took from the slot after
- * r's refill (its counter still reads what our add left). Otherwise they
- * are dropped: a gap of at most run_max - 1 IDs, never a repeat. */
+/* Give back the IDs r holds: possible while the incarnation is the same
+ * and nobody took from it after r's refill (its counter still reads what
+ * our add left). Otherwise they are dropped: a gap of at most run_max - 1
+ * IDs, never a repeat. (A refill that starts between the seq check and the
+ * CAS stores the counter last: the CAS then fails, or lands first and is
+ * overwritten.) */
 static void
 run_give_back(struct run *r)
 {
@@ -678,8 +695,9 @@ run_give_back(struct run *r)
         struct take_origin *o = &r->origin;
         uint64_t expect = o->ctr + o->want;
 
-        atomic_compare_exchange_strong(&r->tag->ctr[o->slot], &expect,
-                                       o->ctr + (uint64_t)(r->next - r->first));
+        if (atomic_load(&r->tag->slot[o->slot].seq) == o->seq)
+            atomic_compare_exchange_strong(&r->tag->ctr[o->slot], &expect,
+                                           o->ctr + (uint64_t)(r->next - r->first));
         r->next = r->end;
     }
 }
@@ -711,7 +729,7 @@ run_take(struct segments *s, struct segment_tag *t, uint64_t h, int64_t *id)
     run_give_back(r);               /* its segment is no longer current */
     /* Adapt: double while the last run went at >= 1 ID per microsecond,
      * else halve. An HTTP thread (~10 us a request) stays at 1. */
-    now = util_mono_us();
+    now = s->hooks.now_us ? s->hooks.now_us() : util_mono_us();
     size = r->size;
     if (size > 0 && now - r->stamp_us < size)
         size = size * 2 > s->opt.run_max ? s->opt.run_max : size * 2;

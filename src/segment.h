@@ -32,6 +32,7 @@ struct segment_hooks {
     void (*lookup)(void *arg, const char *name);
     void *arg;
     int64_t (*now_ms)(void);         /* clock for step adaptation; NULL: wall */
+    int64_t (*now_us)(void);         /* clock for runs; NULL: monotonic */
 };
 
 struct segment_options {
