@@ -546,7 +546,7 @@ slot_left(struct segment_tag *t, int i)
 }
 
 /* Where a take_fast came from, so that a run can give back what it did not
- * use (run_drop). */
+ * use (run_give_back). */
 struct take_origin {
     int      slot;
     uint64_t seq;                  /* the slot's incarnation (64 bits: the
