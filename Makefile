@@ -24,7 +24,7 @@ CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 SRCS    := $(wildcard src/*.c)
 OBJS    := $(SRCS:src/%.c=build/%.o)
 LIBOBJS := $(filter-out build/main.o,$(OBJS))
-TESTS   := $(patsubst tests/%.c,%,$(wildcard tests/check_*.c))
+TESTS   := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/check_*.c))
 TESTBIN := $(TESTS:%=build/tests/%)
 
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
@@ -51,11 +51,11 @@ build/asan/%.o: src/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -MMD -MP -c -o $@ $<
 
-build/tests/%: tests/%.c $(LIBOBJS)
+build/tests/%: tests/unit/%.c $(LIBOBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(LIBOBJS) $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
 
-build/asan/tests/%: tests/%.c $(ASAN_LIB)
+build/asan/tests/%: tests/unit/%.c $(ASAN_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -MMD -MP -o $@ $< $(ASAN_LIB) $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
 
@@ -66,7 +66,7 @@ build/tests/segment_wrap.o: src/segment.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -DCTR_OFFSET_BITS=60 -MMD -MP -c -o $@ $<
 
-build/tests/check_segment_wrap: tests/check_segment_wrap.c build/tests/segment_wrap.o $(SEGWRAP_DEPS)
+build/tests/check_segment_wrap: tests/unit/check_segment_wrap.c build/tests/segment_wrap.o $(SEGWRAP_DEPS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -o $@ $^ $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
 
@@ -74,7 +74,7 @@ build/asan/tests/segment_wrap.o: src/segment.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -DCTR_OFFSET_BITS=60 -MMD -MP -c -o $@ $<
 
-build/asan/tests/check_segment_wrap: tests/check_segment_wrap.c build/asan/tests/segment_wrap.o $(SEGWRAP_DEPS:build/%=build/asan/%)
+build/asan/tests/check_segment_wrap: tests/unit/check_segment_wrap.c build/asan/tests/segment_wrap.o $(SEGWRAP_DEPS:build/%=build/asan/%)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -MMD -MP -o $@ $^ $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
 
@@ -87,19 +87,19 @@ run: deps
 	./leafd
 
 unit: $(TESTBIN)
-	@sh tests/run_unit.sh $(TESTBIN)
+	@sh tests/lib/run_unit.sh $(TESTBIN)
 
 unit-asan: $(ASAN_TESTS)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-		sh tests/run_unit.sh $(ASAN_TESTS)
+		sh tests/lib/run_unit.sh $(ASAN_TESTS)
 
 check-asan:
 	@sh .ci/deps.sh test
 	@$(MAKE) --no-print-directory WERROR=1 $(ASAN_TESTS)
-	@UNIT_ONLY=asan sh tests/run_all.sh
+	@UNIT_ONLY=asan sh tests/lib/run_all.sh
 
 blackbox: leafd
-	@python3 tests/blackbox.py
+	@python3 tests/blackbox/blackbox.py
 
 # Everything: builds warning-free, starts a throwaway MariaDB and ZooKeeper
 # on free loopback ports, runs the unit tests (plain and ASan/UBSan) and the
@@ -107,13 +107,13 @@ blackbox: leafd
 test:
 	@sh .ci/deps.sh test
 	@$(MAKE) --no-print-directory WERROR=1 leafd $(TESTBIN) $(ASAN_TESTS)
-	@sh tests/run_all.sh
+	@sh tests/lib/run_all.sh
 
 bench: leafd
 	@sh .ci/deps.sh bench && python3 bench/bench.py
 
 format:
-	clang-format -i src/*.c src/*.h tests/*.c
+	clang-format -i src/*.c src/*.h tests/unit/*.c
 
 lint:
 	cppcheck --quiet --enable=warning,performance,portability --inline-suppr \
@@ -190,10 +190,10 @@ bench-dbload: leafd $(BENCH_BINS)
 
 # --- chaos: three leafd nodes behind nginx, under load, while a node is
 # killed, every node restarted, MariaDB and ZooKeeper stopped and a node's
-# clock stepped back (tests/chaos.py). `make chaos` is the long run, about
-# DURATION seconds (default 600); `python3 tests/chaos.py --short` is the
+# clock stepped back (tests/blackbox/chaos.py). `make chaos` is the long run, about
+# DURATION seconds (default 600); `python3 tests/blackbox/chaos.py --short` is the
 # CI run (under 5 minutes). Needs nginx and libfaketime.
 .PHONY: chaos
 
 chaos: leafd
-	@python3 tests/chaos.py --duration=$(or $(DURATION),600)
+	@python3 tests/blackbox/chaos.py --duration=$(or $(DURATION),600)

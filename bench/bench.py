@@ -45,12 +45,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 from bbutil import free_port  # noqa: E402  (one copy, shared with the tests)
 LEAFD = os.path.join(ROOT, "leafd")
 MICROBENCH = os.path.join(ROOT, "build", "microbench")
 DBCLIENT = os.path.join(ROOT, "build", "dbclient")
-MARIADB_SH = os.path.join(ROOT, "tests", "mariadb.sh")
+MARIADB_SH = os.path.join(ROOT, "tests", "lib", "mariadb.sh")
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 DURATION = int(os.environ.get("DURATION", "5"))
 CONNS = int(os.environ.get("CONNS", "64"))
@@ -255,7 +255,7 @@ class Redis:
 
 
 class MariaDB:
-    """A throwaway MariaDB from tests/mariadb.sh (start DIR / stop DIR)."""
+    """A throwaway MariaDB from tests/lib/mariadb.sh (start DIR / stop DIR)."""
 
     def __init__(self, workdir):
         self.dir = os.path.join(workdir, "mariadb")
@@ -263,7 +263,7 @@ class MariaDB:
                              stderr=subprocess.PIPE, env=dict(os.environ, LEAFD_ROOT=ROOT))
         env = dict(re.findall(r"^(MYSQL_\w+)=(\S+)$", out.stdout.decode(), re.M))
         if out.returncode != 0 or "MYSQL_URL" not in env:
-            raise RuntimeError("tests/mariadb.sh start failed: %s" % out.stderr.decode()[-500:])
+            raise RuntimeError("tests/lib/mariadb.sh start failed: %s" % out.stderr.decode()[-500:])
         self.url = env["MYSQL_URL"]
         self.port = int(env["MYSQL_PORT"])
         with open(os.path.join(self.dir, "pid")) as f:

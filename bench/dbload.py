@@ -25,7 +25,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 from bbutil import free_port  # noqa: E402  (one copy, shared with the tests)
 SECONDS = int(os.environ.get("DBLOAD_SECONDS", "120"))
 RATE = float(os.environ.get("DBLOAD_RATE", "2000"))

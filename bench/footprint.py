@@ -26,7 +26,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 from bbutil import free_port  # noqa: E402  (one copy, shared with the tests)
 TAGS = int(os.environ.get("FOOTPRINT_TAGS", "10000"))
 REQUEST = int(os.environ.get("FOOTPRINT_REQUEST", str(TAGS)))

@@ -2,7 +2,7 @@
  *
  *   build/microbench [-d SECONDS] [-r RUNS] [-s STEP]
  *
- * Segment mode: a `struct segments` with fake hooks (as tests/check_segment.c)
+ * Segment mode: a `struct segments` with fake hooks (as tests/unit/check_segment.c)
  * holds tags whose segments a helper thread installs the moment one is asked
  * for, STEP IDs at a time (default 2^24, so the "database" is never what
  * limits). Worker threads call segment_take for one ID at a time, exactly as

@@ -84,7 +84,7 @@
 #include "log.h"
 #include "segment.h"
 
-#ifndef CTR_OFFSET_BITS            /* tests/check_segment_wrap.c: 60 */
+#ifndef CTR_OFFSET_BITS            /* tests/unit/check_segment_wrap.c: 60 */
 #define CTR_OFFSET_BITS 40
 #endif
 #define CTR_OFFSET_MASK ((UINT64_C(1) << CTR_OFFSET_BITS) - 1)

@@ -2,7 +2,7 @@
  * store_mysql.c): URL parsing, the SQLite store in a temp file, and the same
  * behaviour against MySQL/MariaDB when LEAFD_TEST_MYSQL_URL is set (with
  * LEAFD_TEST_MYSQL_DIR also set, a restart and a hung server too; see
- * tests/mariadb.sh). Run from the top of the tree (or set LEAFD_ROOT). */
+ * tests/lib/mariadb.sh). Run from the top of the tree (or set LEAFD_ROOT). */
 #include <check.h>
 #include <errno.h>
 #include <mysql.h>
@@ -999,7 +999,7 @@ mariadb_sh(const char *cmd)
     char path[256], line[768];
 
     snprintf(line, sizeof line, "sh %s %s %s >/dev/null",
-             root_path("tests/mariadb.sh", path, sizeof path), cmd,
+             root_path("tests/lib/mariadb.sh", path, sizeof path), cmd,
              mysql_dir());
     return system(line);
 }
@@ -1154,7 +1154,7 @@ store_suite(void)
         suite_add_tcase(su, tc);
     } else {
         printf("check_store: LEAFD_TEST_MYSQL_URL not set; skipping the "
-               "MySQL tests (see tests/mariadb.sh)\n");
+               "MySQL tests (see tests/lib/mariadb.sh)\n");
     }
     return su;
 }

@@ -1,7 +1,7 @@
 """bbutil.py: helpers for leafd's black-box tests (stdlib only).
 
 Starts the real ./leafd binary on free loopback ports (never 8080), throwaway
-MariaDB and ZooKeeper servers through tests/mariadb.sh and tests/zookeeper.sh,
+MariaDB and ZooKeeper servers through tests/lib/mariadb.sh and tests/lib/zookeeper.sh,
 and talks HTTP to leafd with keep-alive connections.
 """
 import http.client
@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LEAFD = os.environ.get("LEAFD_BIN", os.path.join(ROOT, "leafd"))
 
 
@@ -28,15 +28,15 @@ FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
 
 def faketime_preload(workdir):
     """LD_PRELOAD for a leafd whose clock a test steps: libfaketime, after
-    tests/ftfix.c (a shim around libfaketime 0.9.10's broken monotonic
+    tests/lib/ftfix.c (a shim around libfaketime 0.9.10's broken monotonic
     condition-variable waits; see that file)."""
     so = os.path.join(workdir, "ftfix.so")
     if not os.path.exists(so):
         r = subprocess.run([os.environ.get("CC", "cc"), "-shared", "-fPIC", "-O2", "-o", so,
-                            os.path.join(ROOT, "tests", "ftfix.c"), "-ldl"],
+                            os.path.join(ROOT, "tests", "lib", "ftfix.c"), "-ldl"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         if r.returncode != 0:
-            raise TestFailure("cannot build tests/ftfix.c: %s" % r.stdout.decode())
+            raise TestFailure("cannot build tests/lib/ftfix.c: %s" % r.stdout.decode())
     return "%s %s" % (so, FAKETIME)
 
 
@@ -251,7 +251,7 @@ class Leafd:
 
 
 class MariaDB:
-    """A throwaway MariaDB (tests/mariadb.sh)."""
+    """A throwaway MariaDB (tests/lib/mariadb.sh)."""
 
     def __init__(self, workdir):
         self.dir = os.path.join(workdir, "mariadb")
@@ -260,7 +260,7 @@ class MariaDB:
         self.url = None
 
     def _sh(self, cmd):
-        r = subprocess.run(["sh", os.path.join(ROOT, "tests/mariadb.sh"), cmd, self.dir],
+        r = subprocess.run(["sh", os.path.join(ROOT, "tests/lib/mariadb.sh"), cmd, self.dir],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
         if r.returncode != 0:
             raise TestFailure("mariadb.sh %s failed: %s" % (cmd, r.stderr.decode()))
@@ -292,7 +292,7 @@ class MariaDB:
 
 
 class ZooKeeper:
-    """A throwaway ZooKeeper (tests/zookeeper.sh) and a small CLI for it."""
+    """A throwaway ZooKeeper (tests/lib/zookeeper.sh) and a small CLI for it."""
 
     CP = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar:" \
          "/usr/share/java/slf4j-api.jar:/usr/share/java/jline.jar:/usr/share/java/netty-all.jar"
@@ -304,7 +304,7 @@ class ZooKeeper:
         self.address = None
 
     def _sh(self, cmd):
-        r = subprocess.run(["bash", os.path.join(ROOT, "tests/zookeeper.sh"), cmd, self.dir],
+        r = subprocess.run(["bash", os.path.join(ROOT, "tests/lib/zookeeper.sh"), cmd, self.dir],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
         if r.returncode != 0:
             raise TestFailure("zookeeper.sh %s failed: %s" % (cmd, r.stderr.decode()))

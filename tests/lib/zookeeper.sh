@@ -1,9 +1,9 @@
 #!/bin/bash
 # zookeeper.sh: a throwaway single-node ZooKeeper for tests.
 #
-#   tests/zookeeper.sh start DIR     start on a free loopback port, wait for it
-#   tests/zookeeper.sh stop DIR      stop it (by the PID in DIR/zk.pid)
-#   tests/zookeeper.sh restart DIR   stop, then start again on the same port
+#   tests/lib/zookeeper.sh start DIR     start on a free loopback port, wait for it
+#   tests/lib/zookeeper.sh stop DIR      stop it (by the PID in DIR/zk.pid)
+#   tests/lib/zookeeper.sh restart DIR   stop, then start again on the same port
 #
 # start prints ZK_PORT=P and ZK_ADDRESS=127.0.0.1:P and writes them to DIR/env
 # (source it). The data lives in DIR/data, the server log in DIR/zk.log.

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """chaos.py: leafd under failures, behind nginx, with clients loading it.
 
-    python3 tests/chaos.py [--short]       the CI run (under 5 minutes)
-    DURATION=600 python3 tests/chaos.py    the long run (make chaos): every
+    python3 tests/blackbox/chaos.py [--short]       the CI run (under 5 minutes)
+    DURATION=600 python3 tests/blackbox/chaos.py    the long run (make chaos): every
                                            phase scaled to about DURATION s
-    python3 tests/chaos.py --keep          keep the work directory (logs)
+    python3 tests/blackbox/chaos.py --keep          keep the work directory (logs)
 
 Topology, all on 127.0.0.1 on free ports (never 8080), in one temp dir:
-  - a throwaway MariaDB (tests/mariadb.sh) with a tag `chaos`;
-  - a throwaway ZooKeeper (tests/zookeeper.sh) handing out worker IDs;
+  - a throwaway MariaDB (tests/lib/mariadb.sh) with a tag `chaos`;
+  - a throwaway ZooKeeper (tests/lib/zookeeper.sh) handing out worker IDs;
   - three leafd nodes n0 n1 n2, each serving segment mode (on MariaDB) and
     snowflake mode (ZooKeeper worker IDs, own cache file, leaf.name=chaos);
     n2 runs under libfaketime with a timestamp file this script writes;
@@ -48,7 +48,7 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 from bbutil import (FAKETIME, LEAFD, Client, TestFailure, Workdir,  # noqa: E402
                     faketime_preload, free_port, wait_for)
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Run check-based unit test binaries; fail if any fails.
-# Usage: tests/run_unit.sh build/tests/check_x ...
+# Usage: tests/lib/run_unit.sh build/tests/check_x ...
 status=0
 for t in "$@"; do
     case "$t" in *.d|*.o) continue ;; esac

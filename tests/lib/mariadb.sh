@@ -1,9 +1,9 @@
 #!/bin/sh
 # mariadb.sh: a throwaway MariaDB for leafd's tests.
 #
-#   tests/mariadb.sh start DIR     new server in DIR (or the one already there)
-#   tests/mariadb.sh stop DIR      stop it (TERM, wait, then KILL)
-#   tests/mariadb.sh restart DIR   stop and start again: same port, same data
+#   tests/lib/mariadb.sh start DIR     new server in DIR (or the one already there)
+#   tests/lib/mariadb.sh stop DIR      stop it (TERM, wait, then KILL)
+#   tests/lib/mariadb.sh restart DIR   stop and start again: same port, same data
 #
 # start prints, and writes to DIR/env, two lines:
 #   MYSQL_PORT=P
@@ -11,7 +11,7 @@
 # The server listens on 127.0.0.1:P (a free port >= 20000) and on DIR/sock,
 # has database `leaf` with sql/mysql.sql loaded, and logs to DIR/mariadbd.log.
 #
-# Sourced (". tests/mariadb.sh"), it only defines mariadb_start, mariadb_stop
+# Sourced (". tests/lib/mariadb.sh"), it only defines mariadb_start, mariadb_stop
 # and mariadb_restart; mariadb_start also exports MYSQL_PORT and MYSQL_URL.
 # Runs as root on Debian 12 with the mariadb-server package; POSIX sh.
 
@@ -21,8 +21,8 @@ PATH=$PATH:/usr/sbin:/sbin
 mariadb_root() {
     if [ -n "${LEAFD_ROOT:-}" ]; then
         echo "$LEAFD_ROOT"
-    elif [ -f "$(dirname "$0")/../sql/mysql.sql" ]; then
-        (cd "$(dirname "$0")/.." && pwd)
+    elif [ -f "$(dirname "$0")/../../sql/mysql.sql" ]; then
+        (cd "$(dirname "$0")/../.." && pwd)
     else
         pwd
     fi

@@ -3,7 +3,7 @@ R-U-Dead-Yet (slow body) attacks from slowhttptest against a small connection
 cap, and biz_tags made of SQL injection, invalid UTF-8, NUL bytes and 100 KB of
 text, raw and percent-encoded.
 
-    python3 tests/blackbox.py hostile
+    python3 tests/blackbox/blackbox.py hostile
 """
 import json
 import math

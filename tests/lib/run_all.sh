@@ -5,20 +5,20 @@
 # started, whatever happens.
 #   UNIT_ONLY=asan   only the ASan/UBSan unit tests (make check-asan)
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d /tmp/leafd-test-XXXXXX)
 log=$tmp/all.log
 cleanup() {
-    sh tests/mariadb.sh stop "$tmp/mariadb" >/dev/null 2>&1
-    bash tests/zookeeper.sh stop "$tmp/zk" >/dev/null 2>&1
+    sh tests/lib/mariadb.sh stop "$tmp/mariadb" >/dev/null 2>&1
+    bash tests/lib/zookeeper.sh stop "$tmp/zk" >/dev/null 2>&1
     rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 echo "== starting a throwaway MariaDB and ZooKeeper in $tmp"
-sh tests/mariadb.sh start "$tmp/mariadb" >/dev/null || { echo "cannot start MariaDB"; exit 1; }
-bash tests/zookeeper.sh start "$tmp/zk" >/dev/null || { echo "cannot start ZooKeeper"; exit 1; }
+sh tests/lib/mariadb.sh start "$tmp/mariadb" >/dev/null || { echo "cannot start MariaDB"; exit 1; }
+bash tests/lib/zookeeper.sh start "$tmp/zk" >/dev/null || { echo "cannot start ZooKeeper"; exit 1; }
 . "$tmp/mariadb/env"
 . "$tmp/zk/env"
 export LEAFD_TEST_MYSQL_URL="$MYSQL_URL" LEAFD_TEST_MYSQL_PORT="$MYSQL_PORT"
@@ -36,14 +36,14 @@ step() {
 status=0
 : >"$log"
 if [ "${UNIT_ONLY:-}" != asan ]; then
-    step sh tests/run_unit.sh build/tests/check_* || status=1
+    step sh tests/lib/run_unit.sh build/tests/check_* || status=1
 fi
 step env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    sh tests/run_unit.sh build/asan/tests/check_* || status=1
+    sh tests/lib/run_unit.sh build/asan/tests/check_* || status=1
 if [ "${UNIT_ONLY:-}" != asan ]; then
-    step python3 tests/blackbox.py || status=1
+    step python3 tests/blackbox/blackbox.py || status=1
     echo "== chaos run, short version (make chaos for the long one)"
-    step python3 tests/chaos.py --short || status=1
+    step python3 tests/blackbox/chaos.py --short || status=1
     echo "== fuzzing each libFuzzer target for ${FUZZ_SECONDS:-60} s"
     step sh -c 'make --no-print-directory fuzz >/dev/null && sh fuzz/run.sh' || status=1
     echo "== docker-compose.yml"

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""blackbox.py: run leafd's black-box tests (tests/bb_*.py) against the real
+"""blackbox.py: run leafd's black-box tests (tests/blackbox/bb_*.py) against the real
 binary. Each test_* function takes a Context. Prints one line per test and a
 closing "N passed, N failed" line; exits 1 if any test failed.
 
-    python3 tests/blackbox.py              # all
-    python3 tests/blackbox.py segment      # tests whose module or name has "segment"
+    python3 tests/blackbox/blackbox.py              # all
+    python3 tests/blackbox/blackbox.py segment      # tests whose module or name has "segment"
 """
 import importlib
 import os
@@ -12,7 +12,7 @@ import sys
 import time
 import traceback
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import bbutil  # noqa: E402
 
 
@@ -25,7 +25,7 @@ class Context:
 
     def shared_mariadb(self):
         if self._mariadb is None and os.environ.get("LEAFD_TEST_MYSQL_PORT"):
-            # The one make test started (tests/run_all.sh); it stops it.
+            # The one make test started (tests/lib/run_all.sh); it stops it.
             m = bbutil.MariaDB.__new__(bbutil.MariaDB)
             m.dir = os.environ.get("LEAFD_TEST_MYSQL_DIR")
             m.port = int(os.environ["LEAFD_TEST_MYSQL_PORT"])

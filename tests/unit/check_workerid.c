@@ -1,6 +1,6 @@
 /* check_workerid.c: snowflake worker IDs (workerid.c): the cache file, the
  * static source, and, when LEAFD_TEST_ZK=host:port names a ZooKeeper
- * (tests/zookeeper.sh start DIR), Leaf-compatible registration, reuse,
+ * (tests/lib/zookeeper.sh start DIR), Leaf-compatible registration, reuse,
  * takeover and fence writes against it. With LEAFD_TEST_ZK_DIR=DIR too, a
  * test stops and restarts that ZooKeeper (start from the cache file, then
  * confirmation and a new session). */
@@ -856,7 +856,7 @@ zk_ctl(const char *what)
     int rc;
 
     cmd = xasprintf("%s %s '%s' >/dev/null", script != NULL ? script :
-                    "tests/zookeeper.sh", what, dir);
+                    "bash tests/lib/zookeeper.sh", what, dir);
     rc = system(cmd);
     free(cmd);
     return rc;
@@ -938,7 +938,7 @@ workerid_suite(void)
     zk_addr = getenv("LEAFD_TEST_ZK");
     if (zk_addr == NULL || *zk_addr == '\0') {
         printf("check_workerid: LEAFD_TEST_ZK not set: skipping the "
-               "ZooKeeper tests (tests/zookeeper.sh start DIR)\n");
+               "ZooKeeper tests (tests/lib/zookeeper.sh start DIR)\n");
         return s;
     }
     tc = tcase_create("zookeeper");
