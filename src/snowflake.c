@@ -31,6 +31,7 @@
  * 4. A taken-over worker ID gets as gate the old owner's fence (its node's
  *    timestamp) plus fence_step_ms, for the same reason.
  */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -62,13 +63,14 @@ enum {
     SF_C_LEASE,
     SF_C_LAYOUT_EXPIRED,
     SF_C_BAD_COUNT,
+    SF_C_FENCE_UNCONFIRMED,
     SF_NCODES
 };
 
 static const char *sf_code_names[SF_NCODES] = {
     "borrow_limit", "fence_pending", "fence_not_passed", "clock_behind",
     "worker_id_unknown", "worker_id_lost", "worker_lease_expired",
-    "layout_expired", "bad_count",
+    "layout_expired", "bad_count", "fence_unconfirmed",
 };
 
 /* histogram of clock steps back, ms */
@@ -88,7 +90,7 @@ struct snowflake {
     _Atomic int      status;                /* SF_ST_* */
     _Atomic uint64_t worker_field;          /* datacenter|worker, shifted */
     _Atomic int      in_backward;           /* a step back is being served */
-    _Atomic int      persist_failing;
+    _Atomic int      persist_failing;       /* 0, or SF_PERSIST_* failed */
 
     /* Set at creation, read-only afterwards. */
     struct sf_layout layout;
@@ -661,8 +663,15 @@ snowflake_next(struct snowflake *sf, uint32_t n, uint64_t *out,
                              "the %d-bit timestamp has run out",
                              l->timestamp_bits);
         if (t_end + l->epoch_ms > fence) {
+            int pf = atomic_load(&sf->persist_failing);
             sf_poke(sf, t_end + l->epoch_ms);
-            if (atomic_load(&sf->persist_failing))
+            if (pf == SF_PERSIST_UNCONFIRMED)
+                return sf_answer(sf, why, SF_REFUSE, SF_C_FENCE_UNCONFIRMED,
+                                 1000, "ZooKeeper does not confirm a fence "
+                                 "past %" PRId64 " (another owner could "
+                                 "inherit this worker ID and gate on it); "
+                                 "no IDs beyond it", fence);
+            if (pf != 0)
                 return sf_answer(sf, why, SF_REFUSE, SF_C_FENCE_PENDING, 1000,
                                  "cannot persist the fence past %" PRId64
                                  " (see the log); no IDs beyond it",
@@ -685,8 +694,14 @@ snowflake_next(struct snowflake *sf, uint32_t n, uint64_t *out,
                                                   memory_order_relaxed))
             break;
     }
+    /* rule 3: nothing past the persisted fence; the state only grows */
+    assert(t_end + l->epoch_ms <= fence);
+    assert(nstate > old);
+    assert((int64_t)(nstate >> l->sequence_bits) == t_end);
     sf_rng_tls = rng;
     sf_fill(sf, old, nowr, n, rng0, wf, out);
+    assert(n == 1 || out[n - 1] > out[0]);
+    assert((int64_t)(out[n - 1] >> l->timestamp_shift) == t_end);
 
     /* served at `now`: raise the high-water mark */
     while (now > hw && !atomic_compare_exchange_weak_explicit(
@@ -716,16 +731,20 @@ sf_last_ms(struct snowflake *sf)
     return (int64_t)(st >> sf->layout.sequence_bits) + sf->layout.epoch_ms;
 }
 
-/* Persist a fence >= want (keeper thread or creation only). */
+/* Persist a fence >= want (keeper thread or creation only): SF_PERSIST_*.
+ * Only an OK moves the fence the request path checks. */
 static int
 sf_persist(struct snowflake *sf, int64_t want)
 {
     char *cause = NULL;
 
-    if (sf->backend.persist(sf->backend.arg, want, &cause) == -1) {
+    int rc = sf->backend.persist(sf->backend.arg, want, &cause);
+
+    if (rc != SF_PERSIST_OK) {
         int64_t m = util_mono_ms();
+        assert(rc == SF_PERSIST_FAILED || rc == SF_PERSIST_UNCONFIRMED);
         atomic_fetch_add(&sf->persist_failures, 1);
-        if (!atomic_exchange(&sf->persist_failing, 1) ||
+        if (atomic_exchange(&sf->persist_failing, rc) != rc ||
             m - sf->last_fail_log_mono >= 10000) {
             log_error("cannot persist the snowflake fence %" PRId64 ": %s",
                       want, cause != NULL ? cause : "?");
@@ -736,7 +755,7 @@ sf_persist(struct snowflake *sf, int64_t want)
                  cause != NULL ? cause : "?");
         pthread_mutex_unlock(&sf->mu);
         free(cause);
-        return -1;
+        return rc;
     }
     atomic_fetch_add(&sf->fence_writes, 1);
     atomic_store_explicit(&sf->fence, want, memory_order_release);
@@ -755,6 +774,7 @@ sf_set_worker(struct snowflake *sf, int64_t worker, int64_t gate)
     int64_t g = gate > l->epoch_ms ? gate - l->epoch_ms : 0;
     uint64_t st = ((uint64_t)g << l->sequence_bits) | l->max_sequence;
 
+    assert(worker >= 0 && (uint64_t)worker <= l->max_worker);
     atomic_store(&sf->worker_field, wf);
     atomic_store(&sf->worker_id, worker);
     if (st > atomic_load(&sf->state))
@@ -778,7 +798,7 @@ sf_acquire(struct snowflake *sf, int64_t now)
     }
     sf_set_worker(sf, worker, gate);
     base = now > gate ? now : gate;
-    if (sf_persist(sf, base + sf->fence_step_ms) == -1)
+    if (sf_persist(sf, base + sf->fence_step_ms) != SF_PERSIST_OK)
         return;      /* retried: the status stays unknown until it works */
     atomic_store_explicit(&sf->status, SF_ST_OK, memory_order_release);
     log_info("snowflake worker ID %" PRId64 " acquired (%s); issuing IDs "
@@ -967,7 +987,7 @@ snowflake_create(const struct sf_options *o, char **cause)
         sf_set_worker(sf, o->worker_id, o->start_fence_ms);
         atomic_store(&sf->fence, o->start_fence_ms);
         if (sf_persist(sf, (now > o->start_fence_ms ? now : o->start_fence_ms)
-                           + sf->fence_step_ms) == -1) {
+                           + sf->fence_step_ms) == SF_PERSIST_FAILED) {
             *cause = xasprintf("snowflake: cannot persist the first fence: "
                                "%s", sf->persist_error);
             goto error;
@@ -1012,7 +1032,8 @@ snowflake_stop(struct snowflake *sf)
      * the restart waits for the node's higher fence, as before. */
     if (atomic_load(&sf->status) == SF_ST_OK) {
         int64_t last = sf_last_ms(sf);
-        if (last < atomic_load(&sf->fence) && sf_persist(sf, last) == 0)
+        if (last < atomic_load(&sf->fence) &&
+            sf_persist(sf, last) == SF_PERSIST_OK)
             log_info("snowflake fence lowered to the last timestamp issued "
                      "(%" PRId64 ") for a quick restart", last);
     }
@@ -1115,9 +1136,14 @@ sf_status_code(struct snowflake *sf, int64_t now)
         return "fence_not_passed";
     if (atomic_load(&sf->hw) - now > sf->max_backward_ms)
         return "clock_behind";
-    if (atomic_load(&sf->persist_failing))
+    switch (atomic_load(&sf->persist_failing)) {
+    case 0:
+        return NULL;
+    case SF_PERSIST_UNCONFIRMED:
+        return "fence_unconfirmed";
+    default:
         return "fence_pending";
-    return NULL;
+    }
 }
 
 void

@@ -182,8 +182,17 @@ void snowflake_metrics(struct snowflake *sf, struct sbuf *out);
 /* --- lower level, for tests -------------------------------------------- */
 
 /* What the keeper uses to persist fences and keep the worker ID. */
+/* What persist returns. */
+enum {
+    SF_PERSIST_OK = 0,
+    SF_PERSIST_FAILED = -1,       /* not durable (disk error, worker lost) */
+    SF_PERSIST_UNCONFIRMED = -2   /* in the file, but ZooKeeper, which
+                                     another owner gates on, does not hold it */
+};
+
 struct sf_backend {
-    /* Make fence durable (file, ZooKeeper). 0 or -1 with *cause. */
+    /* Make fence durable (file, ZooKeeper): SF_PERSIST_*, *cause when not
+     * OK. */
     int  (*persist)(void *arg, int64_t fence_ms, char **cause);
     /* Periodic upkeep (heartbeat, reconnect); returns SF_TICK_*. May be NULL. */
     int  (*tick)(void *arg, int64_t now_ms);

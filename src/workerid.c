@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,10 +46,10 @@
 #include "workerid.h"
 #include "zk.h"
 
-enum { WID_NONE, WID_STATIC, WID_ZOOKEEPER, WID_CACHE, WID_TAKEOVER };
+enum { WID_NONE, WID_STATIC, WID_ZOOKEEPER, WID_TAKEOVER };
 
 static const char *wid_source_names[] = {
-    "none", "static", "zookeeper", "cache", "takeover",
+    "none", "static", "zookeeper", "takeover",
 };
 
 struct workerid {
@@ -78,6 +79,8 @@ struct workerid {
     int64_t          last_log_mono;
     _Atomic uint64_t hb_ok;
     _Atomic uint64_t hb_fail;
+    char             nonce[17];     /* this process, in every node write */
+    char            *prev_nonce;    /* the cache file's: our last run's */
     char            *last_error;    /* guarded by mu */
     pthread_mutex_t  mu;            /* guards node and last_error */
 };
@@ -86,9 +89,15 @@ struct wid_reg {
     char    *node;
     int64_t  worker;
     int      version;
-    int64_t  node_ts;
+    int64_t  node_ts;       /* the gate: no ID at or below it */
     int      took_over;
 };
+
+/* A node leafd did not fence (no "leafd" nonce: Java Leaf's heartbeat, or
+ * an older leafd) holds its writer's clock, not a fence: the writer may have
+ * issued up to one heartbeat interval past it. */
+#define WID_FOREIGN_HEARTBEAT_MS 3000   /* Java Leaf's scheduleWithFixedDelay */
+#define WID_FOREIGN_MARGIN_MS    2000
 
 /* --- small helpers -------------------------------------------------------- */
 
@@ -136,7 +145,9 @@ wid_local_ipv4(char *buf, size_t size)
     return rc;
 }
 
-/* {"ip":"..","port":"..","timestamp":ms} like Leaf's Endpoint. */
+/* {"ip":"..","port":"..","timestamp":ms,"leafd":"<nonce>"}: Leaf's Endpoint
+ * plus the writer's instance nonce, which marks the timestamp as a fence
+ * held in ZooKeeper (see the DESIGN rule in the file header). */
 static char *
 wid_node_data(const struct workerid *w, int64_t ts, int *len)
 {
@@ -148,21 +159,26 @@ wid_node_data(const struct workerid *w, int64_t ts, int *len)
     sbuf_json_str(&b, w->ip);
     sbuf_puts(&b, ",\"port\":");
     sbuf_json_str(&b, port);
-    sbuf_printf(&b, ",\"timestamp\":%" PRId64 "}", ts);
+    sbuf_printf(&b, ",\"timestamp\":%" PRId64 ",\"leafd\":", ts);
+    sbuf_json_str(&b, w->nonce);
+    sbuf_puts(&b, "}");
     *len = (int)b.len;
     return b.p;
 }
 
-/* Parse a node's data. Port may be a string (Leaf) or a number. */
+/* Parse a node's data. Port may be a string (Leaf) or a number. *nonce
+ * (may be NULL) gets the "leafd" nonce, NULL when there is none. */
 static int
 wid_parse_node(const char *data, int len, char **ip, int64_t *port,
-               int64_t *ts)
+               int64_t *ts, char **nonce)
 {
     json_error_t err;
     json_t *root, *v;
     int rc = -1;
 
     *ip = NULL;
+    if (nonce != NULL)
+        *nonce = NULL;
     root = json_loadb(data, (size_t)len, 0, &err);
     if (root == NULL || !json_is_object(root))
         goto out;
@@ -184,6 +200,9 @@ wid_parse_node(const char *data, int len, char **ip, int64_t *port,
     if (!json_is_integer(v))
         goto out;
     *ts = json_integer_value(v);
+    v = json_object_get(root, "leafd");
+    if (nonce != NULL && json_is_string(v) && *json_string_value(v) != '\0')
+        *nonce = xstrdup(json_string_value(v));
     rc = 0;
 out:
     if (rc == -1) {
@@ -220,6 +239,7 @@ wid_cache_free(struct wid_cache *c)
     free(c->source);
     free(c->ip);
     free(c->zk_node);
+    free(c->nonce);
     memset(c, 0, sizeof *c);
     c->worker_id = -1;
 }
@@ -305,6 +325,7 @@ wid_cache_read(const char *path, struct wid_cache *c, char **cause)
     c->source = wid_json_opt_str(root, "source");
     c->ip = wid_json_opt_str(root, "ip");
     c->zk_node = wid_json_opt_str(root, "zk_node");
+    c->nonce = wid_json_opt_str(root, "nonce");
     rc = 0;
     goto out;
 
@@ -354,6 +375,8 @@ wid_cache_write(const char *path, const struct wid_cache *c, char **cause)
                 ",\"zk_node\":", c->port, c->worker_id, c->datacenter_id,
                 c->fence_ms);
     sbuf_json_str(&b, c->zk_node != NULL ? c->zk_node : "");
+    sbuf_puts(&b, ",\"nonce\":");
+    sbuf_json_str(&b, c->nonce != NULL ? c->nonce : "");
     sbuf_puts(&b, "}\n");
 
     tmp = xasprintf("%s.tmp", path);
@@ -436,6 +459,7 @@ struct wid_child {
     char    *ip;
     int64_t  port;
     int64_t  ts;
+    char    *nonce;         /* "leafd" in the data: a leafd fence */
     int      mine;
 };
 
@@ -453,6 +477,7 @@ wid_children_free(struct wid_child *c, int n)
         free(c[i].name);
         free(c[i].path);
         free(c[i].ip);
+        free(c[i].nonce);
     }
     free(c);
 }
@@ -503,7 +528,7 @@ wid_read_children(struct workerid *w, struct wid_child **out, int *nout,
         }
         c[k].version = st.version;
         c[k].parsed = wid_parse_node(data, len, &c[k].ip, &c[k].port,
-                                     &c[k].ts) == 0;
+                                     &c[k].ts, &c[k].nonce) == 0;
         free(data);
         if (c[k].parsed)
             c[k].mine = strcmp(c[k].ip, w->ip) == 0 &&
@@ -523,11 +548,108 @@ wid_read_children(struct workerid *w, struct wid_child **out, int *nout,
     return ZOK;
 }
 
-/* 0 registered; -1 ZooKeeper trouble (try later); -2 refused for good.
- * lookup_only: find our own node, never take over or create (-2 if none). */
+/* The timestamp no ID of this worker may carry at or below: a leafd fence
+ * as it is; anything else is a heartbeat (see WID_FOREIGN_*). */
+static int64_t
+wid_gate(const struct wid_child *c)
+{
+    if (!c->parsed)
+        return 0;
+    if (c->nonce == NULL)
+        return c->ts + WID_FOREIGN_HEARTBEAT_MS + WID_FOREIGN_MARGIN_MS;
+    return c->ts;
+}
+
+/* Does the node at path still carry (version, nonce) after about two
+ * heartbeats? 1 it changed (a live writer), 0 it did not, -1 ZooKeeper
+ * trouble. */
 static int
-wid_register(struct workerid *w, int64_t prefer, int lookup_only,
-             struct wid_reg *r, char **cause)
+wid_node_changes(struct workerid *w, const char *path, int version,
+                 char **cause)
+{
+    struct Stat st;
+    char *data = NULL;
+    int len = 0, rc;
+
+    usleep((useconds_t)(2 * w->p.heartbeat_ms + 200) * 1000);
+    rc = zk_get(w->zk, path, &data, &len, &st, w->op_timeout_ms, cause);
+    free(data);
+    if (rc == ZNONODE)
+        return 1;
+    if (rc != ZOK)
+        return -1;
+    return st.version != version;
+}
+
+/* Make c ours: a versioned write of our nonce and the gate as the fence, so
+ * that whoever wrote it before loses it at its next write (ZBADVERSION with
+ * a nonce not its own) and never issued past the gate. A node another leafd
+ * instance wrote, which is not our own last run (the cache file's nonce), is
+ * watched for two heartbeats first: a live twin with our identity makes
+ * this start fail instead. 0 ours, 1 lost a race (takeover: try another),
+ * -1 try later, -2 refused for good. */
+static int
+wid_claim(struct workerid *w, const struct wid_child *c, int takeover,
+          struct wid_reg *r, char **cause)
+{
+    struct Stat st;
+    char *data;
+    int len, rc;
+    int64_t now = util_wall_ms(), gate = wid_gate(c);
+
+    if (!takeover && c->nonce != NULL &&
+        (w->prev_nonce == NULL || strcmp(c->nonce, w->prev_nonce) != 0)) {
+        log_info("%s was last written by another leafd instance (%s); "
+                 "checking that it is not running", c->path, c->nonce);
+        rc = wid_node_changes(w, c->path, c->version, cause);
+        if (rc == -1)
+            return -1;
+        if (rc == 1) {
+            *cause = xasprintf("snowflake identity %s:%d is in use: another "
+                               "live leafd (instance %s) keeps writing %s; "
+                               "give each process its own snowflake.ip / "
+                               "port", w->ip, w->p.port, c->nonce, c->path);
+            return -2;
+        }
+    }
+    data = wid_node_data(w, gate > now ? gate : now, &len);
+    rc = zk_set(w->zk, c->path, data, len, c->version, &st, w->op_timeout_ms,
+                cause);
+    free(data);
+    if (rc == ZBADVERSION || rc == ZNONODE) {
+        log_info("claim of %s lost to another writer (%s)", c->path,
+                 zerror(rc));
+        if (takeover) {
+            free(*cause);
+            *cause = NULL;
+            return 1;
+        }
+        return -1;
+    }
+    if (rc != ZOK)
+        return -1;
+    if (takeover)
+        log_warn("took over worker ID %" PRId64 " (%s, last fence %" PRId64
+                 ", %" PRId64 " ms ago, from %s:%" PRId64 ")", c->seq,
+                 c->path, c->ts, now - c->ts, c->ip, c->port);
+    if (gate > now)
+        log_warn("%s: %s %" PRId64 " is %" PRId64 " ms ahead of the clock; "
+                 "no IDs until the clock passes it", c->path,
+                 c->nonce != NULL ? "fence" : "heartbeat + interval", gate,
+                 gate - now);
+    r->node = xstrdup(c->path);
+    r->worker = c->seq;
+    r->version = st.version;
+    r->node_ts = gate;
+    r->took_over = takeover;
+    return 0;
+}
+
+/* 0 registered; -1 ZooKeeper trouble (try later); -2 refused for good.
+ * prefer: of several nodes of ours, the one with this sequence. */
+static int
+wid_register(struct workerid *w, int64_t prefer, struct wid_reg *r,
+             char **cause)
 {
     struct wid_child *c = NULL;
     char *path, *data, *created = NULL;
@@ -568,59 +690,29 @@ wid_register(struct workerid *w, int64_t prefer, int lookup_only,
             wid_children_free(c, n);
             return -2;
         }
-        r->node = xstrdup(c[pick].path);
-        r->worker = c[pick].seq;
-        r->version = c[pick].version;
-        r->node_ts = c[pick].parsed ? c[pick].ts : 0;
-        if (r->node_ts > now)
-            log_warn("%s: timestamp %" PRId64 " is %" PRId64 " ms ahead of "
-                     "the clock (Leaf refuses to start here); no IDs until "
-                     "the clock passes it", r->node, r->node_ts,
-                     r->node_ts - now);
+        rc = wid_claim(w, &c[pick], 0, r, cause);
         wid_children_free(c, n);
-        return 0;
+        return rc;
     }
 
-    if (lookup_only) {
-        *cause = xasprintf("no node under %s names %s:%d any more", w->forever,
-                           w->ip, w->p.port);
-        wid_children_free(c, n);
-        return -2;
-    }
-
-    /* 3. takeover of a stale node */
+    /* 3. takeover of a stale node that only leafd can claim */
     if (w->p.takeover) {
         for (int i = 0; i < n; i++) {
-            struct Stat st;
             if (!c[i].parsed || (uint64_t)c[i].seq > w->p.max_worker ||
                 c[i].ts >= now - w->p.takeover_age_ms)
                 continue;
-            data = wid_node_data(w, (now > c[i].ts ? now : c[i].ts) +
-                                    w->p.fence_step_ms, &len);
-            rc = zk_set(w->zk, c[i].path, data, len, c[i].version, &st,
-                        w->op_timeout_ms, cause);
-            free(data);
-            if (rc == ZBADVERSION || rc == ZNONODE) {
-                log_info("takeover of %s lost to another node (%s)",
-                         c[i].path, zerror(rc));
-                free(*cause);
-                *cause = NULL;
+            if (c[i].nonce == NULL) {
+                if (wid_log_due(w))
+                    log_info("not taking over %s: leafd did not write it "
+                             "last (Java Leaf claims a node by its name, "
+                             "so it could come back and use it)", c[i].path);
                 continue;
             }
-            if (rc != ZOK) {
-                wid_children_free(c, n);
-                return -1;
-            }
-            log_warn("took over worker ID %" PRId64 " (%s, last heartbeat "
-                     "%" PRId64 " ms ago from %s:%" PRId64 ")", c[i].seq,
-                     c[i].path, now - c[i].ts, c[i].ip, c[i].port);
-            r->node = xstrdup(c[i].path);
-            r->worker = c[i].seq;
-            r->version = st.version;
-            r->node_ts = c[i].ts + w->p.fence_step_ms;
-            r->took_over = 1;
+            rc = wid_claim(w, &c[i], 1, r, cause);
+            if (rc == 1)            /* lost the race: try the next */
+                continue;
             wid_children_free(c, n);
-            return 0;
+            return rc;
         }
     }
     wid_children_free(c, n);
@@ -657,35 +749,6 @@ wid_register(struct workerid *w, int64_t prefer, int lookup_only,
     return 0;
 }
 
-/* ZooKeeper came back after a start from the cache file: does the node named
- * in it still belong to us? 0 yes, -1 try later, -2 no. */
-static int
-wid_verify(struct workerid *w, char **cause)
-{
-    struct wid_reg r;
-    int64_t worker = atomic_load(&w->worker);
-    int rc;
-
-    rc = wid_register(w, worker, 1, &r, cause);
-    if (rc != 0)
-        return rc;
-    if (r.worker != worker || r.took_over) {
-        *cause = xasprintf("ZooKeeper gives this node (%s:%d) worker ID %"
-                           PRId64 " (%s), but IDs were issued as worker %"
-                           PRId64 " from the cache file", w->ip, w->p.port,
-                           r.worker, r.node, worker);
-        /* do not keep a registration we will not use */
-        free(r.node);
-        return -2;
-    }
-    pthread_mutex_lock(&w->mu);
-    free(w->node);
-    w->node = r.node;
-    pthread_mutex_unlock(&w->mu);
-    w->version = r.version;
-    return 0;
-}
-
 /* Write ts into our node. 0 done, -1 failed (transient), -2 lost. */
 static int
 wid_write_node(struct workerid *w, int64_t ts, char **cause)
@@ -704,23 +767,28 @@ again:
                 cause);
     if (rc == ZBADVERSION && tries++ == 0) {
         /* our own earlier write may have landed after we gave up on it */
-        char *cur = NULL, *ip = NULL;
+        char *cur = NULL, *ip = NULL, *nonce = NULL;
         int clen = 0;
         int64_t port = 0, nts = 0;
         free(*cause);
         *cause = NULL;
         rc = zk_get(w->zk, node, &cur, &clen, &st, w->write_timeout_ms, cause);
         if (rc == ZOK) {
-            int ours = wid_parse_node(cur, clen, &ip, &port, &nts) == 0 &&
-                       strcmp(ip, w->ip) == 0 && port == w->p.port;
+            /* ours only with our nonce: a twin with the same ip:port
+             * writes the same ip and port, never the same nonce */
+            int ours = wid_parse_node(cur, clen, &ip, &port, &nts,
+                                      &nonce) == 0 &&
+                       nonce != NULL && strcmp(nonce, w->nonce) == 0;
             free(cur);
             free(ip);
+            free(nonce);
             if (ours) {
                 w->version = st.version;
                 goto again;
             }
-            *cause = xasprintf("%s now belongs to another node (taken over)",
-                               node);
+            *cause = xasprintf("%s now belongs to another process (taken "
+                               "over, or a second process with this "
+                               "ip:port)", node);
             rc = ZBADVERSION;
         }
     }
@@ -758,6 +826,18 @@ wid_mark_lost(struct workerid *w, const char *why)
 
 /* --- opening ------------------------------------------------------------ */
 
+/* 16 hex digits from getrandom (the clock and pid when it fails). */
+static void
+wid_make_nonce(char *buf, size_t size)
+{
+    uint64_t v;
+
+    if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v)
+        v = ((uint64_t)util_wall_ms() << 20) ^ (uint64_t)util_mono_us() ^
+            ((uint64_t)getpid() << 40);
+    snprintf(buf, size, "%016" PRIx64, v);
+}
+
 static struct workerid *
 wid_new(const struct wid_params *p)
 {
@@ -781,6 +861,7 @@ wid_new(const struct wid_params *p)
     if (w->write_timeout_ms > w->op_timeout_ms)
         w->write_timeout_ms = w->op_timeout_ms;
     w->version = -1;
+    wid_make_nonce(w->nonce, sizeof w->nonce);
     atomic_store(&w->worker, -1);
     pthread_mutex_init(&w->mu, NULL);
     return w;
@@ -837,13 +918,15 @@ workerid_open_params(const struct wid_params *p, char **cause)
              strcmp(c.ip, w->ip) == 0 && c.port == p->port &&
              *c.zk_node != '\0';
     w->start_fence = crc == 0 ? c.fence_ms : 0;
+    if (crc == 0 && *c.nonce != '\0')
+        w->prev_nonce = xstrdup(c.nonce);
 
     w->zk = zk_open(w->zk_address, (int)p->zk_timeout_ms, cause);
     if (w->zk == NULL)
         goto error;
     if (zk_wait_connected(w->zk, (int)p->zk_timeout_ms)) {
         struct wid_reg r;
-        int rc = wid_register(w, usable ? c.worker_id : -1, 0, &r, cause);
+        int rc = wid_register(w, usable ? c.worker_id : -1, &r, cause);
         if (rc == -2)
             goto error;
         if (rc == 0) {
@@ -871,17 +954,8 @@ workerid_open_params(const struct wid_params *p, char **cause)
                  w->zk_address, p->zk_timeout_ms);
     }
 
-    if (usable && !p->takeover) {
-        atomic_store(&w->worker, c.worker_id);
-        atomic_store(&w->source, WID_CACHE);
-        w->node = xstrdup(c.zk_node);
-        log_warn("snowflake: using worker ID %" PRId64 " from the cache file "
-                 "%s until ZooKeeper confirms it", c.worker_id,
-                 p->cache_path);
-    } else if (usable) {
-        log_warn("snowflake: snowflake.takeover is on, so the cache file's "
-                 "worker ID is not used without ZooKeeper");
-    }
+    /* Not the cache file's worker ID: without ZooKeeper no fence can be
+     * confirmed, so it could issue nothing (rule 1); registered later. */
     w->last_try_mono = util_mono_ms();
     wid_cache_free(&c);
     return w;
@@ -962,6 +1036,7 @@ workerid_close(struct workerid *w)
     free(w->forever);
     free(w->node);
     free(w->last_error);
+    free(w->prev_nonce);
     pthread_mutex_destroy(&w->mu);
     free(w);
 }
@@ -1015,6 +1090,7 @@ workerid_persist(struct workerid *w, int64_t fence_ms, char **cause)
     c.worker_id = worker;
     c.datacenter_id = w->p.datacenter_id;
     c.fence_ms = fence_ms;
+    c.nonce = w->nonce;
     pthread_mutex_lock(&w->mu);
     c.zk_node = w->node != NULL ? xstrdup(w->node) : NULL;
     pthread_mutex_unlock(&w->mu);
@@ -1024,8 +1100,23 @@ workerid_persist(struct workerid *w, int64_t fence_ms, char **cause)
         return -1;
     w->last_fence = fence_ms;
 
-    if (!w->p.use_zk || !w->verified || w->lost || !zk_connected(w->zk))
-        return 0;
+    if (!w->p.use_zk)
+        return SF_PERSIST_OK;
+    /* Rule 1: another process can inherit this worker ID (takeover, or the
+     * same ip:port elsewhere), and it gates on the node: only a fence the
+     * node holds counts. */
+    if (w->lost) {
+        if (cause != NULL)
+            *cause = xstrdup("worker ID lost");
+        return SF_PERSIST_FAILED;
+    }
+    if (!w->verified || !zk_connected(w->zk)) {
+        if (cause != NULL)
+            *cause = xasprintf("ZooKeeper %s not connected: fence %" PRId64
+                               " is in the cache file only",
+                               w->zk_address, fence_ms);
+        return SF_PERSIST_UNCONFIRMED;
+    }
     rc = wid_write_node(w, fence_ms, &zcause);
     if (rc == -2) {
         /* Someone else owns the worker ID now: this fence must not count. */
@@ -1033,15 +1124,21 @@ workerid_persist(struct workerid *w, int64_t fence_ms, char **cause)
         if (cause != NULL)
             *cause = xasprintf("worker ID lost: %s", zcause ? zcause : "?");
         free(zcause);
-        return -1;
+        return SF_PERSIST_FAILED;
     } else if (rc == -1) {
         if (wid_log_due(w))
-            log_warn("fence %" PRId64 " is in the cache file only: %s",
+            log_warn("fence %" PRId64 " not confirmed by ZooKeeper: %s",
                      fence_ms, zcause);
         wid_set_error(w, zcause);
+        if (cause != NULL)
+            *cause = xasprintf("fence %" PRId64 " not confirmed by "
+                               "ZooKeeper: %s", fence_ms,
+                               zcause != NULL ? zcause : "?");
+        free(zcause);
+        return SF_PERSIST_UNCONFIRMED;
     }
     free(zcause);
-    return 0;
+    return SF_PERSIST_OK;
 }
 
 int
@@ -1063,7 +1160,7 @@ workerid_tick(struct workerid *w, int64_t now_ms)
         if (!zk_connected(w->zk) || m - w->last_try_mono < 1000)
             return SF_TICK_NONE;
         w->last_try_mono = m;
-        rc = wid_register(w, -1, 0, &r, &cause);
+        rc = wid_register(w, -1, &r, &cause);
         if (rc != 0) {
             if (wid_log_due(w) || rc == -2)
                 log_error("snowflake: ZooKeeper registration failed: %s",
@@ -1084,32 +1181,6 @@ workerid_tick(struct workerid *w, int64_t now_ms)
         atomic_store(&w->worker, r.worker);
         wid_set_error(w, NULL);
         return SF_TICK_ACQUIRED;
-    }
-
-    if (!w->verified) {
-        if (!zk_connected(w->zk) || m - w->last_try_mono < 1000)
-            return SF_TICK_NONE;
-        w->last_try_mono = m;
-        rc = wid_verify(w, &cause);
-        if (rc == -2) {
-            wid_mark_lost(w, cause);
-            free(cause);
-            return SF_TICK_LOST;
-        }
-        if (rc == -1) {
-            if (wid_log_due(w))
-                log_warn("snowflake: cannot confirm the cached worker ID "
-                         "yet: %s", cause);
-            free(cause);
-            return SF_TICK_NONE;
-        }
-        w->verified = 1;
-        atomic_store(&w->source, WID_ZOOKEEPER);
-        log_info("ZooKeeper confirms worker ID %" PRId64,
-                 atomic_load(&w->worker));
-        wid_set_error(w, NULL);
-        /* write the fence now: the node may lag behind the cache file */
-        w->last_zk_write_mono = 0;
     }
 
     if (zk_connected(w->zk) && w->last_fence > 0 &&

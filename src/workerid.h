@@ -53,6 +53,7 @@ struct wid_cache {
     int64_t  datacenter_id;
     int64_t  fence_ms;        /* no ID issued has a later timestamp */
     char    *zk_node;         /* "" for static */
+    char    *nonce;           /* the writing process's instance nonce */
 };
 
 /* 0 read, 1 no such file (c zeroed, worker_id -1), -1 unreadable or corrupt

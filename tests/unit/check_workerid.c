@@ -359,10 +359,11 @@ zk_test_open(void)
     return z;
 }
 
-/* A node made the way Java Leaf makes it. Returns the created path. */
+/* A node made the way Java Leaf makes it (nonce NULL), or the way leafd
+ * makes it. Returns the created path. */
 static char *
-java_leaf_node(struct zk *z, const char *name, const char *ip, int port,
-               int64_t ts)
+make_node(struct zk *z, const char *name, const char *ip, int port,
+          int64_t ts, const char *nonce)
 {
     char *cause = NULL, *path, *data, *created = NULL, *p;
     int rc;
@@ -377,14 +378,25 @@ java_leaf_node(struct zk *z, const char *name, const char *ip, int port,
     zk_create(z, p, "", 0, 0, NULL, 4000, NULL);
     free(p);
     path = xasprintf("/snowflake/%s/forever/%s:%d-", name, ip, port);
-    data = xasprintf("{\"ip\":\"%s\",\"port\":\"%d\",\"timestamp\":%" PRId64
-                     "}", ip, port, ts);
+    if (nonce != NULL)
+        data = xasprintf("{\"ip\":\"%s\",\"port\":\"%d\",\"timestamp\":%"
+                         PRId64 ",\"leafd\":\"%s\"}", ip, port, ts, nonce);
+    else
+        data = xasprintf("{\"ip\":\"%s\",\"port\":\"%d\",\"timestamp\":%"
+                         PRId64 "}", ip, port, ts);
     rc = zk_create(z, path, data, (int)strlen(data), ZOO_PERSISTENT_SEQUENTIAL,
                    &created, 4000, &cause);
     ck_assert_msg(rc == ZOK, "%s", cause);
     free(path);
     free(data);
     return created;
+}
+
+static char *
+java_leaf_node(struct zk *z, const char *name, const char *ip, int port,
+               int64_t ts)
+{
+    return make_node(z, name, ip, port, ts, NULL);
 }
 
 static json_t *
@@ -448,7 +460,10 @@ START_TEST(zk_three_registrations)
     ck_assert_str_eq(json_string_value(json_object_get(j, "port")), "7002");
     ck_assert_int_eq(json_integer_value(json_object_get(j, "timestamp")),
                      1900000000000LL);
-    ck_assert_int_eq(json_object_size(j), 3);
+    /* plus this process's nonce: the timestamp is a leafd fence */
+    ck_assert_int_eq(json_object_size(j), 4);
+    ck_assert_int_eq(strlen(json_string_value(json_object_get(j, "leafd"))),
+                     16);
     json_decref(j);
     free(node);
     for (int i = 0; i < 3; i++) {
@@ -508,7 +523,8 @@ START_TEST(zk_java_leaf_node)
     mine = workerid_node(w);
     ck_assert_str_eq(mine, node);
     ck_assert_int_eq(worker, 1);
-    ck_assert_int_eq(fence, ts);
+    /* Java's timestamp is a heartbeat: one interval and a margin past it */
+    ck_assert_int_eq(fence, ts + 3000 + 2000);
     ck_assert_int_eq(workerid_persist(w, ts + 10000, NULL), 0);
     j = node_json(z, node);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "timestamp")),
@@ -567,7 +583,7 @@ START_TEST(zk_takeover_race)
         int won = 0, winner = -1;
         int64_t old = util_wall_ms() - 3600000;
 
-        stale = java_leaf_node(z, name, "10.9.9.9", 1, old);
+        stale = make_node(z, name, "10.9.9.9", 1, old, "00000000deadbeef");
         pthread_barrier_init(&barrier, NULL, 2);
         for (int i = 0; i < 2; i++) {
             char fn[32];
@@ -596,7 +612,7 @@ START_TEST(zk_takeover_race)
                 winner = i;
                 ck_assert_int_eq(worker, 0);
                 /* issue nothing until the old owner's fence has passed */
-                ck_assert_int_eq(fence, old + 3000);
+                ck_assert_int_eq(fence, old);
             } else {
                 ck_assert_str_eq(workerid_source(c[i].w), "zookeeper");
                 ck_assert_int_eq(worker, 1);
@@ -692,38 +708,31 @@ START_TEST(zk_exhausted)
 }
 END_TEST
 
-START_TEST(zk_down_at_start_uses_cache)
+START_TEST(zk_down_at_start_no_cache)
 {
     char *name = fresh_name(), *cache = tmp_path("c.json");
     struct wid_params p = zk_params(name, "10.0.0.6", 7500, cache);
     struct workerid *w;
     int64_t worker, worker2, fence;
+    char *cause = NULL;
 
     w = open_ok(&p);
     workerid_get(w, &worker, &fence);
-    ck_assert_int_eq(workerid_persist(w, 1900000000000LL, NULL), 0);
+    ck_assert_int_eq(workerid_persist(w, 1900000000000LL, NULL),
+                     SF_PERSIST_OK);
     workerid_close(w);
-    /* nothing listens there */
+    /* nothing listens there: the cache file's worker ID is not used, as no
+     * fence could be confirmed (rule 1) */
     p.zk_address = "127.0.0.1:1";
     p.zk_timeout_ms = 1000;
     w = open_ok(&p);
-    ck_assert_int_eq(workerid_get(w, &worker2, &fence), 0);
-    ck_assert_int_eq(worker2, worker);
-    ck_assert_int_eq(fence, 1900000000000LL);
-    ck_assert_str_eq(workerid_source(w), "cache");
-    ck_assert_int_eq(workerid_persist(w, 1900000003000LL, NULL), 0);
-    workerid_close(w);
-    /* takeover on: the cache is not trusted without ZooKeeper */
-    p.takeover = 1;
-    w = open_ok(&p);
     ck_assert_int_eq(workerid_get(w, &worker2, &fence), -1);
     ck_assert_str_eq(workerid_source(w), "none");
-    workerid_close(w);
-    /* another ip:port's cache file is not used either */
-    p.takeover = 0;
-    p.port = 7501;
-    w = open_ok(&p);
-    ck_assert_int_eq(workerid_get(w, &worker2, &fence), -1);
+    /* a fence that only the file holds is reported as such */
+    ck_assert_int_eq(workerid_persist(w, 1900000003000LL, &cause),
+                     SF_PERSIST_UNCONFIRMED);
+    ck_assert_ptr_nonnull(strstr(cause, "cache file only"));
+    free(cause);
     workerid_close(w);
     free(cache);
     free(name);
@@ -826,7 +835,8 @@ START_TEST(zk_session_expiry)
     ck_assert_str_eq(zk_state_name(peek), "expired");
     /* the tick makes a new session; the fence writes go on */
     want = util_wall_ms() + 5000;
-    ck_assert_int_eq(workerid_persist(w, want, NULL), 0);
+    /* not confirmed while the session is gone: the fence does not count */
+    ck_assert_int_ne(workerid_persist(w, want, NULL), SF_PERSIST_FAILED);
     for (int i = 0; i < 100 && got != want; i++) {
         ck_assert_int_ne(workerid_tick(w, util_wall_ms()), SF_TICK_LOST);
         usleep(100000);
@@ -867,51 +877,57 @@ START_TEST(zk_outage)
     char *name = fresh_name(), *cache = tmp_path("c.json"), *node;
     struct wid_params p = zk_params(name, "10.0.0.8", 7700, cache);
     struct workerid *w;
-    int64_t worker, worker2, fence;
+    int64_t worker, worker2, fence, f0;
     int r = SF_TICK_NONE;
 
     p.zk_timeout_ms = 2000;
     w = open_ok(&p);
     workerid_get(w, &worker, &fence);
     node = workerid_node(w);
-    ck_assert_int_eq(workerid_persist(w, util_wall_ms() + 3000, NULL), 0);
+    f0 = util_wall_ms() + 3000;
+    ck_assert_int_eq(workerid_persist(w, f0, NULL), SF_PERSIST_OK);
     workerid_close(w);
 
-    /* ZooKeeper down at start: the cache file's worker ID */
+    /* ZooKeeper down at start: no worker ID until it is back */
     ck_assert_int_eq(zk_ctl("stop"), 0);
     w = open_ok(&p);
-    ck_assert_int_eq(workerid_get(w, &worker2, &fence), 0);
-    ck_assert_int_eq(worker2, worker);
-    ck_assert_str_eq(workerid_source(w), "cache");
-    ck_assert_int_eq(workerid_persist(w, util_wall_ms() + 3000, NULL), 0);
+    ck_assert_int_eq(workerid_get(w, &worker2, &fence), -1);
     ck_assert_int_eq(workerid_tick(w, util_wall_ms()), SF_TICK_NONE);
-    /* it comes back: confirmed, heartbeats resume */
+    /* it comes back: registered, the node's fence is the gate */
     ck_assert_int_eq(zk_ctl("start"), 0);
-    for (int i = 0; i < 100 && strcmp(workerid_source(w), "zookeeper") != 0;
-         i++) {
+    for (int i = 0; i < 100 && r != SF_TICK_ACQUIRED; i++) {
         r = workerid_tick(w, util_wall_ms());
         ck_assert_int_ne(r, SF_TICK_LOST);
         usleep(100000);
     }
+    ck_assert_int_eq(r, SF_TICK_ACQUIRED);
+    ck_assert_int_eq(workerid_get(w, &worker2, &fence), 0);
+    ck_assert_int_eq(worker2, worker);
+    ck_assert_int_ge(fence, f0);
     ck_assert_str_eq(workerid_source(w), "zookeeper");
 
-    /* an outage while running: writes go to the cache file, then resume */
+    /* an outage while running: a fence in the file only is not confirmed */
     ck_assert_int_eq(zk_ctl("stop"), 0);
     sleep(3);
-    ck_assert_int_eq(workerid_persist(w, util_wall_ms() + 3000, NULL), 0);
+    ck_assert_int_eq(workerid_persist(w, util_wall_ms() + 3000, NULL),
+                     SF_PERSIST_UNCONFIRMED);
     ck_assert_int_eq(zk_ctl("start"), 0);
     {
         struct zk *z = zk_test_open();
         int64_t want = util_wall_ms() + 3000, got = 0;
-        ck_assert_int_eq(workerid_persist(w, want, NULL), 0);
-        for (int i = 0; i < 150 && got != want; i++) {
+        int pr = SF_PERSIST_UNCONFIRMED;
+        for (int i = 0; i < 150 && (pr != SF_PERSIST_OK || got != want);
+             i++) {
             usleep(100000);
             ck_assert_int_ne(workerid_tick(w, util_wall_ms()), SF_TICK_LOST);
+            pr = workerid_persist(w, want, NULL);
+            ck_assert_int_ne(pr, SF_PERSIST_FAILED);
             json_t *j = node_json(z, node);
             got = json_integer_value(json_object_get(j, "timestamp"));
             json_decref(j);
         }
-        ck_assert_int_eq(got, want);   /* the heartbeat wrote the fence */
+        ck_assert_int_eq(pr, SF_PERSIST_OK);
+        ck_assert_int_eq(got, want);
         zk_close(z);
     }
     workerid_close(w);
@@ -950,7 +966,7 @@ workerid_suite(void)
     tcase_add_test(tc, zk_takeover_race);
     tcase_add_test(tc, zk_taken_over_is_lost);
     tcase_add_test(tc, zk_exhausted);
-    tcase_add_test(tc, zk_down_at_start_uses_cache);
+    tcase_add_test(tc, zk_down_at_start_no_cache);
     tcase_add_test(tc, zk_snowflake_start);
     tcase_add_test(tc, zk_session_expiry);
     if (getenv("LEAFD_TEST_ZK_DIR") != NULL)
