@@ -6,11 +6,16 @@
  * confirmation and a new session). */
 #include <check.h>
 #include <inttypes.h>
+#include <arpa/inet.h>
 #include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -937,6 +942,603 @@ START_TEST(zk_outage)
 }
 END_TEST
 
+/* --- generators on a worker ID, with injected clocks -------------------- */
+
+static int64_t
+test_clock(void *arg)
+{
+    return atomic_load((_Atomic int64_t *)arg);
+}
+
+/* A generator on w's worker ID, no keeper thread, its clock *clk. It owns
+ * w from here on (snowflake_stop closes it). */
+static struct snowflake *
+sf_on(struct workerid *w, _Atomic int64_t *clk, int64_t fence_step_ms)
+{
+    struct sf_options o;
+    char *cause = NULL;
+    int64_t worker = -1, fence = 0;
+    struct snowflake *sf;
+
+    memset(&o, 0, sizeof o);
+    ck_assert_int_eq(sf_layout_init(&o.layout, SF_LEAF_EPOCH_MS, 41, 0, 10,
+                                    12, -1, 0, &cause), 0);
+    workerid_get(w, &worker, &fence);
+    o.worker_id = worker;
+    o.start_fence_ms = fence;
+    o.max_backward_ms = 1000;
+    o.max_borrow_ms = 10;
+    o.fence_step_ms = fence_step_ms;
+    o.start_wait_ms = 600000;
+    o.count_max = 4096;
+    o.clock = test_clock;
+    o.clock_arg = clk;
+    o.no_thread = 1;
+    workerid_backend(w, &o.backend);
+    sf = snowflake_create(&o, &cause);
+    ck_assert_msg(sf != NULL, "%s", cause);
+    return sf;
+}
+
+struct idset {
+    uint64_t *v;
+    size_t    n, cap;
+    char      last_code[40];  /* the last refusal or wait */
+};
+
+static void
+idset_add(struct idset *s, uint64_t id)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 1024;
+        s->v = realloc(s->v, s->cap * sizeof *s->v);
+        ck_assert_ptr_nonnull(s->v);
+    }
+    s->v[s->n++] = id;
+}
+
+static int
+u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* IDs in both sets (sorts them). */
+static size_t
+idset_common(struct idset *a, struct idset *b)
+{
+    size_t i = 0, j = 0, n = 0;
+
+    qsort(a->v, a->n, sizeof *a->v, u64_cmp);
+    qsort(b->v, b->n, sizeof *b->v, u64_cmp);
+    while (i < a->n && j < b->n) {
+        if (a->v[i] < b->v[j]) {
+            i++;
+        } else if (a->v[i] > b->v[j]) {
+            j++;
+        } else {
+            n++;
+            i++;
+            j++;
+        }
+    }
+    return n;
+}
+
+/* Ask sf for per IDs at each ms from *clk to until (the keeper steps
+ * between); what it gives goes into s. */
+static void
+issue_range(struct snowflake *sf, _Atomic int64_t *clk, int64_t until,
+            uint32_t per, struct idset *s)
+{
+    uint64_t ids[128];
+    struct sf_refusal why;
+
+    ck_assert_int_le(per, 128);
+    for (; atomic_load(clk) <= until; atomic_fetch_add(clk, 1)) {
+        snowflake_keeper_step(sf);
+        if (snowflake_next(sf, per, ids, &why) == SF_OK) {
+            for (uint32_t i = 0; i < per; i++)
+                idset_add(s, ids[i]);
+        } else {
+            snprintf(s->last_code, sizeof s->last_code, "%s", why.code);
+        }
+    }
+}
+
+/* --- a TCP proxy to ZooKeeper that a test can cut ---------------------- */
+
+#define PX_MAX 32
+
+struct proxy {
+    int             lfd, port, to_port;
+    _Atomic int     cut, stop;
+    pthread_t       th;
+    int             a[PX_MAX], b[PX_MAX], n;
+};
+
+static void
+px_close_pair(struct proxy *px, int i)
+{
+    close(px->a[i]);
+    close(px->b[i]);
+    px->a[i] = px->a[px->n - 1];
+    px->b[i] = px->b[px->n - 1];
+    px->n--;
+}
+
+static int
+px_pump(int from, int to)
+{
+    char buf[65536];
+    ssize_t r = read(from, buf, sizeof buf), off = 0;
+
+    if (r <= 0)
+        return -1;
+    while (off < r) {
+        ssize_t w = write(to, buf + off, (size_t)(r - off));
+        if (w <= 0)
+            return -1;
+        off += w;
+    }
+    return 0;
+}
+
+static void *
+px_main(void *arg)
+{
+    struct proxy *px = arg;
+    struct pollfd pf[1 + 2 * PX_MAX];
+
+    while (!atomic_load(&px->stop)) {
+        int n = 0, np = px->n;
+
+        pf[n].fd = px->lfd;
+        pf[n++].events = POLLIN;
+        for (int i = 0; i < np; i++) {
+            pf[n].fd = px->a[i];
+            pf[n++].events = POLLIN;
+            pf[n].fd = px->b[i];
+            pf[n++].events = POLLIN;
+        }
+        if (poll(pf, (nfds_t)n, 20) < 0)
+            continue;
+        if (atomic_load(&px->cut)) {
+            while (px->n > 0)
+                px_close_pair(px, 0);
+        } else {
+            for (int i = np - 1; i >= 0; i--) {
+                int bad = 0;
+                if (pf[1 + 2 * i].revents)
+                    bad |= px_pump(px->a[i], px->b[i]);
+                if (!bad && pf[2 + 2 * i].revents)
+                    bad |= px_pump(px->b[i], px->a[i]);
+                if (bad)
+                    px_close_pair(px, i);
+            }
+        }
+        if (pf[0].revents & POLLIN) {
+            int c = accept(px->lfd, NULL, NULL), t;
+            struct sockaddr_in sa;
+            if (c < 0)
+                continue;
+            if (atomic_load(&px->cut) || px->n == PX_MAX) {
+                close(c);
+                continue;
+            }
+            t = socket(AF_INET, SOCK_STREAM, 0);
+            memset(&sa, 0, sizeof sa);
+            sa.sin_family = AF_INET;
+            sa.sin_port = htons((uint16_t)px->to_port);
+            sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            if (connect(t, (struct sockaddr *)&sa, sizeof sa) != 0) {
+                close(c);
+                close(t);
+                continue;
+            }
+            px->a[px->n] = c;
+            px->b[px->n++] = t;
+        }
+    }
+    while (px->n > 0)
+        px_close_pair(px, 0);
+    return NULL;
+}
+
+/* A proxy on a free loopback port to the ZooKeeper at zk_addr. */
+static struct proxy *
+proxy_start(void)
+{
+    struct proxy *px = xcalloc(1, sizeof *px);
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    const char *colon = strrchr(zk_addr, ':');
+
+    ck_assert_ptr_nonnull(colon);
+    px->to_port = atoi(colon + 1);
+    px->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(px->lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+    ck_assert_int_eq(listen(px->lfd, 16), 0);
+    ck_assert_int_eq(getsockname(px->lfd, (struct sockaddr *)&sa, &sl), 0);
+    px->port = ntohs(sa.sin_port);
+    ck_assert_int_eq(pthread_create(&px->th, NULL, px_main, px), 0);
+    return px;
+}
+
+static void
+proxy_stop(struct proxy *px)
+{
+    atomic_store(&px->stop, 1);
+    pthread_join(px->th, NULL);
+    close(px->lfd);
+    free(px);
+}
+
+/* Item 1 of issue 9: owner A is cut off from ZooKeeper, its clock jumps
+ * ahead by more than a fence step; B takes the worker ID over and its clock
+ * reaches A's new time. A fence A wrote only to its file must not let A
+ * issue there: no ID may come from both. */
+START_TEST(zk_partition_takeover_no_duplicates)
+{
+    char *name = fresh_name(), *ca = tmp_path("a.json"), *cb = tmp_path("b.json");
+    struct proxy *px = proxy_start();
+    char addr[64];
+    struct wid_params pa, pb;
+    struct workerid *wa, *wb;
+    struct snowflake *sa, *sb;
+    _Atomic int64_t clka, clkb;
+    struct idset ia = {0}, ib = {0};
+    int64_t worker_a, worker_b, fence, jump;
+
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", px->port);
+    pa = zk_params(name, "10.0.1.1", 7901, ca);
+    pa.zk_address = addr;
+    pa.takeover = 1;
+    pa.takeover_age_ms = 1500;
+    pa.fence_step_ms = 200;
+    pa.heartbeat_ms = 100;
+    wa = open_ok(&pa);
+    workerid_get(wa, &worker_a, &fence);
+    atomic_store(&clka, util_wall_ms());
+    sa = sf_on(wa, &clka, pa.fence_step_ms);
+    issue_range(sa, &clka, atomic_load(&clka) + 5, 10, &ia);
+    ck_assert_int_gt(ia.n, 0);
+
+    /* the partition, then A's clock steps 5 s ahead */
+    atomic_store(&px->cut, 1);
+    for (int i = 0; i < 100 && zk_connected(workerid_zk(wa)); i++)
+        usleep(50000);
+    ck_assert(!zk_connected(workerid_zk(wa)));
+    jump = util_wall_ms() + 5000;
+    atomic_store(&clka, jump);
+    issue_range(sa, &clka, jump + 50, 100, &ia);
+
+    /* B takes the worker ID over once A's node looks stale */
+    usleep(2000 * 1000);
+    pb = pa;
+    pb.zk_address = zk_addr;
+    pb.ip = "10.0.1.2";
+    pb.port = 7902;
+    pb.cache_path = cb;
+    wb = open_ok(&pb);
+    workerid_get(wb, &worker_b, &fence);
+    ck_assert_str_eq(workerid_source(wb), "takeover");
+    ck_assert_int_eq(worker_b, worker_a);
+    atomic_store(&clkb, jump);
+    sb = sf_on(wb, &clkb, pb.fence_step_ms);
+    issue_range(sb, &clkb, jump + 50, 100, &ib);
+    ck_assert_int_gt(ib.n, 0);
+
+    ck_assert_msg(idset_common(&ia, &ib) == 0, "%zu IDs issued by both "
+                  "owners", idset_common(&ia, &ib));
+    /* A refused with its own code past what ZooKeeper holds */
+    ck_assert_str_eq(ia.last_code, "fence_unconfirmed");
+
+    snowflake_stop(sa);
+    snowflake_stop(sb);
+    proxy_stop(px);
+    free(ia.v);
+    free(ib.v);
+    free(ca);
+    free(cb);
+    free(name);
+}
+END_TEST
+
+/* A thread that heartbeats w like the keeper does, until *stop. */
+struct beater {
+    struct workerid *w;
+    _Atomic int      stop;
+    pthread_t        th;
+};
+
+static void *
+beat_main(void *arg)
+{
+    struct beater *b = arg;
+
+    while (!atomic_load(&b->stop)) {
+        workerid_tick(b->w, util_wall_ms());
+        usleep(20000);
+    }
+    return NULL;
+}
+
+/* Item 2: two live processes with one ip:port never share the worker ID:
+ * the second refuses to start while the first heartbeats, and when the
+ * first is silent (partitioned) and the second claims it, the first loses
+ * it at its next write. */
+START_TEST(zk_twin_identity)
+{
+    char *name = fresh_name(), *c1 = tmp_path("1.json"), *c2 = tmp_path("2.json");
+    char *cause = NULL;
+    struct wid_params p1 = zk_params(name, "10.0.2.1", 7950, c1), p2;
+    struct workerid *w1, *w2;
+    struct beater b;
+    int64_t worker1, worker2, fence;
+
+    p1.heartbeat_ms = 100;
+    w1 = open_ok(&p1);
+    workerid_get(w1, &worker1, &fence);
+    ck_assert_int_eq(workerid_persist(w1, util_wall_ms() + 3000, NULL),
+                     SF_PERSIST_OK);
+    memset(&b, 0, sizeof b);
+    b.w = w1;
+    pthread_create(&b.th, NULL, beat_main, &b);
+    p2 = p1;
+    p2.cache_path = c2;             /* another machine: its own file */
+    w2 = workerid_open_params(&p2, &cause);
+    ck_assert_msg(w2 == NULL, "a second live process got worker ID %s",
+                  w2 != NULL ? "shared" : "");
+    ck_assert_ptr_nonnull(strstr(cause, "in use"));
+    free(cause);
+    atomic_store(&b.stop, 1);
+    pthread_join(b.th, NULL);
+
+    /* the first falls silent: the second claims, the first loses at once */
+    w2 = open_ok(&p2);
+    workerid_get(w2, &worker2, &fence);
+    ck_assert_int_eq(worker2, worker1);
+    ck_assert_int_eq(workerid_persist(w1, util_wall_ms() + 3000, NULL),
+                     SF_PERSIST_FAILED);
+    ck_assert_int_eq(workerid_tick(w1, util_wall_ms()), SF_TICK_LOST);
+    ck_assert_int_eq(workerid_persist(w2, util_wall_ms() + 3000, NULL),
+                     SF_PERSIST_OK);
+    workerid_close(w1);
+    workerid_close(w2);
+    free(c1);
+    free(c2);
+    free(name);
+}
+END_TEST
+
+/* --- a model of Java Leaf ---------------------------------------------------
+ * What Meituan's leaf-core (SnowflakeZookeeperHolder, SnowflakeIDGenImpl)
+ * does, as read from its source; none of its code.
+ *   init: list /snowflake/<name>/forever; a child whose name up to '-' is
+ *     ip:port is its own, and the number after '-' is the worker ID. It
+ *     reads that node's data with a default Jackson ObjectMapper into
+ *     Endpoint {ip, port, timestamp}: an unknown field throws, and so does
+ *     a timestamp ahead of its clock; on any exception it falls back to the
+ *     worker ID in its local file (workerID.properties) and schedules no
+ *     heartbeat. No own child: it creates ip:port- PERSISTENT_SEQUENTIAL
+ *     with {ip, port, timestamp: now}. Either way it writes the worker ID
+ *     to the local file.
+ *   heartbeat: every 3 s (fixed delay), an unversioned setData of
+ *     {ip, port, timestamp: its current time}.
+ *   IDs: (ts - 1288834974657) << 22 | worker << 12 | sequence, the
+ *     sequence starting at a random 0..99 in each new ms. */
+
+struct jleaf {
+    struct zk *z;
+    char       forever[200];
+    char       ip[32];
+    int        port;
+    int64_t    worker;
+    int64_t    file_worker;     /* the local file; -1 none */
+    char      *node;
+    int        fell_back;
+};
+
+static char *
+jleaf_data(const struct jleaf *j, int64_t now)
+{
+    return xasprintf("{\"ip\":\"%s\",\"port\":\"%d\",\"timestamp\":%" PRId64
+                     "}", j->ip, j->port, now);
+}
+
+/* Java Leaf's init at its clock now. */
+static void
+jleaf_init(struct jleaf *j, const char *name, int64_t now)
+{
+    char **names = NULL, me[64], *cause = NULL, *data = NULL, *p;
+    int n = 0, len = 0;
+    struct Stat st;
+
+    snprintf(j->forever, sizeof j->forever, "/snowflake/%s/forever", name);
+    snprintf(me, sizeof me, "%s:%d", j->ip, j->port);
+    free(j->node);
+    j->node = NULL;
+    j->fell_back = 0;
+    p = xasprintf("/snowflake/%s", name);
+    zk_create(j->z, "/snowflake", "", 0, 0, NULL, 4000, NULL);
+    zk_create(j->z, p, "", 0, 0, NULL, 4000, NULL);
+    zk_create(j->z, j->forever, "", 0, 0, NULL, 4000, NULL);
+    free(p);
+    ck_assert_int_eq(zk_children(j->z, j->forever, &names, &n, 4000, &cause),
+                     ZOK);
+    for (int i = 0; i < n; i++) {
+        const char *dash = strchr(names[i], '-');
+        if (dash != NULL && (size_t)(dash - names[i]) == strlen(me) &&
+            strncmp(names[i], me, strlen(me)) == 0) {
+            j->worker = atoll(dash + 1);
+            j->node = xasprintf("%s/%s", j->forever, names[i]);
+        }
+    }
+    zk_strings_free(names, n);
+    if (j->node != NULL) {
+        json_t *root;
+        json_error_t err;
+        const char *k;
+        json_t *v;
+        int ok = 1;
+
+        ck_assert_int_eq(zk_get(j->z, j->node, &data, &len, &st, 4000,
+                                &cause), ZOK);
+        root = json_loadb(data, (size_t)len, 0, &err);
+        free(data);
+        ok = root != NULL;
+        json_object_foreach(root, k, v) {      /* FAIL_ON_UNKNOWN_PROPERTIES */
+            if (strcmp(k, "ip") != 0 && strcmp(k, "port") != 0 &&
+                strcmp(k, "timestamp") != 0)
+                ok = 0;
+        }
+        if (ok && json_integer_value(json_object_get(root, "timestamp")) >
+                  now)
+            ok = 0;                            /* CheckLastTimeException */
+        json_decref(root);
+        if (!ok) {
+            ck_assert_int_ge(j->file_worker, 0);
+            j->worker = j->file_worker;
+            j->fell_back = 1;
+            return;
+        }
+    } else {
+        char *path = xasprintf("%s/%s-", j->forever, me);
+        data = jleaf_data(j, now);
+        ck_assert_int_eq(zk_create(j->z, path, data, (int)strlen(data),
+                                   ZOO_PERSISTENT_SEQUENTIAL, &j->node, 4000,
+                                   &cause), ZOK);
+        free(path);
+        free(data);
+        j->worker = atoll(strrchr(j->node, '-') + 1);
+    }
+    j->file_worker = j->worker;
+}
+
+static void
+jleaf_heartbeat(struct jleaf *j, int64_t now)
+{
+    char *data;
+
+    if (j->fell_back)
+        return;
+    data = jleaf_data(j, now);
+    ck_assert_int_eq(zk_set(j->z, j->node, data, (int)strlen(data), -1, NULL,
+                            4000, NULL), ZOK);
+    free(data);
+}
+
+/* Every ID Java Leaf can have issued in [t0, t1]: any sequence start. */
+static void
+jleaf_ids(const struct jleaf *j, int64_t t0, int64_t t1, struct idset *s)
+{
+    struct sf_layout l;
+    char *cause = NULL;
+
+    ck_assert_int_eq(sf_layout_init(&l, SF_LEAF_EPOCH_MS, 41, 0, 10, 12, -1,
+                                    0, &cause), 0);
+    for (int64_t t = t0; t <= t1; t++)
+        for (uint64_t q = 0; q < 100; q++)
+            idset_add(s, sf_pack(&l, t, 0, (uint64_t)j->worker, q));
+}
+
+/* Item 12: Java Leaf, its clock 4 s ahead, stops 2.5 s after a heartbeat;
+ * leafd starts on the same ip:port. Its first ID must come after every ID
+ * Java can have issued. */
+START_TEST(zk_java_heartbeat_is_not_a_fence)
+{
+    char *name = fresh_name(), *cache = tmp_path("c.json");
+    struct jleaf j;
+    struct wid_params p = zk_params(name, "10.0.3.1", 8001, cache);
+    struct workerid *w;
+    struct snowflake *sf;
+    _Atomic int64_t clk;
+    struct idset js = {0}, ls = {0};
+    int64_t java = util_wall_ms() + 4000, hb, worker, fence;
+
+    memset(&j, 0, sizeof j);
+    j.z = zk_test_open();
+    snprintf(j.ip, sizeof j.ip, "10.0.3.1");
+    j.port = 8001;
+    j.file_worker = -1;
+    free(java_leaf_node(j.z, name, "10.9.9.9", 1, java));  /* worker 0 */
+    jleaf_init(&j, name, java);
+    ck_assert_int_eq(j.worker, 1);
+    hb = java + 3000;
+    jleaf_heartbeat(&j, hb);
+    jleaf_ids(&j, java, hb + 2500, &js);      /* stops 2.5 s later */
+
+    p.fence_step_ms = 3000;
+    w = open_ok(&p);
+    workerid_get(w, &worker, &fence);
+    ck_assert_int_eq(worker, j.worker);
+    atomic_store(&clk, hb - 100);             /* leafd's clock is behind */
+    sf = sf_on(w, &clk, p.fence_step_ms);
+    issue_range(sf, &clk, hb + 6000, 1, &ls);
+    ck_assert_int_gt(ls.n, 0);
+    ck_assert_msg(idset_common(&js, &ls) == 0, "%zu of leafd's IDs repeat "
+                  "Java Leaf's", idset_common(&js, &ls));
+    snowflake_stop(sf);
+    zk_close(j.z);
+    free(j.node);
+    free(js.v);
+    free(ls.v);
+    free(cache);
+    free(name);
+}
+END_TEST
+
+/* Item 13: a stale node Java Leaf made is not taken over: Java finds it by
+ * name and, coming back on its ip:port, uses its worker ID again. */
+START_TEST(zk_java_node_not_taken_over)
+{
+    char *name = fresh_name(), *cache = tmp_path("c.json");
+    struct jleaf j;
+    struct wid_params p = zk_params(name, "10.0.4.2", 8002, cache);
+    struct workerid *w;
+    struct snowflake *sf;
+    _Atomic int64_t clk;
+    struct idset js = {0}, ls = {0};
+    int64_t t = util_wall_ms(), worker, fence;
+
+    memset(&j, 0, sizeof j);
+    j.z = zk_test_open();
+    snprintf(j.ip, sizeof j.ip, "10.0.4.1");
+    j.port = 8001;
+    j.file_worker = -1;
+    jleaf_init(&j, name, t - 3600000);        /* long stopped */
+    ck_assert_int_eq(j.worker, 0);
+
+    p.takeover = 1;
+    p.takeover_age_ms = 1500;
+    w = open_ok(&p);
+    workerid_get(w, &worker, &fence);
+    atomic_store(&clk, t + 1000);
+    sf = sf_on(w, &clk, p.fence_step_ms);
+
+    jleaf_init(&j, name, t + 1000);           /* Java Leaf comes back */
+    jleaf_ids(&j, t + 1000, t + 1020, &js);
+    issue_range(sf, &clk, t + 1020, 100, &ls);
+    ck_assert_int_gt(ls.n, 0);
+    ck_assert_msg(idset_common(&js, &ls) == 0, "%zu IDs from both (leafd "
+                  "worker %" PRId64 ", Java worker %" PRId64 ")",
+                  idset_common(&js, &ls), worker, j.worker);
+    ck_assert_str_ne(workerid_source(w), "takeover");
+    snowflake_stop(sf);
+    zk_close(j.z);
+    free(j.node);
+    free(js.v);
+    free(ls.v);
+    free(cache);
+    free(name);
+}
+END_TEST
+
 static Suite *
 workerid_suite(void)
 {
@@ -969,6 +1571,10 @@ workerid_suite(void)
     tcase_add_test(tc, zk_down_at_start_no_cache);
     tcase_add_test(tc, zk_snowflake_start);
     tcase_add_test(tc, zk_session_expiry);
+    tcase_add_test(tc, zk_partition_takeover_no_duplicates);
+    tcase_add_test(tc, zk_twin_identity);
+    tcase_add_test(tc, zk_java_heartbeat_is_not_a_fence);
+    tcase_add_test(tc, zk_java_node_not_taken_over);
     if (getenv("LEAFD_TEST_ZK_DIR") != NULL)
         tcase_add_test(tc, zk_outage);
     else
