@@ -18,8 +18,11 @@
  *    served seamlessly from t as above; further back is refused
  *    (clock_behind) with the time until it is back within the limit.
  * 3. The fence survives restarts. No ID with timestamp t is issued unless a
- *    fence F >= t has been made durable first (the cache file, written with
- *    fsync and rename, and the ZooKeeper node's timestamp when connected).
+ *    fence F >= t has been made durable first: the backend's persist
+ *    returned SF_PERSIST_OK. For the static source that is the cache file
+ *    (fsync and rename); with ZooKeeper it is the node's timestamp too, as
+ *    another process may inherit the worker ID and gates on the node alone
+ *    (SF_PERSIST_UNCONFIRMED keeps F where it was: fence_unconfirmed).
  *    The keeper thread moves F to (now + fence_step_ms) whenever less than
  *    half a step is left, so the request path never does I/O; a request that
  *    would pass F (the clock jumped ahead) gets fence_pending and pokes the
@@ -28,8 +31,9 @@
  *    the state starts at (gate, full) so the first ID is above it. Every ID
  *    issued before the restart had t <= that fence, every one after has
  *    t > it.
- * 4. A taken-over worker ID gets as gate the old owner's fence (its node's
- *    timestamp) plus fence_step_ms, for the same reason.
+ * 4. A worker ID from ZooKeeper (reused or taken over) gets as gate what
+ *    its node holds: a leafd fence as it is, a Java Leaf heartbeat plus one
+ *    heartbeat interval and a margin (workerid.c's DESIGN comment).
  */
 #include <assert.h>
 #include <errno.h>

@@ -120,9 +120,12 @@ enum { SF_OK = 0, SF_WAIT = 1, SF_REFUSE = 2 };
  *              "fence_not_passed" the clock is too far behind the persisted
  *                                 fence to wait for
  *              "fence_pending"    the fence cannot be persisted (disk error)
- *              "worker_id_unknown" no worker ID yet (ZooKeeper down at start
- *                                 and no usable cache file); retried in the
- *                                 background
+ *              "fence_unconfirmed" ZooKeeper does not hold a fence this far
+ *                                 (unreachable or slow): another process
+ *                                 could inherit the worker ID and gate on
+ *                                 the node, so nothing past it is issued
+ *              "worker_id_unknown" no worker ID yet (ZooKeeper down at
+ *                                 start); retried in the background
  *              "worker_id_lost"   ZooKeeper says another node owns this
  *                                 worker ID now (or the registration is gone)
  *              "worker_lease_expired" takeover is on and no heartbeat reached

@@ -1,26 +1,44 @@
 /* workerid.c: snowflake worker IDs from the config or ZooKeeper (Leaf's
- * scheme), the local cache file, the fence writes, heartbeat and takeover
- * (see workerid.h).
+ * scheme), the fence writes, heartbeat and takeover (see workerid.h).
  *
  * Registration (ZooKeeper reachable):
  *   1. ensure /snowflake/<name>/forever exists;
  *   2. read every child; ours is the one whose data names our ip:port (a node
  *      whose name has our ip:port but whose data names another node was
  *      taken over and is not ours any more);
- *   3. none of ours and takeover on: claim the oldest-numbered node whose
- *      timestamp is older than takeover_age_ms, by zoo_set with the version
- *      read in 2 (a racing node gets ZBADVERSION and tries the next);
+ *   3. none of ours and takeover on: claim the oldest-numbered stale node
+ *      (timestamp older than takeover_age_ms) that carries a leafd nonce;
  *   4. else create a PERSISTENT_SEQUENTIAL node; a sequence number past the
  *      layout's highest worker ID stops the start (the node is removed).
- * The fence to pass is the larger of the cache file's and the node's
- * timestamp (after a takeover: the node's timestamp + fence_step_ms, as a
- * Java Leaf owner heartbeats its clock, not a fence).
+ * Claiming (2 and 3) is a versioned write of our nonce and the gate: a
+ * racing claimer gets ZBADVERSION, and whoever wrote the node before loses
+ * it at its next write. A node of ours last written by another leafd
+ * instance (not the one in our cache file) is watched for two heartbeats
+ * first; if it keeps changing, a twin with our identity is alive and the
+ * start fails.
+ *
+ * DESIGN: which timestamp is a fence.
+ *   - Every leafd write puts its instance nonce ("leafd") in the node data,
+ *     and leafd only issues IDs up to a fence the node holds (rule 1 below),
+ *     so a node with a nonce holds a fence: the gate is its timestamp.
+ *   - A node without one was written last by Java Leaf (or a leafd before
+ *     the nonce): its timestamp is its writer's clock at a heartbeat, and the
+ *     writer may have issued IDs up to one heartbeat interval past it. The
+ *     gate is timestamp + WID_FOREIGN_HEARTBEAT_MS (Java Leaf's 3 s) +
+ *     WID_FOREIGN_MARGIN_MS, on the own-node path; such a node is never
+ *     taken over (Java Leaf finds its node by name and can come back).
+ *   - Rule 1: another process can always inherit the worker ID (takeover,
+ *     or the same ip:port on another machine with no cache file), and it
+ *     gates on the node. So a fence counts (workerid_persist returns
+ *     SF_PERSIST_OK) only once the node's versioned write has succeeded; a
+ *     fence in the cache file alone is SF_PERSIST_UNCONFIRMED and the
+ *     generator issues nothing past the last confirmed one. For the same
+ *     reason the cache file's worker ID is not used while ZooKeeper is down
+ *     at start. The static source (no ZooKeeper) keeps the file fence.
  *
  * Lease (takeover on only): a node may be taken over once its timestamp is
  * takeover_age_ms old, so an owner whose writes have not reached ZooKeeper
  * for half of that stops issuing (SF_TICK_LEASE_EXPIRED) until one lands.
- * For the same reason, with takeover on, the cache file's worker ID is not
- * used while ZooKeeper is down at start.
  */
 #include <arpa/inet.h>
 #include <errno.h>

@@ -5,22 +5,23 @@
  *   static     snowflake.worker_id from the config.
  *   zookeeper  Leaf's scheme: a PERSISTENT_SEQUENTIAL node
  *              /snowflake/<leaf.name>/forever/<ip>:<port>-<10-digit seq>
- *              whose data is {"ip":"..","port":"..","timestamp":ms}; the
- *              sequence number is the worker ID. A node whose data names this
- *              ip:port is reused (also one Java Leaf made).
- *   cache      ZooKeeper was down at start: the worker ID from the local
- *              cache file (when it was written for this leaf.name, ip and
- *              port); checked against ZooKeeper once it is reachable.
- *   takeover   (snowflake.takeover) no node of our own: a node whose
- *              timestamp is older than takeover_age_ms is claimed with a
+ *              whose data is {"ip":"..","port":"..","timestamp":ms,
+ *              "leafd":"<instance nonce>"}; the sequence number is the
+ *              worker ID. A node whose data names this ip:port is reused
+ *              (also one Java Leaf made). ZooKeeper down at start: no
+ *              worker ID until it is reachable (registered in the
+ *              background).
+ *   takeover   (snowflake.takeover) no node of our own: a stale node that
+ *              leafd wrote last (it carries a nonce) is claimed with a
  *              versioned write, so of two racing nodes exactly one wins.
  *
  * The fence: every persist writes the cache file (temp file, fsync, rename,
- * fsync of the directory) and then, when the registration is confirmed and
- * ZooKeeper connected, the node's timestamp (a versioned write: a node that
- * was taken over is noticed and the worker ID is dropped). The cache file is
- * JSON: {"format":1,"leaf_name","source","ip","port","worker_id",
- * "datacenter_id","fence","zk_node"}; its default path is
+ * fsync of the directory) and then, with ZooKeeper, the node's timestamp (a
+ * versioned write: a node that was taken over is noticed and the worker ID
+ * is dropped). Only a fence the node holds counts (SF_PERSIST_OK); see the
+ * DESIGN comment in workerid.c. The cache file is JSON: {"format":1,
+ * "leaf_name","source","ip","port","worker_id","datacenter_id","fence",
+ * "zk_node","nonce"}; its default path is
  * ./leafd-snowflake-<leaf.name>-<port>.json (port: the snowflake port).
  *
  * Ownership: workerid_open returns a struct workerid; once handed to
@@ -93,14 +94,15 @@ struct workerid *workerid_open(const struct config *cfg,
  * zk_timeout_ms plus a few ZooKeeper round trips. Fails on a corrupt cache
  * file, an invalid static worker ID, a worker ID beyond max_worker, or a
  * ZooKeeper registration that is refused for good; ZooKeeper being down is
- * not a failure (cache file, or worker ID unknown until reachable). */
+ * not a failure (the worker ID is unknown until it is reachable). A node of
+ * this ip:port that another live leafd keeps writing is a failure. */
 struct workerid *workerid_open_params(const struct wid_params *p,
                                       char **cause);
 void workerid_close(struct workerid *w);
 
 /* The worker ID (-1 unknown) and the fence it must pass before issuing. */
 int  workerid_get(struct workerid *w, int64_t *worker, int64_t *fence_ms);
-/* "static", "zookeeper", "cache", "takeover" or "none". */
+/* "static", "zookeeper", "takeover" or "none". */
 const char *workerid_source(struct workerid *w);
 /* The ZooKeeper node path, or NULL. malloc'd copy. */
 char *workerid_node(struct workerid *w);
@@ -110,6 +112,8 @@ struct zk *workerid_zk(struct workerid *w);
 
 /* Fill b with this source's persist/tick/... for snowflake_create. */
 void workerid_backend(struct workerid *w, struct sf_backend *b);
+/* SF_PERSIST_OK, SF_PERSIST_FAILED (file error, worker ID lost) or, with
+ * ZooKeeper, SF_PERSIST_UNCONFIRMED (the node does not hold it). */
 int  workerid_persist(struct workerid *w, int64_t fence_ms, char **cause);
 int  workerid_tick(struct workerid *w, int64_t now_ms);     /* SF_TICK_* */
 

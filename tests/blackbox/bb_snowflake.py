@@ -14,7 +14,7 @@ TESTS = [
     "test_zk_three_nodes_distinct_worker_ids",
     "test_zk_restart_keeps_worker_id",
     "test_zk_java_leaf_node_reused",
-    "test_zk_down_at_start_uses_cache",
+    "test_zk_down_at_start_waits_for_it",
     "test_zk_stopped_and_restarted_while_serving",
     "test_clock_stepped_back_while_serving",
     "test_kill9_then_restart_with_clock_back",
@@ -173,7 +173,10 @@ def test_zk_java_leaf_node_reused(ctx):
         eq(ls.count("127.0.0.1:%d-" % port), 1, "no second node: %s" % ls)
 
 
-def test_zk_down_at_start_uses_cache(ctx):
+def test_zk_down_at_start_waits_for_it(ctx):
+    # Without ZooKeeper no fence can be confirmed (another process could
+    # inherit the worker ID and gate on the node), so the cache file's worker
+    # ID is not used: 503 until ZooKeeper is back, then the same worker ID.
     with Workdir("zkdown") as wd:
         zk = wd.zookeeper()
         conf = zk_conf(wd, zk, "c", **{"snowflake.zk_session_timeout_ms": "2000"})
@@ -184,10 +187,14 @@ def test_zk_down_at_start_uses_cache(ctx):
         zk.stop()
         d2 = wd.leafd(conf=conf, name="c", port=d.port).start()
         st = state(d2)
-        eq(st["worker_id"], w, "worker ID from the cache file")
-        eq(st["source"], "cache", "source is the cache")
+        eq(st["worker_id"], None, "no worker ID without ZooKeeper: %r" % st)
+        r = d2.get("/snowflake")
+        eq(r.status, 503, "refused: %r" % r)
+        eq(r.json()["error"], "worker_id_unknown", "its code: %r" % r)
+        zk.restart()
         r = wait_for(lambda: (lambda x: x if x.status == 200 else None)(d2.get("/snowflake")),
-                     what="serving from the cache")
+                     timeout=30, what="serving once ZooKeeper is back")
+        eq(state(d2)["worker_id"], w, "the same worker ID")
         check(int(r.text) > last, "increasing")
 
 
@@ -208,7 +215,7 @@ def test_zk_stopped_and_restarted_while_serving(ctx):
                 if r.status == 200:
                     ids.extend(r.ids())
                 else:
-                    failures.append(r)
+                    failures.append(r.json().get("error"))
                 time.sleep(0.005)
         t = threading.Thread(target=load)
         t.start()
@@ -226,7 +233,10 @@ def test_zk_stopped_and_restarted_while_serving(ctx):
         wait_for(lambda: heartbeat_ts() > t0, timeout=30, step=0.5, what="heartbeat after restart")
         stop.set()
         t.join()
-        eq(failures, [], "no failed request while ZooKeeper was down")
+        # Served up to the fence ZooKeeper holds, then refused with its own
+        # code until a fence lands again; never anything else.
+        check(set(failures) <= {"fence_unconfirmed"},
+              "only fence_unconfirmed while ZooKeeper was down: %r" % set(failures))
         check("connection lost" in d.log() and "connected again" in d.log(),
               "the log says when ZooKeeper went and came back: %s" % d.log())
         eq(len(ids), len(set(ids)), "no duplicates")
@@ -326,7 +336,7 @@ def test_takeover_race(ctx):
         zk.cli("create", "/snowflake/bbtest/forever", "")
         stale = int(time.time() * 1000) - 3600 * 1000
         zk.cli("create", "-s", "/snowflake/bbtest/forever/10.9.9.9:8080-",
-               '{"ip":"10.9.9.9","port":"8080","timestamp":%d}' % stale)
+               '{"ip":"10.9.9.9","port":"8080","timestamp":%d,"leafd":"00000000deadbeef"}' % stale)
         extra = {"snowflake.takeover": "true", "snowflake.takeover_age_ms": "60000"}
         a = wd.leafd(conf=zk_conf(wd, zk, "ta", **extra), name="ta")
         b = wd.leafd(conf=zk_conf(wd, zk, "tb", **extra), name="tb")
