@@ -139,7 +139,7 @@ FUZZ_BINS    := $(FUZZ_NAMES:%=build/fuzz/fuzz_%)
 # The src/ modules each target links (never main.c).
 FUZZ_OBJS_http_parse := http_parse
 FUZZ_OBJS_config     := config log util
-FUZZ_OBJS_decode     := snowflake workerid zk config log util
+FUZZ_OBJS_decode     := sfcodec util
 FUZZ_OBJS_util       := util
 fuzz_objs = $(patsubst %,build/fuzz/obj/%.o,$(FUZZ_OBJS_$(1)))
 

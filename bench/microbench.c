@@ -173,7 +173,7 @@ snowflake_worker(void *arg)
 {
     struct worker *w = arg;
     uint64_t prev = 0, n = 0, waits = 0, errors = 0, id;
-    struct sf_refusal why;
+    struct snowflake_refusal why;
     double t0;
 
     while (!atomic_load(&go))
@@ -183,15 +183,15 @@ snowflake_worker(void *arg)
      * (not a burst of up to max_borrow_ms of sequence). */
     while (w->warm_up && !atomic_load(&stop)) {
         int rc = snowflake_next(w->sf, 1, &id, &why);
-        if (rc == SF_OK)
+        if (rc == SNOWFLAKE_OK)
             prev = id;
-        else if (rc != SF_WAIT || strcmp(why.code, "borrow_limit") == 0)
+        else if (rc != SNOWFLAKE_WAIT || strcmp(why.code, "borrow_limit") == 0)
             break;
     }
     t0 = now_s();
     while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
         for (int i = 0; i < 1024; i++) {
-            if (snowflake_next(w->sf, 1, &id, &why) != SF_OK) {
+            if (snowflake_next(w->sf, 1, &id, &why) != SNOWFLAKE_OK) {
                 waits++;                   /* sequence used up: next ms */
                 continue;
             }
@@ -337,14 +337,14 @@ fake_persist(void *arg, int64_t fence_ms, char **cause)
 static struct snowflake *
 mk_snowflake(int worker_bits, int sequence_bits)
 {
-    struct sf_options o;
+    struct snowflake_options o;
     struct timespec ts;
     char *cause = NULL;
     struct snowflake *sf;
 
     clock_gettime(CLOCK_REALTIME, &ts);
     memset(&o, 0, sizeof o);
-    if (sf_layout_init(&o.layout, SF_LEAF_EPOCH_MS, 41, 0, worker_bits,
+    if (sfcodec_layout_init(&o.layout, SFCODEC_LEAF_EPOCH_MS, 41, 0, worker_bits,
                        sequence_bits, (int64_t)ts.tv_sec * 1000, 365, &cause) != 0) {
         fprintf(stderr, "microbench: layout: %s\n", cause);
         free(cause);

@@ -1,5 +1,6 @@
 /* fuzz_decode.c: libFuzzer target for the snowflake ID decoder
- * (sf_layout_init + sf_decode and the two JSON renderings, snowflake.h).
+ * (sfcodec_layout_init + sfcodec_decode and the two JSON renderings,
+ * sfcodec.h). It links sfcodec.o and util.o only: no ZooKeeper, no config.
  *
  * Input: 8 bytes pick a layout the config accepts (timestamp 30..61 bits,
  * datacenter 0..16, worker 1..22, sequence what is left, which may make the
@@ -7,11 +8,12 @@
  * snowflake.epoch_ms's range and the output format; the rest is the ID text
  * as it would arrive in GET /snowflake/decode/<id> or `leafd decode <id>`.
  *
- * Checked: sf_decode accepts exactly the strict decimal numbers below 2^63
+ * Checked: sfcodec_decode accepts exactly the strict decimal numbers below 2^63
  * without leading zeros (compared with a reference parser); a decoded ID
- * packs back to itself with sf_pack; every field fits its width; the JSON
- * answers parse (jansson) and carry the same numbers; the CLI path
- * (snowflake_decode_cli from a struct config) agrees with the direct one.
+ * packs back to itself with sfcodec_pack; every field fits its width; the JSON
+ * answers parse (jansson) and carry the same numbers; the path the HTTP
+ * handlers and `leafd decode` share (sfcodec_decode_to_json, the ID as a C
+ * string there) agrees with the direct one.
  */
 #include <jansson.h>
 #include <stdint.h>
@@ -19,8 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "snowflake.h"
+#include "sfcodec.h"
 #include "util.h"
 
 #define FUZZ_ASSERT(c)                                                       \
@@ -54,7 +55,7 @@ ref_parse(const char *s, size_t len, uint64_t *v)
 }
 
 static void
-check_json(const struct sbuf *b, const struct sf_decoded *d, int leaf_format)
+check_json(const struct sbuf *b, const struct sfcodec_decoded *d, int leaf_format)
 {
     json_error_t err;
     json_t *j = json_loadb(b->p, b->len, 0, &err);
@@ -97,10 +98,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    struct sf_layout l;
-    struct sf_decoded d;
+    struct sfcodec_layout l;
+    struct sfcodec_decoded d;
     struct sbuf out = { 0 };
-    struct config cfg;
     char *cause = NULL, *id;
     int ts_bits, dc_bits, w_bits, seq_bits, leaf_format, ok;
     int64_t epoch;
@@ -121,7 +121,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     data += 8;
     size -= 8;
 
-    if (sf_layout_init(&l, epoch, ts_bits, dc_bits, w_bits, seq_bits, -1, 0,
+    if (sfcodec_layout_init(&l, epoch, ts_bits, dc_bits, w_bits, seq_bits, -1, 0,
                        &cause) == -1) {
         FUZZ_ASSERT(seq_bits < 1 || seq_bits > 22);
         FUZZ_ASSERT(cause != NULL);
@@ -130,7 +130,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     FUZZ_ASSERT(seq_bits >= 1);
     FUZZ_ASSERT(l.timestamp_shift + ts_bits == 63);
-    FUZZ_ASSERT(sf_layout_end_ms(&l) > epoch);
+    FUZZ_ASSERT(sfcodec_layout_end_ms(&l) > epoch);
 
     /* The ID text, exactly size bytes on the heap. */
     len = size;
@@ -140,7 +140,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(id, data, len);
     id[len] = '\0';
 
-    ok = sf_decode(&l, id, len, &d, &cause) == 0;
+    ok = sfcodec_decode(&l, id, len, &d, &cause) == 0;
     FUZZ_ASSERT(ok == ref_parse(id, len, &want));
     if (!ok) {
         FUZZ_ASSERT(cause != NULL);
@@ -154,31 +154,26 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_ASSERT(d.datacenter_id <= l.max_datacenter);
         FUZZ_ASSERT(d.has_datacenter == (dc_bits > 0));
         FUZZ_ASSERT(d.timestamp_ms >= epoch);
-        FUZZ_ASSERT(d.timestamp_ms <= sf_layout_end_ms(&l));
+        FUZZ_ASSERT(d.timestamp_ms <= sfcodec_layout_end_ms(&l));
         FUZZ_ASSERT(memchr(d.time, '\0', sizeof d.time) != NULL);
-        FUZZ_ASSERT(sf_pack(&l, d.timestamp_ms, d.datacenter_id, d.worker_id,
+        FUZZ_ASSERT(sfcodec_pack(&l, d.timestamp_ms, d.datacenter_id, d.worker_id,
                             d.sequence) == d.id);
         if (leaf_format)
-            sf_decoded_leaf_json(&l, &d, &out);
+            sfcodec_decoded_leaf_json(&l, &d, &out);
         else
-            sf_decoded_json(&d, &out);
+            sfcodec_decoded_json(&d, &out);
         check_json(&out, &d, leaf_format);
     }
 
-    /* `leafd decode <id>`: the layout from a config, the ID as a C string
-     * (an embedded NUL ends it, as on a command line). */
-    if (seq_bits <= 22 && dc_bits <= 16 && w_bits <= 22) {
+    /* `leafd decode <id>` and the HTTP handlers: the ID as a C string (an
+     * embedded NUL ends it, as on a command line). */
+    {
         struct sbuf cli = { 0 };
         size_t clen = strlen(id);
         int cok;
 
-        config_defaults(&cfg);
-        cfg.epoch_ms = epoch;
-        cfg.timestamp_bits = ts_bits;
-        cfg.datacenter_bits = dc_bits;
-        cfg.worker_bits = w_bits;
-        cfg.sequence_bits = seq_bits;
-        cok = snowflake_decode_cli(&cfg, id, leaf_format, &cli, &cause) == 0;
+        cok = sfcodec_decode_to_json(&l, id, clen, leaf_format, &cli,
+                                     &cause) == 0;
         FUZZ_ASSERT(cok == ref_parse(id, clen, &want));
         if (!cok) {
             FUZZ_ASSERT(cause != NULL);
@@ -190,7 +185,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_ASSERT(cli.len == out.len && memcmp(cli.p, out.p, out.len) == 0);
         }
         sbuf_free(&cli);
-        config_free(&cfg);
     }
 
     sbuf_free(&out);

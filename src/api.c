@@ -501,7 +501,7 @@ handle_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
                  enum route r)
 {
     struct api_state *st = (struct api_state *)req->scratch;
-    struct sf_refusal why;
+    struct snowflake_refusal why;
     int64_t n, now;
     int json, rc;
 
@@ -511,7 +511,7 @@ handle_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
         return;
 
     rc = snowflake_next(a->sf, (uint32_t)n, self->ids, &why);
-    if (rc == SF_OK) {
+    if (rc == SNOWFLAKE_OK) {
         if (r == R_SNOWFLAKE_LEAF && !json && n == 1) {
             char buf[24], *e = util_u64_dec(buf, self->ids[0]);
             reply(c, r, 200, "text/plain", NULL, buf, (size_t)(e - buf));
@@ -521,7 +521,7 @@ handle_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
         return;
     }
     now = util_mono_us();
-    if (rc == SF_WAIT && now + why.wait_ms * 1000 <= st->deadline_us) {
+    if (rc == SNOWFLAKE_WAIT && now + why.wait_ms * 1000 <= st->deadline_us) {
         http_park(c, (int)why.wait_ms);
         return;
     }

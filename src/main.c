@@ -22,6 +22,7 @@
 #include "loader.h"
 #include "log.h"
 #include "segment.h"
+#include "sfconfig.h"
 #include "snowflake.h"
 #include "store.h"
 
@@ -187,7 +188,7 @@ start(struct leafd *d, char **cause)
     }
     /* Snowflake mode needs the bound port for its ZooKeeper identity. */
     if (cfg->snowflake_enable) {
-        d->sf = snowflake_start(cfg, http_server_port(d->server), wake_http, d, cause);
+        d->sf = sfconfig_start(cfg, http_server_port(d->server), wake_http, d, cause);
         if (d->sf == NULL)
             return -1;
         api_set_snowflake(d->api, d->sf);
@@ -277,7 +278,7 @@ main(int argc, char **argv)
     free(ov);
     if (decode_arg != NULL) {
         struct sbuf out = { 0 };
-        if (snowflake_decode_cli(&d.cfg, decode_arg, 0, &out, &cause) == -1) {
+        if (sfconfig_decode_cli(&d.cfg, decode_arg, 0, &out, &cause) == -1) {
             fprintf(stderr, "leafd: decode: %s\n", cause);
             return 1;
         }

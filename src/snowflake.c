@@ -1,5 +1,6 @@
-/* snowflake.c: snowflake mode's layout, decoding and generator (see
- * snowflake.h); worker IDs come from workerid.c.
+/* snowflake.c: snowflake mode's generator and its keeper thread (see
+ * snowflake.h); the ID layout is sfcodec.c, worker IDs and fences come from
+ * a backend (workerid.c, wired up by sfconfig.c).
  *
  * DESIGN: the clock rule. One worker ID never issues the same ID twice,
  * whatever the wall clock does, while running or across restarts.
@@ -13,16 +14,16 @@
  *    threads never get the same pair. IDs are (t, worker, seq) packed, so
  *    they are unique and increase with the state.
  * 2. Bounds, never a spin. Borrowing stops max_borrow_ms ahead of the highest
- *    clock reading served so far (`hw`): the caller gets SF_WAIT with the ms
+ *    clock reading served so far (`hw`): the caller gets SNOWFLAKE_WAIT with the ms
  *    to wait. If the clock steps back (now < hw), up to max_backward_ms is
  *    served seamlessly from t as above; further back is refused
  *    (clock_behind) with the time until it is back within the limit.
  * 3. The fence survives restarts. No ID with timestamp t is issued unless a
  *    fence F >= t has been made durable first: the backend's persist
- *    returned SF_PERSIST_OK. For the static source that is the cache file
+ *    returned SNOWFLAKE_PERSIST_OK. For the static source that is the cache file
  *    (fsync and rename); with ZooKeeper it is the node's timestamp too, as
  *    another process may inherit the worker ID and gates on the node alone
- *    (SF_PERSIST_UNCONFIRMED keeps F where it was: fence_unconfirmed).
+ *    (SNOWFLAKE_PERSIST_UNCONFIRMED keeps F where it was: fence_unconfirmed).
  *    The keeper thread moves F to (now + fence_step_ms) whenever less than
  *    half a step is left, so the request path never does I/O; a request that
  *    would pass F (the clock jumped ahead) gets fence_pending and pokes the
@@ -46,11 +47,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "config.h"
 #include "log.h"
 #include "snowflake.h"
 #include "util.h"
-#include "workerid.h"
 
 #define SF_KEEPER_TICK_MS 20
 
@@ -94,10 +93,10 @@ struct snowflake {
     _Atomic int      status;                /* SF_ST_* */
     _Atomic uint64_t worker_field;          /* datacenter|worker, shifted */
     _Atomic int      in_backward;           /* a step back is being served */
-    _Atomic int      persist_failing;       /* 0, or SF_PERSIST_* failed */
+    _Atomic int      persist_failing;       /* 0, or SNOWFLAKE_PERSIST_* failed */
 
     /* Set at creation, read-only afterwards. */
-    struct sf_layout layout;
+    struct sfcodec_layout layout;
     int64_t          datacenter_id;
     int              seq_random;
     uint64_t         seq_bound;
@@ -106,11 +105,11 @@ struct snowflake {
     int64_t          fence_step_ms;
     int64_t          start_wait_ms;
     uint32_t         count_max;
-    sf_clock_fn      clock;
+    snowflake_clock_fn      clock;
     void            *clock_arg;
-    sf_wake_fn       wake;
+    snowflake_wake_fn       wake;
     void            *wake_arg;
-    struct sf_backend backend;
+    struct snowflake_backend backend;
 
     /* Counters (relaxed atomics). */
     _Alignas(64) _Atomic uint64_t ids_total;
@@ -126,7 +125,7 @@ struct snowflake {
     /* Pokes from the request path to the keeper. */
     _Alignas(64) _Atomic int64_t need;      /* a fence >= this is wanted */
     _Atomic int      poked;
-    _Atomic int      waiters;               /* someone got SF_WAIT */
+    _Atomic int      waiters;               /* someone got SNOWFLAKE_WAIT */
     _Atomic int64_t  worker_id;             /* -1 unknown; for state/metrics */
 
     /* Keeper thread. Lock rule: mu guards stop and the cond wait only;
@@ -141,263 +140,16 @@ struct snowflake {
     char             persist_error[200];    /* guarded by mu */
 };
 
-/* --- layout ------------------------------------------------------------ */
-
-/* "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC), or Leaf's "YYYY-MM-DD HH:MM:SS.mmm" in
- * the local time zone. */
-static void
-sf_format(int64_t unix_ms, char *buf, size_t size, int local)
-{
-    int64_t sec = unix_ms / 1000, ms = unix_ms % 1000;
-    struct tm tm;
-    time_t tt;
-
-    if (ms < 0) {
-        ms += 1000;
-        sec--;
-    }
-    tt = (time_t)sec;
-    if ((local ? localtime_r(&tt, &tm) : gmtime_r(&tt, &tm)) == NULL) {
-        snprintf(buf, size, "%" PRId64, unix_ms);
-        return;
-    }
-    snprintf(buf, size, local ? "%04d-%02d-%02d %02d:%02d:%02d.%03d"
-                              : "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
-             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-             tm.tm_min, tm.tm_sec, (int)ms);
-}
-
-void
-sf_format_utc(int64_t unix_ms, char *buf, size_t size)
-{
-    sf_format(unix_ms, buf, size, 0);
-}
-
-int
-sf_layout_init(struct sf_layout *l, int64_t epoch_ms, int timestamp_bits,
-               int datacenter_bits, int worker_bits, int sequence_bits,
-               int64_t now_ms, int64_t margin_days, char **cause)
-{
-    char date[40];
-    int64_t end;
-
-    memset(l, 0, sizeof *l);
-    if (timestamp_bits < 1 || sequence_bits < 1 || worker_bits < 0 ||
-        datacenter_bits < 0 || timestamp_bits > 62 || sequence_bits > 62 ||
-        worker_bits > 62 || datacenter_bits > 62) {
-        *cause = xasprintf("snowflake layout: bits out of range (timestamp "
-                           "%d, datacenter %d, worker %d, sequence %d; "
-                           "timestamp and sequence need at least 1)",
-                           timestamp_bits, datacenter_bits, worker_bits,
-                           sequence_bits);
-        return -1;
-    }
-    if (timestamp_bits + datacenter_bits + worker_bits + sequence_bits != 63) {
-        *cause = xasprintf("snowflake layout: timestamp %d + datacenter %d + "
-                           "worker %d + sequence %d bits = %d, must be 63",
-                           timestamp_bits, datacenter_bits, worker_bits,
-                           sequence_bits, timestamp_bits + datacenter_bits +
-                           worker_bits + sequence_bits);
-        return -1;
-    }
-    if (epoch_ms < 0) {
-        *cause = xasprintf("snowflake layout: epoch %" PRId64 " is negative",
-                           epoch_ms);
-        return -1;
-    }
-    l->epoch_ms = epoch_ms;
-    l->timestamp_bits = timestamp_bits;
-    l->datacenter_bits = datacenter_bits;
-    l->worker_bits = worker_bits;
-    l->sequence_bits = sequence_bits;
-    l->worker_shift = sequence_bits;
-    l->datacenter_shift = sequence_bits + worker_bits;
-    l->timestamp_shift = sequence_bits + worker_bits + datacenter_bits;
-    l->max_timestamp = (UINT64_C(1) << timestamp_bits) - 1;
-    l->max_datacenter = (UINT64_C(1) << datacenter_bits) - 1;
-    l->max_worker = (UINT64_C(1) << worker_bits) - 1;
-    l->max_sequence = (UINT64_C(1) << sequence_bits) - 1;
-
-    if (now_ms < 0)
-        return 0;
-    end = sf_layout_end_ms(l);
-    sf_format_utc(end, date, sizeof date);
-    if (epoch_ms > now_ms) {
-        *cause = xasprintf("snowflake layout: epoch %" PRId64 " is in the "
-                           "future (now %" PRId64 ")", epoch_ms, now_ms);
-        return -1;
-    }
-    if (end <= now_ms) {
-        *cause = xasprintf("snowflake layout: the %d-bit timestamp from epoch "
-                           "%" PRId64 " ran out on %s", timestamp_bits,
-                           epoch_ms, date);
-        return -1;
-    }
-    if (margin_days > 0 && (end - now_ms) / 86400000 < margin_days) {
-        *cause = xasprintf("snowflake layout: the %d-bit timestamp from epoch "
-                           "%" PRId64 " runs out on %s, within the %" PRId64
-                           "-day margin (snowflake.expiry_margin_days); use "
-                           "more timestamp bits or a later epoch",
-                           timestamp_bits, epoch_ms, date, margin_days);
-        return -1;
-    }
-    return 0;
-}
-
-int
-sf_layout_from_config(struct sf_layout *l, const struct config *cfg,
-                      int64_t now_ms, char **cause)
-{
-    return sf_layout_init(l, cfg->epoch_ms, (int)cfg->timestamp_bits,
-                          (int)cfg->datacenter_bits, (int)cfg->worker_bits,
-                          (int)cfg->sequence_bits, now_ms,
-                          cfg->expiry_margin_days, cause);
-}
-
-int64_t
-sf_layout_end_ms(const struct sf_layout *l)
-{
-    return l->epoch_ms + (int64_t)l->max_timestamp;
-}
-
-char *
-sf_layout_describe(const struct sf_layout *l)
-{
-    char epoch[40], end[40];
-
-    sf_format_utc(l->epoch_ms, epoch, sizeof epoch);
-    sf_format_utc(sf_layout_end_ms(l), end, sizeof end);
-    if (l->datacenter_bits > 0)
-        return xasprintf("snowflake layout: %d timestamp + %d datacenter + %d "
-                         "worker + %d sequence bits, epoch %" PRId64 " (%s); "
-                         "datacenter IDs 0..%" PRIu64 ", worker IDs 0..%"
-                         PRIu64 ", %" PRIu64 " IDs per ms per worker; the "
-                         "timestamp runs out %s",
-                         l->timestamp_bits, l->datacenter_bits,
-                         l->worker_bits, l->sequence_bits, l->epoch_ms, epoch,
-                         l->max_datacenter, l->max_worker,
-                         l->max_sequence + 1, end);
-    return xasprintf("snowflake layout: %d timestamp + %d worker + %d "
-                     "sequence bits, epoch %" PRId64 " (%s); worker IDs 0..%"
-                     PRIu64 ", %" PRIu64 " IDs per ms per worker; the "
-                     "timestamp runs out %s",
-                     l->timestamp_bits, l->worker_bits, l->sequence_bits,
-                     l->epoch_ms, epoch, l->max_worker, l->max_sequence + 1,
-                     end);
-}
-
-uint64_t
-sf_pack(const struct sf_layout *l, int64_t ts_ms, uint64_t datacenter,
-        uint64_t worker, uint64_t sequence)
-{
-    return ((uint64_t)(ts_ms - l->epoch_ms) << l->timestamp_shift) |
-           (datacenter << l->datacenter_shift) |
-           (worker << l->worker_shift) | sequence;
-}
-
-/* --- decoding ---------------------------------------------------------- */
-
-int
-sf_decode(const struct sf_layout *l, const char *s, size_t len,
-          struct sf_decoded *d, char **cause)
-{
-    uint64_t v;
-
-    memset(d, 0, sizeof *d);
-    if (len == 0) {
-        *cause = xstrdup("empty ID");
-        return -1;
-    }
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9') {
-            *cause = xstrdup("an ID is a non-negative decimal number");
-            return -1;
-        }
-    }
-    if (len > 1 && s[0] == '0') {
-        *cause = xstrdup("an ID has no leading zeros");
-        return -1;
-    }
-    if (util_parse_u64(s, len, &v) == -1) {
-        *cause = xstrdup("ID out of range (over 2^64)");
-        return -1;
-    }
-    if (v > (uint64_t)INT64_MAX) {
-        *cause = xstrdup("not an ID: bit 63 is set");
-        return -1;
-    }
-    d->id = v;
-    d->timestamp_ms = (int64_t)(v >> l->timestamp_shift) + l->epoch_ms;
-    d->datacenter_id = (v >> l->datacenter_shift) & l->max_datacenter;
-    d->worker_id = (v >> l->worker_shift) & l->max_worker;
-    d->sequence = v & l->max_sequence;
-    d->has_datacenter = l->datacenter_bits > 0;
-    sf_format_utc(d->timestamp_ms, d->time, sizeof d->time);
-    return 0;
-}
-
-void
-sf_decoded_json(const struct sf_decoded *d, struct sbuf *b)
-{
-    sbuf_printf(b, "{\"id\":\"%" PRIu64 "\",\"timestamp\":%" PRId64
-                ",\"time\":\"%s\",\"worker_id\":%" PRIu64 ",\"sequence\":%"
-                PRIu64, d->id, d->timestamp_ms, d->time, d->worker_id,
-                d->sequence);
-    if (d->has_datacenter)
-        sbuf_printf(b, ",\"datacenter_id\":%" PRIu64, d->datacenter_id);
-    sbuf_puts(b, "}");
-}
-
-void
-sf_decoded_leaf_json(const struct sf_layout *l, const struct sf_decoded *d,
-                     struct sbuf *b)
-{
-    char local[40];
-    uint64_t field = (d->datacenter_id << l->worker_bits) | d->worker_id;
-
-    sf_format(d->timestamp_ms, local, sizeof local, 1);
-    sbuf_printf(b, "{\"timestamp\":\"%" PRId64 "(%s)\",\"sequenceId\":\"%"
-                PRIu64 "\",\"workerId\":\"%" PRIu64 "\"", d->timestamp_ms,
-                local, d->sequence, field);
-    if (d->has_datacenter)
-        sbuf_printf(b, ",\"datacenterId\":\"%" PRIu64 "\"", d->datacenter_id);
-    sbuf_puts(b, "}");
-}
-
-static int
-sf_decode_to_json(const struct sf_layout *l, const char *s, size_t len,
-                  int leaf_format, struct sbuf *out, char **cause)
-{
-    struct sf_decoded d;
-
-    if (sf_decode(l, s, len, &d, cause) == -1)
-        return -1;
-    if (leaf_format)
-        sf_decoded_leaf_json(l, &d, out);
-    else
-        sf_decoded_json(&d, out);
-    return 0;
-}
-
-int
-snowflake_decode_cli(const struct config *cfg, const char *id,
-                     int leaf_format, struct sbuf *out, char **cause)
-{
-    struct sf_layout l;
-
-    if (sf_layout_from_config(&l, cfg, -1, cause) == -1)
-        return -1;
-    return sf_decode_to_json(&l, id, strlen(id), leaf_format, out, cause);
-}
+/* --- layout and decoding (sfcodec.c does the work) -------------------- */
 
 int
 snowflake_decode_json(const struct snowflake *sf, const char *s, size_t len,
                       int leaf_format, struct sbuf *out, char **cause)
 {
-    return sf_decode_to_json(&sf->layout, s, len, leaf_format, out, cause);
+    return sfcodec_decode_to_json(&sf->layout, s, len, leaf_format, out, cause);
 }
 
-const struct sf_layout *
+const struct sfcodec_layout *
 snowflake_layout(const struct snowflake *sf)
 {
     return &sf->layout;
@@ -508,20 +260,20 @@ sf_div_up(int64_t ms)
 }
 
 static int
-sf_answer(struct snowflake *sf, struct sf_refusal *why, int kind, int code,
+sf_answer(struct snowflake *sf, struct snowflake_refusal *why, int kind, int code,
           int64_t wait_ms, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
 /* Fill *why and count it. Only on the non-OK path. */
 static int
-sf_answer(struct snowflake *sf, struct sf_refusal *why, int kind, int code,
+sf_answer(struct snowflake *sf, struct snowflake_refusal *why, int kind, int code,
           int64_t wait_ms, const char *fmt, ...)
 {
     va_list ap;
 
-    atomic_fetch_add_explicit(&sf->answers[code][kind == SF_REFUSE], 1,
+    atomic_fetch_add_explicit(&sf->answers[code][kind == SNOWFLAKE_REFUSE], 1,
                               memory_order_relaxed);
-    if (kind == SF_WAIT) {
+    if (kind == SNOWFLAKE_WAIT) {
         if (wait_ms < 1)
             wait_ms = 1;
         atomic_store_explicit(&sf->waiters, 1, memory_order_relaxed);
@@ -573,20 +325,20 @@ sf_backward_event(struct snowflake *sf, int64_t behind)
 }
 
 static int
-sf_refuse_status(struct snowflake *sf, int st, struct sf_refusal *why)
+sf_refuse_status(struct snowflake *sf, int st, struct snowflake_refusal *why)
 {
     switch (st) {
     case SF_ST_UNKNOWN:
-        return sf_answer(sf, why, SF_REFUSE, SF_C_WORKER_UNKNOWN, 1000,
+        return sf_answer(sf, why, SNOWFLAKE_REFUSE, SF_C_WORKER_UNKNOWN, 1000,
                          "no worker ID yet: ZooKeeper was not reachable at "
                          "start and no usable cache file; retrying");
     case SF_ST_LOST:
-        return sf_answer(sf, why, SF_REFUSE, SF_C_WORKER_LOST, 0,
+        return sf_answer(sf, why, SNOWFLAKE_REFUSE, SF_C_WORKER_LOST, 0,
                          "this node no longer owns worker ID %" PRId64
                          " in ZooKeeper; restart to register again",
                          atomic_load(&sf->worker_id));
     default:
-        return sf_answer(sf, why, SF_REFUSE, SF_C_LEASE, 1000,
+        return sf_answer(sf, why, SNOWFLAKE_REFUSE, SF_C_LEASE, 1000,
                          "no heartbeat reached ZooKeeper for half of "
                          "snowflake.takeover_age_ms; worker ID %" PRId64
                          " could be taken over, so none are issued",
@@ -596,15 +348,15 @@ sf_refuse_status(struct snowflake *sf, int st, struct sf_refusal *why)
 
 int
 snowflake_next(struct snowflake *sf, uint32_t n, uint64_t *out,
-               struct sf_refusal *why)
+               struct snowflake_refusal *why)
 {
-    const struct sf_layout *l = &sf->layout;
+    const struct sfcodec_layout *l = &sf->layout;
     int64_t now, hw, gate, fence, nowr, t_end, borrowed = 0;
     uint64_t old, nstate, wf, rng, rng0;
     int st;
 
     if (n == 0 || n > sf->count_max)
-        return sf_answer(sf, why, SF_REFUSE, SF_C_BAD_COUNT, 0,
+        return sf_answer(sf, why, SNOWFLAKE_REFUSE, SF_C_BAD_COUNT, 0,
                          "count %u is outside 1..%u (snowflake.count_max)",
                          n, sf->count_max);
     st = atomic_load_explicit(&sf->status, memory_order_acquire);
@@ -618,10 +370,10 @@ snowflake_next(struct snowflake *sf, uint32_t n, uint64_t *out,
         int64_t gap = gate - now + 1;
         if (util_mono_ms() + gap <=
             atomic_load_explicit(&sf->gate_deadline, memory_order_relaxed))
-            return sf_answer(sf, why, SF_WAIT, SF_C_FENCE_NOT_PASSED, gap,
+            return sf_answer(sf, why, SNOWFLAKE_WAIT, SF_C_FENCE_NOT_PASSED, gap,
                              "waiting %" PRId64 " ms for the clock to pass "
                              "the persisted fence %" PRId64, gap, gate);
-        return sf_answer(sf, why, SF_REFUSE, SF_C_FENCE_NOT_PASSED, gap,
+        return sf_answer(sf, why, SNOWFLAKE_REFUSE, SF_C_FENCE_NOT_PASSED, gap,
                          "the clock is %" PRId64 " ms behind the persisted "
                          "fence %" PRId64 " (IDs up to it may have been "
                          "issued); none are issued until it passes", gap,
@@ -639,7 +391,7 @@ snowflake_next(struct snowflake *sf, uint32_t n, uint64_t *out,
             int64_t behind = hw - now;
             sf_backward_event(sf, behind);
             if (behind > sf->max_backward_ms)
-                return sf_answer(sf, why, SF_REFUSE, SF_C_CLOCK_BEHIND,
+                return sf_answer(sf, why, SNOWFLAKE_REFUSE, SF_C_CLOCK_BEHIND,
                                  behind - sf->max_backward_ms,
                                  "the clock is %" PRId64 " ms behind the "
                                  "last time served (limit %" PRId64 " ms); "
@@ -663,31 +415,31 @@ snowflake_next(struct snowflake *sf, uint32_t n, uint64_t *out,
         rng = rng0;
         t_end = sf_plan(sf, old, nowr, n, &rng, &nstate, &borrowed);
         if ((uint64_t)t_end > l->max_timestamp)
-            return sf_answer(sf, why, SF_REFUSE, SF_C_LAYOUT_EXPIRED, 0,
+            return sf_answer(sf, why, SNOWFLAKE_REFUSE, SF_C_LAYOUT_EXPIRED, 0,
                              "the %d-bit timestamp has run out",
                              l->timestamp_bits);
         if (t_end + l->epoch_ms > fence) {
             int pf = atomic_load(&sf->persist_failing);
             sf_poke(sf, t_end + l->epoch_ms);
-            if (pf == SF_PERSIST_UNCONFIRMED)
-                return sf_answer(sf, why, SF_REFUSE, SF_C_FENCE_UNCONFIRMED,
+            if (pf == SNOWFLAKE_PERSIST_UNCONFIRMED)
+                return sf_answer(sf, why, SNOWFLAKE_REFUSE, SF_C_FENCE_UNCONFIRMED,
                                  1000, "ZooKeeper does not confirm a fence "
                                  "past %" PRId64 " (another owner could "
                                  "inherit this worker ID and gate on it); "
                                  "no IDs beyond it", fence);
             if (pf != 0)
-                return sf_answer(sf, why, SF_REFUSE, SF_C_FENCE_PENDING, 1000,
+                return sf_answer(sf, why, SNOWFLAKE_REFUSE, SF_C_FENCE_PENDING, 1000,
                                  "cannot persist the fence past %" PRId64
                                  " (see the log); no IDs beyond it",
                                  fence);
-            return sf_answer(sf, why, SF_WAIT, SF_C_FENCE_PENDING, 10,
+            return sf_answer(sf, why, SNOWFLAKE_WAIT, SF_C_FENCE_PENDING, 10,
                              "timestamp %" PRId64 " is past the persisted "
                              "fence %" PRId64 "; persisting a new one",
                              t_end + l->epoch_ms, fence);
         }
         if (t_end + l->epoch_ms > limit) {
             int64_t w = t_end + l->epoch_ms - sf->max_borrow_ms - now;
-            return sf_answer(sf, why, SF_WAIT, SF_C_BORROW_LIMIT, w,
+            return sf_answer(sf, why, SNOWFLAKE_WAIT, SF_C_BORROW_LIMIT, w,
                              "sequence used up %" PRId64 " ms ahead of the "
                              "clock (limit %" PRId64 " ms); wait %" PRId64
                              " ms", t_end + l->epoch_ms - now,
@@ -717,7 +469,7 @@ snowflake_next(struct snowflake *sf, uint32_t n, uint64_t *out,
     if (borrowed > 0)
         atomic_fetch_add_explicit(&sf->borrowed_ms, (uint64_t)borrowed,
                                   memory_order_relaxed);
-    return SF_OK;
+    return SNOWFLAKE_OK;
 }
 
 /* --- the keeper -------------------------------------------------------- */
@@ -735,7 +487,7 @@ sf_last_ms(struct snowflake *sf)
     return (int64_t)(st >> sf->layout.sequence_bits) + sf->layout.epoch_ms;
 }
 
-/* Persist a fence >= want (keeper thread or creation only): SF_PERSIST_*.
+/* Persist a fence >= want (keeper thread or creation only): SNOWFLAKE_PERSIST_*.
  * Only an OK moves the fence the request path checks. */
 static int
 sf_persist(struct snowflake *sf, int64_t want)
@@ -744,9 +496,9 @@ sf_persist(struct snowflake *sf, int64_t want)
 
     int rc = sf->backend.persist(sf->backend.arg, want, &cause);
 
-    if (rc != SF_PERSIST_OK) {
+    if (rc != SNOWFLAKE_PERSIST_OK) {
         int64_t m = util_mono_ms();
-        assert(rc == SF_PERSIST_FAILED || rc == SF_PERSIST_UNCONFIRMED);
+        assert(rc == SNOWFLAKE_PERSIST_FAILED || rc == SNOWFLAKE_PERSIST_UNCONFIRMED);
         atomic_fetch_add(&sf->persist_failures, 1);
         if (atomic_exchange(&sf->persist_failing, rc) != rc ||
             m - sf->last_fail_log_mono >= 10000) {
@@ -772,7 +524,7 @@ sf_persist(struct snowflake *sf, int64_t want)
 static void
 sf_set_worker(struct snowflake *sf, int64_t worker, int64_t gate)
 {
-    const struct sf_layout *l = &sf->layout;
+    const struct sfcodec_layout *l = &sf->layout;
     uint64_t wf = ((uint64_t)sf->datacenter_id << l->datacenter_shift) |
                   ((uint64_t)worker << l->worker_shift);
     int64_t g = gate > l->epoch_ms ? gate - l->epoch_ms : 0;
@@ -802,7 +554,7 @@ sf_acquire(struct snowflake *sf, int64_t now)
     }
     sf_set_worker(sf, worker, gate);
     base = now > gate ? now : gate;
-    if (sf_persist(sf, base + sf->fence_step_ms) != SF_PERSIST_OK)
+    if (sf_persist(sf, base + sf->fence_step_ms) != SNOWFLAKE_PERSIST_OK)
         return;      /* retried: the status stays unknown until it works */
     atomic_store_explicit(&sf->status, SF_ST_OK, memory_order_release);
     log_info("snowflake worker ID %" PRId64 " acquired (%s); issuing IDs "
@@ -821,13 +573,13 @@ snowflake_keeper_step(struct snowflake *sf)
         int r = sf->backend.tick(sf->backend.arg, now);
         st = atomic_load(&sf->status);
         /* Lost first: a lost worker ID is never acquired again here. */
-        if (r == SF_TICK_LOST && st != SF_ST_LOST) {
+        if (r == SNOWFLAKE_TICK_LOST && st != SF_ST_LOST) {
             atomic_store(&sf->status, SF_ST_LOST);
             log_error("snowflake worker ID %" PRId64 " lost; no more IDs",
                       atomic_load(&sf->worker_id));
         } else if (st == SF_ST_LOST) {
             /* stays lost: only a restart registers again */
-        } else if (r == SF_TICK_ACQUIRED && st == SF_ST_UNKNOWN) {
+        } else if (r == SNOWFLAKE_TICK_ACQUIRED && st == SF_ST_UNKNOWN) {
             sf_acquire(sf, now);
             wake = atomic_load(&sf->status) == SF_ST_OK;
         } else if (st == SF_ST_UNKNOWN && sf->backend.worker != NULL) {
@@ -837,11 +589,11 @@ snowflake_keeper_step(struct snowflake *sf)
                 sf_acquire(sf, now);
                 wake = atomic_load(&sf->status) == SF_ST_OK;
             }
-        } else if (r == SF_TICK_LEASE_EXPIRED && st == SF_ST_OK) {
+        } else if (r == SNOWFLAKE_TICK_LEASE_EXPIRED && st == SF_ST_OK) {
             atomic_store(&sf->status, SF_ST_LEASE);
             log_error("no ZooKeeper heartbeat for half of "
                       "snowflake.takeover_age_ms: not issuing IDs");
-        } else if (r == SF_TICK_LEASE_OK && st == SF_ST_LEASE) {
+        } else if (r == SNOWFLAKE_TICK_LEASE_OK && st == SF_ST_LEASE) {
             atomic_store(&sf->status, SF_ST_OK);
             log_info("ZooKeeper heartbeat back: issuing IDs again");
             wake = 1;
@@ -925,11 +677,11 @@ sf_free(struct snowflake *sf)
 }
 
 struct snowflake *
-snowflake_create(const struct sf_options *o, char **cause)
+snowflake_create(const struct snowflake_options *o, char **cause)
 {
     struct snowflake *sf;
     pthread_condattr_t attr;
-    const struct sf_layout *l = &o->layout;
+    const struct sfcodec_layout *l = &o->layout;
     int64_t now;
     int rc;
 
@@ -991,7 +743,7 @@ snowflake_create(const struct sf_options *o, char **cause)
         sf_set_worker(sf, o->worker_id, o->start_fence_ms);
         atomic_store(&sf->fence, o->start_fence_ms);
         if (sf_persist(sf, (now > o->start_fence_ms ? now : o->start_fence_ms)
-                           + sf->fence_step_ms) == SF_PERSIST_FAILED) {
+                           + sf->fence_step_ms) == SNOWFLAKE_PERSIST_FAILED) {
             *cause = xasprintf("snowflake: cannot persist the first fence: "
                                "%s", sf->persist_error);
             goto error;
@@ -1037,88 +789,11 @@ snowflake_stop(struct snowflake *sf)
     if (atomic_load(&sf->status) == SF_ST_OK) {
         int64_t last = sf_last_ms(sf);
         if (last < atomic_load(&sf->fence) &&
-            sf_persist(sf, last) == SF_PERSIST_OK)
+            sf_persist(sf, last) == SNOWFLAKE_PERSIST_OK)
             log_info("snowflake fence lowered to the last timestamp issued "
                      "(%" PRId64 ") for a quick restart", last);
     }
     sf_free(sf);
-}
-
-/* --- start from config --------------------------------------------------- */
-
-struct snowflake *
-snowflake_start(const struct config *cfg, int http_port, sf_wake_fn wake,
-                void *wake_arg, char **cause)
-{
-    struct sf_options o;
-    struct workerid *w;
-    struct snowflake *sf;
-    int64_t worker = -1, fence = 0;
-    char *desc;
-
-    memset(&o, 0, sizeof o);
-    if (sf_layout_from_config(&o.layout, cfg, util_wall_ms(), cause) == -1)
-        return NULL;
-    if (cfg->sequence_random &&
-        (cfg->sequence_random_bound < 1 ||
-         (uint64_t)cfg->sequence_random_bound > o.layout.max_sequence + 1)) {
-        *cause = xasprintf("snowflake.sequence_random_bound %" PRId64
-                           " is outside 1..%" PRIu64 " (%d sequence bits)",
-                           cfg->sequence_random_bound,
-                           o.layout.max_sequence + 1,
-                           o.layout.sequence_bits);
-        return NULL;
-    }
-    if (cfg->sf_count_max < 1 || cfg->sf_count_max > 1000000) {
-        *cause = xasprintf("snowflake.count_max %" PRId64 " is outside "
-                           "1..1000000", cfg->sf_count_max);
-        return NULL;
-    }
-    if (cfg->fence_step_ms < 10) {
-        *cause = xasprintf("snowflake.fence_step_ms %" PRId64 " is below 10",
-                           cfg->fence_step_ms);
-        return NULL;
-    }
-    if (cfg->max_borrow_ms * 2 > cfg->fence_step_ms)
-        log_warn("snowflake.max_borrow_ms %" PRId64 " is over half of "
-                 "snowflake.fence_step_ms %" PRId64 ": bursts may wait for "
-                 "the fence", cfg->max_borrow_ms, cfg->fence_step_ms);
-
-    w = workerid_open(cfg, &o.layout, http_port, cause);
-    if (w == NULL)
-        return NULL;
-    workerid_get(w, &worker, &fence);
-    o.worker_id = worker;
-    o.datacenter_id = cfg->datacenter_id;
-    o.start_fence_ms = fence;
-    o.sequence_random = cfg->sequence_random;
-    o.sequence_random_bound = cfg->sequence_random_bound;
-    o.max_backward_ms = cfg->max_backward_ms;
-    o.max_borrow_ms = cfg->max_borrow_ms;
-    o.fence_step_ms = cfg->fence_step_ms;
-    o.start_wait_ms = cfg->start_wait_ms;
-    o.count_max = (uint32_t)cfg->sf_count_max;
-    o.wake = wake;
-    o.wake_arg = wake_arg;
-    workerid_backend(w, &o.backend);
-
-    sf = snowflake_create(&o, cause);
-    if (sf == NULL)
-        return NULL;
-    desc = sf_layout_describe(&o.layout);
-    log_info("%s", desc);
-    free(desc);
-    if (worker >= 0) {
-        int64_t now = util_wall_ms();
-        log_info("snowflake worker ID %" PRId64 " from %s; fence %" PRId64
-                 "%s", worker, workerid_source(w), fence,
-                 fence >= now ? " is ahead of the clock: IDs wait for it" : "");
-    } else {
-        log_warn("snowflake: no worker ID yet (ZooKeeper %s unreachable, no "
-                 "usable cache file); requests are refused until it is "
-                 "reached", cfg->zk_address);
-    }
-    return sf;
 }
 
 /* --- state, health, metrics -------------------------------------------- */
@@ -1143,7 +818,7 @@ sf_status_code(struct snowflake *sf, int64_t now)
     switch (atomic_load(&sf->persist_failing)) {
     case 0:
         return NULL;
-    case SF_PERSIST_UNCONFIRMED:
+    case SNOWFLAKE_PERSIST_UNCONFIRMED:
         return "fence_unconfirmed";
     default:
         return "fence_pending";
@@ -1153,15 +828,15 @@ sf_status_code(struct snowflake *sf, int64_t now)
 void
 snowflake_state_json(struct snowflake *sf, struct sbuf *out)
 {
-    const struct sf_layout *l = &sf->layout;
+    const struct sfcodec_layout *l = &sf->layout;
     int64_t now = sf_now(sf), worker = atomic_load(&sf->worker_id);
     int64_t last = sf_last_ms(sf), fence = atomic_load(&sf->fence);
     const char *code = sf_status_code(sf, now);
     char t1[40], t2[40], t3[40];
 
-    sf_format_utc(last, t1, sizeof t1);
-    sf_format_utc(fence, t2, sizeof t2);
-    sf_format_utc(sf_layout_end_ms(l), t3, sizeof t3);
+    sfcodec_format_utc(last, t1, sizeof t1);
+    sfcodec_format_utc(fence, t2, sizeof t2);
+    sfcodec_format_utc(sfcodec_layout_end_ms(l), t3, sizeof t3);
     sbuf_puts(out, "{\"worker_id\":");
     if (worker >= 0)
         sbuf_printf(out, "%" PRId64, worker);

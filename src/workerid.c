@@ -30,19 +30,18 @@
  *   - Rule 1: another process can always inherit the worker ID (takeover,
  *     or the same ip:port on another machine with no cache file), and it
  *     gates on the node. So a fence counts (workerid_persist returns
- *     SF_PERSIST_OK) only once the node's versioned write has succeeded; a
- *     fence in the cache file alone is SF_PERSIST_UNCONFIRMED and the
+ *     SNOWFLAKE_PERSIST_OK) only once the node's versioned write has succeeded; a
+ *     fence in the cache file alone is SNOWFLAKE_PERSIST_UNCONFIRMED and the
  *     generator issues nothing past the last confirmed one. For the same
  *     reason the cache file's worker ID is not used while ZooKeeper is down
  *     at start. The static source (no ZooKeeper) keeps the file fence.
  *
  * Lease (takeover on only): a node may be taken over once its timestamp is
  * takeover_age_ms old, so an owner whose writes have not reached ZooKeeper
- * for half of that stops issuing (SF_TICK_LEASE_EXPIRED) until one lands.
+ * for half of that stops issuing (SNOWFLAKE_TICK_LEASE_EXPIRED) until one lands.
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <ifaddrs.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -55,10 +54,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "workerid_cache.h"
 #include "log.h"
 #include "util.h"
 #include "workerid.h"
@@ -71,7 +69,7 @@ static const char *wid_source_names[] = {
 };
 
 struct workerid {
-    struct wid_params p;            /* strings below are our own copies */
+    struct workerid_params p;            /* strings below are our own copies */
     char            *leaf_name;
     char            *zk_address;
     char            *cache_path;
@@ -141,7 +139,7 @@ wid_log_due(struct workerid *w)
 }
 
 int
-wid_local_ipv4(char *buf, size_t size)
+workerid_local_ipv4(char *buf, size_t size)
 {
     struct ifaddrs *ifa, *i;
     int rc = -1;
@@ -244,213 +242,6 @@ wid_name_seq(const char *name, size_t *prefix_len)
     if (prefix_len != NULL)
         *prefix_len = (size_t)(dash - name);
     return seq;
-}
-
-/* --- the cache file ------------------------------------------------------ */
-
-void
-wid_cache_free(struct wid_cache *c)
-{
-    if (c == NULL)
-        return;
-    free(c->leaf_name);
-    free(c->source);
-    free(c->ip);
-    free(c->zk_node);
-    free(c->nonce);
-    memset(c, 0, sizeof *c);
-    c->worker_id = -1;
-}
-
-static char *
-wid_json_opt_str(json_t *root, const char *key)
-{
-    json_t *v = json_object_get(root, key);
-    return xstrdup(json_is_string(v) ? json_string_value(v) : "");
-}
-
-int
-wid_cache_read(const char *path, struct wid_cache *c, char **cause)
-{
-    char buf[65536];
-    json_error_t err;
-    json_t *root = NULL, *v;
-    ssize_t n;
-    size_t len = 0;
-    int fd, rc = -1;
-    const char *why = NULL;
-    char *whybuf = NULL;
-
-    memset(c, 0, sizeof *c);
-    c->worker_id = -1;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd == -1) {
-        if (errno == ENOENT)
-            return 1;
-        *cause = xasprintf("snowflake cache file %s: %s", path,
-                           strerror(errno));
-        return -1;
-    }
-    while (len < sizeof buf - 1 &&
-           (n = read(fd, buf + len, sizeof buf - 1 - len)) != 0) {
-        if (n == -1) {
-            if (errno == EINTR)
-                continue;
-            *cause = xasprintf("snowflake cache file %s: read: %s", path,
-                               strerror(errno));
-            close(fd);
-            return -1;
-        }
-        len += (size_t)n;
-    }
-    close(fd);
-    if (len == sizeof buf - 1) {
-        why = "too large";
-        goto corrupt;
-    }
-    root = json_loadb(buf, len, 0, &err);
-    if (root == NULL) {
-        whybuf = xasprintf("line %d: %s", err.line, err.text);
-        why = whybuf;
-        goto corrupt;
-    }
-    if (!json_is_object(root)) {
-        why = "not a JSON object";
-        goto corrupt;
-    }
-    v = json_object_get(root, "format");
-    if (!json_is_integer(v) || json_integer_value(v) != 1) {
-        why = "no \"format\":1";
-        goto corrupt;
-    }
-    v = json_object_get(root, "worker_id");
-    if (!json_is_integer(v) || json_integer_value(v) < -1) {
-        why = "no valid \"worker_id\"";
-        goto corrupt;
-    }
-    c->worker_id = json_integer_value(v);
-    v = json_object_get(root, "fence");
-    if (!json_is_integer(v) || json_integer_value(v) < 0) {
-        why = "no valid \"fence\"";
-        goto corrupt;
-    }
-    c->fence_ms = json_integer_value(v);
-    v = json_object_get(root, "port");
-    c->port = json_is_integer(v) ? json_integer_value(v) : 0;
-    v = json_object_get(root, "datacenter_id");
-    c->datacenter_id = json_is_integer(v) ? json_integer_value(v) : 0;
-    c->leaf_name = wid_json_opt_str(root, "leaf_name");
-    c->source = wid_json_opt_str(root, "source");
-    c->ip = wid_json_opt_str(root, "ip");
-    c->zk_node = wid_json_opt_str(root, "zk_node");
-    c->nonce = wid_json_opt_str(root, "nonce");
-    rc = 0;
-    goto out;
-
-corrupt:
-    *cause = xasprintf("snowflake cache file %s is corrupt (%s); it holds the "
-                       "worker ID and the fence: fix it, or remove it only "
-                       "once the clock is surely past the last IDs issued",
-                       path, why);
-    wid_cache_free(c);
-out:
-    free(whybuf);
-    json_decref(root);
-    return rc;
-}
-
-static int
-wid_write_all(int fd, const char *p, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n == -1) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-int
-wid_cache_write(const char *path, const struct wid_cache *c, char **cause)
-{
-    struct sbuf b = {0};
-    char *tmp, *dir, *slash;
-    int fd = -1, dfd, rc = -1;
-
-    sbuf_printf(&b, "{\"format\":1,\"leaf_name\":");
-    sbuf_json_str(&b, c->leaf_name != NULL ? c->leaf_name : "");
-    sbuf_puts(&b, ",\"source\":");
-    sbuf_json_str(&b, c->source != NULL ? c->source : "");
-    sbuf_puts(&b, ",\"ip\":");
-    sbuf_json_str(&b, c->ip != NULL ? c->ip : "");
-    sbuf_printf(&b, ",\"port\":%" PRId64 ",\"worker_id\":%" PRId64
-                ",\"datacenter_id\":%" PRId64 ",\"fence\":%" PRId64
-                ",\"zk_node\":", c->port, c->worker_id, c->datacenter_id,
-                c->fence_ms);
-    sbuf_json_str(&b, c->zk_node != NULL ? c->zk_node : "");
-    sbuf_puts(&b, ",\"nonce\":");
-    sbuf_json_str(&b, c->nonce != NULL ? c->nonce : "");
-    sbuf_puts(&b, "}\n");
-
-    tmp = xasprintf("%s.tmp", path);
-    dir = xstrdup(path);
-    slash = strrchr(dir, '/');
-    if (slash == NULL) {
-        free(dir);
-        dir = xstrdup(".");
-    } else if (slash == dir) {
-        dir[1] = '\0';
-    } else {
-        *slash = '\0';
-    }
-
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd == -1) {
-        *cause = xasprintf("snowflake cache file %s: %s", tmp,
-                           strerror(errno));
-        goto out;
-    }
-    if (wid_write_all(fd, b.p, b.len) == -1 || fsync(fd) == -1) {
-        *cause = xasprintf("snowflake cache file %s: write: %s", tmp,
-                           strerror(errno));
-        goto out;
-    }
-    if (close(fd) == -1) {
-        fd = -1;
-        *cause = xasprintf("snowflake cache file %s: close: %s", tmp,
-                           strerror(errno));
-        goto out;
-    }
-    fd = -1;
-    if (rename(tmp, path) == -1) {
-        *cause = xasprintf("snowflake cache file: rename %s to %s: %s", tmp,
-                           path, strerror(errno));
-        goto out;
-    }
-    dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd == -1 || fsync(dfd) == -1) {
-        *cause = xasprintf("snowflake cache file: fsync of directory %s: %s",
-                           dir, strerror(errno));
-        if (dfd != -1)
-            close(dfd);
-        goto out;
-    }
-    close(dfd);
-    rc = 0;
-out:
-    if (fd != -1) {
-        close(fd);
-        unlink(tmp);
-    }
-    free(tmp);
-    free(dir);
-    sbuf_free(&b);
-    return rc;
 }
 
 /* --- ZooKeeper registration --------------------------------------------- */
@@ -857,7 +648,7 @@ wid_make_nonce(char *buf, size_t size)
 }
 
 static struct workerid *
-wid_new(const struct wid_params *p)
+wid_new(const struct workerid_params *p)
 {
     struct workerid *w = xcalloc(1, sizeof *w);
     int64_t t;
@@ -886,10 +677,10 @@ wid_new(const struct wid_params *p)
 }
 
 struct workerid *
-workerid_open_params(const struct wid_params *p, char **cause)
+workerid_open_params(const struct workerid_params *p, char **cause)
 {
     struct workerid *w;
-    struct wid_cache c;
+    struct workerid_cache c;
     int crc, usable;
 
     if (p->cache_path == NULL || *p->cache_path == '\0') {
@@ -897,7 +688,7 @@ workerid_open_params(const struct wid_params *p, char **cause)
         return NULL;
     }
     w = wid_new(p);
-    crc = wid_cache_read(p->cache_path, &c, cause);
+    crc = workerid_cache_read(p->cache_path, &c, cause);
     if (crc == -1)
         goto error;
     if (crc == 0)
@@ -916,7 +707,7 @@ workerid_open_params(const struct wid_params *p, char **cause)
         atomic_store(&w->worker, p->worker_id);
         atomic_store(&w->source, WID_STATIC);
         w->start_fence = crc == 0 ? c.fence_ms : 0;
-        wid_cache_free(&c);
+        workerid_cache_free(&c);
         return w;
     }
 
@@ -960,7 +751,7 @@ workerid_open_params(const struct wid_params *p, char **cause)
             if (crc == 0 && c.worker_id >= 0 && c.worker_id != r.worker)
                 log_warn("the cache file had worker ID %" PRId64 ", "
                          "ZooKeeper gives %" PRId64, c.worker_id, r.worker);
-            wid_cache_free(&c);
+            workerid_cache_free(&c);
             return w;
         }
         log_warn("snowflake: ZooKeeper registration failed: %s", *cause);
@@ -975,70 +766,13 @@ workerid_open_params(const struct wid_params *p, char **cause)
     /* Not the cache file's worker ID: without ZooKeeper no fence can be
      * confirmed, so it could issue nothing (rule 1); registered later. */
     w->last_try_mono = util_mono_ms();
-    wid_cache_free(&c);
+    workerid_cache_free(&c);
     return w;
 
 error:
-    wid_cache_free(&c);
+    workerid_cache_free(&c);
     workerid_close(w);
     return NULL;
-}
-
-struct workerid *
-workerid_open(const struct config *cfg, const struct sf_layout *l,
-              int http_port, char **cause)
-{
-    struct wid_params p;
-    char ipbuf[64], *cache = NULL;
-    struct workerid *w;
-
-    memset(&p, 0, sizeof p);
-    p.use_zk = cfg->worker_source == WORKER_ZOOKEEPER ||
-               (cfg->worker_source == WORKER_AUTO && cfg->zk_address != NULL &&
-                *cfg->zk_address != '\0');
-    p.leaf_name = cfg->leaf_name;
-    p.zk_address = cfg->zk_address;
-    p.port = cfg->snowflake_port > 0 ? (int)cfg->snowflake_port : http_port;
-    if (cfg->sf_ip != NULL && *cfg->sf_ip != '\0') {
-        p.ip = cfg->sf_ip;
-    } else if (wid_local_ipv4(ipbuf, sizeof ipbuf) == 0) {
-        p.ip = ipbuf;
-    } else {
-        snprintf(ipbuf, sizeof ipbuf, "127.0.0.1");
-        p.ip = ipbuf;
-        if (p.use_zk)
-            log_warn("no non-loopback IPv4 address: registering as 127.0.0.1 "
-                     "(set snowflake.ip)");
-    }
-    if (cfg->cache_file != NULL && *cfg->cache_file != '\0')
-        p.cache_path = cfg->cache_file;
-    else if (p.use_zk)      /* ZooKeeper identity: ip:port */
-        p.cache_path = cache = xasprintf("leafd-snowflake-%s-%d.json",
-                                         p.leaf_name != NULL ? p.leaf_name : "",
-                                         p.port);
-    else                    /* static: the fence belongs to the worker ID */
-        p.cache_path = cache = xasprintf("leafd-snowflake-%s-worker-%lld-%lld.json",
-                                         p.leaf_name != NULL ? p.leaf_name : "",
-                                         (long long)cfg->datacenter_id,
-                                         (long long)cfg->worker_id);
-    p.worker_id = cfg->worker_id;
-    p.datacenter_id = cfg->datacenter_id;
-    p.max_worker = l->max_worker;
-    p.heartbeat_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 3000;
-    p.zk_timeout_ms = cfg->zk_timeout_ms > 0 ? cfg->zk_timeout_ms : 10000;
-    p.fence_step_ms = cfg->fence_step_ms;
-    p.takeover = cfg->takeover;
-    p.takeover_age_ms = cfg->takeover_age_ms;
-    if (p.takeover && p.takeover_age_ms < 4 * p.fence_step_ms) {
-        *cause = xasprintf("snowflake.takeover_age_ms %" PRId64 " must be at "
-                           "least 4 x snowflake.fence_step_ms (%" PRId64 ")",
-                           p.takeover_age_ms, 4 * p.fence_step_ms);
-        free(cache);
-        return NULL;
-    }
-    w = workerid_open_params(&p, cause);
-    free(cache);
-    return w;
 }
 
 void
@@ -1095,7 +829,7 @@ workerid_node(struct workerid *w)
 int
 workerid_persist(struct workerid *w, int64_t fence_ms, char **cause)
 {
-    struct wid_cache c;
+    struct workerid_cache c;
     int64_t worker = atomic_load(&w->worker);
     char *zcause = NULL;
     int rc;
@@ -1112,28 +846,28 @@ workerid_persist(struct workerid *w, int64_t fence_ms, char **cause)
     pthread_mutex_lock(&w->mu);
     c.zk_node = w->node != NULL ? xstrdup(w->node) : NULL;
     pthread_mutex_unlock(&w->mu);
-    rc = wid_cache_write(w->cache_path, &c, cause);
+    rc = workerid_cache_write(w->cache_path, &c, cause);
     free(c.zk_node);
     if (rc == -1)
         return -1;
     w->last_fence = fence_ms;
 
     if (!w->p.use_zk)
-        return SF_PERSIST_OK;
+        return SNOWFLAKE_PERSIST_OK;
     /* Rule 1: another process can inherit this worker ID (takeover, or the
      * same ip:port elsewhere), and it gates on the node: only a fence the
      * node holds counts. */
     if (w->lost) {
         if (cause != NULL)
             *cause = xstrdup("worker ID lost");
-        return SF_PERSIST_FAILED;
+        return SNOWFLAKE_PERSIST_FAILED;
     }
     if (!w->verified || !zk_connected(w->zk)) {
         if (cause != NULL)
             *cause = xasprintf("ZooKeeper %s not connected: fence %" PRId64
                                " is in the cache file only",
                                w->zk_address, fence_ms);
-        return SF_PERSIST_UNCONFIRMED;
+        return SNOWFLAKE_PERSIST_UNCONFIRMED;
     }
     rc = wid_write_node(w, fence_ms, &zcause);
     if (rc == -2) {
@@ -1142,7 +876,7 @@ workerid_persist(struct workerid *w, int64_t fence_ms, char **cause)
         if (cause != NULL)
             *cause = xasprintf("worker ID lost: %s", zcause ? zcause : "?");
         free(zcause);
-        return SF_PERSIST_FAILED;
+        return SNOWFLAKE_PERSIST_FAILED;
     } else if (rc == -1) {
         if (wid_log_due(w))
             log_warn("fence %" PRId64 " not confirmed by ZooKeeper: %s",
@@ -1153,10 +887,10 @@ workerid_persist(struct workerid *w, int64_t fence_ms, char **cause)
                                "ZooKeeper: %s", fence_ms,
                                zcause != NULL ? zcause : "?");
         free(zcause);
-        return SF_PERSIST_UNCONFIRMED;
+        return SNOWFLAKE_PERSIST_UNCONFIRMED;
     }
     free(zcause);
-    return SF_PERSIST_OK;
+    return SNOWFLAKE_PERSIST_OK;
 }
 
 int
@@ -1168,15 +902,15 @@ workerid_tick(struct workerid *w, int64_t now_ms)
 
     (void)now_ms;
     if (!w->p.use_zk)
-        return SF_TICK_NONE;
+        return SNOWFLAKE_TICK_NONE;
     zk_maintain(w->zk);
     if (w->lost)
-        return SF_TICK_LOST;
+        return SNOWFLAKE_TICK_LOST;
 
     if (atomic_load(&w->worker) < 0) {
         struct wid_reg r;
         if (!zk_connected(w->zk) || m - w->last_try_mono < 1000)
-            return SF_TICK_NONE;
+            return SNOWFLAKE_TICK_NONE;
         w->last_try_mono = m;
         rc = wid_register(w, -1, &r, &cause);
         if (rc != 0) {
@@ -1185,7 +919,7 @@ workerid_tick(struct workerid *w, int64_t now_ms)
                           cause);
             wid_set_error(w, cause);
             free(cause);
-            return SF_TICK_NONE;
+            return SNOWFLAKE_TICK_NONE;
         }
         pthread_mutex_lock(&w->mu);
         w->node = r.node;
@@ -1198,7 +932,7 @@ workerid_tick(struct workerid *w, int64_t now_ms)
         atomic_store(&w->source, r.took_over ? WID_TAKEOVER : WID_ZOOKEEPER);
         atomic_store(&w->worker, r.worker);
         wid_set_error(w, NULL);
-        return SF_TICK_ACQUIRED;
+        return SNOWFLAKE_TICK_ACQUIRED;
     }
 
     if (zk_connected(w->zk) && w->last_fence > 0 &&
@@ -1207,7 +941,7 @@ workerid_tick(struct workerid *w, int64_t now_ms)
         if (rc == -2) {
             wid_mark_lost(w, cause);
             free(cause);
-            return SF_TICK_LOST;
+            return SNOWFLAKE_TICK_LOST;
         }
         if (rc == -1) {
             if (wid_log_due(w))
@@ -1224,14 +958,14 @@ workerid_tick(struct workerid *w, int64_t now_ms)
         int expired = m - w->last_hb_mono > w->p.takeover_age_ms / 2;
         if (expired && !w->lease_expired) {
             w->lease_expired = 1;
-            return SF_TICK_LEASE_EXPIRED;
+            return SNOWFLAKE_TICK_LEASE_EXPIRED;
         }
         if (!expired && w->lease_expired) {
             w->lease_expired = 0;
-            return SF_TICK_LEASE_OK;
+            return SNOWFLAKE_TICK_LEASE_OK;
         }
     }
-    return SF_TICK_NONE;
+    return SNOWFLAKE_TICK_NONE;
 }
 
 /* --- backend glue --------------------------------------------------------- */
@@ -1356,7 +1090,7 @@ wid_be_metrics(void *arg, struct sbuf *out)
 }
 
 void
-workerid_backend(struct workerid *w, struct sf_backend *b)
+workerid_backend(struct workerid *w, struct snowflake_backend *b)
 {
     memset(b, 0, sizeof *b);
     b->persist = wid_be_persist;

@@ -18,16 +18,16 @@
  * The fence: every persist writes the cache file (temp file, fsync, rename,
  * fsync of the directory) and then, with ZooKeeper, the node's timestamp (a
  * versioned write: a node that was taken over is noticed and the worker ID
- * is dropped). Only a fence the node holds counts (SF_PERSIST_OK); see the
+ * is dropped). Only a fence the node holds counts (SNOWFLAKE_PERSIST_OK); see the
  * DESIGN comment in workerid.c. The cache file is JSON: {"format":1,
  * "leaf_name","source","ip","port","worker_id","datacenter_id","fence",
  * "zk_node","nonce"}; its default path is
  * ./leafd-snowflake-<leaf.name>-<port>.json (port: the snowflake port).
  *
- * Ownership: workerid_open returns a struct workerid; once handed to
+ * Ownership: workerid_open_params returns a struct workerid; once handed to
  * snowflake_create through workerid_backend, the snowflake owns it and
  * closes it; else the caller does with workerid_close (NULL is a no-op).
- * Failure values: workerid_open NULL with *cause (malloc'd); actions 0 / -1
+ * Failure values: workerid_open_params NULL with *cause (malloc'd); actions 0 / -1
  * with *cause.
  * Thread-safety: persist and tick run on one thread (the snowflake keeper,
  * or the opener before it starts); the state/metrics/source readers may run
@@ -39,35 +39,13 @@
 #include <stdint.h>
 
 #include "snowflake.h"
+#include "workerid_cache.h"
 
-struct config;
 struct workerid;
-
-/* --- the local cache file ---------------------------------------------- */
-
-struct wid_cache {
-    char    *leaf_name;
-    char    *source;          /* "static", "zookeeper", "takeover" */
-    char    *ip;
-    int64_t  port;
-    int64_t  worker_id;       /* -1: none */
-    int64_t  datacenter_id;
-    int64_t  fence_ms;        /* no ID issued has a later timestamp */
-    char    *zk_node;         /* "" for static */
-    char    *nonce;           /* the writing process's instance nonce */
-};
-
-/* 0 read, 1 no such file (c zeroed, worker_id -1), -1 unreadable or corrupt
- * (*cause says which and what to do). */
-int  wid_cache_read(const char *path, struct wid_cache *c, char **cause);
-/* Atomic: temp file, fsync, rename, fsync of the directory. */
-int  wid_cache_write(const char *path, const struct wid_cache *c,
-                     char **cause);
-void wid_cache_free(struct wid_cache *c);
 
 /* --- opening ------------------------------------------------------------ */
 
-struct wid_params {
+struct workerid_params {
     int         use_zk;
     const char *leaf_name;
     const char *zk_address;
@@ -84,19 +62,13 @@ struct wid_params {
     int64_t     takeover_age_ms;
 };
 
-/* From the config: source (auto = zookeeper when leaf.snowflake.zk.address
- * is set), ip (snowflake.ip or the first non-loopback IPv4), port
- * (leaf.snowflake.port or http_port), cache file path. */
-struct workerid *workerid_open(const struct config *cfg,
-                               const struct sf_layout *l, int http_port,
-                               char **cause);
-/* The same from explicit parameters (tests). May block up to about
+/* From explicit parameters (sfconfig.c fills them from the config). May block up to about
  * zk_timeout_ms plus a few ZooKeeper round trips. Fails on a corrupt cache
  * file, an invalid static worker ID, a worker ID beyond max_worker, or a
  * ZooKeeper registration that is refused for good; ZooKeeper being down is
  * not a failure (the worker ID is unknown until it is reachable). A node of
  * this ip:port that another live leafd keeps writing is a failure. */
-struct workerid *workerid_open_params(const struct wid_params *p,
+struct workerid *workerid_open_params(const struct workerid_params *p,
                                       char **cause);
 void workerid_close(struct workerid *w);
 
@@ -111,14 +83,14 @@ char *workerid_node(struct workerid *w);
 struct zk *workerid_zk(struct workerid *w);
 
 /* Fill b with this source's persist/tick/... for snowflake_create. */
-void workerid_backend(struct workerid *w, struct sf_backend *b);
-/* SF_PERSIST_OK, SF_PERSIST_FAILED (file error, worker ID lost) or, with
- * ZooKeeper, SF_PERSIST_UNCONFIRMED (the node does not hold it). */
+void workerid_backend(struct workerid *w, struct snowflake_backend *b);
+/* SNOWFLAKE_PERSIST_OK, SNOWFLAKE_PERSIST_FAILED (file error, worker ID lost) or, with
+ * ZooKeeper, SNOWFLAKE_PERSIST_UNCONFIRMED (the node does not hold it). */
 int  workerid_persist(struct workerid *w, int64_t fence_ms, char **cause);
-int  workerid_tick(struct workerid *w, int64_t now_ms);     /* SF_TICK_* */
+int  workerid_tick(struct workerid *w, int64_t now_ms);     /* SNOWFLAKE_TICK_* */
 
 /* First non-loopback IPv4 address of an interface that is up, as text in
  * buf (>= 16 bytes). 0, or -1 when there is none. */
-int  wid_local_ipv4(char *buf, size_t size);
+int  workerid_local_ipv4(char *buf, size_t size);
 
 #endif

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "sfconfig.h"
 #include "snowflake.h"
 #include "util.h"
 
@@ -50,15 +51,15 @@ fake_persist(void *arg, int64_t fence, char **cause)
 }
 
 static void
-default_layout(struct sf_layout *l)
+default_layout(struct sfcodec_layout *l)
 {
     char *cause = NULL;
-    ck_assert_int_eq(sf_layout_init(l, SF_LEAF_EPOCH_MS, 41, 0, 10, 12, T0,
+    ck_assert_int_eq(sfcodec_layout_init(l, SFCODEC_LEAF_EPOCH_MS, 41, 0, 10, 12, T0,
                                     365, &cause), 0);
 }
 
 static void
-options(struct sf_options *o)
+options(struct snowflake_options *o)
 {
     memset(o, 0, sizeof *o);
     default_layout(&o->layout);
@@ -78,7 +79,7 @@ options(struct sf_options *o)
 }
 
 static struct snowflake *
-make(const struct sf_options *o)
+make(const struct snowflake_options *o)
 {
     char *cause = NULL;
     struct snowflake *sf = snowflake_create(o, &cause);
@@ -109,22 +110,22 @@ assert_unique(uint64_t *ids, size_t n)
 static int64_t
 ts_of(const struct snowflake *sf, uint64_t id)
 {
-    const struct sf_layout *l = snowflake_layout(sf);
+    const struct sfcodec_layout *l = snowflake_layout(sf);
     return (int64_t)(id >> l->timestamp_shift) + l->epoch_ms;
 }
 
 /* next() with the keeper run by hand on fence_pending; checks that every ID
  * is within the fence persisted before the call returned. */
 static int
-issue(struct snowflake *sf, uint32_t n, uint64_t *out, struct sf_refusal *why)
+issue(struct snowflake *sf, uint32_t n, uint64_t *out, struct snowflake_refusal *why)
 {
     for (int tries = 0; tries < 5; tries++) {
         int rc = snowflake_next(sf, n, out, why);
-        if (rc == SF_WAIT && strcmp(why->code, "fence_pending") == 0) {
+        if (rc == SNOWFLAKE_WAIT && strcmp(why->code, "fence_pending") == 0) {
             snowflake_keeper_step(sf);
             continue;
         }
-        if (rc == SF_OK) {
+        if (rc == SNOWFLAKE_OK) {
             int64_t max = atomic_load(&persisted_max);
             /* plain ifs: check writes to a pipe on every ck_assert */
             for (uint32_t i = 0; i < n; i++) {
@@ -155,17 +156,17 @@ reset_fakes(void)
 START_TEST(pack_decode_roundtrip)
 {
     static const struct { int64_t epoch; int ts, dc, wk, seq; } lay[] = {
-        {SF_LEAF_EPOCH_MS, 41, 0, 10, 12},
-        {SF_LEAF_EPOCH_MS, 41, 5, 5, 12},
+        {SFCODEC_LEAF_EPOCH_MS, 41, 0, 10, 12},
+        {SFCODEC_LEAF_EPOCH_MS, 41, 5, 5, 12},
         {1600000000000LL, 39, 0, 12, 12},
         {1500000000000LL, 43, 3, 7, 10},
         {0, 50, 0, 5, 8},
         {1288834974657LL, 41, 0, 0, 22},
     };
     for (size_t i = 0; i < sizeof lay / sizeof lay[0]; i++) {
-        struct sf_layout l;
+        struct sfcodec_layout l;
         char *cause = NULL;
-        ck_assert_msg(sf_layout_init(&l, lay[i].epoch, lay[i].ts, lay[i].dc,
+        ck_assert_msg(sfcodec_layout_init(&l, lay[i].epoch, lay[i].ts, lay[i].dc,
                                      lay[i].wk, lay[i].seq, T0, 1, &cause)
                       == 0, "layout %zu: %s", i, cause);
         for (int k = 0; k < 200; k++) {
@@ -173,16 +174,16 @@ START_TEST(pack_decode_roundtrip)
             uint64_t dc = l.max_datacenter ? (uint64_t)rand() % (l.max_datacenter + 1) : 0;
             uint64_t wk = l.max_worker ? (uint64_t)rand() % (l.max_worker + 1) : 0;
             uint64_t sq = (uint64_t)rand() % (l.max_sequence + 1);
-            struct sf_decoded d;
+            struct sfcodec_decoded d;
             char buf[32];
             if (k == 0) {   /* extremes */
                 dc = l.max_datacenter;
                 wk = l.max_worker;
                 sq = l.max_sequence;
             }
-            uint64_t id = sf_pack(&l, ts, dc, wk, sq);
+            uint64_t id = sfcodec_pack(&l, ts, dc, wk, sq);
             snprintf(buf, sizeof buf, "%" PRIu64, id);
-            ck_assert_int_eq(sf_decode(&l, buf, strlen(buf), &d, &cause), 0);
+            ck_assert_int_eq(sfcodec_decode(&l, buf, strlen(buf), &d, &cause), 0);
             ck_assert_uint_eq(d.id, id);
             ck_assert_int_eq(d.timestamp_ms, ts);
             ck_assert_uint_eq(d.datacenter_id, dc);
@@ -198,24 +199,24 @@ START_TEST(decode_leaf_compatible)
 {
     /* Leaf's own example: 1567733700834(2019-09-06 09:35:00.834), seq 3448,
      * worker 39, server in China Standard Time. */
-    struct sf_layout l;
-    struct sf_decoded d;
+    struct sfcodec_layout l;
+    struct sfcodec_decoded d;
     struct sbuf b = {0};
     char *cause = NULL, buf[32];
-    uint64_t id = ((uint64_t)(1567733700834LL - SF_LEAF_EPOCH_MS) << 22) |
+    uint64_t id = ((uint64_t)(1567733700834LL - SFCODEC_LEAF_EPOCH_MS) << 22) |
                   (39u << 12) | 3448u;
 
     setenv("TZ", "Asia/Shanghai", 1);
     tzset();
     default_layout(&l);
     snprintf(buf, sizeof buf, "%" PRIu64, id);
-    ck_assert_int_eq(sf_decode(&l, buf, strlen(buf), &d, &cause), 0);
-    sf_decoded_leaf_json(&l, &d, &b);
+    ck_assert_int_eq(sfcodec_decode(&l, buf, strlen(buf), &d, &cause), 0);
+    sfcodec_decoded_leaf_json(&l, &d, &b);
     ck_assert_str_eq(b.p, "{\"timestamp\":\"1567733700834(2019-09-06 "
                      "09:35:00.834)\",\"sequenceId\":\"3448\","
                      "\"workerId\":\"39\"}");
     sbuf_free(&b);
-    sf_decoded_json(&d, &b);
+    sfcodec_decoded_json(&d, &b);
     {
         char want[256];
         snprintf(want, sizeof want, "{\"id\":\"%s\",\"timestamp\":"
@@ -229,25 +230,25 @@ END_TEST
 
 START_TEST(decode_split_json)
 {
-    struct sf_layout l;
-    struct sf_decoded d;
+    struct sfcodec_layout l;
+    struct sfcodec_decoded d;
     struct sbuf b = {0};
     char *cause = NULL, buf[32];
     uint64_t id;
 
-    ck_assert_int_eq(sf_layout_init(&l, SF_LEAF_EPOCH_MS, 41, 5, 5, 12, T0,
+    ck_assert_int_eq(sfcodec_layout_init(&l, SFCODEC_LEAF_EPOCH_MS, 41, 5, 5, 12, T0,
                                     365, &cause), 0);
-    id = sf_pack(&l, T0, 3, 17, 5);
+    id = sfcodec_pack(&l, T0, 3, 17, 5);
     snprintf(buf, sizeof buf, "%" PRIu64, id);
-    ck_assert_int_eq(sf_decode(&l, buf, strlen(buf), &d, &cause), 0);
-    sf_decoded_json(&d, &b);
+    ck_assert_int_eq(sfcodec_decode(&l, buf, strlen(buf), &d, &cause), 0);
+    sfcodec_decoded_json(&d, &b);
     ck_assert_ptr_nonnull(strstr(b.p, "\"worker_id\":17,\"sequence\":5,"
                                       "\"datacenter_id\":3}"));
     ck_assert_ptr_nonnull(strstr(b.p, "\"time\":\"2023-11-14T22:13:20.000Z\""));
     sbuf_free(&b);
     setenv("TZ", "UTC", 1);
     tzset();
-    sf_decoded_leaf_json(&l, &d, &b);
+    sfcodec_decoded_leaf_json(&l, &d, &b);
     /* Leaf's workerId is the whole 10-bit field: 3 << 5 | 17 = 113 */
     ck_assert_str_eq(b.p, "{\"timestamp\":\"1700000000000(2023-11-14 "
                      "22:13:20.000)\",\"sequenceId\":\"5\",\"workerId\":"
@@ -263,20 +264,20 @@ START_TEST(decode_strict)
         "18446744073709551616", "99999999999999999999999",
         "9223372036854775808", "18446744073709551615",
     };
-    struct sf_layout l;
-    struct sf_decoded d;
+    struct sfcodec_layout l;
+    struct sfcodec_decoded d;
     char *cause = NULL;
 
     default_layout(&l);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cause = NULL;
-        ck_assert_msg(sf_decode(&l, bad[i], strlen(bad[i]), &d, &cause) == -1,
+        ck_assert_msg(sfcodec_decode(&l, bad[i], strlen(bad[i]), &d, &cause) == -1,
                       "accepted \"%s\"", bad[i]);
         ck_assert_ptr_nonnull(cause);
         free(cause);
     }
-    ck_assert_int_eq(sf_decode(&l, "0", 1, &d, &cause), 0);
-    ck_assert_int_eq(sf_decode(&l, "9223372036854775807", 19, &d, &cause), 0);
+    ck_assert_int_eq(sfcodec_decode(&l, "0", 1, &d, &cause), 0);
+    ck_assert_int_eq(sfcodec_decode(&l, "9223372036854775807", 19, &d, &cause), 0);
     ck_assert_uint_eq(d.sequence, 4095);
     ck_assert_uint_eq(d.worker_id, 1023);
 }
@@ -289,58 +290,58 @@ START_TEST(decode_cli)
     char *cause = NULL;
 
     memset(&cfg, 0, sizeof cfg);
-    cfg.epoch_ms = SF_LEAF_EPOCH_MS;
+    cfg.epoch_ms = SFCODEC_LEAF_EPOCH_MS;
     cfg.timestamp_bits = 41;
     cfg.worker_bits = 10;
     cfg.sequence_bits = 12;
-    ck_assert_int_eq(snowflake_decode_cli(&cfg, "1167498218493988864", 0, &b,
+    ck_assert_int_eq(sfconfig_decode_cli(&cfg, "1167498218493988864", 0, &b,
                                           &cause), 0);
     ck_assert_ptr_nonnull(strstr(b.p, "\"id\":\"1167498218493988864\""));
     sbuf_free(&b);
-    ck_assert_int_eq(snowflake_decode_cli(&cfg, "x", 0, &b, &cause), -1);
+    ck_assert_int_eq(sfconfig_decode_cli(&cfg, "x", 0, &b, &cause), -1);
     free(cause);
 }
 END_TEST
 
 START_TEST(layout_refusal)
 {
-    struct sf_layout l;
+    struct sfcodec_layout l;
     char *cause = NULL, *desc;
 
     /* bits not 63 */
-    ck_assert_int_eq(sf_layout_init(&l, SF_LEAF_EPOCH_MS, 41, 0, 10, 11, T0,
+    ck_assert_int_eq(sfcodec_layout_init(&l, SFCODEC_LEAF_EPOCH_MS, 41, 0, 10, 11, T0,
                                     365, &cause), -1);
     ck_assert_ptr_nonnull(strstr(cause, "must be 63"));
     free(cause);
-    ck_assert_int_eq(sf_layout_init(&l, SF_LEAF_EPOCH_MS, 42, 0, 10, 12, T0,
+    ck_assert_int_eq(sfcodec_layout_init(&l, SFCODEC_LEAF_EPOCH_MS, 42, 0, 10, 12, T0,
                                     365, &cause), -1);
     free(cause);
     /* expired: 30 bits of ms is 12.4 days */
-    ck_assert_int_eq(sf_layout_init(&l, SF_LEAF_EPOCH_MS, 30, 0, 21, 12, T0,
+    ck_assert_int_eq(sfcodec_layout_init(&l, SFCODEC_LEAF_EPOCH_MS, 30, 0, 21, 12, T0,
                                     0, &cause), -1);
     ck_assert_ptr_nonnull(strstr(cause, "ran out"));
     free(cause);
     /* 35 bits = 397.7 days from 100 days ago: runs out within 365 days */
-    ck_assert_int_eq(sf_layout_init(&l, T0 - 100 * 86400000LL, 35, 0, 16, 12,
+    ck_assert_int_eq(sfcodec_layout_init(&l, T0 - 100 * 86400000LL, 35, 0, 16, 12,
                                     T0, 365, &cause), -1);
     ck_assert_ptr_nonnull(strstr(cause, "margin"));
     free(cause);
-    ck_assert_int_eq(sf_layout_init(&l, T0 - 100 * 86400000LL, 35, 0, 16, 12,
+    ck_assert_int_eq(sfcodec_layout_init(&l, T0 - 100 * 86400000LL, 35, 0, 16, 12,
                                     T0, 200, &cause), 0);
     /* epoch in the future */
-    ck_assert_int_eq(sf_layout_init(&l, T0 + 1000, 41, 0, 10, 12, T0, 365,
+    ck_assert_int_eq(sfcodec_layout_init(&l, T0 + 1000, 41, 0, 10, 12, T0, 365,
                                     &cause), -1);
     free(cause);
     /* the start description */
     default_layout(&l);
-    desc = sf_layout_describe(&l);
+    desc = sfcodec_layout_describe(&l);
     ck_assert_ptr_nonnull(strstr(desc, "worker IDs 0..1023"));
     ck_assert_ptr_nonnull(strstr(desc, "4096 IDs per ms"));
     ck_assert_ptr_nonnull(strstr(desc, "2080-07-10T17:30:30.208Z"));
     free(desc);
-    ck_assert_int_eq(sf_layout_init(&l, SF_LEAF_EPOCH_MS, 41, 5, 5, 12, T0,
+    ck_assert_int_eq(sfcodec_layout_init(&l, SFCODEC_LEAF_EPOCH_MS, 41, 5, 5, 12, T0,
                                     365, &cause), 0);
-    desc = sf_layout_describe(&l);
+    desc = sfcodec_layout_describe(&l);
     ck_assert_ptr_nonnull(strstr(desc, "datacenter IDs 0..31, worker IDs 0..31"));
     free(desc);
 }
@@ -350,10 +351,10 @@ END_TEST
 
 START_TEST(first_ids_and_fields)
 {
-    struct sf_options o;
+    struct snowflake_options o;
     struct snowflake *sf;
-    struct sf_refusal why;
-    struct sf_decoded d;
+    struct snowflake_refusal why;
+    struct sfcodec_decoded d;
     uint64_t id[3];
     char *cause = NULL, buf[32];
 
@@ -361,23 +362,23 @@ START_TEST(first_ids_and_fields)
     options(&o);
     sf = make(&o);
     ck_assert_int_eq(atomic_load(&persisted_max), T0 + 3000);
-    ck_assert_int_eq(issue(sf, 3, id, &why), SF_OK);
+    ck_assert_int_eq(issue(sf, 3, id, &why), SNOWFLAKE_OK);
     snprintf(buf, sizeof buf, "%" PRIu64, id[2]);
-    ck_assert_int_eq(sf_decode(snowflake_layout(sf), buf, strlen(buf), &d,
+    ck_assert_int_eq(sfcodec_decode(snowflake_layout(sf), buf, strlen(buf), &d,
                                &cause), 0);
     ck_assert_int_eq(d.timestamp_ms, T0);
     ck_assert_uint_eq(d.worker_id, 7);
     ck_assert_uint_eq(d.sequence, 2);
-    ck_assert_uint_eq(id[0], sf_pack(snowflake_layout(sf), T0, 0, 7, 0));
+    ck_assert_uint_eq(id[0], sfcodec_pack(snowflake_layout(sf), T0, 0, 7, 0));
     snowflake_stop(sf);
 }
 END_TEST
 
 START_TEST(overflow_borrows_bounded)
 {
-    struct sf_options o;
+    struct snowflake_options o;
     struct snowflake *sf;
-    struct sf_refusal why;
+    struct snowflake_refusal why;
     static uint64_t ids[4096];
     int rc;
 
@@ -386,32 +387,32 @@ START_TEST(overflow_borrows_bounded)
     o.max_borrow_ms = 5;
     sf = make(&o);
     /* a full ms at T0 */
-    ck_assert_int_eq(issue(sf, 4096, ids, &why), SF_OK);
+    ck_assert_int_eq(issue(sf, 4096, ids, &why), SNOWFLAKE_OK);
     ck_assert_int_eq(ts_of(sf, ids[0]), T0);
     ck_assert_int_eq(ts_of(sf, ids[4095]), T0);
     /* overflow: the next ms before the clock gets there */
-    ck_assert_int_eq(issue(sf, 1, ids, &why), SF_OK);
+    ck_assert_int_eq(issue(sf, 1, ids, &why), SNOWFLAKE_OK);
     ck_assert_int_eq(ts_of(sf, ids[0]), T0 + 1);
     ck_assert_uint_eq(ids[0] & 4095, 0);
     /* borrow up to T0 + 5, then wait */
     for (int i = 0; i < 5; i++)
-        ck_assert_int_eq(issue(sf, i == 0 ? 4095 : 4096, ids, &why), SF_OK);
+        ck_assert_int_eq(issue(sf, i == 0 ? 4095 : 4096, ids, &why), SNOWFLAKE_OK);
     ck_assert_int_eq(ts_of(sf, ids[4095]), T0 + 5);
     rc = issue(sf, 1, ids, &why);
-    ck_assert_int_eq(rc, SF_WAIT);
+    ck_assert_int_eq(rc, SNOWFLAKE_WAIT);
     ck_assert_str_eq(why.code, "borrow_limit");
     ck_assert_int_eq(why.wait_ms, 1);
     /* a batch that would go 3 ms further waits for 3 ms */
     rc = issue(sf, 4096 * 2 + 1, ids, &why);
-    ck_assert_int_eq(rc, SF_REFUSE);          /* over count_max */
+    ck_assert_int_eq(rc, SNOWFLAKE_REFUSE);          /* over count_max */
     ck_assert_str_eq(why.code, "bad_count");
     atomic_fetch_add(&fake_now, 1);
-    ck_assert_int_eq(issue(sf, 1, ids, &why), SF_OK);
+    ck_assert_int_eq(issue(sf, 1, ids, &why), SNOWFLAKE_OK);
     ck_assert_int_eq(ts_of(sf, ids[0]), T0 + 6);
     /* a batch may span ms */
     atomic_store(&fake_now, T0 + 100);
-    ck_assert_int_eq(issue(sf, 4000, ids, &why), SF_OK);
-    ck_assert_int_eq(issue(sf, 200, ids, &why), SF_OK);
+    ck_assert_int_eq(issue(sf, 4000, ids, &why), SNOWFLAKE_OK);
+    ck_assert_int_eq(issue(sf, 200, ids, &why), SNOWFLAKE_OK);
     ck_assert_int_eq(ts_of(sf, ids[0]), T0 + 100);
     ck_assert_int_eq(ts_of(sf, ids[199]), T0 + 101);
     ck_assert_uint_eq(ids[199] & 4095, 103);
@@ -425,16 +426,16 @@ static void
 run_for(struct snowflake *sf, int span_ms, int per_ms, uint32_t batch,
         uint64_t *ids, size_t *n, size_t cap)
 {
-    struct sf_refusal why;
+    struct snowflake_refusal why;
 
     for (int ms = 0; ms < span_ms; ms++) {
         for (int k = 0; k < per_ms; k += (int)batch) {
             if (*n + batch > cap)
                 ck_abort_msg("test buffer too small");
             int rc = issue(sf, batch, ids + *n, &why);
-            if (rc == SF_WAIT && strcmp(why.code, "borrow_limit") == 0)
+            if (rc == SNOWFLAKE_WAIT && strcmp(why.code, "borrow_limit") == 0)
                 break;
-            if (rc != SF_OK)
+            if (rc != SNOWFLAKE_OK)
                 ck_abort_msg("rc %d %s: %s", rc, why.code, why.message);
             *n += batch;
         }
@@ -447,9 +448,9 @@ run_for(struct snowflake *sf, int span_ms, int per_ms, uint32_t batch,
 static void
 step_back(int64_t step, int refused)
 {
-    struct sf_options o;
+    struct snowflake_options o;
     struct snowflake *sf;
-    struct sf_refusal why;
+    struct snowflake_refusal why;
     size_t cap = 4000000, n = 0;
     uint64_t *ids = malloc(cap * sizeof *ids), one;
 
@@ -458,16 +459,16 @@ step_back(int64_t step, int refused)
     sf = make(&o);
     run_for(sf, 300, 1500, 60, ids, &n, cap);
     /* served at the clock's current ms: the step is measured from it */
-    ck_assert_int_eq(issue(sf, 1, ids + n++, &why), SF_OK);
+    ck_assert_int_eq(issue(sf, 1, ids + n++, &why), SNOWFLAKE_OK);
     atomic_fetch_sub(&fake_now, step);
     if (refused) {
-        ck_assert_int_eq(issue(sf, 1, &one, &why), SF_REFUSE);
+        ck_assert_int_eq(issue(sf, 1, &one, &why), SNOWFLAKE_REFUSE);
         ck_assert_str_eq(why.code, "clock_behind");
         ck_assert_int_eq(why.wait_ms, step - o.max_backward_ms);
         ck_assert_ptr_nonnull(strstr(why.message, "behind"));
         /* still refused a bit later, served once within the limit */
         atomic_fetch_add(&fake_now, why.wait_ms - 1);
-        ck_assert_int_eq(issue(sf, 1, &one, &why), SF_REFUSE);
+        ck_assert_int_eq(issue(sf, 1, &one, &why), SNOWFLAKE_REFUSE);
         ck_assert_int_eq(why.wait_ms, 1);
         atomic_fetch_add(&fake_now, 1);
         snowflake_keeper_step(sf);
@@ -494,9 +495,9 @@ END_TEST
 START_TEST(step_back_and_forth)
 {
     /* a clock that wanders +-400 ms at random never yields a repeat */
-    struct sf_options o;
+    struct snowflake_options o;
     struct snowflake *sf;
-    struct sf_refusal why;
+    struct snowflake_refusal why;
     size_t cap = 2000000, n = 0;
     uint64_t *ids = malloc(cap * sizeof *ids);
     int64_t base = T0;
@@ -514,7 +515,7 @@ START_TEST(step_back_and_forth)
             snowflake_keeper_step(sf);
         }
         int rc = issue(sf, k, ids + n, &why);
-        if (rc == SF_OK)
+        if (rc == SNOWFLAKE_OK)
             n += k;
         else if (strcmp(why.code, "borrow_limit") != 0 &&
                  strcmp(why.code, "clock_behind") != 0)
@@ -529,9 +530,9 @@ END_TEST
 
 START_TEST(fence_before_use)
 {
-    struct sf_options o;
+    struct snowflake_options o;
     struct snowflake *sf;
-    struct sf_refusal why;
+    struct snowflake_refusal why;
     uint64_t id[16];
     int rc;
 
@@ -539,10 +540,10 @@ START_TEST(fence_before_use)
     options(&o);
     sf = make(&o);
     ck_assert_int_eq(snowflake_fence(sf), T0 + 3000);
-    ck_assert_int_eq(issue(sf, 1, id, &why), SF_OK);
+    ck_assert_int_eq(issue(sf, 1, id, &why), SNOWFLAKE_OK);
     /* within the fence: no persisting needed */
     atomic_store(&fake_now, T0 + 1000);
-    ck_assert_int_eq(snowflake_next(sf, 1, id, &why), SF_OK);
+    ck_assert_int_eq(snowflake_next(sf, 1, id, &why), SNOWFLAKE_OK);
     /* the keeper moves it ahead before it is needed (half a step left) */
     atomic_store(&fake_now, T0 + 1600);
     snowflake_keeper_step(sf);
@@ -550,31 +551,31 @@ START_TEST(fence_before_use)
     /* the clock jumps an hour ahead: fence_pending, then served */
     atomic_store(&fake_now, T0 + 3600000);
     rc = snowflake_next(sf, 1, id, &why);
-    ck_assert_int_eq(rc, SF_WAIT);
+    ck_assert_int_eq(rc, SNOWFLAKE_WAIT);
     ck_assert_str_eq(why.code, "fence_pending");
     snowflake_keeper_step(sf);
     ck_assert_int_ge(atomic_load(&persisted_max), T0 + 3600000);
-    ck_assert_int_eq(snowflake_next(sf, 1, id, &why), SF_OK);
+    ck_assert_int_eq(snowflake_next(sf, 1, id, &why), SNOWFLAKE_OK);
     ck_assert_int_le(ts_of(sf, id[0]), atomic_load(&persisted_max));
     /* persisting fails: refused with fence_pending, not served */
     atomic_store(&persist_fail, 1);
     atomic_store(&fake_now, T0 + 7200000);
-    ck_assert_int_eq(snowflake_next(sf, 1, id, &why), SF_WAIT);
+    ck_assert_int_eq(snowflake_next(sf, 1, id, &why), SNOWFLAKE_WAIT);
     snowflake_keeper_step(sf);
-    ck_assert_int_eq(snowflake_next(sf, 1, id, &why), SF_REFUSE);
+    ck_assert_int_eq(snowflake_next(sf, 1, id, &why), SNOWFLAKE_REFUSE);
     ck_assert_str_eq(why.code, "fence_pending");
     atomic_store(&persist_fail, 0);
     snowflake_keeper_step(sf);
-    ck_assert_int_eq(issue(sf, 16, id, &why), SF_OK);
+    ck_assert_int_eq(issue(sf, 16, id, &why), SNOWFLAKE_OK);
     snowflake_stop(sf);
 }
 END_TEST
 
 START_TEST(restart_behind_fence)
 {
-    struct sf_options o;
+    struct snowflake_options o;
     struct snowflake *sf;
-    struct sf_refusal why;
+    struct snowflake_refusal why;
     size_t n1 = 0, cap = 100000;
     uint64_t *ids = malloc(cap * sizeof *ids), id;
     int64_t fence;
@@ -590,14 +591,14 @@ START_TEST(restart_behind_fence)
     atomic_store(&fake_now, fence - 2000);
     o.start_fence_ms = fence;
     sf = make(&o);
-    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SF_WAIT);
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_WAIT);
     ck_assert_str_eq(why.code, "fence_not_passed");
     ck_assert_int_eq(why.wait_ms, 2001);
     atomic_store(&fake_now, fence);
-    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SF_WAIT);
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_WAIT);
     ck_assert_int_eq(why.wait_ms, 1);
     atomic_store(&fake_now, fence + 1);
-    ck_assert_int_eq(issue(sf, 1, &id, &why), SF_OK);
+    ck_assert_int_eq(issue(sf, 1, &id, &why), SNOWFLAKE_OK);
     ck_assert_int_gt(ts_of(sf, id), fence);
     for (size_t i = 0; i < n1; i++)
         if (id <= ids[i])
@@ -607,7 +608,7 @@ START_TEST(restart_behind_fence)
     /* restart with the clock an hour behind: refused, with the gap */
     atomic_store(&fake_now, fence - 3600000);
     sf = make(&o);
-    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SF_REFUSE);
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_REFUSE);
     ck_assert_str_eq(why.code, "fence_not_passed");
     ck_assert_int_eq(why.wait_ms, 3600001);
     ck_assert_int_eq(why.retry_after_s, 3601);
@@ -624,9 +625,9 @@ END_TEST
 
 START_TEST(random_sequence_start)
 {
-    struct sf_options o;
+    struct snowflake_options o;
     struct snowflake *sf;
-    struct sf_refusal why;
+    struct snowflake_refusal why;
     int seen[100] = {0}, odd = 0, distinct = 0;
     uint64_t id;
 
@@ -635,7 +636,7 @@ START_TEST(random_sequence_start)
     o.sequence_random = 1;
     sf = make(&o);
     for (int i = 0; i < 2000; i++) {
-        if (issue(sf, 1, &id, &why) != SF_OK)
+        if (issue(sf, 1, &id, &why) != SNOWFLAKE_OK)
             ck_abort_msg("%s", why.code);
         uint64_t seq = id & 4095;
         if (seq >= 100)
@@ -658,7 +659,7 @@ START_TEST(random_sequence_start)
     options(&o);
     sf = make(&o);
     for (int i = 0; i < 100; i++) {
-        ck_assert_int_eq(issue(sf, 1, &id, &why), SF_OK);
+        ck_assert_int_eq(issue(sf, 1, &id, &why), SNOWFLAKE_OK);
         ck_assert_uint_eq(id & 4095, 0);
         atomic_fetch_add(&fake_now, 1);
     }
@@ -682,15 +683,15 @@ static void *
 hammer(void *p)
 {
     struct worker_arg *a = p;
-    struct sf_refusal why;
+    struct snowflake_refusal why;
     unsigned seed = (unsigned)a->seed;
     uint64_t prev = 0;
 
     while (a->n + 16 <= a->cap) {
         uint32_t k = 1 + (uint32_t)(rand_r(&seed) % 16);
         int rc = snowflake_next(a->sf, k, a->ids + a->n, &why);
-        if (rc != SF_OK) {
-            if (rc == SF_REFUSE && strcmp(why.code, "clock_behind") != 0)
+        if (rc != SNOWFLAKE_OK) {
+            if (rc == SNOWFLAKE_REFUSE && strcmp(why.code, "clock_behind") != 0)
                 ck_abort_msg("refused: %s %s", why.code, why.message);
             continue;
         }
@@ -713,7 +714,7 @@ static void
 threads_run(int chaos)
 {
     enum { NT = 4, PER = 150000 };
-    struct sf_options o;
+    struct snowflake_options o;
     struct snowflake *sf;
     struct worker_arg a[NT];
     pthread_t th[NT];
@@ -778,7 +779,7 @@ fake_tick(void *arg, int64_t now)
 {
     (void)arg;
     (void)now;
-    return atomic_exchange(&tick_result, SF_TICK_NONE);
+    return atomic_exchange(&tick_result, SNOWFLAKE_TICK_NONE);
 }
 
 static int
@@ -801,9 +802,9 @@ count_wake(void *arg)
 
 START_TEST(worker_unknown_then_acquired)
 {
-    struct sf_options o;
+    struct snowflake_options o;
     struct snowflake *sf;
-    struct sf_refusal why;
+    struct snowflake_refusal why;
     struct sbuf b = {0};
     uint64_t id;
     json_t *j;
@@ -817,16 +818,16 @@ START_TEST(worker_unknown_then_acquired)
     o.wake = count_wake;
     sf = make(&o);
     acquired_fence = 0;
-    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SF_REFUSE);
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_REFUSE);
     ck_assert_str_eq(why.code, "worker_id_unknown");
     snowflake_keeper_step(sf);
     ck_assert_int_eq(atomic_load(&persist_calls), 0);
     /* acquired, but the first fence cannot be persisted: still refused */
     acquired_fence = T0 + 500;
-    atomic_store(&tick_result, SF_TICK_ACQUIRED);
+    atomic_store(&tick_result, SNOWFLAKE_TICK_ACQUIRED);
     atomic_store(&persist_fail, 1);
     snowflake_keeper_step(sf);
-    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SF_REFUSE);
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_REFUSE);
     ck_assert_str_eq(why.code, "worker_id_unknown");
     /* the next pass gets it */
     atomic_store(&persist_fail, 0);
@@ -834,10 +835,10 @@ START_TEST(worker_unknown_then_acquired)
     snowflake_keeper_step(sf);
     ck_assert_int_ge(wakes, 1);
     ck_assert_int_eq(atomic_load(&persisted_max), T0 + 3500);
-    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SF_WAIT);
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_WAIT);
     ck_assert_str_eq(why.code, "fence_not_passed");
     atomic_store(&fake_now, T0 + 501);
-    ck_assert_int_eq(issue(sf, 1, &id, &why), SF_OK);
+    ck_assert_int_eq(issue(sf, 1, &id, &why), SNOWFLAKE_OK);
     ck_assert_uint_eq((id >> 12) & 1023, 9);
 
     snowflake_state_json(sf, &b);
@@ -851,16 +852,16 @@ START_TEST(worker_unknown_then_acquired)
     sbuf_free(&b);
 
     /* lease expiry and loss */
-    atomic_store(&tick_result, SF_TICK_LEASE_EXPIRED);
+    atomic_store(&tick_result, SNOWFLAKE_TICK_LEASE_EXPIRED);
     snowflake_keeper_step(sf);
-    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SF_REFUSE);
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_REFUSE);
     ck_assert_str_eq(why.code, "worker_lease_expired");
-    atomic_store(&tick_result, SF_TICK_LEASE_OK);
+    atomic_store(&tick_result, SNOWFLAKE_TICK_LEASE_OK);
     snowflake_keeper_step(sf);
-    ck_assert_int_eq(issue(sf, 1, &id, &why), SF_OK);
-    atomic_store(&tick_result, SF_TICK_LOST);
+    ck_assert_int_eq(issue(sf, 1, &id, &why), SNOWFLAKE_OK);
+    atomic_store(&tick_result, SNOWFLAKE_TICK_LOST);
     snowflake_keeper_step(sf);
-    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SF_REFUSE);
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_REFUSE);
     ck_assert_str_eq(why.code, "worker_id_lost");
 
     snowflake_metrics(sf, &b);
@@ -873,23 +874,23 @@ END_TEST
 
 START_TEST(layout_runs_out_while_running)
 {
-    struct sf_options o;
+    struct snowflake_options o;
     struct snowflake *sf;
-    struct sf_refusal why;
+    struct snowflake_refusal why;
     uint64_t id;
     char *cause = NULL;
 
     reset_fakes();
     options(&o);
     /* 30-bit timestamp ending 2 ms after T0 (no time checks) */
-    ck_assert_int_eq(sf_layout_init(&o.layout, T0 + 2 - ((1LL << 30) - 1), 30,
+    ck_assert_int_eq(sfcodec_layout_init(&o.layout, T0 + 2 - ((1LL << 30) - 1), 30,
                                     0, 21, 12, -1, 0, &cause), 0);
     o.max_borrow_ms = 10;
     sf = make(&o);
-    ck_assert_int_eq(issue(sf, 4096, (uint64_t[4096]){0}, &why), SF_OK);
-    ck_assert_int_eq(issue(sf, 4096, (uint64_t[4096]){0}, &why), SF_OK);
-    ck_assert_int_eq(issue(sf, 4096, (uint64_t[4096]){0}, &why), SF_OK);
-    ck_assert_int_eq(issue(sf, 1, &id, &why), SF_REFUSE);
+    ck_assert_int_eq(issue(sf, 4096, (uint64_t[4096]){0}, &why), SNOWFLAKE_OK);
+    ck_assert_int_eq(issue(sf, 4096, (uint64_t[4096]){0}, &why), SNOWFLAKE_OK);
+    ck_assert_int_eq(issue(sf, 4096, (uint64_t[4096]){0}, &why), SNOWFLAKE_OK);
+    ck_assert_int_eq(issue(sf, 1, &id, &why), SNOWFLAKE_REFUSE);
     ck_assert_str_eq(why.code, "layout_expired");
     snowflake_stop(sf);
 }
@@ -897,23 +898,23 @@ END_TEST
 
 START_TEST(metrics_backward_histogram)
 {
-    struct sf_options o;
+    struct snowflake_options o;
     struct snowflake *sf;
-    struct sf_refusal why;
+    struct snowflake_refusal why;
     struct sbuf b = {0};
     uint64_t id;
 
     reset_fakes();
     options(&o);
     sf = make(&o);
-    ck_assert_int_eq(issue(sf, 1, &id, &why), SF_OK);
+    ck_assert_int_eq(issue(sf, 1, &id, &why), SNOWFLAKE_OK);
     atomic_store(&fake_now, T0 - 7);
-    ck_assert_int_eq(issue(sf, 1, &id, &why), SF_OK);
-    ck_assert_int_eq(issue(sf, 1, &id, &why), SF_OK);   /* same event */
+    ck_assert_int_eq(issue(sf, 1, &id, &why), SNOWFLAKE_OK);
+    ck_assert_int_eq(issue(sf, 1, &id, &why), SNOWFLAKE_OK);   /* same event */
     atomic_store(&fake_now, T0 + 5);
-    ck_assert_int_eq(issue(sf, 1, &id, &why), SF_OK);
+    ck_assert_int_eq(issue(sf, 1, &id, &why), SNOWFLAKE_OK);
     atomic_store(&fake_now, T0 + 5 - 2000);
-    ck_assert_int_eq(issue(sf, 1, &id, &why), SF_REFUSE);
+    ck_assert_int_eq(issue(sf, 1, &id, &why), SNOWFLAKE_REFUSE);
     snowflake_metrics(sf, &b);
     ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_clock_backward_ms_bucket{le=\"5\"} 0\n"));
     ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_clock_backward_ms_bucket{le=\"10\"} 1\n"));

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "sfconfig.h"
 #include "snowflake.h"
 #include "util.h"
 #include "workerid.h"
@@ -63,7 +64,7 @@ write_file(const char *path, const char *text)
 
 START_TEST(cache_roundtrip)
 {
-    struct wid_cache c = {0}, r;
+    struct workerid_cache c = {0}, r;
     char *path = tmp_path("c.json"), *cause = NULL;
 
     c.leaf_name = "com.example.leaf";
@@ -74,8 +75,8 @@ START_TEST(cache_roundtrip)
     c.datacenter_id = 2;
     c.fence_ms = 1700000003000LL;
     c.zk_node = "/snowflake/com.example.leaf/forever/10.1.2.3:8080-0000000513";
-    ck_assert_int_eq(wid_cache_write(path, &c, &cause), 0);
-    ck_assert_int_eq(wid_cache_read(path, &r, &cause), 0);
+    ck_assert_int_eq(workerid_cache_write(path, &c, &cause), 0);
+    ck_assert_int_eq(workerid_cache_read(path, &r, &cause), 0);
     ck_assert_str_eq(r.leaf_name, c.leaf_name);
     ck_assert_str_eq(r.source, c.source);
     ck_assert_str_eq(r.ip, c.ip);
@@ -84,36 +85,36 @@ START_TEST(cache_roundtrip)
     ck_assert_int_eq(r.datacenter_id, 2);
     ck_assert_int_eq(r.fence_ms, 1700000003000LL);
     ck_assert_str_eq(r.zk_node, c.zk_node);
-    wid_cache_free(&r);
+    workerid_cache_free(&r);
     free(path);
 }
 END_TEST
 
 START_TEST(cache_atomic_write)
 {
-    struct wid_cache c = {0}, r;
+    struct workerid_cache c = {0}, r;
     char *path = tmp_path("c.json"), *tmp = tmp_path("c.json.tmp");
     char *cause = NULL;
     struct stat st;
 
     c.worker_id = 1;
     c.fence_ms = 1000;
-    ck_assert_int_eq(wid_cache_write(path, &c, &cause), 0);
+    ck_assert_int_eq(workerid_cache_write(path, &c, &cause), 0);
     ck_assert_int_eq(stat(tmp, &st), -1);           /* nothing left over */
     /* a crash half-way through the next write leaves only the temp file */
     write_file(tmp, "{\"format\":1,\"worker_id\":2,\"fen");
-    ck_assert_int_eq(wid_cache_read(path, &r, &cause), 0);
+    ck_assert_int_eq(workerid_cache_read(path, &r, &cause), 0);
     ck_assert_int_eq(r.fence_ms, 1000);
-    wid_cache_free(&r);
+    workerid_cache_free(&r);
     /* and the next write goes through */
     c.fence_ms = 2000;
-    ck_assert_int_eq(wid_cache_write(path, &c, &cause), 0);
-    ck_assert_int_eq(wid_cache_read(path, &r, &cause), 0);
+    ck_assert_int_eq(workerid_cache_write(path, &c, &cause), 0);
+    ck_assert_int_eq(workerid_cache_read(path, &r, &cause), 0);
     ck_assert_int_eq(r.fence_ms, 2000);
     ck_assert_int_eq(stat(tmp, &st), -1);
-    wid_cache_free(&r);
+    workerid_cache_free(&r);
     /* an unwritable place fails with the reason */
-    ck_assert_int_eq(wid_cache_write("/nonexistent-dir/c.json", &c, &cause),
+    ck_assert_int_eq(workerid_cache_write("/nonexistent-dir/c.json", &c, &cause),
                      -1);
     ck_assert_ptr_nonnull(strstr(cause, "/nonexistent-dir/c.json"));
     free(cause);
@@ -132,34 +133,34 @@ START_TEST(cache_corrupt)
         "{\"format\":1,\"worker_id\":3,\"fence\":-5}",
         "{\"format\":1,\"worker_id\":3,\"fence\":5",
     };
-    struct wid_cache r;
+    struct workerid_cache r;
     char *path = tmp_path("c.json"), *cause = NULL;
 
-    ck_assert_int_eq(wid_cache_read(path, &r, &cause), 1);   /* missing */
+    ck_assert_int_eq(workerid_cache_read(path, &r, &cause), 1);   /* missing */
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         write_file(path, bad[i]);
         cause = NULL;
-        ck_assert_msg(wid_cache_read(path, &r, &cause) == -1, "accepted %s",
+        ck_assert_msg(workerid_cache_read(path, &r, &cause) == -1, "accepted %s",
                       bad[i]);
         ck_assert_ptr_nonnull(strstr(cause, "corrupt"));
         ck_assert_ptr_nonnull(strstr(cause, path));
         free(cause);
     }
     write_file(path, "{\"format\":1,\"worker_id\":3,\"fence\":5}");
-    ck_assert_int_eq(wid_cache_read(path, &r, &cause), 0);
+    ck_assert_int_eq(workerid_cache_read(path, &r, &cause), 0);
     ck_assert_int_eq(r.worker_id, 3);
     ck_assert_str_eq(r.ip, "");
-    wid_cache_free(&r);
+    workerid_cache_free(&r);
     free(path);
 }
 END_TEST
 
 /* --- static source ---------------------------------------------------------- */
 
-static struct wid_params
+static struct workerid_params
 static_params(const char *cache, int64_t worker)
 {
-    struct wid_params p;
+    struct workerid_params p;
 
     memset(&p, 0, sizeof p);
     p.leaf_name = "t";
@@ -177,9 +178,9 @@ static_params(const char *cache, int64_t worker)
 START_TEST(static_source)
 {
     char *path = tmp_path("s.json"), *cause = NULL;
-    struct wid_params p = static_params(path, 12);
+    struct workerid_params p = static_params(path, 12);
     struct workerid *w;
-    struct wid_cache r;
+    struct workerid_cache r;
     int64_t worker, fence;
 
     w = workerid_open_params(&p, &cause);
@@ -189,13 +190,13 @@ START_TEST(static_source)
     ck_assert_int_eq(fence, 0);
     ck_assert_str_eq(workerid_source(w), "static");
     ck_assert_int_eq(workerid_persist(w, 1234567, &cause), 0);
-    ck_assert_int_eq(workerid_tick(w, 0), SF_TICK_NONE);
+    ck_assert_int_eq(workerid_tick(w, 0), SNOWFLAKE_TICK_NONE);
     workerid_close(w);
-    ck_assert_int_eq(wid_cache_read(path, &r, &cause), 0);
+    ck_assert_int_eq(workerid_cache_read(path, &r, &cause), 0);
     ck_assert_int_eq(r.worker_id, 12);
     ck_assert_int_eq(r.fence_ms, 1234567);
     ck_assert_str_eq(r.source, "static");
-    wid_cache_free(&r);
+    workerid_cache_free(&r);
     /* the fence is read back at the next start */
     w = workerid_open_params(&p, &cause);
     ck_assert_ptr_nonnull(w);
@@ -226,7 +227,7 @@ base_config(struct config *cfg, const char *cache)
     cfg->zk_address = "";
     cfg->worker_source = WORKER_STATIC;
     cfg->worker_id = 3;
-    cfg->epoch_ms = SF_LEAF_EPOCH_MS;
+    cfg->epoch_ms = SFCODEC_LEAF_EPOCH_MS;
     cfg->timestamp_bits = 41;
     cfg->worker_bits = 10;
     cfg->sequence_bits = 12;
@@ -249,15 +250,15 @@ START_TEST(start_static_and_restart)
     char *path = tmp_path("start.json"), *cause = NULL, *reason = NULL;
     struct config cfg;
     struct snowflake *sf;
-    struct sf_refusal why;
+    struct snowflake_refusal why;
     struct sbuf b = {0};
     uint64_t ids[100];
     int rc;
 
     base_config(&cfg, path);
-    sf = snowflake_start(&cfg, 8123, NULL, NULL, &cause);
+    sf = sfconfig_start(&cfg, 8123, NULL, NULL, &cause);
     ck_assert_msg(sf != NULL, "%s", cause);
-    ck_assert_int_eq(snowflake_next(sf, 100, ids, &why), SF_OK);
+    ck_assert_int_eq(snowflake_next(sf, 100, ids, &why), SNOWFLAKE_OK);
     ck_assert_uint_eq((ids[0] >> 12) & 1023, 3);
     ck_assert_int_eq(snowflake_health(sf, &reason), 0);
     snowflake_state_json(sf, &b);
@@ -270,14 +271,14 @@ START_TEST(start_static_and_restart)
      * restart serves at once, above every earlier ID */
     {
         uint64_t last = ids[99];
-        sf = snowflake_start(&cfg, 8123, NULL, NULL, &cause);
+        sf = sfconfig_start(&cfg, 8123, NULL, NULL, &cause);
         ck_assert_msg(sf != NULL, "%s", cause);
         rc = snowflake_next(sf, 1, ids, &why);
-        if (rc == SF_WAIT)      /* the same ms as the last ID: a ms at most */
+        if (rc == SNOWFLAKE_WAIT)      /* the same ms as the last ID: a ms at most */
             ck_assert_int_le(why.wait_ms, 2);
         else
-            ck_assert_int_eq(rc, SF_OK);
-        while (rc != SF_OK) {
+            ck_assert_int_eq(rc, SNOWFLAKE_OK);
+        while (rc != SNOWFLAKE_OK) {
             usleep(1000);
             rc = snowflake_next(sf, 1, ids, &why);
         }
@@ -287,16 +288,16 @@ START_TEST(start_static_and_restart)
 
     /* a crash leaves the fence a step ahead: the restart waits for it */
     {
-        struct wid_cache c;
-        ck_assert_int_eq(wid_cache_read(path, &c, &cause), 0);
+        struct workerid_cache c;
+        ck_assert_int_eq(workerid_cache_read(path, &c, &cause), 0);
         c.fence_ms = util_wall_ms() + 3000;
-        ck_assert_int_eq(wid_cache_write(path, &c, &cause), 0);
-        wid_cache_free(&c);
+        ck_assert_int_eq(workerid_cache_write(path, &c, &cause), 0);
+        workerid_cache_free(&c);
     }
-    sf = snowflake_start(&cfg, 8123, NULL, NULL, &cause);
+    sf = sfconfig_start(&cfg, 8123, NULL, NULL, &cause);
     ck_assert_msg(sf != NULL, "%s", cause);
     rc = snowflake_next(sf, 1, ids, &why);
-    ck_assert_int_eq(rc, SF_WAIT);
+    ck_assert_int_eq(rc, SNOWFLAKE_WAIT);
     ck_assert_str_eq(why.code, "fence_not_passed");
     ck_assert_int_gt(why.wait_ms, 2000);
     ck_assert_int_le(why.wait_ms, 3001);
@@ -306,14 +307,14 @@ START_TEST(start_static_and_restart)
 
     /* bad layouts and IDs stop the start */
     cfg.sequence_bits = 11;
-    ck_assert_ptr_null(snowflake_start(&cfg, 8123, NULL, NULL, &cause));
+    ck_assert_ptr_null(sfconfig_start(&cfg, 8123, NULL, NULL, &cause));
     ck_assert_ptr_nonnull(strstr(cause, "63"));
     free(cause);
     cfg.sequence_bits = 12;
     cfg.timestamp_bits = 40;
     cfg.worker_bits = 11;
     cfg.epoch_ms = util_wall_ms() - (1LL << 40) + 86400000LL * 30;
-    ck_assert_ptr_null(snowflake_start(&cfg, 8123, NULL, NULL, &cause));
+    ck_assert_ptr_null(sfconfig_start(&cfg, 8123, NULL, NULL, &cause));
     ck_assert_ptr_nonnull(strstr(cause, "margin"));
     free(cause);
     free(path);
@@ -332,10 +333,10 @@ fresh_name(void)
                      name_seq++);
 }
 
-static struct wid_params
+static struct workerid_params
 zk_params(const char *name, const char *ip, int port, const char *cache)
 {
-    struct wid_params p;
+    struct workerid_params p;
 
     memset(&p, 0, sizeof p);
     p.use_zk = 1;
@@ -422,12 +423,12 @@ node_json(struct zk *z, const char *path)
 }
 
 static struct workerid *
-open_ok(const struct wid_params *p)
+open_ok(const struct workerid_params *p)
 {
     char *cause = NULL;
     struct workerid *w = workerid_open_params(p, &cause);
 
-    ck_assert_msg(w != NULL, "workerid_open: %s", cause);
+    ck_assert_msg(w != NULL, "workerid_open_params: %s", cause);
     return w;
 }
 
@@ -443,7 +444,7 @@ START_TEST(zk_three_registrations)
         char fn[32];
         snprintf(fn, sizeof fn, "c%d.json", i);
         cache[i] = tmp_path(fn);
-        struct wid_params p = zk_params(name, "10.0.0.1", 7001 + i, cache[i]);
+        struct workerid_params p = zk_params(name, "10.0.0.1", 7001 + i, cache[i]);
         w[i] = open_ok(&p);
         ck_assert_int_eq(workerid_get(w[i], &worker[i], &fence), 0);
         ck_assert_str_eq(workerid_source(w[i]), "zookeeper");
@@ -484,7 +485,7 @@ START_TEST(zk_reuse_same_endpoint)
 {
     char *name = fresh_name(), *cache = tmp_path("c.json");
     char *cache2 = tmp_path("other.json");
-    struct wid_params p = zk_params(name, "10.0.0.2", 7100, cache);
+    struct workerid_params p = zk_params(name, "10.0.0.2", 7100, cache);
     struct workerid *w;
     int64_t worker, worker2, fence;
 
@@ -515,7 +516,7 @@ START_TEST(zk_java_leaf_node)
 {
     char *name = fresh_name(), *cache = tmp_path("c.json"), *node, *mine;
     struct zk *z = zk_test_open();
-    struct wid_params p = zk_params(name, "10.1.2.3", 8080, cache);
+    struct workerid_params p = zk_params(name, "10.1.2.3", 8080, cache);
     struct workerid *w;
     int64_t worker, fence, ts = util_wall_ms() - 5000;
     json_t *j;
@@ -560,7 +561,7 @@ START_TEST(zk_java_leaf_node)
 END_TEST
 
 struct contender {
-    struct wid_params p;
+    struct workerid_params p;
     pthread_barrier_t *barrier;
     struct workerid *w;
     char *cause;
@@ -635,7 +636,7 @@ START_TEST(zk_takeover_race)
         ck_assert_int_eq(workerid_persist(c[winner].w, util_wall_ms() + 3000,
                                           NULL), 0);
         ck_assert_int_eq(workerid_tick(c[winner].w, util_wall_ms()),
-                         SF_TICK_NONE);
+                         SNOWFLAKE_TICK_NONE);
         ck_assert_int_eq(zk_set(z, stale, "x", 1, 0, NULL, 4000, NULL),
                          ZBADVERSION);
         for (int i = 0; i < 2; i++)
@@ -655,7 +656,7 @@ START_TEST(zk_taken_over_is_lost)
     char *name = fresh_name(), *cache = tmp_path("c.json"), *node;
     char *cache2 = tmp_path("c2.json");
     struct zk *z = zk_test_open();
-    struct wid_params p = zk_params(name, "10.0.0.4", 7300, cache);
+    struct workerid_params p = zk_params(name, "10.0.0.4", 7300, cache);
     struct workerid *w, *w2;
     int64_t worker, fence;
     char *data;
@@ -671,7 +672,7 @@ START_TEST(zk_taken_over_is_lost)
     free(data);
     /* the fence write finds it taken: that fence does not count */
     ck_assert_int_eq(workerid_persist(w, util_wall_ms() + 4000, NULL), -1);
-    ck_assert_int_eq(workerid_tick(w, util_wall_ms()), SF_TICK_LOST);
+    ck_assert_int_eq(workerid_tick(w, util_wall_ms()), SNOWFLAKE_TICK_LOST);
     workerid_close(w);
     /* and a restart of the old owner does not take it back */
     p.cache_path = cache2;
@@ -696,7 +697,7 @@ START_TEST(zk_exhausted)
         char fn[32];
         snprintf(fn, sizeof fn, "x%d.json", i);
         char *cache = tmp_path(fn);
-        struct wid_params p = zk_params(name, "10.0.0.5", 7400 + i, cache);
+        struct workerid_params p = zk_params(name, "10.0.0.5", 7400 + i, cache);
         p.max_worker = 1;          /* a 1-bit worker field */
         if (i < 2) {
             w[i] = open_ok(&p);
@@ -716,7 +717,7 @@ END_TEST
 START_TEST(zk_down_at_start_no_cache)
 {
     char *name = fresh_name(), *cache = tmp_path("c.json");
-    struct wid_params p = zk_params(name, "10.0.0.6", 7500, cache);
+    struct workerid_params p = zk_params(name, "10.0.0.6", 7500, cache);
     struct workerid *w;
     int64_t worker, worker2, fence;
     char *cause = NULL;
@@ -724,7 +725,7 @@ START_TEST(zk_down_at_start_no_cache)
     w = open_ok(&p);
     workerid_get(w, &worker, &fence);
     ck_assert_int_eq(workerid_persist(w, 1900000000000LL, NULL),
-                     SF_PERSIST_OK);
+                     SNOWFLAKE_PERSIST_OK);
     workerid_close(w);
     /* nothing listens there: the cache file's worker ID is not used, as no
      * fence could be confirmed (rule 1) */
@@ -735,7 +736,7 @@ START_TEST(zk_down_at_start_no_cache)
     ck_assert_str_eq(workerid_source(w), "none");
     /* a fence that only the file holds is reported as such */
     ck_assert_int_eq(workerid_persist(w, 1900000003000LL, &cause),
-                     SF_PERSIST_UNCONFIRMED);
+                     SNOWFLAKE_PERSIST_UNCONFIRMED);
     ck_assert_ptr_nonnull(strstr(cause, "cache file only"));
     free(cause);
     workerid_close(w);
@@ -749,7 +750,7 @@ START_TEST(zk_snowflake_start)
     char *name = fresh_name(), *cache = tmp_path("c.json"), *cause = NULL;
     struct config cfg;
     struct snowflake *sf;
-    struct sf_refusal why;
+    struct snowflake_refusal why;
     struct sbuf b = {0};
     uint64_t ids[10];
     json_t *j;
@@ -762,9 +763,9 @@ START_TEST(zk_snowflake_start)
     cfg.worker_source = WORKER_ZOOKEEPER;
     cfg.sf_ip = "10.0.0.7";
     cfg.heartbeat_ms = 200;
-    sf = snowflake_start(&cfg, 7600, NULL, NULL, &cause);
+    sf = sfconfig_start(&cfg, 7600, NULL, NULL, &cause);
     ck_assert_msg(sf != NULL, "%s", cause);
-    ck_assert_int_eq(snowflake_next(sf, 10, ids, &why), SF_OK);
+    ck_assert_int_eq(snowflake_next(sf, 10, ids, &why), SNOWFLAKE_OK);
     snowflake_state_json(sf, &b);
     j = json_loads(b.p, 0, &err);
     ck_assert_msg(j != NULL, "%s", b.p);
@@ -821,9 +822,9 @@ expire_session(struct zk *z)
 START_TEST(zk_session_expiry)
 {
     char *name = fresh_name(), *cache = tmp_path("c.json"), *node;
-    struct wid_params p = zk_params(name, "10.0.0.9", 7800, cache);
+    struct workerid_params p = zk_params(name, "10.0.0.9", 7800, cache);
     struct workerid *w;
-    struct sf_backend be;
+    struct snowflake_backend be;
     struct sbuf b = {0};
     struct zk *z = zk_test_open();
     struct zk *peek;
@@ -841,9 +842,9 @@ START_TEST(zk_session_expiry)
     /* the tick makes a new session; the fence writes go on */
     want = util_wall_ms() + 5000;
     /* not confirmed while the session is gone: the fence does not count */
-    ck_assert_int_ne(workerid_persist(w, want, NULL), SF_PERSIST_FAILED);
+    ck_assert_int_ne(workerid_persist(w, want, NULL), SNOWFLAKE_PERSIST_FAILED);
     for (int i = 0; i < 100 && got != want; i++) {
-        ck_assert_int_ne(workerid_tick(w, util_wall_ms()), SF_TICK_LOST);
+        ck_assert_int_ne(workerid_tick(w, util_wall_ms()), SNOWFLAKE_TICK_LOST);
         usleep(100000);
         json_t *j = node_json(z, node);
         got = json_integer_value(json_object_get(j, "timestamp"));
@@ -880,32 +881,32 @@ zk_ctl(const char *what)
 START_TEST(zk_outage)
 {
     char *name = fresh_name(), *cache = tmp_path("c.json"), *node;
-    struct wid_params p = zk_params(name, "10.0.0.8", 7700, cache);
+    struct workerid_params p = zk_params(name, "10.0.0.8", 7700, cache);
     struct workerid *w;
     int64_t worker, worker2, fence, f0;
-    int r = SF_TICK_NONE;
+    int r = SNOWFLAKE_TICK_NONE;
 
     p.zk_timeout_ms = 2000;
     w = open_ok(&p);
     workerid_get(w, &worker, &fence);
     node = workerid_node(w);
     f0 = util_wall_ms() + 3000;
-    ck_assert_int_eq(workerid_persist(w, f0, NULL), SF_PERSIST_OK);
+    ck_assert_int_eq(workerid_persist(w, f0, NULL), SNOWFLAKE_PERSIST_OK);
     workerid_close(w);
 
     /* ZooKeeper down at start: no worker ID until it is back */
     ck_assert_int_eq(zk_ctl("stop"), 0);
     w = open_ok(&p);
     ck_assert_int_eq(workerid_get(w, &worker2, &fence), -1);
-    ck_assert_int_eq(workerid_tick(w, util_wall_ms()), SF_TICK_NONE);
+    ck_assert_int_eq(workerid_tick(w, util_wall_ms()), SNOWFLAKE_TICK_NONE);
     /* it comes back: registered, the node's fence is the gate */
     ck_assert_int_eq(zk_ctl("start"), 0);
-    for (int i = 0; i < 100 && r != SF_TICK_ACQUIRED; i++) {
+    for (int i = 0; i < 100 && r != SNOWFLAKE_TICK_ACQUIRED; i++) {
         r = workerid_tick(w, util_wall_ms());
-        ck_assert_int_ne(r, SF_TICK_LOST);
+        ck_assert_int_ne(r, SNOWFLAKE_TICK_LOST);
         usleep(100000);
     }
-    ck_assert_int_eq(r, SF_TICK_ACQUIRED);
+    ck_assert_int_eq(r, SNOWFLAKE_TICK_ACQUIRED);
     ck_assert_int_eq(workerid_get(w, &worker2, &fence), 0);
     ck_assert_int_eq(worker2, worker);
     ck_assert_int_ge(fence, f0);
@@ -915,23 +916,23 @@ START_TEST(zk_outage)
     ck_assert_int_eq(zk_ctl("stop"), 0);
     sleep(3);
     ck_assert_int_eq(workerid_persist(w, util_wall_ms() + 3000, NULL),
-                     SF_PERSIST_UNCONFIRMED);
+                     SNOWFLAKE_PERSIST_UNCONFIRMED);
     ck_assert_int_eq(zk_ctl("start"), 0);
     {
         struct zk *z = zk_test_open();
         int64_t want = util_wall_ms() + 3000, got = 0;
-        int pr = SF_PERSIST_UNCONFIRMED;
-        for (int i = 0; i < 150 && (pr != SF_PERSIST_OK || got != want);
+        int pr = SNOWFLAKE_PERSIST_UNCONFIRMED;
+        for (int i = 0; i < 150 && (pr != SNOWFLAKE_PERSIST_OK || got != want);
              i++) {
             usleep(100000);
-            ck_assert_int_ne(workerid_tick(w, util_wall_ms()), SF_TICK_LOST);
+            ck_assert_int_ne(workerid_tick(w, util_wall_ms()), SNOWFLAKE_TICK_LOST);
             pr = workerid_persist(w, want, NULL);
-            ck_assert_int_ne(pr, SF_PERSIST_FAILED);
+            ck_assert_int_ne(pr, SNOWFLAKE_PERSIST_FAILED);
             json_t *j = node_json(z, node);
             got = json_integer_value(json_object_get(j, "timestamp"));
             json_decref(j);
         }
-        ck_assert_int_eq(pr, SF_PERSIST_OK);
+        ck_assert_int_eq(pr, SNOWFLAKE_PERSIST_OK);
         ck_assert_int_eq(got, want);
         zk_close(z);
     }
@@ -955,13 +956,13 @@ test_clock(void *arg)
 static struct snowflake *
 sf_on(struct workerid *w, _Atomic int64_t *clk, int64_t fence_step_ms)
 {
-    struct sf_options o;
+    struct snowflake_options o;
     char *cause = NULL;
     int64_t worker = -1, fence = 0;
     struct snowflake *sf;
 
     memset(&o, 0, sizeof o);
-    ck_assert_int_eq(sf_layout_init(&o.layout, SF_LEAF_EPOCH_MS, 41, 0, 10,
+    ck_assert_int_eq(sfcodec_layout_init(&o.layout, SFCODEC_LEAF_EPOCH_MS, 41, 0, 10,
                                     12, -1, 0, &cause), 0);
     workerid_get(w, &worker, &fence);
     o.worker_id = worker;
@@ -1033,12 +1034,12 @@ issue_range(struct snowflake *sf, _Atomic int64_t *clk, int64_t until,
             uint32_t per, struct idset *s)
 {
     uint64_t ids[128];
-    struct sf_refusal why;
+    struct snowflake_refusal why;
 
     ck_assert_int_le(per, 128);
     for (; atomic_load(clk) <= until; atomic_fetch_add(clk, 1)) {
         snowflake_keeper_step(sf);
-        if (snowflake_next(sf, per, ids, &why) == SF_OK) {
+        if (snowflake_next(sf, per, ids, &why) == SNOWFLAKE_OK) {
             for (uint32_t i = 0; i < per; i++)
                 idset_add(s, ids[i]);
         } else {
@@ -1187,7 +1188,7 @@ START_TEST(zk_partition_takeover_no_duplicates)
     char *name = fresh_name(), *ca = tmp_path("a.json"), *cb = tmp_path("b.json");
     struct proxy *px = proxy_start();
     char addr[64];
-    struct wid_params pa, pb;
+    struct workerid_params pa, pb;
     struct workerid *wa, *wb;
     struct snowflake *sa, *sb;
     _Atomic int64_t clka, clkb;
@@ -1276,7 +1277,7 @@ START_TEST(zk_twin_identity)
 {
     char *name = fresh_name(), *c1 = tmp_path("1.json"), *c2 = tmp_path("2.json");
     char *cause = NULL;
-    struct wid_params p1 = zk_params(name, "10.0.2.1", 7950, c1), p2;
+    struct workerid_params p1 = zk_params(name, "10.0.2.1", 7950, c1), p2;
     struct workerid *w1, *w2;
     struct beater b;
     int64_t worker1, worker2, fence;
@@ -1285,7 +1286,7 @@ START_TEST(zk_twin_identity)
     w1 = open_ok(&p1);
     workerid_get(w1, &worker1, &fence);
     ck_assert_int_eq(workerid_persist(w1, util_wall_ms() + 3000, NULL),
-                     SF_PERSIST_OK);
+                     SNOWFLAKE_PERSIST_OK);
     memset(&b, 0, sizeof b);
     b.w = w1;
     pthread_create(&b.th, NULL, beat_main, &b);
@@ -1304,10 +1305,10 @@ START_TEST(zk_twin_identity)
     workerid_get(w2, &worker2, &fence);
     ck_assert_int_eq(worker2, worker1);
     ck_assert_int_eq(workerid_persist(w1, util_wall_ms() + 3000, NULL),
-                     SF_PERSIST_FAILED);
-    ck_assert_int_eq(workerid_tick(w1, util_wall_ms()), SF_TICK_LOST);
+                     SNOWFLAKE_PERSIST_FAILED);
+    ck_assert_int_eq(workerid_tick(w1, util_wall_ms()), SNOWFLAKE_TICK_LOST);
     ck_assert_int_eq(workerid_persist(w2, util_wall_ms() + 3000, NULL),
-                     SF_PERSIST_OK);
+                     SNOWFLAKE_PERSIST_OK);
     workerid_close(w1);
     workerid_close(w2);
     free(c1);
@@ -1437,14 +1438,14 @@ jleaf_heartbeat(struct jleaf *j, int64_t now)
 static void
 jleaf_ids(const struct jleaf *j, int64_t t0, int64_t t1, struct idset *s)
 {
-    struct sf_layout l;
+    struct sfcodec_layout l;
     char *cause = NULL;
 
-    ck_assert_int_eq(sf_layout_init(&l, SF_LEAF_EPOCH_MS, 41, 0, 10, 12, -1,
+    ck_assert_int_eq(sfcodec_layout_init(&l, SFCODEC_LEAF_EPOCH_MS, 41, 0, 10, 12, -1,
                                     0, &cause), 0);
     for (int64_t t = t0; t <= t1; t++)
         for (uint64_t q = 0; q < 100; q++)
-            idset_add(s, sf_pack(&l, t, 0, (uint64_t)j->worker, q));
+            idset_add(s, sfcodec_pack(&l, t, 0, (uint64_t)j->worker, q));
 }
 
 /* Item 12: Java Leaf, its clock 4 s ahead, stops 2.5 s after a heartbeat;
@@ -1454,7 +1455,7 @@ START_TEST(zk_java_heartbeat_is_not_a_fence)
 {
     char *name = fresh_name(), *cache = tmp_path("c.json");
     struct jleaf j;
-    struct wid_params p = zk_params(name, "10.0.3.1", 8001, cache);
+    struct workerid_params p = zk_params(name, "10.0.3.1", 8001, cache);
     struct workerid *w;
     struct snowflake *sf;
     _Atomic int64_t clk;
@@ -1499,7 +1500,7 @@ START_TEST(zk_java_node_not_taken_over)
 {
     char *name = fresh_name(), *cache = tmp_path("c.json");
     struct jleaf j;
-    struct wid_params p = zk_params(name, "10.0.4.2", 8002, cache);
+    struct workerid_params p = zk_params(name, "10.0.4.2", 8002, cache);
     struct workerid *w;
     struct snowflake *sf;
     _Atomic int64_t clk;

@@ -1,0 +1,168 @@
+/* sfconfig.c: snowflake mode from the config (see sfconfig.h): the layout,
+ * `leafd decode`, the worker ID parameters and the start.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+#include "sfcodec.h"
+#include "sfconfig.h"
+#include "snowflake.h"
+#include "util.h"
+#include "workerid.h"
+
+int
+sfconfig_layout(struct sfcodec_layout *l, const struct config *cfg,
+                      int64_t now_ms, char **cause)
+{
+    return sfcodec_layout_init(l, cfg->epoch_ms, (int)cfg->timestamp_bits,
+                          (int)cfg->datacenter_bits, (int)cfg->worker_bits,
+                          (int)cfg->sequence_bits, now_ms,
+                          cfg->expiry_margin_days, cause);
+}
+
+int
+sfconfig_decode_cli(const struct config *cfg, const char *id,
+                     int leaf_format, struct sbuf *out, char **cause)
+{
+    struct sfcodec_layout l;
+
+    if (sfconfig_layout(&l, cfg, -1, cause) == -1)
+        return -1;
+    return sfcodec_decode_to_json(&l, id, strlen(id), leaf_format, out, cause);
+}
+
+struct snowflake *
+sfconfig_start(const struct config *cfg, int http_port, snowflake_wake_fn wake,
+                void *wake_arg, char **cause)
+{
+    struct snowflake_options o;
+    struct workerid *w;
+    struct snowflake *sf;
+    int64_t worker = -1, fence = 0;
+    char *desc;
+
+    memset(&o, 0, sizeof o);
+    if (sfconfig_layout(&o.layout, cfg, util_wall_ms(), cause) == -1)
+        return NULL;
+    if (cfg->sequence_random &&
+        (cfg->sequence_random_bound < 1 ||
+         (uint64_t)cfg->sequence_random_bound > o.layout.max_sequence + 1)) {
+        *cause = xasprintf("snowflake.sequence_random_bound %" PRId64
+                           " is outside 1..%" PRIu64 " (%d sequence bits)",
+                           cfg->sequence_random_bound,
+                           o.layout.max_sequence + 1,
+                           o.layout.sequence_bits);
+        return NULL;
+    }
+    if (cfg->sf_count_max < 1 || cfg->sf_count_max > 1000000) {
+        *cause = xasprintf("snowflake.count_max %" PRId64 " is outside "
+                           "1..1000000", cfg->sf_count_max);
+        return NULL;
+    }
+    if (cfg->fence_step_ms < 10) {
+        *cause = xasprintf("snowflake.fence_step_ms %" PRId64 " is below 10",
+                           cfg->fence_step_ms);
+        return NULL;
+    }
+    if (cfg->max_borrow_ms * 2 > cfg->fence_step_ms)
+        log_warn("snowflake.max_borrow_ms %" PRId64 " is over half of "
+                 "snowflake.fence_step_ms %" PRId64 ": bursts may wait for "
+                 "the fence", cfg->max_borrow_ms, cfg->fence_step_ms);
+
+    w = sfconfig_workerid_open(cfg, &o.layout, http_port, cause);
+    if (w == NULL)
+        return NULL;
+    workerid_get(w, &worker, &fence);
+    o.worker_id = worker;
+    o.datacenter_id = cfg->datacenter_id;
+    o.start_fence_ms = fence;
+    o.sequence_random = cfg->sequence_random;
+    o.sequence_random_bound = cfg->sequence_random_bound;
+    o.max_backward_ms = cfg->max_backward_ms;
+    o.max_borrow_ms = cfg->max_borrow_ms;
+    o.fence_step_ms = cfg->fence_step_ms;
+    o.start_wait_ms = cfg->start_wait_ms;
+    o.count_max = (uint32_t)cfg->sf_count_max;
+    o.wake = wake;
+    o.wake_arg = wake_arg;
+    workerid_backend(w, &o.backend);
+
+    sf = snowflake_create(&o, cause);
+    if (sf == NULL)
+        return NULL;
+    desc = sfcodec_layout_describe(&o.layout);
+    log_info("%s", desc);
+    free(desc);
+    if (worker >= 0) {
+        int64_t now = util_wall_ms();
+        log_info("snowflake worker ID %" PRId64 " from %s; fence %" PRId64
+                 "%s", worker, workerid_source(w), fence,
+                 fence >= now ? " is ahead of the clock: IDs wait for it" : "");
+    } else {
+        log_warn("snowflake: no worker ID yet (ZooKeeper %s unreachable, no "
+                 "usable cache file); requests are refused until it is "
+                 "reached", cfg->zk_address);
+    }
+    return sf;
+}
+
+struct workerid *
+sfconfig_workerid_open(const struct config *cfg, const struct sfcodec_layout *l,
+              int http_port, char **cause)
+{
+    struct workerid_params p;
+    char ipbuf[64], *cache = NULL;
+    struct workerid *w;
+
+    memset(&p, 0, sizeof p);
+    p.use_zk = cfg->worker_source == WORKER_ZOOKEEPER ||
+               (cfg->worker_source == WORKER_AUTO && cfg->zk_address != NULL &&
+                *cfg->zk_address != '\0');
+    p.leaf_name = cfg->leaf_name;
+    p.zk_address = cfg->zk_address;
+    p.port = cfg->snowflake_port > 0 ? (int)cfg->snowflake_port : http_port;
+    if (cfg->sf_ip != NULL && *cfg->sf_ip != '\0') {
+        p.ip = cfg->sf_ip;
+    } else if (workerid_local_ipv4(ipbuf, sizeof ipbuf) == 0) {
+        p.ip = ipbuf;
+    } else {
+        snprintf(ipbuf, sizeof ipbuf, "127.0.0.1");
+        p.ip = ipbuf;
+        if (p.use_zk)
+            log_warn("no non-loopback IPv4 address: registering as 127.0.0.1 "
+                     "(set snowflake.ip)");
+    }
+    if (cfg->cache_file != NULL && *cfg->cache_file != '\0')
+        p.cache_path = cfg->cache_file;
+    else if (p.use_zk)      /* ZooKeeper identity: ip:port */
+        p.cache_path = cache = xasprintf("leafd-snowflake-%s-%d.json",
+                                         p.leaf_name != NULL ? p.leaf_name : "",
+                                         p.port);
+    else                    /* static: the fence belongs to the worker ID */
+        p.cache_path = cache = xasprintf("leafd-snowflake-%s-worker-%lld-%lld.json",
+                                         p.leaf_name != NULL ? p.leaf_name : "",
+                                         (long long)cfg->datacenter_id,
+                                         (long long)cfg->worker_id);
+    p.worker_id = cfg->worker_id;
+    p.datacenter_id = cfg->datacenter_id;
+    p.max_worker = l->max_worker;
+    p.heartbeat_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 3000;
+    p.zk_timeout_ms = cfg->zk_timeout_ms > 0 ? cfg->zk_timeout_ms : 10000;
+    p.fence_step_ms = cfg->fence_step_ms;
+    p.takeover = cfg->takeover;
+    p.takeover_age_ms = cfg->takeover_age_ms;
+    if (p.takeover && p.takeover_age_ms < 4 * p.fence_step_ms) {
+        *cause = xasprintf("snowflake.takeover_age_ms %" PRId64 " must be at "
+                           "least 4 x snowflake.fence_step_ms (%" PRId64 ")",
+                           p.takeover_age_ms, 4 * p.fence_step_ms);
+        free(cache);
+        return NULL;
+    }
+    w = workerid_open_params(&p, cause);
+    free(cache);
+    return w;
+}

@@ -1,0 +1,57 @@
+/* sfconfig.h: snowflake mode from the config: the layout from the
+ * snowflake.* keys, `leafd decode`, and the start that ties the generator
+ * (snowflake.h) to its worker ID source (workerid.h). The one place that
+ * knows both, so neither knows the other.
+ *
+ * Ownership: sfconfig_start returns a struct snowflake the caller ends with
+ * snowflake_stop; sfconfig_workerid_open a struct workerid (workerid_close).
+ * *cause strings are malloc'd.
+ * Failure values: constructors NULL with *cause; actions 0 / -1 with *cause.
+ * Thread-safety: called from the main thread (start) or anywhere (decode,
+ * layout: no shared state).
+ */
+#ifndef LEAFD_SFCONFIG_H
+#define LEAFD_SFCONFIG_H
+
+#include <stdint.h>
+
+#include "sfcodec.h"
+#include "snowflake.h"
+#include "util.h"
+
+struct config;
+struct workerid;
+
+/* The layout from cfg's snowflake.* keys (sfcodec_layout_init's checks;
+ * now_ms < 0 skips the time checks). */
+int  sfconfig_layout(struct sfcodec_layout *l, const struct config *cfg,
+                           int64_t now_ms, char **cause);
+
+/* For `leafd decode <id>`: the layout from cfg, no time checks; appends the
+ * same JSON as GET /snowflake/decode/<id> (leaf_format: Leaf's) to out.
+ * Returns 0 or -1 with *cause. */
+int  sfconfig_decode_cli(const struct config *cfg, const char *id,
+                          int leaf_format, struct sbuf *out, char **cause);
+
+/* Start snowflake mode from cfg: check the layout (refused if it ran out or
+ * runs out within snowflake.expiry_margin_days), get the worker ID (static,
+ * or ZooKeeper with the cache file; may block up to about
+ * snowflake.zk_session_timeout_ms when ZooKeeper is slow or down), persist a
+ * first fence, start the keeper thread, and log the layout. http_port is the
+ * bound HTTP port (the ZooKeeper registration uses leaf.snowflake.port, or
+ * this when that is 0). wake (may be NULL) is called from the keeper thread
+ * when requests that got SNOWFLAKE_WAIT (or worker_id_unknown) may succeed now.
+ * Returns NULL with *cause on a configuration error, an exhausted worker ID
+ * space, a corrupt or unwritable cache file. */
+struct snowflake *sfconfig_start(const struct config *cfg, int http_port,
+                                  snowflake_wake_fn wake, void *wake_arg,
+                                  char **cause);
+
+/* From the config: source (auto = zookeeper when leaf.snowflake.zk.address
+ * is set), ip (snowflake.ip or the first non-loopback IPv4), port
+ * (leaf.snowflake.port or http_port), cache file path. */
+struct workerid *sfconfig_workerid_open(const struct config *cfg,
+                               const struct sfcodec_layout *l, int http_port,
+                               char **cause);
+
+#endif
