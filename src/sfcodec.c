@@ -44,9 +44,10 @@ sfcodec_format_utc(int64_t unix_ms, char *buf, size_t size)
 }
 
 int
-sfcodec_layout_init(struct sfcodec_layout *l, int64_t epoch_ms, int timestamp_bits,
-               int datacenter_bits, int worker_bits, int sequence_bits,
-               int64_t now_ms, int64_t margin_days, char **cause)
+sfcodec_layout_init(struct sfcodec_layout *l, int64_t epoch_ms,
+                    int timestamp_bits, int datacenter_bits, int worker_bits,
+                    int sequence_bits, int64_t now_ms, int64_t margin_days,
+                    char **cause)
 {
     char date[40];
     int64_t end;
@@ -209,8 +210,8 @@ sfcodec_decoded_json(const struct sfcodec_decoded *d, struct sbuf *b)
 }
 
 void
-sfcodec_decoded_leaf_json(const struct sfcodec_layout *l, const struct sfcodec_decoded *d,
-                     struct sbuf *b)
+sfcodec_decoded_leaf_json(const struct sfcodec_layout *l,
+                          const struct sfcodec_decoded *d, struct sbuf *b)
 {
     char local[40];
     uint64_t field = (d->datacenter_id << l->worker_bits) | d->worker_id;
@@ -225,8 +226,9 @@ sfcodec_decoded_leaf_json(const struct sfcodec_layout *l, const struct sfcodec_d
 }
 
 int
-sfcodec_decode_to_json(const struct sfcodec_layout *l, const char *s, size_t len,
-                  int leaf_format, struct sbuf *out, char **cause)
+sfcodec_decode_to_json(const struct sfcodec_layout *l, const char *s,
+                       size_t len, int leaf_format, struct sbuf *out,
+                       char **cause)
 {
     struct sfcodec_decoded d;
 

@@ -42,9 +42,10 @@ struct sfcodec_layout {
  * summing to 63; epoch not in the future; the timestamp must not run out
  * within margin_days of now_ms. now_ms < 0 skips the time checks (decoding
  * only). Returns 0 or -1 with *cause. */
-int  sfcodec_layout_init(struct sfcodec_layout *l, int64_t epoch_ms, int timestamp_bits,
-                    int datacenter_bits, int worker_bits, int sequence_bits,
-                    int64_t now_ms, int64_t margin_days, char **cause);
+int  sfcodec_layout_init(struct sfcodec_layout *l, int64_t epoch_ms,
+                         int timestamp_bits, int datacenter_bits,
+                         int worker_bits, int sequence_bits, int64_t now_ms,
+                         int64_t margin_days, char **cause);
 /* The last ms (since the Unix epoch) the timestamp field can hold. */
 int64_t sfcodec_layout_end_ms(const struct sfcodec_layout *l);
 /* One line for the start log: bits, epoch, highest worker ID, IDs per ms and
@@ -54,8 +55,8 @@ char *sfcodec_layout_describe(const struct sfcodec_layout *l);
 void sfcodec_format_utc(int64_t unix_ms, char *buf, size_t size);
 
 /* Put the fields together; ts_ms is ms since the Unix epoch. No checks. */
-uint64_t sfcodec_pack(const struct sfcodec_layout *l, int64_t ts_ms, uint64_t datacenter,
-                 uint64_t worker, uint64_t sequence);
+uint64_t sfcodec_pack(const struct sfcodec_layout *l, int64_t ts_ms,
+                      uint64_t datacenter, uint64_t worker, uint64_t sequence);
 
 struct sfcodec_decoded {
     uint64_t id;
@@ -79,9 +80,11 @@ void sfcodec_decoded_json(const struct sfcodec_decoded *d, struct sbuf *b);
  *  "workerId":"39"}. Like Leaf (SimpleDateFormat) the date is in the local
  * time zone; workerId is the whole worker field (datacenter included), and
  * "datacenterId" is added when the layout splits it. On a bad ID Leaf
- * answers 200 {"errorMsg":"..."}; the caller decides (sfcodec_decode failed). */
-void sfcodec_decoded_leaf_json(const struct sfcodec_layout *l, const struct sfcodec_decoded *d,
-                          struct sbuf *b);
+ * answers 200 {"errorMsg":"..."}; the caller decides (sfcodec_decode
+ * failed). */
+void sfcodec_decoded_leaf_json(const struct sfcodec_layout *l,
+                               const struct sfcodec_decoded *d,
+                               struct sbuf *b);
 /* sfcodec_decode, then one of the two renderings (leaf_format: Leaf's)
  * appended to out. 0, or -1 with *cause for a bad ID. */
 int  sfcodec_decode_to_json(const struct sfcodec_layout *l, const char *s,

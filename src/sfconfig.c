@@ -143,7 +143,8 @@ sfconfig_workerid_open(const struct config *cfg, const struct sfcodec_layout *l,
                                          p.leaf_name != NULL ? p.leaf_name : "",
                                          p.port);
     else                    /* static: the fence belongs to the worker ID */
-        p.cache_path = cache = xasprintf("leafd-snowflake-%s-worker-%lld-%lld.json",
+        p.cache_path = cache = xasprintf(
+            "leafd-snowflake-%s-worker-%lld-%lld.json",
                                          p.leaf_name != NULL ? p.leaf_name : "",
                                          (long long)cfg->datacenter_id,
                                          (long long)cfg->worker_id);

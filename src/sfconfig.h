@@ -36,7 +36,9 @@ int  sfconfig_decode_cli(const struct config *cfg, const char *id,
 /* Start snowflake mode from cfg: check the layout (refused if it ran out or
  * runs out within snowflake.expiry_margin_days), get the worker ID (static,
  * or ZooKeeper with the cache file; may block up to about
- * snowflake.zk_session_timeout_ms when ZooKeeper is slow or down), persist a
+ * snowflake.zk_session_timeout_ms when ZooKeeper is slow or down, and two
+ * heartbeats more when this ip:port's node was last written by another leafd
+ * instance, to tell a live twin from a dead one), persist a
  * first fence, start the keeper thread, and log the layout. http_port is the
  * bound HTTP port (the ZooKeeper registration uses leaf.snowflake.port, or
  * this when that is 0). wake (may be NULL) is called from the keeper thread

@@ -14,14 +14,14 @@
  *    threads never get the same pair. IDs are (t, worker, seq) packed, so
  *    they are unique and increase with the state.
  * 2. Bounds, never a spin. Borrowing stops max_borrow_ms ahead of the highest
- *    clock reading served so far (`hw`): the caller gets SNOWFLAKE_WAIT with the ms
- *    to wait. If the clock steps back (now < hw), up to max_backward_ms is
- *    served seamlessly from t as above; further back is refused
- *    (clock_behind) with the time until it is back within the limit.
+ *    clock reading served so far (`hw`): the caller gets SNOWFLAKE_WAIT with
+ *    the ms to wait. If the clock steps back (now < hw), up to
+ *    max_backward_ms is served seamlessly from t as above; further back is
+ *    refused (clock_behind) with the time until it is back within the limit.
  * 3. The fence survives restarts. No ID with timestamp t is issued unless a
  *    fence F >= t has been made durable first: the backend's persist
- *    returned SNOWFLAKE_PERSIST_OK. For the static source that is the cache file
- *    (fsync and rename); with ZooKeeper it is the node's timestamp too, as
+ *    returned SNOWFLAKE_PERSIST_OK. For the static source that is the cache
+ *    file (fsync and rename); with ZooKeeper it is the node's timestamp too, as
  *    another process may inherit the worker ID and gates on the node alone
  *    (SNOWFLAKE_PERSIST_UNCONFIRMED keeps F where it was: fence_unconfirmed).
  *    The keeper thread moves F to (now + fence_step_ms) whenever less than
@@ -88,12 +88,12 @@ struct snowflake {
     /* Read by every request, written rarely. */
     _Alignas(64) _Atomic int64_t hw;        /* highest clock served (unix ms) */
     _Atomic int64_t  fence;                 /* persisted fence (unix ms) */
-    _Atomic int64_t  gate;                  /* issue nothing while now <= gate */
+    _Atomic int64_t  gate;                  /* nothing while now <= gate */
     _Atomic int64_t  gate_deadline;         /* mono ms: after it, refuse */
     _Atomic int      status;                /* SF_ST_* */
     _Atomic uint64_t worker_field;          /* datacenter|worker, shifted */
     _Atomic int      in_backward;           /* a step back is being served */
-    _Atomic int      persist_failing;       /* 0, or SNOWFLAKE_PERSIST_* failed */
+    _Atomic int      persist_failing;       /* 0, or the failed result */
 
     /* Set at creation, read-only afterwards. */
     struct sfcodec_layout layout;
@@ -260,14 +260,14 @@ sf_div_up(int64_t ms)
 }
 
 static int
-sf_answer(struct snowflake *sf, struct snowflake_refusal *why, int kind, int code,
-          int64_t wait_ms, const char *fmt, ...)
+sf_answer(struct snowflake *sf, struct snowflake_refusal *why, int kind,
+          int code, int64_t wait_ms, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
 /* Fill *why and count it. Only on the non-OK path. */
 static int
-sf_answer(struct snowflake *sf, struct snowflake_refusal *why, int kind, int code,
-          int64_t wait_ms, const char *fmt, ...)
+sf_answer(struct snowflake *sf, struct snowflake_refusal *why, int kind,
+          int code, int64_t wait_ms, const char *fmt, ...)
 {
     va_list ap;
 
@@ -370,7 +370,8 @@ snowflake_next(struct snowflake *sf, uint32_t n, uint64_t *out,
         int64_t gap = gate - now + 1;
         if (util_mono_ms() + gap <=
             atomic_load_explicit(&sf->gate_deadline, memory_order_relaxed))
-            return sf_answer(sf, why, SNOWFLAKE_WAIT, SF_C_FENCE_NOT_PASSED, gap,
+            return sf_answer(sf, why, SNOWFLAKE_WAIT, SF_C_FENCE_NOT_PASSED,
+                             gap,
                              "waiting %" PRId64 " ms for the clock to pass "
                              "the persisted fence %" PRId64, gap, gate);
         return sf_answer(sf, why, SNOWFLAKE_REFUSE, SF_C_FENCE_NOT_PASSED, gap,
@@ -422,13 +423,15 @@ snowflake_next(struct snowflake *sf, uint32_t n, uint64_t *out,
             int pf = atomic_load(&sf->persist_failing);
             sf_poke(sf, t_end + l->epoch_ms);
             if (pf == SNOWFLAKE_PERSIST_UNCONFIRMED)
-                return sf_answer(sf, why, SNOWFLAKE_REFUSE, SF_C_FENCE_UNCONFIRMED,
-                                 1000, "ZooKeeper does not confirm a fence "
-                                 "past %" PRId64 " (another owner could "
+                return sf_answer(sf, why, SNOWFLAKE_REFUSE,
+                                 SF_C_FENCE_UNCONFIRMED, 1000,
+                                 "ZooKeeper does not confirm a fence past %"
+                                 PRId64 " (another owner could "
                                  "inherit this worker ID and gate on it); "
                                  "no IDs beyond it", fence);
             if (pf != 0)
-                return sf_answer(sf, why, SNOWFLAKE_REFUSE, SF_C_FENCE_PENDING, 1000,
+                return sf_answer(sf, why, SNOWFLAKE_REFUSE,
+                                 SF_C_FENCE_PENDING, 1000,
                                  "cannot persist the fence past %" PRId64
                                  " (see the log); no IDs beyond it",
                                  fence);
@@ -487,7 +490,8 @@ sf_last_ms(struct snowflake *sf)
     return (int64_t)(st >> sf->layout.sequence_bits) + sf->layout.epoch_ms;
 }
 
-/* Persist a fence >= want (keeper thread or creation only): SNOWFLAKE_PERSIST_*.
+/* Persist a fence >= want (keeper thread or creation only):
+ * SNOWFLAKE_PERSIST_*.
  * Only an OK moves the fence the request path checks. */
 static int
 sf_persist(struct snowflake *sf, int64_t want)
@@ -498,7 +502,8 @@ sf_persist(struct snowflake *sf, int64_t want)
 
     if (rc != SNOWFLAKE_PERSIST_OK) {
         int64_t m = util_mono_ms();
-        assert(rc == SNOWFLAKE_PERSIST_FAILED || rc == SNOWFLAKE_PERSIST_UNCONFIRMED);
+        assert(rc == SNOWFLAKE_PERSIST_FAILED ||
+               rc == SNOWFLAKE_PERSIST_UNCONFIRMED);
         atomic_fetch_add(&sf->persist_failures, 1);
         if (atomic_exchange(&sf->persist_failing, rc) != rc ||
             m - sf->last_fail_log_mono >= 10000) {

@@ -60,9 +60,9 @@ enum { SNOWFLAKE_OK = 0, SNOWFLAKE_WAIT = 1, SNOWFLAKE_REFUSE = 2 };
  *                                 ZooKeeper for takeover_age_ms / 2
  *              "layout_expired"   the timestamp field has run out
  *              "bad_count"        n is 0 or over snowflake.count_max
- * wait_ms: SNOWFLAKE_WAIT: retry after this many ms (>= 1); SNOWFLAKE_REFUSE: ms until it
- * may succeed, 0 when unknown. retry_after_s: for a Retry-After header
- * (>= 1). message: human text with the numbers. */
+ * wait_ms: SNOWFLAKE_WAIT: retry after this many ms (>= 1);
+ * SNOWFLAKE_REFUSE: ms until it may succeed, 0 when unknown. retry_after_s:
+ * for a Retry-After header (>= 1). message: human text with the numbers. */
 struct snowflake_refusal {
     const char *code;
     int64_t     wait_ms;
@@ -103,16 +103,17 @@ void snowflake_metrics(struct snowflake *sf, struct sbuf *out);
 /* What persist returns. */
 enum {
     SNOWFLAKE_PERSIST_OK = 0,
-    SNOWFLAKE_PERSIST_FAILED = -1,       /* not durable (disk error, worker lost) */
+    SNOWFLAKE_PERSIST_FAILED = -1,      /* not durable (disk error, lost) */
     SNOWFLAKE_PERSIST_UNCONFIRMED = -2   /* in the file, but ZooKeeper, which
                                      another owner gates on, does not hold it */
 };
 
 struct snowflake_backend {
-    /* Make fence durable (file, ZooKeeper): SNOWFLAKE_PERSIST_*, *cause when not
-     * OK. */
+    /* Make fence durable (file, ZooKeeper): SNOWFLAKE_PERSIST_*, *cause
+     * when not OK. */
     int  (*persist)(void *arg, int64_t fence_ms, char **cause);
-    /* Periodic upkeep (heartbeat, reconnect); returns SNOWFLAKE_TICK_*. May be NULL. */
+    /* Periodic upkeep (heartbeat, reconnect); returns SNOWFLAKE_TICK_*.
+     * May be NULL. */
     int  (*tick)(void *arg, int64_t now_ms);
     /* On SNOWFLAKE_TICK_ACQUIRED: the worker ID and the fence it must pass. */
     int  (*worker)(void *arg, int64_t *worker_id, int64_t *fence_ms);
@@ -130,13 +131,13 @@ enum {
     SNOWFLAKE_TICK_NONE,          /* nothing changed */
     SNOWFLAKE_TICK_ACQUIRED,      /* a worker ID is now known (was unknown) */
     SNOWFLAKE_TICK_LOST,          /* the worker ID must not be used any more */
-    SNOWFLAKE_TICK_LEASE_EXPIRED, /* stop issuing until SNOWFLAKE_TICK_LEASE_OK */
+    SNOWFLAKE_TICK_LEASE_EXPIRED, /* stop issuing until LEASE_OK */
     SNOWFLAKE_TICK_LEASE_OK
 };
 
 struct snowflake_options {
     struct sfcodec_layout layout;
-    int64_t   worker_id;          /* -1: unknown until the backend acquires it */
+    int64_t   worker_id;          /* -1: unknown until the backend has it */
     int64_t   datacenter_id;
     int64_t   start_fence_ms;     /* issue nothing at or below this */
     int       sequence_random;
@@ -158,7 +159,8 @@ struct snowflake_options {
 /* Build the generator, persist a first fence (when the worker ID is known),
  * start the keeper thread unless no_thread. NULL with *cause on failure (the
  * backend is closed then too). */
-struct snowflake *snowflake_create(const struct snowflake_options *o, char **cause);
+struct snowflake *snowflake_create(const struct snowflake_options *o,
+                                   char **cause);
 /* One pass of the keeper: persist a further fence when due or asked, tick
  * the backend, wake waiters. */
 void snowflake_keeper_step(struct snowflake *sf);

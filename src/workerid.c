@@ -30,17 +30,20 @@
  *   - Rule 1: another process can always inherit the worker ID (takeover,
  *     or the same ip:port on another machine with no cache file), and it
  *     gates on the node. So a fence counts (workerid_persist returns
- *     SNOWFLAKE_PERSIST_OK) only once the node's versioned write has succeeded; a
- *     fence in the cache file alone is SNOWFLAKE_PERSIST_UNCONFIRMED and the
+ *     SNOWFLAKE_PERSIST_OK) only once the node's versioned write has
+ *     succeeded; a fence in the cache file alone is
+ *     SNOWFLAKE_PERSIST_UNCONFIRMED and the
  *     generator issues nothing past the last confirmed one. For the same
  *     reason the cache file's worker ID is not used while ZooKeeper is down
  *     at start. The static source (no ZooKeeper) keeps the file fence.
  *
  * Lease (takeover on only): a node may be taken over once its timestamp is
  * takeover_age_ms old, so an owner whose writes have not reached ZooKeeper
- * for half of that stops issuing (SNOWFLAKE_TICK_LEASE_EXPIRED) until one lands.
+ * for half of that stops issuing (SNOWFLAKE_TICK_LEASE_EXPIRED) until one
+ * lands.
  */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <ifaddrs.h>
 #include <inttypes.h>
@@ -446,6 +449,7 @@ wid_claim(struct workerid *w, const struct wid_child *c, int takeover,
                  "no IDs until the clock passes it", c->path,
                  c->nonce != NULL ? "fence" : "heartbeat + interval", gate,
                  gate - now);
+    assert(gate >= c->ts);              /* never below what the node held */
     r->node = xstrdup(c->path);
     r->worker = c->seq;
     r->version = st.version;
@@ -890,6 +894,7 @@ workerid_persist(struct workerid *w, int64_t fence_ms, char **cause)
         return SNOWFLAKE_PERSIST_UNCONFIRMED;
     }
     free(zcause);
+    assert(w->verified && !w->lost);    /* rule 1: the node holds it */
     return SNOWFLAKE_PERSIST_OK;
 }
 

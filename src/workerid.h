@@ -18,8 +18,8 @@
  * The fence: every persist writes the cache file (temp file, fsync, rename,
  * fsync of the directory) and then, with ZooKeeper, the node's timestamp (a
  * versioned write: a node that was taken over is noticed and the worker ID
- * is dropped). Only a fence the node holds counts (SNOWFLAKE_PERSIST_OK); see the
- * DESIGN comment in workerid.c. The cache file is JSON: {"format":1,
+ * is dropped). Only a fence the node holds counts (SNOWFLAKE_PERSIST_OK);
+ * see the DESIGN comment in workerid.c. The cache file is JSON: {"format":1,
  * "leaf_name","source","ip","port","worker_id","datacenter_id","fence",
  * "zk_node","nonce"}; its default path is
  * ./leafd-snowflake-<leaf.name>-<port>.json (port: the snowflake port).
@@ -27,7 +27,8 @@
  * Ownership: workerid_open_params returns a struct workerid; once handed to
  * snowflake_create through workerid_backend, the snowflake owns it and
  * closes it; else the caller does with workerid_close (NULL is a no-op).
- * Failure values: workerid_open_params NULL with *cause (malloc'd); actions 0 / -1
+ * Failure values: workerid_open_params NULL with *cause (malloc'd);
+ * actions 0 / -1
  * with *cause.
  * Thread-safety: persist and tick run on one thread (the snowflake keeper,
  * or the opener before it starts); the state/metrics/source readers may run
@@ -62,7 +63,8 @@ struct workerid_params {
     int64_t     takeover_age_ms;
 };
 
-/* From explicit parameters (sfconfig.c fills them from the config). May block up to about
+/* From explicit parameters (sfconfig.c fills them from the config).
+ * May block up to about
  * zk_timeout_ms plus a few ZooKeeper round trips. Fails on a corrupt cache
  * file, an invalid static worker ID, a worker ID beyond max_worker, or a
  * ZooKeeper registration that is refused for good; ZooKeeper being down is
@@ -84,10 +86,12 @@ struct zk *workerid_zk(struct workerid *w);
 
 /* Fill b with this source's persist/tick/... for snowflake_create. */
 void workerid_backend(struct workerid *w, struct snowflake_backend *b);
-/* SNOWFLAKE_PERSIST_OK, SNOWFLAKE_PERSIST_FAILED (file error, worker ID lost) or, with
+/* SNOWFLAKE_PERSIST_OK, SNOWFLAKE_PERSIST_FAILED (file error, worker ID
+ * lost) or, with
  * ZooKeeper, SNOWFLAKE_PERSIST_UNCONFIRMED (the node does not hold it). */
 int  workerid_persist(struct workerid *w, int64_t fence_ms, char **cause);
-int  workerid_tick(struct workerid *w, int64_t now_ms);     /* SNOWFLAKE_TICK_* */
+/* SNOWFLAKE_TICK_* */
+int  workerid_tick(struct workerid *w, int64_t now_ms);
 
 /* First non-loopback IPv4 address of an interface that is up, as text in
  * buf (>= 16 bytes). 0, or -1 when there is none. */

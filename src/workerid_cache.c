@@ -142,7 +142,8 @@ write_all(int fd, const char *p, size_t len)
 }
 
 int
-workerid_cache_write(const char *path, const struct workerid_cache *c, char **cause)
+workerid_cache_write(const char *path, const struct workerid_cache *c,
+                     char **cause)
 {
     struct sbuf b = {0};
     char *tmp, *dir, *slash;

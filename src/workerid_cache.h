@@ -28,7 +28,8 @@ struct workerid_cache {
 
 /* 0 read, 1 no such file (c zeroed, worker_id -1), -1 unreadable or corrupt
  * (*cause says which and what to do). */
-int  workerid_cache_read(const char *path, struct workerid_cache *c, char **cause);
+int  workerid_cache_read(const char *path, struct workerid_cache *c,
+                         char **cause);
 /* Atomic: temp file, fsync, rename, fsync of the directory. */
 int  workerid_cache_write(const char *path, const struct workerid_cache *c,
                      char **cause);
