@@ -59,10 +59,10 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "workerid_cache.h"
 #include "log.h"
 #include "util.h"
 #include "workerid.h"
+#include "workerid_cache.h"
 #include "zk.h"
 
 enum { WID_NONE, WID_STATIC, WID_ZOOKEEPER, WID_TAKEOVER };
