@@ -38,9 +38,13 @@ fake_persist(void *arg, int64_t fence, char **cause)
     int64_t cur;
 
     (void)arg;
+    if (atomic_load(&persist_fail) == 2) {
+        *cause = xstrdup("ZooKeeper unreachable: in the file only");
+        return SNOWFLAKE_PERSIST_UNCONFIRMED;
+    }
     if (atomic_load(&persist_fail)) {
         *cause = xstrdup("disk on fire");
-        return -1;
+        return SNOWFLAKE_PERSIST_FAILED;
     }
     cur = atomic_load(&persisted_max);
     while (fence > cur && !atomic_compare_exchange_weak(&persisted_max, &cur,
@@ -571,6 +575,49 @@ START_TEST(fence_before_use)
 }
 END_TEST
 
+/* A fence the backend could not confirm (ZooKeeper) does not count: 503
+ * fence_unconfirmed past the last confirmed one, never an ID beyond it;
+ * a start that cannot confirm its first fence is not fatal. */
+START_TEST(fence_unconfirmed)
+{
+    struct snowflake_options o;
+    struct snowflake *sf;
+    struct snowflake_refusal why;
+    uint64_t id[16];
+    char *reason = NULL;
+
+    reset_fakes();
+    options(&o);
+    o.start_fence_ms = T0 - 10;
+    atomic_store(&persist_fail, 2);
+    sf = make(&o);
+    ck_assert_int_eq(snowflake_fence(sf), T0 - 10);
+    ck_assert_int_eq(snowflake_next(sf, 1, id, &why), SNOWFLAKE_REFUSE);
+    ck_assert_str_eq(why.code, "fence_unconfirmed");
+    ck_assert_int_eq(snowflake_health(sf, &reason), -1);
+    ck_assert_ptr_nonnull(strstr(reason, "fence_unconfirmed"));
+    free(reason);
+    /* confirmed: served */
+    atomic_store(&persist_fail, 0);
+    snowflake_keeper_step(sf);
+    ck_assert_int_eq(issue(sf, 16, id, &why), SNOWFLAKE_OK);
+    ck_assert_int_eq(snowflake_health(sf, &reason), 0);
+    /* lost again, the clock jumps past the fence: nothing beyond it */
+    atomic_store(&persist_fail, 2);
+    atomic_store(&fake_now, T0 + 60000);
+    snowflake_next(sf, 1, id, &why);
+    snowflake_keeper_step(sf);
+    ck_assert_int_eq(snowflake_next(sf, 1, id, &why), SNOWFLAKE_REFUSE);
+    ck_assert_str_eq(why.code, "fence_unconfirmed");
+    ck_assert_int_lt(snowflake_fence(sf), T0 + 60000);
+    /* within the confirmed fence, IDs go on (the clock steps back to it) */
+    atomic_store(&fake_now, T0 + 1000);
+    ck_assert_int_eq(snowflake_next(sf, 1, id, &why), SNOWFLAKE_OK);
+    ck_assert_int_le(ts_of(sf, id[0]), snowflake_fence(sf));
+    snowflake_stop(sf);
+}
+END_TEST
+
 START_TEST(restart_behind_fence)
 {
     struct snowflake_options o;
@@ -951,6 +998,7 @@ snowflake_suite(void)
     tcase_add_test(tc, step_back_over);
     tcase_add_test(tc, step_back_and_forth);
     tcase_add_test(tc, fence_before_use);
+    tcase_add_test(tc, fence_unconfirmed);
     tcase_add_test(tc, restart_behind_fence);
     tcase_add_test(tc, random_sequence_start);
     tcase_add_test(tc, threads_no_duplicates);
