@@ -29,6 +29,7 @@ opts() {
     config)     echo "-max_len=8192 -dict=fuzz/config.dict" ;;
     decode)     echo "-max_len=64" ;;
     util)       echo "-max_len=600" ;;
+    idkinds)    echo "-max_len=64" ;;
     *)          echo "" ;;
     esac
 }
