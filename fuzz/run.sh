@@ -30,6 +30,7 @@ opts() {
     decode)     echo "-max_len=64" ;;
     util)       echo "-max_len=600" ;;
     idkinds)    echo "-max_len=64" ;;
+    tzone)      echo "-max_len=8192" ;;
     *)          echo "" ;;
     esac
 }
