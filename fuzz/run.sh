@@ -31,6 +31,7 @@ opts() {
     util)       echo "-max_len=600" ;;
     idkinds)    echo "-max_len=64" ;;
     tzone)      echo "-max_len=8192" ;;
+    serial_pattern) echo "-max_len=64" ;;
     *)          echo "" ;;
     esac
 }
