@@ -141,6 +141,10 @@ FUZZ_OBJS_http_parse := http_parse
 FUZZ_OBJS_config     := config log util
 FUZZ_OBJS_decode     := sfcodec util
 FUZZ_OBJS_util       := util
+FUZZ_OBJS_idkinds    := uuid7 ulid csprng snowflake workerid zk config log util
+FUZZ_OBJS_tzone      := tzone util
+FUZZ_OBJS_serial_pattern := serial_fmt tzone util
+FUZZ_OBJS_resp_parse  := resp_parse
 fuzz_objs = $(patsubst %,build/fuzz/obj/%.o,$(FUZZ_OBJS_$(1)))
 
 .PHONY: fuzz fuzz-ci compose-check

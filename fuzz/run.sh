@@ -29,6 +29,10 @@ opts() {
     config)     echo "-max_len=8192 -dict=fuzz/config.dict" ;;
     decode)     echo "-max_len=64" ;;
     util)       echo "-max_len=600" ;;
+    idkinds)    echo "-max_len=64" ;;
+    tzone)      echo "-max_len=8192" ;;
+    serial_pattern) echo "-max_len=64" ;;
+    resp_parse) echo "-max_len=4096 -dict=fuzz/resp.dict" ;;
     *)          echo "" ;;
     esac
 }
