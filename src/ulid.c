@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "csprng.h"
-#include "snowflake.h"      /* sf_format_utc */
+#include "sfcodec.h"        /* sfcodec_format_utc */
 #include "ulid.h"
 #include "util.h"
 
@@ -207,7 +207,7 @@ ulid_decoded_json(const struct ulid *u, struct sbuf *b)
 
     ulid_format(u, text);
     text[ULID_TEXT_LEN] = '\0';
-    sf_format_utc(ms, time, sizeof time);
+    sfcodec_format_utc(ms, time, sizeof time);
     sbuf_printf(b, "{\"ulid\":\"%s\",\"timestamp\":%lld,\"time\":\"%s\","
                 "\"randomness\":\"", text, (long long)ms, time);
     for (int i = 6; i < 16; i++)
