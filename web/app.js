@@ -155,6 +155,8 @@
   function sample() {
     return guard(api('/metrics').then(function (r) {
       if (r.status !== 200) return;
+      /* With thousands of tags /metrics is megabytes: sample it less often. */
+      state.sampleEvery = r.body.length > 1000000 ? 3 * SAMPLE_MS : SAMPLE_MS;
       var s = parseMetrics(r.body), prev = state.samples[state.samples.length - 1];
       if (prev) {
         var dt = (s.t - prev.t) / 1000;
@@ -409,7 +411,10 @@
     { label: 'segment 0', w: 'minmax(14rem, 2fr)', min: 230, sort: function (r) { return r.segments[0].idle; }, cell: bufCell(0) },
     { label: 'segment 1', w: 'minmax(14rem, 2fr)', min: 230, sort: function (r) { return r.segments[1].idle; }, cell: bufCell(1) },
     { label: 'next', w: '5.5rem', min: 88, sort: function (r) { return (r.next_ready ? 2 : 0) + (r.loading ? 1 : 0); },
-      cell: function (e, r) { text(e, !r.init_ok ? 'not loaded' : r.loading ? 'loading…' : r.next_ready ? 'ready' : 'not yet', r.loading ? 'yes' : r.next_ready ? 'yes' : 'no'); } },
+      cell: function (e, r) {
+        text(e, !r.init_ok ? 'not loaded' : r.loading ? 'loading…' : r.next_ready ? 'ready' : 'not yet', r.loading ? 'yes' : r.next_ready ? 'yes' : 'no');
+        e.title = !r.init_ok ? 'not loaded yet: a tag loads on its first request' : 'next segment ' + (r.next_ready ? 'ready' : r.loading ? 'loading' : 'not loaded yet');
+      } },
     { label: 'step / table', w: '9rem', min: 140, num: true, sort: function (r) { return r.step; },
       cell: function (e, r) { text(e, fmt(r.step) + ' / ' + fmt(r.min_step), 'num'); e.title = 'adaptive step ' + r.step + ', leaf_alloc.step ' + r.min_step; } },
     { label: 'loads', w: '4.5rem', min: 70, num: true, sort: function (r) { return r.loads; }, cell: function (e, r) { text(e, fmt(r.loads), 'num'); } },
@@ -420,10 +425,10 @@
   ];
   var narrowQ = window.matchMedia('(max-width: 700px)');
   var segColsNarrow = [
-    { label: 'biz_tag', w: 'minmax(6rem, 1fr)', min: 100, sort: segCols[0].sort, cell: segCols[0].cell },
-    { label: 'current segment', w: 'minmax(11rem, 2fr)', min: 180, sort: function (r) { return r.segments[r.pos].idle; }, cell: bufCell(-1) },
-    { label: 'next', w: '4.8rem', min: 76, sort: segCols[3].sort, cell: segCols[3].cell },
-    { label: 'lasts', w: '4.5rem', min: 70, num: true, sort: segCols[8].sort, cell: segCols[8].cell }
+    { label: 'biz_tag', w: 'minmax(4.5rem, 1fr)', min: 64, sort: segCols[0].sort, cell: segCols[0].cell },
+    { label: 'current segment', w: 'minmax(9rem, 2.2fr)', min: 126, sort: function (r) { return r.segments[r.pos].idle; }, cell: bufCell(-1) },
+    { label: 'next', w: '4.3rem', min: 60, sort: segCols[3].sort, cell: segCols[3].cell },
+    { label: 'lasts', w: '4rem', min: 56, num: true, sort: segCols[8].sort, cell: segCols[8].cell }
   ];
   function makeSegTable() {
     var old = segTable;
@@ -750,7 +755,8 @@
   var lastCache = 0;
   function tick() {
     if (document.hidden || state.denied) return;
-    sample();
+    var last = state.samples[state.samples.length - 1];
+    if (!last || Date.now() - last.t >= (state.sampleEvery || SAMPLE_MS) - 200) sample();
     loadOverview().then(function () { if (state.tab === 'snowflake') drawSnowflake(); });
     if (state.tab === 'segments' && Date.now() - lastCache >= CACHE_MS - 100) { lastCache = Date.now(); loadCache(); }
   }
