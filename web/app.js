@@ -251,13 +251,18 @@
 
   function loadOverview() {
     return Promise.all([
-      guard(api('/health').then(function (r) { state.health = r.body; })),
-      guard(api('/console/about.json').then(function (r) { if (r.status === 200) state.about = r.body; })),
-      loadSfState()
+      guard(api('/health').then(function (r) { state.health = r.body; })).then(loadSfState),
+      state.about ? null : guard(api('/console/about.json').then(function (r) { if (r.status === 200) state.about = r.body; }))
     ]).then(drawOverview);
   }
+  /* A mode /health says is off: its pages are not asked for (they answer 404). */
+  function modeOff(m) { return !!(state.health && state.health[m] && state.health[m].enabled === false); }
   function loadSfState() {
     var t0 = Date.now();
+    if (modeOff('snowflake')) {
+      state.sf = { off: true, error: { message: 'snowflake mode is off on this node' } };
+      return Promise.resolve();
+    }
     return guard(api('/snowflake/state').then(function (r) {
       if (r.status === 200) {
         state.sf = r.body; state.sf.rtt = Date.now() - t0; state.sf.seen = Date.now();
@@ -437,6 +442,7 @@
   }
   narrowQ.addEventListener('change', function () { if (segTable) makeSegTable(); });
   function loadCache() {
+    if (modeOff('segment')) { $('seg-summary').textContent = 'segment mode is off on this node'; return Promise.resolve(); }
     return guard(api('/cache').then(function (r) {
       if (r.status !== 200) { $('seg-summary').textContent = (r.body && r.body.message) || 'segment mode is off'; return; }
       var now = Date.now(), tags = r.body.tags, noIds = 0, loading = 0, issued = 0;
@@ -477,6 +483,7 @@
     { label: 'description', w: 'minmax(10rem, 2fr)', min: 160, sort: function (r) { return r.description || ''; }, cell: function (e, r) { text(e, r.description || ''); e.title = r.description || ''; } }
   ];
   function loadDb() {
+    if (modeOff('segment')) { $('db-summary').textContent = 'segment mode is off on this node'; return Promise.resolve(); }
     $('db-summary').textContent = 'reading leaf_alloc…';
     return guard(api('/db').then(function (r) {
       if (r.status !== 200) { $('db-summary').textContent = (r.body && r.body.message) || 'segment mode is off'; return; }
@@ -765,8 +772,11 @@
   $('range-from').value = new Date(Date.now() - 3600000).toISOString();
   $('range-to').value = new Date().toISOString();
   $('foot').textContent = 'leafd console · data from /health /metrics /cache /db /snowflake/state · refreshes every ' + SAMPLE_MS / 1000 + ' s';
-  showTab(location.hash.slice(1) || 'overview');
-  refreshAll();
-  setInterval(tick, SAMPLE_MS);
+  /* /health first (it is never behind the token): it says which modes are on. */
+  guard(api('/health').then(function (r) { state.health = r.body; })).then(function () {
+    showTab(location.hash.slice(1) || 'overview');
+    refreshAll();
+    setInterval(tick, SAMPLE_MS);
+  });
   window.addEventListener('resize', function () { if (state.tab === 'overview') drawOverviewCharts(); });
 }());

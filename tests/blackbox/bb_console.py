@@ -19,6 +19,7 @@ TESTS = [
     "test_console_admin_listener",
     "test_console_in_browser",
     "test_console_admin_token_in_browser",
+    "test_console_zookeeper_in_browser",
 ]
 
 OUT = os.path.join(ROOT, "build", "test-output", "console")
@@ -471,3 +472,38 @@ def test_console_admin_token_in_browser(ctx):
         finally:
             quit_browser(drv)
             adm.close()
+
+
+def test_console_zookeeper_in_browser(ctx):
+    """Snowflake only, worker IDs from ZooKeeper: the ZooKeeper session,
+    the registration and the heartbeat age; segment mode shown as off, and
+    its pages never asked for (no 404 in the browser console)."""
+    with Workdir("console-zk") as wd:
+        zk = wd.zookeeper()
+        d = wd.leafd(conf={"leaf.snowflake.enable": "true", "leaf.segment.enable": "false",
+                           "leaf.name": "bbconsole", "snowflake.ip": "127.0.0.1",
+                           "leaf.snowflake.zk.address": zk.address,
+                           "snowflake.cache_file": os.path.join(wd.path, "sf.json")}).start()
+        st = wait_for(lambda: (lambda j: j if j.get("heartbeat_age_ms") is not None else None)(
+            d.get("/snowflake/state").json()), what="a first heartbeat")
+        drv = browser_or_skip()
+        if drv is None:
+            return
+        try:
+            drv.get("http://127.0.0.1:%d/console#segments" % d.port)
+            wait_text(drv, "#seg-summary", lambda t: "off on this node" in t, "segment mode off")
+            tab(drv, "overview")
+            wait_text(drv, '#ov-snowflake [data-k="zk"]', lambda t: t.startswith("connected"),
+                      "ZooKeeper connected on the overview")
+            eq(text_of(drv, '#ov-snowflake [data-k="worker"]'), str(st["worker_id"]), "worker ID")
+            eq(text_of(drv, "#ov-segment dd"), "off on this node", "segment card")
+            tab(drv, "snowflake")
+            wait_text(drv, '#sf-worker [data-k="source"]', lambda t: t == "zookeeper", "source")
+            hb = text_of(drv, '#sf-worker [data-k="heartbeat"]')
+            check(hb.endswith(" s") or hb.endswith(" ms"), "heartbeat age: %r" % hb)
+            check(st["zk_node"] in text_of(drv, "#sf-worker"), "the registration %s" % st["zk_node"])
+            shot(drv, "snowflake-zookeeper-desktop")
+            errs = console_errors(drv)
+            check(not errs, "the browser console logged errors:\n%s" % "\n".join(errs))
+        finally:
+            quit_browser(drv)
