@@ -136,7 +136,8 @@
           l = labels(m[2]);
           if (l.route === 'segment' || l.route === 'leaf_segment') s.segReq += v;
           if (l.route === 'snowflake' || l.route === 'leaf_snowflake') s.sfReq += v;
-          if (l.status === '503') s.c503['http ' + l.route + '|503'] = v;
+          /* /metrics counts HTTP answers by route and status, not by code. */
+          if (l.status === '503') s.c503['http ' + l.route + '|503 (any code)'] = v;
           break;
         case 'leafd_snowflake_not_served_total':
           l = labels(m[2]);
@@ -213,6 +214,7 @@
         });
       }
     });
+    canvas.setAttribute('data-points', String(pts.length));
     var last = pts[pts.length - 1];
     nowEl.textContent = last ? series.map(function (sr) { return sr.name + ': ' + fmt(Math.round(last.rate[sr.key])) + unit; }).join(' · ')
       : 'sampling /metrics every ' + SAMPLE_MS / 1000 + ' s…';

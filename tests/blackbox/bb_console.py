@@ -425,6 +425,11 @@ def test_console_admin_token_in_browser(ctx):
     works with the right one."""
     from bbutil import Client, free_port
     with Workdir("console-token") as wd:
+        seed_tags(wd, 0)
+        con = sqlite3.connect(os.path.join(wd.path, "leafd.db"))
+        con.execute("INSERT INTO leaf_alloc(biz_tag, max_id, step) VALUES ('broken', 1, 0)")
+        con.commit()
+        con.close()
         ap = free_port()
         tok = "right-token-%d" % os.getpid()
         d = wd.leafd(flags=["--admin.listen.port=%d" % ap, "--admin.listen.address=127.0.0.1",
@@ -454,7 +459,24 @@ def test_console_admin_token_in_browser(ctx):
             check(tok not in drv.current_url, "token not in the URL")
             # Reload: the tab remembers it, no prompt.
             drv.refresh()
-            wait_text(drv, '#ov-segment [data-k="tags"]', lambda t: t == "1", "tags after reload")
+            wait_text(drv, '#ov-segment [data-k="tags"]', lambda t: t == "2", "tags after reload")
+            # A 503 (the broken row) and some traffic: the 503 table and the
+            # live charts.
+            r = d.get("/segment/broken")
+            eq((r.status, r.json()["error"]), (503, "bad_leaf_alloc_row"), "the broken row's 503")
+            end = time.time() + 30
+            while time.time() < end:
+                d.get("/segment/demo?count=%d" % (200 + int(time.time() * 7) % 300))
+                d.get("/snowflake?count=%d" % (50 + int(time.time() * 5) % 100))
+                time.sleep(0.05)
+                if js(drv, "return Number(document.getElementById('chart-ids').getAttribute('data-points'))") >= 6:
+                    break
+            wait_text(drv, "#ov-503 tbody", lambda t: "http segment" in t and "503" in t,
+                      "the segment 503 in the 503 table")
+            row = js(drv, "return Array.prototype.map.call(document.querySelectorAll('#ov-503 tbody td'), "
+                          "function (td) { return td.textContent; });")
+            eq(row, ["http segment", "503 (any code)", "1", "1"], "503 table row")
+            shot(drv, "overview-live-desktop")
             check(js(drv, "return document.getElementById('auth').hidden"), "no prompt after reload")
             # The datacenter layout in the tool, against the public decoder.
             tab(drv, "tool")
