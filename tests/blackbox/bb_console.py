@@ -121,7 +121,7 @@ def browser_or_skip():
         except ImportError:
             missing.append("python3-selenium")
     if missing:
-        if os.environ.get("CI"):
+        if os.environ.get("CI", "") not in ("", "0", "false"):
             raise TestFailure("CI=1 and the browser test cannot run: missing %s "
                               "(sh .ci/deps.sh test installs them)" % ", ".join(missing))
         print("  skipped: missing %s (sh .ci/deps.sh test)" % ", ".join(missing))
