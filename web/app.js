@@ -289,13 +289,14 @@
       ['config', a ? (a.config || 'built-in defaults (no file)') : '–', 'mono', 'config'],
       ['admin token', a ? (a.admin_token ? 'required' : 'none (pages open)') : '–']
     ]);
-    var sg = h.segment || {};
+    var sg = h.segment || {}, last = state.samples[state.samples.length - 1];
     kv($('ov-segment'), sg.enabled ? [
       ['status', statusPill(sg.db === 'up' ? (sg.tags_without_ids ? 'degraded' : 'ok') : (sg.tags_without_ids ? 'unavailable' : 'degraded'))],
       ['store', sg.store],
       ['database', statusPill(sg.db), null, 'db'],
       sg.db_error ? ['db error', sg.db_error, 'badv'] : null,
       sg.db_down_for_ms ? ['down for', dur(sg.db_down_for_ms)] : null,
+      ['db errors', last ? fmt(last.dbErrors) : '–', last && last.dbErrors ? 'badv' : null, 'dberrors'],
       ['tags', fmt(sg.tags), null, 'tags'],
       ['tags without IDs', fmt(sg.tags_without_ids), sg.tags_without_ids ? 'badv' : null]
     ] : [['status', 'off on this node']]);
@@ -663,6 +664,7 @@
     var s = $('parse-input').value.trim(), out = $('parse-out');
     clear(out);
     if (!s) return;
+    if (/^[0-9][0-9,_ ]*$/.test(s)) s = s.replace(/[,_ ]/g, '');   /* pasted with separators */
     if (/^[0-9]+$/.test(s)) parseSnowflake(s, out);
     else if (/^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$/.test(s)) parseUuid(s, out);
     else if (s.length === 26) parseUlid(s, out);
