@@ -22,14 +22,14 @@ LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lzookeeper_mt -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
 SRCS    := $(wildcard src/*.c)
-OBJS    := $(SRCS:src/%.c=build/%.o)
+OBJS    := $(SRCS:src/%.c=build/%.o) build/console_assets.o
 LIBOBJS := $(filter-out build/main.o,$(OBJS))
 TESTS   := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/check_*.c))
 TESTBIN := $(TESTS:%=build/tests/%)
 
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
               -fno-sanitize-recover=undefined
-ASAN_OBJS  := $(SRCS:src/%.c=build/asan/%.o)
+ASAN_OBJS  := $(SRCS:src/%.c=build/asan/%.o) build/console_assets.o
 ASAN_LIB   := $(filter-out build/asan/main.o,$(ASAN_OBJS))
 ASAN_TESTS := $(TESTS:%=build/asan/tests/%)
 
@@ -46,6 +46,15 @@ leafd-asan: $(ASAN_OBJS)
 build/%.o: src/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+# The web console: tools/embed.c turns web/* into C data (src/console.c).
+build/console_assets.c: tools/embed.c web/index.html $(wildcard web/*) src/main.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -o build/embed tools/embed.c
+	build/embed $@ src/main.c web/index.html $(filter-out web/index.html,$(wildcard web/*))
+
+build/console_assets.o: build/console_assets.c src/console.h
+	$(CC) $(CFLAGS) -c -o $@ $<
 
 build/asan/%.o: src/%.c
 	@mkdir -p $(@D)

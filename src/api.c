@@ -14,6 +14,7 @@
 #include "api.h"
 #include "auth.h"
 #include "config.h"
+#include "console.h"
 #include "loader.h"
 #include "log.h"
 #include "segment.h"
@@ -909,6 +910,8 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
                     "only GET and HEAD are served");
         return;
     }
+    if ((admin || !a->admin_apart) && console_handle(c, m, a->cfg))
+        return;
     if (path_is(m, "/metrics"))
         admin_route = R_METRICS;
     else if (path_is(m, "/cache"))

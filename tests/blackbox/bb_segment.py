@@ -105,7 +105,7 @@ def test_bad_input_errors(ctx):
             err(r, 405, "method_not_allowed")
             eq(r.header("Allow"), "GET, HEAD", "Allow header")
         err(d.get("/nope"), 404, "not_found")
-        err(d.get("/"), 404, "not_found")
+        eq(d.get("/").status, 302, "/ redirects to the console")
         # The database was not touched by any of it.
         rows = d.get("/db").json()["rows"]
         eq(sorted(r["biz_tag"] for r in rows), ["demo"], "only demo in leaf_alloc")
