@@ -33,6 +33,16 @@ ASAN_OBJS  := $(SRCS:src/%.c=build/asan/%.o) build/console_assets.o
 ASAN_LIB   := $(filter-out build/asan/main.o,$(ASAN_OBJS))
 ASAN_TESTS := $(TESTS:%=build/asan/tests/%)
 
+# ThreadSanitizer: the suites whose threads race on purpose (the segment
+# allocator's harnesses, the snowflake generator's, the HTTP park/wake and
+# the UUID/ULID generators). Suites built around libzookeeper_mt's own
+# threads or MySQL's client stay in the plain and ASan runs.
+TSAN_FLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
+TSAN_OBJS  := $(SRCS:src/%.c=build/tsan/%.o) build/console_assets.o
+TSAN_LIB   := $(filter-out build/tsan/main.o,$(TSAN_OBJS))
+TSAN_SUITES := check_segment check_snowflake check_http check_idkinds
+TSAN_TESTS := $(TSAN_SUITES:%=build/tsan/tests/%)
+
 .PHONY: all deps run test unit unit-asan check-asan blackbox bench clean format lint
 
 all: leafd
@@ -63,6 +73,14 @@ build/asan/%.o: src/%.c
 build/tests/%: tests/unit/%.c $(LIBOBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(LIBOBJS) $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
+
+build/tsan/%.o: src/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(TSAN_FLAGS) -MMD -MP -c -o $@ $<
+
+build/tsan/tests/%: tests/unit/%.c $(TSAN_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(TSAN_FLAGS) -MMD -MP -o $@ $< $(TSAN_LIB) $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
 
 build/asan/tests/%: tests/unit/%.c $(ASAN_LIB)
 	@mkdir -p $(@D)
@@ -131,7 +149,8 @@ lint:
 clean:
 	rm -rf build leafd leafd-asan
 
--include $(OBJS:.o=.d) $(ASAN_OBJS:.o=.d) $(TESTBIN:=.d) $(ASAN_TESTS:=.d)
+-include $(OBJS:.o=.d) $(ASAN_OBJS:.o=.d) $(TSAN_OBJS:.o=.d) $(TESTBIN:=.d) \
+         $(ASAN_TESTS:=.d) $(TSAN_TESTS:=.d)
 
 # ---- fuzzing (fuzz/) and deployment checks --------------------------------
 #   make fuzz           build the libFuzzer targets build/fuzz/fuzz_<name> (clang)
