@@ -43,7 +43,7 @@ TSAN_LIB   := $(filter-out build/tsan/main.o,$(TSAN_OBJS))
 TSAN_SUITES := check_segment check_snowflake check_http check_idkinds
 TSAN_TESTS := $(TSAN_SUITES:%=build/tsan/tests/%)
 
-.PHONY: all deps run test unit unit-asan check-asan blackbox bench clean format lint
+.PHONY: all deps run test unit unit-asan check-asan check-tsan blackbox bench clean format lint
 
 all: leafd
 
@@ -125,6 +125,11 @@ check-asan:
 	@$(MAKE) --no-print-directory WERROR=1 $(ASAN_TESTS)
 	@UNIT_ONLY=asan sh tests/lib/run_all.sh
 
+check-tsan:
+	@sh .ci/deps.sh test
+	@$(MAKE) --no-print-directory WERROR=1 $(TSAN_TESTS)
+	@UNIT_ONLY=tsan sh tests/lib/run_all.sh
+
 blackbox: leafd
 	@python3 tests/blackbox/blackbox.py
 
@@ -133,7 +138,7 @@ blackbox: leafd
 # black-box tests, and stops what it started.
 test:
 	@sh .ci/deps.sh test
-	@$(MAKE) --no-print-directory WERROR=1 leafd $(TESTBIN) $(ASAN_TESTS)
+	@$(MAKE) --no-print-directory WERROR=1 leafd $(TESTBIN) $(ASAN_TESTS) $(TSAN_TESTS)
 	@sh tests/lib/run_all.sh
 
 bench: leafd

@@ -4,6 +4,7 @@
 # then under ASan + UBSan) and every black-box test, and stops what it
 # started, whatever happens.
 #   UNIT_ONLY=asan   only the ASan/UBSan unit tests (make check-asan)
+#   UNIT_ONLY=tsan   only the ThreadSanitizer unit tests (make check-tsan)
 set -u
 cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d /tmp/leafd-test-XXXXXX)
@@ -35,12 +36,19 @@ step() {
 
 status=0
 : >"$log"
-if [ "${UNIT_ONLY:-}" != asan ]; then
+if [ -z "${UNIT_ONLY:-}" ]; then
     step sh tests/lib/run_unit.sh build/tests/check_* || status=1
 fi
-step env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    sh tests/lib/run_unit.sh build/asan/tests/check_* || status=1
+if [ "${UNIT_ONLY:-}" != tsan ]; then
+    step env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+        sh tests/lib/run_unit.sh build/asan/tests/check_* || status=1
+fi
 if [ "${UNIT_ONLY:-}" != asan ]; then
+    # The racing suites under ThreadSanitizer: any report fails the suite.
+    step env TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=4" \
+        sh tests/lib/run_unit.sh build/tsan/tests/check_* || status=1
+fi
+if [ -z "${UNIT_ONLY:-}" ]; then
     step python3 tests/blackbox/blackbox.py || status=1
     echo "== chaos run, short version (make chaos for the long one)"
     step python3 tests/blackbox/chaos.py --short || status=1
