@@ -27,14 +27,21 @@
  * parked = none (the park timer rules). When the timer fires early it is
  * re-armed for the remaining time, so the request path never calls event_add.
  *
- * Parking. A parked connection is on its thread's parked list and keeps
- * reading into the free part of its buffer (to see the client go away) but
- * parses nothing. http_wake_all bumps s->wake_gen, then signals each thread
- * whose nparked is non-zero. A request that parks re-reads wake_gen after
- * joining the list; if it moved since before the handler ran, the thread
- * retries its parked list itself. With both sides seq_cst, a wake that races
- * with a park is never lost.
+ * Parking. A request parks under a wake key; the key picks one of
+ * HTTP_WAKE_BUCKETS buckets, and each thread keeps one parked list per
+ * bucket. A parked connection keeps reading into the free part of its buffer
+ * (to see the client go away) but parses nothing. http_wake(key) bumps
+ * s->wake_gen, then, for each thread whose count for the key's bucket is
+ * non-zero, sets the bucket's bit in t->wake_bits and signals the thread,
+ * which retries only the lists whose bits it finds set. http_wake_all does the
+ * same for every bucket of every thread with a parked request. A request that
+ * parks re-reads wake_gen after joining its list (a seq_cst increment of the
+ * bucket's count); if it moved since before the handler ran, the thread
+ * retries that bucket itself. Both sides are seq_cst, so either the waker sees
+ * the count or the parker sees the new generation: a wake that races with a
+ * park is never lost. Keys that share a bucket only cost spurious retries.
  */
+#include <assert.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -65,6 +72,7 @@
 #define HTTP_ACCEPT_BATCH     64
 #define HTTP_ACCEPT_BACKOFF_MS 100     /* EMFILE & co: pause the listener */
 #define HTTP_BACKLOG          4096
+#define HTTP_WAKE_BUCKETS     64       /* one bit each in a uint64_t */
 
 #define HTTP_DEF_MAX_CONNECTIONS  10000
 #define HTTP_DEF_IDLE_TIMEOUT_MS  60000
@@ -72,7 +80,8 @@
 #define HTTP_DEF_MAX_URL_BYTES    4096
 #define HTTP_DEF_MAX_BODY_BYTES   65536
 
-enum { HTTP_CMD_WAKE = 1, HTTP_CMD_STOP = 2, HTTP_CMD_FORCE = 4 };
+enum { HTTP_CMD_WAKE = 1, HTTP_CMD_STOP = 2, HTTP_CMD_FORCE = 4,
+       HTTP_CMD_WAKE_ALL = 8 };
 
 struct http_pool {
     void  *head;                 /* free buffers, linked through their start */
@@ -91,18 +100,21 @@ struct http_thread {
     int                 efd;            /* eventfd: commands from others */
     struct event        cmd_ev;
     _Atomic unsigned    cmd;            /* HTTP_CMD_* bits */
-    struct event        retry_ev;       /* local: retry the parked list */
+    struct event        retry_ev;       /* local: retry retry_bits' lists */
+    uint64_t            retry_bits;     /* owner only: buckets to retry */
+    _Atomic uint64_t    wake_bits;      /* set by http_wake, taken by owner */
     const struct timeval *idle_tv;      /* common timeout */
     int64_t             accept_warned_ms; /* rate-limits the EMFILE log */
     int                 events_ready;   /* the events below are assigned */
     int                 stopping;
     int64_t             now_us;         /* batch request clock; 0: unset */
     struct http_conn   *conns;          /* every connection of this thread */
-    struct http_conn   *parked;         /* parked connections, newest first */
+    struct http_conn   *parked[HTTP_WAKE_BUCKETS]; /* newest first */
     int                 nconns;
     struct http_pool    inpool, outpool;
     /* Written by this thread only; others read them relaxed. */
     _Atomic uint64_t    open, total, rejected, nparked, timeouts;
+    _Atomic uint32_t    nparked_b[HTTP_WAKE_BUCKETS]; /* per bucket */
 };
 
 struct http_server {
@@ -132,10 +144,11 @@ struct http_conn {
     int64_t             deadline_ms;         /* 0: none */
     int64_t             timer_at_ms;         /* when tev fires */
     int64_t             park_at_ms;
-    unsigned char       rev_on, wev_on, park_armed, counted;
+    unsigned char       rev_on, wev_on, park_armed;
     unsigned char       req_active;          /* a handler owns the request */
     unsigned char       in_handler, parked, closing, lingering, eof;
     unsigned char       partial, out_full;
+    unsigned char       bucket;              /* wake bucket while parked */
     struct http_conn   *prev, *next;         /* t->conns */
     struct http_conn   *pprev, *pnext;       /* t->parked */
     struct http_request req;
@@ -307,6 +320,29 @@ conn_set_deadline(struct http_conn *c, int64_t now, int64_t d)
         conn_arm_timer(c, now, d);
 }
 
+static unsigned
+wake_bucket(uint64_t key)
+{
+    /* Fibonacci hashing: the top 6 bits of key * 2^64/phi. */
+    return (unsigned)((key * UINT64_C(0x9E3779B97F4A7C15)) >> 58);
+}
+
+/* The connection state machine's invariants (checked where it changes). */
+static void
+conn_check(const struct http_conn *c)
+{
+    assert(c->in_off <= c->in_len);
+    assert(c->in == NULL ? c->in_len == 0 : c->in_len <= c->t->s->in_cap);
+    assert(c->out_off <= c->out_len);
+    assert(c->out == NULL ? c->out_len == 0 : c->out_len <= c->out_cap);
+    assert(!c->parked || c->req_active);      /* only a live request parks */
+    assert(!c->in_handler || c->req_active);
+    assert(!c->lingering || (c->closing && !c->req_active && c->in == NULL));
+    assert(!c->wev_on || c->out_off < c->out_len);
+    assert(c->bucket < HTTP_WAKE_BUCKETS);
+    (void)c;
+}
+
 /* Take c off its thread's parked list; the park timer keeps running. */
 static void
 conn_unlist(struct http_conn *c)
@@ -315,14 +351,20 @@ conn_unlist(struct http_conn *c)
 
     if (!c->parked)
         return;
+    assert(c->pprev != NULL || t->parked[c->bucket] == c);
     if (c->pprev != NULL)
         c->pprev->pnext = c->pnext;
     else
-        t->parked = c->pnext;
+        t->parked[c->bucket] = c->pnext;
     if (c->pnext != NULL)
         c->pnext->pprev = c->pprev;
     c->pprev = c->pnext = NULL;
     c->parked = 0;
+    assert(atomic_load_explicit(&t->nparked_b[c->bucket],
+                                memory_order_relaxed) > 0);
+    atomic_store_explicit(&t->nparked_b[c->bucket],
+        atomic_load_explicit(&t->nparked_b[c->bucket], memory_order_relaxed) - 1,
+        memory_order_relaxed);
     ctr_add(&t->nparked, -1);
 }
 
@@ -341,6 +383,7 @@ conn_free(struct http_conn *c)
 {
     struct http_thread *t = c->t;
 
+    assert(!c->in_handler);
     conn_unpark(c);
     event_del(&c->rev);
     event_del(&c->wev);
@@ -352,10 +395,8 @@ conn_free(struct http_conn *c)
     if (c->next != NULL)
         c->next->prev = c->prev;
     t->nconns--;
-    if (c->counted) {
-        atomic_fetch_sub_explicit(&t->s->nconns, 1, memory_order_relaxed);
-        ctr_add(&t->open, -1);
-    }
+    atomic_fetch_sub_explicit(&t->s->nconns, 1, memory_order_relaxed);
+    ctr_add(&t->open, -1);
     close(c->fd);                   /* after the counters: the peer sees EOF
                                        only once the stats agree */
     if (c->in != NULL)
@@ -490,10 +531,12 @@ conn_call(struct http_conn *c)
     struct http_server *s = c->t->s;
     uint64_t gen0;
 
+    assert(c->req_active && !c->in_handler && !c->parked);
     gen0 = atomic_load(&s->wake_gen);
     c->in_handler = 1;
     s->handler(c, &c->req, s->arg);
     c->in_handler = 0;
+    conn_check(c);
     if (!c->req_active)
         return;
     if (!c->parked) {
@@ -504,9 +547,11 @@ conn_call(struct http_conn *c)
         conn_end_request(c);
         return;
     }
-    /* Pairs with http_wake_all: see DESIGN. */
-    if (atomic_load(&s->wake_gen) != gen0)
+    /* Pairs with http_wake and http_wake_all: see DESIGN. */
+    if (atomic_load(&s->wake_gen) != gen0) {
+        c->t->retry_bits |= UINT64_C(1) << c->bucket;
         event_active(&c->t->retry_ev, EV_TIMEOUT, 0);
+    }
 }
 
 /* Parse and dispatch every complete request in the input buffer. */
@@ -662,6 +707,7 @@ conn_update(struct http_conn *c)
         c->in = NULL;
         c->in_off = c->in_len = 0;
     }
+    conn_check(c);
 }
 
 /* Process input, send, then close or wait. Returns -1 if c was freed. */
@@ -829,7 +875,7 @@ conn_park_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-conn_new(struct http_thread *t, int fd, int counted)
+conn_new(struct http_thread *t, int fd)
 {
     struct http_conn *c = xcalloc(1, sizeof *c);
     int64_t now = http_now_ms();
@@ -837,7 +883,6 @@ conn_new(struct http_thread *t, int fd, int counted)
 
     c->t = t;
     c->fd = fd;
-    c->counted = (unsigned char)counted;
     event_assign(&c->rev, t->base, fd, EV_READ | EV_PERSIST, conn_read_cb, c);
     event_assign(&c->wev, t->base, fd, EV_WRITE | EV_PERSIST, conn_write_cb,
                  c);
@@ -852,16 +897,32 @@ conn_new(struct http_thread *t, int fd, int counted)
 
     conn_arm_timer(c, now, now + t->s->cfg.idle_timeout_ms);
     c->deadline_ms = c->timer_at_ms;
-    if (counted) {
-        ctr_add(&t->open, 1);
-        ctr_add(&t->total, 1);
-        conn_rev(c, 1);
-        return;
-    }
-    /* Over max_connections: answer 503 at once, then close gently. */
+    ctr_add(&t->open, 1);
+    ctr_add(&t->total, 1);
+    conn_rev(c, 1);
+}
+
+/* Over max_connections: one non-blocking send of a fixed 503, then close at
+ * once, so a flood holds no descriptor past this call and no memory. */
+static void
+conn_reject(struct http_thread *t, int fd)
+{
+#define HTTP_REJECT_BODY \
+    "{\"error\":\"too_many_connections\",\"message\":\"connection limit reached\"}\n"
+    static const char msg[] =
+        "HTTP/1.1 503 Service Unavailable\r\n"
+        "Content-Type: application/json\r\n"
+        "Content-Length: 70\r\n"
+        "Connection: close\r\n"
+        "Retry-After: 1\r\n"
+        "\r\n" HTTP_REJECT_BODY;
+    ssize_t n;
+
+    _Static_assert(sizeof HTTP_REJECT_BODY - 1 == 70, "Content-Length");
     ctr_add(&t->rejected, 1);
-    conn_error(c, 503, "too_many_connections", "connection limit reached");
-    conn_run(c);
+    n = send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)n;
+    close(fd);
 }
 
 /* ---- thread-level callbacks ---- */
@@ -897,9 +958,9 @@ thread_accept_cb(evutil_socket_t lfd, short what, void *arg)
         if (atomic_fetch_add_explicit(&s->nconns, 1, memory_order_relaxed) >=
             s->cfg.max_connections) {
             atomic_fetch_sub_explicit(&s->nconns, 1, memory_order_relaxed);
-            conn_new(t, fd, 0);
+            conn_reject(t, fd);
         } else {
-            conn_new(t, fd, 1);
+            conn_new(t, fd);
         }
     }
 }
@@ -916,27 +977,37 @@ thread_backoff_cb(evutil_socket_t fd, short what, void *arg)
         event_add(&t->lev, NULL);
 }
 
+/* Retry the parked lists of the buckets in bits. */
 static void
-thread_retry_parked(struct http_thread *t)
+thread_retry_parked(struct http_thread *t, uint64_t bits)
 {
     struct http_conn *c, *next;
+    unsigned b;
 
     /* Re-parked requests go to the head, behind the cursor: each parked
      * request is retried once per wake. A handler touches only its own
      * connection, so next stays valid. */
     t->now_us = 0;
-    for (c = t->parked; c != NULL; c = next) {
-        next = c->pnext;
-        conn_retry(c, 0);
+    while (bits != 0) {
+        b = (unsigned)__builtin_ctzll(bits);
+        bits &= bits - 1;
+        for (c = t->parked[b]; c != NULL; c = next) {
+            next = c->pnext;
+            conn_retry(c, 0);
+        }
     }
 }
 
 static void
 thread_retry_cb(evutil_socket_t fd, short what, void *arg)
 {
+    struct http_thread *t = arg;
+    uint64_t bits = t->retry_bits;
+
     (void)fd;
     (void)what;
-    thread_retry_parked(arg);
+    t->retry_bits = 0;
+    thread_retry_parked(t, bits);
 }
 
 static int
@@ -991,8 +1062,12 @@ thread_cmd_cb(evutil_socket_t fd, short what, void *arg)
     }
     if (cmd & HTTP_CMD_STOP)
         thread_stop(t);
-    if (cmd & HTTP_CMD_WAKE)
-        thread_retry_parked(t);
+    if (cmd & HTTP_CMD_WAKE_ALL) {
+        (void)atomic_exchange(&t->wake_bits, 0);
+        thread_retry_parked(t, UINT64_MAX);
+    } else if (cmd & HTTP_CMD_WAKE) {
+        thread_retry_parked(t, atomic_exchange(&t->wake_bits, 0));
+    }
 }
 
 static void
@@ -1255,7 +1330,8 @@ http_server_stop(struct http_server *s, int timeout_ms)
     for (i = 0; i < s->nthreads; i++)
         if (s->threads[i].running)
             thread_send(&s->threads[i], HTTP_CMD_STOP);
-    clock_gettime(CLOCK_REALTIME, &dl);
+    /* Monotonic: a wall-clock step must not stretch or cut the drain. */
+    clock_gettime(CLOCK_MONOTONIC, &dl);
     dl.tv_sec += timeout_ms / 1000;
     dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
     if (dl.tv_nsec >= 1000000000) {
@@ -1267,7 +1343,7 @@ http_server_stop(struct http_server *s, int timeout_ms)
 
         if (!t->running)
             continue;
-        if (pthread_timedjoin_np(t->tid, NULL, &dl) != 0) {
+        if (pthread_clockjoin_np(t->tid, NULL, CLOCK_MONOTONIC, &dl) != 0) {
             thread_send(t, HTTP_CMD_FORCE);
             pthread_join(t->tid, NULL);
         }
@@ -1316,7 +1392,27 @@ http_wake_all(struct http_server *s)
     atomic_fetch_add(&s->wake_gen, 1);
     for (i = 0; i < s->nthreads; i++)
         if (atomic_load(&s->threads[i].nparked) != 0)
-            thread_send(&s->threads[i], HTTP_CMD_WAKE);
+            thread_send(&s->threads[i], HTTP_CMD_WAKE_ALL);
+}
+
+void
+http_wake(struct http_server *s, uint64_t key)
+{
+    unsigned b = wake_bucket(key);
+    uint64_t bit = UINT64_C(1) << b;
+    int i;
+
+    atomic_fetch_add(&s->wake_gen, 1);
+    for (i = 0; i < s->nthreads; i++) {
+        struct http_thread *t = &s->threads[i];
+
+        if (atomic_load(&t->nparked_b[b]) == 0)
+            continue;
+        /* Skip the signal when the bit was set already: that wake is still
+         * pending and the thread has not taken the bits yet. */
+        if ((atomic_fetch_or(&t->wake_bits, bit) & bit) == 0)
+            thread_send(t, HTTP_CMD_WAKE);
+    }
 }
 
 int
@@ -1343,9 +1439,10 @@ http_reply(struct http_conn *c, int status, const char *content_type,
 }
 
 void
-http_park(struct http_conn *c, int timeout_ms)
+http_park(struct http_conn *c, int timeout_ms, uint64_t key)
 {
     struct http_thread *t = c->t;
+    unsigned b = wake_bucket(key);
     int64_t now, at;
     struct timeval tv;
 
@@ -1353,15 +1450,20 @@ http_park(struct http_conn *c, int timeout_ms)
         log_error("http_park outside the handler of a live request");
         return;
     }
+    if (c->parked && c->bucket != b)
+        conn_unlist(c);             /* parked twice in one call, new key */
     if (!c->parked) {
         c->parked = 1;
+        c->bucket = (unsigned char)b;
         c->pprev = NULL;
-        c->pnext = t->parked;
-        if (t->parked != NULL)
-            t->parked->pprev = c;
-        t->parked = c;
-        /* seq_cst: ordered before conn_call's second wake_gen load. */
+        c->pnext = t->parked[b];
+        if (t->parked[b] != NULL)
+            t->parked[b]->pprev = c;
+        t->parked[b] = c;
+        /* seq_cst: ordered before conn_call's second wake_gen load, and
+         * against the loads in http_wake and http_wake_all. */
         atomic_fetch_add(&t->nparked, 1);
+        atomic_fetch_add(&t->nparked_b[b], 1);
     }
     if (timeout_ms < 0)
         timeout_ms = 0;
