@@ -4,7 +4,7 @@
  * into a per-thread buffer and hand it to http_reply; no allocation, lock or
  * syscall of their own. Every error is JSON: {"error":"<code>","message":...}.
  */
-#include <pthread.h>
+#include <assert.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -33,6 +33,17 @@ static const char *const route_names[R_COUNT] = {
 static const int status_codes[] = { 200, 400, 401, 403, 404, 405, 503 };
 #define NSTATUS (sizeof status_codes / sizeof status_codes[0])
 
+/* Requests on Leaf's /api/snowflake/get/<key>, by key: the key only labels
+ * this metric. Each I/O thread counts its own first LEAF_KEYS_MAX keys; later
+ * ones count as "other". A name is written before nkeys is published
+ * (release) and never changes after, so /metrics reads it without a lock. */
+#define LEAF_KEYS_MAX 64
+struct leaf_key {
+    uint64_t         hash;
+    _Atomic uint64_t count;
+    char             name[TAG_MAX + 1];
+};
+
 /* Counters of one I/O thread: written by that thread only (plain load+store,
  * no locked instruction), read by /metrics with relaxed loads. */
 struct api_thread {
@@ -41,21 +52,13 @@ struct api_thread {
     char            *out;          /* response body buffer */
     size_t           out_cap;
     uint64_t        *ids;          /* snowflake IDs of one request */
+    _Atomic uint32_t nkeys;        /* leaf_keys[0..nkeys) are published */
+    _Atomic uint64_t other_keys;
+    struct leaf_key  leaf_keys[LEAF_KEYS_MAX];
 } __attribute__((aligned(64)));
-
-/* Requests on Leaf's /api/snowflake/get/<key>, by key: the key only labels
- * this metric. Bounded: keys past LEAF_KEYS_MAX count as "other". */
-#define LEAF_KEYS_MAX 64
-struct leaf_key {
-    char     name[TAG_MAX + 1];
-    uint64_t count;
-};
 
 struct api {
     const struct config *cfg;
-    pthread_mutex_t      keys_lock;    /* leaf_keys */
-    struct leaf_key      leaf_keys[LEAF_KEYS_MAX + 1];
-    size_t               nleaf_keys;
     struct segments     *segs;
     struct loader       *loader;
     struct snowflake    *sf;
@@ -76,6 +79,24 @@ struct api_state {
 _Static_assert(sizeof(struct api_state) <= HTTP_REQ_SCRATCH, "scratch too small");
 
 static _Thread_local struct api_thread *self;
+
+uint64_t
+api_segment_key(const char *tag, size_t len)
+{
+    uint64_t h = UINT64_C(14695981039346656037);    /* FNV-1a */
+
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)tag[i]) * UINT64_C(1099511628211);
+    return h;
+}
+
+/* Routes that hand out IDs: never cached, never taken by HEAD. */
+static int
+route_takes_ids(enum route r)
+{
+    return r == R_SEGMENT || r == R_SEGMENT_LEAF || r == R_SNOWFLAKE ||
+           r == R_SNOWFLAKE_LEAF;
+}
 
 static void
 stat_inc(_Atomic uint64_t *p)
@@ -109,8 +130,6 @@ api_new(const struct config *cfg, struct segments *segs, struct loader *loader,
         a->threads[i].ids = xcalloc((size_t)cfg->sf_count_max, sizeof(uint64_t));
     }
     a->started_ms = util_wall_ms();
-    pthread_mutex_init(&a->keys_lock, NULL);
-    snprintf(a->leaf_keys[LEAF_KEYS_MAX].name, TAG_MAX + 1, "other");
     return a;
 }
 
@@ -125,7 +144,6 @@ api_free(struct api *a)
     }
     free(a->threads);
     auth_free(a->auth);
-    pthread_mutex_destroy(&a->keys_lock);
     free(a);
 }
 
@@ -179,11 +197,28 @@ count(enum route r, int status)
 
 /* ---- replies ---- */
 
+#define NO_STORE "Cache-Control: no-store\r\n"
+
 static void
 reply(struct http_conn *c, enum route r, int status, const char *ctype,
       const char *extra, const char *body, size_t len)
 {
+    char both[256];
+
     count(r, status);
+    /* A cache in front of an ID route would hand one ID out twice. */
+    if (route_takes_ids(r)) {
+        if (extra == NULL) {
+            extra = NO_STORE;
+        } else {
+            size_t n = strlen(extra);
+
+            assert(n < sizeof both - sizeof NO_STORE);
+            memcpy(both, NO_STORE, sizeof NO_STORE - 1);
+            memcpy(both + sizeof NO_STORE - 1, extra, n + 1);
+            extra = both;
+        }
+    }
     http_reply(c, status, ctype, extra, body, len);
 }
 
@@ -266,42 +301,66 @@ reply_ids(struct http_conn *c, enum route r, int json, const char *tag,
 
 /* ---- request helpers ---- */
 
-/* ?count=N in [1, max]: returns N, or -1 if malformed/out of range, 1 if
- * absent. */
+/* ?count=N in [1, max] (1 if absent). Returns N, or -1 after answering 400
+ * (malformed, out of range, or given twice). */
 static int64_t
-query_count(const struct http_msg *m, int64_t max, int *bad)
+query_count(struct http_conn *c, enum route r, const struct http_msg *m,
+            int64_t max)
 {
-    const char *v;
-    size_t vlen;
+    char v[24];
+    size_t vlen = 0;
     int64_t n;
 
-    *bad = 0;
-    if (m->query == NULL || !util_query_get(m->query, m->query_len, "count", &v, &vlen))
+    if (m->query == NULL)
         return 1;
-    if (util_parse_i64(v, vlen, 0, &n) == -1 || n < 1 || n > max) {
-        *bad = 1;
+    switch (util_query_param(m->query, m->query_len, "count", v, sizeof v, &vlen)) {
+    case UTIL_QUERY_ABSENT:
+        return 1;
+    case UTIL_QUERY_REPEATED:
+        reply_error(c, r, 400, "repeated_parameter", NULL,
+                    "count is given more than once");
         return -1;
+    case UTIL_QUERY_FOUND:
+        if (util_parse_i64(v, vlen, 0, &n) == 0 && n >= 1 && n <= max)
+            return n;
+        break;
+    case UTIL_QUERY_BAD:
+        break;
     }
-    return n;
+    reply_error(c, r, 400, "invalid_count", NULL,
+                "count must be an integer from 1 to %lld", (long long)max);
+    return -1;
 }
 
 /* JSON if Accept asks for it or ?format=json; ?format=text wins over Accept.
- * Returns 1 json, 0 text, -1 bad format value. */
+ * Returns 1 json, 0 text, or -1 after answering 400. */
 static int
-want_json(const struct http_msg *m)
+want_json(struct http_conn *c, enum route r, const struct http_msg *m)
 {
-    const char *v;
-    size_t vlen;
+    char v[8];
+    size_t vlen = 0;
 
-    if (m->query != NULL && util_query_get(m->query, m->query_len, "format", &v, &vlen)) {
+    if (m->query == NULL)
+        return m->accept_json;
+    switch (util_query_param(m->query, m->query_len, "format", v, sizeof v, &vlen)) {
+    case UTIL_QUERY_ABSENT:
+        return m->accept_json;
+    case UTIL_QUERY_REPEATED:
+        reply_error(c, r, 400, "repeated_parameter", NULL,
+                    "format is given more than once");
+        return -1;
+    case UTIL_QUERY_FOUND:
         if (vlen == 4 && memcmp(v, "json", 4) == 0)
             return 1;
         if ((vlen == 4 && memcmp(v, "text", 4) == 0) ||
             (vlen == 5 && memcmp(v, "plain", 5) == 0))
             return 0;
-        return -1;
+        break;
+    case UTIL_QUERY_BAD:
+        break;
     }
-    return m->accept_json;
+    reply_error(c, r, 400, "invalid_format", NULL, "format must be json or text");
+    return -1;
 }
 
 static int
@@ -330,19 +389,19 @@ id_request_start(struct api *a, struct http_conn *c, struct http_request *req,
                  enum route r, int64_t max, int64_t *n, int *json)
 {
     struct api_state *st = (struct api_state *)req->scratch;
-    int bad;
 
-    *n = query_count(&req->msg, max, &bad);
-    if (bad) {
-        reply_error(c, r, 400, "invalid_count", NULL,
-                    "count must be an integer from 1 to %lld", (long long)max);
+    if (req->msg.method == HTTP_HEAD) {
+        reply_error(c, r, 405, "method_not_allowed", "Allow: GET\r\n",
+                    "HEAD would take IDs and drop them: use GET (probe with "
+                    "GET /health)");
         return -1;
     }
-    *json = want_json(&req->msg);
-    if (*json < 0) {
-        reply_error(c, r, 400, "invalid_format", NULL, "format must be json or text");
+    *n = query_count(c, r, &req->msg, max);
+    if (*n < 0)
         return -1;
-    }
+    *json = want_json(c, r, &req->msg);
+    if (*json < 0)
+        return -1;
     if (!req->retry && !req->timed_out)
         st->deadline_us = req->start_us + a->cfg->wait_ms * 1000;
     return 0;
@@ -438,19 +497,18 @@ handle_segment(struct api *a, struct http_conn *c, struct http_request *req,
                     "must fix the row (the log says what is wrong)", tag);
         return;
     case SEGMENT_WAIT: {
-        struct loader_status ls;
         int64_t left = (st->deadline_us - util_mono_us() + 999) / 1000;
 
         /* Nothing to wait for while the database is known to be down (the
-         * loader is backing off): say so now rather than after wait_ms. */
-        loader_status(a->loader, &ls);
-        if (!ls.db_up) {
-            reply_no_ids(a, c, r, st, tag, &ls);
+         * loader is backing off): say so now rather than after wait_ms. One
+         * atomic load: a parked request checks this on every retry. */
+        if (!loader_db_up(a->loader)) {
+            reply_no_ids(a, c, r, st, tag, NULL);
             return;
         }
         if (left <= 0)
             left = 1;
-        http_park(c, (int)left);
+        http_park(c, (int)left, api_segment_key(tag, (size_t)len));
         return;
     }
     }
@@ -522,7 +580,7 @@ handle_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
     }
     now = util_mono_us();
     if (rc == SF_WAIT && now + why.wait_ms * 1000 <= st->deadline_us) {
-        http_park(c, (int)why.wait_ms);
+        http_park(c, (int)why.wait_ms, API_SNOWFLAKE_KEY);
         return;
     }
     {
@@ -533,42 +591,53 @@ handle_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
     }
 }
 
+/* Count one request on /api/snowflake/get/<key> in this thread's table: no
+ * lock, no locked instruction (the owner is the only writer). */
 static void
-count_leaf_key(struct api *a, const char *raw, size_t rawlen)
+count_leaf_key(const char *raw, size_t rawlen)
 {
     char key[TAG_MAX + 1];
-    long n = util_pct_decode(raw, rawlen, key, TAG_MAX);
-    size_t i;
+    long n;
+    uint64_t h;
+    uint32_t i, nk;
 
-    if (n < 0 || !util_tag_valid(key, (size_t)n))
-        snprintf(key, sizeof key, "other");
-    else
-        key[n] = '\0';
-    pthread_mutex_lock(&a->keys_lock);
-    for (i = 0; i < a->nleaf_keys; i++)
-        if (strcmp(a->leaf_keys[i].name, key) == 0)
-            break;
-    if (i == a->nleaf_keys) {
-        if (a->nleaf_keys < LEAF_KEYS_MAX)
-            memcpy(a->leaf_keys[a->nleaf_keys++].name, key, strlen(key) + 1);
-        else
-            i = LEAF_KEYS_MAX;
+    if (self == NULL)
+        return;
+    n = util_pct_decode(raw, rawlen, key, TAG_MAX);
+    if (n < 0 || !util_tag_valid(key, (size_t)n)) {
+        stat_inc(&self->other_keys);
+        return;
     }
-    a->leaf_keys[i].count++;
-    pthread_mutex_unlock(&a->keys_lock);
+    h = api_segment_key(key, (size_t)n);
+    nk = atomic_load_explicit(&self->nkeys, memory_order_relaxed);
+    for (i = 0; i < nk; i++) {
+        struct leaf_key *k = &self->leaf_keys[i];
+        if (k->hash == h && strncmp(k->name, key, (size_t)n) == 0 &&
+            k->name[n] == '\0') {
+            stat_inc(&k->count);
+            return;
+        }
+    }
+    if (nk == LEAF_KEYS_MAX) {
+        stat_inc(&self->other_keys);
+        return;
+    }
+    self->leaf_keys[nk].hash = h;
+    memcpy(self->leaf_keys[nk].name, key, (size_t)n);
+    self->leaf_keys[nk].name[n] = '\0';
+    atomic_store_explicit(&self->leaf_keys[nk].count, 1, memory_order_relaxed);
+    atomic_store_explicit(&self->nkeys, nk + 1, memory_order_release);
 }
 
 static void
-handle_decode(struct api *a, struct http_conn *c, enum route r, const char *raw,
-              size_t rawlen)
+handle_decode(struct api *a, struct http_conn *c, enum route r, const char *id,
+              long len)
 {
     struct sbuf b = { 0 };
-    char id[32], *cause = NULL;
-    long len;
+    char *cause = NULL;
 
     if (sf_disabled(a, c, r))
         return;
-    len = util_pct_decode(raw, rawlen, id, sizeof id - 1);
     if (len < 0) {
         reply_error(c, r, 400, "invalid_id", NULL,
                     "not a snowflake ID: expected a decimal number of at most 19 digits");
@@ -651,12 +720,13 @@ handle_db(struct api *a, struct http_conn *c, struct http_request *req)
     /* Read the table afresh on the loader's thread, then answer. */
     if (!req->retry && !req->timed_out) {
         st->refresh_gen = loader_refresh_now(a->loader, 1);
-        http_park(c, (int)a->cfg->wait_ms);
+        http_park(c, (int)a->cfg->wait_ms, API_DB_KEY);
         return;
     }
     loader_status(a->loader, &ls);
     if (ls.refresh_gen < st->refresh_gen && !req->timed_out) {
-        http_park(c, (int)((req->start_us + a->cfg->wait_ms * 1000 - util_mono_us()) / 1000 + 1));
+        http_park(c, (int)((req->start_us + a->cfg->wait_ms * 1000 - util_mono_us()) / 1000 + 1),
+                  API_DB_KEY);
         return;
     }
     sbuf_printf(&b, "{\"store\":\"%s\",\"fresh\":%s,\"read_at_ms\":%lld,\"rows\":",
@@ -763,6 +833,50 @@ metrics_tag(const struct segment_tag_info *in, void *arg)
                 in->name, in->loading);
 }
 
+/* Sum the per-thread key tables by name (first seen first). */
+static void
+leaf_keys_metrics(struct api *a, struct sbuf *b)
+{
+    uint64_t other = 0;
+
+    for (int t = 0; t <= a->nthreads; t++) {
+        const struct api_thread *at = &a->threads[t];
+        uint32_t nk = atomic_load_explicit(&at->nkeys, memory_order_acquire);
+
+        other += atomic_load_explicit(&at->other_keys, memory_order_relaxed);
+        for (uint32_t i = 0; i < nk; i++) {
+            const struct leaf_key *k = &at->leaf_keys[i];
+            uint64_t sum = 0;
+            int seen = 0;
+
+            /* Printed already under an earlier thread? */
+            for (int u = 0; u < t && !seen; u++) {
+                uint32_t un = atomic_load_explicit(&a->threads[u].nkeys,
+                                                   memory_order_acquire);
+                for (uint32_t j = 0; j < un && !seen; j++)
+                    seen = a->threads[u].leaf_keys[j].hash == k->hash &&
+                           strcmp(a->threads[u].leaf_keys[j].name, k->name) == 0;
+            }
+            if (seen)
+                continue;
+            for (int u = t; u <= a->nthreads; u++) {
+                uint32_t un = atomic_load_explicit(&a->threads[u].nkeys,
+                                                   memory_order_acquire);
+                for (uint32_t j = 0; j < un; j++)
+                    if (a->threads[u].leaf_keys[j].hash == k->hash &&
+                        strcmp(a->threads[u].leaf_keys[j].name, k->name) == 0)
+                        sum += atomic_load_explicit(&a->threads[u].leaf_keys[j].count,
+                                                    memory_order_relaxed);
+            }
+            sbuf_printf(b, "leafd_leaf_snowflake_requests_total{key=\"%s\"} %llu\n",
+                        k->name, (unsigned long long)sum);
+        }
+    }
+    if (other > 0)
+        sbuf_printf(b, "leafd_leaf_snowflake_requests_total{key=\"other\"} %llu\n",
+                    (unsigned long long)other);
+}
+
 static void
 handle_metrics(struct api *a, struct http_conn *c)
 {
@@ -821,13 +935,7 @@ handle_metrics(struct api *a, struct http_conn *c)
         sbuf_puts(&b, "# HELP leafd_leaf_snowflake_requests_total Requests on Leaf's "
                       "/api/snowflake/get/<key>, by key.\n"
                       "# TYPE leafd_leaf_snowflake_requests_total counter\n");
-        pthread_mutex_lock(&a->keys_lock);
-        for (size_t i = 0; i <= LEAF_KEYS_MAX; i++)
-            if ((i < a->nleaf_keys || i == LEAF_KEYS_MAX) && a->leaf_keys[i].count)
-                sbuf_printf(&b, "leafd_leaf_snowflake_requests_total{key=\"%s\"} %llu\n",
-                            a->leaf_keys[i].name,
-                            (unsigned long long)a->leaf_keys[i].count);
-        pthread_mutex_unlock(&a->keys_lock);
+        leaf_keys_metrics(a, &b);
     }
     reply_sbuf(c, R_METRICS, 200, "text/plain; version=0.0.4", &b);
 }
@@ -865,13 +973,18 @@ static int
 id_denied(struct api *a, struct http_conn *c, const struct http_msg *m,
           enum route r, const char *scope)
 {
+    char buf[AUTH_TOKEN_MAX];
     const char *tok;
     size_t len = 0;
     int rc;
 
     if (a->auth == NULL)
         return 0;
-    tok = auth_request_token(m, &len);
+    if (auth_request_token(m, buf, sizeof buf, &tok, &len) == -1) {
+        reply_error(c, r, 400, "repeated_parameter", NULL,
+                    "token is given more than once");
+        return 1;
+    }
     rc = auth_check(a->auth, scope, tok, len);
     if (rc == 401)
         reply_error(c, r, 401, "token_required", "WWW-Authenticate: Bearer\r\n",
@@ -907,6 +1020,11 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
     if (m->method != HTTP_GET && m->method != HTTP_HEAD) {
         reply_error(c, R_OTHER, 405, "method_not_allowed", "Allow: GET, HEAD\r\n",
                     "only GET and HEAD are served");
+        return;
+    }
+    if (m->query != NULL && !util_query_valid(m->query, m->query_len)) {
+        reply_error(c, R_OTHER, 400, "bad_query", NULL,
+                    "the query string has a malformed %%-escape or a %%00");
         return;
     }
     if (path_is(m, "/metrics"))
@@ -959,16 +1077,28 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
         if (!req->retry && !req->timed_out && id_denied(a, c, m, r, "@snowflake"))
             return;
         if (r == R_SNOWFLAKE_LEAF && !req->retry && !req->timed_out)
-            count_leaf_key(a, rest, rlen);
+            count_leaf_key(rest, rlen);
         handle_snowflake(a, c, req, r);
     } else if (path_prefix(m, "/snowflake/decode/", &rest, &rlen)) {
-        handle_decode(a, c, R_DECODE, rest, rlen);
+        char id[32];
+
+        handle_decode(a, c, R_DECODE, id,
+                      util_pct_decode(rest, rlen, id, sizeof id - 1));
     } else if (path_is(m, "/decodeSnowflakeId")) {
-        const char *v = "";
+        char v[32];
         size_t vlen = 0;
+        enum util_query_result qr = UTIL_QUERY_ABSENT;
+
         if (m->query != NULL)
-            util_query_get(m->query, m->query_len, "snowflakeId", &v, &vlen);
-        handle_decode(a, c, R_DECODE_LEAF, v, vlen);
+            qr = util_query_param(m->query, m->query_len, "snowflakeId", v,
+                                  sizeof v - 1, &vlen);
+        if (qr == UTIL_QUERY_REPEATED) {
+            reply_error(c, R_DECODE_LEAF, 400, "repeated_parameter", NULL,
+                        "snowflakeId is given more than once");
+            return;
+        }
+        handle_decode(a, c, R_DECODE_LEAF, v,
+                      qr == UTIL_QUERY_BAD ? -1 : (long)vlen);
     } else {
         reply_error(c, R_OTHER, 404, "not_found", NULL,
                     "no such path; try /segment/<biz_tag>, /snowflake, /health or /metrics");

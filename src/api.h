@@ -8,6 +8,9 @@
 #ifndef LEAFD_API_H
 #define LEAFD_API_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "http.h"
 
 struct config;
@@ -41,6 +44,13 @@ void api_set_auth(struct api *a, struct auth *auth, int admin_apart);
 
 /* The server, for its stats on /metrics (set once after http_server_new). */
 void api_set_server(struct api *a, struct http_server *s);
+
+/* Wake keys (http_park/http_wake): a segment request parks under the key of
+ * its biz_tag, a snowflake request under API_SNOWFLAKE_KEY, a /db request
+ * under API_DB_KEY (woken by http_wake_all). */
+uint64_t api_segment_key(const char *tag, size_t len);
+#define API_SNOWFLAKE_KEY UINT64_C(0x5f5f736e6f77666c)
+#define API_DB_KEY        UINT64_C(0x5f5f64625f5f5f5f)
 
 /* Build the /health answer; returns the HTTP status (200 or 503). */
 int  api_health(struct api *a, struct sbuf *b);
