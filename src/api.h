@@ -1,5 +1,6 @@
 /* api.h: leafd's HTTP API: routes requests to segment mode, snowflake mode
- * and the health, metrics, cache and db pages.
+ * and the health, metrics, cache and db pages (api.c: routing and the ID
+ * handlers; api_pages.c: the operator pages).
  *
  * api_handle is the http_handler_cb; it runs on I/O threads and never blocks:
  * a request that must wait for a segment is parked (http_park) and answered
