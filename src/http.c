@@ -93,6 +93,7 @@ struct http_thread {
     int                 index;
     pthread_t           tid;
     int                 running;        /* pthread created, not yet joined */
+    int                 exited;         /* thread_main is done; s->exit_lock */
     struct event_base  *base;
     int                 lfd;
     struct event        lev;            /* listener */
@@ -130,6 +131,10 @@ struct http_server {
     _Atomic int         nconns;         /* global, against max_connections */
     _Atomic uint64_t    wake_gen;
     int                 started, stopped;
+    /* http_server_stop waits on exit_cond (CLOCK_MONOTONIC) for the threads'
+     * exited flags, which exit_lock guards, then joins them. */
+    pthread_mutex_t     exit_lock;
+    pthread_cond_t      exit_cond;
 };
 
 struct http_conn {
@@ -1095,6 +1100,10 @@ thread_main(void *arg)
     if (s->thread_cb != NULL)
         s->thread_cb(t->index, 0, s->arg);
     http_tl_index = -1;
+    pthread_mutex_lock(&s->exit_lock);
+    t->exited = 1;
+    pthread_cond_broadcast(&s->exit_cond);
+    pthread_mutex_unlock(&s->exit_lock);
     return NULL;
 }
 
@@ -1252,6 +1261,15 @@ http_server_new(const struct http_config *cfg, http_handler_cb handler,
 
     s = xcalloc(1, sizeof *s);
     s->cfg = *cfg;
+    {
+        pthread_condattr_t ca;
+
+        pthread_mutex_init(&s->exit_lock, NULL);
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&s->exit_cond, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     if (s->cfg.max_connections <= 0)
         s->cfg.max_connections = HTTP_DEF_MAX_CONNECTIONS;
     if (s->cfg.idle_timeout_ms <= 0)
@@ -1341,12 +1359,19 @@ http_server_stop(struct http_server *s, int timeout_ms)
     for (i = 0; i < s->nthreads; i++) {
         struct http_thread *t = &s->threads[i];
 
+        int done;
+
         if (!t->running)
             continue;
-        if (pthread_clockjoin_np(t->tid, NULL, CLOCK_MONOTONIC, &dl) != 0) {
+        pthread_mutex_lock(&s->exit_lock);
+        while (!t->exited &&
+               pthread_cond_timedwait(&s->exit_cond, &s->exit_lock, &dl) == 0)
+            ;
+        done = t->exited;
+        pthread_mutex_unlock(&s->exit_lock);
+        if (!done)
             thread_send(t, HTTP_CMD_FORCE);
-            pthread_join(t->tid, NULL);
-        }
+        pthread_join(t->tid, NULL);
         t->running = 0;
     }
 }
@@ -1381,6 +1406,8 @@ http_server_free(struct http_server *s)
     }
     free(s->threads);
     free(s->address);
+    pthread_cond_destroy(&s->exit_cond);
+    pthread_mutex_destroy(&s->exit_lock);
     free(s);
 }
 
