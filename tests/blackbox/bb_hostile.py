@@ -30,6 +30,7 @@ TESTS = [
     "test_head_takes_no_ids",
     "test_query_and_absolute_form",
     "test_connection_flood_low_nofile",
+    "test_leaf_key_counters",
 ]
 
 CAP = 200                 # http.max_connections during the attacks
@@ -642,4 +643,35 @@ def test_connection_flood_low_nofile(ctx):
         check("Too many open files" not in log, "no EMFILE in the log:\n%s" % log[-2000:])
         check("cannot persist" not in log, "fence kept persisting:\n%s" % log[-2000:])
         eq(d.get("/snowflake").status, 200, "snowflake after the flood")
+        d.stop()
+
+
+def test_leaf_key_counters(ctx):
+    """Requests on /api/snowflake/get/<key> are counted per I/O thread without
+    a lock; /metrics sums the threads by key, and keys past the table count as
+    "other": no request is lost from the sum."""
+    with Workdir("leafkeys") as wd:
+        d = wd.leafd(flags=["--threads=2"]).start()
+        clients = [Client(d.port) for _ in range(6)]
+        total = 0
+        for i in range(60):
+            r = clients[i % 6].get("/api/snowflake/get/k%d" % (i % 3))
+            eq(r.status, 200, "leaf snowflake")
+            total += 1
+        for i in range(100):
+            eq(clients[i % 6].get("/api/snowflake/get/many%d" % i).status, 200, "many")
+            total += 1
+        m = d.get("/metrics").text
+        counts = {}
+        for ln in m.splitlines():
+            mm = re.match(r'leafd_leaf_snowflake_requests_total\{key="([^"]+)"\} (\d+)$', ln)
+            if mm:
+                check(mm.group(1) not in counts, "key %s printed once" % mm.group(1))
+                counts[mm.group(1)] = int(mm.group(2))
+        for k in ("k0", "k1", "k2"):
+            eq(counts.get(k), 20, "requests counted for %s" % k)
+        eq(sum(counts.values()), total, "all requests counted (%r)" % sorted(counts.items())[:5])
+        check(counts.get("other", 0) > 0, "keys past the table count as other")
+        for c in clients:
+            c.close()
         d.stop()
