@@ -12,7 +12,9 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 
@@ -32,6 +34,21 @@ static atomic_int thread_starts, thread_exits, bad_index;
 #define GATE_KEY 7
 static atomic_int key_ready[NKEYS], key_calls[NKEYS];
 static atomic_long gate;
+
+/* The wall clock as this process sees it: CLOCK_REALTIME plus wall_offset_s
+ * (this definition interposes libc's for the server and libevent too; the
+ * kernel's own clocks do not move). */
+static _Atomic long wall_offset_s;
+
+int
+clock_gettime(clockid_t id, struct timespec *ts)
+{
+    long rc = syscall(SYS_clock_gettime, id, ts);
+
+    if (rc == 0 && id == CLOCK_REALTIME)
+        ts->tv_sec += atomic_load(&wall_offset_s);
+    return (int)rc;
+}
 
 /* ---- the test handler ---- */
 
@@ -820,6 +837,37 @@ START_TEST(test_stop_timeout)
 }
 END_TEST
 
+/* The stop deadline is on the monotonic clock: a wall clock an hour behind
+ * must not end the drain at once, one an hour ahead must not stretch it
+ * (with CLOCK_REALTIME it did both). */
+START_TEST(test_stop_deadline_ignores_wall_clock)
+{
+    static const long offsets[] = { -3600, 3600 };
+
+    for (int i = 0; i < 2; i++) {
+        int port = srv_start(100, 5000);
+        struct client *stuck = cl_open(port);
+        int64_t t0, took;
+
+        cl_puts(stuck, "GET /forever/5000 HTTP/1.1\r\n\r\n");
+        usleep(20000);
+        atomic_store(&wall_offset_s, offsets[i]);
+        t0 = util_mono_ms();
+        http_server_stop(srv, 300);
+        took = util_mono_ms() - t0;
+        atomic_store(&wall_offset_s, 0);
+        ck_assert_msg(took >= 290 && took < 1500,
+                      "wall clock %+ld s: stop took %lld ms, wanted 300",
+                      offsets[i], (long long)took);
+        cl_expect_eof(stuck);
+        cl_close(stuck);
+        srv_finish(0);
+        atomic_store(&thread_starts, 0);
+        atomic_store(&thread_exits, 0);
+    }
+}
+END_TEST
+
 START_TEST(test_port_taken)
 {
     int port = srv_start(100, 5000);
@@ -1123,6 +1171,7 @@ http_suite(void)
     tcase_add_test(tc, test_half_close_while_parked);
     tcase_add_test(tc, test_stop_in_flight);
     tcase_add_test(tc, test_stop_timeout);
+    tcase_add_test(tc, test_stop_deadline_ignores_wall_clock);
     tcase_add_test(tc, test_port_taken);
     tcase_add_test(tc, test_emfile_backoff);
     tcase_add_test(tc, test_big_slow_reader);
