@@ -144,7 +144,7 @@ count(enum route r, int status)
 
 void
 api_reply(struct http_conn *c, enum route r, int status, const char *ctype,
-      const char *extra, const char *body, size_t len)
+          const char *extra, const char *body, size_t len)
 {
     char both[256];
 
@@ -167,7 +167,7 @@ api_reply(struct http_conn *c, enum route r, int status, const char *ctype,
 
 void
 api_reply_error(struct http_conn *c, enum route r, int status, const char *code,
-            const char *extra, const char *fmt, ...)
+                const char *extra, const char *fmt, ...)
 {
     char msg[512], body[1024];
     char *q;
@@ -187,7 +187,7 @@ api_reply_error(struct http_conn *c, enum route r, int status, const char *code,
 
 void
 api_reply_sbuf(struct http_conn *c, enum route r, int status, const char *ctype,
-           struct sbuf *b)
+               struct sbuf *b)
 {
     api_reply(c, r, status, ctype, NULL, b->p ? b->p : "", b->len);
     sbuf_free(b);
@@ -234,7 +234,7 @@ reply_ids(struct http_conn *c, enum route r, int json, const char *tag,
         p += 3;
     }
     api_reply(c, r, 200, json ? "application/json" : "text/plain", NULL, start,
-          (size_t)(p - start));
+              (size_t)(p - start));
 }
 
 /* ---- request helpers ---- */
@@ -256,7 +256,7 @@ query_count(struct http_conn *c, enum route r, const struct http_msg *m,
         return 1;
     case UTIL_QUERY_REPEATED:
         api_reply_error(c, r, 400, "repeated_parameter", NULL,
-                    "count is given more than once");
+                        "count is given more than once");
         return -1;
     case UTIL_QUERY_FOUND:
         if (util_parse_i64(v, vlen, 0, &n) == 0 && n >= 1 && n <= max)
@@ -266,7 +266,7 @@ query_count(struct http_conn *c, enum route r, const struct http_msg *m,
         break;
     }
     api_reply_error(c, r, 400, "invalid_count", NULL,
-                "count must be an integer from 1 to %lld", (long long)max);
+                    "count must be an integer from 1 to %lld", (long long)max);
     return -1;
 }
 
@@ -285,7 +285,7 @@ want_json(struct http_conn *c, enum route r, const struct http_msg *m)
         return m->accept_json;
     case UTIL_QUERY_REPEATED:
         api_reply_error(c, r, 400, "repeated_parameter", NULL,
-                    "format is given more than once");
+                        "format is given more than once");
         return -1;
     case UTIL_QUERY_FOUND:
         if (vlen == 4 && memcmp(v, "json", 4) == 0)
@@ -330,8 +330,8 @@ id_request_start(struct api *a, struct http_conn *c, struct http_request *req,
 
     if (req->msg.method == HTTP_HEAD) {
         api_reply_error(c, r, 405, "method_not_allowed", "Allow: GET\r\n",
-                    "HEAD would take IDs and drop them: use GET (probe with "
-                    "GET /health)");
+                        "HEAD would take IDs and drop them: use GET (probe with "
+                        "GET /health)");
         return -1;
     }
     *n = query_count(c, r, &req->msg, max);
@@ -362,17 +362,17 @@ reply_no_ids(struct api *a, struct http_conn *c, enum route r,
     }
     if (st->take.tag == NULL)
         api_reply_error(c, r, 503, "tag_lookup_unavailable", "Retry-After: 1\r\n",
-                    "cannot tell whether biz_tag '%s' exists: %s%s%s; retry later",
-                    tag, ls->db_up ? "the database did not answer in time"
+                        "cannot tell whether biz_tag '%s' exists: %s%s%s; retry later",
+                        tag, ls->db_up ? "the database did not answer in time"
                                    : "the database is unreachable (",
-                    ls->db_up ? "" : ls->last_error, ls->db_up ? "" : ")");
+                        ls->db_up ? "" : ls->last_error, ls->db_up ? "" : ")");
     else
         api_reply_error(c, r, 503, "ids_exhausted", "Retry-After: 1\r\n",
-                    "no ID for biz_tag '%s': both buffers are empty and %s%s%s; "
-                    "retry later", tag,
-                    ls->db_up ? "the next segment did not arrive in time"
+                        "no ID for biz_tag '%s': both buffers are empty and %s%s%s; "
+                        "retry later", tag,
+                        ls->db_up ? "the next segment did not arrive in time"
                               : "the database is unreachable (",
-                    ls->db_up ? "" : ls->last_error, ls->db_up ? "" : ")");
+                        ls->db_up ? "" : ls->last_error, ls->db_up ? "" : ")");
 }
 
 static void
@@ -388,14 +388,14 @@ handle_segment(struct api *a, struct http_conn *c, struct http_request *req,
 
     if (a->segs == NULL) {
         api_reply_error(c, r, 404, "mode_disabled", NULL,
-                    "segment mode is off on this node (leaf.segment.enable = false)");
+                        "segment mode is off on this node (leaf.segment.enable = false)");
         return;
     }
     len = util_pct_decode(raw, rawlen, tag, TAG_MAX);
     if (len < 0 || !util_tag_valid(tag, (size_t)len)) {
         api_reply_error(c, r, 400, "invalid_biz_tag", NULL,
-                    "biz_tag must be 1 to %d characters of [A-Za-z0-9._:-] after "
-                    "percent-decoding", TAG_MAX);
+                        "biz_tag must be 1 to %d characters of [A-Za-z0-9._:-] after "
+                        "percent-decoding", TAG_MAX);
         return;
     }
     tag[len] = '\0';
@@ -420,19 +420,19 @@ handle_segment(struct api *a, struct http_conn *c, struct http_request *req,
         return;
     case SEGMENT_UNKNOWN:
         api_reply_error(c, r, 404, "unknown_biz_tag", NULL,
-                    "biz_tag '%s' is not in leaf_alloc; insert a row for it first",
-                    tag);
+                        "biz_tag '%s' is not in leaf_alloc; insert a row for it first",
+                        tag);
         return;
     case SEGMENT_BUSY:
         api_reply_error(c, r, 503, "tag_lookup_unavailable", "Retry-After: 1\r\n",
-                    "too many unknown biz_tags are being looked up right now; "
-                    "biz_tag '%s' was not looked up; retry later", tag);
+                        "too many unknown biz_tags are being looked up right now; "
+                        "biz_tag '%s' was not looked up; retry later", tag);
         return;
     case SEGMENT_BROKEN:
         api_reply_error(c, r, 503, "bad_leaf_alloc_row", "Retry-After: 60\r\n",
-                    "the leaf_alloc row of biz_tag '%s' cannot give IDs (step "
-                    "outside [1, 2147483647], or max_id at its limit); a DBA "
-                    "must fix the row (the log says what is wrong)", tag);
+                        "the leaf_alloc row of biz_tag '%s' cannot give IDs (step "
+                        "outside [1, 2147483647], or max_id at its limit); a DBA "
+                        "must fix the row (the log says what is wrong)", tag);
         return;
     case SEGMENT_WAIT: {
         int64_t left = (st->deadline_us - util_mono_us() + 999) / 1000;
@@ -460,7 +460,7 @@ sf_disabled(struct api *a, struct http_conn *c, enum route r)
     if (a->sf != NULL)
         return 0;
     api_reply_error(c, r, 404, "mode_disabled", NULL,
-                "snowflake mode is off on this node (leaf.snowflake.enable = false)");
+                    "snowflake mode is off on this node (leaf.snowflake.enable = false)");
     return 1;
 }
 
@@ -489,7 +489,7 @@ reply_u64s(struct http_conn *c, enum route r, int json, const uint64_t *ids, siz
         }
     }
     api_reply(c, r, 200, json ? "application/json" : "text/plain", NULL, start,
-          (size_t)(p - start));
+              (size_t)(p - start));
 }
 
 static void
@@ -578,7 +578,7 @@ handle_decode(struct api *a, struct http_conn *c, enum route r, const char *id,
         return;
     if (len < 0) {
         api_reply_error(c, r, 400, "invalid_id", NULL,
-                    "not a snowflake ID: expected a decimal number of at most 19 digits");
+                        "not a snowflake ID: expected a decimal number of at most 19 digits");
         return;
     }
     if (snowflake_decode_json(a->sf, id, (size_t)len, r == R_DECODE_LEAF, &b, &cause) == -1) {
@@ -620,7 +620,7 @@ admin_denied(struct api *a, struct http_conn *c, const struct http_msg *m, enum 
     len = tok ? m->authorization_len - 7 : 0;
     if (tok == NULL) {
         api_reply_error(c, r, 401, "unauthorized", "WWW-Authenticate: Bearer\r\n",
-                    "this page needs Authorization: Bearer <admin.token>");
+                        "this page needs Authorization: Bearer <admin.token>");
         return 1;
     }
     if (!auth_equal(tok, len, a->cfg->admin_token, strlen(a->cfg->admin_token))) {
@@ -645,16 +645,16 @@ id_denied(struct api *a, struct http_conn *c, const struct http_msg *m,
         return 0;
     if (auth_request_token(m, buf, sizeof buf, &tok, &len) == -1) {
         api_reply_error(c, r, 400, "repeated_parameter", NULL,
-                    "token is given more than once");
+                        "token is given more than once");
         return 1;
     }
     rc = auth_check(a->auth, scope, tok, len);
     if (rc == 401)
         api_reply_error(c, r, 401, "token_required", "WWW-Authenticate: Bearer\r\n",
-                    "this endpoint needs a token: Authorization: Bearer <token> or ?token=");
+                        "this endpoint needs a token: Authorization: Bearer <token> or ?token=");
     else if (rc == 403)
         api_reply_error(c, r, 403, "token_forbidden", NULL,
-                    "the token is not valid for %s", scope);
+                        "the token is not valid for %s", scope);
     return rc != 0;
 }
 
@@ -682,12 +682,12 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
 
     if (m->method != HTTP_GET && m->method != HTTP_HEAD) {
         api_reply_error(c, R_OTHER, 405, "method_not_allowed", "Allow: GET, HEAD\r\n",
-                    "only GET and HEAD are served");
+                        "only GET and HEAD are served");
         return;
     }
     if (m->query != NULL && !util_query_valid(m->query, m->query_len)) {
         api_reply_error(c, R_OTHER, 400, "bad_query", NULL,
-                    "the query string has a malformed %%-escape or a %%00");
+                        "the query string has a malformed %%-escape or a %%00");
         return;
     }
     if (path_is(m, "/metrics"))
@@ -702,7 +702,7 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
     if (admin_route != R_COUNT) {
         if (a->admin_apart && !admin) {
             api_reply_error(c, admin_route, 404, "not_found",
-                        NULL, "admin pages are served on the admin listener");
+                            NULL, "admin pages are served on the admin listener");
             return;
         }
         if (!req->retry && !req->timed_out && admin_denied(a, c, m, admin_route))
@@ -722,7 +722,7 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
     }
     if (admin) {
         api_reply_error(c, R_OTHER, 404, "not_found", NULL,
-                    "the admin listener serves /health /metrics /cache /db /snowflake/state");
+                        "the admin listener serves /health /metrics /cache /db /snowflake/state");
         return;
     }
     if (path_prefix(m, "/segment/", &rest, &rlen) ||
@@ -757,14 +757,14 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
                                   sizeof v - 1, &vlen);
         if (qr == UTIL_QUERY_REPEATED) {
             api_reply_error(c, R_DECODE_LEAF, 400, "repeated_parameter", NULL,
-                        "snowflakeId is given more than once");
+                            "snowflakeId is given more than once");
             return;
         }
         handle_decode(a, c, R_DECODE_LEAF, v,
                       qr == UTIL_QUERY_BAD ? -1 : (long)vlen);
     } else {
         api_reply_error(c, R_OTHER, 404, "not_found", NULL,
-                    "no such path; try /segment/<biz_tag>, /snowflake, /health or /metrics");
+                        "no such path; try /segment/<biz_tag>, /snowflake, /health or /metrics");
     }
 }
 
