@@ -5,6 +5,11 @@
  * api_handle is the http_handler_cb; it runs on I/O threads and never blocks:
  * a request that must wait for a segment is parked (http_park) and answered
  * when the loader wakes it or its wait runs out.
+ *
+ * The ID routes (/segment/<tag>, /api/segment/get/<tag>, /snowflake,
+ * /api/snowflake/get/<key>) answer HEAD with 405 and take nothing, and every
+ * answer on them carries Cache-Control: no-store. A query parameter given
+ * twice, or a malformed %-escape anywhere in the query, is a 400.
  */
 #ifndef LEAFD_API_H
 #define LEAFD_API_H
