@@ -5,9 +5,11 @@
  * catches a read one past the end. Beyond "no crash", it asserts the
  * contract:
  *   - on OK: head_len <= len and <= max_head, the head ends in '\n'; target,
- *     path, query and authorization point inside the head; the target starts
- *     with '/', is at most max_url bytes and has no byte <= 0x20 or 0x7f;
- *     path + '?' + query is the target; flags are 0 or 1;
+ *     query and authorization point inside the head; the target is
+ *     origin-form ('/'...) or absolute-form (http(s)://authority, no '@'),
+ *     is at most max_url bytes and has no byte <= 0x20 or 0x7f; [scheme and
+ *     authority] + path + '?' + query is the target, and an empty path reads
+ *     as "/"; flags are 0 or 1;
  *   - INCOMPLETE only while len < max_head;
  *   - streaming: a prefix of the input that gets a definite answer (anything
  *     but INCOMPLETE) gets the same answer, with the same fields, as the whole
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "http_parse.h"
 
@@ -54,6 +57,8 @@ static void
 check_ok(const char *buf, size_t len, size_t max_head, size_t max_url,
          const struct http_msg *m)
 {
+    size_t origin, pathlen;
+
     FUZZ_ASSERT(m->head_len > 0);
     FUZZ_ASSERT(m->head_len <= len);
     FUZZ_ASSERT(m->head_len <= max_head);
@@ -69,23 +74,45 @@ check_ok(const char *buf, size_t len, size_t max_head, size_t max_url,
     FUZZ_ASSERT(m->target != NULL && m->target_len >= 1);
     FUZZ_ASSERT(inside(m->target, m->target_len, buf, m->head_len));
     FUZZ_ASSERT(m->target_len <= max_url);
-    FUZZ_ASSERT(m->target[0] == '/');
     for (size_t i = 0; i < m->target_len; i++) {
         unsigned char c = (unsigned char)m->target[i];
         FUZZ_ASSERT(c > 0x20 && c != 0x7f);
     }
 
-    FUZZ_ASSERT(m->path == m->target);
-    FUZZ_ASSERT(m->path_len >= 1 && m->path_len <= m->target_len);
-    FUZZ_ASSERT(m->path[0] == '/');
+    /* origin: where the origin-form part (path, then '?' query) starts. */
+    if (m->target[0] == '/') {
+        origin = 0;
+    } else {
+        size_t k = m->target_len >= 7 && strncasecmp(m->target, "http://", 7) == 0 ? 7
+                 : m->target_len >= 8 && strncasecmp(m->target, "https://", 8) == 0 ? 8
+                 : 0;
+
+        FUZZ_ASSERT(k > 0);             /* absolute-form, http or https */
+        origin = k;
+        while (origin < m->target_len && m->target[origin] != '/' &&
+               m->target[origin] != '?') {
+            FUZZ_ASSERT(m->target[origin] != '@' && m->target[origin] != '#');
+            origin++;
+        }
+        FUZZ_ASSERT(origin > k);        /* a non-empty authority */
+    }
+    FUZZ_ASSERT(m->path_len >= 1 && m->path[0] == '/');
     FUZZ_ASSERT(memchr(m->path, '?', m->path_len) == NULL);
+    if (origin == m->target_len || m->target[origin] == '?') {
+        FUZZ_ASSERT(m->path_len == 1);  /* empty path reads as "/" */
+        pathlen = 0;
+    } else {
+        FUZZ_ASSERT(m->path == m->target + origin);
+        FUZZ_ASSERT(m->path_len <= m->target_len - origin);
+        pathlen = m->path_len;
+    }
     if (m->query == NULL) {
-        FUZZ_ASSERT(m->path_len == m->target_len);
+        FUZZ_ASSERT(origin + pathlen == m->target_len);
         FUZZ_ASSERT(m->query_len == 0);
     } else {
-        FUZZ_ASSERT(m->query == m->target + m->path_len + 1);
-        FUZZ_ASSERT(m->target[m->path_len] == '?');
-        FUZZ_ASSERT(m->path_len + 1 + m->query_len == m->target_len);
+        FUZZ_ASSERT(m->target[origin + pathlen] == '?');
+        FUZZ_ASSERT(m->query == m->target + origin + pathlen + 1);
+        FUZZ_ASSERT(origin + pathlen + 1 + m->query_len == m->target_len);
         FUZZ_ASSERT(inside(m->query, m->query_len, buf, m->head_len));
     }
 

@@ -1,6 +1,6 @@
 /* fuzz_util.c: libFuzzer target for util.h's parsers of untrusted text:
  * util_parse_u64 / util_parse_i64 (?count=, config values), util_pct_decode
- * and util_tag_valid (the biz_tag in /segment/<tag>), util_query_get, and the
+ * and util_tag_valid (the biz_tag in /segment/<tag>), util_query_param/util_query_valid, and the
  * formatters util_u64_dec and util_json_str. Each is compared with a plain
  * reference written from util.h's contract.
  *
@@ -169,19 +169,54 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     FUZZ_ASSERT(util_tag_valid(in, len) == ref_tag(in, len));
 
-    /* Query lookup: a found value lies inside the query, after "key=". */
+    /* Query parameters: util_query_param against a reference built on
+     * ref_pct, pair by pair in order. */
     {
-        const char *v = NULL;
-        size_t vlen = 0;
-        static const char *const keys[] = { "count", "format", "", "a" };
+        static const char *const keys[] = { "count", "format", "", "a", "token" };
+        char *kbuf = malloc(len + 1), *vbuf = malloc(len + 1);
+        char val[64], rval[64];
 
+        FUZZ_ASSERT(util_query_valid(in, len) == (ref_pct(in, len, kbuf, len) >= 0));
         for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-            if (util_query_get(in, len, keys[k], &v, &vlen)) {
-                FUZZ_ASSERT(v >= in && v <= in + len && vlen <= len &&
-                            (size_t)(v - in) <= len - vlen);
-                FUZZ_ASSERT(memchr(v, '&', vlen) == NULL);
+            size_t vcap = cap < sizeof val ? cap : sizeof val, vlen = 0, rlen = 0;
+            enum util_query_result got, want = UTIL_QUERY_ABSENT;
+            const char *p = in, *end = in + len;
+
+            got = util_query_param(in, len, keys[k], val, vcap, &vlen);
+            while (p < end && want != UTIL_QUERY_BAD && want != UTIL_QUERY_REPEATED) {
+                const char *e = memchr(p, '&', (size_t)(end - p));
+                const char *eq, *v;
+                long kn, vn;
+
+                if (e == NULL)
+                    e = end;
+                eq = memchr(p, '=', (size_t)(e - p));
+                v = eq ? eq + 1 : e;
+                kn = ref_pct(p, (size_t)((eq ? eq : e) - p), kbuf, len);
+                if (kn < 0) {
+                    want = UTIL_QUERY_BAD;
+                } else if ((size_t)kn == strlen(keys[k]) &&
+                           memcmp(kbuf, keys[k], (size_t)kn) == 0) {
+                    if (want == UTIL_QUERY_FOUND) {
+                        want = UTIL_QUERY_REPEATED;
+                    } else {
+                        vn = ref_pct(v, (size_t)(e - v), rval, vcap);
+                        want = vn < 0 ? UTIL_QUERY_BAD : UTIL_QUERY_FOUND;
+                        rlen = vn < 0 ? 0 : (size_t)vn;
+                    }
+                } else if (ref_pct(v, (size_t)(e - v), vbuf, len) < 0) {
+                    want = UTIL_QUERY_BAD;
+                }
+                p = e + 1;
+            }
+            FUZZ_ASSERT(got == want);
+            if (got == UTIL_QUERY_FOUND) {
+                FUZZ_ASSERT(vlen == rlen && vlen <= vcap);
+                FUZZ_ASSERT(memcmp(val, rval, vlen) == 0);
             }
         }
+        free(kbuf);
+        free(vbuf);
     }
 
     /* JSON string escaping of the text up to its first NUL. */

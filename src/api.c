@@ -4,7 +4,7 @@
  * into a per-thread buffer and hand it to http_reply; no allocation, lock or
  * syscall of their own. Every error is JSON: {"error":"<code>","message":...}.
  */
-#include <pthread.h>
+#include <assert.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "api_internal.h"
 #include "auth.h"
 #include "config.h"
 #include "console.h"
@@ -21,62 +22,25 @@
 #include "snowflake.h"
 #include "util.h"
 
-enum route {
-    R_SEGMENT, R_SEGMENT_LEAF, R_SNOWFLAKE, R_SNOWFLAKE_LEAF, R_DECODE,
-    R_DECODE_LEAF, R_SF_STATE, R_HEALTH, R_METRICS, R_CACHE, R_DB, R_OTHER,
-    R_COUNT
-};
-static const char *const route_names[R_COUNT] = {
-    "segment", "leaf_segment", "snowflake", "leaf_snowflake", "decode",
-    "leaf_decode", "snowflake_state", "health", "metrics", "cache", "db", "other"
-};
+static _Thread_local struct api_thread *self;   /* set by api_thread */
 
-static const int status_codes[] = { 200, 400, 401, 403, 404, 405, 503 };
-#define NSTATUS (sizeof status_codes / sizeof status_codes[0])
+uint64_t
+api_segment_key(const char *tag, size_t len)
+{
+    uint64_t h = UINT64_C(14695981039346656037);    /* FNV-1a */
 
-/* Counters of one I/O thread: written by that thread only (plain load+store,
- * no locked instruction), read by /metrics with relaxed loads. */
-struct api_thread {
-    _Atomic uint64_t requests[R_COUNT][NSTATUS + 1];
-    _Atomic uint64_t parked;
-    char            *out;          /* response body buffer */
-    size_t           out_cap;
-    uint64_t        *ids;          /* snowflake IDs of one request */
-} __attribute__((aligned(64)));
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)tag[i]) * UINT64_C(1099511628211);
+    return h;
+}
 
-/* Requests on Leaf's /api/snowflake/get/<key>, by key: the key only labels
- * this metric. Bounded: keys past LEAF_KEYS_MAX count as "other". */
-#define LEAF_KEYS_MAX 64
-struct leaf_key {
-    char     name[TAG_MAX + 1];
-    uint64_t count;
-};
-
-struct api {
-    const struct config *cfg;
-    pthread_mutex_t      keys_lock;    /* leaf_keys */
-    struct leaf_key      leaf_keys[LEAF_KEYS_MAX + 1];
-    size_t               nleaf_keys;
-    struct segments     *segs;
-    struct loader       *loader;
-    struct snowflake    *sf;
-    struct http_server  *server;
-    struct auth         *auth;         /* per-tag tokens, or NULL */
-    int                  admin_apart;  /* admin pages on their own listener */
-    int                  nthreads;
-    struct api_thread   *threads;
-    int64_t              started_ms;
-};
-
-/* What a parked request remembers (lives in http_request.scratch). */
-struct api_state {
-    int64_t             deadline_us;
-    uint64_t            refresh_gen;
-    struct segment_take take;
-};
-_Static_assert(sizeof(struct api_state) <= HTTP_REQ_SCRATCH, "scratch too small");
-
-static _Thread_local struct api_thread *self;
+/* Routes that hand out IDs: never cached, never taken by HEAD. */
+static int
+route_takes_ids(enum route r)
+{
+    return r == R_SEGMENT || r == R_SEGMENT_LEAF || r == R_SNOWFLAKE ||
+           r == R_SNOWFLAKE_LEAF;
+}
 
 static void
 stat_inc(_Atomic uint64_t *p)
@@ -110,8 +74,6 @@ api_new(const struct config *cfg, struct segments *segs, struct loader *loader,
         a->threads[i].ids = xcalloc((size_t)cfg->sf_count_max, sizeof(uint64_t));
     }
     a->started_ms = util_wall_ms();
-    pthread_mutex_init(&a->keys_lock, NULL);
-    snprintf(a->leaf_keys[LEAF_KEYS_MAX].name, TAG_MAX + 1, "other");
     return a;
 }
 
@@ -126,7 +88,6 @@ api_free(struct api *a)
     }
     free(a->threads);
     auth_free(a->auth);
-    pthread_mutex_destroy(&a->keys_lock);
     free(a);
 }
 
@@ -180,22 +141,34 @@ count(enum route r, int status)
 
 /* ---- replies ---- */
 
-static void
-reply(struct http_conn *c, enum route r, int status, const char *ctype,
-      const char *extra, const char *body, size_t len)
+#define NO_STORE "Cache-Control: no-store\r\n"
+
+void
+api_reply(struct http_conn *c, enum route r, int status, const char *ctype,
+          const char *extra, const char *body, size_t len)
 {
+    char both[256];
+
     count(r, status);
+    /* A cache in front of an ID route would hand one ID out twice. */
+    if (route_takes_ids(r)) {
+        if (extra == NULL) {
+            extra = NO_STORE;
+        } else {
+            size_t n = strlen(extra);
+
+            assert(n < sizeof both - sizeof NO_STORE);
+            memcpy(both, NO_STORE, sizeof NO_STORE - 1);
+            memcpy(both + sizeof NO_STORE - 1, extra, n + 1);
+            extra = both;
+        }
+    }
     http_reply(c, status, ctype, extra, body, len);
 }
 
-static void
-reply_error(struct http_conn *c, enum route r, int status, const char *code,
-            const char *extra, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
-
-static void
-reply_error(struct http_conn *c, enum route r, int status, const char *code,
-            const char *extra, const char *fmt, ...)
+void
+api_reply_error(struct http_conn *c, enum route r, int status, const char *code,
+                const char *extra, const char *fmt, ...)
 {
     char msg[512], body[1024];
     char *q;
@@ -210,14 +183,14 @@ reply_error(struct http_conn *c, enum route r, int status, const char *code,
     free(q);
     if (n < 0 || (size_t)n >= sizeof body)
         n = snprintf(body, sizeof body, "{\"error\":\"%s\"}\n", code);
-    reply(c, r, status, "application/json", extra, body, (size_t)n);
+    api_reply(c, r, status, "application/json", extra, body, (size_t)n);
 }
 
-static void
-reply_sbuf(struct http_conn *c, enum route r, int status, const char *ctype,
-           struct sbuf *b)
+void
+api_reply_sbuf(struct http_conn *c, enum route r, int status, const char *ctype,
+               struct sbuf *b)
 {
-    reply(c, r, status, ctype, NULL, b->p ? b->p : "", b->len);
+    api_reply(c, r, status, ctype, NULL, b->p ? b->p : "", b->len);
     sbuf_free(b);
 }
 
@@ -261,48 +234,72 @@ reply_ids(struct http_conn *c, enum route r, int json, const char *tag,
         memcpy(p, "]}\n", 3);
         p += 3;
     }
-    reply(c, r, 200, json ? "application/json" : "text/plain", NULL, start,
-          (size_t)(p - start));
+    api_reply(c, r, 200, json ? "application/json" : "text/plain", NULL, start,
+              (size_t)(p - start));
 }
 
 /* ---- request helpers ---- */
 
-/* ?count=N in [1, max]: returns N, or -1 if malformed/out of range, 1 if
- * absent. */
+/* ?count=N in [1, max] (1 if absent). Returns N, or -1 after answering 400
+ * (malformed, out of range, or given twice). */
 static int64_t
-query_count(const struct http_msg *m, int64_t max, int *bad)
+query_count(struct http_conn *c, enum route r, const struct http_msg *m,
+            int64_t max)
 {
-    const char *v;
-    size_t vlen;
+    char v[24];
+    size_t vlen = 0;
     int64_t n;
 
-    *bad = 0;
-    if (m->query == NULL || !util_query_get(m->query, m->query_len, "count", &v, &vlen))
+    if (m->query == NULL)
         return 1;
-    if (util_parse_i64(v, vlen, 0, &n) == -1 || n < 1 || n > max) {
-        *bad = 1;
+    switch (util_query_param(m->query, m->query_len, "count", v, sizeof v, &vlen)) {
+    case UTIL_QUERY_ABSENT:
+        return 1;
+    case UTIL_QUERY_REPEATED:
+        api_reply_error(c, r, 400, "repeated_parameter", NULL,
+                        "count is given more than once");
         return -1;
+    case UTIL_QUERY_FOUND:
+        if (util_parse_i64(v, vlen, 0, &n) == 0 && n >= 1 && n <= max)
+            return n;
+        break;
+    case UTIL_QUERY_BAD:
+        break;
     }
-    return n;
+    api_reply_error(c, r, 400, "invalid_count", NULL,
+                    "count must be an integer from 1 to %lld", (long long)max);
+    return -1;
 }
 
 /* JSON if Accept asks for it or ?format=json; ?format=text wins over Accept.
- * Returns 1 json, 0 text, -1 bad format value. */
+ * Returns 1 json, 0 text, or -1 after answering 400. */
 static int
-want_json(const struct http_msg *m)
+want_json(struct http_conn *c, enum route r, const struct http_msg *m)
 {
-    const char *v;
-    size_t vlen;
+    char v[8];
+    size_t vlen = 0;
 
-    if (m->query != NULL && util_query_get(m->query, m->query_len, "format", &v, &vlen)) {
+    if (m->query == NULL)
+        return m->accept_json;
+    switch (util_query_param(m->query, m->query_len, "format", v, sizeof v, &vlen)) {
+    case UTIL_QUERY_ABSENT:
+        return m->accept_json;
+    case UTIL_QUERY_REPEATED:
+        api_reply_error(c, r, 400, "repeated_parameter", NULL,
+                        "format is given more than once");
+        return -1;
+    case UTIL_QUERY_FOUND:
         if (vlen == 4 && memcmp(v, "json", 4) == 0)
             return 1;
         if ((vlen == 4 && memcmp(v, "text", 4) == 0) ||
             (vlen == 5 && memcmp(v, "plain", 5) == 0))
             return 0;
-        return -1;
+        break;
+    case UTIL_QUERY_BAD:
+        break;
     }
-    return m->accept_json;
+    api_reply_error(c, r, 400, "invalid_format", NULL, "format must be json or text");
+    return -1;
 }
 
 static int
@@ -331,19 +328,19 @@ id_request_start(struct api *a, struct http_conn *c, struct http_request *req,
                  enum route r, int64_t max, int64_t *n, int *json)
 {
     struct api_state *st = (struct api_state *)req->scratch;
-    int bad;
 
-    *n = query_count(&req->msg, max, &bad);
-    if (bad) {
-        reply_error(c, r, 400, "invalid_count", NULL,
-                    "count must be an integer from 1 to %lld", (long long)max);
+    if (req->msg.method == HTTP_HEAD) {
+        api_reply_error(c, r, 405, "method_not_allowed", "Allow: GET\r\n",
+                        "HEAD would take IDs and drop them: use GET (probe with "
+                        "GET /health)");
         return -1;
     }
-    *json = want_json(&req->msg);
-    if (*json < 0) {
-        reply_error(c, r, 400, "invalid_format", NULL, "format must be json or text");
+    *n = query_count(c, r, &req->msg, max);
+    if (*n < 0)
         return -1;
-    }
+    *json = want_json(c, r, &req->msg);
+    if (*json < 0)
+        return -1;
     if (!req->retry && !req->timed_out)
         st->deadline_us = req->start_us + a->cfg->wait_ms * 1000;
     return 0;
@@ -365,18 +362,18 @@ reply_no_ids(struct api *a, struct http_conn *c, enum route r,
         ls = &mine;
     }
     if (st->take.tag == NULL)
-        reply_error(c, r, 503, "tag_lookup_unavailable", "Retry-After: 1\r\n",
-                    "cannot tell whether biz_tag '%s' exists: %s%s%s; retry later",
-                    tag, ls->db_up ? "the database did not answer in time"
+        api_reply_error(c, r, 503, "tag_lookup_unavailable", "Retry-After: 1\r\n",
+                        "cannot tell whether biz_tag '%s' exists: %s%s%s; retry later",
+                        tag, ls->db_up ? "the database did not answer in time"
                                    : "the database is unreachable (",
-                    ls->db_up ? "" : ls->last_error, ls->db_up ? "" : ")");
+                        ls->db_up ? "" : ls->last_error, ls->db_up ? "" : ")");
     else
-        reply_error(c, r, 503, "ids_exhausted", "Retry-After: 1\r\n",
-                    "no ID for biz_tag '%s': both buffers are empty and %s%s%s; "
-                    "retry later", tag,
-                    ls->db_up ? "the next segment did not arrive in time"
+        api_reply_error(c, r, 503, "ids_exhausted", "Retry-After: 1\r\n",
+                        "no ID for biz_tag '%s': both buffers are empty and %s%s%s; "
+                        "retry later", tag,
+                        ls->db_up ? "the next segment did not arrive in time"
                               : "the database is unreachable (",
-                    ls->db_up ? "" : ls->last_error, ls->db_up ? "" : ")");
+                        ls->db_up ? "" : ls->last_error, ls->db_up ? "" : ")");
 }
 
 static void
@@ -391,15 +388,15 @@ handle_segment(struct api *a, struct http_conn *c, struct http_request *req,
     enum segment_result res;
 
     if (a->segs == NULL) {
-        reply_error(c, r, 404, "mode_disabled", NULL,
-                    "segment mode is off on this node (leaf.segment.enable = false)");
+        api_reply_error(c, r, 404, "mode_disabled", NULL,
+                        "segment mode is off on this node (leaf.segment.enable = false)");
         return;
     }
     len = util_pct_decode(raw, rawlen, tag, TAG_MAX);
     if (len < 0 || !util_tag_valid(tag, (size_t)len)) {
-        reply_error(c, r, 400, "invalid_biz_tag", NULL,
-                    "biz_tag must be 1 to %d characters of [A-Za-z0-9._:-] after "
-                    "percent-decoding", TAG_MAX);
+        api_reply_error(c, r, 400, "invalid_biz_tag", NULL,
+                        "biz_tag must be 1 to %d characters of [A-Za-z0-9._:-] after "
+                        "percent-decoding", TAG_MAX);
         return;
     }
     tag[len] = '\0';
@@ -417,41 +414,40 @@ handle_segment(struct api *a, struct http_conn *c, struct http_request *req,
         if (r == R_SEGMENT_LEAF && !json && n == 1) {
             /* Leaf's path answers the bare number, as Leaf does. */
             char buf[24], *e = util_u64_dec(buf, (uint64_t)st->take.ranges[0].start);
-            reply(c, r, 200, "text/plain", NULL, buf, (size_t)(e - buf));
+            api_reply(c, r, 200, "text/plain", NULL, buf, (size_t)(e - buf));
             return;
         }
         reply_ids(c, r, json, tag, st->take.ranges, st->take.nranges);
         return;
     case SEGMENT_UNKNOWN:
-        reply_error(c, r, 404, "unknown_biz_tag", NULL,
-                    "biz_tag '%s' is not in leaf_alloc; insert a row for it first",
-                    tag);
+        api_reply_error(c, r, 404, "unknown_biz_tag", NULL,
+                        "biz_tag '%s' is not in leaf_alloc; insert a row for it first",
+                        tag);
         return;
     case SEGMENT_BUSY:
-        reply_error(c, r, 503, "tag_lookup_unavailable", "Retry-After: 1\r\n",
-                    "too many unknown biz_tags are being looked up right now; "
-                    "biz_tag '%s' was not looked up; retry later", tag);
+        api_reply_error(c, r, 503, "tag_lookup_unavailable", "Retry-After: 1\r\n",
+                        "too many unknown biz_tags are being looked up right now; "
+                        "biz_tag '%s' was not looked up; retry later", tag);
         return;
     case SEGMENT_BROKEN:
-        reply_error(c, r, 503, "bad_leaf_alloc_row", "Retry-After: 60\r\n",
-                    "the leaf_alloc row of biz_tag '%s' cannot give IDs (step "
-                    "outside [1, 2147483647], or max_id at its limit); a DBA "
-                    "must fix the row (the log says what is wrong)", tag);
+        api_reply_error(c, r, 503, "bad_leaf_alloc_row", "Retry-After: 60\r\n",
+                        "the leaf_alloc row of biz_tag '%s' cannot give IDs (step "
+                        "outside [1, 2147483647], or max_id at its limit); a DBA "
+                        "must fix the row (the log says what is wrong)", tag);
         return;
     case SEGMENT_WAIT: {
-        struct loader_status ls;
         int64_t left = (st->deadline_us - util_mono_us() + 999) / 1000;
 
         /* Nothing to wait for while the database is known to be down (the
-         * loader is backing off): say so now rather than after wait_ms. */
-        loader_status(a->loader, &ls);
-        if (!ls.db_up) {
-            reply_no_ids(a, c, r, st, tag, &ls);
+         * loader is backing off): say so now rather than after wait_ms. One
+         * atomic load: a parked request checks this on every retry. */
+        if (!loader_db_up(a->loader)) {
+            reply_no_ids(a, c, r, st, tag, NULL);
             return;
         }
         if (left <= 0)
             left = 1;
-        http_park(c, (int)left);
+        http_park(c, (int)left, api_segment_key(tag, (size_t)len));
         return;
     }
     }
@@ -464,8 +460,8 @@ sf_disabled(struct api *a, struct http_conn *c, enum route r)
 {
     if (a->sf != NULL)
         return 0;
-    reply_error(c, r, 404, "mode_disabled", NULL,
-                "snowflake mode is off on this node (leaf.snowflake.enable = false)");
+    api_reply_error(c, r, 404, "mode_disabled", NULL,
+                    "snowflake mode is off on this node (leaf.snowflake.enable = false)");
     return 1;
 }
 
@@ -493,8 +489,8 @@ reply_u64s(struct http_conn *c, enum route r, int json, const uint64_t *ids, siz
             *p++ = '\n';
         }
     }
-    reply(c, r, 200, json ? "application/json" : "text/plain", NULL, start,
-          (size_t)(p - start));
+    api_reply(c, r, 200, json ? "application/json" : "text/plain", NULL, start,
+              (size_t)(p - start));
 }
 
 static void
@@ -515,7 +511,7 @@ handle_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
     if (rc == SNOWFLAKE_OK) {
         if (r == R_SNOWFLAKE_LEAF && !json && n == 1) {
             char buf[24], *e = util_u64_dec(buf, self->ids[0]);
-            reply(c, r, 200, "text/plain", NULL, buf, (size_t)(e - buf));
+            api_reply(c, r, 200, "text/plain", NULL, buf, (size_t)(e - buf));
             return;
         }
         reply_u64s(c, r, json, self->ids, (size_t)n);
@@ -523,66 +519,77 @@ handle_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
     }
     now = util_mono_us();
     if (rc == SNOWFLAKE_WAIT && now + why.wait_ms * 1000 <= st->deadline_us) {
-        http_park(c, (int)why.wait_ms);
+        http_park(c, (int)why.wait_ms, API_SNOWFLAKE_KEY);
         return;
     }
     {
         char extra[64];
         snprintf(extra, sizeof extra, "Retry-After: %d\r\n",
                  why.retry_after_s > 0 ? why.retry_after_s : 1);
-        reply_error(c, r, 503, why.code, extra, "%s", why.message);
+        api_reply_error(c, r, 503, why.code, extra, "%s", why.message);
     }
 }
 
+/* Count one request on /api/snowflake/get/<key> in this thread's table: no
+ * lock, no locked instruction (the owner is the only writer). */
 static void
-count_leaf_key(struct api *a, const char *raw, size_t rawlen)
+count_leaf_key(const char *raw, size_t rawlen)
 {
     char key[TAG_MAX + 1];
-    long n = util_pct_decode(raw, rawlen, key, TAG_MAX);
-    size_t i;
+    long n;
+    uint64_t h;
+    uint32_t i, nk;
 
-    if (n < 0 || !util_tag_valid(key, (size_t)n))
-        snprintf(key, sizeof key, "other");
-    else
-        key[n] = '\0';
-    pthread_mutex_lock(&a->keys_lock);
-    for (i = 0; i < a->nleaf_keys; i++)
-        if (strcmp(a->leaf_keys[i].name, key) == 0)
-            break;
-    if (i == a->nleaf_keys) {
-        if (a->nleaf_keys < LEAF_KEYS_MAX)
-            memcpy(a->leaf_keys[a->nleaf_keys++].name, key, strlen(key) + 1);
-        else
-            i = LEAF_KEYS_MAX;
+    if (self == NULL)
+        return;
+    n = util_pct_decode(raw, rawlen, key, TAG_MAX);
+    if (n < 0 || !util_tag_valid(key, (size_t)n)) {
+        stat_inc(&self->other_keys);
+        return;
     }
-    a->leaf_keys[i].count++;
-    pthread_mutex_unlock(&a->keys_lock);
+    h = api_segment_key(key, (size_t)n);
+    nk = atomic_load_explicit(&self->nkeys, memory_order_relaxed);
+    for (i = 0; i < nk; i++) {
+        struct leaf_key *k = &self->leaf_keys[i];
+        if (k->hash == h && strncmp(k->name, key, (size_t)n) == 0 &&
+            k->name[n] == '\0') {
+            stat_inc(&k->count);
+            return;
+        }
+    }
+    if (nk == LEAF_KEYS_MAX) {
+        stat_inc(&self->other_keys);
+        return;
+    }
+    self->leaf_keys[nk].hash = h;
+    memcpy(self->leaf_keys[nk].name, key, (size_t)n);
+    self->leaf_keys[nk].name[n] = '\0';
+    atomic_store_explicit(&self->leaf_keys[nk].count, 1, memory_order_relaxed);
+    atomic_store_explicit(&self->nkeys, nk + 1, memory_order_release);
 }
 
 static void
-handle_decode(struct api *a, struct http_conn *c, enum route r, const char *raw,
-              size_t rawlen)
+handle_decode(struct api *a, struct http_conn *c, enum route r, const char *id,
+              long len)
 {
     struct sbuf b = { 0 };
-    char id[32], *cause = NULL;
-    long len;
+    char *cause = NULL;
 
     if (sf_disabled(a, c, r))
         return;
-    len = util_pct_decode(raw, rawlen, id, sizeof id - 1);
     if (len < 0) {
-        reply_error(c, r, 400, "invalid_id", NULL,
-                    "not a snowflake ID: expected a decimal number of at most 19 digits");
+        api_reply_error(c, r, 400, "invalid_id", NULL,
+                        "not a snowflake ID: expected a decimal number of at most 19 digits");
         return;
     }
     if (snowflake_decode_json(a->sf, id, (size_t)len, r == R_DECODE_LEAF, &b, &cause) == -1) {
-        reply_error(c, r, 400, "invalid_id", NULL, "%s", cause ? cause : "not an ID");
+        api_reply_error(c, r, 400, "invalid_id", NULL, "%s", cause ? cause : "not an ID");
         free(cause);
         sbuf_free(&b);
         return;
     }
     sbuf_puts(&b, "\n");
-    reply_sbuf(c, r, 200, "application/json", &b);
+    api_reply_sbuf(c, r, 200, "application/json", &b);
 }
 
 static void
@@ -594,243 +601,7 @@ handle_sf_state(struct api *a, struct http_conn *c)
         return;
     snowflake_state_json(a->sf, &b);
     sbuf_puts(&b, "\n");
-    reply_sbuf(c, R_SF_STATE, 200, "application/json", &b);
-}
-
-/* ---- pages ---- */
-
-static void
-cache_tag(const struct segment_tag_info *in, void *arg)
-{
-    struct sbuf *b = arg;
-
-    sbuf_puts(b, b->p[b->len - 1] == '[' ? "{\"key\":" : ",{\"key\":");
-    sbuf_json_str(b, in->name);
-    sbuf_printf(b, ",\"init_ok\":%s,\"gone\":%s,\"pos\":%d,\"next_ready\":%s,"
-                   "\"loading\":%s,\"step\":%lld,\"min_step\":%lld,\"loads\":%lld,"
-                   "\"issued\":%lld,\"available\":%lld,\"segments\":[",
-                in->init_ok ? "true" : "false", in->gone ? "true" : "false",
-                in->cur, in->next_ready ? "true" : "false",
-                in->loading ? "true" : "false", (long long)in->step,
-                (long long)in->min_step, (long long)in->loads,
-                (long long)in->issued, (long long)in->available);
-    for (int i = 0; i < 2; i++)
-        sbuf_printf(b, "%s{\"value\":\"%lld\",\"max\":\"%lld\",\"step\":%lld,"
-                       "\"idle\":%lld}",
-                    i ? "," : "", (long long)in->slot[i].value,
-                    (long long)in->slot[i].max, (long long)in->slot[i].step,
-                    (long long)(in->slot[i].max - in->slot[i].value));
-    sbuf_puts(b, "]}");
-}
-
-static void
-handle_cache(struct api *a, struct http_conn *c)
-{
-    struct sbuf b = { 0 };
-
-    if (a->segs == NULL) {
-        reply_error(c, R_CACHE, 404, "mode_disabled", NULL, "segment mode is off on this node");
-        return;
-    }
-    sbuf_puts(&b, "{\"tags\":[");
-    segments_foreach(a->segs, cache_tag, &b);
-    sbuf_puts(&b, "]}\n");
-    reply_sbuf(c, R_CACHE, 200, "application/json", &b);
-}
-
-static void
-handle_db(struct api *a, struct http_conn *c, struct http_request *req)
-{
-    struct api_state *st = (struct api_state *)req->scratch;
-    struct loader_status ls;
-    struct sbuf b = { 0 };
-
-    if (a->segs == NULL) {
-        reply_error(c, R_DB, 404, "mode_disabled", NULL, "segment mode is off on this node");
-        return;
-    }
-    /* Read the table afresh on the loader's thread, then answer. */
-    if (!req->retry && !req->timed_out) {
-        st->refresh_gen = loader_refresh_now(a->loader, 1);
-        http_park(c, (int)a->cfg->wait_ms);
-        return;
-    }
-    loader_status(a->loader, &ls);
-    if (ls.refresh_gen < st->refresh_gen && !req->timed_out) {
-        http_park(c, (int)((req->start_us + a->cfg->wait_ms * 1000 - util_mono_us()) / 1000 + 1));
-        return;
-    }
-    sbuf_printf(&b, "{\"store\":\"%s\",\"fresh\":%s,\"read_at_ms\":%lld,\"rows\":",
-                ls.store, ls.refresh_gen >= st->refresh_gen ? "true" : "false",
-                (long long)ls.refreshed_ms);
-    loader_rows_json(a->loader, &b);
-    sbuf_puts(&b, "}\n");
-    reply_sbuf(c, R_DB, 200, "application/json", &b);
-}
-
-struct health_scan {
-    int64_t dry;        /* tags in use with no ID left */
-    char    first[TAG_MAX + 1];
-};
-
-static void
-health_tag(const struct segment_tag_info *in, void *arg)
-{
-    struct health_scan *h = arg;
-
-    if (in->init_ok && !in->gone && in->available == 0) {
-        if (h->dry++ == 0)
-            snprintf(h->first, sizeof h->first, "%s", in->name);
-    }
-}
-
-int
-api_health(struct api *a, struct sbuf *b)
-{
-    int ok = 1, degraded = 0;
-    struct sbuf reasons = { 0 };
-
-    sbuf_puts(b, "{");
-    if (a->segs != NULL) {
-        struct loader_status ls;
-        struct health_scan h = { 0 };
-
-        loader_status(a->loader, &ls);
-        segments_foreach(a->segs, health_tag, &h);
-        sbuf_printf(b, "\"segment\":{\"enabled\":true,\"store\":\"%s\",\"db\":\"%s\","
-                       "\"tags\":%zu,\"tags_without_ids\":%lld",
-                    ls.store, ls.db_up ? "up" : "down", segments_count(a->segs),
-                    (long long)h.dry);
-        if (!ls.db_up) {
-            sbuf_printf(b, ",\"db_down_for_ms\":%lld,\"db_error\":",
-                        (long long)(util_wall_ms() - ls.down_since_ms));
-            sbuf_json_str(b, ls.last_error);
-            if (h.dry > 0) {
-                ok = 0;
-                sbuf_printf(&reasons, "segment: database unreachable and %lld tag(s) "
-                                      "(e.g. %s) have no buffered IDs; ",
-                            (long long)h.dry, h.first);
-            } else {
-                degraded = 1;
-                sbuf_printf(&reasons, "segment: database unreachable, serving from "
-                                      "buffers; ");
-            }
-        }
-        sbuf_puts(b, "},");
-    } else {
-        sbuf_puts(b, "\"segment\":{\"enabled\":false},");
-    }
-    if (a->sf != NULL) {
-        char *why = NULL;
-        if (snowflake_health(a->sf, &why) == 0) {
-            sbuf_puts(b, "\"snowflake\":{\"enabled\":true,\"status\":\"ok\"},");
-        } else {
-            ok = 0;
-            sbuf_puts(b, "\"snowflake\":{\"enabled\":true,\"status\":\"unavailable\",\"reason\":");
-            sbuf_json_str(b, why ? why : "?");
-            sbuf_puts(b, "},");
-            sbuf_printf(&reasons, "snowflake: %s; ", why ? why : "?");
-            free(why);
-        }
-    } else {
-        sbuf_puts(b, "\"snowflake\":{\"enabled\":false},");
-    }
-    sbuf_printf(b, "\"uptime_ms\":%lld,\"status\":\"%s\"",
-                (long long)(util_wall_ms() - a->started_ms),
-                !ok ? "unavailable" : degraded ? "degraded" : "ok");
-    if (reasons.len > 0) {
-        reasons.len -= 2;          /* drop the last "; " */
-        reasons.p[reasons.len] = '\0';
-        sbuf_puts(b, ",\"reason\":");
-        sbuf_json_str(b, reasons.p);
-    }
-    sbuf_puts(b, "}\n");
-    sbuf_free(&reasons);
-    return ok ? 200 : 503;
-}
-
-static void
-metrics_tag(const struct segment_tag_info *in, void *arg)
-{
-    struct sbuf *b = arg;
-
-    sbuf_printf(b, "leafd_segment_ids_issued_total{biz_tag=\"%s\"} %lld\n"
-                   "leafd_segment_step{biz_tag=\"%s\"} %lld\n"
-                   "leafd_segment_ids_available{biz_tag=\"%s\"} %lld\n"
-                   "leafd_segment_next_ready{biz_tag=\"%s\"} %d\n"
-                   "leafd_segment_loading{biz_tag=\"%s\"} %d\n",
-                in->name, (long long)in->issued, in->name, (long long)in->step,
-                in->name, (long long)in->available, in->name, in->next_ready,
-                in->name, in->loading);
-}
-
-static void
-handle_metrics(struct api *a, struct http_conn *c)
-{
-    struct sbuf b = { 0 };
-    struct http_stats hs;
-
-    sbuf_puts(&b, "# HELP leafd_http_requests_total Requests by route and status.\n"
-                  "# TYPE leafd_http_requests_total counter\n");
-    for (int r = 0; r < R_COUNT; r++) {
-        for (size_t s = 0; s <= NSTATUS; s++) {
-            uint64_t sum = 0;
-            for (int t = 0; t <= a->nthreads; t++)
-                sum += atomic_load_explicit(&a->threads[t].requests[r][s],
-                                            memory_order_relaxed);
-            if (sum == 0)
-                continue;
-            if (s < NSTATUS)
-                sbuf_printf(&b, "leafd_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
-                            route_names[r], status_codes[s], (unsigned long long)sum);
-            else
-                sbuf_printf(&b, "leafd_http_requests_total{route=\"%s\",status=\"other\"} %llu\n",
-                            route_names[r], (unsigned long long)sum);
-        }
-    }
-    if (a->server != NULL) {
-        http_server_stats(a->server, &hs);
-        sbuf_printf(&b, "# TYPE leafd_http_connections gauge\n"
-                        "leafd_http_connections %llu\n"
-                        "# TYPE leafd_http_connections_total counter\n"
-                        "leafd_http_connections_total %llu\n"
-                        "# TYPE leafd_http_connections_rejected_total counter\n"
-                        "leafd_http_connections_rejected_total %llu\n"
-                        "# TYPE leafd_http_requests_waiting gauge\n"
-                        "leafd_http_requests_waiting %llu\n",
-                    (unsigned long long)hs.connections_open,
-                    (unsigned long long)hs.connections_total,
-                    (unsigned long long)hs.connections_rejected,
-                    (unsigned long long)hs.requests_parked);
-    }
-    if (a->segs != NULL) {
-        sbuf_printf(&b, "# TYPE leafd_segment_tags gauge\nleafd_segment_tags %zu\n"
-                        "# TYPE leafd_segment_unknown_tags_cached gauge\n"
-                        "leafd_segment_unknown_tags_cached %zu\n",
-                    segments_count(a->segs), segments_negative_count(a->segs));
-        sbuf_puts(&b, "# HELP leafd_segment_ids_issued_total IDs handed out by tag.\n"
-                      "# TYPE leafd_segment_ids_issued_total counter\n"
-                      "# TYPE leafd_segment_step gauge\n"
-                      "# TYPE leafd_segment_ids_available gauge\n"
-                      "# TYPE leafd_segment_next_ready gauge\n"
-                      "# TYPE leafd_segment_loading gauge\n");
-        segments_foreach(a->segs, metrics_tag, &b);
-        loader_metrics(a->loader, &b);
-    }
-    if (a->sf != NULL) {
-        snowflake_metrics(a->sf, &b);
-        sbuf_puts(&b, "# HELP leafd_leaf_snowflake_requests_total Requests on Leaf's "
-                      "/api/snowflake/get/<key>, by key.\n"
-                      "# TYPE leafd_leaf_snowflake_requests_total counter\n");
-        pthread_mutex_lock(&a->keys_lock);
-        for (size_t i = 0; i <= LEAF_KEYS_MAX; i++)
-            if ((i < a->nleaf_keys || i == LEAF_KEYS_MAX) && a->leaf_keys[i].count)
-                sbuf_printf(&b, "leafd_leaf_snowflake_requests_total{key=\"%s\"} %llu\n",
-                            a->leaf_keys[i].name,
-                            (unsigned long long)a->leaf_keys[i].count);
-        pthread_mutex_unlock(&a->keys_lock);
-    }
-    reply_sbuf(c, R_METRICS, 200, "text/plain; version=0.0.4", &b);
+    api_reply_sbuf(c, R_SF_STATE, 200, "application/json", &b);
 }
 
 /* ---- dispatch ---- */
@@ -849,12 +620,12 @@ admin_denied(struct api *a, struct http_conn *c, const struct http_msg *m, enum 
               ? m->authorization + 7 : NULL;
     len = tok ? m->authorization_len - 7 : 0;
     if (tok == NULL) {
-        reply_error(c, r, 401, "unauthorized", "WWW-Authenticate: Bearer\r\n",
-                    "this page needs Authorization: Bearer <admin.token>");
+        api_reply_error(c, r, 401, "unauthorized", "WWW-Authenticate: Bearer\r\n",
+                        "this page needs Authorization: Bearer <admin.token>");
         return 1;
     }
     if (!auth_equal(tok, len, a->cfg->admin_token, strlen(a->cfg->admin_token))) {
-        reply_error(c, r, 403, "forbidden", NULL, "wrong admin token");
+        api_reply_error(c, r, 403, "forbidden", NULL, "wrong admin token");
         return 1;
     }
     return 0;
@@ -866,20 +637,25 @@ static int
 id_denied(struct api *a, struct http_conn *c, const struct http_msg *m,
           enum route r, const char *scope)
 {
+    char buf[AUTH_TOKEN_MAX];
     const char *tok;
     size_t len = 0;
     int rc;
 
     if (a->auth == NULL)
         return 0;
-    tok = auth_request_token(m, &len);
+    if (auth_request_token(m, buf, sizeof buf, &tok, &len) == -1) {
+        api_reply_error(c, r, 400, "repeated_parameter", NULL,
+                        "token is given more than once");
+        return 1;
+    }
     rc = auth_check(a->auth, scope, tok, len);
     if (rc == 401)
-        reply_error(c, r, 401, "token_required", "WWW-Authenticate: Bearer\r\n",
-                    "this endpoint needs a token: Authorization: Bearer <token> or ?token=");
+        api_reply_error(c, r, 401, "token_required", "WWW-Authenticate: Bearer\r\n",
+                        "this endpoint needs a token: Authorization: Bearer <token> or ?token=");
     else if (rc == 403)
-        reply_error(c, r, 403, "token_forbidden", NULL,
-                    "the token is not valid for %s", scope);
+        api_reply_error(c, r, 403, "token_forbidden", NULL,
+                        "the token is not valid for %s", scope);
     return rc != 0;
 }
 
@@ -906,8 +682,13 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
     char scope[TAG_MAX + 1];
 
     if (m->method != HTTP_GET && m->method != HTTP_HEAD) {
-        reply_error(c, R_OTHER, 405, "method_not_allowed", "Allow: GET, HEAD\r\n",
-                    "only GET and HEAD are served");
+        api_reply_error(c, R_OTHER, 405, "method_not_allowed", "Allow: GET, HEAD\r\n",
+                        "only GET and HEAD are served");
+        return;
+    }
+    if (m->query != NULL && !util_query_valid(m->query, m->query_len)) {
+        api_reply_error(c, R_OTHER, 400, "bad_query", NULL,
+                        "the query string has a malformed %%-escape or a %%00");
         return;
     }
     if ((admin || !a->admin_apart) && console_handle(c, m, a->cfg))
@@ -923,28 +704,28 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
 
     if (admin_route != R_COUNT) {
         if (a->admin_apart && !admin) {
-            reply_error(c, admin_route, 404, "not_found",
-                        NULL, "admin pages are served on the admin listener");
+            api_reply_error(c, admin_route, 404, "not_found",
+                            NULL, "admin pages are served on the admin listener");
             return;
         }
         if (!req->retry && !req->timed_out && admin_denied(a, c, m, admin_route))
             return;
         switch (admin_route) {
-        case R_METRICS: handle_metrics(a, c); return;
-        case R_CACHE: handle_cache(a, c); return;
-        case R_DB: handle_db(a, c, req); return;
+        case R_METRICS: api_page_metrics(a, c); return;
+        case R_CACHE: api_page_cache(a, c); return;
+        case R_DB: api_page_db(a, c, req); return;
         default: handle_sf_state(a, c); return;
         }
     }
     if (path_is(m, "/health")) {
         struct sbuf b = { 0 };
         int status = api_health(a, &b);
-        reply_sbuf(c, R_HEALTH, status, "application/json", &b);
+        api_reply_sbuf(c, R_HEALTH, status, "application/json", &b);
         return;
     }
     if (admin) {
-        reply_error(c, R_OTHER, 404, "not_found", NULL,
-                    "the admin listener serves /health /metrics /cache /db /snowflake/state");
+        api_reply_error(c, R_OTHER, 404, "not_found", NULL,
+                        "the admin listener serves /health /metrics /cache /db /snowflake/state");
         return;
     }
     if (path_prefix(m, "/segment/", &rest, &rlen) ||
@@ -962,19 +743,31 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
         if (!req->retry && !req->timed_out && id_denied(a, c, m, r, "@snowflake"))
             return;
         if (r == R_SNOWFLAKE_LEAF && !req->retry && !req->timed_out)
-            count_leaf_key(a, rest, rlen);
+            count_leaf_key(rest, rlen);
         handle_snowflake(a, c, req, r);
     } else if (path_prefix(m, "/snowflake/decode/", &rest, &rlen)) {
-        handle_decode(a, c, R_DECODE, rest, rlen);
+        char id[32];
+
+        handle_decode(a, c, R_DECODE, id,
+                      util_pct_decode(rest, rlen, id, sizeof id - 1));
     } else if (path_is(m, "/decodeSnowflakeId")) {
-        const char *v = "";
+        char v[32];
         size_t vlen = 0;
+        enum util_query_result qr = UTIL_QUERY_ABSENT;
+
         if (m->query != NULL)
-            util_query_get(m->query, m->query_len, "snowflakeId", &v, &vlen);
-        handle_decode(a, c, R_DECODE_LEAF, v, vlen);
+            qr = util_query_param(m->query, m->query_len, "snowflakeId", v,
+                                  sizeof v - 1, &vlen);
+        if (qr == UTIL_QUERY_REPEATED) {
+            api_reply_error(c, R_DECODE_LEAF, 400, "repeated_parameter", NULL,
+                            "snowflakeId is given more than once");
+            return;
+        }
+        handle_decode(a, c, R_DECODE_LEAF, v,
+                      qr == UTIL_QUERY_BAD ? -1 : (long)vlen);
     } else {
-        reply_error(c, R_OTHER, 404, "not_found", NULL,
-                    "no such path; try /segment/<biz_tag>, /snowflake, /health or /metrics");
+        api_reply_error(c, R_OTHER, 404, "not_found", NULL,
+                        "no such path; try /segment/<biz_tag>, /snowflake, /health or /metrics");
     }
 }
 

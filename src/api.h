@@ -1,12 +1,21 @@
 /* api.h: leafd's HTTP API: routes requests to segment mode, snowflake mode
- * and the health, metrics, cache and db pages.
+ * and the health, metrics, cache and db pages (api.c: routing and the ID
+ * handlers; api_pages.c: the operator pages).
  *
  * api_handle is the http_handler_cb; it runs on I/O threads and never blocks:
  * a request that must wait for a segment is parked (http_park) and answered
  * when the loader wakes it or its wait runs out.
+ *
+ * The ID routes (/segment/<tag>, /api/segment/get/<tag>, /snowflake,
+ * /api/snowflake/get/<key>) answer HEAD with 405 and take nothing, and every
+ * answer on them carries Cache-Control: no-store. A query parameter given
+ * twice, or a malformed %-escape anywhere in the query, is a 400.
  */
 #ifndef LEAFD_API_H
 #define LEAFD_API_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 #include "http.h"
 
@@ -41,6 +50,13 @@ void api_set_auth(struct api *a, struct auth *auth, int admin_apart);
 
 /* The server, for its stats on /metrics (set once after http_server_new). */
 void api_set_server(struct api *a, struct http_server *s);
+
+/* Wake keys (http_park/http_wake): a segment request parks under the key of
+ * its biz_tag, a snowflake request under API_SNOWFLAKE_KEY, a /db request
+ * under API_DB_KEY (woken by http_wake_all). */
+uint64_t api_segment_key(const char *tag, size_t len);
+#define API_SNOWFLAKE_KEY UINT64_C(0x5f5f736e6f77666c)
+#define API_DB_KEY        UINT64_C(0x5f5f64625f5f5f5f)
 
 /* Build the /health answer; returns the HTTP status (200 or 503). */
 int  api_health(struct api *a, struct sbuf *b);

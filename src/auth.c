@@ -155,27 +155,45 @@ auth_equal(const char *a, size_t alen, const char *b, size_t blen)
     return d == 0;
 }
 
-const char *
-auth_request_token(const struct http_msg *m, size_t *len)
+int
+auth_request_token(const struct http_msg *m, char *buf, size_t cap,
+                   const char **tok, size_t *len)
 {
     const char *v;
     size_t vlen;
 
+    *tok = NULL;
+    *len = 0;
     if (m->authorization != NULL && m->authorization_len > 7 &&
         strncasecmp(m->authorization, "Bearer ", 7) == 0) {
         v = m->authorization + 7;
         vlen = m->authorization_len - 7;
         while (vlen > 0 && *v == ' ')
             v++, vlen--;
+        *tok = v;
         *len = vlen;
-        return v;
+        return 0;
     }
-    if (m->query != NULL && util_query_get(m->query, m->query_len, "token", &v, &vlen) &&
-        vlen > 0) {
-        *len = vlen;
-        return v;
+    if (m->query == NULL)
+        return 0;
+    switch (util_query_param(m->query, m->query_len, "token", buf, cap, &vlen)) {
+    case UTIL_QUERY_ABSENT:
+        return 0;
+    case UTIL_QUERY_FOUND:
+        if (vlen > 0) {
+            *tok = buf;
+            *len = vlen;
+        }
+        return 0;
+    case UTIL_QUERY_REPEATED:
+        return -1;
+    case UTIL_QUERY_BAD:
+        /* Over cap: a token no entry can match. */
+        *tok = buf;
+        *len = cap + 1;
+        return 0;
     }
-    return NULL;
+    return -1;
 }
 
 int

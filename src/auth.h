@@ -27,8 +27,12 @@ struct auth *auth_parse(const char *name, const char *text, char **cause);
 void auth_free(struct auth *a);            /* NULL: no-op */
 size_t auth_count(const struct auth *a);
 
-/* The token a request carries (header first, then ?token=), or NULL. */
-const char *auth_request_token(const struct http_msg *m, size_t *len);
+/* The token a request carries (header first, then ?token=, percent-decoded
+ * into buf of cap bytes): *tok is NULL when there is none. A ?token= that is
+ * malformed or too long reads as a token of cap + 1 bytes (auth_check: 403).
+ * Returns 0, or -1 when ?token= comes more than once (answer 400). */
+int auth_request_token(const struct http_msg *m, char *buf, size_t cap,
+                       const char **tok, size_t *len);
 
 /* 0 if token may use scope, 401 if there is no token, 403 if it is wrong or
  * not allowed for scope. */

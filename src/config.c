@@ -63,7 +63,7 @@ static const struct key keys[] = {
     { "threads", K_INT, OFF(threads), 0, 256, "0", NULL,
       "I/O threads, each with its own event loop (0: one per core)" },
     { "http.max_connections", K_INT, OFF(max_connections), 1, 1000000, "10000", NULL,
-      "open connections at most; more get 503 and are closed" },
+      "open connections at most (lowered at start to fit the open-files limit, logged); more get 503 and are closed at once" },
     { "http.idle_timeout_ms", K_INT, OFF(idle_timeout_ms), 100, 3600000, "60000", NULL,
       "close a keep-alive connection idle this long, or a request head this slow" },
     { "http.max_header_bytes", K_INT, OFF(max_header_bytes), 1024, 1048576, "8192", NULL,

@@ -10,7 +10,8 @@
  * A handler runs on the connection's I/O thread and must, before returning,
  * either answer (http_reply*) or park the request (http_park). A parked request
  * is handed to the handler again, unchanged, when another thread calls
- * http_wake_all() or when its park timeout passes (req->timed_out set); the
+ * http_wake() with its wake key or http_wake_all(), or when its park timeout
+ * passes (req->timed_out set); the
  * connection reads no further requests meanwhile, but the thread goes on
  * serving every other connection.
  */
@@ -45,7 +46,8 @@ struct http_config {
     const char *address;           /* "127.0.0.1" */
     int         port;              /* 0: pick a free port (tests) */
     int         threads;           /* >= 1 */
-    int         max_connections;   /* over this, new connections get 503 + close */
+    int         max_connections;   /* over this, a new connection gets one
+                                      send of a 503 and is closed at once */
     int         idle_timeout_ms;   /* keep-alive idle and slow-header limit */
     int         max_header_bytes;  /* request line + headers; over: 431 */
     int         max_url_bytes;     /* request target; over: 414 */
@@ -75,10 +77,14 @@ int  http_server_start(struct http_server *s, char **cause);
 void http_server_stop(struct http_server *s, int timeout_ms);
 void http_server_free(struct http_server *s);
 
-/* Retry every parked request on every I/O thread (any thread may call; a few
- * relaxed loads when nothing is parked). A wake that races with a handler
- * deciding to park is not lost: the request is retried right after. Spurious
- * retries happen: a retried handler re-checks and may park again. */
+/* Wake keys. A request parks under a key (http_park); http_wake(key)
+ * retries the requests parked under that key, and perhaps a few others that
+ * share its bucket; http_wake_all retries every parked request. Any thread may
+ * call either (a few relaxed loads when nothing is parked there). A wake that
+ * races with a handler deciding to park is not lost: the request is retried
+ * right after. Spurious retries happen: a retried handler re-checks and may
+ * park again. */
+void http_wake(struct http_server *s, uint64_t key);
 void http_wake_all(struct http_server *s);
 
 /* Index of the calling I/O thread, or -1 on any other thread. */
@@ -96,8 +102,8 @@ int  http_thread_index(void);
 void http_reply(struct http_conn *c, int status, const char *content_type,
                 const char *extra_headers, const char *body, size_t len);
 
-/* Park the current request (only from the handler, which then returns
- * without answering). The deadline is set by the first park of a request;
+/* Park the current request under a wake key (only from the handler, which
+ * then returns without answering). The deadline is set by the first park of a request;
  * a park on a wake-up retry can shorten it, never extend it. When it passes
  * the handler is called with retry = timed_out = 1 and answers, or parks
  * again with a new timeout (the handler keeps its own overall deadline, as
@@ -105,7 +111,7 @@ void http_reply(struct http_conn *c, int status, const char *content_type,
  * for 1 ms more than once). A client that half-closes while its request is
  * parked still gets the answer; one that has gone away fails the write and
  * the connection is closed then. */
-void http_park(struct http_conn *c, int timeout_ms);
+void http_park(struct http_conn *c, int timeout_ms, uint64_t key);
 
 /* Live counters for /metrics (sums over threads; any thread may call; each
  * counter is read relaxed, so the sums are not one snapshot).

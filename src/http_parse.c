@@ -133,6 +133,31 @@ parse_content_length(const unsigned char *p, size_t n, int64_t *out)
     return 0;
 }
 
+/* An absolute-form target (RFC 9112 section 3.2.2): "http://" or "https://"
+ * (scheme in any case), a non-empty authority without userinfo, then the
+ * path and query. Returns the offset where the path (or '?', or the end)
+ * starts, or -1. */
+static long
+absolute_origin(const char *t, size_t len)
+{
+    size_t k;
+
+    const unsigned char *u = (const unsigned char *)t;
+
+    if (len >= 7 && parse_ieq(u, 7, "http://"))
+        k = 7;
+    else if (len >= 8 && parse_ieq(u, 8, "https://"))
+        k = 8;
+    else
+        return -1;
+    if (k == len || t[k] == '/' || t[k] == '?')
+        return -1;                  /* no host */
+    for (; k < len && t[k] != '/' && t[k] != '?'; k++)
+        if (t[k] == '@' || t[k] == '#')
+            return -1;              /* userinfo, fragment */
+    return (long)k;
+}
+
 enum http_parse_result
 http_parse_request(const char *buf, size_t len, size_t max_head,
                    size_t max_url, struct http_msg *msg)
@@ -141,6 +166,7 @@ http_parse_request(const char *buf, size_t len, size_t max_head,
     size_t lim = len < max_head ? len : max_head;
     size_t i = 0, s, ts, k, vs, ve;
     int major, minor, conn_close = 0, conn_keep = 0, hosts = 0;
+    long origin;
     enum http_parse_result more;
 
     /* What running out of bytes means: wait, or the head is too big. */
@@ -185,10 +211,14 @@ http_parse_request(const char *buf, size_t len, size_t max_head,
     }
     if (i >= lim)
         return more;
-    if (i == ts || p[i] != ' ' || p[ts] != '/')
+    if (i == ts || p[i] != ' ')
         return HTTP_PARSE_BAD;
     msg->target = buf + ts;
     msg->target_len = i - ts;
+    if (p[ts] == '/')
+        origin = 0;
+    else if ((origin = absolute_origin(msg->target, msg->target_len)) < 0)
+        return HTTP_PARSE_BAD;
     i++;
 
     /* HTTP-version: "HTTP/" DIGIT "." DIGIT, then CRLF or LF */
@@ -314,15 +344,21 @@ http_parse_request(const char *buf, size_t len, size_t max_head,
     else
         msg->keep_alive = conn_keep && !conn_close;
 
-    msg->path = msg->target;
-    msg->path_len = msg->target_len;
-    for (k = 0; k < msg->target_len; k++) {
+    msg->path = msg->target + origin;
+    msg->path_len = msg->target_len - (size_t)origin;
+    for (k = (size_t)origin; k < msg->target_len; k++) {
         if (msg->target[k] == '?') {
-            msg->path_len = k;
+            msg->path_len = k - (size_t)origin;
             msg->query = msg->target + k + 1;
             msg->query_len = msg->target_len - k - 1;
             break;
         }
+    }
+    if (msg->path_len == 0) {
+        /* "http://host" or "http://host?q": the path is "/" (RFC 9112
+         * section 3.2.2). */
+        msg->path = "/";
+        msg->path_len = 1;
     }
     msg->head_len = i;
     return HTTP_PARSE_OK;

@@ -22,7 +22,7 @@ struct http_msg {
     int         accept_json;       /* Accept mentions application/json */
     int         chunked;           /* any Transfer-Encoding (chunked or other):
                                       such a body cannot be framed here, so
-                                      http.c answers 400 and closes */
+                                      http_conn.c answers 400 and closes */
     int64_t     content_length;    /* -1 if absent */
     const char *authorization; size_t authorization_len;  /* header value or NULL */
     size_t      head_len;          /* bytes of request line + headers + CRLFCRLF */

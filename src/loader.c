@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <malloc.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,7 @@ static const double latency_bounds[] = { 1, 2, 5, 10, 25, 50, 100, 250, 500, 100
 struct loader {
     const struct config *cfg;
     struct segments *segs;
-    void           (*wake)(void *);
+    void           (*wake)(void *, const char *, size_t);
     void            *wake_arg;
 
     int              nthreads;
@@ -47,7 +48,7 @@ struct loader {
     int              refreshing;       /* a list read is in flight */
     int64_t          next_refresh_ms;  /* monotonic */
 
-    int              db_up;
+    _Atomic int      db_up;        /* written under lock; read lock-free */
     int64_t          down_since_ms;
     int64_t          backoff_ms;
     int64_t          retry_at_ms;      /* monotonic: no store call before */
@@ -90,8 +91,8 @@ loader_new(const struct config *cfg, char **cause)
 }
 
 void
-loader_attach(struct loader *l, struct segments *segs, void (*wake)(void *),
-              void *wake_arg)
+loader_attach(struct loader *l, struct segments *segs,
+              void (*wake)(void *, const char *, size_t), void *wake_arg)
 {
     l->segs = segs;
     l->wake = wake;
@@ -431,8 +432,13 @@ loader_main(void *arg)
                 run_lookups(l, s, names, n);
             free(names);
             /* Retry parked requests only when something may serve them. */
-            if (changed && l->wake != NULL)
-                l->wake(l->wake_arg);
+            if (changed && l->wake != NULL) {
+                if (t != NULL)
+                    l->wake(l->wake_arg, segment_tag_name(t),
+                            strlen(segment_tag_name(t)));
+                else
+                    l->wake(l->wake_arg, NULL, 0);
+            }
         }
 
         pthread_mutex_lock(&l->lock);
@@ -480,6 +486,12 @@ loader_stop(struct loader *l)
         pthread_join(l->threads[i], NULL);
     free(l->threads);
     l->threads = NULL;
+}
+
+int
+loader_db_up(struct loader *l)
+{
+    return atomic_load_explicit(&l->db_up, memory_order_relaxed);
 }
 
 void

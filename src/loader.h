@@ -12,6 +12,7 @@
 #ifndef LEAFD_LOADER_H
 #define LEAFD_LOADER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "util.h"
@@ -26,8 +27,11 @@ struct segment_tag;
  * configuration error. The loader's hooks must be given to segments_new: use
  * loader_hooks() before creating the segments, then loader_start. */
 struct loader *loader_new(const struct config *cfg, char **cause);
+/* wake(arg, tag, len) runs after each piece of work: tag is the biz_tag a
+ * load concerned, or NULL when anything may have changed. */
 void loader_attach(struct loader *l, struct segments *segs,
-                   void (*wake)(void *), void *wake_arg);
+                   void (*wake)(void *arg, const char *tag, size_t len),
+                   void *wake_arg);
 int  loader_start(struct loader *l, char **cause);
 void loader_stop(struct loader *l);       /* joins the threads; NULL ok */
 void loader_free(struct loader *l);
@@ -53,6 +57,9 @@ struct loader_status {
     const char *store;             /* "sqlite" or "mysql" */
 };
 void loader_status(struct loader *l, struct loader_status *st);
+/* Whether the last database call succeeded: one relaxed atomic load, no lock
+ * (for parked requests). */
+int  loader_db_up(struct loader *l);
 
 /* The leaf_alloc rows of the last refresh as JSON, into b. Returns the
  * refresh generation the rows come from. */

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -14,7 +15,9 @@
 
 static const char *level_names[] = { "debug", "info", "warn", "error" };
 
-static enum log_level log_min = LOGL_INFO;
+/* Written by SIGHUP's reload, read by every thread: relaxed is enough, a
+ * line logged at the old level just before the change is harmless. */
+static _Atomic int log_min = LOGL_INFO;
 static int log_fd = 2;
 static char log_path[1024];
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER; /* guards log_fd swap */
@@ -22,7 +25,7 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER; /* guards log_fd sw
 int
 log_init(enum log_level level, const char *path)
 {
-    log_min = level;
+    atomic_store_explicit(&log_min, (int)level, memory_order_relaxed);
     if (path == NULL || *path == '\0' || strcmp(path, "-") == 0) {
         log_path[0] = '\0';
         return 0;
@@ -55,13 +58,13 @@ log_reopen(void)
 void
 log_set_level(enum log_level level)
 {
-    log_min = level;
+    atomic_store_explicit(&log_min, (int)level, memory_order_relaxed);
 }
 
 int
 log_enabled(enum log_level level)
 {
-    return level >= log_min;
+    return (int)level >= atomic_load_explicit(&log_min, memory_order_relaxed);
 }
 
 int
@@ -89,7 +92,7 @@ log_msg(enum log_level level, const char *func, const char *fmt, ...)
     size_t n;
     int r;
 
-    if (level < log_min)
+    if (!log_enabled(level))
         return;
     gettimeofday(&tv, NULL);
     gmtime_r(&tv.tv_sec, &tm);

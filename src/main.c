@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -65,18 +66,113 @@ usage(FILE *out)
     config_print_help(out);
 }
 
+/* The loader's wake: a load of one tag wakes the requests parked on that
+ * tag; tag NULL (a refresh, lookups) wakes everything on both listeners. */
 static void
-wake_http(void *arg)
+wake_loader(void *arg, const char *tag, size_t len)
 {
     struct leafd *d = arg;
     /* Loader threads call this before the servers exist, too. */
     struct http_server *s = __atomic_load_n(&d->server, __ATOMIC_ACQUIRE);
     struct http_server *a = __atomic_load_n(&d->admin, __ATOMIC_ACQUIRE);
 
+    if (tag != NULL) {
+        if (s != NULL)
+            http_wake(s, api_segment_key(tag, len));
+        return;
+    }
     if (s != NULL)
         http_wake_all(s);
     if (a != NULL)
         http_wake_all(a);
+}
+
+/* The snowflake keeper's wake: only snowflake requests wait on it. */
+static void
+wake_snowflake(void *arg)
+{
+    struct leafd *d = arg;
+    struct http_server *s = __atomic_load_n(&d->server, __ATOMIC_ACQUIRE);
+
+    if (s != NULL)
+        http_wake(s, API_SNOWFLAKE_KEY);
+}
+
+/* Descriptors leafd keeps for itself, whatever the clients do: per I/O
+ * thread its epoll fd, eventfd, listener and the one socket it may accept
+ * past the cap (answered 503 and closed at once); per database thread a
+ * connection or an SQLite file with its journal; and a fixed part for stdio,
+ * the log, the signal loop, ZooKeeper's socket and pipe, the fence file and
+ * its directory, and resolver files. */
+#define FD_RESERVE_BASE 64
+
+static int
+fd_reserve(const struct config *cfg, int threads)
+{
+    int io = threads + (cfg->admin_port != 0 ? 1 : 0);
+
+    return FD_RESERVE_BASE + 4 * io +
+           (cfg->segment_enable ? 4 * (int)cfg->db_threads : 0);
+}
+
+/* Raise the soft RLIMIT_NOFILE toward what the connection caps need (as far
+ * as the hard limit allows), then clamp the caps so that clients can never
+ * take the reserve. Returns 0, or -1 if not even one connection fits. */
+static int
+fd_budget(const struct config *cfg, int threads, int *pub_cap, int *admin_cap,
+          char **cause)
+{
+    struct rlimit rl;
+    int reserve = fd_reserve(cfg, threads);
+    int64_t want, have, budget;
+
+    *pub_cap = (int)cfg->max_connections;
+    *admin_cap = cfg->admin_port != 0 ? 256 : 0;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == -1) {
+        log_warn("getrlimit(RLIMIT_NOFILE): %s; keeping the caps as set",
+                 strerror(errno));
+        return 0;
+    }
+    want = (int64_t)*pub_cap + *admin_cap + reserve;
+    if (rl.rlim_cur != RLIM_INFINITY && (int64_t)rl.rlim_cur < want) {
+        rlim_t old = rl.rlim_cur;
+
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || (int64_t)rl.rlim_max > want
+                          ? (rlim_t)want : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) == -1) {
+            log_warn("setrlimit(RLIMIT_NOFILE, %llu): %s",
+                     (unsigned long long)rl.rlim_cur, strerror(errno));
+            rl.rlim_cur = old;
+        } else {
+            log_info("open files limit raised from %llu to %llu (hard limit "
+                     "%llu)", (unsigned long long)old,
+                     (unsigned long long)rl.rlim_cur,
+                     (unsigned long long)rl.rlim_max);
+        }
+    }
+    if (rl.rlim_cur == RLIM_INFINITY || (int64_t)rl.rlim_cur >= want)
+        return 0;
+    have = (int64_t)rl.rlim_cur;
+    budget = have - reserve;
+    if (*admin_cap > 0) {
+        int64_t ac = budget / 8 > 8 ? budget / 8 : 8;
+        *admin_cap = ac < *admin_cap ? (int)ac : *admin_cap;
+        budget -= *admin_cap;
+    }
+    if (budget < 1) {
+        *cause = xasprintf("the open files limit (%lld) leaves no descriptor "
+                           "for clients after the %d leafd keeps for itself; "
+                           "raise it (ulimit -n, LimitNOFILE=)", (long long)have,
+                           reserve);
+        return -1;
+    }
+    *pub_cap = (int)budget;
+    log_warn("open files limit %lld (hard %llu): http.max_connections %lld "
+             "clamped to %d, keeping %d descriptors for leafd's own files, "
+             "database and ZooKeeper%s", (long long)have,
+             (unsigned long long)rl.rlim_max, (long long)cfg->max_connections,
+             *pub_cap, reserve, *admin_cap > 0 ? " and the admin listener" : "");
+    return 0;
 }
 
 static void
@@ -122,12 +218,15 @@ start(struct leafd *d, char **cause)
 {
     const struct config *cfg = &d->cfg;
     struct http_config hc;
-    int threads = (int)cfg->threads;
+    int threads = (int)cfg->threads, pub_cap, admin_cap;
 
     if (threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         threads = n > 0 ? (int)n : 1;
     }
+    /* Before anything opens a descriptor of its own. */
+    if (fd_budget(cfg, threads, &pub_cap, &admin_cap, cause) == -1)
+        return -1;
     if (cfg->segment_enable) {
         struct segment_options so = {
             .prefetch_percent = (int)cfg->prefetch_percent,
@@ -145,7 +244,7 @@ start(struct leafd *d, char **cause)
         hooks.lookup = loader_hook_lookup;
         hooks.arg = d->loader;
         d->segs = segments_new(&so, &hooks);
-        loader_attach(d->loader, d->segs, wake_http, d);
+        loader_attach(d->loader, d->segs, wake_loader, d);
         if (loader_start(d->loader, cause) == -1)
             return -1;
     }
@@ -165,7 +264,7 @@ start(struct leafd *d, char **cause)
     hc.address = cfg->listen_address;
     hc.port = (int)cfg->listen_port;
     hc.threads = threads;
-    hc.max_connections = (int)cfg->max_connections;
+    hc.max_connections = pub_cap;
     hc.idle_timeout_ms = (int)cfg->idle_timeout_ms;
     hc.max_header_bytes = (int)cfg->max_header_bytes;
     hc.max_url_bytes = (int)cfg->max_url_bytes;
@@ -179,7 +278,7 @@ start(struct leafd *d, char **cause)
         hc.address = cfg->admin_address;
         hc.port = (int)cfg->admin_port;
         hc.threads = 1;
-        hc.max_connections = 256;
+        hc.max_connections = admin_cap;
         __atomic_store_n(&d->admin, http_server_new(&hc, api_handle_admin,
                                                     api_thread_admin, d->api, cause),
                          __ATOMIC_RELEASE);
@@ -188,7 +287,8 @@ start(struct leafd *d, char **cause)
     }
     /* Snowflake mode needs the bound port for its ZooKeeper identity. */
     if (cfg->snowflake_enable) {
-        d->sf = sfconfig_start(cfg, http_server_port(d->server), wake_http, d, cause);
+        d->sf = sfconfig_start(cfg, http_server_port(d->server), wake_snowflake, d,
+                               cause);
         if (d->sf == NULL)
             return -1;
         api_set_snowflake(d->api, d->sf);

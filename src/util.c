@@ -237,25 +237,74 @@ util_u64_dec(char *p, uint64_t v)
     return p + (20 - n);
 }
 
-int
-util_query_get(const char *q, size_t qlen, const char *key, const char **val,
-               size_t *vlen)
+/* Decode [in, in+len) and compare with key (NUL-terminated): 1 equal, 0
+ * not, -1 malformed. */
+static int
+query_key_is(const char *in, size_t len, const char *key)
 {
-    size_t klen = strlen(key);
+    size_t k = 0;
+    int eq = 1;
+
+    for (size_t i = 0; i < len; i++) {
+        int c = (unsigned char)in[i];
+        if (c == '%') {
+            int hi, lo;
+            if (i + 2 >= len)
+                return -1;
+            hi = hexval((unsigned char)in[i + 1]);
+            lo = hexval((unsigned char)in[i + 2]);
+            if (hi < 0 || lo < 0)
+                return -1;
+            c = hi * 16 + lo;
+            i += 2;
+        }
+        if (c == 0)
+            return -1;
+        if (eq && (key[k] == '\0' || (unsigned char)key[k] != c))
+            eq = 0;
+        if (eq)
+            k++;
+    }
+    return eq && key[k] == '\0';
+}
+
+int
+util_query_valid(const char *q, size_t qlen)
+{
+    return query_key_is(q, qlen, "") >= 0;
+}
+
+enum util_query_result
+util_query_param(const char *q, size_t qlen, const char *key, char *out,
+                 size_t cap, size_t *outlen)
+{
     const char *p = q, *end = q + qlen;
+    enum util_query_result r = UTIL_QUERY_ABSENT;
 
     while (p < end) {
         const char *amp = memchr(p, '&', (size_t)(end - p));
         const char *e = amp ? amp : end;
-        if ((size_t)(e - p) >= klen && memcmp(p, key, klen) == 0 &&
-            (p + klen == e || p[klen] == '=')) {
-            *val = p + klen == e ? e : p + klen + 1;
-            *vlen = (size_t)(e - *val);
-            return 1;
+        const char *eq = memchr(p, '=', (size_t)(e - p));
+        const char *v = eq ? eq + 1 : e;
+        int is = query_key_is(p, (size_t)((eq ? eq : e) - p), key);
+        long n;
+
+        if (is < 0)
+            return UTIL_QUERY_BAD;
+        if (is && r == UTIL_QUERY_FOUND)
+            return UTIL_QUERY_REPEATED;
+        if (is) {
+            n = util_pct_decode(v, (size_t)(e - v), out, cap);
+            if (n < 0)
+                return UTIL_QUERY_BAD;
+            *outlen = (size_t)n;
+            r = UTIL_QUERY_FOUND;
+        } else if (query_key_is(v, (size_t)(e - v), "") < 0) {
+            return UTIL_QUERY_BAD;      /* checks the escapes only */
         }
         p = e + 1;
     }
-    return 0;
+    return r;
 }
 
 char *

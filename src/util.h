@@ -38,10 +38,23 @@ int util_tag_valid(const char *s, size_t len);
 /* Writes v in decimal at p (no NUL), returns the end. p needs 20 bytes. */
 char *util_u64_dec(char *p, uint64_t v);
 
-/* Find value of key in a query string "a=1&b=2" (raw, not decoded).
- * Returns 1 and sets *val and *vlen if found, else 0. */
-int util_query_get(const char *q, size_t qlen, const char *key,
-                   const char **val, size_t *vlen);
+/* Query strings ("a=1&b=2"), percent-decoded with util_pct_decode's rules
+ * (the path's: '+' is not special), keys and values alike. */
+enum util_query_result {
+    UTIL_QUERY_ABSENT,      /* no pair with this key */
+    UTIL_QUERY_FOUND,       /* exactly one: out holds its decoded value */
+    UTIL_QUERY_REPEATED,    /* the key comes more than once */
+    UTIL_QUERY_BAD,         /* a malformed escape or decoded NUL anywhere in
+                               the query, or the value is over cap bytes */
+};
+/* 1 if every escape in q[0..qlen) is well-formed and none decodes to NUL. */
+int util_query_valid(const char *q, size_t qlen);
+/* Looks key up in q[0..qlen); on FOUND, out (cap bytes, no NUL added) holds
+ * the decoded value and *outlen its length. A pair without '=' has an empty
+ * value. No allocation. */
+enum util_query_result util_query_param(const char *q, size_t qlen,
+                                        const char *key, char *out,
+                                        size_t cap, size_t *outlen);
 
 /* JSON-escape s into a malloc'd string with quotes. */
 char *util_json_str(const char *s);

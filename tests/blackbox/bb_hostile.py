@@ -5,6 +5,8 @@ text, raw and percent-encoded.
 
     python3 tests/blackbox/blackbox.py hostile
 """
+import contextlib
+import functools
 import json
 import math
 import os
@@ -25,6 +27,10 @@ TESTS = [
     "test_hostile_biz_tags_big_limits",
     "test_slow_headers_attack",
     "test_slow_body_attack",
+    "test_head_takes_no_ids",
+    "test_query_and_absolute_form",
+    "test_connection_flood_low_nofile",
+    "test_leaf_key_counters",
 ]
 
 CAP = 200                 # http.max_connections during the attacks
@@ -481,3 +487,191 @@ def test_slow_headers_attack(ctx):
 
 def test_slow_body_attack(ctx):
     slow_attack("-B", "slow-body")
+
+
+# ---- ID routes: HEAD, caching, query strings, absolute-form -----------------
+
+ID_PATHS = ["/segment/demo", "/api/segment/get/demo", "/snowflake",
+            "/api/snowflake/get/demo"]
+
+
+def test_head_takes_no_ids(ctx):
+    """HEAD on an ID route answers 405 and takes nothing (a HEAD prober burnt
+    IDs); every ID-route answer says Cache-Control: no-store."""
+    with Workdir("head") as wd:
+        d = wd.leafd(flags=["--threads=1"]).start()
+        first = d.get("/segment/demo").ids()[0]
+        for p in ID_PATHS:
+            r = d.client.request("HEAD", p)
+            eq(r.status, 405, "HEAD %s" % p)
+            eq(r.header("Allow"), "GET", "Allow on HEAD %s" % p)
+            eq(r.header("Cache-Control"), "no-store", "Cache-Control on HEAD %s" % p)
+        # The segment counter did not move: the next ID follows the first.
+        eq(d.get("/segment/demo").ids()[0], first + 1, "ID after 4 HEADs")
+        for p in ID_PATHS + [p + "?count=0" for p in ID_PATHS]:
+            r = d.get(p)
+            check(r.status in (200, 400), "GET %s: %r" % (p, r))
+            eq(r.header("Cache-Control"), "no-store", "Cache-Control on GET %s (%d)"
+               % (p, r.status))
+        # Pages that hand out no ID stay cacheable, and HEAD works on them.
+        eq(d.get("/health").header("Cache-Control"), None, "Cache-Control on /health")
+        eq(d.client.request("HEAD", "/health").status, 200, "HEAD /health")
+        d.stop()
+
+
+def test_query_and_absolute_form(ctx):
+    """The query is percent-decoded like the path; a repeated parameter is a
+    400; an absolute-form target is served (RFC 9112 section 3.2.2)."""
+    with Workdir("query") as wd:
+        d = wd.leafd(flags=["--threads=1"]).start()
+        eq(len(d.get("/segment/demo?count=%33").ids()), 3, "count=%33")
+        eq(len(d.get("/segment/demo?c%6Funt=2").ids()), 2, "c%6Funt=2")
+        eq(len(d.get("/snowflake?count=%34").ids()), 4, "snowflake count=%34")
+        r = d.get("/segment/demo?format=js%6Fn")
+        eq(r.status, 200, "format=js%6Fn")
+        eq(len(r.json()["ids"]), 1, "JSON ids")
+        for q in ["count=1&count=5", "count=1&c%6Funt=5", "format=json&format=text"]:
+            for p in ["/segment/demo", "/snowflake"]:
+                r = d.get(p + "?" + q)
+                eq(r.status, 400, "%s?%s" % (p, q))
+                eq(r.json()["error"], "repeated_parameter", "%s?%s" % (p, q))
+        for q in ["count=%3", "count=%zz", "x=%00"]:
+            r = d.get("/segment/demo?" + q)
+            eq(r.status, 400, "?%s" % q)
+        r = d.get("/snowflake")
+        sid = r.ids()[0]
+        enc = "".join("%%%02X" % ord(ch) for ch in str(sid))
+        r = d.get("/decodeSnowflakeId?snowflakeId=" + enc)
+        eq(r.status, 200, "decodeSnowflakeId with an encoded ID")
+        # Decoded once only: %2531 is "%31", not "1".
+        eq(d.get("/decodeSnowflakeId?snowflakeId=%2531").status, 400, "double decode")
+
+        for target in [b"http://leafd/segment/demo", b"HTTP://leafd:1/segment/demo?count=2",
+                       b"https://x.example/snowflake"]:
+            st, hd, body = get_raw(d.port, target)
+            eq(st, 200, "absolute-form %r" % target)
+            eq(hd.get("cache-control"), "no-store", "Cache-Control on %r" % target)
+        st, _, body = get_raw(d.port, b"http://leafd/segment/demo?count=2")
+        eq(len(body.split()), 2, "absolute-form with a query")
+        st, _, _ = get_raw(d.port, b"http://user@leafd/segment/demo")
+        eq(st, 400, "userinfo in an absolute-form target")
+        d.stop()
+
+
+# ---- item 14: a connection flood under a low open-files limit ---------------
+
+@contextlib.contextmanager
+def child_nofile(limit):
+    """Popen inside this block starts children with RLIMIT_NOFILE = limit
+    (soft and hard), leaving this process's own limit alone."""
+    orig = subprocess.Popen
+
+    def pre():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    subprocess.Popen = functools.partial(orig, preexec_fn=pre)
+    try:
+        yield
+    finally:
+        subprocess.Popen = orig
+
+
+def test_connection_flood_low_nofile(ctx):
+    """leafd at 256 open files with http.max_connections 10000: the cap is
+    clamped below the limit (logged), a flood of 600 connections gets 503s
+    past it, and snowflake and segment mode keep answering 200 on a
+    connection opened before the flood, fence writes included."""
+    raise_nofile()
+    with Workdir("nofile") as wd:
+        d = wd.leafd(flags=["--threads=2", "--snowflake.fence_step_ms=100"])
+        with child_nofile(256):
+            d.start()
+        log = d.log()
+        m = re.search(r"http\.max_connections 10000 clamped to (\d+)", log)
+        check(m, "log names the clamped cap:\n%s" % log)
+        cap = int(m.group(1))
+        check(50 <= cap < 256, "clamped cap %d" % cap)
+        keep = Client(d.port)
+        eq(keep.get("/snowflake").status, 200, "snowflake before the flood")
+        eq(keep.get("/segment/demo").status, 200, "segment before the flood")
+
+        flood, refused = [], 0
+        try:
+            for i in range(600):
+                s = socket.socket()
+                s.settimeout(5)
+                try:
+                    s.connect(("127.0.0.1", d.port))
+                except OSError:
+                    refused += 1
+                    s.close()
+                    continue
+                flood.append(s)
+            # Half of them ask for an ID too.
+            for s in flood[::2]:
+                try:
+                    s.sendall(b"GET /snowflake HTTP/1.1\r\nHost: x\r\n\r\n")
+                except OSError:
+                    pass
+            bad, t_end = [], time.time() + 3       # 30 fence steps
+            while time.time() < t_end:
+                for p in ("/snowflake", "/segment/demo", "/snowflake?count=100"):
+                    r = keep.get(p)
+                    if r.status != 200:
+                        bad.append((p, r.status, r.body[:200]))
+            eq(bad[:5], [], "answers on the old connection during the flood")
+            statuses = {}
+            for s in flood[::2]:
+                try:
+                    line = s.recv(64).split(b"\r\n")[0]
+                except OSError:
+                    line = b"(reset)"
+                statuses[line] = statuses.get(line, 0) + 1
+            print("     flood answers: %r" % statuses)
+            check(statuses.get(b"HTTP/1.1 503 Service Unavailable", 0) > 0,
+                  "connections past the cap get 503: %r" % statuses)
+            m = keep.get("/metrics").text
+            check(metric(m, "leafd_http_connections") <= cap,
+                  "open connections within the cap")
+            check(metric(m, "leafd_http_connections_rejected_total") > 0,
+                  "rejections counted")
+        finally:
+            for s in flood:
+                s.close()
+            keep.close()
+        log = d.log()
+        check("Too many open files" not in log, "no EMFILE in the log:\n%s" % log[-2000:])
+        check("cannot persist" not in log, "fence kept persisting:\n%s" % log[-2000:])
+        eq(d.get("/snowflake").status, 200, "snowflake after the flood")
+        d.stop()
+
+
+def test_leaf_key_counters(ctx):
+    """Requests on /api/snowflake/get/<key> are counted per I/O thread without
+    a lock; /metrics sums the threads by key, and keys past the table count as
+    "other": no request is lost from the sum."""
+    with Workdir("leafkeys") as wd:
+        d = wd.leafd(flags=["--threads=2"]).start()
+        clients = [Client(d.port) for _ in range(6)]
+        total = 0
+        for i in range(60):
+            r = clients[i % 6].get("/api/snowflake/get/k%d" % (i % 3))
+            eq(r.status, 200, "leaf snowflake")
+            total += 1
+        for i in range(100):
+            eq(clients[i % 6].get("/api/snowflake/get/many%d" % i).status, 200, "many")
+            total += 1
+        m = d.get("/metrics").text
+        counts = {}
+        for ln in m.splitlines():
+            mm = re.match(r'leafd_leaf_snowflake_requests_total\{key="([^"]+)"\} (\d+)$', ln)
+            if mm:
+                check(mm.group(1) not in counts, "key %s printed once" % mm.group(1))
+                counts[mm.group(1)] = int(mm.group(2))
+        for k in ("k0", "k1", "k2"):
+            eq(counts.get(k), 20, "requests counted for %s" % k)
+        eq(sum(counts.values()), total, "all requests counted (%r)" % sorted(counts.items())[:5])
+        check(counts.get("other", 0) > 0, "keys past the table count as other")
+        for c in clients:
+            c.close()
+        d.stop()

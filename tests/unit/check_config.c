@@ -1,12 +1,15 @@
 /* check_config.c: the key table, file / environment / flag parsing, and
  * cross-key validation (config.c). */
 #include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "log.h"
 
 static char *
 load(struct config *c, const char *text)
@@ -196,6 +199,39 @@ START_TEST(shipped_conf_file_is_valid)
 }
 END_TEST
 
+/* SIGHUP's reload sets log.level while every thread asks log_enabled: the
+ * level is an atomic, so ThreadSanitizer (the TSan build of this suite) sees
+ * no race here. (It was a plain enum.) */
+static atomic_int level_stop;
+
+static void *
+level_reader(void *arg)
+{
+    long n = 0;
+
+    (void)arg;
+    while (!atomic_load(&level_stop))
+        n += log_enabled(LOGL_DEBUG);
+    return (void *)n;
+}
+
+START_TEST(log_level_set_while_read)
+{
+    pthread_t t[2];
+
+    atomic_store(&level_stop, 0);
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, level_reader, NULL), 0);
+    for (int i = 0; i < 20000; i++)
+        log_set_level(i % 2 ? LOGL_DEBUG : LOGL_WARN);
+    atomic_store(&level_stop, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    log_set_level(LOGL_INFO);
+    ck_assert(!log_enabled(LOGL_DEBUG) && log_enabled(LOGL_INFO));
+}
+END_TEST
+
 int
 main(void)
 {
@@ -212,6 +248,7 @@ main(void)
     tcase_add_test(tc, long_line_and_long_value);
     tcase_add_test(tc, env_and_flags_override_file);
     tcase_add_test(tc, shipped_conf_file_is_valid);
+    tcase_add_test(tc, log_level_set_while_read);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -12,7 +12,9 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 
@@ -21,8 +23,32 @@
 
 static struct http_server *srv;
 static pthread_t waker;
-static atomic_int waker_stop;
+static atomic_int waker_stop, waker_on;
 static atomic_int thread_starts, thread_exits, bad_index;
+
+/* Keyed parking: /key/<k> answers once key_ready[k] is set, else parks under
+ * key k; key_calls[k] counts handler calls. /gate/<n> answers once gate >= n,
+ * else parks under GATE_KEY after a short random spin (to widen the window
+ * between its check and its park). */
+#define NKEYS 8
+#define GATE_KEY 7
+static atomic_int key_ready[NKEYS], key_calls[NKEYS];
+static atomic_long gate;
+
+/* The wall clock as this process sees it: CLOCK_REALTIME plus wall_offset_s
+ * (this definition interposes libc's for the server and libevent too; the
+ * kernel's own clocks do not move). */
+static _Atomic long wall_offset_s;
+
+int
+clock_gettime(clockid_t id, struct timespec *ts)
+{
+    long rc = syscall(SYS_clock_gettime, id, ts);
+
+    if (rc == 0 && id == CLOCK_REALTIME)
+        ts->tv_sec += atomic_load(&wall_offset_s);
+    return (int)rc;
+}
 
 /* ---- the test handler ---- */
 
@@ -74,7 +100,7 @@ handler(struct http_conn *c, struct http_request *req, void *arg)
             http_reply(c, 200, "text/plain", NULL, body, (size_t)n);
             return;
         }
-        http_park(c, 5000);
+        http_park(c, 5000, 0);
         return;
     }
     if (path_is(m, "/forever/")) {              /* never ready */
@@ -84,7 +110,37 @@ handler(struct http_conn *c, struct http_request *req, void *arg)
             http_reply(c, 504, "text/plain", NULL, body, (size_t)n);
             return;
         }
-        http_park(c, path_ms(m, 9));
+        http_park(c, path_ms(m, 9), 0);
+        return;
+    }
+    if (path_is(m, "/key/")) {
+        int k = path_ms(m, 5) % NKEYS;
+
+        atomic_fetch_add(&key_calls[k], 1);
+        if (atomic_load(&key_ready[k]) || req->timed_out) {
+            n = snprintf(body, sizeof body, "key %d%s", k,
+                         req->timed_out ? " timed out" : "");
+            http_reply(c, 200, "text/plain", NULL, body, (size_t)n);
+            return;
+        }
+        http_park(c, 5000, (uint64_t)k);
+        return;
+    }
+    if (path_is(m, "/gate/")) {
+        long want = path_ms(m, 6);
+        int64_t spin_end = util_mono_us() + 20 + want % 40;
+
+        if (atomic_load(&gate) >= want) {
+            http_reply(c, 200, "text/plain", NULL, "open", 4);
+            return;
+        }
+        if (req->timed_out) {
+            http_reply(c, 504, "text/plain", NULL, "lost wake-up\n", 13);
+            return;
+        }
+        while (util_mono_us() < spin_end)
+            ;
+        http_park(c, 10000, GATE_KEY);
         return;
     }
     if (path_is(m, "/noanswer"))
@@ -141,16 +197,31 @@ srv_start(int max_conns, int idle_ms)
     ck_assert_msg(srv != NULL, "http_server_new: %s", cause);
     ck_assert_int_eq(http_server_start(srv, &cause), 0);
     atomic_store(&waker_stop, 0);
-    ck_assert_int_eq(pthread_create(&waker, NULL, waker_main, NULL), 0);
+    if (atomic_load(&waker_on))
+        ck_assert_int_eq(pthread_create(&waker, NULL, waker_main, NULL), 0);
     return http_server_port(srv);
+}
+
+/* The same server with no periodic waker: every wake-up comes from the test's
+ * own http_wake/http_wake_all calls, so a lost one shows. */
+static int
+srv_start_no_waker(int max_conns, int idle_ms)
+{
+    int port;
+
+    atomic_store(&waker_on, 0);
+    port = srv_start(max_conns, idle_ms);
+    atomic_store(&waker_on, 1);
+    atomic_store(&waker_stop, 2);       /* srv_finish: nothing to join */
+    return port;
 }
 
 static void
 srv_finish(int timeout_ms)
 {
     http_server_stop(srv, timeout_ms);
-    atomic_store(&waker_stop, 1);
-    pthread_join(waker, NULL);
+    if (atomic_exchange(&waker_stop, 1) != 2)
+        pthread_join(waker, NULL);
     ck_assert_int_eq(atomic_load(&thread_starts), 2);
     ck_assert_int_eq(atomic_load(&thread_exits), 2);
     ck_assert_int_eq(atomic_load(&bad_index), 0);
@@ -766,6 +837,37 @@ START_TEST(test_stop_timeout)
 }
 END_TEST
 
+/* The stop deadline is on the monotonic clock: a wall clock an hour behind
+ * must not end the drain at once, one an hour ahead must not stretch it
+ * (with CLOCK_REALTIME it did both). */
+START_TEST(test_stop_deadline_ignores_wall_clock)
+{
+    static const long offsets[] = { -3600, 3600 };
+
+    for (int i = 0; i < 2; i++) {
+        int port = srv_start(100, 5000);
+        struct client *stuck = cl_open(port);
+        int64_t t0, took;
+
+        cl_puts(stuck, "GET /forever/5000 HTTP/1.1\r\n\r\n");
+        usleep(20000);
+        atomic_store(&wall_offset_s, offsets[i]);
+        t0 = util_mono_ms();
+        http_server_stop(srv, 300);
+        took = util_mono_ms() - t0;
+        atomic_store(&wall_offset_s, 0);
+        ck_assert_msg(took >= 290 && took < 1500,
+                      "wall clock %+ld s: stop took %lld ms, wanted 300",
+                      offsets[i], (long long)took);
+        cl_expect_eof(stuck);
+        cl_close(stuck);
+        srv_finish(0);
+        atomic_store(&thread_starts, 0);
+        atomic_store(&thread_exits, 0);
+    }
+}
+END_TEST
+
 START_TEST(test_port_taken)
 {
     int port = srv_start(100, 5000);
@@ -886,6 +988,166 @@ START_TEST(test_emfile_backoff)
 }
 END_TEST
 
+/* Wait until n requests are parked (a retry may be running). */
+static void
+wait_parked(uint64_t n)
+{
+    struct http_stats st;
+    int i;
+
+    for (i = 0; i < 400; i++) {
+        http_server_stats(srv, &st);
+        if (st.requests_parked == n)
+            return;
+        usleep(5000);
+    }
+    ck_abort_msg("%llu parked, expected %llu",
+                 (unsigned long long)st.requests_parked, (unsigned long long)n);
+}
+
+/* http_wake(key) retries only what is parked under key: the other request
+ * is not called again (no herd), and http_wake_all still reaches it. */
+START_TEST(test_keyed_wake)
+{
+    int port = srv_start_no_waker(100, 5000);
+    struct client *a = cl_open(port), *b = cl_open(port);
+    struct resp r;
+    int64_t t0;
+
+    for (int k = 0; k < NKEYS; k++) {
+        atomic_store(&key_ready[k], 0);
+        atomic_store(&key_calls[k], 0);
+    }
+    cl_puts(a, "GET /key/1 HTTP/1.1\r\n\r\n");
+    cl_puts(b, "GET /key/2 HTTP/1.1\r\n\r\n");
+    wait_parked(2);
+    ck_assert_int_eq(atomic_load(&key_calls[1]), 1);
+    ck_assert_int_eq(atomic_load(&key_calls[2]), 1);
+
+    t0 = util_mono_ms();
+    atomic_store(&key_ready[1], 1);
+    http_wake(srv, 1);
+    cl_resp(a, &r, 0);
+    ck_assert_str_eq(r.body, "key 1");
+    ck_assert_int_lt(util_mono_ms() - t0, 1000);
+    wait_parked(1);
+    usleep(20000);
+    ck_assert_int_eq(atomic_load(&key_calls[2]), 1);   /* not retried */
+
+    /* A wake on another key, even one that is parked on nowhere, leaves
+     * it alone too. */
+    http_wake(srv, 3);
+    usleep(20000);
+    ck_assert_int_eq(atomic_load(&key_calls[2]), 1);
+
+    atomic_store(&key_ready[2], 1);
+    http_wake_all(srv);
+    cl_resp(b, &r, 0);
+    ck_assert_str_eq(r.body, "key 2");
+    ck_assert_int_eq(atomic_load(&key_calls[2]), 2);
+    wait_parked(0);
+    cl_close(a);
+    cl_close(b);
+    srv_finish(1000);
+}
+END_TEST
+
+/* Park/wake without the periodic waker: each round opens the gate and wakes
+ * exactly once, racing with the handler that checks the gate and parks.
+ * A lost wake-up leaves the request parked for its 10 s timeout (answered
+ * 504 "lost wake-up"), which the per-round bound catches. */
+START_TEST(test_park_wake_race)
+{
+    int port = srv_start_no_waker(100, 20000);
+    struct client *cl[2] = { cl_open(port), cl_open(port) };
+    struct resp r;
+    char req[64];
+    int64_t t0, worst = 0, spin_end;
+    long round;
+
+    atomic_store(&gate, 0);
+    for (round = 1; round <= 3000; round++) {
+        struct client *c = cl[round % 2];
+
+        snprintf(req, sizeof req, "GET /gate/%ld HTTP/1.1\r\n\r\n", round);
+        t0 = util_mono_ms();
+        cl_puts(c, req);
+        /* Vary where the wake lands: before the request arrives, while the
+         * handler spins between its check and its park, or after. */
+        spin_end = util_mono_us() + (round * 37) % 150;
+        while (util_mono_us() < spin_end)
+            ;
+        atomic_store(&gate, round);
+        if (round % 3 == 0)
+            http_wake_all(srv);
+        else
+            http_wake(srv, GATE_KEY);
+        cl_resp(c, &r, 0);
+        ck_assert_msg(r.status == 200, "round %ld: %d %s", round, r.status,
+                      r.body);
+        if (util_mono_ms() - t0 > worst)
+            worst = util_mono_ms() - t0;
+    }
+    ck_assert_msg(worst < 2000, "slowest round %lld ms", (long long)worst);
+    cl_close(cl[0]);
+    cl_close(cl[1]);
+    srv_finish(1000);
+}
+END_TEST
+
+static int
+count_fds(void)
+{
+    char path[64];
+    int n = 0;
+
+    for (int fd = 0; fd < 4096; fd++) {
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        if (access(path, F_OK) == 0)
+            n++;
+    }
+    return n;
+}
+
+/* A connection over the cap gets its 503 and is closed at once: it holds no
+ * descriptor of the server's while its client stays (no 2 s linger). */
+START_TEST(test_reject_holds_no_fd)
+{
+    int port = srv_start(2, 5000);
+    struct client *in[2], *over[20];
+    struct resp r;
+    struct http_stats st;
+    int i, n0, n1;
+
+    for (i = 0; i < 2; i++) {
+        in[i] = cl_open(port);
+        get(in[i], "/in", &r);
+        ck_assert_int_eq(r.status, 200);
+    }
+    n0 = count_fds();
+    for (i = 0; i < 20; i++) {
+        over[i] = cl_open(port);
+        cl_puts(over[i], "GET /over HTTP/1.1\r\n\r\n");
+        cl_resp(over[i], &r, 0);
+        ck_assert_int_eq(r.status, 503);
+        ck_assert_ptr_nonnull(strstr(r.body, "\"too_many_connections\""));
+        ck_assert(r.conn_close);
+    }
+    usleep(20000);
+    n1 = count_fds();
+    /* Only the 20 client sockets are new. */
+    ck_assert_int_eq(n1 - n0, 20);
+    http_server_stats(srv, &st);
+    ck_assert_uint_eq(st.connections_rejected, 20);
+    ck_assert_uint_eq(st.connections_open, 2);
+    for (i = 0; i < 20; i++)
+        cl_close(over[i]);
+    for (i = 0; i < 2; i++)
+        cl_close(in[i]);
+    srv_finish(1000);
+}
+END_TEST
+
 static Suite *
 http_suite(void)
 {
@@ -909,10 +1171,14 @@ http_suite(void)
     tcase_add_test(tc, test_half_close_while_parked);
     tcase_add_test(tc, test_stop_in_flight);
     tcase_add_test(tc, test_stop_timeout);
+    tcase_add_test(tc, test_stop_deadline_ignores_wall_clock);
     tcase_add_test(tc, test_port_taken);
     tcase_add_test(tc, test_emfile_backoff);
     tcase_add_test(tc, test_big_slow_reader);
     tcase_add_test(tc, test_garbage_clients);
+    tcase_add_test(tc, test_keyed_wake);
+    tcase_add_test(tc, test_park_wake_race);
+    tcase_add_test(tc, test_reject_holds_no_fd);
     suite_add_tcase(s, tc);
     return s;
 }
@@ -920,6 +1186,7 @@ http_suite(void)
 int
 main(void)
 {
+    atomic_store(&waker_on, 1);
     SRunner *sr = srunner_create(http_suite());
     int failed;
 

@@ -141,7 +141,13 @@ START_TEST(test_bad_requests)
         "GET x HTTP/1.1\r\n\r\n",             /* target not starting with / */
         "GET * HTTP/1.1\r\n\r\n",
         "OPTIONS * HTTP/1.1\r\n\r\n",
-        "GET http://a/ HTTP/1.1\r\n\r\n",
+        "GET http:// HTTP/1.1\r\n\r\n",      /* absolute-form, no host */
+        "GET http:///a HTTP/1.1\r\n\r\n",
+        "GET http://u@h/a HTTP/1.1\r\n\r\n",  /* userinfo */
+        "GET http://h#f/a HTTP/1.1\r\n\r\n",
+        "GET ftp://h/a HTTP/1.1\r\n\r\n",
+        "GET http:/h/a HTTP/1.1\r\n\r\n",
+        "GET h/a HTTP/1.1\r\n\r\n",
         "GET /a\x01 HTTP/1.1\r\n\r\n",
         "GET /a\x7f HTTP/1.1\r\n\r\n",
         "GET /\tb HTTP/1.1\r\n\r\n",
@@ -176,6 +182,38 @@ START_TEST(test_bad_requests)
                                         MAXU, &m), HTTP_PARSE_BAD);
     ck_assert_int_eq(http_parse_request("GET / HTTP/1.1\r\nA: \0\r\n\r\n", 24,
                                         MAXH, MAXU, &m), HTTP_PARSE_BAD);
+}
+END_TEST
+
+/* RFC 9112 section 3.2.2: a server must accept the absolute-form; the path
+ * and query come from after the authority. */
+START_TEST(test_absolute_form)
+{
+    struct http_msg m;
+
+    ck_assert_int_eq(parse("GET http://host/segment/demo HTTP/1.1\r\n\r\n", &m),
+                     HTTP_PARSE_OK);
+    ck_assert(streq(m.target, m.target_len, "http://host/segment/demo"));
+    ck_assert(streq(m.path, m.path_len, "/segment/demo"));
+    ck_assert_ptr_null(m.query);
+
+    ck_assert_int_eq(parse("GET HTTPS://h.example:8080/snowflake?count=2 "
+                           "HTTP/1.1\r\nHost: other\r\n\r\n", &m), HTTP_PARSE_OK);
+    ck_assert(streq(m.path, m.path_len, "/snowflake"));
+    ck_assert(streq(m.query, m.query_len, "count=2"));
+
+    ck_assert_int_eq(parse("GET http://h HTTP/1.1\r\n\r\n", &m), HTTP_PARSE_OK);
+    ck_assert(streq(m.path, m.path_len, "/"));
+    ck_assert_ptr_null(m.query);
+
+    ck_assert_int_eq(parse("GET http://h?a=1 HTTP/1.0\r\n\r\n", &m), HTTP_PARSE_OK);
+    ck_assert(streq(m.path, m.path_len, "/"));
+    ck_assert(streq(m.query, m.query_len, "a=1"));
+
+    ck_assert_int_eq(parse("GET http://[::1]:80/a/b?c HTTP/1.1\r\n\r\n", &m),
+                     HTTP_PARSE_OK);
+    ck_assert(streq(m.path, m.path_len, "/a/b"));
+    ck_assert(streq(m.query, m.query_len, "c"));
 }
 END_TEST
 
@@ -335,6 +373,7 @@ http_parse_suite(void)
     tcase_add_test(tc, test_incomplete_every_split);
     tcase_add_test(tc, test_bare_lf_and_leading_empty_lines);
     tcase_add_test(tc, test_bad_requests);
+    tcase_add_test(tc, test_absolute_form);
     tcase_add_test(tc, test_versions);
     tcase_add_test(tc, test_limits);
     tcase_add_test(tc, test_keep_alive_rules);

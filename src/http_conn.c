@@ -1,14 +1,8 @@
-/* http.c: leafd's HTTP/1.1 front end (see http.h).
+/* http_conn.c: one HTTP connection on its I/O thread: read, parse, call the
+ * handler, park, answer, close (see http.h; the threads are in
+ * http_server.c).
  *
  * DESIGN
- *
- * Threads. Each I/O thread owns an event_base (created NOLOCK: no other
- * thread ever touches it), a SO_REUSEPORT listening socket and every
- * connection accepted on it. Other threads talk to an I/O thread only through
- * its eventfd: they set bits in t->cmd (wake, stop, force) and write the
- * eventfd when the word was 0. So there is no lock anywhere on the request
- * path; the only shared atomics are the global connection count (touched per
- * connection) and the wake generation (touched per park).
  *
  * Connections. One read event, persistent and level-triggered, stays added
  * while the connection may read, so a keep-alive request costs exactly one
@@ -27,16 +21,22 @@
  * parked = none (the park timer rules). When the timer fires early it is
  * re-armed for the remaining time, so the request path never calls event_add.
  *
- * Parking. A parked connection is on its thread's parked list and keeps
- * reading into the free part of its buffer (to see the client go away) but
- * parses nothing. http_wake_all bumps s->wake_gen, then signals each thread
- * whose nparked is non-zero. A request that parks re-reads wake_gen after
- * joining the list; if it moved since before the handler ran, the thread
- * retries its parked list itself. With both sides seq_cst, a wake that races
- * with a park is never lost.
+ * Parking. A request parks under a wake key; the key picks one of
+ * HTTP_WAKE_BUCKETS buckets, and each thread keeps one parked list per
+ * bucket. A parked connection keeps reading into the free part of its buffer
+ * (to see the client go away) but parses nothing. http_wake(key) bumps
+ * s->wake_gen, then, for each thread whose count for the key's bucket is
+ * non-zero, sets the bucket's bit in t->wake_bits and signals the thread,
+ * which retries only the lists whose bits it finds set. http_wake_all does the
+ * same for every bucket of every thread with a parked request. A request that
+ * parks re-reads wake_gen after joining its list (a seq_cst increment of the
+ * bucket's count); if it moved since before the handler ran, the thread
+ * retries that bucket itself. Both sides are seq_cst, so either the waker sees
+ * the count or the parker sees the new generation: a wake that races with a
+ * park is never lost. Keys that share a bucket only cost spurious retries.
  */
+#include <assert.h>
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -44,138 +44,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
 #include <event2/event_struct.h>
-#include <event2/thread.h>
 
 #include "http.h"
+#include "http_internal.h"
 #include "log.h"
 #include "util.h"
 
-#define HTTP_IN_SLACK         4096     /* input room past the head limit */
-#define HTTP_OUT_CAP          16384    /* pooled output buffer */
-#define HTTP_OUT_HIGH         (256 * 1024) /* unsent output: parse no more */
-#define HTTP_POOL_MAX         1024     /* buffers kept per thread and kind */
-#define HTTP_LINGER_MS        2000     /* drain input after a closing answer */
-#define HTTP_ACCEPT_BATCH     64
-#define HTTP_ACCEPT_BACKOFF_MS 100     /* EMFILE & co: pause the listener */
-#define HTTP_BACKLOG          4096
-
-#define HTTP_DEF_MAX_CONNECTIONS  10000
-#define HTTP_DEF_IDLE_TIMEOUT_MS  60000
-#define HTTP_DEF_MAX_HEADER_BYTES 8192
-#define HTTP_DEF_MAX_URL_BYTES    4096
-#define HTTP_DEF_MAX_BODY_BYTES   65536
-
-enum { HTTP_CMD_WAKE = 1, HTTP_CMD_STOP = 2, HTTP_CMD_FORCE = 4 };
-
-struct http_pool {
-    void  *head;                 /* free buffers, linked through their start */
-    int    n;
-};
-
-struct http_thread {
-    struct http_server *s;
-    int                 index;
-    pthread_t           tid;
-    int                 running;        /* pthread created, not yet joined */
-    struct event_base  *base;
-    int                 lfd;
-    struct event        lev;            /* listener */
-    struct event        backoff_ev;     /* re-enables the listener */
-    int                 efd;            /* eventfd: commands from others */
-    struct event        cmd_ev;
-    _Atomic unsigned    cmd;            /* HTTP_CMD_* bits */
-    struct event        retry_ev;       /* local: retry the parked list */
-    const struct timeval *idle_tv;      /* common timeout */
-    int64_t             accept_warned_ms; /* rate-limits the EMFILE log */
-    int                 events_ready;   /* the events below are assigned */
-    int                 stopping;
-    int64_t             now_us;         /* batch request clock; 0: unset */
-    struct http_conn   *conns;          /* every connection of this thread */
-    struct http_conn   *parked;         /* parked connections, newest first */
-    int                 nconns;
-    struct http_pool    inpool, outpool;
-    /* Written by this thread only; others read them relaxed. */
-    _Atomic uint64_t    open, total, rejected, nparked, timeouts;
-};
-
-struct http_server {
-    struct http_config  cfg;
-    char               *address;
-    http_handler_cb     handler;
-    http_thread_cb      thread_cb;
-    void               *arg;
-    int                 port;
-    int                 nthreads;
-    struct http_thread *threads;
-    size_t              in_cap;
-    _Atomic int         nconns;         /* global, against max_connections */
-    _Atomic uint64_t    wake_gen;
-    int                 started, stopped;
-};
-
-struct http_conn {
-    struct http_thread *t;
-    int                 fd;
-    struct event        rev, wev, tev, pev;  /* read, write, deadline, park */
-    char               *in;
-    size_t              in_off, in_len;      /* unparsed: in[in_off..in_len) */
-    char               *out;
-    size_t              out_off, out_len, out_cap;
-    uint64_t            body_left;           /* body bytes still to discard */
-    int64_t             deadline_ms;         /* 0: none */
-    int64_t             timer_at_ms;         /* when tev fires */
-    int64_t             park_at_ms;
-    unsigned char       rev_on, wev_on, park_armed, counted;
-    unsigned char       req_active;          /* a handler owns the request */
-    unsigned char       in_handler, parked, closing, lingering, eof;
-    unsigned char       partial, out_full;
-    struct http_conn   *prev, *next;         /* t->conns */
-    struct http_conn   *pprev, *pnext;       /* t->parked */
-    struct http_request req;
-};
-
-static _Thread_local int http_tl_index = -1;
-static pthread_once_t http_evthread_once = PTHREAD_ONCE_INIT;
-
 static int conn_run(struct http_conn *c);
-
-/* ---- small helpers ---- */
-
-static int64_t
-http_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static struct timeval
-http_ms_tv(int64_t ms)
-{
-    struct timeval tv;
-
-    if (ms < 0)
-        ms = 0;
-    tv.tv_sec = ms / 1000;
-    tv.tv_usec = (ms % 1000) * 1000;
-    return tv;
-}
-
-/* Owner-only counter update: no locked instruction needed. */
-static void
-ctr_add(_Atomic uint64_t *p, int64_t d)
-{
-    atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + d,
-                          memory_order_relaxed);
-}
 
 static void *
 pool_get(struct http_pool *pool, size_t size)
@@ -201,8 +82,8 @@ pool_put(struct http_pool *pool, void *b)
     pool->n++;
 }
 
-static void
-pool_drain(struct http_pool *pool)
+void
+http_pool_drain(struct http_pool *pool)
 {
     void *b;
 
@@ -307,6 +188,22 @@ conn_set_deadline(struct http_conn *c, int64_t now, int64_t d)
         conn_arm_timer(c, now, d);
 }
 
+/* The connection state machine's invariants (checked where it changes). */
+static void
+conn_check(const struct http_conn *c)
+{
+    assert(c->in_off <= c->in_len);
+    assert(c->in == NULL ? c->in_len == 0 : c->in_len <= c->t->s->in_cap);
+    assert(c->out_off <= c->out_len);
+    assert(c->out == NULL ? c->out_len == 0 : c->out_len <= c->out_cap);
+    assert(!c->parked || c->req_active);      /* only a live request parks */
+    assert(!c->in_handler || c->req_active);
+    assert(!c->lingering || (c->closing && !c->req_active && c->in == NULL));
+    assert(!c->wev_on || c->out_off < c->out_len);
+    assert(c->bucket < HTTP_WAKE_BUCKETS);
+    (void)c;
+}
+
 /* Take c off its thread's parked list; the park timer keeps running. */
 static void
 conn_unlist(struct http_conn *c)
@@ -315,14 +212,20 @@ conn_unlist(struct http_conn *c)
 
     if (!c->parked)
         return;
+    assert(c->pprev != NULL || t->parked[c->bucket] == c);
     if (c->pprev != NULL)
         c->pprev->pnext = c->pnext;
     else
-        t->parked = c->pnext;
+        t->parked[c->bucket] = c->pnext;
     if (c->pnext != NULL)
         c->pnext->pprev = c->pprev;
     c->pprev = c->pnext = NULL;
     c->parked = 0;
+    assert(atomic_load_explicit(&t->nparked_b[c->bucket],
+                                memory_order_relaxed) > 0);
+    atomic_store_explicit(&t->nparked_b[c->bucket],
+        atomic_load_explicit(&t->nparked_b[c->bucket], memory_order_relaxed) - 1,
+        memory_order_relaxed);
     ctr_add(&t->nparked, -1);
 }
 
@@ -336,11 +239,12 @@ conn_unpark(struct http_conn *c)
     }
 }
 
-static void
-conn_free(struct http_conn *c)
+void
+http_conn_free(struct http_conn *c)
 {
     struct http_thread *t = c->t;
 
+    assert(!c->in_handler);
     conn_unpark(c);
     event_del(&c->rev);
     event_del(&c->wev);
@@ -352,10 +256,8 @@ conn_free(struct http_conn *c)
     if (c->next != NULL)
         c->next->prev = c->prev;
     t->nconns--;
-    if (c->counted) {
-        atomic_fetch_sub_explicit(&t->s->nconns, 1, memory_order_relaxed);
-        ctr_add(&t->open, -1);
-    }
+    atomic_fetch_sub_explicit(&t->s->nconns, 1, memory_order_relaxed);
+    ctr_add(&t->open, -1);
     close(c->fd);                   /* after the counters: the peer sees EOF
                                        only once the stats agree */
     if (c->in != NULL)
@@ -490,10 +392,12 @@ conn_call(struct http_conn *c)
     struct http_server *s = c->t->s;
     uint64_t gen0;
 
+    assert(c->req_active && !c->in_handler && !c->parked);
     gen0 = atomic_load(&s->wake_gen);
     c->in_handler = 1;
     s->handler(c, &c->req, s->arg);
     c->in_handler = 0;
+    conn_check(c);
     if (!c->req_active)
         return;
     if (!c->parked) {
@@ -504,9 +408,11 @@ conn_call(struct http_conn *c)
         conn_end_request(c);
         return;
     }
-    /* Pairs with http_wake_all: see DESIGN. */
-    if (atomic_load(&s->wake_gen) != gen0)
+    /* Pairs with http_wake and http_wake_all: see DESIGN. */
+    if (atomic_load(&s->wake_gen) != gen0) {
+        c->t->retry_bits |= UINT64_C(1) << c->bucket;
         event_active(&c->t->retry_ev, EV_TIMEOUT, 0);
+    }
 }
 
 /* Parse and dispatch every complete request in the input buffer. */
@@ -662,6 +568,7 @@ conn_update(struct http_conn *c)
         c->in = NULL;
         c->in_off = c->in_len = 0;
     }
+    conn_check(c);
 }
 
 /* Process input, send, then close or wait. Returns -1 if c was freed. */
@@ -691,7 +598,7 @@ conn_run(struct http_conn *c)
     return 0;
 
 close:
-    conn_free(c);
+    http_conn_free(c);
     return -1;
 }
 
@@ -711,7 +618,7 @@ conn_drain(struct http_conn *c)
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK ||
                       errno == EINTR))
             return;
-        conn_free(c);
+        http_conn_free(c);
         return;
     }
 }
@@ -751,7 +658,7 @@ conn_read_cb(evutil_socket_t fd, short what, void *arg)
     } else {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
             return;
-        conn_free(c);
+        http_conn_free(c);
         return;
     }
     t->now_us = 0;
@@ -772,7 +679,7 @@ conn_timeout(struct http_conn *c)
     struct http_thread *t = c->t;
 
     if (c->lingering) {
-        conn_free(c);
+        http_conn_free(c);
         return;
     }
     ctr_add(&t->timeouts, 1);
@@ -781,7 +688,7 @@ conn_timeout(struct http_conn *c)
         conn_error(c, 408, "request_timeout", "request not received in time");
         (void)conn_flush(c);
     }
-    conn_free(c);
+    http_conn_free(c);
 }
 
 static void
@@ -804,8 +711,8 @@ conn_timer_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Call the handler again for a parked request. */
-static void
-conn_retry(struct http_conn *c, int timed_out)
+void
+http_conn_retry(struct http_conn *c, int timed_out)
 {
     if (timed_out)
         c->park_armed = 0;          /* it just fired */
@@ -825,11 +732,11 @@ conn_park_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
 
     c->t->now_us = 0;
-    conn_retry(c, 1);
+    http_conn_retry(c, 1);
 }
 
-static void
-conn_new(struct http_thread *t, int fd, int counted)
+void
+http_conn_new(struct http_thread *t, int fd)
 {
     struct http_conn *c = xcalloc(1, sizeof *c);
     int64_t now = http_now_ms();
@@ -837,7 +744,6 @@ conn_new(struct http_thread *t, int fd, int counted)
 
     c->t = t;
     c->fd = fd;
-    c->counted = (unsigned char)counted;
     event_assign(&c->rev, t->base, fd, EV_READ | EV_PERSIST, conn_read_cb, c);
     event_assign(&c->wev, t->base, fd, EV_WRITE | EV_PERSIST, conn_write_cb,
                  c);
@@ -852,477 +758,40 @@ conn_new(struct http_thread *t, int fd, int counted)
 
     conn_arm_timer(c, now, now + t->s->cfg.idle_timeout_ms);
     c->deadline_ms = c->timer_at_ms;
-    if (counted) {
-        ctr_add(&t->open, 1);
-        ctr_add(&t->total, 1);
-        conn_rev(c, 1);
-        return;
-    }
-    /* Over max_connections: answer 503 at once, then close gently. */
+    ctr_add(&t->open, 1);
+    ctr_add(&t->total, 1);
+    conn_rev(c, 1);
+}
+
+/* Over max_connections: one non-blocking send of a fixed 503, then close at
+ * once, so a flood holds no descriptor past this call and no memory. */
+void
+http_conn_reject(struct http_thread *t, int fd)
+{
+#define HTTP_REJECT_BODY \
+    "{\"error\":\"too_many_connections\",\"message\":\"connection limit reached\"}\n"
+    static const char msg[] =
+        "HTTP/1.1 503 Service Unavailable\r\n"
+        "Content-Type: application/json\r\n"
+        "Content-Length: 70\r\n"
+        "Connection: close\r\n"
+        "Retry-After: 1\r\n"
+        "\r\n" HTTP_REJECT_BODY;
+    ssize_t n;
+
+    _Static_assert(sizeof HTTP_REJECT_BODY - 1 == 70, "Content-Length");
     ctr_add(&t->rejected, 1);
-    conn_error(c, 503, "too_many_connections", "connection limit reached");
-    conn_run(c);
+    n = send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)n;
+    close(fd);
 }
 
-/* ---- thread-level callbacks ---- */
-
-static void
-thread_accept_cb(evutil_socket_t lfd, short what, void *arg)
-{
-    struct http_thread *t = arg;
-    struct http_server *s = t->s;
-    struct timeval tv;
-    int i, fd;
-
-    (void)what;
-
-    for (i = 0; i < HTTP_ACCEPT_BATCH; i++) {
-        fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return;
-            if (http_now_ms() - t->accept_warned_ms >= 10000) {
-                t->accept_warned_ms = http_now_ms();
-                log_warn("accept on thread %d: %s; pausing the listener "
-                         "%d ms at a time", t->index, strerror(errno),
-                         HTTP_ACCEPT_BACKOFF_MS);
-            }
-            event_del(&t->lev);
-            tv = http_ms_tv(HTTP_ACCEPT_BACKOFF_MS);
-            event_add(&t->backoff_ev, &tv);
-            return;
-        }
-        if (atomic_fetch_add_explicit(&s->nconns, 1, memory_order_relaxed) >=
-            s->cfg.max_connections) {
-            atomic_fetch_sub_explicit(&s->nconns, 1, memory_order_relaxed);
-            conn_new(t, fd, 0);
-        } else {
-            conn_new(t, fd, 1);
-        }
-    }
-}
-
-static void
-thread_backoff_cb(evutil_socket_t fd, short what, void *arg)
-{
-    struct http_thread *t = arg;
-
-    (void)fd;
-    (void)what;
-
-    if (t->lfd >= 0 && !t->stopping)
-        event_add(&t->lev, NULL);
-}
-
-static void
-thread_retry_parked(struct http_thread *t)
-{
-    struct http_conn *c, *next;
-
-    /* Re-parked requests go to the head, behind the cursor: each parked
-     * request is retried once per wake. A handler touches only its own
-     * connection, so next stays valid. */
-    t->now_us = 0;
-    for (c = t->parked; c != NULL; c = next) {
-        next = c->pnext;
-        conn_retry(c, 0);
-    }
-}
-
-static void
-thread_retry_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    thread_retry_parked(arg);
-}
-
-static int
-conn_idle(const struct http_conn *c)
+int
+http_conn_idle(const struct http_conn *c)
 {
     /* A lingering connection has its answer already: close it too. */
     return !c->req_active && c->in_len == c->in_off &&
            c->body_left == 0 && c->out_off == c->out_len;
-}
-
-static void
-thread_stop(struct http_thread *t)
-{
-    struct http_conn *c, *next;
-
-    if (t->stopping)
-        return;
-    t->stopping = 1;
-    if (t->lfd >= 0) {
-        event_del(&t->lev);
-        event_del(&t->backoff_ev);
-        close(t->lfd);
-        t->lfd = -1;
-    }
-    for (c = t->conns; c != NULL; c = next) {
-        next = c->next;
-        if (conn_idle(c))
-            conn_free(c);
-    }
-    if (t->nconns == 0)
-        event_base_loopbreak(t->base);
-}
-
-static void
-thread_cmd_cb(evutil_socket_t fd, short what, void *arg)
-{
-    struct http_thread *t = arg;
-    uint64_t v;
-    unsigned cmd;
-
-    (void)what;
-
-    if (read(fd, &v, sizeof v) < 0 && errno != EAGAIN)
-        log_warn("read eventfd: %s", strerror(errno));
-    cmd = atomic_exchange(&t->cmd, 0);
-    if (cmd & HTTP_CMD_FORCE) {
-        thread_stop(t);
-        while (t->conns != NULL)
-            conn_free(t->conns);
-        event_base_loopbreak(t->base);
-        return;
-    }
-    if (cmd & HTTP_CMD_STOP)
-        thread_stop(t);
-    if (cmd & HTTP_CMD_WAKE)
-        thread_retry_parked(t);
-}
-
-static void
-thread_send(struct http_thread *t, unsigned cmd)
-{
-    uint64_t one = 1;
-
-    if (atomic_fetch_or(&t->cmd, cmd) == 0 &&
-        write(t->efd, &one, sizeof one) < 0 && errno != EAGAIN)
-        log_warn("write eventfd: %s", strerror(errno));
-}
-
-static void *
-thread_main(void *arg)
-{
-    struct http_thread *t = arg;
-    struct http_server *s = t->s;
-
-    http_tl_index = t->index;
-    if (s->thread_cb != NULL)
-        s->thread_cb(t->index, 1, s->arg);
-    event_base_loop(t->base, EVLOOP_NO_EXIT_ON_EMPTY);
-    while (t->conns != NULL)
-        conn_free(t->conns);
-    if (s->thread_cb != NULL)
-        s->thread_cb(t->index, 0, s->arg);
-    http_tl_index = -1;
-    return NULL;
-}
-
-/* ---- setup ---- */
-
-static void
-http_evthread_init(void)
-{
-    evthread_use_pthreads();
-}
-
-static int
-http_listen_fd(const struct addrinfo *ai, int port, int reuseport,
-               char **cause)
-{
-    struct sockaddr_storage ss;
-    int fd, one = 1;
-
-    memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
-    if (ss.ss_family == AF_INET6)
-        ((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)port);
-    else
-        ((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
-    fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        *cause = xasprintf("socket: %s", strerror(errno));
-        return -1;
-    }
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (reuseport &&
-        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0) {
-        *cause = xasprintf("SO_REUSEPORT: %s", strerror(errno));
-        goto error;
-    }
-    if (bind(fd, (struct sockaddr *)&ss, ai->ai_addrlen) < 0) {
-        *cause = xasprintf("bind port %d: %s", port, strerror(errno));
-        goto error;
-    }
-    return fd;
-
-error:
-    close(fd);
-    return -1;
-}
-
-static int
-http_sock_port(int fd)
-{
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-
-    if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
-        return -1;
-    if (ss.ss_family == AF_INET6)
-        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-    return ntohs(((struct sockaddr_in *)&ss)->sin_port);
-}
-
-/* Bind one SO_REUSEPORT socket per thread. A plain probe bind first makes a
- * taken port fail even when its owner also uses SO_REUSEPORT, and picks the
- * port when cfg->port is 0. */
-static int
-http_bind_all(struct http_server *s, char **cause)
-{
-    struct addrinfo hints, *ai = NULL;
-    const char *node = s->address[0] != '\0' ? s->address : NULL;
-    int i, rc, probe = -1, ret = -1;
-
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    rc = getaddrinfo(node, NULL, &hints, &ai);
-    if (rc != 0) {
-        *cause = xasprintf("address %s: %s", s->address, gai_strerror(rc));
-        goto cleanup;
-    }
-    probe = http_listen_fd(ai, s->cfg.port, 0, cause);
-    if (probe < 0)
-        goto cleanup;
-    s->port = http_sock_port(probe);
-    close(probe);
-    probe = -1;
-    for (i = 0; i < s->nthreads; i++) {
-        struct http_thread *t = &s->threads[i];
-
-        t->lfd = http_listen_fd(ai, s->port, 1, cause);
-        if (t->lfd < 0)
-            goto cleanup;
-        if (listen(t->lfd, HTTP_BACKLOG) < 0) {
-            *cause = xasprintf("listen port %d: %s", s->port,
-                               strerror(errno));
-            goto cleanup;
-        }
-    }
-    ret = 0;
-
-cleanup:
-    if (ai != NULL)
-        freeaddrinfo(ai);
-    return ret;
-}
-
-static int
-http_thread_init(struct http_server *s, struct http_thread *t, char **cause)
-{
-    struct event_config *ec;
-    struct timeval tv;
-
-    ec = event_config_new();
-    event_config_set_flag(ec, EVENT_BASE_FLAG_NOLOCK);
-    t->base = event_base_new_with_config(ec);
-    event_config_free(ec);
-    if (t->base == NULL) {
-        *cause = xasprintf("event_base_new failed");
-        return -1;
-    }
-    t->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (t->efd < 0) {
-        *cause = xasprintf("eventfd: %s", strerror(errno));
-        return -1;
-    }
-    tv = http_ms_tv(s->cfg.idle_timeout_ms);
-    t->idle_tv = event_base_init_common_timeout(t->base, &tv);
-    if (t->idle_tv == NULL) {
-        *cause = xasprintf("event_base_init_common_timeout failed");
-        return -1;
-    }
-    event_assign(&t->lev, t->base, t->lfd, EV_READ | EV_PERSIST,
-                 thread_accept_cb, t);
-    event_assign(&t->backoff_ev, t->base, -1, 0, thread_backoff_cb, t);
-    event_assign(&t->cmd_ev, t->base, t->efd, EV_READ | EV_PERSIST,
-                 thread_cmd_cb, t);
-    event_assign(&t->retry_ev, t->base, -1, 0, thread_retry_cb, t);
-    t->events_ready = 1;
-    event_add(&t->lev, NULL);
-    event_add(&t->cmd_ev, NULL);
-    return 0;
-}
-
-struct http_server *
-http_server_new(const struct http_config *cfg, http_handler_cb handler,
-                http_thread_cb thread_cb, void *arg, char **cause)
-{
-    struct http_server *s;
-    int i;
-
-    if (cfg->threads < 1 || cfg->port < 0 || cfg->port > 65535 ||
-        handler == NULL) {
-        *cause = xasprintf("bad http config (threads %d, port %d)",
-                           cfg->threads, cfg->port);
-        return NULL;
-    }
-    pthread_once(&http_evthread_once, http_evthread_init);
-
-    s = xcalloc(1, sizeof *s);
-    s->cfg = *cfg;
-    if (s->cfg.max_connections <= 0)
-        s->cfg.max_connections = HTTP_DEF_MAX_CONNECTIONS;
-    if (s->cfg.idle_timeout_ms <= 0)
-        s->cfg.idle_timeout_ms = HTTP_DEF_IDLE_TIMEOUT_MS;
-    if (s->cfg.max_header_bytes <= 0)
-        s->cfg.max_header_bytes = HTTP_DEF_MAX_HEADER_BYTES;
-    if (s->cfg.max_url_bytes <= 0)
-        s->cfg.max_url_bytes = HTTP_DEF_MAX_URL_BYTES;
-    if (s->cfg.max_body_bytes <= 0)
-        s->cfg.max_body_bytes = HTTP_DEF_MAX_BODY_BYTES;
-    s->address = xstrdup(cfg->address != NULL ? cfg->address : "");
-    s->cfg.address = s->address;
-    s->handler = handler;
-    s->thread_cb = thread_cb;
-    s->arg = arg;
-    s->in_cap = (size_t)s->cfg.max_header_bytes + HTTP_IN_SLACK;
-    s->nthreads = cfg->threads;
-    s->threads = xcalloc((size_t)s->nthreads, sizeof *s->threads);
-    for (i = 0; i < s->nthreads; i++) {
-        s->threads[i].s = s;
-        s->threads[i].index = i;
-        s->threads[i].lfd = -1;
-        s->threads[i].efd = -1;
-        s->threads[i].accept_warned_ms = INT64_MIN / 2;
-    }
-    if (http_bind_all(s, cause) < 0)
-        goto error;
-    for (i = 0; i < s->nthreads; i++)
-        if (http_thread_init(s, &s->threads[i], cause) < 0)
-            goto error;
-    return s;
-
-error:
-    http_server_free(s);
-    return NULL;
-}
-
-int
-http_server_port(const struct http_server *s)
-{
-    return s->port;
-}
-
-int
-http_server_start(struct http_server *s, char **cause)
-{
-    int i, rc;
-
-    if (s->started) {
-        *cause = xasprintf("http server already started");
-        return -1;
-    }
-    s->started = 1;
-    for (i = 0; i < s->nthreads; i++) {
-        rc = pthread_create(&s->threads[i].tid, NULL, thread_main,
-                            &s->threads[i]);
-        if (rc != 0) {
-            *cause = xasprintf("pthread_create: %s", strerror(rc));
-            http_server_stop(s, 0);
-            return -1;
-        }
-        s->threads[i].running = 1;
-    }
-    return 0;
-}
-
-void
-http_server_stop(struct http_server *s, int timeout_ms)
-{
-    struct timespec dl;
-    int i;
-
-    if (s == NULL || !s->started || s->stopped)
-        return;
-    s->stopped = 1;
-    for (i = 0; i < s->nthreads; i++)
-        if (s->threads[i].running)
-            thread_send(&s->threads[i], HTTP_CMD_STOP);
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += timeout_ms / 1000;
-    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-    if (dl.tv_nsec >= 1000000000) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000;
-    }
-    for (i = 0; i < s->nthreads; i++) {
-        struct http_thread *t = &s->threads[i];
-
-        if (!t->running)
-            continue;
-        if (pthread_timedjoin_np(t->tid, NULL, &dl) != 0) {
-            thread_send(t, HTTP_CMD_FORCE);
-            pthread_join(t->tid, NULL);
-        }
-        t->running = 0;
-    }
-}
-
-void
-http_server_free(struct http_server *s)
-{
-    int i;
-
-    if (s == NULL)
-        return;
-    http_server_stop(s, 0);
-    for (i = 0; i < s->nthreads; i++) {
-        struct http_thread *t = &s->threads[i];
-
-        while (t->conns != NULL)
-            conn_free(t->conns);
-        if (t->events_ready) {
-            event_del(&t->lev);
-            event_del(&t->backoff_ev);
-            event_del(&t->cmd_ev);
-            event_del(&t->retry_ev);
-        }
-        if (t->base != NULL)
-            event_base_free(t->base);
-        if (t->lfd >= 0)
-            close(t->lfd);
-        if (t->efd >= 0)
-            close(t->efd);
-        pool_drain(&t->inpool);
-        pool_drain(&t->outpool);
-    }
-    free(s->threads);
-    free(s->address);
-    free(s);
-}
-
-void
-http_wake_all(struct http_server *s)
-{
-    int i;
-
-    atomic_fetch_add(&s->wake_gen, 1);
-    for (i = 0; i < s->nthreads; i++)
-        if (atomic_load(&s->threads[i].nparked) != 0)
-            thread_send(&s->threads[i], HTTP_CMD_WAKE);
-}
-
-int
-http_thread_index(void)
-{
-    return http_tl_index;
 }
 
 void
@@ -1343,9 +812,10 @@ http_reply(struct http_conn *c, int status, const char *content_type,
 }
 
 void
-http_park(struct http_conn *c, int timeout_ms)
+http_park(struct http_conn *c, int timeout_ms, uint64_t key)
 {
     struct http_thread *t = c->t;
+    unsigned b = wake_bucket(key);
     int64_t now, at;
     struct timeval tv;
 
@@ -1353,15 +823,20 @@ http_park(struct http_conn *c, int timeout_ms)
         log_error("http_park outside the handler of a live request");
         return;
     }
+    if (c->parked && c->bucket != b)
+        conn_unlist(c);             /* parked twice in one call, new key */
     if (!c->parked) {
         c->parked = 1;
+        c->bucket = (unsigned char)b;
         c->pprev = NULL;
-        c->pnext = t->parked;
-        if (t->parked != NULL)
-            t->parked->pprev = c;
-        t->parked = c;
-        /* seq_cst: ordered before conn_call's second wake_gen load. */
+        c->pnext = t->parked[b];
+        if (t->parked[b] != NULL)
+            t->parked[b]->pprev = c;
+        t->parked[b] = c;
+        /* seq_cst: ordered before conn_call's second wake_gen load, and
+         * against the loads in http_wake and http_wake_all. */
         atomic_fetch_add(&t->nparked, 1);
+        atomic_fetch_add(&t->nparked_b[b], 1);
     }
     if (timeout_ms < 0)
         timeout_ms = 0;
@@ -1375,24 +850,3 @@ http_park(struct http_conn *c, int timeout_ms)
     }
 }
 
-void
-http_server_stats(const struct http_server *s, struct http_stats *out)
-{
-    int i;
-
-    memset(out, 0, sizeof *out);
-    for (i = 0; i < s->nthreads; i++) {
-        const struct http_thread *t = &s->threads[i];
-
-        out->connections_open +=
-            atomic_load_explicit(&t->open, memory_order_relaxed);
-        out->connections_total +=
-            atomic_load_explicit(&t->total, memory_order_relaxed);
-        out->connections_rejected +=
-            atomic_load_explicit(&t->rejected, memory_order_relaxed);
-        out->requests_parked +=
-            atomic_load_explicit(&t->nparked, memory_order_relaxed);
-        out->timeouts +=
-            atomic_load_explicit(&t->timeouts, memory_order_relaxed);
-    }
-}

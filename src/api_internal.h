@@ -1,0 +1,88 @@
+/* api_internal.h: what api.c (routes, ID handlers) and api_pages.c (the
+ * operator pages /health, /metrics, /cache, /db) share. Not for other
+ * modules: they use api.h. */
+#ifndef LEAFD_API_INTERNAL_H
+#define LEAFD_API_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "api.h"
+#include "segment.h"
+#include "util.h"
+
+struct auth;
+struct config;
+struct loader;
+struct snowflake;
+
+enum route {
+    R_SEGMENT, R_SEGMENT_LEAF, R_SNOWFLAKE, R_SNOWFLAKE_LEAF, R_DECODE,
+    R_DECODE_LEAF, R_SF_STATE, R_HEALTH, R_METRICS, R_CACHE, R_DB, R_OTHER,
+    R_COUNT
+};
+
+static const int status_codes[] = { 200, 400, 401, 403, 404, 405, 503 };
+#define NSTATUS (sizeof status_codes / sizeof status_codes[0])
+
+/* Requests on Leaf's /api/snowflake/get/<key>, by key: the key only labels
+ * this metric. Each I/O thread counts its own first LEAF_KEYS_MAX keys; later
+ * ones count as "other". A name is written before nkeys is published
+ * (release) and never changes after, so /metrics reads it without a lock. */
+#define LEAF_KEYS_MAX 64
+struct leaf_key {
+    uint64_t         hash;
+    _Atomic uint64_t count;
+    char             name[TAG_MAX + 1];
+};
+
+/* Counters of one I/O thread: written by that thread only (plain load+store,
+ * no locked instruction), read by /metrics with relaxed loads. */
+struct api_thread {
+    _Atomic uint64_t requests[R_COUNT][NSTATUS + 1];
+    _Atomic uint64_t parked;
+    char            *out;          /* response body buffer */
+    size_t           out_cap;
+    uint64_t        *ids;          /* snowflake IDs of one request */
+    _Atomic uint32_t nkeys;        /* leaf_keys[0..nkeys) are published */
+    _Atomic uint64_t other_keys;
+    struct leaf_key  leaf_keys[LEAF_KEYS_MAX];
+} __attribute__((aligned(64)));
+
+struct api {
+    const struct config *cfg;
+    struct segments     *segs;
+    struct loader       *loader;
+    struct snowflake    *sf;
+    struct http_server  *server;
+    struct auth         *auth;         /* per-tag tokens, or NULL */
+    int                  admin_apart;  /* admin pages on their own listener */
+    int                  nthreads;
+    struct api_thread   *threads;
+    int64_t              started_ms;
+};
+
+/* What a parked request remembers (lives in http_request.scratch). */
+struct api_state {
+    int64_t             deadline_us;
+    uint64_t            refresh_gen;
+    struct segment_take take;
+};
+_Static_assert(sizeof(struct api_state) <= HTTP_REQ_SCRATCH, "scratch too small");
+
+/* Answer and count (api.c): an ID route's answer gets Cache-Control:
+ * no-store. api_reply_sbuf frees b. */
+void api_reply(struct http_conn *c, enum route r, int status, const char *ctype,
+               const char *extra, const char *body, size_t len);
+void api_reply_error(struct http_conn *c, enum route r, int status,
+                     const char *code, const char *extra, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+void api_reply_sbuf(struct http_conn *c, enum route r, int status,
+                    const char *ctype, struct sbuf *b);
+
+/* The operator pages (api_pages.c). */
+void api_page_cache(struct api *a, struct http_conn *c);
+void api_page_db(struct api *a, struct http_conn *c, struct http_request *req);
+void api_page_metrics(struct api *a, struct http_conn *c);
+
+#endif

@@ -1,0 +1,296 @@
+/* api_pages.c: the operator pages: /health, /metrics, /cache and /db (the
+ * routing and the admin-token check are in api.c). None is on a hot path:
+ * they build their answer in an sbuf, and may take the loader's lock.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "api_internal.h"
+#include "config.h"
+#include "http.h"
+#include "loader.h"
+#include "segment.h"
+#include "snowflake.h"
+#include "util.h"
+
+static const char *const route_names[R_COUNT] = {
+    "segment", "leaf_segment", "snowflake", "leaf_snowflake", "decode",
+    "leaf_decode", "snowflake_state", "health", "metrics", "cache", "db", "other"
+};
+
+static void
+cache_tag(const struct segment_tag_info *in, void *arg)
+{
+    struct sbuf *b = arg;
+
+    sbuf_puts(b, b->p[b->len - 1] == '[' ? "{\"key\":" : ",{\"key\":");
+    sbuf_json_str(b, in->name);
+    sbuf_printf(b, ",\"init_ok\":%s,\"gone\":%s,\"pos\":%d,\"next_ready\":%s,"
+                   "\"loading\":%s,\"step\":%lld,\"min_step\":%lld,\"loads\":%lld,"
+                   "\"issued\":%lld,\"available\":%lld,\"segments\":[",
+                in->init_ok ? "true" : "false", in->gone ? "true" : "false",
+                in->cur, in->next_ready ? "true" : "false",
+                in->loading ? "true" : "false", (long long)in->step,
+                (long long)in->min_step, (long long)in->loads,
+                (long long)in->issued, (long long)in->available);
+    for (int i = 0; i < 2; i++)
+        sbuf_printf(b, "%s{\"value\":\"%lld\",\"max\":\"%lld\",\"step\":%lld,"
+                       "\"idle\":%lld}",
+                    i ? "," : "", (long long)in->slot[i].value,
+                    (long long)in->slot[i].max, (long long)in->slot[i].step,
+                    (long long)(in->slot[i].max - in->slot[i].value));
+    sbuf_puts(b, "]}");
+}
+
+void
+api_page_cache(struct api *a, struct http_conn *c)
+{
+    struct sbuf b = { 0 };
+
+    if (a->segs == NULL) {
+        api_reply_error(c, R_CACHE, 404, "mode_disabled", NULL, "segment mode is off on this node");
+        return;
+    }
+    sbuf_puts(&b, "{\"tags\":[");
+    segments_foreach(a->segs, cache_tag, &b);
+    sbuf_puts(&b, "]}\n");
+    api_reply_sbuf(c, R_CACHE, 200, "application/json", &b);
+}
+
+void
+api_page_db(struct api *a, struct http_conn *c, struct http_request *req)
+{
+    struct api_state *st = (struct api_state *)req->scratch;
+    struct loader_status ls;
+    struct sbuf b = { 0 };
+
+    if (a->segs == NULL) {
+        api_reply_error(c, R_DB, 404, "mode_disabled", NULL, "segment mode is off on this node");
+        return;
+    }
+    /* Read the table afresh on the loader's thread, then answer. */
+    if (!req->retry && !req->timed_out) {
+        st->refresh_gen = loader_refresh_now(a->loader, 1);
+        http_park(c, (int)a->cfg->wait_ms, API_DB_KEY);
+        return;
+    }
+    loader_status(a->loader, &ls);
+    if (ls.refresh_gen < st->refresh_gen && !req->timed_out) {
+        http_park(c, (int)((req->start_us + a->cfg->wait_ms * 1000 - util_mono_us()) / 1000 + 1),
+                  API_DB_KEY);
+        return;
+    }
+    sbuf_printf(&b, "{\"store\":\"%s\",\"fresh\":%s,\"read_at_ms\":%lld,\"rows\":",
+                ls.store, ls.refresh_gen >= st->refresh_gen ? "true" : "false",
+                (long long)ls.refreshed_ms);
+    loader_rows_json(a->loader, &b);
+    sbuf_puts(&b, "}\n");
+    api_reply_sbuf(c, R_DB, 200, "application/json", &b);
+}
+
+struct health_scan {
+    int64_t dry;        /* tags in use with no ID left */
+    char    first[TAG_MAX + 1];
+};
+
+static void
+health_tag(const struct segment_tag_info *in, void *arg)
+{
+    struct health_scan *h = arg;
+
+    if (in->init_ok && !in->gone && in->available == 0) {
+        if (h->dry++ == 0)
+            snprintf(h->first, sizeof h->first, "%s", in->name);
+    }
+}
+
+int
+api_health(struct api *a, struct sbuf *b)
+{
+    int ok = 1, degraded = 0;
+    struct sbuf reasons = { 0 };
+
+    sbuf_puts(b, "{");
+    if (a->segs != NULL) {
+        struct loader_status ls;
+        struct health_scan h = { 0 };
+
+        loader_status(a->loader, &ls);
+        segments_foreach(a->segs, health_tag, &h);
+        sbuf_printf(b, "\"segment\":{\"enabled\":true,\"store\":\"%s\",\"db\":\"%s\","
+                       "\"tags\":%zu,\"tags_without_ids\":%lld",
+                    ls.store, ls.db_up ? "up" : "down", segments_count(a->segs),
+                    (long long)h.dry);
+        if (!ls.db_up) {
+            sbuf_printf(b, ",\"db_down_for_ms\":%lld,\"db_error\":",
+                        (long long)(util_wall_ms() - ls.down_since_ms));
+            sbuf_json_str(b, ls.last_error);
+            if (h.dry > 0) {
+                ok = 0;
+                sbuf_printf(&reasons, "segment: database unreachable and %lld tag(s) "
+                                      "(e.g. %s) have no buffered IDs; ",
+                            (long long)h.dry, h.first);
+            } else {
+                degraded = 1;
+                sbuf_printf(&reasons, "segment: database unreachable, serving from "
+                                      "buffers; ");
+            }
+        }
+        sbuf_puts(b, "},");
+    } else {
+        sbuf_puts(b, "\"segment\":{\"enabled\":false},");
+    }
+    if (a->sf != NULL) {
+        char *why = NULL;
+        if (snowflake_health(a->sf, &why) == 0) {
+            sbuf_puts(b, "\"snowflake\":{\"enabled\":true,\"status\":\"ok\"},");
+        } else {
+            ok = 0;
+            sbuf_puts(b, "\"snowflake\":{\"enabled\":true,\"status\":\"unavailable\",\"reason\":");
+            sbuf_json_str(b, why ? why : "?");
+            sbuf_puts(b, "},");
+            sbuf_printf(&reasons, "snowflake: %s; ", why ? why : "?");
+            free(why);
+        }
+    } else {
+        sbuf_puts(b, "\"snowflake\":{\"enabled\":false},");
+    }
+    sbuf_printf(b, "\"uptime_ms\":%lld,\"status\":\"%s\"",
+                (long long)(util_wall_ms() - a->started_ms),
+                !ok ? "unavailable" : degraded ? "degraded" : "ok");
+    if (reasons.len > 0) {
+        reasons.len -= 2;          /* drop the last "; " */
+        reasons.p[reasons.len] = '\0';
+        sbuf_puts(b, ",\"reason\":");
+        sbuf_json_str(b, reasons.p);
+    }
+    sbuf_puts(b, "}\n");
+    sbuf_free(&reasons);
+    return ok ? 200 : 503;
+}
+
+static void
+metrics_tag(const struct segment_tag_info *in, void *arg)
+{
+    struct sbuf *b = arg;
+
+    sbuf_printf(b, "leafd_segment_ids_issued_total{biz_tag=\"%s\"} %lld\n"
+                   "leafd_segment_step{biz_tag=\"%s\"} %lld\n"
+                   "leafd_segment_ids_available{biz_tag=\"%s\"} %lld\n"
+                   "leafd_segment_next_ready{biz_tag=\"%s\"} %d\n"
+                   "leafd_segment_loading{biz_tag=\"%s\"} %d\n",
+                in->name, (long long)in->issued, in->name, (long long)in->step,
+                in->name, (long long)in->available, in->name, in->next_ready,
+                in->name, in->loading);
+}
+
+/* Sum the per-thread key tables by name (first seen first). */
+static void
+leaf_keys_metrics(struct api *a, struct sbuf *b)
+{
+    uint64_t other = 0;
+
+    for (int t = 0; t <= a->nthreads; t++) {
+        const struct api_thread *at = &a->threads[t];
+        uint32_t nk = atomic_load_explicit(&at->nkeys, memory_order_acquire);
+
+        other += atomic_load_explicit(&at->other_keys, memory_order_relaxed);
+        for (uint32_t i = 0; i < nk; i++) {
+            const struct leaf_key *k = &at->leaf_keys[i];
+            uint64_t sum = 0;
+            int seen = 0;
+
+            /* Printed already under an earlier thread? */
+            for (int u = 0; u < t && !seen; u++) {
+                uint32_t un = atomic_load_explicit(&a->threads[u].nkeys,
+                                                   memory_order_acquire);
+                for (uint32_t j = 0; j < un && !seen; j++)
+                    seen = a->threads[u].leaf_keys[j].hash == k->hash &&
+                           strcmp(a->threads[u].leaf_keys[j].name, k->name) == 0;
+            }
+            if (seen)
+                continue;
+            for (int u = t; u <= a->nthreads; u++) {
+                uint32_t un = atomic_load_explicit(&a->threads[u].nkeys,
+                                                   memory_order_acquire);
+                for (uint32_t j = 0; j < un; j++)
+                    if (a->threads[u].leaf_keys[j].hash == k->hash &&
+                        strcmp(a->threads[u].leaf_keys[j].name, k->name) == 0)
+                        sum += atomic_load_explicit(&a->threads[u].leaf_keys[j].count,
+                                                    memory_order_relaxed);
+            }
+            sbuf_printf(b, "leafd_leaf_snowflake_requests_total{key=\"%s\"} %llu\n",
+                        k->name, (unsigned long long)sum);
+        }
+    }
+    if (other > 0)
+        sbuf_printf(b, "leafd_leaf_snowflake_requests_total{key=\"other\"} %llu\n",
+                    (unsigned long long)other);
+}
+
+void
+api_page_metrics(struct api *a, struct http_conn *c)
+{
+    struct sbuf b = { 0 };
+    struct http_stats hs;
+
+    sbuf_puts(&b, "# HELP leafd_http_requests_total Requests by route and status.\n"
+                  "# TYPE leafd_http_requests_total counter\n");
+    for (int r = 0; r < R_COUNT; r++) {
+        for (size_t s = 0; s <= NSTATUS; s++) {
+            uint64_t sum = 0;
+            for (int t = 0; t <= a->nthreads; t++)
+                sum += atomic_load_explicit(&a->threads[t].requests[r][s],
+                                            memory_order_relaxed);
+            if (sum == 0)
+                continue;
+            if (s < NSTATUS)
+                sbuf_printf(&b, "leafd_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
+                            route_names[r], status_codes[s], (unsigned long long)sum);
+            else
+                sbuf_printf(&b, "leafd_http_requests_total{route=\"%s\",status=\"other\"} %llu\n",
+                            route_names[r], (unsigned long long)sum);
+        }
+    }
+    if (a->server != NULL) {
+        http_server_stats(a->server, &hs);
+        sbuf_printf(&b, "# TYPE leafd_http_connections gauge\n"
+                        "leafd_http_connections %llu\n"
+                        "# TYPE leafd_http_connections_total counter\n"
+                        "leafd_http_connections_total %llu\n"
+                        "# TYPE leafd_http_connections_rejected_total counter\n"
+                        "leafd_http_connections_rejected_total %llu\n"
+                        "# TYPE leafd_http_requests_waiting gauge\n"
+                        "leafd_http_requests_waiting %llu\n",
+                    (unsigned long long)hs.connections_open,
+                    (unsigned long long)hs.connections_total,
+                    (unsigned long long)hs.connections_rejected,
+                    (unsigned long long)hs.requests_parked);
+    }
+    if (a->segs != NULL) {
+        sbuf_printf(&b, "# TYPE leafd_segment_tags gauge\nleafd_segment_tags %zu\n"
+                        "# TYPE leafd_segment_unknown_tags_cached gauge\n"
+                        "leafd_segment_unknown_tags_cached %zu\n",
+                    segments_count(a->segs), segments_negative_count(a->segs));
+        sbuf_puts(&b, "# HELP leafd_segment_ids_issued_total IDs handed out by tag.\n"
+                      "# TYPE leafd_segment_ids_issued_total counter\n"
+                      "# TYPE leafd_segment_step gauge\n"
+                      "# TYPE leafd_segment_ids_available gauge\n"
+                      "# TYPE leafd_segment_next_ready gauge\n"
+                      "# TYPE leafd_segment_loading gauge\n");
+        segments_foreach(a->segs, metrics_tag, &b);
+        loader_metrics(a->loader, &b);
+    }
+    if (a->sf != NULL) {
+        snowflake_metrics(a->sf, &b);
+        sbuf_puts(&b, "# HELP leafd_leaf_snowflake_requests_total Requests on Leaf's "
+                      "/api/snowflake/get/<key>, by key.\n"
+                      "# TYPE leafd_leaf_snowflake_requests_total counter\n");
+        leaf_keys_metrics(a, &b);
+    }
+    api_reply_sbuf(c, R_METRICS, 200, "text/plain; version=0.0.4", &b);
+}
+

@@ -1,0 +1,162 @@
+/* http_internal.h: what the HTTP server (http_server.c: threads, listeners,
+ * stop, wake) and its connections (http_conn.c: read, parse, answer, park)
+ * share. Only those two files include it; every other module uses http.h.
+ *
+ * Every struct here belongs to one I/O thread and is touched only by it,
+ * except the fields marked atomic (read by other threads) and the server's
+ * exit_lock/exit_cond.
+ */
+#ifndef LEAFD_HTTP_INTERNAL_H
+#define LEAFD_HTTP_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+#include <sys/time.h>
+
+#include <event2/event.h>
+#include <event2/event_struct.h>
+
+#include "http.h"
+
+#define HTTP_IN_SLACK         4096     /* input room past the head limit */
+#define HTTP_OUT_CAP          16384    /* pooled output buffer */
+#define HTTP_OUT_HIGH         (256 * 1024) /* unsent output: parse no more */
+#define HTTP_POOL_MAX         1024     /* buffers kept per thread and kind */
+#define HTTP_LINGER_MS        2000     /* drain input after a closing answer */
+#define HTTP_ACCEPT_BATCH     64
+#define HTTP_ACCEPT_BACKOFF_MS 100     /* EMFILE & co: pause the listener */
+#define HTTP_BACKLOG          4096
+#define HTTP_WAKE_BUCKETS     64       /* one bit each in a uint64_t */
+
+#define HTTP_DEF_MAX_CONNECTIONS  10000
+#define HTTP_DEF_IDLE_TIMEOUT_MS  60000
+#define HTTP_DEF_MAX_HEADER_BYTES 8192
+#define HTTP_DEF_MAX_URL_BYTES    4096
+#define HTTP_DEF_MAX_BODY_BYTES   65536
+
+enum { HTTP_CMD_WAKE = 1, HTTP_CMD_STOP = 2, HTTP_CMD_FORCE = 4,
+       HTTP_CMD_WAKE_ALL = 8 };
+
+struct http_pool {
+    void  *head;                 /* free buffers, linked through their start */
+    int    n;
+};
+
+struct http_thread {
+    struct http_server *s;
+    int                 index;
+    pthread_t           tid;
+    int                 running;        /* pthread created, not yet joined */
+    int                 exited;         /* thread_main is done; s->exit_lock */
+    struct event_base  *base;
+    int                 lfd;
+    struct event        lev;            /* listener */
+    struct event        backoff_ev;     /* re-enables the listener */
+    int                 efd;            /* eventfd: commands from others */
+    struct event        cmd_ev;
+    _Atomic unsigned    cmd;            /* HTTP_CMD_* bits */
+    struct event        retry_ev;       /* local: retry retry_bits' lists */
+    uint64_t            retry_bits;     /* owner only: buckets to retry */
+    _Atomic uint64_t    wake_bits;      /* set by http_wake, taken by owner */
+    const struct timeval *idle_tv;      /* common timeout */
+    int64_t             accept_warned_ms; /* rate-limits the EMFILE log */
+    int                 events_ready;   /* the events below are assigned */
+    int                 stopping;
+    int64_t             now_us;         /* batch request clock; 0: unset */
+    struct http_conn   *conns;          /* every connection of this thread */
+    struct http_conn   *parked[HTTP_WAKE_BUCKETS]; /* newest first */
+    int                 nconns;
+    struct http_pool    inpool, outpool;
+    /* Written by this thread only; others read them relaxed. */
+    _Atomic uint64_t    open, total, rejected, nparked, timeouts;
+    _Atomic uint32_t    nparked_b[HTTP_WAKE_BUCKETS]; /* per bucket */
+};
+
+struct http_server {
+    struct http_config  cfg;
+    char               *address;
+    http_handler_cb     handler;
+    http_thread_cb      thread_cb;
+    void               *arg;
+    int                 port;
+    int                 nthreads;
+    struct http_thread *threads;
+    size_t              in_cap;
+    _Atomic int         nconns;         /* global, against max_connections */
+    _Atomic uint64_t    wake_gen;
+    int                 started, stopped;
+    /* http_server_stop waits on exit_cond (CLOCK_MONOTONIC) for the threads'
+     * exited flags, which exit_lock guards, then joins them. */
+    pthread_mutex_t     exit_lock;
+    pthread_cond_t      exit_cond;
+};
+
+struct http_conn {
+    struct http_thread *t;
+    int                 fd;
+    struct event        rev, wev, tev, pev;  /* read, write, deadline, park */
+    char               *in;
+    size_t              in_off, in_len;      /* unparsed: in[in_off..in_len) */
+    char               *out;
+    size_t              out_off, out_len, out_cap;
+    uint64_t            body_left;           /* body bytes still to discard */
+    int64_t             deadline_ms;         /* 0: none */
+    int64_t             timer_at_ms;         /* when tev fires */
+    int64_t             park_at_ms;
+    unsigned char       rev_on, wev_on, park_armed;
+    unsigned char       req_active;          /* a handler owns the request */
+    unsigned char       in_handler, parked, closing, lingering, eof;
+    unsigned char       partial, out_full;
+    unsigned char       bucket;              /* wake bucket while parked */
+    struct http_conn   *prev, *next;         /* t->conns */
+    struct http_conn   *pprev, *pnext;       /* t->parked */
+    struct http_request req;
+};
+
+static inline int64_t
+http_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static inline struct timeval
+http_ms_tv(int64_t ms)
+{
+    struct timeval tv;
+
+    if (ms < 0)
+        ms = 0;
+    tv.tv_sec = ms / 1000;
+    tv.tv_usec = (ms % 1000) * 1000;
+    return tv;
+}
+
+/* Owner-only counter update: no locked instruction needed. */
+static inline void
+ctr_add(_Atomic uint64_t *p, int64_t d)
+{
+    atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + d,
+                          memory_order_relaxed);
+}
+
+static inline unsigned
+wake_bucket(uint64_t key)
+{
+    /* Fibonacci hashing: the top 6 bits of key * 2^64/phi. */
+    return (unsigned)((key * UINT64_C(0x9E3779B97F4A7C15)) >> 58);
+}
+
+/* http_conn.c, for the server's threads. */
+void http_conn_new(struct http_thread *t, int fd);
+void http_conn_reject(struct http_thread *t, int fd);
+void http_conn_free(struct http_conn *c);
+void http_conn_retry(struct http_conn *c, int timed_out);
+int  http_conn_idle(const struct http_conn *c);
+void http_pool_drain(struct http_pool *pool);
+
+#endif

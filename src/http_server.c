@@ -1,0 +1,574 @@
+/* http_server.c: leafd's HTTP/1.1 server: the I/O threads, their listeners,
+ * accept, stop and wake (see http.h; a connection's life is in
+ * http_conn.c).
+ *
+ * DESIGN
+ *
+ * Threads. Each I/O thread owns an event_base (created NOLOCK: no other
+ * thread ever touches it), a SO_REUSEPORT listening socket and every
+ * connection accepted on it. Other threads talk to an I/O thread only through
+ * its eventfd: they set bits in t->cmd (wake, stop, force) and write the
+ * eventfd when the word was 0. So there is no lock anywhere on the request
+ * path; the only shared atomics are the global connection count (touched per
+ * connection) and the wake generation and bucket counts (touched per park).
+ *
+ * Wake. http_wake and http_wake_all only set bits and signal threads; what
+ * a retried request does, and why no wake is lost, is in http_conn.c.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/event_struct.h>
+#include <event2/thread.h>
+
+#include "http.h"
+#include "http_internal.h"
+#include "log.h"
+#include "util.h"
+
+static _Thread_local int http_tl_index = -1;
+static pthread_once_t http_evthread_once = PTHREAD_ONCE_INIT;
+
+/* ---- thread-level callbacks ---- */
+
+static void
+thread_accept_cb(evutil_socket_t lfd, short what, void *arg)
+{
+    struct http_thread *t = arg;
+    struct http_server *s = t->s;
+    struct timeval tv;
+    int i, fd;
+
+    (void)what;
+
+    for (i = 0; i < HTTP_ACCEPT_BATCH; i++) {
+        fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return;
+            if (http_now_ms() - t->accept_warned_ms >= 10000) {
+                t->accept_warned_ms = http_now_ms();
+                log_warn("accept on thread %d: %s; pausing the listener "
+                         "%d ms at a time", t->index, strerror(errno),
+                         HTTP_ACCEPT_BACKOFF_MS);
+            }
+            event_del(&t->lev);
+            tv = http_ms_tv(HTTP_ACCEPT_BACKOFF_MS);
+            event_add(&t->backoff_ev, &tv);
+            return;
+        }
+        if (atomic_fetch_add_explicit(&s->nconns, 1, memory_order_relaxed) >=
+            s->cfg.max_connections) {
+            atomic_fetch_sub_explicit(&s->nconns, 1, memory_order_relaxed);
+            http_conn_reject(t, fd);
+        } else {
+            http_conn_new(t, fd);
+        }
+    }
+}
+
+static void
+thread_backoff_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct http_thread *t = arg;
+
+    (void)fd;
+    (void)what;
+
+    if (t->lfd >= 0 && !t->stopping)
+        event_add(&t->lev, NULL);
+}
+
+/* Retry the parked lists of the buckets in bits. */
+static void
+thread_retry_parked(struct http_thread *t, uint64_t bits)
+{
+    struct http_conn *c, *next;
+    unsigned b;
+
+    /* Re-parked requests go to the head, behind the cursor: each parked
+     * request is retried once per wake. A handler touches only its own
+     * connection, so next stays valid. */
+    t->now_us = 0;
+    while (bits != 0) {
+        b = (unsigned)__builtin_ctzll(bits);
+        bits &= bits - 1;
+        for (c = t->parked[b]; c != NULL; c = next) {
+            next = c->pnext;
+            http_conn_retry(c, 0);
+        }
+    }
+}
+
+static void
+thread_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct http_thread *t = arg;
+    uint64_t bits = t->retry_bits;
+
+    (void)fd;
+    (void)what;
+    t->retry_bits = 0;
+    thread_retry_parked(t, bits);
+}
+
+static void
+thread_stop(struct http_thread *t)
+{
+    struct http_conn *c, *next;
+
+    if (t->stopping)
+        return;
+    t->stopping = 1;
+    if (t->lfd >= 0) {
+        event_del(&t->lev);
+        event_del(&t->backoff_ev);
+        close(t->lfd);
+        t->lfd = -1;
+    }
+    for (c = t->conns; c != NULL; c = next) {
+        next = c->next;
+        if (http_conn_idle(c))
+            http_conn_free(c);
+    }
+    if (t->nconns == 0)
+        event_base_loopbreak(t->base);
+}
+
+static void
+thread_cmd_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct http_thread *t = arg;
+    uint64_t v;
+    unsigned cmd;
+
+    (void)what;
+
+    if (read(fd, &v, sizeof v) < 0 && errno != EAGAIN)
+        log_warn("read eventfd: %s", strerror(errno));
+    cmd = atomic_exchange(&t->cmd, 0);
+    if (cmd & HTTP_CMD_FORCE) {
+        thread_stop(t);
+        while (t->conns != NULL)
+            http_conn_free(t->conns);
+        event_base_loopbreak(t->base);
+        return;
+    }
+    if (cmd & HTTP_CMD_STOP)
+        thread_stop(t);
+    if (cmd & HTTP_CMD_WAKE_ALL) {
+        (void)atomic_exchange(&t->wake_bits, 0);
+        thread_retry_parked(t, UINT64_MAX);
+    } else if (cmd & HTTP_CMD_WAKE) {
+        thread_retry_parked(t, atomic_exchange(&t->wake_bits, 0));
+    }
+}
+
+static void
+thread_send(struct http_thread *t, unsigned cmd)
+{
+    uint64_t one = 1;
+
+    if (atomic_fetch_or(&t->cmd, cmd) == 0 &&
+        write(t->efd, &one, sizeof one) < 0 && errno != EAGAIN)
+        log_warn("write eventfd: %s", strerror(errno));
+}
+
+static void *
+thread_main(void *arg)
+{
+    struct http_thread *t = arg;
+    struct http_server *s = t->s;
+
+    http_tl_index = t->index;
+    if (s->thread_cb != NULL)
+        s->thread_cb(t->index, 1, s->arg);
+    event_base_loop(t->base, EVLOOP_NO_EXIT_ON_EMPTY);
+    while (t->conns != NULL)
+        http_conn_free(t->conns);
+    if (s->thread_cb != NULL)
+        s->thread_cb(t->index, 0, s->arg);
+    http_tl_index = -1;
+    pthread_mutex_lock(&s->exit_lock);
+    t->exited = 1;
+    pthread_cond_broadcast(&s->exit_cond);
+    pthread_mutex_unlock(&s->exit_lock);
+    return NULL;
+}
+
+/* ---- setup ---- */
+
+static void
+http_evthread_init(void)
+{
+    evthread_use_pthreads();
+}
+
+static int
+http_listen_fd(const struct addrinfo *ai, int port, int reuseport,
+               char **cause)
+{
+    struct sockaddr_storage ss;
+    int fd, one = 1;
+
+    memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+    if (ss.ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)port);
+    else
+        ((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
+    fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        *cause = xasprintf("socket: %s", strerror(errno));
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (reuseport &&
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0) {
+        *cause = xasprintf("SO_REUSEPORT: %s", strerror(errno));
+        goto error;
+    }
+    if (bind(fd, (struct sockaddr *)&ss, ai->ai_addrlen) < 0) {
+        *cause = xasprintf("bind port %d: %s", port, strerror(errno));
+        goto error;
+    }
+    return fd;
+
+error:
+    close(fd);
+    return -1;
+}
+
+static int
+http_sock_port(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+        return -1;
+    if (ss.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+/* Bind one SO_REUSEPORT socket per thread. A plain probe bind first makes a
+ * taken port fail even when its owner also uses SO_REUSEPORT, and picks the
+ * port when cfg->port is 0. */
+static int
+http_bind_all(struct http_server *s, char **cause)
+{
+    struct addrinfo hints, *ai = NULL;
+    const char *node = s->address[0] != '\0' ? s->address : NULL;
+    int i, rc, probe = -1, ret = -1;
+
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    rc = getaddrinfo(node, NULL, &hints, &ai);
+    if (rc != 0) {
+        *cause = xasprintf("address %s: %s", s->address, gai_strerror(rc));
+        goto cleanup;
+    }
+    probe = http_listen_fd(ai, s->cfg.port, 0, cause);
+    if (probe < 0)
+        goto cleanup;
+    s->port = http_sock_port(probe);
+    close(probe);
+    probe = -1;
+    for (i = 0; i < s->nthreads; i++) {
+        struct http_thread *t = &s->threads[i];
+
+        t->lfd = http_listen_fd(ai, s->port, 1, cause);
+        if (t->lfd < 0)
+            goto cleanup;
+        if (listen(t->lfd, HTTP_BACKLOG) < 0) {
+            *cause = xasprintf("listen port %d: %s", s->port,
+                               strerror(errno));
+            goto cleanup;
+        }
+    }
+    ret = 0;
+
+cleanup:
+    if (ai != NULL)
+        freeaddrinfo(ai);
+    return ret;
+}
+
+static int
+http_thread_init(struct http_server *s, struct http_thread *t, char **cause)
+{
+    struct event_config *ec;
+    struct timeval tv;
+
+    ec = event_config_new();
+    event_config_set_flag(ec, EVENT_BASE_FLAG_NOLOCK);
+    t->base = event_base_new_with_config(ec);
+    event_config_free(ec);
+    if (t->base == NULL) {
+        *cause = xasprintf("event_base_new failed");
+        return -1;
+    }
+    t->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (t->efd < 0) {
+        *cause = xasprintf("eventfd: %s", strerror(errno));
+        return -1;
+    }
+    tv = http_ms_tv(s->cfg.idle_timeout_ms);
+    t->idle_tv = event_base_init_common_timeout(t->base, &tv);
+    if (t->idle_tv == NULL) {
+        *cause = xasprintf("event_base_init_common_timeout failed");
+        return -1;
+    }
+    event_assign(&t->lev, t->base, t->lfd, EV_READ | EV_PERSIST,
+                 thread_accept_cb, t);
+    event_assign(&t->backoff_ev, t->base, -1, 0, thread_backoff_cb, t);
+    event_assign(&t->cmd_ev, t->base, t->efd, EV_READ | EV_PERSIST,
+                 thread_cmd_cb, t);
+    event_assign(&t->retry_ev, t->base, -1, 0, thread_retry_cb, t);
+    t->events_ready = 1;
+    event_add(&t->lev, NULL);
+    event_add(&t->cmd_ev, NULL);
+    return 0;
+}
+
+struct http_server *
+http_server_new(const struct http_config *cfg, http_handler_cb handler,
+                http_thread_cb thread_cb, void *arg, char **cause)
+{
+    struct http_server *s;
+    int i;
+
+    if (cfg->threads < 1 || cfg->port < 0 || cfg->port > 65535 ||
+        handler == NULL) {
+        *cause = xasprintf("bad http config (threads %d, port %d)",
+                           cfg->threads, cfg->port);
+        return NULL;
+    }
+    pthread_once(&http_evthread_once, http_evthread_init);
+
+    s = xcalloc(1, sizeof *s);
+    s->cfg = *cfg;
+    {
+        pthread_condattr_t ca;
+
+        pthread_mutex_init(&s->exit_lock, NULL);
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&s->exit_cond, &ca);
+        pthread_condattr_destroy(&ca);
+    }
+    if (s->cfg.max_connections <= 0)
+        s->cfg.max_connections = HTTP_DEF_MAX_CONNECTIONS;
+    if (s->cfg.idle_timeout_ms <= 0)
+        s->cfg.idle_timeout_ms = HTTP_DEF_IDLE_TIMEOUT_MS;
+    if (s->cfg.max_header_bytes <= 0)
+        s->cfg.max_header_bytes = HTTP_DEF_MAX_HEADER_BYTES;
+    if (s->cfg.max_url_bytes <= 0)
+        s->cfg.max_url_bytes = HTTP_DEF_MAX_URL_BYTES;
+    if (s->cfg.max_body_bytes <= 0)
+        s->cfg.max_body_bytes = HTTP_DEF_MAX_BODY_BYTES;
+    s->address = xstrdup(cfg->address != NULL ? cfg->address : "");
+    s->cfg.address = s->address;
+    s->handler = handler;
+    s->thread_cb = thread_cb;
+    s->arg = arg;
+    s->in_cap = (size_t)s->cfg.max_header_bytes + HTTP_IN_SLACK;
+    s->nthreads = cfg->threads;
+    s->threads = xcalloc((size_t)s->nthreads, sizeof *s->threads);
+    for (i = 0; i < s->nthreads; i++) {
+        s->threads[i].s = s;
+        s->threads[i].index = i;
+        s->threads[i].lfd = -1;
+        s->threads[i].efd = -1;
+        s->threads[i].accept_warned_ms = INT64_MIN / 2;
+    }
+    if (http_bind_all(s, cause) < 0)
+        goto error;
+    for (i = 0; i < s->nthreads; i++)
+        if (http_thread_init(s, &s->threads[i], cause) < 0)
+            goto error;
+    return s;
+
+error:
+    http_server_free(s);
+    return NULL;
+}
+
+int
+http_server_port(const struct http_server *s)
+{
+    return s->port;
+}
+
+int
+http_server_start(struct http_server *s, char **cause)
+{
+    int i, rc;
+
+    if (s->started) {
+        *cause = xasprintf("http server already started");
+        return -1;
+    }
+    s->started = 1;
+    for (i = 0; i < s->nthreads; i++) {
+        rc = pthread_create(&s->threads[i].tid, NULL, thread_main,
+                            &s->threads[i]);
+        if (rc != 0) {
+            *cause = xasprintf("pthread_create: %s", strerror(rc));
+            http_server_stop(s, 0);
+            return -1;
+        }
+        s->threads[i].running = 1;
+    }
+    return 0;
+}
+
+void
+http_server_stop(struct http_server *s, int timeout_ms)
+{
+    struct timespec dl;
+    int i;
+
+    if (s == NULL || !s->started || s->stopped)
+        return;
+    s->stopped = 1;
+    for (i = 0; i < s->nthreads; i++)
+        if (s->threads[i].running)
+            thread_send(&s->threads[i], HTTP_CMD_STOP);
+    /* Monotonic: a wall-clock step must not stretch or cut the drain. */
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += timeout_ms / 1000;
+    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    if (dl.tv_nsec >= 1000000000) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000;
+    }
+    for (i = 0; i < s->nthreads; i++) {
+        struct http_thread *t = &s->threads[i];
+
+        int done;
+
+        if (!t->running)
+            continue;
+        pthread_mutex_lock(&s->exit_lock);
+        while (!t->exited &&
+               pthread_cond_timedwait(&s->exit_cond, &s->exit_lock, &dl) == 0)
+            ;
+        done = t->exited;
+        pthread_mutex_unlock(&s->exit_lock);
+        if (!done)
+            thread_send(t, HTTP_CMD_FORCE);
+        pthread_join(t->tid, NULL);
+        t->running = 0;
+    }
+}
+
+void
+http_server_free(struct http_server *s)
+{
+    int i;
+
+    if (s == NULL)
+        return;
+    http_server_stop(s, 0);
+    for (i = 0; i < s->nthreads; i++) {
+        struct http_thread *t = &s->threads[i];
+
+        while (t->conns != NULL)
+            http_conn_free(t->conns);
+        if (t->events_ready) {
+            event_del(&t->lev);
+            event_del(&t->backoff_ev);
+            event_del(&t->cmd_ev);
+            event_del(&t->retry_ev);
+        }
+        if (t->base != NULL)
+            event_base_free(t->base);
+        if (t->lfd >= 0)
+            close(t->lfd);
+        if (t->efd >= 0)
+            close(t->efd);
+        http_pool_drain(&t->inpool);
+        http_pool_drain(&t->outpool);
+    }
+    free(s->threads);
+    free(s->address);
+    pthread_cond_destroy(&s->exit_cond);
+    pthread_mutex_destroy(&s->exit_lock);
+    free(s);
+}
+
+void
+http_wake_all(struct http_server *s)
+{
+    int i;
+
+    atomic_fetch_add(&s->wake_gen, 1);
+    for (i = 0; i < s->nthreads; i++)
+        if (atomic_load(&s->threads[i].nparked) != 0)
+            thread_send(&s->threads[i], HTTP_CMD_WAKE_ALL);
+}
+
+void
+http_wake(struct http_server *s, uint64_t key)
+{
+    unsigned b = wake_bucket(key);
+    uint64_t bit = UINT64_C(1) << b;
+    int i;
+
+    atomic_fetch_add(&s->wake_gen, 1);
+    for (i = 0; i < s->nthreads; i++) {
+        struct http_thread *t = &s->threads[i];
+
+        if (atomic_load(&t->nparked_b[b]) == 0)
+            continue;
+        /* Skip the signal when the bit was set already: that wake is still
+         * pending and the thread has not taken the bits yet. */
+        if ((atomic_fetch_or(&t->wake_bits, bit) & bit) == 0)
+            thread_send(t, HTTP_CMD_WAKE);
+    }
+}
+
+int
+http_thread_index(void)
+{
+    return http_tl_index;
+}
+
+void
+http_server_stats(const struct http_server *s, struct http_stats *out)
+{
+    int i;
+
+    memset(out, 0, sizeof *out);
+    for (i = 0; i < s->nthreads; i++) {
+        const struct http_thread *t = &s->threads[i];
+
+        out->connections_open +=
+            atomic_load_explicit(&t->open, memory_order_relaxed);
+        out->connections_total +=
+            atomic_load_explicit(&t->total, memory_order_relaxed);
+        out->connections_rejected +=
+            atomic_load_explicit(&t->rejected, memory_order_relaxed);
+        out->requests_parked +=
+            atomic_load_explicit(&t->nparked, memory_order_relaxed);
+        out->timeouts +=
+            atomic_load_explicit(&t->timeouts, memory_order_relaxed);
+    }
+}
