@@ -20,6 +20,8 @@
 #include "log.h"
 #include "segment.h"
 #include "snowflake.h"
+#include "ulid.h"
+#include "uuid7.h"
 #include "util.h"
 
 static _Thread_local struct api_thread *self;   /* set by api_thread */
@@ -39,7 +41,7 @@ static int
 route_takes_ids(enum route r)
 {
     return r == R_SEGMENT || r == R_SEGMENT_LEAF || r == R_SNOWFLAKE ||
-           r == R_SNOWFLAKE_LEAF;
+           r == R_SNOWFLAKE_LEAF || r == R_UUID || r == R_ULID;
 }
 
 static void
@@ -56,6 +58,8 @@ api_new(const struct config *cfg, struct segments *segs, struct loader *loader,
     struct api *a = xcalloc(1, sizeof *a);
     size_t maxn = (size_t)(cfg->count_max > cfg->sf_count_max ? cfg->count_max
                                                               : cfg->sf_count_max);
+    size_t max128 = (size_t)(cfg->uuid_count_max > cfg->ulid_count_max ?
+                             cfg->uuid_count_max : cfg->ulid_count_max);
 
     a->cfg = cfg;
     a->segs = segs;
@@ -69,10 +73,15 @@ api_new(const struct config *cfg, struct segments *segs, struct loader *loader,
     memset(a->threads, 0, sizeof *a->threads * (size_t)(nthreads + 1));
     for (int i = 0; i <= nthreads; i++) {
         /* An ID is at most 19 digits; JSON adds 3 bytes and the tag. */
-        a->threads[i].out_cap = maxn * 24 + TAG_MAX * 2 + 256;
+        /* A UUID is 36 characters, 39 in JSON with its quotes and comma. */
+        a->threads[i].out_cap = (maxn * 24 > max128 * 40 ? maxn * 24 : max128 * 40) +
+                                TAG_MAX * 2 + 256;
         a->threads[i].out = xmalloc(a->threads[i].out_cap);
         a->threads[i].ids = xcalloc((size_t)cfg->sf_count_max, sizeof(uint64_t));
+        a->threads[i].id128 = xcalloc(max128, 16);
     }
+    a->uuid = uuid7_gen_new(NULL, NULL);
+    a->ulid = ulid_gen_new(NULL, NULL);
     a->started_ms = util_wall_ms();
     return a;
 }
@@ -85,8 +94,11 @@ api_free(struct api *a)
     for (int i = 0; i <= a->nthreads; i++) {
         free(a->threads[i].out);
         free(a->threads[i].ids);
+        free(a->threads[i].id128);
     }
     free(a->threads);
+    uuid7_gen_free(a->uuid);
+    ulid_gen_free(a->ulid);
     auth_free(a->auth);
     free(a);
 }
@@ -592,6 +604,107 @@ handle_decode(struct api *a, struct http_conn *c, enum route r, const char *id,
     api_reply_sbuf(c, r, 200, "application/json", &b);
 }
 
+/* ---- UUIDv7 and ULID ---- */
+
+/* GET /uuid and /ulid: n of them from the node's one generator of each kind
+ * (uuid7.c, ulid.c: monotonic on this node; unique across nodes by their
+ * random bits). */
+static void
+handle_id128(struct api *a, struct http_conn *c, struct http_request *req,
+             enum route r)
+{
+    int uuid = r == R_UUID;
+    int64_t n;
+    int json, rc;
+    char *p = self->out, *start = self->out;
+
+    if (id_request_start(a, c, req, r, uuid ? a->cfg->uuid_count_max :
+                         a->cfg->ulid_count_max, &n, &json) == -1)
+        return;
+    rc = uuid ? uuid7_next(a->uuid, (size_t)n, self->id128)
+              : ulid_next(a->ulid, (size_t)n, self->id128);
+    if (rc < 0) {
+        api_reply_error(c, r, 503, "random_unavailable", "Retry-After: 1\r\n",
+                        "the kernel gave no random bytes (getrandom failed)");
+        return;
+    }
+    {
+        _Atomic uint64_t *k = uuid ? &self->uuids : &self->ulids;
+
+        atomic_store_explicit(k, atomic_load_explicit(k, memory_order_relaxed) +
+                              (uint64_t)n, memory_order_relaxed);
+    }
+    if (json) {
+        memcpy(p, "{\"ids\":[", 8);
+        p += 8;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if (json)
+            *p++ = '"';
+        if (uuid) {
+            uuid7_format((const struct uuid7 *)self->id128 + i, p);
+            p += UUID7_TEXT_LEN;
+        } else {
+            ulid_format((const struct ulid *)self->id128 + i, p);
+            p += ULID_TEXT_LEN;
+        }
+        if (json) {
+            *p++ = '"';
+            *p++ = ',';
+        } else {
+            *p++ = '\n';
+        }
+    }
+    if (json) {
+        p--;                            /* the last comma */
+        memcpy(p, "]}\n", 3);
+        p += 3;
+    }
+    assert((size_t)(p - start) <= self->out_cap);
+    api_reply(c, r, 200, json ? "application/json" : "text/plain", NULL, start,
+              (size_t)(p - start));
+}
+
+/* GET /uuid/decode/<uuid> and /ulid/decode/<ulid>. */
+static void
+handle_id128_decode(struct http_conn *c, enum route r, const char *raw,
+                    size_t rawlen)
+{
+    struct sbuf b = { 0 };
+    char text[64], *cause = NULL;
+    long len = util_pct_decode(raw, rawlen, text, sizeof text - 1);
+
+    if (len < 0) {
+        api_reply_error(c, r, 400, "invalid_id", NULL, "%s",
+                        r == R_UUID_DECODE ? "not a UUID: expected 36 characters "
+                        "(8-4-4-4-12 hex digits)" : "not a ULID: expected 26 "
+                        "characters of Crockford base32");
+        return;
+    }
+    if (r == R_UUID_DECODE) {
+        struct uuid7 u;
+        struct uuid7_decoded d;
+
+        if (uuid7_parse(text, (size_t)len, &u, &cause) == 0) {
+            uuid7_decode(&u, &d);
+            uuid7_decoded_json(&u, &d, &b);
+        }
+    } else {
+        struct ulid u;
+
+        if (ulid_parse(text, (size_t)len, &u, &cause) == 0)
+            ulid_decoded_json(&u, &b);
+    }
+    if (cause != NULL) {
+        api_reply_error(c, r, 400, "invalid_id", NULL, "%s", cause);
+        free(cause);
+        sbuf_free(&b);
+        return;
+    }
+    sbuf_puts(&b, "\n");
+    api_reply_sbuf(c, r, 200, "application/json", &b);
+}
+
 static void
 handle_sf_state(struct api *a, struct http_conn *c)
 {
@@ -745,6 +858,12 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
         if (r == R_SNOWFLAKE_LEAF && !req->retry && !req->timed_out)
             count_leaf_key(rest, rlen);
         handle_snowflake(a, c, req, r);
+    } else if (path_is(m, "/uuid") || path_is(m, "/ulid")) {
+        handle_id128(a, c, req, m->path[2] == 'u' ? R_UUID : R_ULID);
+    } else if (path_prefix(m, "/uuid/decode/", &rest, &rlen)) {
+        handle_id128_decode(c, R_UUID_DECODE, rest, rlen);
+    } else if (path_prefix(m, "/ulid/decode/", &rest, &rlen)) {
+        handle_id128_decode(c, R_ULID_DECODE, rest, rlen);
     } else if (path_prefix(m, "/snowflake/decode/", &rest, &rlen)) {
         char id[32];
 
@@ -767,7 +886,8 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
                       qr == UTIL_QUERY_BAD ? -1 : (long)vlen);
     } else {
         api_reply_error(c, R_OTHER, 404, "not_found", NULL,
-                        "no such path; try /segment/<biz_tag>, /snowflake, /health or /metrics");
+                        "no such path; try /segment/<biz_tag>, /snowflake, /uuid, /ulid, /health "
+                        "or /metrics");
     }
 }
 

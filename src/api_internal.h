@@ -18,8 +18,8 @@ struct snowflake;
 
 enum route {
     R_SEGMENT, R_SEGMENT_LEAF, R_SNOWFLAKE, R_SNOWFLAKE_LEAF, R_DECODE,
-    R_DECODE_LEAF, R_SF_STATE, R_HEALTH, R_METRICS, R_CACHE, R_DB, R_OTHER,
-    R_COUNT
+    R_DECODE_LEAF, R_SF_STATE, R_HEALTH, R_METRICS, R_CACHE, R_DB, R_UUID,
+    R_ULID, R_UUID_DECODE, R_ULID_DECODE, R_OTHER, R_COUNT
 };
 
 static const int status_codes[] = { 200, 400, 401, 403, 404, 405, 503 };
@@ -44,6 +44,8 @@ struct api_thread {
     char            *out;          /* response body buffer */
     size_t           out_cap;
     uint64_t        *ids;          /* snowflake IDs of one request */
+    void            *id128;        /* UUIDs or ULIDs of one request */
+    _Atomic uint64_t uuids, ulids;  /* issued by this thread */
     _Atomic uint32_t nkeys;        /* leaf_keys[0..nkeys) are published */
     _Atomic uint64_t other_keys;
     struct leaf_key  leaf_keys[LEAF_KEYS_MAX];
@@ -54,6 +56,8 @@ struct api {
     struct segments     *segs;
     struct loader       *loader;
     struct snowflake    *sf;
+    struct uuid7_gen    *uuid;
+    struct ulid_gen     *ulid;
     struct http_server  *server;
     struct auth         *auth;         /* per-tag tokens, or NULL */
     int                  admin_apart;  /* admin pages on their own listener */

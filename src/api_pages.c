@@ -18,7 +18,8 @@
 
 static const char *const route_names[R_COUNT] = {
     "segment", "leaf_segment", "snowflake", "leaf_snowflake", "decode",
-    "leaf_decode", "snowflake_state", "health", "metrics", "cache", "db", "other"
+    "leaf_decode", "snowflake_state", "health", "metrics", "cache", "db", "uuid",
+    "ulid", "uuid_decode", "ulid_decode", "other"
 };
 
 static void
@@ -283,6 +284,21 @@ api_page_metrics(struct api *a, struct http_conn *c)
                       "# TYPE leafd_segment_loading gauge\n");
         segments_foreach(a->segs, metrics_tag, &b);
         loader_metrics(a->loader, &b);
+    }
+    {
+        uint64_t uu = 0, ul = 0;
+
+        for (int t = 0; t <= a->nthreads; t++) {
+            uu += atomic_load_explicit(&a->threads[t].uuids, memory_order_relaxed);
+            ul += atomic_load_explicit(&a->threads[t].ulids, memory_order_relaxed);
+        }
+        sbuf_printf(&b, "# HELP leafd_uuid_issued_total UUIDv7s handed out.\n"
+                    "# TYPE leafd_uuid_issued_total counter\n"
+                    "leafd_uuid_issued_total %llu\n"
+                    "# HELP leafd_ulid_issued_total ULIDs handed out.\n"
+                    "# TYPE leafd_ulid_issued_total counter\n"
+                    "leafd_ulid_issued_total %llu\n",
+                    (unsigned long long)uu, (unsigned long long)ul);
     }
     if (a->sf != NULL) {
         snowflake_metrics(a->sf, &b);

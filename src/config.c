@@ -120,6 +120,12 @@ static const struct key keys[] = {
     { "segment.create_demo", K_BOOL, OFF(create_demo), 0, 1, "true", NULL,
       "sqlite store: create the table and a 'demo' tag if missing" },
 
+    /* UUIDv7 and ULID (no database, no worker ID: always on). */
+    { "uuid.count_max", K_INT, OFF(uuid_count_max), 1, 100000, "1000", NULL,
+      "largest ?count= for /uuid" },
+    { "ulid.count_max", K_INT, OFF(ulid_count_max), 1, 100000, "1000", NULL,
+      "largest ?count= for /ulid" },
+
     /* Snowflake mode. */
     { "snowflake.worker_source", K_ENUM, OFF(worker_source), 0, 0, "auto", worker_names,
       "auto (zookeeper when leaf.snowflake.zk.address is set, else static), static, zookeeper" },

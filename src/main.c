@@ -26,6 +26,8 @@
 #include "sfconfig.h"
 #include "snowflake.h"
 #include "store.h"
+#include "ulid.h"
+#include "uuid7.h"
 
 #define LEAFD_VERSION "0.1.0"
 
@@ -45,12 +47,16 @@ usage(FILE *out)
 {
     fprintf(out,
         "usage: leafd [-c FILE] [--check-config] [--KEY=VALUE ...]\n"
-        "       leafd decode ID [-c FILE] [--KEY=VALUE ...]\n"
+        "       leafd decode ID [-c FILE] [--KEY=VALUE ...]   (snowflake, UUID or ULID)\n"
         "       leafd --help | --version\n"
         "\n"
-        "leafd serves unique 64-bit IDs over HTTP, Leaf-style:\n"
-        "  GET /segment/<biz_tag>[?count=N]   IDs from the leaf_alloc table\n"
-        "  GET /snowflake[?count=N]           time-ordered snowflake IDs\n"
+        "leafd serves unique IDs over HTTP, Leaf-style:\n"
+        "  GET /segment/<biz_tag>[?count=N]   64-bit IDs from the leaf_alloc table\n"
+        "  GET /snowflake[?count=N]           time-ordered 64-bit snowflake IDs\n"
+        "  GET /uuid[?count=N]                UUIDv7 (RFC 9562), monotonic per node\n"
+        "  GET /ulid[?count=N]                ULIDs, monotonic per node\n"
+        "  GET /{snowflake,uuid,ulid}/decode/<id>   the parts of an ID\n"
+        "  GET /console                       the web console\n"
         "  GET /health /metrics /cache /db    operations pages\n"
         "\n"
         "Without -c, leafd runs its embedded default: segment mode on an SQLite\n"
@@ -325,6 +331,36 @@ stop(struct leafd *d)
     loader_free(d->loader);
 }
 
+/* `leafd decode X`: the kind of ID by its form. A UUID has four '-' in 36
+ * characters, a ULID is 26 characters that are not all digits; anything
+ * else is read as a snowflake ID with the configured layout. */
+static int
+decode_any(const struct config *cfg, const char *x, struct sbuf *out,
+           char **cause)
+{
+    size_t len = strlen(x), digits = strspn(x, "0123456789");
+
+    if (len == UUID7_TEXT_LEN && strchr(x, '-') != NULL) {
+        struct uuid7 u;
+        struct uuid7_decoded d;
+
+        if (uuid7_parse(x, len, &u, cause) == -1)
+            return -1;
+        uuid7_decode(&u, &d);
+        uuid7_decoded_json(&u, &d, out);
+        return 0;
+    }
+    if (len == ULID_TEXT_LEN && digits != len) {
+        struct ulid u;
+
+        if (ulid_parse(x, len, &u, cause) == -1)
+            return -1;
+        ulid_decoded_json(&u, out);
+        return 0;
+    }
+    return sfconfig_decode_cli(cfg, x, 0, out, cause);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -378,7 +414,8 @@ main(int argc, char **argv)
     free(ov);
     if (decode_arg != NULL) {
         struct sbuf out = { 0 };
-        if (sfconfig_decode_cli(&d.cfg, decode_arg, 0, &out, &cause) == -1) {
+
+        if (decode_any(&d.cfg, decode_arg, &out, &cause) == -1) {
             fprintf(stderr, "leafd: decode: %s\n", cause);
             return 1;
         }
