@@ -6,8 +6,9 @@ temp dir and stopped by PID; medians over interleaved rounds, so every target
 sees the same machine noise):
 
   HTTP       wrk keep-alive: nginx `return 200` (the baseline), leafd
-             /segment/demo, ?count=100, ?count=1000, /snowflake and
-             /snowflake?count=4096, with 1 and 2 threads
+             /segment/demo, ?count=100, ?count=1000, /snowflake,
+             /snowflake?count=4096, /uuid, /ulid and their ?count=1000,
+             with 1 and 2 threads
              (nginx workers / leafd I/O threads); req/s, IDs/s, p50, p99 and
              the server's CPU time per request (user+sys from /proc).
   peers      Redis INCR (redis-benchmark, with and without -P 16, same
@@ -422,7 +423,11 @@ def main():
                         ("batch100", base + "/segment/demo?count=100", lf.pids, 100),
                         ("batch1000", base + "/segment/demo?count=1000", lf.pids, 1000),
                         ("sfsingle", base + "/snowflake", lf.pids, 1),
-                        ("sfbatch", base + "/snowflake?count=4096", lf.pids, 4096)):
+                        ("sfbatch", base + "/snowflake?count=4096", lf.pids, 4096),
+                        ("uuidsingle", base + "/uuid", lf.pids, 1),
+                        ("uuidbatch", base + "/uuid?count=1000", lf.pids, 1000),
+                        ("ulidsingle", base + "/ulid", lf.pids, 1),
+                        ("ulidbatch", base + "/ulid?count=1000", lf.pids, 1000)):
                     warm = 2 if key == "sfbatch" else 0
                     targets.append(((key, n), (lambda u=url, p=pids, k=per, w=warm:
                                                wrk(u, p, k, w))))
@@ -523,6 +528,20 @@ def main():
             ids = med(results[("sfbatch", n)], "ids")
             http_row("  leafd /snowflake?count=4096", "sfbatch", n, "%.2f of 4.096M" % (ids / 4.096e6),
                      ">= 0.95 of limit", "yes" if ids >= 0.95 * 4.096e6 else "NO")
+
+    if any(k[0] == "uuidsingle" for k in results):
+        p("UUIDv7 and ULID (vs base: leafd/nginx req/s in the same run)")
+        for n in threads:
+            ng = results[("nginx", n)]
+            for key, label in (("uuidsingle", "/uuid"), ("ulidsingle", "/ulid")):
+                r_rps = med(results[(key, n)], "rps") / med(ng, "rps")
+                http_row("  leafd " + label, key, n, "%.2f" % r_rps, ">= 1.0x nginx",
+                         "yes" if r_rps >= 1 else "NO")
+        for n in threads:
+            for key, label in (("uuidbatch", "/uuid?count=1000"), ("ulidbatch", "/ulid?count=1000")):
+                ids = med(results[(key, n)], "ids")
+                http_row("  leafd " + label, key, n, "", ">= 10M IDs/s",
+                         "yes" if ids >= 10e6 else "NO")
 
     if micro:
         p("In process, build/microbench (IDs/s per thread; cpu/req: ns per ID per thread; "
