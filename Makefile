@@ -43,7 +43,7 @@ TSAN_LIB   := $(filter-out build/tsan/main.o,$(TSAN_OBJS))
 TSAN_SUITES := check_segment check_snowflake check_http check_idkinds
 TSAN_TESTS := $(TSAN_SUITES:%=build/tsan/tests/%)
 
-.PHONY: all deps run test unit unit-asan check-asan check-tsan blackbox bench clean format lint
+.PHONY: all deps run test unit unit-asan check-asan check-tsan blackbox bench clean lint
 
 all: leafd
 
@@ -144,11 +144,8 @@ test:
 bench: leafd
 	@sh .ci/deps.sh bench && python3 bench/bench.py
 
-format:
-	clang-format -i src/*.c src/*.h tests/unit/*.c
-
 lint:
-	cppcheck --quiet --enable=warning,performance,portability --inline-suppr \
+	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability --inline-suppr \
 		--suppress=missingIncludeSystem -Isrc src
 
 clean:

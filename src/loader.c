@@ -304,7 +304,7 @@ run_refresh(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_
         qsort(rows, nrows, sizeof *rows, row_cmp);
         segment_refresh(l->segs, rows, nrows, since);
         for (size_t i = 0; i < n; i++) {
-            struct store_row key;
+            struct store_row key = { .max_id = 0 };
             snprintf(key.biz_tag, sizeof key.biz_tag, "%s", names[i]);
             if (bsearch(&key, rows, nrows, sizeof *rows, row_cmp) == NULL)
                 segment_tag_missing(l->segs, names[i]);

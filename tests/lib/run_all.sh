@@ -49,6 +49,8 @@ if [ "${UNIT_ONLY:-}" != asan ]; then
         sh tests/lib/run_unit.sh build/tsan/tests/check_* || status=1
 fi
 if [ -z "${UNIT_ONLY:-}" ]; then
+    echo "== make lint (cppcheck)"
+    step sh -c 'make --no-print-directory lint && echo "lint: clean"' || status=1
     step python3 tests/blackbox/blackbox.py || status=1
     echo "== chaos run, short version (make chaos for the long one)"
     step python3 tests/blackbox/chaos.py --short || status=1
