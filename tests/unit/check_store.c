@@ -23,6 +23,17 @@
 
 /* ---- URL parsing ---- */
 
+/* Under CI=1 (or true) a missing MariaDB is a failure, not a skip. */
+static int ci_missing;
+
+static int
+in_ci(void)
+{
+    const char *ci = getenv("CI");
+
+    return ci != NULL && (strcmp(ci, "1") == 0 || strcmp(ci, "true") == 0);
+}
+
 START_TEST(test_url_jdbc)
 {
     struct mysql_target t;
@@ -1016,6 +1027,8 @@ START_TEST(test_mysql_restart)
     if (mysql_dir() == NULL) {
         printf("check_store: LEAFD_TEST_MYSQL_DIR not set; skipping the "
                "restart test\n");
+        ck_assert_msg(!in_ci(), "CI=1: the restart test cannot run without "
+                      "LEAFD_TEST_MYSQL_DIR");
         return;
     }
     s = be_open();
@@ -1053,6 +1066,8 @@ START_TEST(test_mysql_hung)
     if (mysql_dir() == NULL) {
         printf("check_store: LEAFD_TEST_MYSQL_DIR not set; skipping the "
                "hung-server test\n");
+        ck_assert_msg(!in_ci(), "CI=1: the hung-server test cannot run "
+                      "without LEAFD_TEST_MYSQL_DIR");
         return;
     }
     snprintf(path, sizeof path, "%s/pid", mysql_dir());
@@ -1153,8 +1168,10 @@ store_suite(void)
         tcase_set_timeout(tc, 180);
         suite_add_tcase(su, tc);
     } else {
-        printf("check_store: LEAFD_TEST_MYSQL_URL not set; skipping the "
-               "MySQL tests (see tests/lib/mariadb.sh)\n");
+        printf("check_store: LEAFD_TEST_MYSQL_URL not set: %s the MySQL tests "
+               "(see tests/lib/mariadb.sh)\n",
+               in_ci() ? "CI=1, so FAILING: cannot run" : "skipping");
+        ci_missing |= in_ci();
     }
     return su;
 }
@@ -1171,5 +1188,7 @@ main(void)
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     store_library_end();
-    return failed == 0 ? 0 : 1;
+    if (ci_missing)
+        printf("check_store: FAILED: CI=1 and no MariaDB to test against\n");
+    return failed == 0 && !ci_missing ? 0 : 1;
 }
