@@ -564,15 +564,15 @@ def main():
             p(row(label, n, "", fmt_rate(per) + "/thr", "", "", "", ("%.1fns" if ns >= 1 else "%.3fns") % ns,
                   ratio, goal, met))
 
-        mrow("  segment_take, 1 ID", "segment_take", 1, ">= 100M/thr")
-        mrow("  segment_take, 1 ID, 2 threads on one tag", "segment_take_shared_tag", 2,
+        mrow("  segment_take_local (in process), 1 ID", "segment_take", 1, ">= 100M/thr")
+        mrow("  segment_take_local, 2 threads on one tag", "segment_take_shared_tag", 2,
              ">= 100M/thr")
-        mrow("  segment_take, 1 ID, 2 threads, a tag each", "segment_take_tag_each", 2,
+        mrow("  segment_take_local, 2 threads, a tag each", "segment_take_tag_each", 2,
              ">= 100M/thr")
-        mrow("  segment_take, 1000 IDs per call", "segment_take_count1000", 1)
-        mrow("  runs off (as over HTTP), 1 ID", "segment_take_norun", 1)
-        mrow("  runs off, 2 threads on one tag", "segment_take_shared_tag_norun", 2)
-        mrow("  runs off, 2 threads, a tag each", "segment_take_tag_each_norun", 2)
+        mrow("  segment_take_local, 1000 IDs per call", "segment_take_count1000", 1)
+        mrow("  segment_take (as the server), 1 ID", "segment_take_shared", 1)
+        mrow("  segment_take, 2 threads on one tag", "segment_take_shared_tag_shared", 2)
+        mrow("  segment_take, 2 threads, a tag each", "segment_take_tag_each_shared", 2)
         # SNOWFLAKE MICROBENCHMARK: build/microbench's snowflake_next figures.
         mrow("  snowflake_next, 1 ID, Leaf layout", "snowflake_next", 1)
         mrow("  snowflake_next, 1 ID, Leaf layout", "snowflake_next", 2)

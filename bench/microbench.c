@@ -5,15 +5,14 @@
  * Segment mode: a `struct segments` with fake hooks (as tests/unit/check_segment.c)
  * holds tags whose segments a helper thread installs the moment one is asked
  * for, STEP IDs at a time (default 2^24, so the "database" is never what
- * limits). Worker threads call segment_take for one ID at a time, exactly as
- * a request does (a zeroed struct segment_take, the tag looked up by name),
- * and check that each thread's IDs increase. Measured:
- *   segment_take      1 thread
- *   segment_take      2 threads on one tag  (both hit the same counter)
- *   segment_take      2 threads, one tag each
- *   segment_take      1 thread, 1000 IDs per call (as ?count=1000)
- * the first three with runs (run_max 64, leafd's default) and again with
- * runs off ("_norun": every ID from the shared counter, as over HTTP).
+ * limits). Worker threads take one ID at a time (a zeroed struct
+ * segment_take, the tag looked up by name) and check that each thread's IDs
+ * increase. Measured:
+ *   segment_take_local  1 thread, 2 threads on one tag, 2 threads a tag each,
+ *                       1 thread with 1000 IDs per call; thread blocks of up
+ *                       to 64 (the in-process call: figures "segment_take*")
+ *   segment_take        the same three single-ID figures, every ID from the
+ *                       shared counter, as the server takes them ("_shared")
  * Snowflake mode: snowflake_next for one ID at a time, Leaf's layout (12
  * sequence bits: at most 4,096,000 IDs/s per worker), and a 21-bit sequence
  * layout that the clock never limits (the generator's own cost).
@@ -65,6 +64,7 @@ median(double *v, int n)
 /* ---- the fake loader: installs a segment as soon as one is asked for ---- */
 
 static struct segments *segs;
+static int segs_local;                    /* segment_take_local, else segment_take */
 static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t load_cv = PTHREAD_COND_INITIALIZER;
 static struct segment_tag *load_queue[64];
@@ -152,7 +152,8 @@ segment_worker(void *arg)
             st.tag = NULL;
             st.want = 0;
             st.nranges = 0;
-            if (segment_take(segs, w->tag, w->tag_len, w->batch, &st) != SEGMENT_OK) {
+            if ((segs_local ? segment_take_local : segment_take)(segs, w->tag, w->tag_len,
+                                                                 w->batch, &st) != SEGMENT_OK) {
                 waits++;                   /* both buffers empty: retry */
                 continue;
             }
@@ -253,15 +254,15 @@ report(const char *name, void *(*fn)(void *), struct worker *ws, int nthreads,
 
 /* ---- segment mode ---- */
 
-/* run_max 64: as leafd runs (segment.thread_run_max); a thread this fast
- * takes runs. run_max 1: every ID from the shared counter, which is what an
- * HTTP I/O thread (far below 1 ID/us) always does; suffix "_norun". */
+/* block_max 64: segment_take_local with thread blocks (in process only).
+ * block_max 1: segment_take, every ID from the shared counter, which is what
+ * the server does; suffix "_shared". */
 static void
-bench_segment(int64_t run_max, const char *suffix)
+bench_segment(int64_t block_max, const char *suffix)
 {
     struct segment_options o = { .prefetch_percent = 10, .max_step = big_step,
                                  .duration_ms = 900000, .negative_ttl_ms = 10000,
-                                 .run_max = run_max };
+                                 .block_max = block_max };
     char name[64];
     struct segment_hooks h = { .load = fake_load, .lookup = fake_lookup };
     static const char *names[] = { "bench-a", "bench-b" };
@@ -270,6 +271,7 @@ bench_segment(int64_t run_max, const char *suffix)
     pthread_t loader;
 
     segs = segments_new(&o, &h);
+    segs_local = block_max > 1;
     loader_stop = 0;
     memset(rows, 0, sizeof rows);
     for (int i = 0; i < 2; i++) {
@@ -302,7 +304,7 @@ bench_segment(int64_t run_max, const char *suffix)
     ws[1].tag_len = strlen(names[1]);
     snprintf(name, sizeof name, "segment_take_tag_each%s", suffix);
     report(name, segment_worker, ws, 2, 0);
-    if (run_max > 1) {
+    if (block_max > 1) {
         ws[0].batch = 1000;
         report("segment_take_count1000", segment_worker, ws, 1, 0);
     }
@@ -420,7 +422,7 @@ main(int argc, char **argv)
     }
     if (only == NULL || strcmp(only, "segment") == 0) {
         bench_segment(64, "");
-        bench_segment(1, "_norun");
+        bench_segment(1, "_shared");
     }
     if (only == NULL || strcmp(only, "snowflake") == 0)
         bench_snowflake();

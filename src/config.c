@@ -110,9 +110,6 @@ static const struct key keys[] = {
       "reload the tag list (and DBA step changes) this often" },
     { "segment.negative_ttl_ms", K_INT, OFF(negative_ttl_ms), 100, DAY_MS, "10000", NULL,
       "remember an unknown biz_tag this long before asking the database again" },
-    { "segment.thread_run_max", K_INT, OFF(thread_run_max), 1, 1024, "64", NULL,
-      "a thread taking one tag's IDs at >1 per microsecond takes up to this "
-      "many at once (in process only; 1: never)" },
     { "segment.max_step", K_INT, OFF(max_step), 1, 100000000, "1000000", NULL,
       "adaptive step never grows past this" },
     { "segment.duration_ms", K_INT, OFF(segment_duration_ms), 1000, DAY_MS, "900000", NULL,

@@ -59,7 +59,6 @@ struct config {
     int64_t  ulid_count_max;       /* ulid.count_max */
     int64_t  refresh_ms;           /* segment.refresh_ms */
     int64_t  negative_ttl_ms;      /* segment.negative_ttl_ms */
-    int64_t  thread_run_max;       /* segment.thread_run_max */
     int64_t  max_step;             /* segment.max_step */
     int64_t  segment_duration_ms;  /* segment.duration_ms */
     int      create_demo;          /* segment.create_demo */

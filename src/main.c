@@ -239,7 +239,6 @@ start(struct leafd *d, char **cause)
             .max_step = cfg->max_step,
             .duration_ms = cfg->segment_duration_ms,
             .negative_ttl_ms = cfg->negative_ttl_ms,
-            .run_max = cfg->thread_run_max,
         };
         struct segment_hooks hooks = { 0 };
 

@@ -42,33 +42,34 @@
  *   current one is used up: still unique, but two requests in a row from one
  *   client are not guaranteed to increase; IDs trend upward, as in Leaf.)
  *
- * DESIGN: runs
+ * DESIGN: thread blocks (in process only)
  *
- * One shared counter per slot costs a locked add per ID and, when several
- * threads take from one tag, a cache line that moves between cores on every
- * take. A thread that takes single IDs of one tag at more than one per
- * microsecond therefore takes them in runs: one fetch_add of up to run_max
- * IDs (segment.thread_run_max, 64), handed out by later takes from a
- * thread-local copy with a plain increment. The run size adapts at each
- * refill: doubled while the last run went at >= 1 ID/us, else halved, so an
- * HTTP I/O thread (~10 us a request) stays at 1 and every ID it hands out
- * comes straight from the shared counter; only in-process callers reach
- * runs. What holds:
- * - Still no repeat: a run is a range of offsets one fetch_add gave to one
+ * segment_take hands every ID straight from the shared counter: one locked
+ * add per call, no thread-local state, so an ID is served as soon as it is
+ * taken and the guarantees above hold as written (no gap within a segment).
+ * HTTP and every other server path use only segment_take.
+ *
+ * segment_take_local is the explicit in-process call for a thread that
+ * takes single IDs of one tag in a loop (a caller that embeds leafd's
+ * allocator; bench/microbench.c). It takes IDs from the shared counter in
+ * thread blocks: one fetch_add of up to block_max IDs, handed out by later
+ * calls on the same thread with a plain increment. The block size adapts
+ * at each refill: doubled while the last block went at >= 1 ID/us, else
+ * halved. What holds for it:
+ * - No repeat: a block is a range of offsets one fetch_add gave to one
  *   thread (the same argument as above); only that thread reads it.
- * - A run is used only while its slot is current and in the same
- *   incarnation (run_live compares the slot's 64-bit seq, which never
- *   repeats; the 24-bit gen would wrap for a run held idle across 2^24
- *   refills), so a run's IDs never follow the next segment's. A stale run's
- *   rest is given back if the incarnation is the same and nobody took after
- *   it (a CAS on the counter), else dropped: a gap, never a repeat. A run
- *   takes at most about an eighth of what is left in the slot, so few
- *   outlive their segment.
- * - One thread's single IDs increase (but for the stalled-caller case of
- *   the double buffer: a refill whose add lands on the next incarnation
- *   takes from the next range early); IDs of threads taking at once
- *   interleave in runs of up to run_max instead of one by one.
- * - A run's IDs count as issued (/metrics, /cache) when the run is taken.
+ * - A block is used only while its slot is current and in the same
+ *   incarnation (tblock_live compares the slot's 64-bit seq, which never
+ *   repeats), so a block's IDs never follow the next segment's. A stale
+ *   block's rest is given back if the incarnation is the same and nobody
+ *   took after it (a CAS on the counter), else dropped: a gap of at most
+ *   block_max - 1 IDs, never a repeat. segment_thread_release gives back
+ *   what a thread holds (call it before the thread ends). A block takes at
+ *   most about an eighth of what is left in the slot.
+ * - One thread's IDs increase; threads taking at once interleave in blocks
+ *   instead of one ID at a time.
+ * - A block's IDs count as issued (/metrics, /cache) when the block is
+ *   taken, not when the caller uses them.
  *
  * The registry maps names to tags with lock-free reads: an open-addressing
  * table of pointers, written under a mutex, grown by publishing a new table.
@@ -151,7 +152,7 @@ struct negative {
 #define NEGATIVE_MAX 4096
 
 struct segments {
-    uint64_t               id;                /* names this instance to runs */
+    uint64_t               id;                /* names this instance to thread blocks */
     struct segment_options opt;
     struct segment_hooks   hooks;
 
@@ -545,8 +546,8 @@ slot_left(struct segment_tag *t, int i)
     return v.len - off;
 }
 
-/* Where a take_fast came from, so that a run can give back what it did not
- * use (run_give_back). */
+/* Where a take_fast came from, so that a block can give back what it did not
+ * use (tblock_give_back). */
 struct take_origin {
     int      slot;
     uint64_t seq;                  /* the slot's incarnation (64 bits: the
@@ -556,11 +557,11 @@ struct take_origin {
 };
 
 /* Take up to want IDs from the current slot. Returns how many were taken
- * into *start (0: the slot is used up or being refilled). A run (want is
+ * into *start (0: the slot is used up or being refilled). A block (want is
  * only what a thread would like to hold) takes at most an eighth of what is
- * left, so that runs rarely outlive their segment (run_live). */
+ * left, so that blocks rarely outlive their segment (tblock_live). */
 static inline int64_t
-take_fast(struct segments *s, struct segment_tag *t, int64_t want, int run,
+take_fast(struct segments *s, struct segment_tag *t, int64_t want, int block,
           int64_t *start, struct take_origin *o)
 {
     int c = atomic_load(&t->cur);
@@ -576,7 +577,7 @@ take_fast(struct segments *s, struct segment_tag *t, int64_t want, int run,
     x = atomic_load(ctr);
     if ((x >> CTR_OFFSET_BITS) != v.gen || (int64_t)(x & CTR_OFFSET_MASK) >= v.len)
         return 0;
-    if (run && want > 1) {
+    if (block && want > 1) {
         int64_t eighth = (v.len - (int64_t)(x & CTR_OFFSET_MASK)) / 8;
         want = want < eighth ? want : eighth > 1 ? eighth : 1;
     }
@@ -630,12 +631,13 @@ take_slow(struct segments *s, struct segment_tag *t)
     return again;
 }
 
-/* ---- runs: single IDs taken ahead by a thread (DESIGN: runs) ---- */
+/* ---- thread blocks: single IDs taken ahead by a thread, in process only
+ * (DESIGN: thread blocks) ---- */
 
-/* A thread's run of one tag's IDs. Thread-local: only its thread reads or
+/* A thread's block of one tag's IDs. Thread-local: only its thread reads or
  * writes it, so handing out an ID from it is a plain increment. */
-struct run {
-    uint64_t            owner;     /* segments.id the run belongs to; 0: none */
+struct tblock {
+    uint64_t            owner;     /* segments.id the block belongs to; 0: none */
     struct segment_tag *tag;
     uint64_t            hash;      /* tag->hash, compared before tag is read */
     size_t              name_len;  /* tag->name_len */
@@ -648,30 +650,30 @@ struct run {
     struct take_origin  origin;    /* where the last refill came from */
 };
 
-#define RUN_WAYS 64                /* per thread, picked by the name's hash */
+#define TBLOCK_WAYS 64                /* per thread, picked by the name's hash */
 
-static _Thread_local struct run runs[RUN_WAYS];
-static _Thread_local struct run *run_last;    /* the run used last */
+static _Thread_local struct tblock tblocks[TBLOCK_WAYS];
+static _Thread_local struct tblock *tblock_last;    /* the block used last */
 
-/* The run for hash h in this thread, if it holds tag name of s. */
-static inline struct run *
-run_find(struct segments *s, const char *name, size_t len, uint64_t h)
+/* The block for hash h in this thread, if it holds tag name of s. */
+static inline struct tblock *
+tblock_find(struct segments *s, const char *name, size_t len, uint64_t h)
 {
-    struct run *r = &runs[h & (RUN_WAYS - 1)];
+    struct tblock *r = &tblocks[h & (TBLOCK_WAYS - 1)];
 
-    /* owner first: a run of a freed struct segments is never dereferenced. */
+    /* owner first: a block of a freed struct segments is never dereferenced. */
     if (r->owner != s->id || r->hash != h || r->tag->name_len != len ||
         !name_eq(r->tag->name, name, len))
         return NULL;
     return r;
 }
 
-/* A run is used only while the incarnation it came from is the current
+/* A block is used only while the incarnation it came from is the current
  * one, so its IDs are never handed out after the next segment's. The
  * incarnation is named by the slot's seq, which never repeats (the 24-bit
- * gen would, after 2^24 refills of an idle thread's run). */
+ * gen would, after 2^24 refills of an idle thread's block). */
 static inline int
-run_live(const struct run *r)
+tblock_live(const struct tblock *r)
 {
     struct segment_tag *t = r->tag;
     int c = r->origin.slot;
@@ -684,12 +686,12 @@ run_live(const struct run *r)
 
 /* Give back the IDs r holds: possible while the incarnation is the same
  * and nobody took from it after r's refill (its counter still reads what
- * our add left). Otherwise they are dropped: a gap of at most run_max - 1
+ * our add left). Otherwise they are dropped: a gap of at most block_max - 1
  * IDs, never a repeat. (A refill that starts between the seq check and the
  * CAS stores the counter last: the CAS then fails, or lands first and is
  * overwritten.) */
 static void
-run_give_back(struct run *r)
+tblock_give_back(struct tblock *r)
 {
     if (r->next < r->end) {
         struct take_origin *o = &r->origin;
@@ -702,18 +704,18 @@ run_give_back(struct run *r)
     }
 }
 
-/* Hand out one ID of t through this thread's run (refilling it). Returns 0
+/* Hand out one ID of t through this thread's block (refilling it). Returns 0
  * when the current slot cannot give one: the caller goes the common way. */
 static int
-run_take(struct segments *s, struct segment_tag *t, uint64_t h, int64_t *id)
+tblock_take(struct segments *s, struct segment_tag *t, uint64_t h, int64_t *id)
 {
-    struct run *r = &runs[h & (RUN_WAYS - 1)];
+    struct tblock *r = &tblocks[h & (TBLOCK_WAYS - 1)];
     int64_t now, size, start, got;
     struct take_origin o;
 
     if (r->owner != s->id || r->tag != t) {
         if (r->owner == s->id)
-            run_give_back(r);       /* another tag of this hash: its turn */
+            tblock_give_back(r);       /* another tag of this hash: its turn */
         memset(r, 0, sizeof *r);
         r->owner = s->id;
         r->tag = t;
@@ -721,18 +723,18 @@ run_take(struct segments *s, struct segment_tag *t, uint64_t h, int64_t *id)
         r->name_len = t->name_len;
         r->word = t->name_len <= 8 ? load_short(t->name, t->name_len) : 0;
     }
-    if (run_live(r)) {
-        run_last = r;
+    if (tblock_live(r)) {
+        tblock_last = r;
         *id = r->next++;
         return 1;
     }
-    run_give_back(r);               /* its segment is no longer current */
-    /* Adapt: double while the last run went at >= 1 ID per microsecond,
-     * else halve. An HTTP thread (~10 us a request) stays at 1. */
+    tblock_give_back(r);               /* its segment is no longer current */
+    /* Adapt: double while the last block went at >= 1 ID per microsecond,
+     * else halve. */
     now = s->hooks.now_us ? s->hooks.now_us() : util_mono_us();
     size = r->size;
     if (size > 0 && now - r->stamp_us < size)
-        size = size * 2 > s->opt.run_max ? s->opt.run_max : size * 2;
+        size = size * 2 > s->opt.block_max ? s->opt.block_max : size * 2;
     else
         size = size / 2 > 1 ? size / 2 : 1;
     got = take_fast(s, t, size, 1, &start, &o);
@@ -744,7 +746,7 @@ run_take(struct segments *s, struct segment_tag *t, uint64_t h, int64_t *id)
     r->origin = o;
     r->next = start + 1;
     r->end = start + got;
-    run_last = r;
+    tblock_last = r;
     *id = start;
     return 1;
 }
@@ -752,12 +754,12 @@ run_take(struct segments *s, struct segment_tag *t, uint64_t h, int64_t *id)
 void
 segment_thread_release(struct segments *s)
 {
-    for (int i = 0; i < RUN_WAYS; i++)
-        if (runs[i].owner == s->id) {
-            run_give_back(&runs[i]);
-            memset(&runs[i], 0, sizeof runs[i]);
+    for (int i = 0; i < TBLOCK_WAYS; i++)
+        if (tblocks[i].owner == s->id) {
+            tblock_give_back(&tblocks[i]);
+            memset(&tblocks[i], 0, sizeof tblocks[i]);
         }
-    run_last = NULL;
+    tblock_last = NULL;
 }
 
 size_t
@@ -765,10 +767,10 @@ segment_thread_held(struct segments *s, struct segment_range *out, size_t max)
 {
     size_t n = 0;
 
-    for (int i = 0; i < RUN_WAYS && n < max; i++)
-        if (runs[i].owner == s->id && run_live(&runs[i])) {
-            out[n].start = runs[i].next;
-            out[n].count = runs[i].end - runs[i].next;
+    for (int i = 0; i < TBLOCK_WAYS && n < max; i++)
+        if (tblocks[i].owner == s->id && tblock_live(&tblocks[i])) {
+            out[n].start = tblocks[i].next;
+            out[n].count = tblocks[i].end - tblocks[i].next;
             n++;
         }
     return n;
@@ -776,21 +778,28 @@ segment_thread_held(struct segments *s, struct segment_range *out, size_t max)
 
 static enum segment_result take_common(struct segments *s, const char *name,
                                        size_t len, int64_t n,
-                                       struct segment_take *st);
+                                       struct segment_take *st, int local);
 
 enum segment_result
 segment_take(struct segments *s, const char *name, size_t len, int64_t n,
              struct segment_take *st)
 {
-    struct run *r = run_last;
+    return take_common(s, name, len, n, st, 0);
+}
+
+enum segment_result
+segment_take_local(struct segments *s, const char *name, size_t len, int64_t n,
+                   struct segment_take *st)
+{
+    struct tblock *r = tblock_last;
 
     /* The common case: the same tag as this thread's last take, with IDs
-     * left in its run. No hash, no shared write, no call. */
+     * left in its block. No hash, no shared write, no call. */
     if (st->tag == NULL && n == 1 && r != NULL && r->owner == s->id &&
         r->name_len == len &&
         (len <= 8 ? load_short(name, len) == r->word
                   : name_eq(r->tag->name, name, len)) &&
-        run_live(r) &&
+        tblock_live(r) &&
         !atomic_load_explicit(&r->tag->gone, memory_order_relaxed)) {
         st->tag = r->tag;
         st->want = 0;
@@ -799,18 +808,20 @@ segment_take(struct segments *s, const char *name, size_t len, int64_t n,
         st->ranges[0].count = 1;
         return SEGMENT_OK;
     }
-    return take_common(s, name, len, n, st);
+    return take_common(s, name, len, n, st, 1);
 }
 
+/* local: the caller is segment_take_local (thread blocks allowed). */
 static __attribute__((noinline)) enum segment_result
 take_common(struct segments *s, const char *name, size_t len, int64_t n,
-            struct segment_take *st)
+            struct segment_take *st, int local)
 {
     struct segment_tag *t = st->tag;
 
+    local = local && s->opt.block_max > 1 && n == 1;
     if (t == NULL) {
         uint64_t h = name_hash(name, len);
-        struct run *r = s->opt.run_max > 1 && n == 1 ? run_find(s, name, len, h) : NULL;
+        struct tblock *r = local ? tblock_find(s, name, len, h) : NULL;
 
         if (r != NULL) {
             t = r->tag;
@@ -822,8 +833,8 @@ take_common(struct segments *s, const char *name, size_t len, int64_t n,
         st->tag = t;
         st->want = n;
         st->nranges = 0;
-        if (s->opt.run_max > 1 && n == 1 && !atomic_load(&t->gone) &&
-            run_take(s, t, h, &st->ranges[0].start)) {
+        if (local && !atomic_load(&t->gone) &&
+            tblock_take(s, t, h, &st->ranges[0].start)) {
             st->ranges[0].count = 1;
             st->nranges = 1;
             st->want = 0;

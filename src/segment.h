@@ -5,11 +5,11 @@
  * (loader.c answers them on its own threads) and is told the results through
  * segment_install / segment_tag_found / segment_tag_missing / segment_refresh.
  *
- * Thread-safety: segment_take may be called from any number of threads at
- * once; taking from a ready segment is an atomic add (no lock, no allocation,
- * no syscall), or a thread-local increment for a thread that takes faster
- * than one ID per microsecond (runs). Everything else takes the tag's mutex
- * or the registry's.
+ * Thread-safety: segment_take and segment_take_local may be called from any
+ * number of threads at once; taking from a ready segment is an atomic add
+ * (no lock, no allocation, no syscall), or for segment_take_local a
+ * thread-local increment (thread blocks). Everything else takes the tag's
+ * mutex or the registry's.
  */
 #ifndef LEAFD_SEGMENT_H
 #define LEAFD_SEGMENT_H
@@ -32,7 +32,7 @@ struct segment_hooks {
     void (*lookup)(void *arg, const char *name);
     void *arg;
     int64_t (*now_ms)(void);         /* clock for step adaptation; NULL: wall */
-    int64_t (*now_us)(void);         /* clock for runs; NULL: monotonic */
+    int64_t (*now_us)(void);         /* clock for thread blocks; NULL: monotonic */
 };
 
 struct segment_options {
@@ -40,8 +40,8 @@ struct segment_options {
     int64_t max_step;                /* adaptive step ceiling */
     int64_t duration_ms;             /* adaptive target lifetime of a segment */
     int64_t negative_ttl_ms;         /* unknown-tag cache TTL */
-    int64_t run_max;                 /* most IDs a thread takes ahead (runs);
-                                        0 or 1: none */
+    int64_t block_max;               /* segment_take_local: most IDs a thread
+                                        takes ahead; 0 or 1: none */
 };
 
 /* Up to this many ranges make one answer (a batch may span segments). */
@@ -79,11 +79,16 @@ void segments_free(struct segments *s);                /* NULL: no-op */
 enum segment_result segment_take(struct segments *s, const char *name,
                                  size_t len, int64_t n, struct segment_take *st);
 
-/* Runs (segment.c, DESIGN: runs): a thread taking single IDs of one tag at
- * more than one per microsecond takes them from the shared counter in runs
- * of up to run_max and hands them out from a thread-local copy. These act on
- * the calling thread's runs of s only. release: give back what can be given
- * back (the rest is dropped: a gap, never a repeat). held: list the IDs
+/* In process only (segment.c, DESIGN: thread blocks): as segment_take, but
+ * a thread taking single IDs of one tag at more than one per microsecond
+ * takes them from the shared counter in blocks of up to block_max and hands
+ * them out from a thread-local copy. The server never calls it. */
+enum segment_result segment_take_local(struct segments *s, const char *name,
+                                       size_t len, int64_t n,
+                                       struct segment_take *st);
+/* These act on the calling thread's blocks of s only. release: give back
+ * what can be given back (the rest is dropped: a gap, never a repeat); call
+ * it before a thread that used segment_take_local ends. held: list the IDs
  * held, up to max ranges; returns how many. */
 void segment_thread_release(struct segments *s);
 size_t segment_thread_held(struct segments *s, struct segment_range *out,
