@@ -447,6 +447,20 @@ handle_segment(struct api *a, struct http_conn *c, struct http_request *req,
                         "outside [1, 2147483647], or max_id at its limit); a DBA "
                         "must fix the row (the log says what is wrong)", tag);
         return;
+    case SEGMENT_TOO_LARGE:
+        if (st->take.nranges == 0) {
+            api_reply_error(c, r, 400, "batch_too_large", NULL,
+                            "count %lld may need more than %d segments of biz_tag "
+                            "'%s'; with its step, at most %lld IDs per request",
+                            (long long)n, SEGMENT_MAX_RANGES, tag,
+                            (long long)st->take.limit);
+            return;
+        }
+        api_reply_error(c, r, 503, "batch_fragmented", "Retry-After: 1\r\n",
+                        "other requests split biz_tag '%s''s segments so finely "
+                        "that %lld IDs would need more than %d ranges; retry, or "
+                        "ask for fewer", tag, (long long)n, SEGMENT_MAX_RANGES);
+        return;
     case SEGMENT_WAIT: {
         int64_t left = (st->deadline_us - util_mono_us() + 999) / 1000;
 

@@ -77,6 +77,7 @@
  * marked gone), so readers need no reference counting. Old tables are kept
  * until segments_free.
  */
+#include <assert.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -833,6 +834,17 @@ take_common(struct segments *s, const char *name, size_t len, int64_t n,
         st->tag = t;
         st->want = n;
         st->nranges = 0;
+        /* Each segment gives a request one range at most (one add per
+         * slot), and gives at least the row's step: a batch within this
+         * limit fits, barring takers that split the segments further. */
+        {
+            int64_t row_step = atomic_load(&t->db_step);
+
+            st->limit = row_step >= 1 ? (SEGMENT_MAX_RANGES - 1) * row_step
+                                      : INT64_MAX;     /* broken: said below */
+        }
+        if (n > st->limit)
+            return SEGMENT_TOO_LARGE;
         if (local && !atomic_load(&t->gone) &&
             tblock_take(s, t, h, &st->ranges[0].start)) {
             st->ranges[0].count = 1;
@@ -846,15 +858,18 @@ take_common(struct segments *s, const char *name, size_t len, int64_t n,
 
     while (st->want > 0) {
         struct take_origin o;
-        int64_t start, got = take_fast(s, t, st->want, 0, &start, &o);
+        int64_t start, got;
 
+        /* Never take what the answer could not hold. */
+        if (st->nranges == SEGMENT_MAX_RANGES)
+            return SEGMENT_TOO_LARGE;
+        got = take_fast(s, t, st->want, 0, &start, &o);
         if (got > 0) {
             struct segment_range *last = st->nranges ? &st->ranges[st->nranges - 1] : NULL;
             if (last != NULL && last->start + last->count == start) {
                 last->count += got;
             } else {
-                if (st->nranges == SEGMENT_MAX_RANGES)
-                    return SEGMENT_WAIT;    /* cannot happen for sane n */
+                assert(st->nranges < SEGMENT_MAX_RANGES);
                 st->ranges[st->nranges].start = start;
                 st->ranges[st->nranges].count = got;
                 st->nranges++;

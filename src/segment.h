@@ -57,6 +57,8 @@ struct segment_range {
 struct segment_take {
     struct segment_tag   *tag;
     int64_t               want;       /* IDs still to take */
+    int64_t               limit;      /* SEGMENT_TOO_LARGE: the most one
+                                         request may ask of this tag */
     int                   nranges;
     struct segment_range  ranges[SEGMENT_MAX_RANGES];
 };
@@ -68,6 +70,12 @@ enum segment_result {
     SEGMENT_BUSY,        /* too many lookups in flight to ask about this tag */
     SEGMENT_BROKEN,      /* the tag's row cannot give a range (bad step,
                             max_id at its end): a DBA must fix the row */
+    SEGMENT_TOO_LARGE,   /* n could need more than SEGMENT_MAX_RANGES
+                            segments: refused before any ID is taken when
+                            n > limit; or (nranges > 0) other takers split
+                            the segments so finely that the answer would
+                            need more ranges: then the IDs already taken
+                            are dropped (a gap) and nothing more is taken */
 };
 
 struct segments *segments_new(const struct segment_options *opt,
@@ -75,7 +83,9 @@ struct segments *segments_new(const struct segment_options *opt,
 void segments_free(struct segments *s);                /* NULL: no-op */
 
 /* Start (st zeroed by the caller) or continue taking n IDs for tag name.
- * n must be >= 1 and small enough to fit in SEGMENT_MAX_RANGES segments. */
+ * n >= 1. A batch may need several segments: one that could need more than
+ * SEGMENT_MAX_RANGES of them (n above (SEGMENT_MAX_RANGES - 1) times the
+ * row's step) is refused with SEGMENT_TOO_LARGE before any ID is taken. */
 enum segment_result segment_take(struct segments *s, const char *name,
                                  size_t len, int64_t n, struct segment_take *st);
 

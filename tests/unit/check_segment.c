@@ -232,6 +232,51 @@ START_TEST(batch_spanning_two_ready_segments_with_gap)
 }
 END_TEST
 
+/* Issue 9 item 7: with a step of 10 and another node taking a range
+ * between each of ours, 100 IDs need 10 segments. The old code took them
+ * and waited forever for a ninth range it could not hold (each wake dropped
+ * what it had just taken), then 503. Now a batch that could need more than
+ * SEGMENT_MAX_RANGES segments is refused before anything is taken, with the
+ * limit, and one within the limit completes. */
+START_TEST(batch_over_the_range_limit)
+{
+    struct segments *s = mk(10);
+    struct store_row rw = row("t", 1, 10);
+    struct segment_take st;
+    enum segment_result r;
+    int64_t total = 0;
+
+    segment_refresh(s, &rw, 1, segments_generation(s));
+    take1(s, "t", &r);
+    db_max = 1;
+    serve_load(s, load_req[0]);                  /* [1, 11) */
+    memset(&st, 0, sizeof st);
+    ck_assert_int_eq(segment_take(s, "t", 1, 100, &st), SEGMENT_TOO_LARGE);
+    ck_assert_int_eq(st.limit, (SEGMENT_MAX_RANGES - 1) * 10);
+    ck_assert_int_eq(st.nranges, 0);
+    ck_assert_int_eq(take1(s, "t", &r), 1);      /* nothing was taken */
+    /* The limit itself: 70 IDs over 8 ranges, another node in between. */
+    memset(&st, 0, sizeof st);
+    for (int i = 1; i <= 10; i++) {
+        r = segment_take(s, "t", 1, 70, &st);
+        if (r == SEGMENT_OK)
+            break;
+        ck_assert_int_eq(r, SEGMENT_WAIT);
+        db_max += 1000;                          /* the other node */
+        serve_load(s, load_req[i]);
+    }
+    ck_assert_int_eq(r, SEGMENT_OK);
+    ck_assert_int_le(st.nranges, SEGMENT_MAX_RANGES);
+    for (int i = 0; i < st.nranges; i++) {
+        total += st.ranges[i].count;
+        if (i > 0)
+            ck_assert_int_gt(st.ranges[i].start, st.ranges[i - 1].start);
+    }
+    ck_assert_int_eq(total, 70);
+    segments_free(s);
+}
+END_TEST
+
 /* Many threads take at once while a "loader" thread installs segments. */
 #define NTHREADS 4
 #define BLOCK_HELD_MAX 64
@@ -773,6 +818,7 @@ main(void)
     tcase_add_test(tc, blocks_give_back_on_release);
     tcase_add_test(tc, blocks_stay_off_at_low_rate);
     tcase_add_test(tc, segment_take_never_takes_blocks);
+    tcase_add_test(tc, batch_over_the_range_limit);
     tcase_add_test(tc, stale_block_is_dropped_at_switch);
     tcase_add_test(tc, blocks_of_two_instances_do_not_mix);
     tcase_add_test(tc, step_adaptation);
