@@ -134,6 +134,9 @@ struct segment_tag {
     int64_t          step;         /* lock: step of the next load */
     int64_t          min_step;     /* lock: the table's step the step is based on */
     int64_t          update_ms;    /* lock: when the last range was installed */
+    int              adapt_due;    /* lock: a load completed since the step
+                                      was last adapted (once per load, not
+                                      per attempt of a failing one) */
 
     char             name[];       /* name_len bytes and a NUL */
 };
@@ -918,10 +921,13 @@ segment_next_step(struct segments *s, struct segment_tag *t)
         log_info("tag %s: step changed in the database from %lld to %lld",
                  t->name, (long long)t->min_step, (long long)db_step);
         t->min_step = t->step = db_step;
-    } else if (t->update_ms != 0) {
+    } else if (t->update_ms != 0 && t->adapt_due) {
+        /* Once per completed load: a load that failed and is retried asks
+         * for the same step again instead of growing it on every try. */
         t->step = segment_adapt_step(t->step, t->min_step, s->opt.max_step,
                                      now_ms(s) - t->update_ms,
                                      s->opt.duration_ms);
+        t->adapt_due = 0;
     }
     step = t->step;
     pthread_mutex_unlock(&t->lock);
@@ -942,6 +948,7 @@ segment_install(struct segments *s, struct segment_tag *t, int64_t max_id,
          * row's step is still news. */
         if (db_step != t->min_step)
             atomic_store(&t->db_step, db_step);
+        t->adapt_due = 1;
         atomic_store(&t->loading, 0);
         pthread_mutex_unlock(&t->lock);
         log_warn("tag %s: a second segment arrived while one was ready; "
@@ -960,6 +967,7 @@ segment_install(struct segments *s, struct segment_tag *t, int64_t max_id,
     atomic_store(&t->ctr[i], gen << CTR_OFFSET_BITS);
     atomic_store(&t->next_ready, 1);
     t->update_ms = now_ms(s);
+    t->adapt_due = 1;
     if (db_step != t->min_step)
         atomic_store(&t->db_step, db_step);   /* next load picks it up */
     atomic_store(&t->init_ok, 1);

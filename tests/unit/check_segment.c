@@ -648,6 +648,36 @@ START_TEST(step_adaptation)
 }
 END_TEST
 
+/* Issue 9 item 4: the step adapts once per installed segment. A load that
+ * fails and is retried (segment_next_step again, nothing installed) asks for
+ * the same step; the old code doubled it on every retry, so a one-second
+ * blip made the next segment 16-32 times its intended size. */
+START_TEST(step_grows_once_per_installed_segment)
+{
+    struct segments *s = mk(10);
+    struct store_row rw = row("t", 1, 100);
+    enum segment_result r;
+    struct segment_tag *t;
+
+    segment_refresh(s, &rw, 1, segments_generation(s));
+    take1(s, "t", &r);
+    t = load_req[0];
+    ck_assert_int_eq(segment_next_step(s, t), 100);
+    segment_install(s, t, 101, 100, 100);
+    fake_now += 60000;
+    ck_assert_int_eq(segment_next_step(s, t), 200);    /* adapted once */
+    for (int i = 0; i < 10; i++) {                      /* retries fail */
+        segment_load_failed(s, t);
+        fake_now += 100;
+        ck_assert_int_eq(segment_next_step(s, t), 200);
+    }
+    segment_install(s, t, 301, 200, 100);
+    fake_now += 60000;
+    ck_assert_int_eq(segment_next_step(s, t), 400);     /* the next install */
+    segments_free(s);
+}
+END_TEST
+
 START_TEST(step_adapts_with_clock_and_dba_change)
 {
     struct segments *s = mk(10);
@@ -819,6 +849,7 @@ main(void)
     tcase_add_test(tc, blocks_stay_off_at_low_rate);
     tcase_add_test(tc, segment_take_never_takes_blocks);
     tcase_add_test(tc, batch_over_the_range_limit);
+    tcase_add_test(tc, step_grows_once_per_installed_segment);
     tcase_add_test(tc, stale_block_is_dropped_at_switch);
     tcase_add_test(tc, blocks_of_two_instances_do_not_mix);
     tcase_add_test(tc, step_adaptation);
