@@ -630,7 +630,10 @@ take_slow(struct segments *s, struct segment_tag *t)
         }
     }
     pthread_mutex_unlock(&t->lock);
-    if (!again)
+    /* A broken row is not asked again until a refresh or lookup reads it
+     * afresh (segment_tag_found clears broken): no transaction and no error
+     * line per request. */
+    if (!again && !atomic_load(&t->broken))
         request_load(s, t);
     return again;
 }
