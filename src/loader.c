@@ -218,15 +218,35 @@ run_load(struct loader *l, struct store *s, struct segment_tag *t)
     int64_t step = segment_next_step(l->segs, t), max_id = 0, db_step = 0;
     int64_t t0 = util_mono_us();
     char *cause = NULL;
-    int rc = store_alloc(s, segment_tag_name(t), step, &max_id, &db_step, &cause);
-    double ms = (double)(util_mono_us() - t0) / 1000.0;
+    enum store_result rc = store_alloc(s, segment_tag_name(t), step, &max_id,
+                                       &db_step, &cause);
+    double ms;
+
+    /* The adapted step no longer fits below INT64_MAX but the row's own
+     * step may: take what fits, never less than the row's step. */
+    if (rc == STORE_BAD_ROW && max_id > 0 && db_step >= 1 &&
+        INT64_MAX - max_id < step && INT64_MAX - max_id >= db_step) {
+        int64_t fits = INT64_MAX - max_id;
+
+        log_warn("tag %s: max_id %lld leaves room for %lld IDs: taking a "
+                 "step of %lld instead of leafd's %lld (the row's step is "
+                 "%lld)", segment_tag_name(t), (long long)max_id,
+                 (long long)fits, (long long)fits, (long long)step,
+                 (long long)db_step);
+        free(cause);
+        cause = NULL;
+        step = fits;
+        rc = store_alloc(s, segment_tag_name(t), step, &max_id, &db_step, &cause);
+    }
+    ms = (double)(util_mono_us() - t0) / 1000.0;
 
     pthread_mutex_lock(&l->lock);
-    do_db_result(l, rc != -1, cause);
-    if (rc == 0) {
+    /* Only STORE_DB_ERROR says anything about the database. */
+    do_db_result(l, rc != STORE_DB_ERROR, cause);
+    if (rc == STORE_OK) {
         l->st.loads++;
         do_observe_latency(l, ms);
-    } else if (rc == -1) {
+    } else if (rc == STORE_DB_ERROR) {
         /* Keep the job: retry after the backoff. */
         if (l->nloads == l->loads_cap) {
             l->loads_cap = l->loads_cap ? l->loads_cap * 2 : 64;
@@ -236,23 +256,32 @@ run_load(struct loader *l, struct store *s, struct segment_tag *t)
     }
     pthread_mutex_unlock(&l->lock);
 
-    if (rc == 0) {
+    switch (rc) {
+    case STORE_OK:
         segment_install(l->segs, t, max_id, step, db_step);
         log_debug("tag %s: loaded [%lld, %lld) step %lld in %.1f ms",
                   segment_tag_name(t), (long long)(max_id - step),
                   (long long)max_id, (long long)step, ms);
-    } else if (rc == 1) {
+        break;
+    case STORE_NOT_FOUND:
         log_info("tag %s: no longer in leaf_alloc", segment_tag_name(t));
         segment_tag_gone(l->segs, t);
-    } else if (rc == 2) {
+        break;
+    case STORE_BAD_ROW:
+    case STORE_BAD_ARG:
+    case STORE_EXISTS:
         /* This row, not the database: only this tag stops, until its row
-         * is read again (refresh or lookup). */
-        log_error("tag %s: cannot take a segment: %s; fix the leaf_alloc row",
-                  segment_tag_name(t), cause);
-        segment_tag_broken(l->segs, t);
+         * is read again (refresh or lookup). Said once until it is fixed. */
+        if (segment_tag_broken(l->segs, t))
+            log_error("tag %s: cannot take a segment: %s; fix the leaf_alloc "
+                      "row (this tag answers 503 bad_leaf_alloc_row until then)",
+                      segment_tag_name(t), cause);
+        break;
+    case STORE_DB_ERROR:
+        break;
     }
     free(cause);
-    return rc != -1;
+    return rc != STORE_DB_ERROR;
 }
 
 static int
@@ -290,7 +319,8 @@ run_refresh(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_
     struct store_row *rows = NULL;
     size_t nrows = 0;
     char *cause = NULL, *json = NULL;
-    int keep, rc;
+    int keep;
+    enum store_result rc;
     uint64_t since = segments_generation(l->segs);
 
     pthread_mutex_lock(&l->lock);
@@ -300,7 +330,7 @@ run_refresh(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_
     pthread_mutex_unlock(&l->lock);
     rc = store_list(s, &rows, &nrows, &cause);
 
-    if (rc == 0) {
+    if (rc == STORE_OK) {
         qsort(rows, nrows, sizeof *rows, row_cmp);
         segment_refresh(l->segs, rows, nrows, since);
         for (size_t i = 0; i < n; i++) {
@@ -314,8 +344,8 @@ run_refresh(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_
     }
     pthread_mutex_lock(&l->lock);
     l->refreshing--;
-    do_db_result(l, rc == 0, cause);
-    if (rc == 0) {
+    do_db_result(l, rc == STORE_OK, cause);
+    if (rc == STORE_OK) {
         l->st.refreshes++;
         l->st.refresh_gen++;
         l->st.refreshed_ms = util_wall_ms();
@@ -345,19 +375,19 @@ run_lookups(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_
     for (size_t i = 0; i < n; i++) {
         struct store_row row;
         char *cause = NULL;
-        int rc = store_get(s, names[i], &row, &cause);
+        enum store_result rc = store_get(s, names[i], &row, &cause);
 
         pthread_mutex_lock(&l->lock);
-        do_db_result(l, rc != -1, cause);
+        do_db_result(l, rc != STORE_DB_ERROR, cause);
         l->st.lookups++;
-        if (rc == -1)      /* put the rest back; retry after the backoff */
+        if (rc == STORE_DB_ERROR)  /* put the rest back; retry after the backoff */
             for (size_t j = i; j < n; j++)
                 do_lookup_push(l, names[j]);
         pthread_mutex_unlock(&l->lock);
         free(cause);
-        if (rc == -1)
+        if (rc == STORE_DB_ERROR)
             return;
-        if (rc == 0)
+        if (rc == STORE_OK)
             segment_tag_found(l->segs, &row);
         else
             segment_tag_missing(l->segs, names[i]);

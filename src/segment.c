@@ -127,6 +127,7 @@ struct segment_tag {
 
     _Atomic int      init_ok;      /* a first range has been installed */
     _Atomic int      broken;       /* the row cannot give a range */
+    _Atomic int      broken_said;  /* logged since the last install */
     _Atomic uint64_t seen_gen;     /* segments.gen when last found in the table */
     _Atomic int64_t  issued;       /* IDs of retired ranges */
     _Atomic int64_t  loads;
@@ -971,6 +972,8 @@ segment_install(struct segments *s, struct segment_tag *t, int64_t max_id,
     atomic_store(&t->next_ready, 1);
     t->update_ms = now_ms(s);
     t->adapt_due = 1;
+    if (atomic_exchange(&t->broken_said, 0))
+        log_info("tag %s: its leaf_alloc row gives IDs again", t->name);
     if (db_step != t->min_step)
         atomic_store(&t->db_step, db_step);   /* next load picks it up */
     atomic_store(&t->init_ok, 1);
@@ -986,12 +989,14 @@ segment_load_failed(struct segments *s, struct segment_tag *t)
     atomic_store(&t->loading, 0);
 }
 
-void
+int
 segment_tag_broken(struct segments *s, struct segment_tag *t)
 {
     (void)s;
     atomic_store(&t->broken, 1);
     atomic_store(&t->loading, 0);
+    /* Said once per spell: a refresh clears broken, not broken_said. */
+    return !atomic_exchange(&t->broken_said, 1);
 }
 
 uint64_t

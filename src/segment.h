@@ -114,9 +114,11 @@ void segment_install(struct segments *s, struct segment_tag *t, int64_t max_id,
 void segment_load_failed(struct segments *s, struct segment_tag *t);
 /* The load found no row: the tag was deleted from the table. */
 void segment_tag_gone(struct segments *s, struct segment_tag *t);
-/* The row cannot give a range (store_alloc returned 2). Cleared when the
- * row is read again (refresh, lookup). */
-void segment_tag_broken(struct segments *s, struct segment_tag *t);
+/* The row cannot give a range (store_alloc said STORE_BAD_ROW). Requests
+ * get SEGMENT_BROKEN and nothing is loaded until the row is read again
+ * (refresh, lookup). Returns 1 when this is news (the first time since the
+ * tag last got a segment: log it), 0 when it was said already. */
+int  segment_tag_broken(struct segments *s, struct segment_tag *t);
 /* Lookup results. */
 void segment_tag_found(struct segments *s, const struct store_row *row);
 void segment_tag_missing(struct segments *s, const char *name);

@@ -106,26 +106,26 @@ store_check_tag(const char *tag, char **cause)
     return 0;
 }
 
-int
+enum store_result
 store_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
             int64_t *db_step, char **cause)
 {
     if (store_check_tag(tag, cause) == -1)
-        return -1;
+        return STORE_BAD_ARG;
     if (step < 1 || step > STORE_STEP_MAX) {
         store_set_cause(cause, "step %lld of %s is not in [1, %d]", (long long)step,
                         tag, STORE_STEP_MAX);
-        return 2;
+        return STORE_BAD_ROW;
     }
     return s->ops->alloc(s, tag, step, max_id, db_step, cause);
 }
 
-int
+enum store_result
 store_get(struct store *s, const char *tag, struct store_row *row,
           char **cause)
 {
     if (store_check_tag(tag, cause) == -1)
-        return -1;
+        return STORE_BAD_ARG;
     return s->ops->get(s, tag, row, cause);
 }
 
@@ -136,40 +136,40 @@ store_row_cmp(const void *a, const void *b)
                   ((const struct store_row *)b)->biz_tag);
 }
 
-int
+enum store_result
 store_list(struct store *s, struct store_row **rows, size_t *n, char **cause)
 {
     *rows = NULL;
     *n = 0;
     if (s->ops->list(s, rows, n, cause) == -1)
-        return -1;
+        return STORE_DB_ERROR;
     /* Byte order, whatever the database's collation says. */
     if (*n > 1)
         qsort(*rows, *n, sizeof **rows, store_row_cmp);
-    return 0;
+    return STORE_OK;
 }
 
-int
+enum store_result
 store_insert(struct store *s, const char *tag, int64_t max_id, int64_t step,
              const char *description, char **cause)
 {
     if (store_check_tag(tag, cause) == -1)
-        return -1;
+        return STORE_BAD_ARG;
     if (step < 1 || step > INT32_MAX) {
         store_set_cause(cause, "step %lld for %s is outside 1..%d",
                         (long long)step, tag, INT32_MAX);
-        return -1;
+        return STORE_BAD_ARG;
     }
     if (max_id < 0) {
         store_set_cause(cause, "max_id %lld for %s is negative",
                         (long long)max_id, tag);
-        return -1;
+        return STORE_BAD_ARG;
     }
     if (description != NULL &&
         strnlen(description, STORE_DESC_MAX + 1) > STORE_DESC_MAX) {
         store_set_cause(cause, "description for %s longer than %d bytes", tag,
                         STORE_DESC_MAX);
-        return -1;
+        return STORE_BAD_ARG;
     }
     return s->ops->insert(s, tag, max_id, step, description, cause);
 }

@@ -6,9 +6,11 @@
  *
  * A struct store is one connection and is used by one thread at a time (each
  * loader thread opens its own). Calls block; they never run on an I/O thread.
- * Every statement is prepared. Functions return 0 on success and -1 on error
- * with *cause set to a malloc'd message naming the peer's own error text
- * (caller frees; cause may be NULL). After an error the next call reconnects
+ * Every statement is prepared. Functions return an enum store_result: one
+ * value per outcome, so that "this row is broken" can never be read as "the
+ * database is down". On anything but STORE_OK, *cause is set to a malloc'd
+ * message naming the peer's own error text (caller frees; cause may be
+ * NULL). After an error the next call reconnects
  * by itself (mysql; no backoff, that is the caller's). The store does not log
  * the errors it returns.
  *
@@ -25,6 +27,20 @@
 
 struct config;
 struct store;
+
+enum store_result {
+    STORE_DB_ERROR = -1,   /* the database failed (down, timeout, SQL error):
+                              retry later; nothing of a range may be used */
+    STORE_OK = 0,
+    STORE_NOT_FOUND = 1,   /* no such row (nothing changed) */
+    STORE_BAD_ROW = 2,     /* this row cannot give a range (bad step, a
+                              max_id that is not an integer, a range that
+                              would start below 1 or pass INT64_MAX); the
+                              database itself is fine (nothing changed) */
+    STORE_EXISTS = 3,      /* store_insert: the tag is there already */
+    STORE_BAD_ARG = 4,     /* a tag, step, max_id or description leafd
+                              refuses before any SQL runs */
+};
 
 struct store_row {
     char    biz_tag[TAG_MAX + 1];
@@ -56,30 +72,34 @@ const char *store_kind_name(const struct store *s);
  *   SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = ?
  * Committed (durably, for sqlite) before returning. The range handed out is
  * [*max_id - step, *max_id). *db_step is the row's step column.
- * Returns 0; 1 if the tag does not exist (nothing changed); 2 if this row
- * cannot give a range: step outside [1, STORE_STEP_MAX] or max_id + step
- * past INT64_MAX (nothing changed; the database itself is fine); -1 on a
- * database error. On -1 nothing of the range may be used (a failed COMMIT
- * may still have committed: that range is simply skipped). */
+ * STORE_NOT_FOUND: the tag does not exist. STORE_BAD_ROW: step outside
+ * [1, STORE_STEP_MAX], max_id or step not an integer, max_id + step past
+ * INT64_MAX, or a range that would start below 1; nothing changed, and for
+ * the overflow case *max_id and *db_step hold the row's values (so the
+ * caller can ask again with a step that fits). STORE_DB_ERROR: nothing of
+ * the range may be used (a failed COMMIT may still have committed: that
+ * range is simply skipped). */
 #define STORE_STEP_MAX 2147483647     /* Leaf's step column is an int(11) */
-int store_alloc(struct store *s, const char *tag, int64_t step,
-                int64_t *max_id, int64_t *db_step, char **cause);
+enum store_result store_alloc(struct store *s, const char *tag, int64_t step,
+                              int64_t *max_id, int64_t *db_step, char **cause);
 
-/* One row. Returns 0 found, 1 not found, -1 error. */
-int store_get(struct store *s, const char *tag, struct store_row *row,
-              char **cause);
+/* One row: STORE_OK, STORE_NOT_FOUND or STORE_DB_ERROR. */
+enum store_result store_get(struct store *s, const char *tag,
+                            struct store_row *row, char **cause);
 
 /* Every row, sorted by biz_tag in byte order (strcmp), whatever the
  * database's collation. *rows is malloc'd (caller frees; NULL when *n is 0).
  * Rows whose tag is over TAG_MAX bytes are skipped with a warning. */
-int store_list(struct store *s, struct store_row **rows, size_t *n,
-               char **cause);
+enum store_result store_list(struct store *s, struct store_row **rows,
+                             size_t *n, char **cause);
 
 /* Add a row (for setup and tests): max_id >= 0, step 1..INT32_MAX (Leaf's
- * int(11)), description NULL or at most 256 bytes. Returns 0, 1 if it exists
- * already (in MySQL: also a tag differing only in case), -1 on error. */
-int store_insert(struct store *s, const char *tag, int64_t max_id, int64_t step,
-                 const char *description, char **cause);
+ * int(11)), description NULL or at most 256 bytes. STORE_OK; STORE_EXISTS
+ * (in MySQL: also a tag differing only in case); STORE_BAD_ARG;
+ * STORE_DB_ERROR. */
+enum store_result store_insert(struct store *s, const char *tag, int64_t max_id,
+                               int64_t step, const char *description,
+                               char **cause);
 
 /* Parse Leaf's "jdbc:mysql://host:port/db?..." or "mysql://user:pass@host:port/db".
  * Fields are malloc'd; port defaults to 3306. Returns 0 or -1 with *cause

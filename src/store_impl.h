@@ -15,14 +15,15 @@
 
 struct store_ops {
     const char *name;                            /* "sqlite" or "mysql" */
-    int  (*alloc)(struct store *s, const char *tag, int64_t step,
-                  int64_t *max_id, int64_t *db_step, char **cause);
-    int  (*get)(struct store *s, const char *tag, struct store_row *row,
-                char **cause);
-    int  (*list)(struct store *s, struct store_row **rows, size_t *n,
-                 char **cause);
-    int  (*insert)(struct store *s, const char *tag, int64_t max_id,
-                   int64_t step, const char *description, char **cause);
+    enum store_result (*alloc)(struct store *s, const char *tag, int64_t step,
+                               int64_t *max_id, int64_t *db_step, char **cause);
+    enum store_result (*get)(struct store *s, const char *tag,
+                             struct store_row *row, char **cause);
+    enum store_result (*list)(struct store *s, struct store_row **rows,
+                              size_t *n, char **cause);
+    enum store_result (*insert)(struct store *s, const char *tag, int64_t max_id,
+                                int64_t step, const char *description,
+                                char **cause);
     void (*close)(struct store *s);
 };
 

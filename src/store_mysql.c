@@ -297,12 +297,12 @@ my_fetch(struct store_mysql *m, MYSQL_STMT *st, const char *what,
     return my_fail(m, st, what, cause);
 }
 
-static int
+static enum store_result
 my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
               int64_t *max_id, int64_t *db_step, char **cause)
 {
     MYSQL_BIND p[3], r[3];
-    long long v_step = step, v_limit = INT64_MAX - step, v_max = 0, v_dbstep;
+    long long v_step = step, v_limit = INT64_MAX - step, v_max = 0, v_dbstep = 0;
     unsigned long tag_len = strlen(tag), r_tag_len = 0;
     char r_tag[MY_TAG_BUF];
     my_ulonglong changed;
@@ -313,7 +313,7 @@ my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
     my_bind_str(&p[1], tag, &tag_len);
     my_bind_i64(&p[2], &v_limit);
     if (my_exec(m, m->update, p, NULL, "UPDATE leaf_alloc", cause) == -1)
-        return -1;
+        return STORE_DB_ERROR;
     changed = mysql_stmt_affected_rows(m->update);
 
     memset(r, 0, sizeof r);
@@ -324,10 +324,10 @@ my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
     my_bind_i64(&r[1], &v_max);
     my_bind_i64(&r[2], &v_dbstep);
     if (my_exec(m, m->select, p + 1, r, "SELECT leaf_alloc", cause) == -1)
-        return -1;
+        return STORE_DB_ERROR;
     rc = my_fetch(m, m->select, "SELECT leaf_alloc", cause);
     if (rc == -1)
-        return -1;
+        return STORE_DB_ERROR;
     mysql_stmt_free_result(m->select);
     /* The collation may match "Demo" to "demo"; leafd's tags are exact. */
     if (rc == 1 &&
@@ -338,32 +338,44 @@ my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
 
     if (changed == 0) {
         if (my_rollback(m, cause) == -1)
-            return -1;
+            return STORE_DB_ERROR;
         if (rc == 0)
-            return 1;
+            return STORE_NOT_FOUND;
         store_set_cause(cause, "max_id %lld of %s plus step %lld would "
                         "overflow a 64-bit integer", v_max, tag, v_step);
-        return 2;
+        *max_id = v_max;            /* so the caller can ask for what fits */
+        *db_step = v_dbstep;
+        return STORE_BAD_ROW;
+    }
+    if (rc == 1 && v_max - v_step < 1) {
+        /* A negative or zero max_id: IDs below 1 would read as huge
+         * unsigned numbers to some clients. */
+        if (my_rollback(m, cause) == -1)
+            return STORE_DB_ERROR;
+        store_set_cause(cause, "the range of %s would start at %lld (max_id "
+                        "%lld, step %lld): IDs start at 1", tag, v_max - v_step,
+                        v_max - v_step, v_step);
+        return STORE_BAD_ROW;
     }
     if (rc == 0) {
         if (my_rollback(m, cause) == -1)
-            return -1;
+            return STORE_DB_ERROR;
         store_set_cause(cause, "mysql %s: %s updated but not found",
                         m->where, tag);
-        return -1;
+        return STORE_DB_ERROR;
     }
     if (mysql_commit(m->db) != 0) {
         /* Maybe committed, maybe not: either way the range is not used. */
         my_fail(m, NULL, "COMMIT", cause);
         m->stale = 0;
-        return -1;
+        return STORE_DB_ERROR;
     }
     *max_id = v_max;
     *db_step = v_dbstep;
-    return 0;
+    return STORE_OK;
 }
 
-static int
+static enum store_result
 mysql_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
             int64_t *db_step, char **cause)
 {
@@ -373,7 +385,7 @@ mysql_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
 
     for (int attempt = 0;; attempt++) {
         if (my_begin(m, &reused, &t0, cause) == -1)
-            return -1;
+            return STORE_DB_ERROR;
         rc = my_alloc_once(m, tag, step, max_id, db_step, cause);
         if (rc != -1 || !my_retry(m, attempt, reused, t0, cause))
             return rc;
@@ -451,7 +463,7 @@ out:
     return rc;
 }
 
-static int
+static enum store_result
 mysql_get(struct store *s, const char *tag, struct store_row *row,
           char **cause)
 {
@@ -461,7 +473,7 @@ mysql_get(struct store *s, const char *tag, struct store_row *row,
 
     for (int attempt = 0;; attempt++) {
         if (my_begin(m, &reused, &t0, cause) == -1)
-            return -1;
+            return STORE_DB_ERROR;
         rc = my_get_once(m, tag, row, cause);
         if (rc != -1 || !my_retry(m, attempt, reused, t0, cause))
             return rc;
@@ -507,7 +519,7 @@ out:
     return rc;
 }
 
-static int
+static enum store_result
 mysql_list(struct store *s, struct store_row **rows, size_t *n, char **cause)
 {
     struct store_mysql *m = (struct store_mysql *)s;
@@ -516,14 +528,14 @@ mysql_list(struct store *s, struct store_row **rows, size_t *n, char **cause)
 
     for (int attempt = 0;; attempt++) {
         if (my_begin(m, &reused, &t0, cause) == -1)
-            return -1;
+            return STORE_DB_ERROR;
         rc = my_list_once(m, rows, n, cause);
         if (rc != -1 || !my_retry(m, attempt, reused, t0, cause))
             return rc;
     }
 }
 
-static int
+static enum store_result
 my_insert_once(struct store_mysql *m, const char *tag, int64_t max_id,
                int64_t step, const char *description, char **cause)
 {
@@ -542,28 +554,29 @@ my_insert_once(struct store_mysql *m, const char *tag, int64_t max_id,
         return my_fail(m, m->insert, "INSERT leaf_alloc", cause);
     if (mysql_stmt_execute(m->insert) != 0) {
         if (mysql_stmt_errno(m->insert) == ER_DUP_ENTRY)
-            return my_rollback(m, cause) == -1 ? -1 : 1;
+            return my_rollback(m, cause) == -1 ? STORE_DB_ERROR : STORE_EXISTS;
         return my_fail(m, m->insert, "INSERT leaf_alloc", cause);
     }
     if (mysql_commit(m->db) != 0) {
         my_fail(m, NULL, "COMMIT", cause);
         m->stale = 0;
-        return -1;
+        return STORE_DB_ERROR;
     }
-    return 0;
+    return STORE_OK;
 }
 
-static int
+static enum store_result
 mysql_insert(struct store *s, const char *tag, int64_t max_id, int64_t step,
              const char *description, char **cause)
 {
     struct store_mysql *m = (struct store_mysql *)s;
-    int reused, rc;
+    int reused;
+    enum store_result rc;
     int64_t t0;
 
     for (int attempt = 0;; attempt++) {
         if (my_begin(m, &reused, &t0, cause) == -1)
-            return -1;
+            return STORE_DB_ERROR;
         rc = my_insert_once(m, tag, max_id, step, description, cause);
         if (rc != -1 || !my_retry(m, attempt, reused, t0, cause))
             return rc;

@@ -107,7 +107,7 @@ sqlite_bind_tag(sqlite3_stmt *st, int i, const char *tag)
     return sqlite3_bind_text(st, i, tag, (int)strlen(tag), SQLITE_STATIC);
 }
 
-static int
+static enum store_result
 sqlite_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
              int64_t *db_step, char **cause)
 {
@@ -116,7 +116,7 @@ sqlite_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
     int64_t got_max = 0, got_step = 0;
 
     if (sqlite_run(q, q->begin, "BEGIN IMMEDIATE", cause) == -1)
-        return -1;
+        return STORE_DB_ERROR;
 
     /* The max_id guard refuses a range that would pass INT64_MAX (SQLite
      * would silently turn the sum into a REAL). */
@@ -138,9 +138,9 @@ sqlite_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
             sqlite3_reset(q->select);
             sqlite3_clear_bindings(q->select);
             sqlite_rollback(q);
-            store_set_cause(cause, "sqlite %s: max_id or step of %s is not "
-                            "an integer", q->path, tag);
-            return -1;
+            store_set_cause(cause, "max_id or step of %s is not an integer "
+                            "(sqlite %s)", tag, q->path);
+            return STORE_BAD_ROW;   /* this row; the database is fine */
         }
         got_max = sqlite3_column_int64(q->select, 1);
         got_step = sqlite3_column_int64(q->select, 2);
@@ -153,23 +153,35 @@ sqlite_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
     if (changes == 0) {
         sqlite_rollback(q);
         if (!found)
-            return 1;
+            return STORE_NOT_FOUND;
         store_set_cause(cause, "max_id %lld of %s plus step %lld would "
                         "overflow a 64-bit integer", (long long)got_max, tag,
                         (long long)step);
-        return 2;
+        *max_id = got_max;          /* so the caller can ask for what fits */
+        *db_step = got_step;
+        return STORE_BAD_ROW;
+    }
+    if (got_max - step < 1) {
+        /* A negative or zero max_id: IDs below 1 would read as huge
+         * unsigned numbers to some clients. */
+        sqlite_rollback(q);
+        store_set_cause(cause, "the range of %s would start at %lld (max_id "
+                        "%lld, step %lld): IDs start at 1", tag,
+                        (long long)(got_max - step), (long long)(got_max - step),
+                        (long long)step);
+        return STORE_BAD_ROW;
     }
     if (!found) {
         sqlite_rollback(q);
         store_set_cause(cause, "sqlite %s: %s updated but not found",
                         q->path, tag);
-        return -1;
+        return STORE_DB_ERROR;
     }
     if (sqlite_run(q, q->commit, "COMMIT", cause) == -1)
-        return -1;
+        return STORE_DB_ERROR;
     *max_id = got_max;
     *db_step = got_step;
-    return 0;
+    return STORE_OK;
 }
 
 /* Fill row from a get/list statement positioned on a row. Returns 0, or 1 to
@@ -198,7 +210,7 @@ sqlite_row(sqlite3_stmt *st, struct store_row *row)
     return 0;
 }
 
-static int
+static enum store_result
 sqlite_get(struct store *s, const char *tag, struct store_row *row,
            char **cause)
 {
@@ -216,7 +228,7 @@ sqlite_get(struct store *s, const char *tag, struct store_row *row,
     return ret;
 }
 
-static int
+static enum store_result
 sqlite_list(struct store *s, struct store_row **rows, size_t *n, char **cause)
 {
     struct store_sqlite *q = (struct store_sqlite *)s;
@@ -242,10 +254,10 @@ sqlite_list(struct store *s, struct store_row **rows, size_t *n, char **cause)
     sqlite3_reset(q->list);
     *rows = v;
     *n = len;
-    return 0;
+    return STORE_OK;
 }
 
-static int
+static enum store_result
 sqlite_insert(struct store *s, const char *tag, int64_t max_id, int64_t step,
               const char *description, char **cause)
 {
@@ -265,7 +277,7 @@ sqlite_insert(struct store *s, const char *tag, int64_t max_id, int64_t step,
         return sqlite_fail(q, q->insert, "INSERT leaf_alloc", cause);
     sqlite3_reset(q->insert);
     sqlite3_clear_bindings(q->insert);
-    return rc == SQLITE_DONE ? 0 : 1;
+    return rc == SQLITE_DONE ? STORE_OK : STORE_EXISTS;
 }
 
 static void

@@ -18,6 +18,9 @@ TESTS = [
     "test_concurrent_clients_no_duplicates",
     "test_cli_help_and_check_config",
     "test_sigterm_and_sighup",
+    "test_bad_row_stops_only_its_tag",
+    "test_edges_of_the_id_space",
+    "test_batch_over_the_range_limit",
 ]
 
 
@@ -268,3 +271,75 @@ def test_sigterm_and_sighup(ctx):
         check(time.time() - t0 < 6, "stopped within the shutdown timeout")
         with open(os.path.join(wd.path, "leafd-file.log")) as f:
             check("stopped" in f.read(), "log says stopped")
+
+
+def sql(wd, *stmts):
+    import sqlite3
+    con = sqlite3.connect(os.path.join(wd.path, "leafd.db"), timeout=10)
+    for q in stmts:
+        con.execute(q)
+    con.commit()
+    con.close()
+
+
+def test_bad_row_stops_only_its_tag(ctx):
+    """Issue 9 item 3: one row whose max_id is not an integer stops only its
+    own tag; the database stays up, tags never loaded still work, and the
+    log says it once (the old store called it a database error: every
+    never-loaded tag got 503 and the log flapped)."""
+    with Workdir("badrow") as wd:
+        d = wd.leafd(flags=["--segment.refresh_ms=3600000"]).start()
+        eq(d.get("/segment/demo").status, 200, "demo")
+        sql(wd, "INSERT INTO leaf_alloc(biz_tag, max_id, step) VALUES ('bad', 'abc', 100)",
+            "INSERT INTO leaf_alloc(biz_tag, max_id, step) VALUES ('fresh', 1, 100)")
+        for _ in range(8):
+            err(d.get("/segment/bad"), 503, "bad_leaf_alloc_row")
+        for i in range(8):
+            r = d.get("/segment/fresh")
+            eq(r.status, 200, "a healthy never-loaded tag still works (%d): %r" % (i, r))
+        h = d.get("/health")
+        eq(h.status, 200, "health: %r" % h.text)
+        m = d.get("/metrics").text
+        check("leafd_db_up 1" in m, "the database is up: %s" %
+              [x for x in m.splitlines() if "db_up" in x])
+        log = d.log()
+        eq(log.count("cannot take a segment"), 1, "said once: %s" % log[-2000:])
+        check("unreachable" not in log, "never called the database down")
+
+
+def test_edges_of_the_id_space(ctx):
+    """Issue 9 item 6: near INT64_MAX, an adapted step that no longer fits
+    falls back to what fits (never below the row's step) instead of breaking
+    the tag; a negative max_id is refused instead of served as 20-digit
+    unsigned IDs."""
+    with Workdir("edges") as wd:
+        d = wd.leafd(flags=["--segment.refresh_ms=3600000"]).start()
+        top = (1 << 63) - 1
+        sql(wd, "INSERT INTO leaf_alloc(biz_tag, max_id, step) VALUES ('big', %d, 5)" % (top - 10),
+            "INSERT INTO leaf_alloc(biz_tag, max_id, step) VALUES ('neg', -100, 10)")
+        got = []
+        for _ in range(10):
+            r = d.get("/segment/big")
+            eq(r.status, 200, "ID %d of the last 10: %r" % (len(got), r))
+            got.append(int(r.text))
+        eq(got, list(range(top - 10, top)), "the last ten IDs, in order")
+        err(d.get("/segment/big"), 503, "bad_leaf_alloc_row")
+        check("instead of leafd's" in d.log(), "the log names both steps")
+        r = d.get("/segment/neg")
+        err(r, 503, "bad_leaf_alloc_row")
+        check("start at 1" in d.log(), "the log says why: %s" % d.log()[-1500:])
+
+
+def test_batch_over_the_range_limit(ctx):
+    """Issue 9 item 7: a batch that could need more than 8 segments is
+    refused at once with the limit, and takes nothing."""
+    with Workdir("bigbatch") as wd:
+        d = wd.leafd(flags=["--segment.refresh_ms=3600000"]).start()
+        sql(wd, "INSERT INTO leaf_alloc(biz_tag, max_id, step) VALUES ('small', 1, 10)")
+        t0 = time.time()
+        r = d.get("/segment/small?count=100")
+        err(r, 400, "batch_too_large")
+        check("70" in r.json()["message"], "names the limit: %r" % r.json())
+        check(time.time() - t0 < 0.4, "at once, not after segment.wait_ms")
+        eq(int(d.get("/segment/small").text), 1, "nothing was taken")
+        eq(len(d.get("/segment/small?count=70").ids()), 70, "the limit itself works")

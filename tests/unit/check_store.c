@@ -421,7 +421,7 @@ START_TEST(test_alloc_basic)
 
     snprintf(t1, sizeof t1, "%s", tag("basic"));
     ck_assert_int_eq(store_insert(s, t1, 1, 100, "basic tag", &cause), 0);
-    ck_assert_int_eq(store_insert(s, t1, 5, 100, NULL, &cause), 1);
+    ck_assert_int_eq(store_insert(s, t1, 5, 100, NULL, &cause), STORE_EXISTS);
 
     /* Ranges [1,101), [101,201), then a custom step [201,251). */
     ck_assert_int_eq(store_alloc(s, t1, 100, &max_id, &step, &cause), 0);
@@ -436,7 +436,7 @@ START_TEST(test_alloc_basic)
     /* Not found: 1, and nothing created. */
     ck_assert_int_eq(store_alloc(s, tag("nope"), 10, &max_id, &step, &cause),
                      1);
-    ck_assert_int_eq(store_get(s, tag("nope"), &row, &cause), 1);
+    ck_assert_int_eq(store_get(s, tag("nope"), &row, &cause), STORE_NOT_FOUND);
     ck_assert_ptr_null(cause);
 
     ck_assert_int_eq(store_get(s, t1, &row, &cause), 0);
@@ -471,17 +471,17 @@ START_TEST(test_alloc_invalid)
     memcpy(max_tag, be.prefix, strlen(be.prefix));
     max_tag[TAG_MAX] = '\0';
 
-    ck_assert_int_eq(store_alloc(s, long_tag, 10, &max_id, &step, &cause), -1);
+    ck_assert_int_eq(store_alloc(s, long_tag, 10, &max_id, &step, &cause), STORE_BAD_ARG);
     ck_assert_ptr_nonnull(strstr(cause, "longer"));
     free(cause);
     cause = NULL;
-    ck_assert_int_eq(store_get(s, long_tag, &row, &cause), -1);
+    ck_assert_int_eq(store_get(s, long_tag, &row, &cause), STORE_BAD_ARG);
     free(cause);
     cause = NULL;
-    ck_assert_int_eq(store_insert(s, long_tag, 1, 10, NULL, &cause), -1);
+    ck_assert_int_eq(store_insert(s, long_tag, 1, 10, NULL, &cause), STORE_BAD_ARG);
     free(cause);
     cause = NULL;
-    ck_assert_int_eq(store_alloc(s, "", 10, &max_id, &step, &cause), -1);
+    ck_assert_int_eq(store_alloc(s, "", 10, &max_id, &step, &cause), STORE_BAD_ARG);
     free(cause);
     cause = NULL;
 
@@ -493,21 +493,21 @@ START_TEST(test_alloc_invalid)
     ck_assert_str_eq(row.biz_tag, max_tag);
     ck_assert_str_eq(row.description, "");
 
-    ck_assert_int_eq(store_alloc(s, max_tag, 0, &max_id, &step, &cause), 2);
+    ck_assert_int_eq(store_alloc(s, max_tag, 0, &max_id, &step, &cause), STORE_BAD_ROW);
     free(cause);
     cause = NULL;
-    ck_assert_int_eq(store_alloc(s, max_tag, -5, &max_id, &step, &cause), 2);
+    ck_assert_int_eq(store_alloc(s, max_tag, -5, &max_id, &step, &cause), STORE_BAD_ROW);
     free(cause);
     cause = NULL;
-    ck_assert_int_eq(store_insert(s, tag("z"), 1, 0, NULL, &cause), -1);
+    ck_assert_int_eq(store_insert(s, tag("z"), 1, 0, NULL, &cause), STORE_BAD_ARG);
     free(cause);
     cause = NULL;
-    ck_assert_int_eq(store_insert(s, tag("z"), -1, 10, NULL, &cause), -1);
+    ck_assert_int_eq(store_insert(s, tag("z"), -1, 10, NULL, &cause), STORE_BAD_ARG);
     free(cause);
     cause = NULL;
     memset(desc, 'd', sizeof desc);
     desc[257] = '\0';
-    ck_assert_int_eq(store_insert(s, tag("z"), 1, 10, desc, &cause), -1);
+    ck_assert_int_eq(store_insert(s, tag("z"), 1, 10, desc, &cause), STORE_BAD_ARG);
     free(cause);
     cause = NULL;
     desc[256] = '\0';
@@ -538,7 +538,7 @@ START_TEST(test_alloc_overflow)
 
     snprintf(t1, sizeof t1, "%s", tag("big"));
     ck_assert_int_eq(store_insert(s, t1, INT64_MAX - 10, 100, NULL, &cause), 0);
-    ck_assert_int_eq(store_alloc(s, t1, 100, &max_id, &step, &cause), 2);
+    ck_assert_int_eq(store_alloc(s, t1, 100, &max_id, &step, &cause), STORE_BAD_ROW);
     ck_assert_ptr_nonnull(strstr(cause, "overflow"));
     free(cause);
     cause = NULL;
@@ -547,10 +547,10 @@ START_TEST(test_alloc_overflow)
 
     ck_assert_int_eq(store_alloc(s, t1, 10, &max_id, &step, &cause), 0);
     ck_assert_int_eq(max_id, INT64_MAX);
-    ck_assert_int_eq(store_alloc(s, t1, 1, &max_id, &step, &cause), 2);
+    ck_assert_int_eq(store_alloc(s, t1, 1, &max_id, &step, &cause), STORE_BAD_ROW);
     free(cause);
     cause = NULL;
-    ck_assert_int_eq(store_alloc(s, t1, INT64_MAX, &max_id, &step, &cause), 2);
+    ck_assert_int_eq(store_alloc(s, t1, INT64_MAX, &max_id, &step, &cause), STORE_BAD_ROW);
     free(cause);
     cause = NULL;
     ck_assert_int_eq(store_get(s, t1, &row, &cause), 0);
@@ -602,8 +602,8 @@ START_TEST(test_tag_case)
     snprintf(t1, sizeof t1, "%s", tag("Case"));
     snprintf(t2, sizeof t2, "%s", tag("case"));
     ck_assert_int_eq(store_insert(s, t1, 1, 10, NULL, &cause), 0);
-    ck_assert_int_eq(store_alloc(s, t2, 10, &max_id, &step, &cause), 1);
-    ck_assert_int_eq(store_get(s, t2, &row, &cause), 1);
+    ck_assert_int_eq(store_alloc(s, t2, 10, &max_id, &step, &cause), STORE_NOT_FOUND);
+    ck_assert_int_eq(store_get(s, t2, &row, &cause), STORE_NOT_FOUND);
     ck_assert_int_eq(store_get(s, t1, &row, &cause), 0);
     ck_assert_int_eq(row.max_id, 1);
     ck_assert_int_eq(store_alloc(s, t1, 10, &max_id, &step, &cause), 0);
@@ -859,7 +859,7 @@ START_TEST(test_sqlite_demo_and_pragmas)
 
     s = be_open();
     ck_assert_str_eq(store_kind_name(s), "sqlite");
-    ck_assert_int_eq(store_get(s, "demo", &row, &cause), 1);
+    ck_assert_int_eq(store_get(s, "demo", &row, &cause), STORE_NOT_FOUND);
     store_close(s);
 
     be.cfg.create_demo = 1;
@@ -943,7 +943,7 @@ START_TEST(test_sqlite_busy)
     ck_assert_int_eq(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL),
                      SQLITE_OK);
     t0 = util_mono_ms();
-    ck_assert_int_eq(store_alloc(s, "t", 10, &max_id, &step, &cause), -1);
+    ck_assert_int_eq(store_alloc(s, "t", 10, &max_id, &step, &cause), STORE_DB_ERROR);
     ck_assert_int_ge(util_mono_ms() - t0, 250);
     ck_assert_ptr_nonnull(strstr(cause, "locked"));
     free(cause);
