@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <stdatomic.h>
+#include <assert.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,8 +40,9 @@ struct loader {
     pthread_cond_t   cond;
     int              stopping;
 
-    struct segment_tag **loads;      /* FIFO of tags to load */
-    size_t           nloads, loads_cap;
+    struct segment_tag **loads;      /* FIFO of tags to load: a ring of
+                                        loads_cap, nloads from loads_head */
+    size_t           loads_head, nloads, loads_cap;
     char           (*lookups)[TAG_MAX + 1];
     size_t           nlookups, lookups_cap;
     int              refresh_wanted;
@@ -116,17 +118,43 @@ loader_free(struct loader *l)
     free(l);
 }
 
+/* Queue a load (l->lock held). O(1); the ring doubles when full. */
+static void
+do_load_push(struct loader *l, struct segment_tag *t)
+{
+    if (l->nloads == l->loads_cap) {
+        size_t cap = l->loads_cap ? l->loads_cap * 2 : 64;
+        struct segment_tag **ring = xmalloc(cap * sizeof *ring);
+
+        for (size_t i = 0; i < l->nloads; i++)
+            ring[i] = l->loads[(l->loads_head + i) % l->loads_cap];
+        free(l->loads);
+        l->loads = ring;
+        l->loads_cap = cap;
+        l->loads_head = 0;
+    }
+    l->loads[(l->loads_head + l->nloads++) % l->loads_cap] = t;
+}
+
+/* The oldest queued load (l->lock held, nloads > 0). O(1). */
+static struct segment_tag *
+do_load_pop(struct loader *l)
+{
+    struct segment_tag *t = l->loads[l->loads_head];
+
+    assert(l->nloads > 0);
+    l->loads_head = (l->loads_head + 1) % l->loads_cap;
+    l->nloads--;
+    return t;
+}
+
 void
 loader_hook_load(void *arg, struct segment_tag *t)
 {
     struct loader *l = arg;
 
     pthread_mutex_lock(&l->lock);
-    if (l->nloads == l->loads_cap) {
-        l->loads_cap = l->loads_cap ? l->loads_cap * 2 : 64;
-        l->loads = xrealloc(l->loads, l->loads_cap * sizeof *l->loads);
-    }
-    l->loads[l->nloads++] = t;
+    do_load_push(l, t);
     pthread_cond_signal(&l->cond);
     pthread_mutex_unlock(&l->lock);
 }
@@ -247,12 +275,7 @@ run_load(struct loader *l, struct store *s, struct segment_tag *t)
         l->st.loads++;
         do_observe_latency(l, ms);
     } else if (rc == STORE_DB_ERROR) {
-        /* Keep the job: retry after the backoff. */
-        if (l->nloads == l->loads_cap) {
-            l->loads_cap = l->loads_cap ? l->loads_cap * 2 : 64;
-            l->loads = xrealloc(l->loads, l->loads_cap * sizeof *l->loads);
-        }
-        l->loads[l->nloads++] = t;
+        do_load_push(l, t);         /* keep the job: retry after the backoff */
     }
     pthread_mutex_unlock(&l->lock);
 
@@ -435,8 +458,7 @@ loader_main(void *arg)
             l->next_refresh_ms = now + l->cfg->refresh_ms;
         }
         if (l->nloads > 0) {
-            t = l->loads[0];
-            memmove(l->loads, l->loads + 1, --l->nloads * sizeof *l->loads);
+            t = do_load_pop(l);
         } else if (l->refresh_wanted) {
             l->refresh_wanted = 0;
             refresh = 1;
@@ -460,15 +482,19 @@ loader_main(void *arg)
                 run_refresh(l, s, NULL, 0);
             else
                 run_lookups(l, s, names, n);
-            free(names);
-            /* Retry parked requests only when something may serve them. */
+            /* Retry parked requests only when something may serve them, and
+             * only those of the tags this work was about (a refresh: all). */
             if (changed && l->wake != NULL) {
                 if (t != NULL)
                     l->wake(l->wake_arg, segment_tag_name(t),
                             strlen(segment_tag_name(t)));
-                else
+                else if (refresh || n > LOOKUP_BATCH)
                     l->wake(l->wake_arg, NULL, 0);
+                else
+                    for (size_t i = 0; i < n; i++)
+                        l->wake(l->wake_arg, names[i], strlen(names[i]));
             }
+            free(names);
         }
 
         pthread_mutex_lock(&l->lock);
