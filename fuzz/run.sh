@@ -33,6 +33,7 @@ opts() {
     tzone)      echo "-max_len=8192" ;;
     serial_pattern) echo "-max_len=64" ;;
     resp_parse) echo "-max_len=4096 -dict=fuzz/resp.dict" ;;
+    segment_model) echo "-max_len=400" ;;
     *)          echo "" ;;
     esac
 }
