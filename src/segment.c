@@ -595,6 +595,9 @@ take_fast(struct segments *s, struct segment_tag *t, int64_t want, int block,
             return 0;       /* stalled across yet another refill: a gap */
     }
     off = (int64_t)(x & CTR_OFFSET_MASK);
+    /* Adds start below len (checked above), so the offset never carries
+     * into the generation bits. */
+    assert((uint64_t)off + (uint64_t)want <= CTR_OFFSET_MASK);
     if (off >= v.len)
         return 0;
     got = v.len - off < want ? v.len - off : want;
@@ -962,6 +965,11 @@ segment_install(struct segments *s, struct segment_tag *t, int64_t max_id,
     }
     i = !atomic_load(&t->cur);
     sl = &t->slot[i];
+    /* Only the slot nobody takes from is written, and only when it holds no
+     * unused range; a range fits the counter's offset bits. */
+    assert(i != atomic_load(&t->cur) && !atomic_load(&t->next_ready));
+    assert(step >= 1 && (uint64_t)step <= CTR_OFFSET_MASK / 2 && max_id - step >= 0);
+    assert((atomic_load(&sl->seq) & 1) == 0);
     gen = (atomic_load(&sl->gen) + 1) & CTR_GEN_MASK;
     atomic_fetch_add(&sl->seq, 1);
     atomic_store(&sl->start, max_id - step);
@@ -969,6 +977,7 @@ segment_install(struct segments *s, struct segment_tag *t, int64_t max_id,
     atomic_store(&sl->gen, gen);
     atomic_fetch_add(&sl->seq, 1);
     atomic_store(&t->ctr[i], gen << CTR_OFFSET_BITS);
+    assert((atomic_load(&sl->seq) & 1) == 0);   /* even: the slot is whole */
     atomic_store(&t->next_ready, 1);
     t->update_ms = now_ms(s);
     t->adapt_due = 1;
