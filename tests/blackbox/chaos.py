@@ -15,7 +15,14 @@ Topology, all on 127.0.0.1 on free ports (never 8080), in one temp dir:
   - nginx in front (the config is generated below: see NGINX_CONF);
   - client threads loading nginx continuously with /segment/chaos,
     /segment/chaos?count=10, /snowflake and /snowflake?count=10, recording
-    every ID, status, JSON error code, start time and latency.
+    every ID, status, JSON error code, start time and latency;
+  - volume clients, one per mode, taking batches of 1,000 as fast as they
+    can (/segment/chaosvol?count=1000, a tag of its own with a large step so
+    it never drains the latency clients' buffers, and /snowflake?count=1000),
+    so that the long run checks millions of IDs for repeats through every
+    fault phase. Their answers are not latency figures: they are counted
+    apart and only their IDs (and that each is a 200 or a JSON 503) are
+    checked.
 
 While they run, in sequence, with a settle time after each:
   1 kill9      kill -9 n0, leave it down a moment, restart it
@@ -28,7 +35,8 @@ While they run, in sequence, with a settle time after each:
   6 clock      n2's clock 10 ms back, later 10 s back, then +0
 
 Then it prints a table and exits 1 if a "must" failed:
-  - no duplicate ID (segment and snowflake IDs checked separately);
+  - no duplicate ID (segment and snowflake IDs checked separately, the
+    volume clients' IDs included);
   - no failed request during 2 rolling and 3 db-short;
   - every non-200 answer is a 503 with a JSON body carrying "error" (an
     nginx 502/504 page, a connection error or a timeout fails this);
@@ -219,8 +227,10 @@ class Load:
      upstream addrs, IDs received)."""
 
     DRAIN = ("seg", "/segment/chaos?count=1000", 1000)
+    VOLUME = (("seg", "/segment/chaosvol?count=1000", 1000),
+              ("sf", "/snowflake?count=1000", 1000))
 
-    def __init__(self, port, threads, rate):
+    def __init__(self, port, threads, rate, volume_rate=0.0):
         self.port = port
         self.nthreads = threads
         self.period = 1.0 / rate
@@ -231,6 +241,13 @@ class Load:
         self.ids = {"seg": [[] for _ in range(n)], "sf": [[] for _ in range(n)]}
         self.bad200 = [[] for _ in range(n)]
         self.threads = []
+        self.volume_period = 1.0 / volume_rate if volume_rate > 0 else 0.0
+        # Volume clients: IDs in compact arrays, one record per request
+        # (start time, status, error code, IDs received).
+        import array
+        self.vol_ids = {"seg": array.array("q"), "sf": array.array("q")}
+        self.vol_recs = {"seg": [], "sf": []}
+        self.vol_bad200 = []
 
     def start(self):
         for i in range(self.nthreads):
@@ -240,6 +257,46 @@ class Load:
         t = threading.Thread(target=self.drainer, daemon=True)
         t.start()
         self.threads.append(t)
+        if True:
+            for kind in self.VOLUME:
+                t = threading.Thread(target=self.volume_client, args=(kind,), daemon=True)
+                t.start()
+                self.threads.append(t)
+
+    def volume_client(self, kind):
+        """As many batches as the nodes give; a failed request waits 50 ms."""
+        space, path, want = kind
+        c = Client(self.port, timeout=15)
+        ids, recs = self.vol_ids[space], self.vol_recs[space]
+        while not self.stop_ev.is_set():
+            t = time.time()
+            code, n = None, 0
+            try:
+                r = c.get(path)
+                status = r.status
+            except Exception as e:
+                status, r = 0, None
+                code = "client:%s" % type(e).__name__
+                c.close()
+            if r is not None and status == 200:
+                try:
+                    got = [int(x) for x in r.text.split()]
+                except ValueError:
+                    got = None
+                if got is None or len(got) != want or \
+                        any(a >= b for a, b in zip(got, got[1:])):
+                    self.vol_bad200.append((t, path, r.body[:200]))
+                else:
+                    ids.extend(got)
+                    n = len(got)
+            elif r is not None:
+                code = error_code(r)
+            recs.append((t, status, code, n))
+            if status != 200:
+                time.sleep(0.05)
+            elif self.volume_period:
+                time.sleep(max(0.0, self.volume_period - (time.time() - t)))
+        c.close()
 
     def stop(self):
         self.stop_ev.set()
@@ -377,6 +434,8 @@ class Chaos:
         self.db = wd.mariadb()
         self.db.sql("INSERT INTO leaf_alloc(biz_tag, max_id, step, description) "
                     "VALUES ('chaos', 1, %d, 'chaos run')" % self.step)
+        self.db.sql("INSERT INTO leaf_alloc(biz_tag, max_id, step, description) "
+                    "VALUES ('chaosvol', 1, 1000000, 'chaos run: volume clients')")
         say("MariaDB on %d (tag chaos, step %d)" % (self.db.port, self.step))
         self.zk = wd.zookeeper()
         say("ZooKeeper on %s" % self.zk.address)
@@ -608,7 +667,8 @@ class Chaos:
     def run(self, wd):
         a = self.args
         self.setup(wd)
-        self.load = Load(self.nginx.port, a.threads, a.rate)
+        self.load = Load(self.nginx.port, a.threads, a.rate,
+                         a.volume_rate if a.volume_rate >= 0 else (20.0 if self.f == 1 else 0.0))
         self.load.start()
         say("load: %d client threads at %.0f requests/s each through nginx" % (
             a.threads, a.rate))
@@ -664,8 +724,17 @@ class Chaos:
         w("")
         w("chaos results (%s run, scale %.2f, segment step %d)" % (
             "short" if self.f == 1 else "long", self.f, self.step))
-        w("%-12s %6s %8s %7s %6s %8s %9s  %s" % (
-            "phase", "secs", "requests", "failed", "retried", "p99 ms", "max ms", "non-200 by code"))
+        vol = {sp: self.load.vol_recs[sp] for sp in ("seg", "sf")}
+        vol_by_phase = collections.defaultdict(lambda: [0, 0, 0])  # requests, non-200, IDs
+        for sp in ("seg", "sf"):
+            for r in vol[sp]:
+                v = vol_by_phase[self.phase_of(r[0])]
+                v[0] += 1
+                v[1] += r[1] != 200
+                v[2] += r[3]
+        w("%-12s %6s %8s %7s %6s %8s %9s %10s %9s  %s" % (
+            "phase", "secs", "requests", "failed", "retried", "p99 ms", "max ms",
+            "IDs", "vol 503", "non-200 by code"))
         for p in self.phases:
             rs = by_phase[p[0]]
             fails = [r for r in rs if r[3] != 200]
@@ -674,8 +743,10 @@ class Chaos:
             p99 = lats[int(len(lats) * 0.99) - 1] * 1000 if lats else 0
             mx = lats[-1] * 1000 if lats else 0
             codes = collections.Counter("%s %s" % (r[3], r[4]) for r in fails)
-            w("%-12s %6.1f %8d %7d %6d %8.0f %9.0f  %s" % (
+            vp = vol_by_phase[p[0]]
+            w("%-12s %6.1f %8d %7d %6d %8.0f %9.0f %10d %9d  %s" % (
                 p[0], p[3] - p[1], len(rs), len(fails), retried, p99, mx,
+                sum(r[7] for r in rs) + vp[2], vp[1],
                 ", ".join("%s x%d" % kv for kv in sorted(codes.items())) or "-"))
         w("")
         # IDs and duplicates
@@ -695,6 +766,17 @@ class Chaos:
                             x[0], time.strftime("%H:%M:%S", time.localtime(x[1])),
                             x[1] - T0, self.phase_of(x[1]), self.port_name.get(x[2], x[2])))
                         shown += 1
+        # The volume clients: segment IDs of their own tag; snowflake IDs
+        # checked together with the latency clients'.
+        vol_dups = {}
+        for space, extra in (("seg", []), ("sf", [x[0] for x in sf])):
+            allv = sorted(list(self.load.vol_ids[space]) + extra)
+            d = sum(1 for a, b in zip(allv, allv[1:]) if a == b)
+            vol_dups[space] = d
+            w("volume %-9s IDs %9d in %6d requests (%d not 200)%s   duplicates %d" % (
+                "segment" if space == "seg" else "snowflake", len(self.load.vol_ids[space]),
+                len(vol[space]), sum(1 for r in vol[space] if r[1] != 200),
+                "" if space == "seg" else " + the latency clients'", d))
         per_node = collections.Counter(self.port_name.get(x[2], x[2]) for x in seg)
         per_worker = collections.Counter(self.worker.get((x[0] >> 12) & 1023, "?")
                                          for x in sf)
@@ -721,6 +803,18 @@ class Chaos:
         m = self.musts
         m.append((not dups["segment"], "no duplicate segment ID (%d)" % len(dups["segment"])))
         m.append((not dups["snowflake"], "no duplicate snowflake ID (%d)" % len(dups["snowflake"])))
+        m.append((not vol_dups["seg"] and not vol_dups["sf"],
+                  "no duplicate among the volume clients' IDs (segment %d, snowflake %d)" % (
+                      vol_dups["seg"], vol_dups["sf"])))
+        vbad = [r for sp in ("seg", "sf") for r in vol[sp]
+                if r[1] != 200 and (r[1] != 503 or r[2] is None or
+                                    r[2] in ("html", "no-json-body", "empty-body",
+                                             "json-without-error"))]
+        m.append((not vbad and not self.load.vol_bad200,
+                  "volume clients: every answer a full 200 or a JSON 503 (%d are not%s)" % (
+                      len(vbad) + len(self.load.vol_bad200),
+                      ": %r" % ((vbad or self.load.vol_bad200)[0],) if vbad or self.load.vol_bad200
+                      else "")))
         for ph in ("2 rolling", "3 db-short"):
             f = [r for r in by_phase.get(ph, []) if r[3] != 200]
             m.append((not f, "no failed request during %s (%d%s)" % (
@@ -797,6 +891,9 @@ def main():
                     help="phase 4: keep MariaDB down this long after every node ran dry, s")
     ap.add_argument("--zk-outage", type=float, default=6, help="phase 5 ZooKeeper down, s")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--volume-rate", type=float, default=-1,
+                    help="requests/s of each volume client (count=1000); 0: as fast as "
+                         "the nodes answer (default for a long run), 20 for the short one")
     args = ap.parse_args()
     # The short run spends about 51 s in scalable waits (settle times,
     # outages, holds) and about 25 s in fixed ones (start-up, restarts,
