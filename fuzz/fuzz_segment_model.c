@@ -11,7 +11,10 @@
  *  - every ID lies in a range that was installed for its tag;
  *  - an answer has exactly the IDs asked for, in increasing ranges, at most
  *    SEGMENT_MAX_RANGES of them;
- *  - SEGMENT_TOO_LARGE before anything was taken only when n > limit.
+ *  - SEGMENT_TOO_LARGE before anything was taken only when n > limit;
+ *  - liveness: SEGMENT_WAIT only while a load of that tag is asked for (a
+ *    take that waits with no load coming would wait forever: the old
+ *    allocator did that with a batch over SEGMENT_MAX_RANGES ranges).
  *
  * Input: one byte per operation (low 3 bits the kind, the rest an
  * argument), taken in order.
@@ -159,6 +162,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             n = op == 0 ? 1 : 1 + (arg >> 1) * 3;
             memset(&st, 0, sizeof st);
             r = segment_take(s, names[tag], 1, n, &st);
+            if (r == SEGMENT_WAIT)
+                FUZZ_ASSERT(pending[tag] != NULL);
             if (r == SEGMENT_OK) {
                 check_answer(tag, n, &st);
             } else if (r == SEGMENT_WAIT && open_n[tag] == 0) {
@@ -180,7 +185,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (r == SEGMENT_OK) {
                 check_answer(tag, open_n[tag], &open_take[tag]);
                 open_n[tag] = 0;
-            } else if (r != SEGMENT_WAIT) {
+            } else if (r == SEGMENT_WAIT) {
+                FUZZ_ASSERT(pending[tag] != NULL);
+            } else {
                 for (int i = 0; i < open_take[tag].nranges; i++)
                     for (int64_t k = 0; k < open_take[tag].ranges[i].count; k++)
                         issue(tag, open_take[tag].ranges[i].start + k);
