@@ -190,6 +190,13 @@ api_reply_error(struct http_conn *c, enum route r, int status, const char *code,
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (status == 503 && self != NULL) {
+        size_t i = 0;
+
+        while (i < NCODES_503 - 1 && strcmp(codes_503[i], code) != 0)
+            i++;
+        stat_inc(&self->unavailable[r][i]);
+    }
     q = util_json_str(msg);
     n = snprintf(body, sizeof body, "{\"error\":\"%s\",\"message\":%s}\n", code, q);
     free(q);

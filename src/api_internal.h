@@ -25,6 +25,14 @@ enum route {
 static const int status_codes[] = { 200, 400, 401, 403, 404, 405, 503 };
 #define NSTATUS (sizeof status_codes / sizeof status_codes[0])
 
+/* 503 answers are also counted by their error code (/metrics
+ * leafd_http_503_total{route,code}); codes not listed count as "other". */
+static const char *const codes_503[] = {
+    "ids_exhausted", "tag_lookup_unavailable", "bad_leaf_alloc_row",
+    "batch_fragmented", "random_unavailable", "other"
+};
+#define NCODES_503 (sizeof codes_503 / sizeof codes_503[0])
+
 /* Requests on Leaf's /api/snowflake/get/<key>, by key: the key only labels
  * this metric. Each I/O thread counts its own first LEAF_KEYS_MAX keys; later
  * ones count as "other". A name is written before nkeys is published
@@ -40,6 +48,7 @@ struct leaf_key {
  * no locked instruction), read by /metrics with relaxed loads. */
 struct api_thread {
     _Atomic uint64_t requests[R_COUNT][NSTATUS + 1];
+    _Atomic uint64_t unavailable[R_COUNT][NCODES_503];   /* 503s by code */
     _Atomic uint64_t parked;
     char            *out;          /* response body buffer */
     size_t           out_cap;

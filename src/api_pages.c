@@ -285,6 +285,20 @@ api_page_metrics(struct api *a, struct http_conn *c)
         segments_foreach(a->segs, metrics_tag, &b);
         loader_metrics(a->loader, &b);
     }
+    sbuf_puts(&b, "# HELP leafd_http_503_total 503 answers by route and error code "
+                  "(snowflake refusals also in leafd_snowflake_not_served_total).\n"
+                  "# TYPE leafd_http_503_total counter\n");
+    for (int r = 0; r < R_COUNT; r++)
+        for (size_t k = 0; k < NCODES_503; k++) {
+            uint64_t sum = 0;
+
+            for (int t = 0; t <= a->nthreads; t++)
+                sum += atomic_load_explicit(&a->threads[t].unavailable[r][k],
+                                            memory_order_relaxed);
+            if (sum > 0)
+                sbuf_printf(&b, "leafd_http_503_total{route=\"%s\",code=\"%s\"} %llu\n",
+                            route_names[r], codes_503[k], (unsigned long long)sum);
+        }
     {
         uint64_t uu = 0, ul = 0;
 

@@ -136,8 +136,12 @@
           l = labels(m[2]);
           if (l.route === 'segment' || l.route === 'leaf_segment') s.segReq += v;
           if (l.route === 'snowflake' || l.route === 'leaf_snowflake') s.sfReq += v;
-          /* /metrics counts HTTP answers by route and status, not by code. */
-          if (l.status === '503') s.c503['http ' + l.route + '|503 (any code)'] = v;
+          break;
+        case 'leafd_http_503_total':
+          /* Snowflake refusals come from leafd_snowflake_not_served_total. */
+          l = labels(m[2]);
+          if (l.route !== 'snowflake' && l.route !== 'leaf_snowflake')
+            s.c503['http ' + l.route + '|' + l.code] = v;
           break;
         case 'leafd_snowflake_not_served_total':
           l = labels(m[2]);

@@ -471,11 +471,11 @@ def test_console_admin_token_in_browser(ctx):
                 time.sleep(0.05)
                 if js(drv, "return Number(document.getElementById('chart-ids').getAttribute('data-points'))") >= 6:
                     break
-            wait_text(drv, "#ov-503 tbody", lambda t: "http segment" in t and "503" in t,
+            wait_text(drv, "#ov-503 tbody", lambda t: "http segment" in t and "bad_leaf_alloc_row" in t,
                       "the segment 503 in the 503 table")
             row = js(drv, "return Array.prototype.map.call(document.querySelectorAll('#ov-503 tbody td'), "
                           "function (td) { return td.textContent; });")
-            eq(row, ["http segment", "503 (any code)", "1", "1"], "503 table row")
+            eq(row, ["http segment", "bad_leaf_alloc_row", "1", "1"], "503 table row")
             shot(drv, "overview-live-desktop")
             check(js(drv, "return document.getElementById('auth').hidden"), "no prompt after reload")
             # The datacenter layout in the tool, against the public decoder.
