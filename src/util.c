@@ -168,25 +168,35 @@ hexval(int c)
     return -1;
 }
 
+/* The byte at in[*i] after percent-decoding (a "%XX" escape moves *i to its
+ * last digit), or -1 for a malformed escape or a decoded NUL. */
+static int
+pct_byte(const char *in, size_t len, size_t *i)
+{
+    int c = (unsigned char)in[*i], hi, lo;
+
+    if (c == '%') {
+        if (*i + 2 >= len)
+            return -1;
+        hi = hexval((unsigned char)in[*i + 1]);
+        lo = hexval((unsigned char)in[*i + 2]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        c = hi * 16 + lo;
+        *i += 2;
+    }
+    return c == 0 ? -1 : c;
+}
+
 long
 util_pct_decode(const char *in, size_t len, char *out, size_t cap)
 {
     size_t o = 0;
 
     for (size_t i = 0; i < len; i++) {
-        int c = (unsigned char)in[i];
-        if (c == '%') {
-            int hi, lo;
-            if (i + 2 >= len)
-                return -1;
-            hi = hexval((unsigned char)in[i + 1]);
-            lo = hexval((unsigned char)in[i + 2]);
-            if (hi < 0 || lo < 0)
-                return -1;
-            c = hi * 16 + lo;
-            i += 2;
-        }
-        if (c == 0 || o >= cap)
+        int c = pct_byte(in, len, &i);
+
+        if (c < 0 || o >= cap)
             return -1;
         out[o++] = (char)c;
     }
@@ -246,19 +256,9 @@ query_key_is(const char *in, size_t len, const char *key)
     int eq = 1;
 
     for (size_t i = 0; i < len; i++) {
-        int c = (unsigned char)in[i];
-        if (c == '%') {
-            int hi, lo;
-            if (i + 2 >= len)
-                return -1;
-            hi = hexval((unsigned char)in[i + 1]);
-            lo = hexval((unsigned char)in[i + 2]);
-            if (hi < 0 || lo < 0)
-                return -1;
-            c = hi * 16 + lo;
-            i += 2;
-        }
-        if (c == 0)
+        int c = pct_byte(in, len, &i);
+
+        if (c < 0)
             return -1;
         if (eq && (key[k] == '\0' || (unsigned char)key[k] != c))
             eq = 0;
