@@ -60,7 +60,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 from bbutil import (FAKETIME, LEAFD, Client, TestFailure, Workdir,  # noqa: E402
-                    faketime_preload, free_port, wait_for)
+                    faketime_preload, free_port, in_ci, missing_mariadb,
+                    missing_zookeeper, wait_for)
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
@@ -903,11 +904,17 @@ def main():
     # the buffers still outlast the short outage.
     args.scale = 1.0 if args.short or not args.duration else \
         max(1.0, (args.duration - 25.0) / 51.0)
-    for path, what in ((LEAFD, "./leafd (run make)"), (NGINX, "nginx"),
-                       (FAKETIME, "libfaketime")):
-        if not os.path.exists(path):
-            print("chaos: missing %s: %s" % (what, path))
-            return 2
+    # Never a silent pass: whatever is missing (MariaDB and ZooKeeper
+    # included), the run fails (exit 2), with or without CI.
+    missing = ["%s (%s)" % (what, path) for path, what in (
+        (LEAFD, "./leafd: run make"), (NGINX, "nginx"), (FAKETIME, "libfaketime"))
+        if not os.path.exists(path)]
+    missing += ["MariaDB: %s" % m for m in missing_mariadb()]
+    missing += ["ZooKeeper: %s" % m for m in missing_zookeeper()]
+    if missing:
+        print("chaos: FAILED, cannot run%s: missing %s (sh .ci/deps.sh test)" % (
+            " under CI=%s" % os.environ.get("CI") if in_ci() else "", "; ".join(missing)))
+        return 2
 
     def on_term(sig, frame):
         raise SystemExit(128 + sig)

@@ -23,6 +23,46 @@ class TestFailure(AssertionError):
     pass
 
 
+class Skipped(Exception):
+    """Raised by skip(): the test cannot run on this machine. Never under CI."""
+
+
+def in_ci():
+    """CI=1 or CI=true, as CI services set it: then a test that cannot run
+    (a missing MariaDB or ZooKeeper) is a failure, never a skip. The C
+    suites read CI the same way (tests/unit/check_workerid.c)."""
+    return os.environ.get("CI", "").strip().lower() in ("1", "true")
+
+
+def skip(reason):
+    """Give up on this test because the machine lacks something: a visible
+    skip (blackbox.py counts and lists it), or under CI a failure."""
+    if in_ci():
+        raise TestFailure("CI=%s, so a failure, not a skip: %s"
+                          % (os.environ.get("CI"), reason))
+    raise Skipped(reason)
+
+
+def _sbin_path():
+    return os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
+
+
+def missing_mariadb():
+    """What tests/lib/mariadb.sh needs and this machine lacks ([] if nothing)."""
+    return [b for b in ("mariadbd", "mariadb-install-db", "mariadb-admin", "mariadb")
+            if shutil.which(b, path=_sbin_path()) is None]
+
+
+def missing_zookeeper():
+    """What tests/lib/zookeeper.sh needs and this machine lacks ([] if nothing):
+    java and the jars on its classpath."""
+    miss = [j for j in ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
+            if not os.path.exists(j)]
+    if shutil.which("java") is None:
+        miss.append("java")
+    return miss
+
+
 FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
 
 
@@ -267,6 +307,9 @@ class MariaDB:
         return r.stdout.decode()
 
     def start(self):
+        miss = missing_mariadb()
+        if miss:
+            skip("MariaDB cannot run here: missing %s (sh .ci/deps.sh test)" % ", ".join(miss))
         out = self._sh("start")
         for line in out.splitlines():
             if line.startswith("MYSQL_PORT="):
@@ -311,6 +354,9 @@ class ZooKeeper:
         return r.stdout.decode()
 
     def start(self):
+        miss = missing_zookeeper()
+        if miss:
+            skip("ZooKeeper cannot run here: missing %s (sh .ci/deps.sh test)" % ", ".join(miss))
         out = self._sh("start")
         for line in out.splitlines():
             if line.startswith("ZK_PORT="):
@@ -347,7 +393,7 @@ class Workdir:
                 fn()
             except Exception as e:  # keep cleaning up
                 print("  cleanup: %s" % e)
-        if exc[0] is None:
+        if exc[0] is None or issubclass(exc[0], Skipped):
             shutil.rmtree(self.path, ignore_errors=True)
         else:
             print("  (kept %s for inspection)" % self.path)
