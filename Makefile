@@ -59,10 +59,10 @@ build/%.o: src/%.c
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 # The web console: tools/embed.c turns web/* into C data (src/console.c).
-build/console_assets.c: tools/embed.c web/index.html $(wildcard web/*) src/main.c
+build/console_assets.c: tools/embed.c web/index.html $(wildcard web/*) src/version.h
 	@mkdir -p $(@D)
 	$(CC) -O2 -o build/embed tools/embed.c
-	build/embed $@ src/main.c web/index.html $(filter-out web/index.html,$(wildcard web/*))
+	build/embed $@ src/version.h web/index.html $(filter-out web/index.html,$(wildcard web/*))
 
 build/console_assets.o: build/console_assets.c src/console.h
 	$(CC) $(CFLAGS) -c -o $@ $<

@@ -72,9 +72,10 @@ api_new(const struct config *cfg, struct segments *segs, struct loader *loader,
         abort();
     memset(a->threads, 0, sizeof *a->threads * (size_t)(nthreads + 1));
     for (int i = 0; i <= nthreads; i++) {
-        /* An ID is at most 19 digits; JSON adds 3 bytes and the tag. */
-        /* A UUID is 36 characters, 39 in JSON with its quotes and comma. */
-        a->threads[i].out_cap = (maxn * 24 > max128 * 40 ? maxn * 24 : max128 * 40) +
+        /* An ID is at most 19 digits; JSON adds 3 bytes and the tag, RESP
+         * 7 ("$19\r\n" and "\r\n"). A UUID is 36 characters, 39 in JSON
+         * with its quotes and comma, 43 in RESP. */
+        a->threads[i].out_cap = (maxn * 28 > max128 * 44 ? maxn * 28 : max128 * 44) +
                                 TAG_MAX * 2 + 256;
         a->threads[i].out = xmalloc(a->threads[i].out_cap);
         a->threads[i].ids = xcalloc((size_t)cfg->sf_count_max, sizeof(uint64_t));
@@ -197,12 +198,85 @@ api_reply_error(struct http_conn *c, enum route r, int status, const char *code,
             i++;
         stat_inc(&self->unavailable[r][i]);
     }
+    if (http_conn_session(c) != NULL) {
+        api_reply_resp_error(c, r, status, code, msg);
+        return;
+    }
     q = util_json_str(msg);
     n = snprintf(body, sizeof body, "{\"error\":\"%s\",\"message\":%s}\n", code, q);
     free(q);
     if (n < 0 || (size_t)n >= sizeof body)
         n = snprintf(body, sizeof body, "{\"error\":\"%s\"}\n", code);
     api_reply(c, r, status, "application/json", extra, body, (size_t)n);
+}
+
+/* RESP: "-<CODE> <message>", the code in capitals so that a client can tell
+ * a retryable error (IDS_EXHAUSTED) from a bad request by the first word;
+ * CR and LF in the message become spaces. */
+void
+api_reply_resp_error(struct http_conn *c, enum route r, int status,
+                     const char *code, const char *msg)
+{
+    char out[640];
+    size_t n = 0;
+
+    out[n++] = '-';
+    for (const char *p = code; *p != '\0' && n < 64; p++)
+        out[n++] = (char)(*p >= 'a' && *p <= 'z' ? *p - 'a' + 'A' : *p);
+    out[n++] = ' ';
+    for (const char *p = msg; *p != '\0' && n < sizeof out - 2; p++)
+        out[n++] = *p == '\r' || *p == '\n' ? ' ' : *p;
+    out[n++] = '\r';
+    out[n++] = '\n';
+    count(r, status);
+    http_reply_resp(c, out, n, 0);
+}
+
+void
+api_reply_resp(struct http_conn *c, enum route r, const char *data, size_t len,
+               int close_after)
+{
+    count(r, 200);
+    http_reply_resp(c, data, len, close_after);
+}
+
+/* "$<len>\r\n" at p; returns the end. */
+static char *
+resp_bulk_head(char *p, size_t len)
+{
+    *p++ = '$';
+    p = util_u64_dec(p, len);
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+static char *
+resp_array_head(char *p, size_t n)
+{
+    *p++ = '*';
+    p = util_u64_dec(p, n);
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+/* One ID as a RESP bulk string (or an integer for INCR). */
+static char *
+resp_id(char *p, uint64_t id, enum api_fmt fmt)
+{
+    char d[24], *e = util_u64_dec(d, id);
+
+    if (fmt == FMT_RESP_INT) {
+        *p++ = ':';
+    } else {
+        p = resp_bulk_head(p, (size_t)(e - d));
+    }
+    memcpy(p, d, (size_t)(e - d));
+    p += e - d;
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
 }
 
 void
@@ -216,10 +290,27 @@ api_reply_sbuf(struct http_conn *c, enum route r, int status, const char *ctype,
 /* Write the IDs of ranges as text (one per line) or JSON into the thread's
  * buffer and reply. */
 static void
-reply_ids(struct http_conn *c, enum route r, int json, const char *tag,
+reply_ids(struct http_conn *c, enum route r, enum api_fmt fmt, const char *tag,
           const struct segment_range *ranges, int nranges)
 {
     char *p = self->out, *start = self->out;
+    int json = fmt == FMT_JSON;
+
+    if (fmt == FMT_RESP || fmt == FMT_RESP_INT) {
+        int64_t total = 0;
+
+        for (int i = 0; i < nranges; i++)
+            total += ranges[i].count;
+        assert(fmt == FMT_RESP || total == 1);
+        if (fmt == FMT_RESP)
+            p = resp_array_head(p, (size_t)total);
+        for (int i = 0; i < nranges; i++)
+            for (int64_t k = 0; k < ranges[i].count; k++)
+                p = resp_id(p, (uint64_t)(ranges[i].start + k), fmt);
+        assert((size_t)(p - start) <= self->out_cap);
+        api_reply_resp(c, r, start, (size_t)(p - start), 0);
+        return;
+    }
 
     if (json) {
         if (tag != NULL) {
@@ -346,8 +437,7 @@ static int
 id_request_start(struct api *a, struct http_conn *c, struct http_request *req,
                  enum route r, int64_t max, int64_t *n, int *json)
 {
-    struct api_state *st = (struct api_state *)req->scratch;
-
+    (void)a;
     if (req->msg.method == HTTP_HEAD) {
         api_reply_error(c, r, 405, "method_not_allowed", "Allow: GET\r\n",
                         "HEAD would take IDs and drop them: use GET (probe with "
@@ -360,8 +450,6 @@ id_request_start(struct api *a, struct http_conn *c, struct http_request *req,
     *json = want_json(c, r, &req->msg);
     if (*json < 0)
         return -1;
-    if (!req->retry && !req->timed_out)
-        st->deadline_us = req->start_us + a->cfg->wait_ms * 1000;
     return 0;
 }
 
@@ -395,22 +483,27 @@ reply_no_ids(struct api *a, struct http_conn *c, enum route r,
                         ls->db_up ? "" : ls->last_error, ls->db_up ? "" : ")");
 }
 
+int
+api_segment_disabled(struct api *a, struct http_conn *c, enum route r)
+{
+    if (a->segs != NULL)
+        return 0;
+    api_reply_error(c, r, 404, "mode_disabled", NULL,
+                    "segment mode is off on this node (leaf.segment.enable = false)");
+    return 1;
+}
+
 static void
 handle_segment(struct api *a, struct http_conn *c, struct http_request *req,
                enum route r, const char *raw, size_t rawlen)
 {
-    struct api_state *st = (struct api_state *)req->scratch;
     char tag[TAG_MAX + 1];
     long len;
     int64_t n;
     int json;
-    enum segment_result res;
 
-    if (a->segs == NULL) {
-        api_reply_error(c, r, 404, "mode_disabled", NULL,
-                        "segment mode is off on this node (leaf.segment.enable = false)");
+    if (api_segment_disabled(a, c, r))
         return;
-    }
     len = util_pct_decode(raw, rawlen, tag, TAG_MAX);
     if (len < 0 || !util_tag_valid(tag, (size_t)len)) {
         api_reply_error(c, r, 400, "invalid_biz_tag", NULL,
@@ -421,22 +514,38 @@ handle_segment(struct api *a, struct http_conn *c, struct http_request *req,
     tag[len] = '\0';
     if (id_request_start(a, c, req, r, a->cfg->count_max, &n, &json) == -1)
         return;
+    api_serve_segment(a, c, req, r, tag, (size_t)len, n,
+                      json ? FMT_JSON : FMT_TEXT);
+}
 
+/* n IDs of tag (valid, NUL-terminated) for a request of either protocol:
+ * answer, or park until the loader has a segment or the wait runs out. */
+void
+api_serve_segment(struct api *a, struct http_conn *c, struct http_request *req,
+                  enum route r, const char *tag, size_t len, int64_t n,
+                  enum api_fmt fmt)
+{
+    struct api_state *st = (struct api_state *)req->scratch;
+    enum segment_result res;
+
+    assert(a->segs != NULL && util_tag_valid(tag, len) && n >= 1);
+    if (!req->retry && !req->timed_out)
+        st->deadline_us = req->start_us + a->cfg->wait_ms * 1000;
     if (req->timed_out) {
         reply_no_ids(a, c, r, st, tag, NULL);
         return;
     }
 
-    res = segment_take(a->segs, tag, (size_t)len, n, &st->take);
+    res = segment_take(a->segs, tag, len, n, &st->take);
     switch (res) {
     case SEGMENT_OK:
-        if (r == R_SEGMENT_LEAF && !json && n == 1) {
+        if (r == R_SEGMENT_LEAF && fmt == FMT_TEXT && n == 1) {
             /* Leaf's path answers the bare number, as Leaf does. */
             char buf[24], *e = util_u64_dec(buf, (uint64_t)st->take.ranges[0].start);
             api_reply(c, r, 200, "text/plain", NULL, buf, (size_t)(e - buf));
             return;
         }
-        reply_ids(c, r, json, tag, st->take.ranges, st->take.nranges);
+        reply_ids(c, r, fmt, tag, st->take.ranges, st->take.nranges);
         return;
     case SEGMENT_UNKNOWN:
         api_reply_error(c, r, 404, "unknown_biz_tag", NULL,
@@ -480,7 +589,7 @@ handle_segment(struct api *a, struct http_conn *c, struct http_request *req,
         }
         if (left <= 0)
             left = 1;
-        http_park(c, (int)left, api_segment_key(tag, (size_t)len));
+        http_park(c, (int)left, api_segment_key(tag, len));
         return;
     }
     }
@@ -488,8 +597,8 @@ handle_segment(struct api *a, struct http_conn *c, struct http_request *req,
 
 /* ---- snowflake mode ---- */
 
-static int
-sf_disabled(struct api *a, struct http_conn *c, enum route r)
+int
+api_sf_disabled(struct api *a, struct http_conn *c, enum route r)
 {
     if (a->sf != NULL)
         return 0;
@@ -499,9 +608,21 @@ sf_disabled(struct api *a, struct http_conn *c, enum route r)
 }
 
 static void
-reply_u64s(struct http_conn *c, enum route r, int json, const uint64_t *ids, size_t n)
+reply_u64s(struct http_conn *c, enum route r, enum api_fmt fmt,
+           const uint64_t *ids, size_t n)
 {
     char *p = self->out, *start = self->out;
+    int json = fmt == FMT_JSON;
+
+    if (fmt == FMT_RESP || fmt == FMT_RESP_INT) {
+        assert(fmt == FMT_RESP || n == 1);
+        if (fmt == FMT_RESP)
+            p = resp_array_head(p, n);
+        for (size_t i = 0; i < n; i++)
+            p = resp_id(p, ids[i], fmt);
+        api_reply_resp(c, r, start, (size_t)(p - start), 0);
+        return;
+    }
 
     if (json) {
         memcpy(p, "{\"ids\":[", 8);
@@ -530,24 +651,38 @@ static void
 handle_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
                  enum route r)
 {
-    struct api_state *st = (struct api_state *)req->scratch;
-    struct snowflake_refusal why;
-    int64_t n, now;
-    int json, rc;
+    int64_t n;
+    int json;
 
-    if (sf_disabled(a, c, r))
+    if (api_sf_disabled(a, c, r))
         return;
     if (id_request_start(a, c, req, r, a->cfg->sf_count_max, &n, &json) == -1)
         return;
+    api_serve_snowflake(a, c, req, r, n, json ? FMT_JSON : FMT_TEXT);
+}
 
+/* n snowflake IDs for a request of either protocol: answer, or park while
+ * the generator waits out a millisecond. */
+void
+api_serve_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
+                    enum route r, int64_t n, enum api_fmt fmt)
+{
+    struct api_state *st = (struct api_state *)req->scratch;
+    struct snowflake_refusal why;
+    int64_t now;
+    int rc;
+
+    assert(a->sf != NULL && n >= 1);
+    if (!req->retry && !req->timed_out)
+        st->deadline_us = req->start_us + a->cfg->wait_ms * 1000;
     rc = snowflake_next(a->sf, (uint32_t)n, self->ids, &why);
     if (rc == SNOWFLAKE_OK) {
-        if (r == R_SNOWFLAKE_LEAF && !json && n == 1) {
+        if (r == R_SNOWFLAKE_LEAF && fmt == FMT_TEXT && n == 1) {
             char buf[24], *e = util_u64_dec(buf, self->ids[0]);
             api_reply(c, r, 200, "text/plain", NULL, buf, (size_t)(e - buf));
             return;
         }
-        reply_u64s(c, r, json, self->ids, (size_t)n);
+        reply_u64s(c, r, fmt, self->ids, (size_t)n);
         return;
     }
     now = util_mono_us();
@@ -608,7 +743,7 @@ handle_decode(struct api *a, struct http_conn *c, enum route r, const char *id,
     struct sbuf b = { 0 };
     char *cause = NULL;
 
-    if (sf_disabled(a, c, r))
+    if (api_sf_disabled(a, c, r))
         return;
     if (len < 0) {
         api_reply_error(c, r, 400, "invalid_id", NULL,
@@ -634,14 +769,24 @@ static void
 handle_id128(struct api *a, struct http_conn *c, struct http_request *req,
              enum route r)
 {
-    int uuid = r == R_UUID;
     int64_t n;
-    int json, rc;
-    char *p = self->out, *start = self->out;
+    int json;
 
-    if (id_request_start(a, c, req, r, uuid ? a->cfg->uuid_count_max :
+    if (id_request_start(a, c, req, r, r == R_UUID ? a->cfg->uuid_count_max :
                          a->cfg->ulid_count_max, &n, &json) == -1)
         return;
+    api_serve_id128(a, c, r, n, json ? FMT_JSON : FMT_TEXT);
+}
+
+void
+api_serve_id128(struct api *a, struct http_conn *c, enum route r, int64_t n,
+                enum api_fmt fmt)
+{
+    int uuid = r == R_UUID, rc;
+    int json = fmt == FMT_JSON, resp = fmt == FMT_RESP;
+    char *p = self->out, *start = self->out;
+
+    assert(n >= 1 && fmt != FMT_RESP_INT);
     rc = uuid ? uuid7_next(a->uuid, (size_t)n, self->id128)
               : ulid_next(a->ulid, (size_t)n, self->id128);
     if (rc < 0) {
@@ -658,10 +803,14 @@ handle_id128(struct api *a, struct http_conn *c, struct http_request *req,
     if (json) {
         memcpy(p, "{\"ids\":[", 8);
         p += 8;
+    } else if (resp) {
+        p = resp_array_head(p, (size_t)n);
     }
     for (int64_t i = 0; i < n; i++) {
         if (json)
             *p++ = '"';
+        else if (resp)
+            p = resp_bulk_head(p, uuid ? UUID7_TEXT_LEN : ULID_TEXT_LEN);
         if (uuid) {
             uuid7_format((const struct uuid7 *)self->id128 + i, p);
             p += UUID7_TEXT_LEN;
@@ -672,6 +821,9 @@ handle_id128(struct api *a, struct http_conn *c, struct http_request *req,
         if (json) {
             *p++ = '"';
             *p++ = ',';
+        } else if (resp) {
+            *p++ = '\r';
+            *p++ = '\n';
         } else {
             *p++ = '\n';
         }
@@ -682,6 +834,10 @@ handle_id128(struct api *a, struct http_conn *c, struct http_request *req,
         p += 3;
     }
     assert((size_t)(p - start) <= self->out_cap);
+    if (resp) {
+        api_reply_resp(c, r, start, (size_t)(p - start), 0);
+        return;
+    }
     api_reply(c, r, 200, json ? "application/json" : "text/plain", NULL, start,
               (size_t)(p - start));
 }
@@ -731,7 +887,7 @@ handle_sf_state(struct api *a, struct http_conn *c)
 {
     struct sbuf b = { 0 };
 
-    if (sf_disabled(a, c, R_SF_STATE))
+    if (api_sf_disabled(a, c, R_SF_STATE))
         return;
     snowflake_state_json(a->sf, &b);
     sbuf_puts(&b, "\n");
@@ -815,6 +971,11 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
     enum route admin_route = R_COUNT;
     char scope[TAG_MAX + 1];
 
+    if (req->cmd != NULL) {
+        assert(!admin);
+        api_resp_command(a, c, req);
+        return;
+    }
     if (m->method != HTTP_GET && m->method != HTTP_HEAD) {
         api_reply_error(c, R_OTHER, 405, "method_not_allowed", "Allow: GET, HEAD\r\n",
                         "only GET and HEAD are served");

@@ -19,7 +19,7 @@ struct snowflake;
 enum route {
     R_SEGMENT, R_SEGMENT_LEAF, R_SNOWFLAKE, R_SNOWFLAKE_LEAF, R_DECODE,
     R_DECODE_LEAF, R_SF_STATE, R_HEALTH, R_METRICS, R_CACHE, R_DB, R_UUID,
-    R_ULID, R_UUID_DECODE, R_ULID_DECODE, R_OTHER, R_COUNT
+    R_ULID, R_UUID_DECODE, R_ULID_DECODE, R_RESP, R_OTHER, R_COUNT
 };
 
 static const int status_codes[] = { 200, 400, 401, 403, 404, 405, 503 };
@@ -92,6 +92,33 @@ void api_reply_error(struct http_conn *c, enum route r, int status,
     __attribute__((format(printf, 6, 7)));
 void api_reply_sbuf(struct http_conn *c, enum route r, int status,
                     const char *ctype, struct sbuf *b);
+
+/* How an ID answer is written: HTTP text or JSON, a RESP array of bulk
+ * strings, or a RESP integer (INCR, one ID). */
+enum api_fmt { FMT_TEXT, FMT_JSON, FMT_RESP, FMT_RESP_INT };
+
+/* RESP answers (api.c): counted as 200 on route r, or as status. */
+void api_reply_resp(struct http_conn *c, enum route r, const char *data,
+                    size_t len, int close_after);
+void api_reply_resp_error(struct http_conn *c, enum route r, int status,
+                          const char *code, const char *msg);
+
+/* The ID handlers both protocols share (api.c). Each answers or parks;
+ * api_*_disabled answer 404 mode_disabled and return 1 when the mode is
+ * off. */
+int  api_segment_disabled(struct api *a, struct http_conn *c, enum route r);
+int  api_sf_disabled(struct api *a, struct http_conn *c, enum route r);
+void api_serve_segment(struct api *a, struct http_conn *c, struct http_request *req,
+                       enum route r, const char *tag, size_t len, int64_t n,
+                       enum api_fmt fmt);
+void api_serve_snowflake(struct api *a, struct http_conn *c,
+                         struct http_request *req, enum route r, int64_t n,
+                         enum api_fmt fmt);
+void api_serve_id128(struct api *a, struct http_conn *c, enum route r, int64_t n,
+                     enum api_fmt fmt);
+
+/* The Redis protocol's commands (api_resp.c). */
+void api_resp_command(struct api *a, struct http_conn *c, struct http_request *req);
 
 /* The operator pages (api_pages.c). */
 void api_page_cache(struct api *a, struct http_conn *c);

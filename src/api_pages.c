@@ -19,7 +19,7 @@
 static const char *const route_names[R_COUNT] = {
     "segment", "leaf_segment", "snowflake", "leaf_snowflake", "decode",
     "leaf_decode", "snowflake_state", "health", "metrics", "cache", "db", "uuid",
-    "ulid", "uuid_decode", "ulid_decode", "other"
+    "ulid", "uuid_decode", "ulid_decode", "resp", "other"
 };
 
 static void

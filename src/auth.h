@@ -39,6 +39,9 @@ int auth_request_token(const struct http_msg *m, char *buf, size_t cap,
 int auth_check(const struct auth *a, const char *scope, const char *token,
                size_t len);
 
+/* 1 if some line of the tokens file has this token (any scope), else 0. */
+int auth_known(const struct auth *a, const char *token, size_t len);
+
 /* Constant-time equality of two byte strings. */
 int auth_equal(const char *a, size_t alen, const char *b, size_t blen);
 

@@ -82,6 +82,11 @@ static const struct key keys[] = {
       "address of the admin listener (with admin.listen.port)" },
     { "admin.listen.port", K_INT, OFF(admin_port), 0, 65535, "0", NULL,
       "serve /db /cache /metrics /snowflake/state only on this port (0: on listen.port)" },
+    { "resp.listen.address", K_STR, OFF(resp_address), 1, 255, "127.0.0.1", NULL,
+      "address of the Redis-protocol listener (with resp.listen.port)" },
+    { "resp.listen.port", K_INT, OFF(resp_port), 0, 65535, "0", NULL,
+      "also speak the Redis protocol (RESP) on this port, on the same I/O "
+      "threads (0: off)" },
     { "admin.token", K_STR, OFF(admin_token), 0, 256, "", NULL,
       "require Authorization: Bearer <token> on the admin pages (never logged)" },
     { "auth.tokens_file", K_STR, OFF(tokens_file), 0, 1024, "", NULL,

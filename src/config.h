@@ -43,6 +43,8 @@ struct config {
     char    *admin_address;        /* admin.listen.address */
     int64_t  admin_port;           /* admin.listen.port (0: admin pages on listen.port) */
     char    *admin_token;          /* admin.token ("" = none) */
+    char    *resp_address;         /* resp.listen.address */
+    int64_t  resp_port;            /* resp.listen.port (0: no RESP listener) */
     char    *tokens_file;          /* auth.tokens_file ("" = ID endpoints open) */
 
     /* segment mode */

@@ -14,6 +14,14 @@
  * passes (req->timed_out set); the
  * connection reads no further requests meanwhile, but the thread goes on
  * serving every other connection.
+ *
+ * RESP. With resp_enable, each I/O thread also listens for the Redis
+ * protocol (resp_parse.h) on resp_address:resp_port. A RESP connection is an
+ * HTTP connection in every other way: the same threads, buffers, limits,
+ * deadlines, parking and stop. The same handler gets its commands, with
+ * req->cmd set (req->msg is then unused), and answers them with
+ * http_reply_resp. Pipelined commands are answered strictly in order, and a
+ * parked one holds back the commands behind it.
  */
 #ifndef LEAFD_HTTP_H
 #define LEAFD_HTTP_H
@@ -25,12 +33,14 @@
 
 struct http_server;
 struct http_conn;
+struct resp_cmd;
 
 /* Per-request scratch that survives parking: zeroed when a request starts. */
 #define HTTP_REQ_SCRATCH 256
 
 struct http_request {
     struct http_msg  msg;          /* parsed request line and headers */
+    const struct resp_cmd *cmd;    /* a RESP command, or NULL for HTTP */
     int              retry;        /* handler called again after a wake */
     int              timed_out;    /* handler called because the park expired */
     int64_t          start_us;     /* monotonic time the request was parsed */
@@ -52,6 +62,9 @@ struct http_config {
     int         max_header_bytes;  /* request line + headers; over: 431 */
     int         max_url_bytes;     /* request target; over: 414 */
     int         max_body_bytes;    /* Content-Length over this: 413 */
+    int         resp_enable;       /* also listen for RESP (see above) */
+    const char *resp_address;      /* "" or NULL: any address */
+    int         resp_port;         /* 0: pick a free port (tests) */
 };
 /* A field <= 0 takes its default: max_connections 10000, idle_timeout_ms
  * 60000, max_header_bytes 8192, max_url_bytes 4096, max_body_bytes 65536.
@@ -69,6 +82,7 @@ struct http_server *http_server_new(const struct http_config *cfg,
                                     http_thread_cb thread_cb, void *arg,
                                     char **cause);
 int  http_server_port(const struct http_server *s);  /* the bound port */
+int  http_server_resp_port(const struct http_server *s); /* -1: no RESP */
 /* Starts the I/O threads. 0 or -1. */
 int  http_server_start(struct http_server *s, char **cause);
 /* Stop accepting; answer the requests in flight (parked ones included, until
@@ -113,6 +127,27 @@ void http_reply(struct http_conn *c, int status, const char *content_type,
  * the connection is closed then. */
 void http_park(struct http_conn *c, int timeout_ms, uint64_t key);
 
+/* Answer the current RESP command with data, which is already in RESP form
+ * (copied). close_after: close the connection once it is sent (QUIT). Same
+ * rules as http_reply otherwise. */
+void http_reply_resp(struct http_conn *c, const char *data, size_t len,
+                     int close_after);
+
+/* A RESP connection's session: HTTP_SESSION_BYTES zeroed at accept, kept
+ * until close, for the handler's per-connection state (protocol version,
+ * token, name). NULL on an HTTP connection. I/O thread only. */
+#define HTTP_SESSION_BYTES 512
+void *http_conn_session(struct http_conn *c);
+
+/* What CLIENT INFO tells about a connection. */
+struct http_conn_info {
+    uint64_t id;                   /* unique per server, from 1 */
+    int      fd;
+    int64_t  age_s;                /* since accept */
+    char     addr[64], laddr[64];  /* "ip:port" of the peer and our end */
+};
+void http_conn_info(struct http_conn *c, struct http_conn_info *out);
+
 /* Live counters for /metrics (sums over threads; any thread may call; each
  * counter is read relaxed, so the sums are not one snapshot).
  * connections_total counts accepted connections, not rejected ones;
@@ -123,6 +158,8 @@ struct http_stats {
     uint64_t connections_rejected;  /* over max_connections */
     uint64_t requests_parked;       /* parked right now */
     uint64_t timeouts;              /* idle/slow connections closed */
+    uint64_t resp_open;             /* RESP connections open (in the above) */
+    uint64_t resp_commands;         /* RESP commands handled */
 };
 void http_server_stats(const struct http_server *s, struct http_stats *out);
 

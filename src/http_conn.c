@@ -34,11 +34,24 @@
  * retries that bucket itself. Both sides are seq_cst, so either the waker sees
  * the count or the parker sees the new generation: a wake that races with a
  * park is never lost. Keys that share a bucket only cost spurious retries.
+ *
+ * RESP. A connection accepted on the RESP listener differs only where the
+ * bytes do: conn_process_resp parses with resp_parse instead of
+ * http_parse_request, and errors the layer answers itself are RESP errors.
+ * Reading, buffers, deadlines (idle, slow command, slow reader), the output
+ * high-water mark that stops parsing (so a client that never reads its
+ * replies holds at most HTTP_OUT_HIGH plus one reply), parking and stop are
+ * the same code. A command must fit in the input buffer; one that cannot is
+ * refused and the connection closed, so nothing grows without bound. Unlike
+ * HTTP, a RESP client that half-closes still gets an answer for every
+ * complete command it sent before: the connection closes once they are all
+ * answered.
  */
 #include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <arpa/inet.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -268,25 +281,24 @@ http_conn_free(struct http_conn *c)
         else
             free(c->out);
     }
+    if (c->resp != NULL) {
+        ctr_add(&t->resp_open, -1);
+        free(c->resp->inl);
+        free(c->resp);
+    }
     free(c);
     if (t->stopping && t->nconns == 0)
         event_base_loopbreak(t->base);
 }
 
-/* Append a whole response to the output buffer. */
+/* Room for need more bytes in the output buffer. */
 static void
-conn_respond(struct http_conn *c, int status, const char *content_type,
-             const char *extra_headers, const char *body, size_t len,
-             int head_only, int close)
+conn_reserve(struct http_conn *c, size_t need)
 {
     struct http_thread *t = c->t;
-    size_t ctlen = content_type != NULL ? strlen(content_type) : 0;
-    size_t exlen = extra_headers != NULL ? strlen(extra_headers) : 0;
-    size_t need, cap;
-    int no_body = status < 200 || status == 204 || status == 304;
+    size_t cap;
     char *p;
 
-    need = 32 + 64 + 16 + ctlen + 40 + 28 + exlen + 2 + len;
     if (c->out == NULL) {
         c->out = pool_get(&t->outpool, HTTP_OUT_CAP);
         c->out_cap = HTTP_OUT_CAP;
@@ -306,7 +318,20 @@ conn_respond(struct http_conn *c, int status, const char *content_type,
         }
         c->out_cap = cap;
     }
+}
 
+/* Append a whole response to the output buffer. */
+static void
+conn_respond(struct http_conn *c, int status, const char *content_type,
+             const char *extra_headers, const char *body, size_t len,
+             int head_only, int close)
+{
+    size_t ctlen = content_type != NULL ? strlen(content_type) : 0;
+    size_t exlen = extra_headers != NULL ? strlen(extra_headers) : 0;
+    int no_body = status < 200 || status == 204 || status == 304;
+    char *p;
+
+    conn_reserve(c, 32 + 64 + 16 + ctlen + 40 + 28 + exlen + 2 + len);
     p = http_status_line(c->out + c->out_len, status);
     if (content_type != NULL) {
         memcpy(p, "Content-Type: ", 14);
@@ -342,13 +367,32 @@ conn_respond(struct http_conn *c, int status, const char *content_type,
     c->out_len = (size_t)(p - c->out);
 }
 
-/* An error the HTTP layer answers itself: JSON body, then close. */
+/* Append raw bytes to the output buffer (RESP answers). */
+static void
+conn_append(struct http_conn *c, const char *data, size_t len)
+{
+    conn_reserve(c, len);
+    memcpy(c->out + c->out_len, data, len);
+    c->out_len += len;
+}
+
+/* An error the layer answers itself, then close: a JSON body over HTTP, a
+ * RESP error ("-ERR <message>") over RESP. */
 static void
 conn_error(struct http_conn *c, int status, const char *code,
            const char *message)
 {
     char body[256];
     int n;
+
+    if (c->resp != NULL) {
+        n = snprintf(body, sizeof body, "-ERR %s\r\n", message);
+        if (n < 0 || (size_t)n >= sizeof body)
+            n = 0;
+        conn_append(c, body, (size_t)n);
+        c->closing = 1;
+        return;
+    }
 
     n = snprintf(body, sizeof body, "{\"error\":\"%s\",\"message\":\"%s\"}",
                  code, message);
@@ -401,9 +445,14 @@ conn_call(struct http_conn *c)
     if (!c->req_active)
         return;
     if (!c->parked) {
-        log_error("handler neither answered nor parked %s %.*s",
-                  http_method_name(c->req.msg.method),
-                  (int)c->req.msg.target_len, c->req.msg.target);
+        if (c->resp != NULL)
+            log_error("handler neither answered nor parked a RESP %.*s",
+                      (int)(c->req.cmd->argl[0] < 64 ? c->req.cmd->argl[0] : 64),
+                      c->req.cmd->argv[0]);
+        else
+            log_error("handler neither answered nor parked %s %.*s",
+                      http_method_name(c->req.msg.method),
+                      (int)c->req.msg.target_len, c->req.msg.target);
         conn_error(c, 500, "internal", "request not answered");
         conn_end_request(c);
         return;
@@ -412,6 +461,70 @@ conn_call(struct http_conn *c)
     if (atomic_load(&s->wake_gen) != gen0) {
         c->t->retry_bits |= UINT64_C(1) << c->bucket;
         event_active(&c->t->retry_ev, EV_TIMEOUT, 0);
+    }
+}
+
+/* A parsed request (HTTP) or command (RESP) starts: call the handler. */
+static void
+conn_start_request(struct http_conn *c)
+{
+    struct http_thread *t = c->t;
+
+    c->partial = 0;
+    c->req.retry = 0;
+    c->req.timed_out = 0;
+    if (t->now_us == 0)
+        t->now_us = util_mono_us();
+    c->req.start_us = t->now_us;
+    memset(c->req.scratch, 0, sizeof c->req.scratch);
+    c->req_active = 1;
+    conn_call(c);
+}
+
+/* Parse and dispatch every complete RESP command in the input buffer. */
+static void
+conn_process_resp(struct http_conn *c)
+{
+    struct http_thread *t = c->t;
+    struct http_server *s = t->s;
+    struct http_resp *rs = c->resp;
+    enum resp_parse_result r;
+    const char *err;
+    size_t avail, used = 0;
+
+    while (!c->req_active && !c->closing) {
+        avail = c->in_len - c->in_off;
+        if (avail == 0)
+            break;
+        if (c->out_len - c->out_off >= HTTP_OUT_HIGH) {
+            c->out_full = 1;
+            break;
+        }
+        if (rs->inl == NULL && c->in[c->in_off] != '*')
+            rs->inl = xmalloc(s->resp_lim.max_inline);
+        r = resp_parse(c->in + c->in_off, avail, &s->resp_lim, rs->inl,
+                       s->resp_lim.max_inline, &rs->cmd, &used, &err);
+        if (r == RESP_PARSE_MORE) {
+            if (avail == s->in_cap) {
+                char msg[96];
+
+                snprintf(msg, sizeof msg, "Protocol error: a command must "
+                         "fit in %zu bytes", s->in_cap);
+                conn_error(c, 400, "bad_request", msg);
+            }
+            break;
+        }
+        if (r == RESP_PARSE_ERROR) {
+            conn_error(c, 400, "bad_request", err);
+            break;
+        }
+        c->in_off += used;
+        if (r == RESP_PARSE_EMPTY)
+            continue;
+        assert(rs->cmd.argc > 0);
+        ctr_add(&t->resp_commands, 1);
+        c->req.cmd = &rs->cmd;
+        conn_start_request(c);
     }
 }
 
@@ -462,16 +575,7 @@ conn_process(struct http_conn *c)
         c->in_off += msg->head_len;
         c->body_left = msg->content_length > 0 ? (uint64_t)msg->content_length
                                                : 0;
-        c->partial = 0;
-
-        c->req.retry = 0;
-        c->req.timed_out = 0;
-        if (t->now_us == 0)
-            t->now_us = util_mono_us();
-        c->req.start_us = t->now_us;
-        memset(c->req.scratch, 0, sizeof c->req.scratch);
-        c->req_active = 1;
-        conn_call(c);
+        conn_start_request(c);
     }
 }
 
@@ -579,14 +683,18 @@ conn_run(struct http_conn *c)
         /* A client that half-closed (shutdown(SHUT_WR)) after its request
          * still gets the answer of a parked request: the connection closes
          * once it is sent (or when the write fails, if the client is gone). */
-        conn_process(c);
+        if (c->resp != NULL)
+            conn_process_resp(c);
+        else
+            conn_process(c);
         if (conn_flush(c) < 0)
             goto close;
         if (!c->out_full || c->wev_on)
             break;
         c->out_full = 0;
     }
-    if (c->eof)
+    /* At EOF, RESP answers every complete command first (see DESIGN). */
+    if (c->eof && (c->resp == NULL || (!c->req_active && !c->out_full)))
         c->closing = 1;
     if (c->closing && !c->req_active && !c->wev_on) {
         if (c->eof || c->t->stopping)
@@ -736,7 +844,7 @@ conn_park_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 void
-http_conn_new(struct http_thread *t, int fd)
+http_conn_new(struct http_thread *t, int fd, enum http_proto proto)
 {
     struct http_conn *c = xcalloc(1, sizeof *c);
     int64_t now = http_now_ms();
@@ -744,6 +852,13 @@ http_conn_new(struct http_thread *t, int fd)
 
     c->t = t;
     c->fd = fd;
+    if (proto == HTTP_PROTO_RESP) {
+        c->resp = xcalloc(1, sizeof *c->resp);
+        c->resp->id = atomic_fetch_add_explicit(&t->s->next_conn_id, 1,
+                                                memory_order_relaxed) + 1;
+        c->resp->born_ms = now;
+        ctr_add(&t->resp_open, 1);
+    }
     event_assign(&c->rev, t->base, fd, EV_READ | EV_PERSIST, conn_read_cb, c);
     event_assign(&c->wev, t->base, fd, EV_WRITE | EV_PERSIST, conn_write_cb,
                  c);
@@ -766,8 +881,9 @@ http_conn_new(struct http_thread *t, int fd)
 /* Over max_connections: one non-blocking send of a fixed 503, then close at
  * once, so a flood holds no descriptor past this call and no memory. */
 void
-http_conn_reject(struct http_thread *t, int fd)
+http_conn_reject(struct http_thread *t, int fd, enum http_proto proto)
 {
+    static const char resp_msg[] = "-ERR max number of clients reached\r\n";
 #define HTTP_REJECT_BODY \
     "{\"error\":\"too_many_connections\",\"message\":\"connection limit reached\"}\n"
     static const char msg[] =
@@ -781,7 +897,10 @@ http_conn_reject(struct http_thread *t, int fd)
 
     _Static_assert(sizeof HTTP_REJECT_BODY - 1 == 70, "Content-Length");
     ctr_add(&t->rejected, 1);
-    n = send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (proto == HTTP_PROTO_RESP)
+        n = send(fd, resp_msg, sizeof resp_msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    else
+        n = send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)n;
     close(fd);
 }
@@ -805,10 +924,76 @@ http_reply(struct http_conn *c, int status, const char *content_type,
                   status);
         return;
     }
+    if (c->resp != NULL) {
+        log_error("http_reply(%d) on a RESP connection", status);
+        conn_error(c, 500, "internal", "internal error: an HTTP answer to a "
+                   "RESP command");
+        conn_end_request(c);
+        return;
+    }
     conn_respond(c, status, content_type, extra_headers, body, len,
                  msg->method == HTTP_HEAD,
                  !msg->keep_alive || c->t->stopping || c->eof);
     conn_end_request(c);
+}
+
+void
+http_reply_resp(struct http_conn *c, const char *data, size_t len,
+                int close_after)
+{
+    if (!c->req_active || !c->in_handler || c->resp == NULL) {
+        log_error("http_reply_resp outside the handler of a live RESP command");
+        return;
+    }
+    conn_append(c, data, len);
+    if (close_after || c->t->stopping)
+        c->closing = 1;
+    conn_end_request(c);
+}
+
+void *
+http_conn_session(struct http_conn *c)
+{
+    return c->resp != NULL ? c->resp->session : NULL;
+}
+
+static void
+sock_name(int fd, int peer, char *out, size_t cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    char host[48];
+    int port = 0;
+
+    out[0] = '\0';
+    if ((peer ? getpeername(fd, (struct sockaddr *)&ss, &len)
+              : getsockname(fd, (struct sockaddr *)&ss, &len)) < 0)
+        return;
+    if (ss.ss_family == AF_INET6) {
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, host,
+                  sizeof host);
+        port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    } else if (ss.ss_family == AF_INET) {
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host,
+                  sizeof host);
+        port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    } else {
+        return;
+    }
+    snprintf(out, cap, "%s:%d", host, port);
+}
+
+void
+http_conn_info(struct http_conn *c, struct http_conn_info *out)
+{
+    memset(out, 0, sizeof *out);
+    out->fd = c->fd;
+    if (c->resp != NULL) {
+        out->id = c->resp->id;
+        out->age_s = (http_now_ms() - c->resp->born_ms) / 1000;
+    }
+    sock_name(c->fd, 1, out->addr, sizeof out->addr);
+    sock_name(c->fd, 0, out->laddr, sizeof out->laddr);
 }
 
 void

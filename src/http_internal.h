@@ -19,6 +19,7 @@
 #include <event2/event_struct.h>
 
 #include "http.h"
+#include "resp_parse.h"
 
 #define HTTP_IN_SLACK         4096     /* input room past the head limit */
 #define HTTP_OUT_CAP          16384    /* pooled output buffer */
@@ -36,12 +37,29 @@
 #define HTTP_DEF_MAX_URL_BYTES    4096
 #define HTTP_DEF_MAX_BODY_BYTES   65536
 
+/* RESP limits (resp_parse.h): a command must also fit in the input buffer
+ * (max_header_bytes + HTTP_IN_SLACK), or it is refused and the connection
+ * closed. */
+#define HTTP_RESP_MAX_BULK    4096
+#define HTTP_RESP_MAX_INLINE  8192
+
+enum http_proto { HTTP_PROTO_HTTP, HTTP_PROTO_RESP, HTTP_PROTO_COUNT };
+
 enum { HTTP_CMD_WAKE = 1, HTTP_CMD_STOP = 2, HTTP_CMD_FORCE = 4,
        HTTP_CMD_WAKE_ALL = 8 };
 
 struct http_pool {
     void  *head;                 /* free buffers, linked through their start */
     int    n;
+};
+
+/* One listening socket of a thread: HTTP's, and RESP's when on. */
+struct http_listener {
+    struct http_thread *t;
+    int                 fd;             /* -1: none */
+    unsigned char       proto;          /* enum http_proto */
+    struct event        ev;
+    struct event        backoff_ev;     /* re-enables the listener */
 };
 
 struct http_thread {
@@ -51,9 +69,7 @@ struct http_thread {
     int                 running;        /* pthread created, not yet joined */
     int                 exited;         /* thread_main is done; s->exit_lock */
     struct event_base  *base;
-    int                 lfd;
-    struct event        lev;            /* listener */
-    struct event        backoff_ev;     /* re-enables the listener */
+    struct http_listener ls[HTTP_PROTO_COUNT];
     int                 efd;            /* eventfd: commands from others */
     struct event        cmd_ev;
     _Atomic unsigned    cmd;            /* HTTP_CMD_* bits */
@@ -71,12 +87,17 @@ struct http_thread {
     struct http_pool    inpool, outpool;
     /* Written by this thread only; others read them relaxed. */
     _Atomic uint64_t    open, total, rejected, nparked, timeouts;
+    _Atomic uint64_t    resp_open, resp_commands;
     _Atomic uint32_t    nparked_b[HTTP_WAKE_BUCKETS]; /* per bucket */
 };
 
 struct http_server {
     struct http_config  cfg;
     char               *address;
+    char               *resp_address;
+    int                 resp_port;      /* -1: no RESP listener */
+    struct resp_limits  resp_lim;
+    _Atomic uint64_t    next_conn_id;
     http_handler_cb     handler;
     http_thread_cb      thread_cb;
     void               *arg;
@@ -93,8 +114,18 @@ struct http_server {
     pthread_cond_t      exit_cond;
 };
 
+/* What a RESP connection has beyond an HTTP one (allocated at accept). */
+struct http_resp {
+    struct resp_cmd     cmd;            /* the current command */
+    char               *inl;            /* inline arguments (lazy) */
+    uint64_t            id;
+    int64_t             born_ms;
+    unsigned char       session[HTTP_SESSION_BYTES] __attribute__((aligned(8)));
+};
+
 struct http_conn {
     struct http_thread *t;
+    struct http_resp   *resp;           /* NULL: an HTTP connection */
     int                 fd;
     struct event        rev, wev, tev, pev;  /* read, write, deadline, park */
     char               *in;
@@ -152,8 +183,8 @@ wake_bucket(uint64_t key)
 }
 
 /* http_conn.c, for the server's threads. */
-void http_conn_new(struct http_thread *t, int fd);
-void http_conn_reject(struct http_thread *t, int fd);
+void http_conn_new(struct http_thread *t, int fd, enum http_proto proto);
+void http_conn_reject(struct http_thread *t, int fd, enum http_proto proto);
 void http_conn_free(struct http_conn *c);
 void http_conn_retry(struct http_conn *c, int timed_out);
 int  http_conn_idle(const struct http_conn *c);

@@ -12,6 +12,10 @@
  * path; the only shared atomics are the global connection count (touched per
  * connection) and the wake generation and bucket counts (touched per park).
  *
+ * Listeners. A thread has one listening socket per protocol it serves
+ * (HTTP's, and RESP's when resp_enable); a connection remembers which one
+ * it came in on, and that is all that differs until http_conn.c parses.
+ *
  * Wake. http_wake and http_wake_all only set bits and signal threads; what
  * a retried request does, and why no wake is lost, is in http_conn.c.
  */
@@ -46,7 +50,8 @@ static pthread_once_t http_evthread_once = PTHREAD_ONCE_INIT;
 static void
 thread_accept_cb(evutil_socket_t lfd, short what, void *arg)
 {
-    struct http_thread *t = arg;
+    struct http_listener *l = arg;
+    struct http_thread *t = l->t;
     struct http_server *s = t->s;
     struct timeval tv;
     int i, fd;
@@ -66,17 +71,17 @@ thread_accept_cb(evutil_socket_t lfd, short what, void *arg)
                          "%d ms at a time", t->index, strerror(errno),
                          HTTP_ACCEPT_BACKOFF_MS);
             }
-            event_del(&t->lev);
+            event_del(&l->ev);
             tv = http_ms_tv(HTTP_ACCEPT_BACKOFF_MS);
-            event_add(&t->backoff_ev, &tv);
+            event_add(&l->backoff_ev, &tv);
             return;
         }
         if (atomic_fetch_add_explicit(&s->nconns, 1, memory_order_relaxed) >=
             s->cfg.max_connections) {
             atomic_fetch_sub_explicit(&s->nconns, 1, memory_order_relaxed);
-            http_conn_reject(t, fd);
+            http_conn_reject(t, fd, l->proto);
         } else {
-            http_conn_new(t, fd);
+            http_conn_new(t, fd, l->proto);
         }
     }
 }
@@ -84,13 +89,13 @@ thread_accept_cb(evutil_socket_t lfd, short what, void *arg)
 static void
 thread_backoff_cb(evutil_socket_t fd, short what, void *arg)
 {
-    struct http_thread *t = arg;
+    struct http_listener *l = arg;
 
     (void)fd;
     (void)what;
 
-    if (t->lfd >= 0 && !t->stopping)
-        event_add(&t->lev, NULL);
+    if (l->fd >= 0 && !l->t->stopping)
+        event_add(&l->ev, NULL);
 }
 
 /* Retry the parked lists of the buckets in bits. */
@@ -134,11 +139,15 @@ thread_stop(struct http_thread *t)
     if (t->stopping)
         return;
     t->stopping = 1;
-    if (t->lfd >= 0) {
-        event_del(&t->lev);
-        event_del(&t->backoff_ev);
-        close(t->lfd);
-        t->lfd = -1;
+    for (int p = 0; p < HTTP_PROTO_COUNT; p++) {
+        struct http_listener *l = &t->ls[p];
+
+        if (l->fd < 0)
+            continue;
+        event_del(&l->ev);
+        event_del(&l->backoff_ev);
+        close(l->fd);
+        l->fd = -1;
     }
     for (c = t->conns; c != NULL; c = next) {
         next = c->next;
@@ -265,15 +274,17 @@ http_sock_port(int fd)
     return ntohs(((struct sockaddr_in *)&ss)->sin_port);
 }
 
-/* Bind one SO_REUSEPORT socket per thread. A plain probe bind first makes a
- * taken port fail even when its owner also uses SO_REUSEPORT, and picks the
- * port when cfg->port is 0. */
+/* Bind one SO_REUSEPORT socket per thread for proto on address:want. A
+ * plain probe bind first makes a taken port fail even when its owner also
+ * uses SO_REUSEPORT, and picks the port when want is 0. Returns the port or
+ * -1. */
 static int
-http_bind_all(struct http_server *s, char **cause)
+http_bind_all(struct http_server *s, enum http_proto proto,
+              const char *address, int want, char **cause)
 {
     struct addrinfo hints, *ai = NULL;
-    const char *node = s->address[0] != '\0' ? s->address : NULL;
-    int i, rc, probe = -1, ret = -1;
+    const char *node = address[0] != '\0' ? address : NULL;
+    int i, rc, probe = -1, port, ret = -1;
 
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
@@ -281,28 +292,27 @@ http_bind_all(struct http_server *s, char **cause)
     hints.ai_flags = AI_PASSIVE;
     rc = getaddrinfo(node, NULL, &hints, &ai);
     if (rc != 0) {
-        *cause = xasprintf("address %s: %s", s->address, gai_strerror(rc));
+        *cause = xasprintf("address %s: %s", address, gai_strerror(rc));
         goto cleanup;
     }
-    probe = http_listen_fd(ai, s->cfg.port, 0, cause);
+    probe = http_listen_fd(ai, want, 0, cause);
     if (probe < 0)
         goto cleanup;
-    s->port = http_sock_port(probe);
+    port = http_sock_port(probe);
     close(probe);
     probe = -1;
     for (i = 0; i < s->nthreads; i++) {
-        struct http_thread *t = &s->threads[i];
+        struct http_listener *l = &s->threads[i].ls[proto];
 
-        t->lfd = http_listen_fd(ai, s->port, 1, cause);
-        if (t->lfd < 0)
+        l->fd = http_listen_fd(ai, port, 1, cause);
+        if (l->fd < 0)
             goto cleanup;
-        if (listen(t->lfd, HTTP_BACKLOG) < 0) {
-            *cause = xasprintf("listen port %d: %s", s->port,
-                               strerror(errno));
+        if (listen(l->fd, HTTP_BACKLOG) < 0) {
+            *cause = xasprintf("listen port %d: %s", port, strerror(errno));
             goto cleanup;
         }
     }
-    ret = 0;
+    ret = port;
 
 cleanup:
     if (ai != NULL)
@@ -335,14 +345,20 @@ http_thread_init(struct http_server *s, struct http_thread *t, char **cause)
         *cause = xasprintf("event_base_init_common_timeout failed");
         return -1;
     }
-    event_assign(&t->lev, t->base, t->lfd, EV_READ | EV_PERSIST,
-                 thread_accept_cb, t);
-    event_assign(&t->backoff_ev, t->base, -1, 0, thread_backoff_cb, t);
+    for (int p = 0; p < HTTP_PROTO_COUNT; p++) {
+        struct http_listener *l = &t->ls[p];
+
+        event_assign(&l->ev, t->base, l->fd, EV_READ | EV_PERSIST,
+                     thread_accept_cb, l);
+        event_assign(&l->backoff_ev, t->base, -1, 0, thread_backoff_cb, l);
+    }
     event_assign(&t->cmd_ev, t->base, t->efd, EV_READ | EV_PERSIST,
                  thread_cmd_cb, t);
     event_assign(&t->retry_ev, t->base, -1, 0, thread_retry_cb, t);
     t->events_ready = 1;
-    event_add(&t->lev, NULL);
+    for (int p = 0; p < HTTP_PROTO_COUNT; p++)
+        if (t->ls[p].fd >= 0)
+            event_add(&t->ls[p].ev, NULL);
     event_add(&t->cmd_ev, NULL);
     return 0;
 }
@@ -385,21 +401,45 @@ http_server_new(const struct http_config *cfg, http_handler_cb handler,
         s->cfg.max_body_bytes = HTTP_DEF_MAX_BODY_BYTES;
     s->address = xstrdup(cfg->address != NULL ? cfg->address : "");
     s->cfg.address = s->address;
+    s->resp_address = xstrdup(cfg->resp_address != NULL ? cfg->resp_address
+                                                        : "");
+    s->cfg.resp_address = s->resp_address;
+    s->resp_port = -1;
     s->handler = handler;
     s->thread_cb = thread_cb;
     s->arg = arg;
     s->in_cap = (size_t)s->cfg.max_header_bytes + HTTP_IN_SLACK;
+    s->resp_lim.max_args = RESP_ARGS_MAX;
+    s->resp_lim.max_bulk = HTTP_RESP_MAX_BULK;
+    s->resp_lim.max_inline = HTTP_RESP_MAX_INLINE;
     s->nthreads = cfg->threads;
     s->threads = xcalloc((size_t)s->nthreads, sizeof *s->threads);
     for (i = 0; i < s->nthreads; i++) {
         s->threads[i].s = s;
         s->threads[i].index = i;
-        s->threads[i].lfd = -1;
+        for (int p = 0; p < HTTP_PROTO_COUNT; p++) {
+            s->threads[i].ls[p].t = &s->threads[i];
+            s->threads[i].ls[p].fd = -1;
+            s->threads[i].ls[p].proto = (unsigned char)p;
+        }
         s->threads[i].efd = -1;
         s->threads[i].accept_warned_ms = INT64_MIN / 2;
     }
-    if (http_bind_all(s, cause) < 0)
+    if (cfg->resp_enable &&
+        (cfg->resp_port < 0 || cfg->resp_port > 65535)) {
+        *cause = xasprintf("bad RESP port %d", cfg->resp_port);
         goto error;
+    }
+    s->port = http_bind_all(s, HTTP_PROTO_HTTP, s->address, s->cfg.port,
+                            cause);
+    if (s->port < 0)
+        goto error;
+    if (cfg->resp_enable) {
+        s->resp_port = http_bind_all(s, HTTP_PROTO_RESP, s->resp_address,
+                                     cfg->resp_port, cause);
+        if (s->resp_port < 0)
+            goto error;
+    }
     for (i = 0; i < s->nthreads; i++)
         if (http_thread_init(s, &s->threads[i], cause) < 0)
             goto error;
@@ -414,6 +454,12 @@ int
 http_server_port(const struct http_server *s)
 {
     return s->port;
+}
+
+int
+http_server_resp_port(const struct http_server *s)
+{
+    return s->resp_port;
 }
 
 int
@@ -493,15 +539,18 @@ http_server_free(struct http_server *s)
         while (t->conns != NULL)
             http_conn_free(t->conns);
         if (t->events_ready) {
-            event_del(&t->lev);
-            event_del(&t->backoff_ev);
+            for (int p = 0; p < HTTP_PROTO_COUNT; p++) {
+                event_del(&t->ls[p].ev);
+                event_del(&t->ls[p].backoff_ev);
+            }
             event_del(&t->cmd_ev);
             event_del(&t->retry_ev);
         }
         if (t->base != NULL)
             event_base_free(t->base);
-        if (t->lfd >= 0)
-            close(t->lfd);
+        for (int p = 0; p < HTTP_PROTO_COUNT; p++)
+            if (t->ls[p].fd >= 0)
+                close(t->ls[p].fd);
         if (t->efd >= 0)
             close(t->efd);
         http_pool_drain(&t->inpool);
@@ -509,6 +558,7 @@ http_server_free(struct http_server *s)
     }
     free(s->threads);
     free(s->address);
+    free(s->resp_address);
     pthread_cond_destroy(&s->exit_cond);
     pthread_mutex_destroy(&s->exit_lock);
     free(s);
@@ -570,5 +620,9 @@ http_server_stats(const struct http_server *s, struct http_stats *out)
             atomic_load_explicit(&t->nparked, memory_order_relaxed);
         out->timeouts +=
             atomic_load_explicit(&t->timeouts, memory_order_relaxed);
+        out->resp_open +=
+            atomic_load_explicit(&t->resp_open, memory_order_relaxed);
+        out->resp_commands +=
+            atomic_load_explicit(&t->resp_commands, memory_order_relaxed);
     }
 }

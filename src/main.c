@@ -19,6 +19,7 @@
 #include "api.h"
 #include "auth.h"
 #include "config.h"
+#include "decode.h"
 #include "http.h"
 #include "loader.h"
 #include "log.h"
@@ -26,10 +27,8 @@
 #include "sfconfig.h"
 #include "snowflake.h"
 #include "store.h"
-#include "ulid.h"
-#include "uuid7.h"
 
-#define LEAFD_VERSION "0.1.0"
+#include "version.h"
 
 struct leafd {
     struct config      cfg;
@@ -274,6 +273,9 @@ start(struct leafd *d, char **cause)
     hc.max_header_bytes = (int)cfg->max_header_bytes;
     hc.max_url_bytes = (int)cfg->max_url_bytes;
     hc.max_body_bytes = 65536;
+    hc.resp_enable = cfg->resp_port != 0;
+    hc.resp_address = cfg->resp_address;
+    hc.resp_port = (int)cfg->resp_port;
     __atomic_store_n(&d->server, http_server_new(&hc, api_handle, api_thread, d->api,
                                                  cause), __ATOMIC_RELEASE);
     if (d->server == NULL)
@@ -284,6 +286,7 @@ start(struct leafd *d, char **cause)
         hc.port = (int)cfg->admin_port;
         hc.threads = 1;
         hc.max_connections = admin_cap;
+        hc.resp_enable = 0;
         __atomic_store_n(&d->admin, http_server_new(&hc, api_handle_admin,
                                                     api_thread_admin, d->api, cause),
                          __ATOMIC_RELEASE);
@@ -308,6 +311,9 @@ start(struct leafd *d, char **cause)
     if (d->admin != NULL)
         log_info("admin pages on http://%s:%d", cfg->admin_address,
                  http_server_port(d->admin));
+    if (http_server_resp_port(d->server) >= 0)
+        log_info("Redis protocol (RESP) on %s:%d", cfg->resp_address,
+                 http_server_resp_port(d->server));
     return 0;
 }
 
@@ -328,36 +334,6 @@ stop(struct leafd *d)
     api_free(d->api);
     segments_free(d->segs);
     loader_free(d->loader);
-}
-
-/* `leafd decode X`: the kind of ID by its form. A UUID has four '-' in 36
- * characters, a ULID is 26 characters that are not all digits; anything
- * else is read as a snowflake ID with the configured layout. */
-static int
-decode_any(const struct config *cfg, const char *x, struct sbuf *out,
-           char **cause)
-{
-    size_t len = strlen(x), digits = strspn(x, "0123456789");
-
-    if (len == UUID7_TEXT_LEN && strchr(x, '-') != NULL) {
-        struct uuid7 u;
-        struct uuid7_decoded d;
-
-        if (uuid7_parse(x, len, &u, cause) == -1)
-            return -1;
-        uuid7_decode(&u, &d);
-        uuid7_decoded_json(&u, &d, out);
-        return 0;
-    }
-    if (len == ULID_TEXT_LEN && digits != len) {
-        struct ulid u;
-
-        if (ulid_parse(x, len, &u, cause) == -1)
-            return -1;
-        ulid_decoded_json(&u, out);
-        return 0;
-    }
-    return sfconfig_decode_cli(cfg, x, 0, out, cause);
 }
 
 int
@@ -414,7 +390,7 @@ main(int argc, char **argv)
     if (decode_arg != NULL) {
         struct sbuf out = { 0 };
 
-        if (decode_any(&d.cfg, decode_arg, &out, &cause) == -1) {
+        if (decode_any(&d.cfg, NULL, decode_arg, strlen(decode_arg), &out, &cause) == -1) {
             fprintf(stderr, "leafd: decode: %s\n", cause);
             return 1;
         }
