@@ -8,8 +8,9 @@ build="gcc make pkg-config libc6-dev libevent-dev default-libmysqlclient-dev
 libzookeeper-mt-dev libjansson-dev libsqlite3-dev check curl"
 test="$build mariadb-server mariadb-client zookeeper default-jre-headless python3 nginx
 libfaketime procps slowhttptest docker-compose clang libclang-rt-14-dev cppcheck
-chromium chromium-driver python3-selenium fonts-liberation"
-bench="$test nginx wrk redis-server redis-tools"
+chromium chromium-driver python3-selenium fonts-liberation
+libhiredis-dev redis-server redis-tools python3-redis"
+bench="$test nginx wrk"
 case "$profile" in
 build) want=$build ;;
 test) want=$test ;;
