@@ -270,6 +270,15 @@ api_page_metrics(struct api *a, struct http_conn *c)
                     (unsigned long long)hs.connections_total,
                     (unsigned long long)hs.connections_rejected,
                     (unsigned long long)hs.requests_parked);
+        if (http_server_resp_port(a->server) >= 0)
+            sbuf_printf(&b, "# HELP leafd_resp_connections RESP connections open "
+                            "(also counted in leafd_http_connections).\n"
+                            "# TYPE leafd_resp_connections gauge\n"
+                            "leafd_resp_connections %llu\n"
+                            "# TYPE leafd_resp_commands_total counter\n"
+                            "leafd_resp_commands_total %llu\n",
+                        (unsigned long long)hs.resp_open,
+                        (unsigned long long)hs.resp_commands);
     }
     if (a->segs != NULL) {
         sbuf_printf(&b, "# TYPE leafd_segment_tags gauge\nleafd_segment_tags %zu\n"

@@ -227,7 +227,8 @@ id_denied(struct resp_ctx *x, enum route r, const char *scope)
 
 /* ---- ID commands ---- */
 
-/* INCR <biz_tag> and LEAF.SEGMENT <biz_tag> [count]. */
+/* INCR <biz_tag>, INCRBY <biz_tag> 1 (what client libraries send for
+ * incr()) and LEAF.SEGMENT <biz_tag> [count]. */
 static void
 cmd_segment(struct resp_ctx *x, int incr)
 {
@@ -236,6 +237,15 @@ cmd_segment(struct resp_ctx *x, int incr)
     size_t len = cmd->argl[1];
     int64_t n = 1;
 
+    if (incr && cmd->argc == 3 && !arg_is(cmd, 2, "1")) {
+        /* Redis's INCRBY k n promises the n values below its answer; a
+         * segment's IDs need not be contiguous, so say what to use. */
+        reply_error(x, R_SEGMENT, 400, "invalid_increment",
+                    "INCRBY takes only 1 here: leafd's IDs are unique and "
+                    "increasing but not contiguous; for n IDs use LEAF.SEGMENT "
+                    "<biz_tag> <n>");
+        return;
+    }
     if (api_segment_disabled(x->a, x->c, R_SEGMENT))
         return;
     if (len > TAG_MAX || !util_tag_valid(cmd->argv[1], len)) {
@@ -654,6 +664,9 @@ struct resp_command {
 static const struct resp_command commands[] = {
     { "incr", 2, 2, "write fast", 1, "leafd",
       "One segment ID of biz_tag, as an integer", "biz_tag", cmd_incr },
+    { "incrby", 3, 3, "write fast", 1, "leafd",
+      "INCR, for clients whose incr() sends INCRBY <biz_tag> 1",
+      "biz_tag increment", cmd_incr },
     { "leaf.segment", -2, 3, "write fast", 1, "leafd",
       "count segment IDs of biz_tag (default 1)", "biz_tag [count]",
       cmd_leaf_segment },
