@@ -11,6 +11,10 @@ sees the same machine noise):
              with 1 and 2 threads
              (nginx workers / leafd I/O threads); req/s, IDs/s, p50, p99 and
              the server's CPU time per request (user+sys from /proc).
+  RESP       redis-benchmark -c CONNS against leafd's Redis-protocol
+             listener: INCR demo without and with -P 16, and LEAF.SEGMENT
+             demo 1000, beside redis-server's INCR in the same run; ops/s,
+             p50, p99 and the server's CPU per operation.
   peers      Redis INCR (redis-benchmark, with and without -P 16, same
              connection count); MariaDB one transaction per ID (UPDATE max_id
              = max_id + 1; SELECT) and MariaDB SEQUENCE NEXTVAL
@@ -26,7 +30,7 @@ sees the same machine noise):
     make bench                          # defaults: 3 rounds of 5 s, ~4 min
     DBLOAD=1 make bench                 # plus the 2-minute database-load run
     ROUNDS=5 DURATION=10 python3 bench/bench.py
-    ONLY=http,micro python3 bench/bench.py   # sections: http peers micro
+    ONLY=http,micro python3 bench/bench.py   # sections: http resp peers micro
                                              # startup footprint dbload
 
 Environment: ROUNDS (3), DURATION (5 s per wrk/peer run), CONNS (64),
@@ -196,7 +200,9 @@ class Leafd:
         self.dir = os.path.join(workdir, "leafd-%d" % threads)
         os.makedirs(self.dir, exist_ok=True)
         self.port = free_port()
+        self.rport = free_port()
         self.proc = subprocess.Popen([LEAFD, "--listen.port=%d" % self.port,
+                                      "--resp.listen.port=%d" % self.rport,
                                       "--threads=%d" % threads,
                                       "--segment.count_max=100000",
                                       "--log.level=warn"],
@@ -210,6 +216,35 @@ class Leafd:
 
     def stop(self):
         stop_proc(self.proc)
+
+
+def redis_benchmark(port, pids, args, n, ids_per_op=1):
+    """One redis-benchmark run of n operations (args: -P and the command)."""
+    before = cpu_ticks(pids)
+    out = subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(port),
+                          "-c", str(CONNS), "-n", str(n), "--csv"] + args,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT).stdout.decode()
+    after = cpu_ticks(pids)
+    m = re.search(r'^"[^"]+","([\d.]+)","([\d.]+)","([\d.]+)","([\d.]+)","([\d.]+)","([\d.]+)"',
+                  out, re.M)
+    if m is None:
+        raise RuntimeError("redis-benchmark said: %s" % out[-500:])
+    rps = float(m.group(1))
+    return {"rps": rps, "ids": rps * ids_per_op, "p50": float(m.group(4)),
+            "p99": float(m.group(6)), "cpu_us": (after - before) / CLK_TCK * 1e6 / n}
+
+
+class RespTarget:
+    """redis-benchmark against leafd's RESP listener, calibrated to DURATION."""
+
+    def __init__(self, lf, args, ids_per_op=1):
+        self.lf, self.args, self.per, self.n = lf, args, ids_per_op, None
+
+    def run(self):
+        if self.n is None:
+            r = redis_benchmark(self.lf.rport, self.lf.pids, self.args, 20000, self.per)
+            self.n = max(10000, int(r["rps"] * DURATION))
+        return redis_benchmark(self.lf.rport, self.lf.pids, self.args, self.n, self.per)
 
 
 class Redis:
@@ -237,19 +272,7 @@ class Redis:
         return self._run(pipeline, n)
 
     def _run(self, pipeline, n):
-        before = cpu_ticks(self.pids)
-        out = subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(self.port),
-                              "-t", "incr", "-c", str(CONNS), "-n", str(n),
-                              "-P", str(pipeline), "--csv"],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT).stdout.decode()
-        after = cpu_ticks(self.pids)
-        m = re.search(r'^"INCR","([\d.]+)","([\d.]+)","([\d.]+)","([\d.]+)","([\d.]+)","([\d.]+)"',
-                      out, re.M)
-        if m is None:
-            raise RuntimeError("redis-benchmark said: %s" % out[-500:])
-        rps = float(m.group(1))
-        return {"rps": rps, "ids": rps, "p50": float(m.group(4)), "p99": float(m.group(6)),
-                "cpu_us": (after - before) / CLK_TCK * 1e6 / n}
+        return redis_benchmark(self.port, self.pids, ["-P", str(pipeline), "INCR", "k"], n)
 
     def stop(self):
         stop_proc(self.proc)
@@ -431,12 +454,26 @@ def main():
                     warm = 2 if key == "sfbatch" else 0
                     targets.append(((key, n), (lambda u=url, p=pids, k=per, w=warm:
                                                wrk(u, p, k, w))))
+        if want("resp") and have("redis-benchmark"):
+            lfs = {}
+            for n in threads:
+                lf = next((x for x in servers if isinstance(x, Leafd) and
+                           x.dir.endswith("leafd-%d" % n)), None)
+                if lf is None:
+                    lf = Leafd(work, n)
+                    servers.append(lf)
+                lfs[n] = lf
+                for key, args, per in (("resp_incr", ["-P", "1", "INCR", "demo"], 1),
+                                       ("resp_incr16", ["-P", "16", "INCR", "demo"], 1),
+                                       ("resp_seg1000", ["-P", "1", "LEAF.SEGMENT", "demo",
+                                                         "1000"], 1000)):
+                    targets.append(((key, n), RespTarget(lf, args, per).run))
+        if (want("peers") or want("resp")) and have("redis-server") and have("redis-benchmark"):
+            rd = Redis(work)
+            servers.append(rd)
+            targets.append((("redis", 1), lambda: rd.bench(1)))
+            targets.append((("redis", 16), lambda: rd.bench(16)))
         if want("peers"):
-            if have("redis-server") and have("redis-benchmark"):
-                rd = Redis(work)
-                servers.append(rd)
-                targets.append((("redis", 1), lambda: rd.bench(1)))
-                targets.append((("redis", 16), lambda: rd.bench(16)))
             if have("mariadbd") and have("mariadb") and os.access(DBCLIENT, os.X_OK):
                 log("starting MariaDB")
                 mdb = MariaDB(work)
@@ -592,6 +629,43 @@ def main():
             ms = statistics.median(startup)
             p(row("  first ID after fork, embedded default", "", "", "%.1f ms" % ms, "", "", "", "",
                   "median of %d" % len(startup), "<= 50 ms", "yes" if ms <= 50 else "NO"))
+
+    if any(k[0] == "resp_incr" for k in results) and ("redis", 1) in results:
+        p("RESP, redis-benchmark -c%d (vs base: leafd ops/s / redis-server INCR ops/s, same "
+          "run; cpu/req: server CPU per operation)" % CONNS)
+
+        def resp_row(label, key, n, base=None, goal="", per_id=False):
+            rs = results[(key, n)]
+            ratio = met = ""
+            if base is not None:
+                r = med(rs, "rps") / med(results[base], "rps")
+                ratio = "%.2fx" % r
+                if goal:
+                    met = "yes" if r >= 1.0 else "NO"
+            p(row(label, n, CONNS, fmt_rate(med(rs, "ids")), fmt_int(med(rs, "rps")),
+                  "%.3f" % med(rs, "p50"), "%.3f" % med(rs, "p99"), "%.1fus" % med(rs, "cpu_us"),
+                  ratio, goal, met))
+        p(row("  redis-server INCR k", 1, CONNS, fmt_rate(med(results[("redis", 1)], "ids")),
+              fmt_int(med(results[("redis", 1)], "rps")), "%.3f" % med(results[("redis", 1)], "p50"),
+              "%.3f" % med(results[("redis", 1)], "p99"),
+              "%.1fus" % med(results[("redis", 1)], "cpu_us"), "(baseline)"))
+        for n in threads:
+            resp_row("  leafd INCR demo", "resp_incr", n, ("redis", 1), ">= 1.0x redis")
+        p(row("  redis-server INCR k -P 16", 1, CONNS, fmt_rate(med(results[("redis", 16)], "ids")),
+              fmt_int(med(results[("redis", 16)], "rps")),
+              "%.3f" % med(results[("redis", 16)], "p50"),
+              "%.3f" % med(results[("redis", 16)], "p99"),
+              "%.1fus" % med(results[("redis", 16)], "cpu_us"), "(baseline)"))
+        for n in threads:
+            resp_row("  leafd INCR demo -P 16", "resp_incr16", n, ("redis", 16), ">= 1.0x redis")
+        for n in threads:
+            rs = results[("resp_seg1000", n)]
+            ratio = ""
+            if ("batch1000", n) in results:
+                ratio = "%.2fx HTTP" % (med(rs, "ids") / med(results[("batch1000", n)], "ids"))
+            p(row("  leafd LEAF.SEGMENT demo 1000", n, CONNS, fmt_rate(med(rs, "ids")),
+                  fmt_int(med(rs, "rps")), "%.3f" % med(rs, "p50"), "%.3f" % med(rs, "p99"),
+                  "%.1fus" % med(rs, "cpu_us"), ratio))
 
     peer_keys = [k for k in (("redis", 1), ("redis", 16), ("db_alloc", DBCONNS), ("db_seq", DBCONNS))
                  if k in results]
