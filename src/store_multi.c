@@ -40,7 +40,7 @@
  * rounded up to seconds, MySQL's unit) marks that database down and the
  * load moves to the next one at once. A database marked down is not tried
  * by loads while another is up: it is probed (connect and ping) by the
- * periodic refresh once its backoff (0.5 s doubling to 5 s) has passed, so
+ * periodic refresh once its backoff (0.5 s, then 1 s) has passed, so
  * no load waits on a dead database twice. When every database is down,
  * those whose backoff has passed are tried.
  */
@@ -58,7 +58,7 @@
 #include "util.h"
 
 #define MULTI_BACKOFF_MIN_MS 500
-#define MULTI_BACKOFF_MAX_MS 5000
+#define MULTI_BACKOFF_MAX_MS 1000
 #define FLOOR_BUCKETS 1024
 
 struct multi_db {
@@ -438,7 +438,8 @@ want_for(struct store_multi *m, int i, struct multi_meta *out, char **cause)
 }
 
 /* The databases to try, in order: the one that answered last, the other
- * ones up, then (only if try_down) those down whose backoff has passed. */
+ * ones up, then those down whose backoff has passed (tried only when every
+ * one up has failed this time). */
 static int
 multi_order(struct store_multi *m, int *order)
 {
@@ -450,10 +451,10 @@ multi_order(struct store_multi *m, int *order)
     for (int i = 0; i < m->n; i++)
         if (i != pref && atomic_load(&shared.db[i].up))
             order[n++] = i;
-    if (n == 0)
-        for (int i = 0; i < m->n; i++)
-            if (atomic_load(&shared.db[i].retry_at_ms) <= now)
-                order[n++] = i;
+    for (int i = 0; i < m->n; i++)
+        if (!atomic_load(&shared.db[i].up) &&
+            atomic_load(&shared.db[i].retry_at_ms) <= now)
+            order[n++] = i;
     return n;
 }
 
