@@ -397,6 +397,8 @@ serials_new(const struct config *cfg, const struct serial_hooks *hooks,
     if (!cfg->from_file && s->n == 0) {
         def_defaults(&s->codes[0], "demo");
         snprintf(s->codes[0].def.prefix, sizeof s->codes[0].def.prefix, "DEMO");
+        s->codes[0].def.digits = 10;        /* room for make bench's rate */
+        s->codes[0].def.step = 10000;
         s->n = 1;
     }
     for (size_t i = 0; i < s->n; i++) {

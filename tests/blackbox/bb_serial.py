@@ -52,7 +52,7 @@ def test_embedded_demo(ctx):
         eq(r.status, 200, "status %r" % r)
         eq(r.header("Cache-Control"), "no-store", "Cache-Control")
         first = r.text.strip()
-        check(re.fullmatch(r"DEMO\d{8}\d{6}", first), "form of %r" % first)
+        check(re.fullmatch(r"DEMO\d{8}\d{10}", first), "form of %r" % first)
         check(first[4:12] == today or int(first[4:12]) == int(today) + 1,
               "date of %s is today (UTC) %s" % (first, today))
         r = d.get("/serial/demo?count=100&format=json")
