@@ -807,6 +807,15 @@ id_denied(struct api *a, struct http_conn *c, const struct http_msg *m,
     return rc != 0;
 }
 
+int
+api_id_denied(struct api *a, struct http_conn *c, const struct http_request *req,
+              enum route r, const char *scope)
+{
+    if (req->retry || req->timed_out)
+        return 0;
+    return id_denied(a, c, &req->msg, r, scope);
+}
+
 /* The biz_tag of a segment path, for the token check (raw; the handler
  * validates it). */
 static int

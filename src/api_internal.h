@@ -104,6 +104,12 @@ int api_id_request_start(struct api *a, struct http_conn *c,
                          struct http_request *req, enum route r, int64_t max,
                          int64_t *n, int *json);
 
+/* With a tokens file: does the request lack a token for scope? Returns 1
+ * after answering 401/403/400 (checked on a request's first call only). */
+int api_id_denied(struct api *a, struct http_conn *c,
+                  const struct http_request *req, enum route r,
+                  const char *scope);
+
 /* GET /serial/<code> (api_serial.c); raw is the path after /serial/. */
 void api_serial(struct api *a, struct http_conn *c, struct http_request *req,
                 const char *raw, size_t rawlen);

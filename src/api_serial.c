@@ -1,6 +1,7 @@
 /* api_serial.c: GET /serial/<code>[?count=N] and the serial part of
  * /health (see serial.h for the two sources and their guarantees).
  *
+ * With a tokens file, a request needs a token for scope @serial:<code>.
  * Answers as the other ID routes: {"ids":["PAY20261123000001",...]} in JSON,
  * one per line in text. Errors: 400 invalid_serial_code, 404
  * unknown_serial_code, 503 serial_exhausted (the period's sequence digits
@@ -198,6 +199,13 @@ api_serial(struct api *a, struct http_conn *c, struct http_request *req,
         return;
     }
     d = serials_def(a->serials, (size_t)i);
+    if (a->auth != NULL) {
+        char scope[8 + SERIAL_CODE_MAX + 1];
+
+        snprintf(scope, sizeof scope, "@serial:%s", code);
+        if (api_id_denied(a, c, req, R_SERIAL, scope))
+            return;
+    }
     if (api_id_request_start(a, c, req, R_SERIAL, a->cfg->serial_count_max, &n,
                              &json) == -1)
         return;

@@ -20,6 +20,7 @@ from bbutil import LEAFD, Client, Workdir, check, eq, faketime_preload
 
 TESTS = [
     "test_embedded_demo",
+    "test_tokens",
     "test_bad_definitions_refused_at_start",
     "test_exhausted_never_wraps",
     "test_dst_fall_back_repeats_nothing",
@@ -79,6 +80,19 @@ def test_embedded_demo(ctx):
         again = d2.get("/serial/demo?count=50&format=json").json()["ids"]
         check(not set(again) & set(got), "a restart repeats nothing")
         check(min(again) > max(got), "and continues after the buffered range")
+
+
+def test_tokens(ctx):
+    with Workdir("serial-tokens") as wd:
+        path = os.path.join(wd.path, "tokens")
+        with open(path, "w") as f:
+            f.write("serial-token-1 @serial:demo\nother-token-22 demo\n")
+        d = wd.leafd(flags=["--auth.tokens_file=%s" % path]).start()
+        err(d.get("/serial/demo"), 401, "token_required")
+        err(d.get("/serial/demo?token=other-token-22"), 403, "token_forbidden")
+        eq(d.get("/serial/demo?token=serial-token-1").status, 200, "the serial token")
+        eq(d.get("/serial/demo", {"Authorization": "Bearer serial-token-1"}).status, 200,
+           "as a header")
 
 
 def start_fails(wd, lines, want):
