@@ -6,12 +6,15 @@
  * per period, a repeated local hour (DST fall-back) keeps counting, and a
  * period whose digits are used up is refused, never wrapped. */
 #include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
 #include "serial.h"
 #include "tzone.h"
+#include "util.h"
 
 /* 2026-11-23T00:00:00Z */
 #define D23 INT64_C(1795392000000)
@@ -367,6 +370,118 @@ START_TEST(printed_time_never_back)
 }
 END_TEST
 
+/* Race: 4 takers and a loader thread that installs each asked-for range,
+ * switching to the next day halfway. Every (day, sequence) is taken once,
+ * and a taker never sees a day go back. */
+#define RACE_TAKERS 4
+#define RACE_EACH   20000
+
+static struct serials *race_s;
+static atomic_int race_want, race_done;
+
+static void
+race_load(void *arg, size_t i)
+{
+    (void)arg;
+    (void)i;
+    atomic_store(&race_want, 1);
+}
+
+static void *
+race_loader(void *arg)
+{
+    int64_t max_id[2] = { 1, 1 }, nloads = 0;
+
+    (void)arg;
+    while (!atomic_load(&race_done)) {
+        int day;
+
+        if (!atomic_exchange(&race_want, 0)) {
+            sched_yield();
+            continue;
+        }
+        day = nloads++ < 40 ? 0 : 1;
+        max_id[day] += 100;
+        serial_install(race_s, 0, D23 + day * 24 * HOUR + 10, util_mono_us(),
+                       max_id[day], 100);
+    }
+    return NULL;
+}
+
+struct race_out {
+    int      n;
+    uint64_t key[RACE_EACH + 3];            /* day << 32 | seq */
+};
+
+static void *
+race_taker(void *arg)
+{
+    struct race_out *o = arg;
+    struct tzone_tm tm;
+    uint64_t seq[3];
+    int k = 0, last_day = 0;
+
+    while (o->n < RACE_EACH) {
+        int n = 1 + k++ % 3;
+
+        if (serial_take(race_s, 0, n, seq, &tm) != SERIAL_OK) {
+            sched_yield();
+            continue;
+        }
+        ck_assert_int_ge(tm.day, last_day);
+        last_day = tm.day;
+        for (int j = 0; j < n; j++)
+            o->key[o->n++] = (uint64_t)tm.day << 32 | seq[j];
+    }
+    return NULL;
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+START_TEST(race_take_install)
+{
+    struct serial_hooks h = { .load = race_load };
+    static struct race_out out[RACE_TAKERS];
+    pthread_t lt, tt[RACE_TAKERS];
+    uint64_t *all;
+    size_t total = 0, k = 0;
+
+    race_s = load_ok("serial.count_max = 3\nserial.R.step = 100\n");
+    serials_set_hooks(race_s, &h);        /* real monotonic clock */
+    atomic_store(&race_want, 0);
+    atomic_store(&race_done, 0);
+    pthread_create(&lt, NULL, race_loader, NULL);
+    for (int i = 0; i < RACE_TAKERS; i++) {
+        out[i].n = 0;
+        pthread_create(&tt[i], NULL, race_taker, &out[i]);
+    }
+    for (int i = 0; i < RACE_TAKERS; i++)
+        pthread_join(tt[i], NULL);
+    atomic_store(&race_done, 1);
+    pthread_join(lt, NULL);
+    for (int i = 0; i < RACE_TAKERS; i++)
+        total += (size_t)out[i].n;
+    all = malloc(total * sizeof *all);
+    for (int i = 0; i < RACE_TAKERS; i++)
+        for (int j = 0; j < out[i].n; j++)
+            all[k++] = out[i].key[j];
+    qsort(all, total, sizeof *all, cmp_u64);
+    for (size_t i = 1; i < total; i++)
+        ck_assert_msg(all[i] != all[i - 1], "day %u seq %u taken twice",
+                      (unsigned)(all[i] >> 32), (unsigned)(all[i] & 0xffffffff));
+    ck_assert_uint_eq(all[0] & 0xffffffff, 1);            /* day 23 from 1 */
+    ck_assert_uint_eq(all[total - 1] >> 32, 24);          /* reached the 24th */
+    free(all);
+    serials_free(race_s);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -384,6 +499,8 @@ main(void)
     tcase_add_test(tc, exhausted);
     tcase_add_test(tc, dst_fall_back);
     tcase_add_test(tc, printed_time_never_back);
+    tcase_add_test(tc, race_take_install);
+    tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
