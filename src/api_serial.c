@@ -183,6 +183,8 @@ api_serial(struct api *a, struct http_conn *c, struct http_request *req,
     char *p = out_buf, *start = out_buf;
 
     len = util_pct_decode(raw, rawlen, code, SERIAL_CODE_MAX);
+    if (len >= 0)
+        code[len] = '\0';
     if (len <= 0 || strspn(code, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                            "0123456789_-") < (size_t)len) {
         api_reply_error(c, R_SERIAL, 400, "invalid_serial_code", NULL,
@@ -190,7 +192,6 @@ api_serial(struct api *a, struct http_conn *c, struct http_request *req,
                         SERIAL_CODE_MAX);
         return;
     }
-    code[len] = '\0';
     i = serials_find(a->serials, code, (size_t)len);
     if (i < 0) {
         api_reply_error(c, R_SERIAL, 404, "unknown_serial_code", NULL,
