@@ -16,7 +16,7 @@ import time
 
 import subprocess
 
-from bbutil import LEAFD, Client, Workdir, check, eq, faketime_preload
+from bbutil import LEAFD, Client, Workdir, check, eq, faketime_preload, wait_for
 
 TESTS = [
     "test_embedded_demo",
@@ -26,6 +26,7 @@ TESTS = [
     "test_dst_fall_back_repeats_nothing",
     "test_snowflake_source",
     "test_two_nodes_mariadb_period_change",
+    "test_mariadb_outage",
 ]
 
 OFFSET_ENV = "LEAFD_TEST_SERIAL_DB_OFFSET_MS"
@@ -63,6 +64,7 @@ def test_embedded_demo(ctx):
         eq(got, sorted(got), "increasing within a day")
         err(d.get("/serial/nope"), 404, "unknown_serial_code")
         err(d.get("/serial/b%20d"), 400, "invalid_serial_code")
+        err(d.get("/serial/de%00mo"), 400, "invalid_serial_code")
         err(d.get("/serial/" + "x" * 40), 400, "invalid_serial_code")
         err(d.get("/serial/demo?count=0"), 400, "invalid_count")
         err(d.get("/serial/demo?count=101"), 400, "invalid_count")
@@ -269,3 +271,37 @@ def test_two_nodes_mariadb_period_change(ctx):
         rows = db.sql("SELECT biz_tag FROM leaf_alloc WHERE biz_tag LIKE '%s:%%' "
                       "ORDER BY biz_tag" % code).split()
         eq(rows, ["%s:20261130" % code, "%s:20261201" % code], "one row per period")
+
+
+def test_mariadb_outage(ctx):
+    """MariaDB stops: the numbers held are served, then a clear 503
+    serial_unavailable naming the database, /health says so; after a
+    restart serials come again without a leafd restart, none repeated."""
+    with Workdir("serial-outage") as wd:
+        db = wd.mariadb()
+        conf = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
+                "segment.mysql.url": db.url, "segment.wait_ms": "300",
+                "segment.db_timeout_ms": "1000", "segment.db_backoff_max_ms": "500",
+                "serial.count_max": "10", "serial.O.prefix": "O", "serial.O.step": "100"}
+        d = wd.leafd(conf=conf).start()
+        served = d.get("/serial/O?count=10&format=json").json()["ids"]
+        db.stop()
+        r = None
+        for _ in range(100):
+            r = d.get("/serial/O?count=10&format=json")
+            if r.status != 200:
+                break
+            served += r.json()["ids"]
+        check(len(served) >= 100, "served %d held serials with the database down" % len(served))
+        err(r, 503, "serial_unavailable")
+        check("database is unreachable" in r.json()["message"], "names the cause: %r" % r.json())
+        check(r.header("Retry-After") is not None, "Retry-After")
+        h = d.get("/health").json()
+        eq(h["serial"]["db"], "down", "health: serial db down")
+        eq(h["status"], "degraded", "health status")
+        db.restart()
+        r = wait_for(lambda: (lambda x: x if x.status == 200 else None)(
+            d.get("/serial/O?count=10&format=json")), timeout=30, what="recovery")
+        served += r.json()["ids"]
+        eq(len(served), len(set(served)), "no duplicate across the outage")
+        eq(d.get("/health").json()["serial"]["db"], "up", "health: db up again")
