@@ -113,7 +113,8 @@ int api_id_denied(struct api *a, struct http_conn *c,
 /* GET /serial/<code> (api_serial.c); raw is the path after /serial/. */
 void api_serial(struct api *a, struct http_conn *c, struct http_request *req,
                 const char *raw, size_t rawlen);
-/* The "serial" member of /health; returns 0 ok, 1 degraded. */
+/* The "serial" member of /health; returns 0 ok, 1 degraded (database down,
+ * numbers held), 2 unavailable (database down, a code holds none). */
 int  api_serial_health(struct api *a, struct sbuf *b, struct sbuf *reasons);
 
 /* The operator pages (api_pages.c). */

@@ -160,8 +160,11 @@ api_health(struct api *a, struct sbuf *b)
     } else {
         sbuf_puts(b, "\"snowflake\":{\"enabled\":false},");
     }
-    if (api_serial_health(a, b, &reasons))
-        degraded = 1;
+    switch (api_serial_health(a, b, &reasons)) {
+    case 2: ok = 0; break;
+    case 1: degraded = 1; break;
+    default: break;
+    }
     sbuf_printf(b, "\"uptime_ms\":%lld,\"status\":\"%s\"",
                 (long long)(util_wall_ms() - a->started_ms),
                 !ok ? "unavailable" : degraded ? "degraded" : "ok");

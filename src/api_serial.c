@@ -270,6 +270,8 @@ int
 api_serial_health(struct api *a, struct sbuf *b, struct sbuf *reasons)
 {
     char err[256];
+    const char *first;
+    size_t dry;
 
     if (a->serials == NULL || serials_count(a->serials) == 0) {
         sbuf_puts(b, "\"serial\":{\"codes\":0},");
@@ -287,11 +289,16 @@ api_serial_health(struct api *a, struct sbuf *b, struct sbuf *reasons)
         sbuf_puts(b, "},");
         return 0;
     }
+    dry = serials_dry(a->serials, &first);
     serial_loader_last_error(a->serial_loader, err, sizeof err);
-    sbuf_puts(b, ",\"db_error\":");
+    sbuf_printf(b, ",\"codes_without_numbers\":%zu,\"db_error\":", dry);
     sbuf_json_str(b, err);
     sbuf_puts(b, "},");
-    sbuf_printf(reasons, "serial: database unreachable, serving from buffers "
-                         "until they run out; ");
+    if (dry > 0) {
+        sbuf_printf(reasons, "serial: database unreachable and %zu code(s) (e.g. "
+                             "%s) hold no numbers; ", dry, first);
+        return 2;
+    }
+    sbuf_printf(reasons, "serial: database unreachable, serving held numbers; ");
     return 1;
 }

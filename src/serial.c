@@ -687,6 +687,27 @@ serial_format(const struct serial_def *d, const struct tzone_tm *tm,
     return serial_pad(out, seq, seq_digits);
 }
 
+size_t
+serials_dry(struct serials *s, const char **first)
+{
+    size_t n = 0;
+
+    *first = NULL;
+    for (size_t i = 0; s != NULL && i < s->n; i++) {
+        struct serial_code *c = &s->codes[i];
+        int dry;
+
+        if (c->def.source != SERIAL_SRC_SEGMENT)
+            continue;
+        pthread_mutex_lock(&c->lock);
+        dry = !c->have || range_len(&c->cur) + range_len(&c->next) == 0;
+        pthread_mutex_unlock(&c->lock);
+        if (dry && n++ == 0)
+            *first = c->def.code;
+    }
+    return n;
+}
+
 /* ---- counters ---- */
 
 void

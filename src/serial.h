@@ -118,6 +118,10 @@ void serial_load_failed(struct serials *s, size_t i);
 int64_t serial_period_end(const struct tzone *z, enum serial_reset r,
                           int64_t t);
 
+/* Segment-source codes holding no number right now (for /health); *first
+ * is set to the first such code's name. */
+size_t serials_dry(struct serials *s, const char **first);
+
 /* Counters (any thread). */
 void serial_count_issued(struct serials *s, size_t i, int64_t n);
 void serial_count_refused(struct serials *s, size_t i);
