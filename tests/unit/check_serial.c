@@ -8,11 +8,14 @@
 #include <check.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "serial.h"
+#include "store.h"
 #include "tzone.h"
 #include "util.h"
 
@@ -370,6 +373,67 @@ START_TEST(printed_time_never_back)
 }
 END_TEST
 
+/* store_serial_alloc on SQLite: the row of the clock's period is created
+ * at 1 on first use, later loads continue it, another period gets its own
+ * row, the time read is the database's (here the host's), and a refused
+ * name changes nothing. */
+static int
+key_day(void *arg, int64_t db_ms, char *tag, size_t cap)
+{
+    const char *what = arg;
+
+    if (strcmp(what, "refuse") == 0)
+        return -1;
+    snprintf(tag, cap, "%s:%lld", what, (long long)(db_ms / 86400000));
+    return 0;
+}
+
+START_TEST(store_sqlite_rows)
+{
+    char dir[] = "/tmp/check_serial.XXXXXX", path[64], tag[129], tag2[129];
+    char *cause = NULL;
+    struct store *st;
+    int64_t db_ms = 0, max_id = 0, now = util_wall_ms();
+    struct store_row row;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/leaf.db", dir);
+    config_free(&cfg);
+    config_defaults(&cfg);
+    free(cfg.sqlite_path);
+    cfg.sqlite_path = strdup(path);
+    cfg.store = STORE_SQLITE;
+    ck_assert_int_eq(store_thread_init(), 0);
+    st = store_open(&cfg, &cause);
+    ck_assert_msg(st != NULL, "%s", cause ? cause : "");
+    ck_assert_int_eq(store_serial_alloc(st, 0, key_day, "PAY", 50, &db_ms, tag,
+                                        sizeof tag, &max_id, &cause), STORE_OK);
+    ck_assert_int_eq(max_id, 51);                       /* [1, 51) */
+    ck_assert_msg(db_ms > now - 5000 && db_ms < now + 5000, "db_ms %lld", (long long)db_ms);
+    ck_assert_int_eq(store_serial_alloc(st, 0, key_day, "PAY", 50, &db_ms, tag2,
+                                        sizeof tag2, &max_id, &cause), STORE_OK);
+    ck_assert_str_eq(tag2, tag);
+    ck_assert_int_eq(max_id, 101);                      /* [51, 101) */
+    /* Two days on by the offset: a new row from 1. */
+    ck_assert_int_eq(store_serial_alloc(st, 2 * 86400000LL, key_day, "PAY", 50, &db_ms,
+                                        tag2, sizeof tag2, &max_id, &cause), STORE_OK);
+    ck_assert_str_ne(tag2, tag);
+    ck_assert_int_eq(max_id, 51);
+    ck_assert_int_eq(store_get(st, tag, &row, &cause), STORE_OK);
+    ck_assert_int_eq(row.max_id, 101);
+    ck_assert_int_eq(store_serial_alloc(st, 0, key_day, "refuse", 50, &db_ms, tag2,
+                                        sizeof tag2, &max_id, &cause), STORE_BAD_ARG);
+    free(cause);
+    store_close(st);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/leaf.db-wal", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/leaf.db-shm", dir);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 /* Race: 4 takers and a loader thread that installs each asked-for range,
  * switching to the next day halfway. Every (day, sequence) is taken once,
  * and a taker never sees a day go back. */
@@ -500,6 +564,7 @@ main(void)
     tcase_add_test(tc, dst_fall_back);
     tcase_add_test(tc, printed_time_never_back);
     tcase_add_test(tc, race_take_install);
+    tcase_add_test(tc, store_sqlite_rows);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
