@@ -98,8 +98,8 @@ void api_reply_error(struct http_conn *c, enum route r, int status,
 void api_reply_sbuf(struct http_conn *c, enum route r, int status,
                     const char *ctype, struct sbuf *b);
 
-/* The ?count= and format of an ID request (count in [1, max]) and its
- * deadline on the first call. 0, or -1 after answering 4xx. */
+/* The ?count= and format of an ID request (count in [1, max]). 0, or -1
+ * after answering 4xx. */
 int api_id_request_start(struct api *a, struct http_conn *c,
                          struct http_request *req, enum route r, int64_t max,
                          int64_t *n, int *json);

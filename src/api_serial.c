@@ -210,6 +210,9 @@ api_serial(struct api *a, struct http_conn *c, struct http_request *req,
     if (api_id_request_start(a, c, req, R_SERIAL, a->cfg->serial_count_max, &n,
                              &json) == -1)
         return;
+    /* Set here, not left to the helper: the wait of a serial request. */
+    if (!req->retry && !req->timed_out)
+        st->deadline_us = req->start_us + a->cfg->wait_ms * 1000;
     if (d->source == SERIAL_SRC_SNOWFLAKE) {
         serial_snowflake(a, c, req, (size_t)i, d, n, json);
         return;
