@@ -26,6 +26,7 @@ TESTS = [
     "test_dst_fall_back_repeats_nothing",
     "test_snowflake_source",
     "test_two_nodes_mariadb_period_change",
+    "test_four_nodes_create_a_row_at_once",
     "test_mariadb_outage",
 ]
 
@@ -271,6 +272,47 @@ def test_two_nodes_mariadb_period_change(ctx):
         rows = db.sql("SELECT biz_tag FROM leaf_alloc WHERE biz_tag LIKE '%s:%%' "
                       "ORDER BY biz_tag" % code).split()
         eq(rows, ["%s:20261130" % code, "%s:20261201" % code], "one row per period")
+
+
+def test_four_nodes_create_a_row_at_once(ctx):
+    """Four nodes ask for a period's first serial at the same moment, five
+    times (five fresh codes): one row per code, each node a range of its own
+    (the firsts are 1, 1 + step, 1 + 2 step, 1 + 3 step), and no load fails
+    (INSERT ... ON DUPLICATE KEY UPDATE queues the late nodes for the row's
+    exclusive lock; it does not deadlock them)."""
+    db = ctx.shared_mariadb()
+    base = "Q%d" % random.randrange(10 ** 6)
+    codes = ["%s_%d" % (base, k) for k in range(5)]
+    with Workdir("serial-4nodes") as wd:
+        conf = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
+                "segment.mysql.url": db.url, "serial.count_max": "10"}
+        for code in codes:
+            conf["serial.%s.prefix" % code] = "Q"
+            conf["serial.%s.step" % code] = "50"
+        nodes = [wd.leafd(conf=conf, name="n%d" % i).start() for i in range(4)]
+        for code in codes:
+            barrier = threading.Barrier(4)
+            got = [None] * 4
+
+            def ask(i):
+                c = Client(nodes[i].port)
+                barrier.wait()
+                got[i] = c.get("/serial/%s?format=json" % code)
+                c.close()
+            ts = [threading.Thread(target=ask, args=(i,)) for i in range(4)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            for i, r in enumerate(got):
+                eq(r.status, 200, "node %d, code %s: %r" % (i, code, r))
+            firsts = sorted(int(r.json()["ids"][0][-6:]) for r in got)
+            eq(firsts, [1, 51, 101, 151], "code %s: one row, a range per node" % code)
+            rows = db.sql("SELECT COUNT(*) FROM leaf_alloc WHERE biz_tag LIKE '%s:%%'"
+                          % code).split()
+            eq(rows, ["1"], "one row for %s" % code)
+        for n in nodes:
+            check("cannot take a range" not in n.log(), "no load failed:\n%s" % n.log())
 
 
 def test_mariadb_outage(ctx):
