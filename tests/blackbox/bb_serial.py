@@ -191,7 +191,9 @@ def test_snowflake_source(ctx):
                 "snowflake.cache_file": os.path.join(wd.path, "sf.json"),
                 "snowflake.worker_id": "7", "serial.count_max": "1000",
                 "serial.ORD.prefix": "ORD", "serial.ORD.source": "snowflake",
-                "serial.ORD.pattern": "yyyyMMddHHmmssSSS"}
+                "serial.ORD.pattern": "yyyyMMddHHmmssSSS",
+                "serial.W.prefix": "W", "serial.W.worker_id": "true",
+                "serial.W.step": "1000"}
         d = wd.leafd(conf=conf).start()
         t0 = datetime.datetime.now(datetime.timezone.utc)
         got = []
@@ -206,7 +208,12 @@ def test_snowflake_source(ctx):
                 tzinfo=datetime.timezone.utc)
             check(abs((t - t0).total_seconds()) < 60, "time part %s near now" % s)
         eq(got, sorted(got), "time-ordered")
-        eq(d.get("/health").json()["serial"]["codes"], 1, "health")
+        eq(d.get("/health").json()["serial"]["codes"], 2, "health")
+        # source = segment with the node's worker ID: date, worker, sequence.
+        w = d.get("/serial/W?count=2&format=json").json()["ids"]
+        today = t0.strftime("%Y%m%d")
+        eq([s[:9] + s[9:13] for s in w], ["W" + today + "0007"] * 2, "worker in %r" % w)
+        eq([int(s[13:]) for s in w], [1, 2], "sequence after the worker")
 
 
 def test_two_nodes_mariadb_period_change(ctx):
