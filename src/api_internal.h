@@ -137,6 +137,10 @@ int api_id_denied(struct api *a, struct http_conn *c,
                   const struct http_request *req, enum route r,
                   const char *scope);
 
+/* Serials for either protocol (api_serial.c): definition i, n of them. */
+void api_serve_serial(struct api *a, struct http_conn *c, struct http_request *req,
+                      size_t i, int64_t n, enum api_fmt fmt);
+
 /* GET /serial/<code> (api_serial.c); raw is the path after /serial/. */
 void api_serial(struct api *a, struct http_conn *c, struct http_request *req,
                 const char *raw, size_t rawlen);

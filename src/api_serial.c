@@ -9,6 +9,7 @@
  * database is down, or the worker ID is unknown), and snowflake's own 503s
  * for source = snowflake.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,7 +26,9 @@
 #define SERIAL_COUNT_LIMIT 1000            /* serial.count_max's ceiling */
 
 /* The answer of one request, and snowflake IDs: per I/O thread. */
-static _Thread_local char out_buf[SERIAL_COUNT_LIMIT * (SERIAL_TEXT_MAX + 4) + 64];
+/* Per item: the text, and at most 8 more bytes (JSON's quotes and comma,
+ * or RESP's "$NN\r\n" and "\r\n"). */
+static _Thread_local char out_buf[SERIAL_COUNT_LIMIT * (SERIAL_TEXT_MAX + 8) + 64];
 static _Thread_local uint64_t seq_buf[SERIAL_COUNT_LIMIT];
 
 uint64_t
@@ -47,27 +50,34 @@ digits_of(uint64_t max)
 }
 
 static void
-reply_texts(struct http_conn *c, int json, const char *start, char *p)
+reply_texts(struct http_conn *c, enum api_fmt fmt, const char *start, char *p)
 {
-    api_reply(c, R_SERIAL, 200, json ? "application/json" : "text/plain", NULL,
-              start, (size_t)(p - start));
+    assert((size_t)(p - start) <= sizeof out_buf);
+    if (fmt == FMT_RESP) {
+        api_reply_resp(c, R_SERIAL, start, (size_t)(p - start), 0);
+        return;
+    }
+    api_reply(c, R_SERIAL, 200, fmt == FMT_JSON ? "application/json" : "text/plain",
+              NULL, start, (size_t)(p - start));
 }
 
-/* Open / close the list: JSON or text. */
+/* Open / close the list of n: JSON, text or a RESP array. */
 static char *
-list_open(char *p, int json)
+list_open(char *p, enum api_fmt fmt, int64_t n)
 {
-    if (json) {
+    if (fmt == FMT_JSON) {
         memcpy(p, "{\"ids\":[", 8);
         p += 8;
+    } else if (fmt == FMT_RESP) {
+        p += sprintf(p, "*%lld\r\n", (long long)n);
     }
     return p;
 }
 
 static char *
-item_open(char *p, int json, int first)
+item_open(char *p, enum api_fmt fmt, int first)
 {
-    if (json) {
+    if (fmt == FMT_JSON) {
         if (!first)
             *p++ = ',';
         *p++ = '"';
@@ -75,17 +85,30 @@ item_open(char *p, int json, int first)
     return p;
 }
 
+/* it: where item_open left the item's text. */
 static char *
-item_close(char *p, int json)
+item_close(char *p, enum api_fmt fmt, char *it)
 {
-    *p++ = json ? '"' : '\n';
+    if (fmt == FMT_RESP) {
+        char hdr[16];
+        size_t len = (size_t)(p - it);
+        int h = snprintf(hdr, sizeof hdr, "$%zu\r\n", len);
+
+        memmove(it + h, it, len);
+        memcpy(it, hdr, (size_t)h);
+        p += h;
+        *p++ = '\r';
+        *p++ = '\n';
+        return p;
+    }
+    *p++ = fmt == FMT_JSON ? '"' : '\n';
     return p;
 }
 
 static char *
-list_close(char *p, int json)
+list_close(char *p, enum api_fmt fmt)
 {
-    if (json) {
+    if (fmt == FMT_JSON) {
         memcpy(p, "]}\n", 3);
         p += 3;
     }
@@ -111,7 +134,7 @@ reply_unavailable(struct api *a, struct http_conn *c, const char *code)
 
 static void
 serial_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
-                 size_t i, const struct serial_def *d, int64_t n, int json)
+                 size_t i, const struct serial_def *d, int64_t n, enum api_fmt fmt)
 {
     struct api_state *st = (struct api_state *)req->scratch;
     const struct sfcodec_layout *l;
@@ -151,36 +174,32 @@ serial_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
     wmask = (l->max_datacenter << l->worker_bits) | l->max_worker;
     wd = digits_of(wmask);
     sd = digits_of(l->max_sequence);
-    p = list_open(p, json);
+    p = list_open(p, fmt, n);
     for (int64_t k = 0; k < n; k++) {
         uint64_t id = seq_buf[k];
         int64_t ms = (int64_t)(id >> l->timestamp_shift) + l->epoch_ms;
         struct tzone_tm tm;
+        char *it;
 
         tzone_local(d->zone, ms, &tm);
-        p = item_open(p, json, k == 0);
+        p = it = item_open(p, fmt, k == 0);
         p = serial_format(d, &tm, (int64_t)((id >> l->worker_shift) & wmask), wd,
                           id & l->max_sequence, sd, p);
-        p = item_close(p, json);
+        p = item_close(p, fmt, it);
     }
-    p = list_close(p, json);
+    p = list_close(p, fmt);
     serial_count_issued(a->serials, i, n);
-    reply_texts(c, json, start, p);
+    reply_texts(c, fmt, start, p);
 }
 
 void
 api_serial(struct api *a, struct http_conn *c, struct http_request *req,
            const char *raw, size_t rawlen)
 {
-    struct api_state *st = (struct api_state *)req->scratch;
     char code[SERIAL_CODE_MAX + 1];
-    const struct serial_def *d;
-    struct tzone_tm tm;
-    enum serial_result res;
-    int64_t n, worker = -1;
+    int64_t n;
     long len, i;
     int json;
-    char *p = out_buf, *start = out_buf;
 
     len = util_pct_decode(raw, rawlen, code, SERIAL_CODE_MAX);
     if (len >= 0)
@@ -199,7 +218,6 @@ api_serial(struct api *a, struct http_conn *c, struct http_request *req,
                         "config file)", code, code);
         return;
     }
-    d = serials_def(a->serials, (size_t)i);
     if (a->auth != NULL) {
         char scope[8 + SERIAL_CODE_MAX + 1];
 
@@ -210,17 +228,36 @@ api_serial(struct api *a, struct http_conn *c, struct http_request *req,
     if (api_id_request_start(a, c, req, R_SERIAL, a->cfg->serial_count_max, &n,
                              &json) == -1)
         return;
+    api_serve_serial(a, c, req, (size_t)i, n, json ? FMT_JSON : FMT_TEXT);
+}
+
+/* n serials of definition i (found, token checked) for a request of either
+ * protocol: answer, or park while a range is on its way. */
+void
+api_serve_serial(struct api *a, struct http_conn *c, struct http_request *req,
+                 size_t i, int64_t n, enum api_fmt fmt)
+{
+    struct api_state *st = (struct api_state *)req->scratch;
+    const struct serial_def *d = serials_def(a->serials, i);
+    const char *code = d->code;
+    size_t len = strlen(code);
+    struct tzone_tm tm;
+    enum serial_result res;
+    int64_t worker = -1;
+    char *p = out_buf, *start = out_buf;
+
+    assert(n >= 1 && n <= SERIAL_COUNT_LIMIT && fmt != FMT_RESP_INT);
     /* Set here, not left to the helper: the wait of a serial request. */
     if (!req->retry && !req->timed_out)
         st->deadline_us = req->start_us + a->cfg->wait_ms * 1000;
     if (d->source == SERIAL_SRC_SNOWFLAKE) {
-        serial_snowflake(a, c, req, (size_t)i, d, n, json);
+        serial_snowflake(a, c, req, i, d, n, fmt);
         return;
     }
     if (d->worker_id) {
         worker = a->sf != NULL ? snowflake_worker_id(a->sf) : -1;
         if (worker < 0) {
-            serial_count_refused(a->serials, (size_t)i);
+            serial_count_refused(a->serials, i);
             api_reply_error(c, R_SERIAL, 503, "serial_unavailable", "Retry-After: 1\r\n",
                             "serial code '%s' prints the worker ID, and this "
                             "node has none right now", d->code);
@@ -228,13 +265,13 @@ api_serial(struct api *a, struct http_conn *c, struct http_request *req,
         }
     }
     if (req->timed_out) {
-        serial_count_refused(a->serials, (size_t)i);
+        serial_count_refused(a->serials, i);
         reply_unavailable(a, c, d->code);
         return;
     }
     res = serial_take(a->serials, (size_t)i, n, seq_buf, &tm);
     if (res == SERIAL_EXHAUSTED) {
-        serial_count_refused(a->serials, (size_t)i);
+        serial_count_refused(a->serials, i);
         api_reply_error(c, R_SERIAL, 503, "serial_exhausted", "Retry-After: 1\r\n",
                         "serial code '%s' has fewer than %lld of its %d-digit "
                         "sequence numbers left in this %s (at most %llu per %s; "
@@ -250,23 +287,25 @@ api_serial(struct api *a, struct http_conn *c, struct http_request *req,
 
         if (a->serial_loader == NULL || !serial_loader_db_up(a->serial_loader) ||
             left <= 0) {
-            serial_count_refused(a->serials, (size_t)i);
+            serial_count_refused(a->serials, i);
             reply_unavailable(a, c, d->code);
             return;
         }
-        http_park(c, (int)((left + 999) / 1000), api_serial_key(code, (size_t)len));
+        http_park(c, (int)((left + 999) / 1000), api_serial_key(code, len));
         return;
     }
-    p = list_open(p, json);
+    p = list_open(p, fmt, n);
     for (int64_t k = 0; k < n; k++) {
-        p = item_open(p, json, k == 0);
+        char *it;
+
+        p = it = item_open(p, fmt, k == 0);
         p = serial_format(d, &tm, worker, worker >= 0 ? 4 : 0, seq_buf[k],
                           d->digits, p);
-        p = item_close(p, json);
+        p = item_close(p, fmt, it);
     }
-    p = list_close(p, json);
-    serial_count_issued(a->serials, (size_t)i, n);
-    reply_texts(c, json, start, p);
+    p = list_close(p, fmt);
+    serial_count_issued(a->serials, i, n);
+    reply_texts(c, fmt, start, p);
 }
 
 int
