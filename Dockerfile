@@ -38,7 +38,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         libevent-2.1-7 libevent-core-2.1-7 libevent-pthreads-2.1-7 \
         libjansson4 libsqlite3-0 libmariadb3 libzookeeper-mt2 \
-        curl ca-certificates \
+        curl ca-certificates tzdata \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 leafd \
  && useradd --system --uid 10001 --gid leafd --home-dir /var/lib/leafd \

@@ -36,12 +36,12 @@ ASAN_TESTS := $(TESTS:%=build/asan/tests/%)
 
 # ThreadSanitizer: the suites whose threads race on purpose (the segment
 # allocator's harnesses, the snowflake generator's, the HTTP park/wake and
-# the UUID/ULID generators, the RESP listener's pipelines). Suites built around libzookeeper_mt's own
+# the UUID/ULID generators, the serial allocator, the RESP listener's pipelines). Suites built around libzookeeper_mt's own
 # threads or MySQL's client stay in the plain and ASan runs.
 TSAN_FLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 TSAN_OBJS  := $(SRCS:src/%.c=build/tsan/%.o) build/console_assets.o
 TSAN_LIB   := $(filter-out build/tsan/main.o,$(TSAN_OBJS))
-TSAN_SUITES := check_segment check_snowflake check_http check_idkinds check_resp
+TSAN_SUITES := check_segment check_snowflake check_http check_idkinds check_resp check_serial
 TSAN_TESTS := $(TSAN_SUITES:%=build/tsan/tests/%)
 
 .PHONY: all deps run test unit unit-asan check-asan check-tsan blackbox bench clean lint
@@ -184,6 +184,7 @@ FUZZ_OBJS_util       := util
 FUZZ_OBJS_idkinds    := uuid7 ulid csprng sfcodec util
 FUZZ_OBJS_tzone      := tzone util
 FUZZ_OBJS_serial_pattern := serial_fmt tzone util
+FUZZ_OBJS_serial_defs := serial serial_fmt tzone config log util
 FUZZ_OBJS_resp_parse  := resp_parse
 FUZZ_OBJS_segment_model := segment log util
 fuzz_objs = $(patsubst %,build/fuzz/obj/%.o,$(FUZZ_OBJS_$(1)))

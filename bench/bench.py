@@ -8,7 +8,7 @@ sees the same machine noise):
   HTTP       wrk keep-alive: nginx `return 200` (the baseline), leafd
              /segment/demo, ?count=100, ?count=1000, /snowflake,
              /snowflake?count=4096, /uuid, /ulid and their ?count=1000,
-             with 1 and 2 threads
+             /serial/demo (single), with 1 and 2 threads
              (nginx workers / leafd I/O threads); req/s, IDs/s, p50, p99 and
              the server's CPU time per request (user+sys from /proc).
   RESP       redis-benchmark -c CONNS against leafd's Redis-protocol
@@ -450,7 +450,8 @@ def main():
                         ("uuidsingle", base + "/uuid", lf.pids, 1),
                         ("uuidbatch", base + "/uuid?count=1000", lf.pids, 1000),
                         ("ulidsingle", base + "/ulid", lf.pids, 1),
-                        ("ulidbatch", base + "/ulid?count=1000", lf.pids, 1000)):
+                        ("ulidbatch", base + "/ulid?count=1000", lf.pids, 1000),
+                        ("serialsingle", base + "/serial/demo", lf.pids, 1)):
                     warm = 2 if key == "sfbatch" else 0
                     targets.append(((key, n), (lambda u=url, p=pids, k=per, w=warm:
                                                wrk(u, p, k, w))))
@@ -579,6 +580,12 @@ def main():
                 ids = med(results[(key, n)], "ids")
                 http_row("  leafd " + label, key, n, "", ">= 10M IDs/s",
                          "yes" if ids >= 10e6 else "NO")
+
+    if any(k[0] == "serialsingle" for k in results):
+        p("Serial numbers (vs base: leafd/nginx req/s in the same run)")
+        for n in threads:
+            r_rps = med(results[("serialsingle", n)], "rps") / med(results[("nginx", n)], "rps")
+            http_row("  leafd /serial/demo", "serialsingle", n, "%.2f" % r_rps)
 
     if micro:
         p("In process, build/microbench (IDs/s per thread; cpu/req: ns per ID per thread; "

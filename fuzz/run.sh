@@ -32,6 +32,7 @@ opts() {
     idkinds)    echo "-max_len=64" ;;
     tzone)      echo "-max_len=8192" ;;
     serial_pattern) echo "-max_len=64" ;;
+    serial_defs) echo "-max_len=2048 -dict=fuzz/serial_defs.dict" ;;
     resp_parse) echo "-max_len=4096 -dict=fuzz/resp.dict" ;;
     segment_model) echo "-max_len=400" ;;
     *)          echo "" ;;

@@ -41,7 +41,7 @@ static int
 route_takes_ids(enum route r)
 {
     return r == R_SEGMENT || r == R_SEGMENT_LEAF || r == R_SNOWFLAKE ||
-           r == R_SNOWFLAKE_LEAF || r == R_UUID || r == R_ULID;
+           r == R_SNOWFLAKE_LEAF || r == R_UUID || r == R_ULID || r == R_SERIAL;
 }
 
 static void
@@ -114,6 +114,13 @@ void
 api_set_snowflake(struct api *a, struct snowflake *sf)
 {
     a->sf = sf;
+}
+
+void
+api_set_serials(struct api *a, struct serials *s, struct serial_loader *l)
+{
+    a->serials = s;
+    a->serial_loader = l;
 }
 
 void
@@ -451,6 +458,13 @@ id_request_start(struct api *a, struct http_conn *c, struct http_request *req,
     if (*json < 0)
         return -1;
     return 0;
+}
+
+int
+api_id_request_start(struct api *a, struct http_conn *c, struct http_request *req,
+                     enum route r, int64_t max, int64_t *n, int *json)
+{
+    return id_request_start(a, c, req, r, max, n, json);
 }
 
 /* ---- segment mode ---- */
@@ -949,6 +963,15 @@ id_denied(struct api *a, struct http_conn *c, const struct http_msg *m,
     return rc != 0;
 }
 
+int
+api_id_denied(struct api *a, struct http_conn *c, const struct http_request *req,
+              enum route r, const char *scope)
+{
+    if (req->retry || req->timed_out)
+        return 0;
+    return id_denied(a, c, &req->msg, r, scope);
+}
+
 /* The biz_tag of a segment path, for the token check (raw; the handler
  * validates it). */
 static int
@@ -1042,6 +1065,8 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
         handle_snowflake(a, c, req, r);
     } else if (path_is(m, "/uuid") || path_is(m, "/ulid")) {
         handle_id128(a, c, req, m->path[2] == 'u' ? R_UUID : R_ULID);
+    } else if (path_prefix(m, "/serial/", &rest, &rlen)) {
+        api_serial(a, c, req, rest, rlen);
     } else if (path_prefix(m, "/uuid/decode/", &rest, &rlen)) {
         handle_id128_decode(c, R_UUID_DECODE, rest, rlen);
     } else if (path_prefix(m, "/ulid/decode/", &rest, &rlen)) {
@@ -1068,7 +1093,8 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
                       qr == UTIL_QUERY_BAD ? -1 : (long)vlen);
     } else {
         api_reply_error(c, R_OTHER, 404, "not_found", NULL,
-                        "no such path; try /segment/<biz_tag>, /snowflake, /uuid, /ulid, /health "
+                        "no such path; try /segment/<biz_tag>, /snowflake, /uuid, /ulid, "
+                        "/serial/<code>, /health "
                         "or /metrics");
     }
 }

@@ -48,6 +48,11 @@ void api_set_snowflake(struct api *a, struct snowflake *sf);
  * admin pages have their own listener. */
 void api_set_auth(struct api *a, struct auth *auth, int admin_apart);
 
+/* Serial numbers (serial.h; set before the server starts; NULL: none). */
+struct serials;
+struct serial_loader;
+void api_set_serials(struct api *a, struct serials *s, struct serial_loader *l);
+
 /* The server, for its stats on /metrics (set once after http_server_new). */
 void api_set_server(struct api *a, struct http_server *s);
 
@@ -55,6 +60,8 @@ void api_set_server(struct api *a, struct http_server *s);
  * its biz_tag, a snowflake request under API_SNOWFLAKE_KEY, a /db request
  * under API_DB_KEY (woken by http_wake_all). */
 uint64_t api_segment_key(const char *tag, size_t len);
+/* A /serial/<code> request waiting for a range parks under this key. */
+uint64_t api_serial_key(const char *code, size_t len);
 #define API_SNOWFLAKE_KEY UINT64_C(0x5f5f736e6f77666c)
 #define API_DB_KEY        UINT64_C(0x5f5f64625f5f5f5f)
 

@@ -14,12 +14,14 @@
 struct auth;
 struct config;
 struct loader;
+struct serial_loader;
+struct serials;
 struct snowflake;
 
 enum route {
     R_SEGMENT, R_SEGMENT_LEAF, R_SNOWFLAKE, R_SNOWFLAKE_LEAF, R_DECODE,
     R_DECODE_LEAF, R_SF_STATE, R_HEALTH, R_METRICS, R_CACHE, R_DB, R_UUID,
-    R_ULID, R_UUID_DECODE, R_ULID_DECODE, R_RESP, R_OTHER, R_COUNT
+    R_ULID, R_UUID_DECODE, R_ULID_DECODE, R_RESP, R_SERIAL, R_OTHER, R_COUNT
 };
 
 static const int status_codes[] = { 200, 400, 401, 403, 404, 405, 503 };
@@ -29,7 +31,8 @@ static const int status_codes[] = { 200, 400, 401, 403, 404, 405, 503 };
  * leafd_http_503_total{route,code}); codes not listed count as "other". */
 static const char *const codes_503[] = {
     "ids_exhausted", "tag_lookup_unavailable", "bad_leaf_alloc_row",
-    "batch_fragmented", "random_unavailable", "other"
+    "batch_fragmented", "random_unavailable", "serial_exhausted",
+    "serial_unavailable", "other"
 };
 #define NCODES_503 (sizeof codes_503 / sizeof codes_503[0])
 
@@ -69,6 +72,8 @@ struct api {
     struct ulid_gen     *ulid;
     struct http_server  *server;
     struct auth         *auth;         /* per-tag tokens, or NULL */
+    struct serials      *serials;      /* serial definitions, or NULL */
+    struct serial_loader *serial_loader; /* segment-source serials, or NULL */
     int                  admin_apart;  /* admin pages on their own listener */
     int                  nthreads;
     struct api_thread   *threads;
@@ -119,6 +124,29 @@ void api_serve_id128(struct api *a, struct http_conn *c, enum route r, int64_t n
 
 /* The Redis protocol's commands (api_resp.c). */
 void api_resp_command(struct api *a, struct http_conn *c, struct http_request *req);
+
+/* The ?count= and format of an ID request (count in [1, max]). 0, or -1
+ * after answering 4xx. */
+int api_id_request_start(struct api *a, struct http_conn *c,
+                         struct http_request *req, enum route r, int64_t max,
+                         int64_t *n, int *json);
+
+/* With a tokens file: does the request lack a token for scope? Returns 1
+ * after answering 401/403/400 (checked on a request's first call only). */
+int api_id_denied(struct api *a, struct http_conn *c,
+                  const struct http_request *req, enum route r,
+                  const char *scope);
+
+/* Serials for either protocol (api_serial.c): definition i, n of them. */
+void api_serve_serial(struct api *a, struct http_conn *c, struct http_request *req,
+                      size_t i, int64_t n, enum api_fmt fmt);
+
+/* GET /serial/<code> (api_serial.c); raw is the path after /serial/. */
+void api_serial(struct api *a, struct http_conn *c, struct http_request *req,
+                const char *raw, size_t rawlen);
+/* The "serial" member of /health; returns 0 ok, 1 degraded (database down,
+ * numbers held), 2 unavailable (database down, a code holds none). */
+int  api_serial_health(struct api *a, struct sbuf *b, struct sbuf *reasons);
 
 /* The operator pages (api_pages.c). */
 void api_page_cache(struct api *a, struct http_conn *c);

@@ -13,6 +13,7 @@
 #include "http.h"
 #include "loader.h"
 #include "segment.h"
+#include "serial.h"
 #include "snowflake.h"
 #include "store.h"
 #include "util.h"
@@ -20,7 +21,7 @@
 static const char *const route_names[R_COUNT] = {
     "segment", "leaf_segment", "snowflake", "leaf_snowflake", "decode",
     "leaf_decode", "snowflake_state", "health", "metrics", "cache", "db", "uuid",
-    "ulid", "uuid_decode", "ulid_decode", "resp", "other"
+    "ulid", "uuid_decode", "ulid_decode", "resp", "serial", "other"
 };
 
 static void
@@ -167,6 +168,11 @@ api_health(struct api *a, struct sbuf *b)
         }
     } else {
         sbuf_puts(b, "\"snowflake\":{\"enabled\":false},");
+    }
+    switch (api_serial_health(a, b, &reasons)) {
+    case 2: ok = 0; break;
+    case 1: degraded = 1; break;
+    default: break;
     }
     sbuf_printf(b, "\"uptime_ms\":%lld,\"status\":\"%s\"",
                 (long long)(util_wall_ms() - a->started_ms),
@@ -333,6 +339,7 @@ api_page_metrics(struct api *a, struct http_conn *c)
                     "leafd_ulid_issued_total %llu\n",
                     (unsigned long long)uu, (unsigned long long)ul);
     }
+    serials_metrics(a->serials, &b);
     if (a->sf != NULL) {
         snowflake_metrics(a->sf, &b);
         sbuf_puts(&b, "# HELP leafd_leaf_snowflake_requests_total Requests on Leaf's "

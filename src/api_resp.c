@@ -14,7 +14,7 @@
  *
  *   INCR <biz_tag>                 one segment ID, as an integer
  *   LEAF.SEGMENT <biz_tag> [n]     arrays of bulk strings
- *   LEAF.SNOWFLAKE [n], LEAF.UUID [n], LEAF.ULID [n]
+ *   LEAF.SNOWFLAKE [n], LEAF.UUID [n], LEAF.ULID [n], LEAF.SERIAL <code> [n]
  *   LEAF.DECODE <id>               JSON, as the HTTP decode routes
  *   PING ECHO QUIT HELLO AUTH SELECT CLIENT INFO COMMAND DBSIZE CONFIG
  *
@@ -40,6 +40,7 @@
 #include "loader.h"
 #include "resp_parse.h"
 #include "segment.h"
+#include "serial.h"
 #include "snowflake.h"
 #include "util.h"
 #include "version.h"
@@ -288,6 +289,46 @@ cmd_id128(struct resp_ctx *x, enum route r)
     if (n < 0)
         return;
     api_serve_id128(x->a, x->c, r, n, FMT_RESP);
+}
+
+/* LEAF.SERIAL <code> [count] (api_serial.c: the same serials, waits and
+ * refusals as GET /serial/<code>; token scope @serial:<code>). */
+static void
+cmd_serial(struct resp_ctx *x)
+{
+    const struct resp_cmd *cmd = x->cmd;
+    char code[SERIAL_CODE_MAX + 1];
+    size_t len = cmd->argl[1];
+    long i;
+    int64_t n;
+
+    if (len == 0 || len > SERIAL_CODE_MAX ||
+        strspn(cmd->argv[1], "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+               "0123456789_-") < len) {
+        reply_error(x, R_SERIAL, 400, "invalid_serial_code",
+                    "a serial code is 1 to %d characters of [A-Za-z0-9_-]",
+                    SERIAL_CODE_MAX);
+        return;
+    }
+    memcpy(code, cmd->argv[1], len);
+    code[len] = '\0';
+    i = x->a->serials != NULL ? serials_find(x->a->serials, code, len) : -1;
+    if (i < 0) {
+        reply_error(x, R_SERIAL, 404, "unknown_serial_code",
+                    "no serial definition for code '%s' (serial.%s.* in the "
+                    "config file)", code, code);
+        return;
+    }
+    if ((n = arg_count(x, R_SERIAL, 2, x->a->cfg->serial_count_max)) < 0)
+        return;
+    if (!x->req->retry && !x->req->timed_out) {
+        char scope[8 + SERIAL_CODE_MAX + 1];
+
+        snprintf(scope, sizeof scope, "@serial:%s", code);
+        if (id_denied(x, R_SERIAL, scope))
+            return;
+    }
+    api_serve_serial(x->a, x->c, x->req, (size_t)i, n, FMT_RESP);
 }
 
 static void
@@ -676,6 +717,9 @@ static const struct resp_command commands[] = {
       "count UUIDv7s (default 1)", "[count]", cmd_uuid },
     { "leaf.ulid", -1, 2, "write fast", 0, "leafd",
       "count ULIDs (default 1)", "[count]", cmd_ulid },
+    { "leaf.serial", -2, 3, "write fast", 0, "leafd",
+      "count business serial numbers of code (default 1)", "code [count]",
+      cmd_serial },
     { "leaf.decode", 2, 2, "readonly fast", 0, "leafd",
       "The parts of a snowflake ID, UUID or ULID, as JSON", "id", cmd_decode },
     { "ping", -1, 2, "fast", 0, "connection", "Returns PONG or the message",

@@ -98,9 +98,10 @@ auth_parse(const char *name, const char *text, char **cause)
                 e->all = 1;
                 continue;
             }
-            if (strcmp(sc, "@snowflake") != 0 && !util_tag_valid(sc, strlen(sc))) {
-                *cause = xasprintf("%s:%d: \"%.140s\" is not a biz_tag, @snowflake or *",
-                                   name, lineno, sc);
+            if (strcmp(sc, "@snowflake") != 0 && !util_tag_valid(sc, strlen(sc)) &&
+                !(strncmp(sc, "@serial:", 8) == 0 && util_tag_valid(sc + 8, strlen(sc + 8)))) {
+                *cause = xasprintf("%s:%d: \"%.140s\" is not a biz_tag, @snowflake, "
+                                   "@serial:<code> or *", name, lineno, sc);
                 goto fail;
             }
             e->scopes = xrealloc(e->scopes, (e->nscopes + 1) * sizeof *e->scopes);

@@ -3,7 +3,8 @@
  * - The admin token guards /db, /cache, /metrics and /snowflake/state.
  * - A tokens file (auth.tokens_file) gives ID endpoints per-biz_tag tokens,
  *   as Tinyid does. Each line: `<token> <scope>[,<scope>...]`, where a scope
- *   is a biz_tag, `@snowflake` for snowflake mode, or `*` for everything;
+ *   is a biz_tag, `@snowflake` for snowflake mode, `@serial:<code>` for
+ *   /serial/<code>, or `*` for everything;
  *   `#` starts a comment.
  * A request carries its token as `Authorization: Bearer <token>` or
  * `?token=<token>`. Comparisons take constant time; tokens are never logged.

@@ -131,6 +131,10 @@ static const struct key keys[] = {
     { "ulid.count_max", K_INT, OFF(ulid_count_max), 1, 100000, "1000", NULL,
       "largest ?count= for /ulid" },
 
+    /* Serial numbers: definitions are serial.<code>.<field> lines (serial.c). */
+    { "serial.count_max", K_INT, OFF(serial_count_max), 1, 1000, "100", NULL,
+      "largest ?count= for /serial/<code>" },
+
     /* Snowflake mode. */
     { "snowflake.worker_source", K_ENUM, OFF(worker_source), 0, 0, "auto", worker_names,
       "auto (zookeeper when leaf.snowflake.zk.address is set, else static), static, zookeeper" },
@@ -290,6 +294,36 @@ config_free(struct config *cfg)
         }
     free(cfg->path);
     cfg->path = NULL;
+    for (size_t i = 0; i < cfg->nserial_lines; i++) {
+        free(cfg->serial_lines[i].file);
+        free(cfg->serial_lines[i].key);
+        free(cfg->serial_lines[i].value);
+    }
+    free(cfg->serial_lines);
+    cfg->serial_lines = NULL;
+    cfg->nserial_lines = 0;
+}
+
+/* Keep a serial.<code>.<field> line for serial.c. */
+static int
+serial_line_add(struct config *cfg, const char *name, int lineno,
+                const char *k, const char *v, char **cause)
+{
+    struct config_serial_line *l;
+
+    if (cfg->nserial_lines == CONFIG_SERIAL_LINES_MAX) {
+        *cause = xasprintf("%s:%d: more than %d serial.* lines", name, lineno,
+                           CONFIG_SERIAL_LINES_MAX);
+        return -1;
+    }
+    cfg->serial_lines = xrealloc(cfg->serial_lines, (cfg->nserial_lines + 1) *
+                                 sizeof *cfg->serial_lines);
+    l = &cfg->serial_lines[cfg->nserial_lines++];
+    l->file = xstrdup(name);
+    l->line = lineno;
+    l->key = xstrdup(k);
+    l->value = xstrdup(v);
+    return 0;
 }
 
 static char *
@@ -346,6 +380,11 @@ config_load_string(struct config *cfg, const char *name, const char *text,
         k = trim(s);
         v = trim(sep + 1);
         key = key_find(k, strlen(k));
+        if (key == NULL && strncmp(k, "serial.", 7) == 0) {
+            if (serial_line_add(cfg, name, lineno, k, v, cause) == -1)
+                return -1;
+            continue;
+        }
         if (key == NULL) {
             *cause = xasprintf("%s:%d: unknown key \"%.128s\" (leafd --help lists the keys)",
                                name, lineno, k);

@@ -18,6 +18,16 @@
 enum store_kind { STORE_AUTO, STORE_SQLITE, STORE_MYSQL };
 enum worker_source { WORKER_AUTO, WORKER_STATIC, WORKER_ZOOKEEPER };
 
+/* A serial.<code>.<field> line of the config file, kept as text: serial.c
+ * validates the definitions and names file:line in its errors. */
+struct config_serial_line {
+    char *file;
+    int   line;
+    char *key;                     /* "serial.pay.prefix" */
+    char *value;
+};
+#define CONFIG_SERIAL_LINES_MAX 1024
+
 struct config {
     /* Leaf's keys */
     char    *leaf_name;            /* leaf.name */
@@ -89,6 +99,11 @@ struct config {
     int64_t  zk_timeout_ms;        /* snowflake.zk_session_timeout_ms */
     int      takeover;             /* snowflake.takeover */
     int64_t  takeover_age_ms;      /* snowflake.takeover_age_ms */
+
+    /* serial numbers (serial.c) */
+    int64_t  serial_count_max;     /* serial.count_max */
+    struct config_serial_line *serial_lines;   /* from the file only */
+    size_t   nserial_lines;
 
     /* bookkeeping */
     char    *path;                 /* the file loaded, or NULL */

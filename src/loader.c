@@ -360,12 +360,13 @@ run_refresh(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_
     rc = store_list(s, &rows, &nrows, &cause);
 
     if (rc == STORE_OK) {
-        qsort(rows, nrows, sizeof *rows, row_cmp);
+        if (nrows > 0)          /* rows is NULL then: qsort's arguments are nonnull */
+            qsort(rows, nrows, sizeof *rows, row_cmp);
         segment_refresh(l->segs, rows, nrows, since);
         for (size_t i = 0; i < n; i++) {
             struct store_row key = { .max_id = 0 };
             snprintf(key.biz_tag, sizeof key.biz_tag, "%s", names[i]);
-            if (bsearch(&key, rows, nrows, sizeof *rows, row_cmp) == NULL)
+            if (nrows == 0 || bsearch(&key, rows, nrows, sizeof *rows, row_cmp) == NULL)
                 segment_tag_missing(l->segs, names[i]);
         }
         if (keep)

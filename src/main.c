@@ -24,6 +24,8 @@
 #include "loader.h"
 #include "log.h"
 #include "segment.h"
+#include "serial.h"
+#include "serial_loader.h"
 #include "sfconfig.h"
 #include "snowflake.h"
 #include "store.h"
@@ -38,6 +40,8 @@ struct leafd {
     struct http_server *server;
     struct http_server *admin;      /* admin.listen.port, or NULL */
     struct snowflake  *sf;
+    struct serials    *serials;
+    struct serial_loader *serial_loader;
     struct event_base *base;        /* main thread: signals only */
 };
 
@@ -56,6 +60,7 @@ usage(FILE *out)
         "  GET /snowflake[?count=N]           time-ordered 64-bit snowflake IDs\n"
         "  GET /uuid[?count=N]                UUIDv7 (RFC 9562), monotonic per node\n"
         "  GET /ulid[?count=N]                ULIDs, monotonic per node\n"
+        "  GET /serial/<code>[?count=N]       business serial numbers (serial.<code>.*)\n"
         "  GET /{snowflake,uuid,ulid}/decode/<id>   the parts of an ID\n"
         "  GET /console                       the web console\n"
         "  GET /health /metrics /cache /db    operations pages\n"
@@ -103,6 +108,17 @@ wake_snowflake(void *arg)
 
     if (s != NULL)
         http_wake(s, API_SNOWFLAKE_KEY);
+}
+
+/* A serial range arrived (or failed): retry the requests waiting on it. */
+static void
+wake_serial(void *arg, const char *code)
+{
+    struct leafd *d = arg;
+    struct http_server *s = __atomic_load_n(&d->server, __ATOMIC_ACQUIRE);
+
+    if (s != NULL)
+        http_wake(s, api_serial_key(code, strlen(code)));
 }
 
 /* Descriptors leafd keeps for itself, whatever the clients do: per I/O
@@ -254,7 +270,23 @@ start(struct leafd *d, char **cause)
         if (loader_start(d->loader, cause) == -1)
             return -1;
     }
+    d->serials = serials_new(cfg, NULL, cause);
+    if (d->serials == NULL)
+        return -1;
+    if (serials_need_store(d->serials)) {
+        struct serial_hooks sh = { .load = serial_loader_want };
+
+        d->serial_loader = serial_loader_new(cfg, cause);
+        if (d->serial_loader == NULL)
+            return -1;
+        sh.arg = d->serial_loader;
+        serials_set_hooks(d->serials, &sh);
+        serial_loader_attach(d->serial_loader, d->serials, wake_serial, d);
+        if (serial_loader_start(d->serial_loader, cause) == -1)
+            return -1;
+    }
     d->api = api_new(cfg, d->segs, d->loader, NULL, threads);
+    api_set_serials(d->api, d->serials, d->serial_loader);
     if (cfg->tokens_file[0] != '\0') {
         struct auth *au = auth_load(cfg->tokens_file, cause);
         if (au == NULL)
@@ -327,6 +359,7 @@ stop(struct leafd *d)
     if (d->admin != NULL)
         http_server_stop(d->admin, 1000);
     loader_stop(d->loader);
+    serial_loader_stop(d->serial_loader);
     snowflake_stop(d->sf);
     d->sf = NULL;
     http_server_free(d->server);
@@ -336,6 +369,8 @@ stop(struct leafd *d)
     api_free(d->api);
     segments_free(d->segs);
     loader_free(d->loader);
+    serial_loader_free(d->serial_loader);
+    serials_free(d->serials);
 }
 
 int
@@ -435,6 +470,15 @@ main(int argc, char **argv)
         return 0;
     }
     if (check) {
+        struct serials *sv = serials_new(&d.cfg, NULL, &cause);
+
+        if (sv == NULL) {
+            fprintf(stderr, "leafd: %s\n", cause);
+            free(cause);
+            config_free(&d.cfg);
+            return 2;
+        }
+        serials_free(sv);
         printf("%s: configuration OK\n", d.cfg.path ? d.cfg.path : "defaults");
         config_free(&d.cfg);
         return 0;

@@ -155,6 +155,12 @@ snowflake_layout(const struct snowflake *sf)
     return &sf->layout;
 }
 
+int64_t
+snowflake_worker_id(struct snowflake *sf)
+{
+    return atomic_load(&sf->worker_id);
+}
+
 /* --- the generator ----------------------------------------------------- */
 
 static inline int64_t

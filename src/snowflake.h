@@ -83,6 +83,8 @@ int  snowflake_next(struct snowflake *sf, uint32_t n, uint64_t *out,
                     struct snowflake_refusal *why);
 
 const struct sfcodec_layout *snowflake_layout(const struct snowflake *sf);
+/* The worker ID in use, or -1 while it is unknown (one atomic load). */
+int64_t snowflake_worker_id(struct snowflake *sf);
 /* GET /snowflake/decode/<id> (leaf_format 0) or /decodeSnowflakeId (1):
  * appends the JSON to out. Returns 0, or -1 with *cause for a bad ID. */
 int  snowflake_decode_json(const struct snowflake *sf, const char *s,

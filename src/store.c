@@ -137,6 +137,38 @@ store_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
     return s->ops->alloc(s, tag, step, max_id, db_step, cause);
 }
 
+/* The backends call key through this: a row name is checked as any tag. */
+struct serial_key_check {
+    store_serial_key_fn key;
+    void               *arg;
+};
+
+static int
+serial_key_checked(void *arg, int64_t db_ms, char *tag, size_t cap)
+{
+    struct serial_key_check *k = arg;
+
+    if (k->key(k->arg, db_ms, tag, cap) == -1)
+        return -1;
+    return store_check_tag(tag, NULL);
+}
+
+enum store_result
+store_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
+                   void *arg, int64_t step, int64_t *db_ms, char *tag,
+                   size_t cap, int64_t *max_id, char **cause)
+{
+    struct serial_key_check k = { key, arg };
+
+    if (step < 1 || step > STORE_STEP_MAX || cap < TAG_MAX + 1) {
+        store_set_cause(cause, "serial step %lld is not in [1, %d]",
+                        (long long)step, STORE_STEP_MAX);
+        return STORE_BAD_ARG;
+    }
+    return s->ops->serial_alloc(s, offset_ms, serial_key_checked, &k, step,
+                                db_ms, tag, cap, max_id, cause);
+}
+
 enum store_result
 store_get(struct store *s, const char *tag, struct store_row *row,
           char **cause)

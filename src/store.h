@@ -83,6 +83,22 @@ const char *store_kind_name(const struct store *s);
 enum store_result store_alloc(struct store *s, const char *tag, int64_t step,
                               int64_t *max_id, int64_t *db_step, char **cause);
 
+/* Serial numbers (serial.c): in one transaction, read the database's own
+ * clock (MySQL UTC_TIMESTAMP(6), SQLite 'now'; plus offset_ms, which is 0
+ * except in tests), turn it into a row name with key(arg, db_ms, tag, cap)
+ * (e.g. "PAY:20261123"; returns 0, or -1 to refuse: STORE_BAD_ARG), create
+ * that row with max_id 1 if it is missing (a duplicate from another node is
+ * ignored, never an error), then take `step` as store_alloc does, and
+ * commit. *db_ms is the clock read, tag the row used. Results as
+ * store_alloc; STORE_NOT_FOUND cannot happen (a MySQL row whose tag differs
+ * only in case is STORE_BAD_ROW). */
+typedef int (*store_serial_key_fn)(void *arg, int64_t db_ms, char *tag,
+                                   size_t cap);
+enum store_result store_serial_alloc(struct store *s, int64_t offset_ms,
+                                     store_serial_key_fn key, void *arg,
+                                     int64_t step, int64_t *db_ms, char *tag,
+                                     size_t cap, int64_t *max_id, char **cause);
+
 /* One row: STORE_OK, STORE_NOT_FOUND or STORE_DB_ERROR. */
 enum store_result store_get(struct store *s, const char *tag,
                             struct store_row *row, char **cause);

@@ -24,6 +24,11 @@ struct store_ops {
     enum store_result (*insert)(struct store *s, const char *tag, int64_t max_id,
                                 int64_t step, const char *description,
                                 char **cause);
+    enum store_result (*serial_alloc)(struct store *s, int64_t offset_ms,
+                                      store_serial_key_fn key, void *arg,
+                                      int64_t step, int64_t *db_ms, char *tag,
+                                      size_t cap, int64_t *max_id,
+                                      char **cause);
     void (*close)(struct store *s);
 };
 

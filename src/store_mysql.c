@@ -49,6 +49,8 @@ struct store_mysql {
     MYSQL_STMT         *get;
     MYSQL_STMT         *list;
     MYSQL_STMT         *insert;
+    MYSQL_STMT         *now_ms;
+    MYSQL_STMT         *insert_serial;
     int                 stale;      /* last failure: connection dead early */
 };
 
@@ -80,6 +82,17 @@ static const char sql_list[] =
 static const char sql_insert[] =
     "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) "
     "VALUES (?, ?, ?, ?)";
+
+/* The server's clock in unix ms, whatever the session time zone
+ * (UTC_TIMESTAMP and TIMESTAMPDIFF on DATETIMEs do no zone conversion). */
+static const char sql_now_ms[] =
+    "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', "
+    "UTC_TIMESTAMP(6)) DIV 1000 + ?";
+/* A serial period's row, unless another node made it first (only a
+ * duplicate key is ignored; any other error is one). */
+static const char sql_insert_serial[] =
+    "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) "
+    "VALUES (?, 1, ?, 'serial period') ON DUPLICATE KEY UPDATE biz_tag = biz_tag";
 
 static const struct store_ops mysql_ops;
 
@@ -119,7 +132,7 @@ static void
 my_disconnect(struct store_mysql *m)
 {
     MYSQL_STMT **all[] = { &m->update, &m->select, &m->get, &m->list,
-                           &m->insert };
+                           &m->insert, &m->now_ms, &m->insert_serial };
 
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (*all[i] != NULL)
@@ -211,7 +224,9 @@ my_connect(struct store_mysql *m, char **cause)
         my_prepare(m, sql_select, &m->select, cause) == -1 ||
         my_prepare(m, sql_get, &m->get, cause) == -1 ||
         my_prepare(m, sql_list, &m->list, cause) == -1 ||
-        my_prepare(m, sql_insert, &m->insert, cause) == -1)
+        my_prepare(m, sql_insert, &m->insert, cause) == -1 ||
+        my_prepare(m, sql_now_ms, &m->now_ms, cause) == -1 ||
+        my_prepare(m, sql_insert_serial, &m->insert_serial, cause) == -1)
         return -1;
     log_info("connected to mysql %s (server %s)", m->where,
              mysql_get_server_info(m->db));
@@ -390,6 +405,76 @@ mysql_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
             return STORE_DB_ERROR;
         rc = my_alloc_once(m, tag, step, max_id, db_step, cause);
         if (rc != -1 || !my_retry(m, attempt, reused, t0, cause))
+            return rc;
+    }
+}
+
+static enum store_result
+my_serial_alloc_once(struct store_mysql *m, int64_t offset_ms,
+                     store_serial_key_fn key, void *arg, int64_t step,
+                     int64_t *db_ms, char *tag, size_t cap, int64_t *max_id,
+                     char **cause)
+{
+    MYSQL_BIND p[2], r[1];
+    long long v_off = offset_ms, v_now = 0, v_step = step;
+    unsigned long tag_len;
+    int64_t db_step = 0;
+    enum store_result res;
+    int rc;
+
+    my_bind_i64(&p[0], &v_off);
+    my_bind_i64(&r[0], &v_now);
+    if (my_exec(m, m->now_ms, p, r, "SELECT now", cause) == -1)
+        return STORE_DB_ERROR;
+    rc = my_fetch(m, m->now_ms, "SELECT now", cause);
+    if (rc == -1)
+        return STORE_DB_ERROR;
+    mysql_stmt_free_result(m->now_ms);
+    if (rc == 0) {
+        if (my_rollback(m, cause) == -1)
+            return STORE_DB_ERROR;
+        store_set_cause(cause, "mysql %s: SELECT now gave no row", m->where);
+        return STORE_DB_ERROR;
+    }
+    *db_ms = v_now;
+    if (key(arg, *db_ms, tag, cap) == -1) {
+        if (my_rollback(m, cause) == -1)
+            return STORE_DB_ERROR;
+        store_set_cause(cause, "no serial row name for database time %lld",
+                        (long long)*db_ms);
+        return STORE_BAD_ARG;
+    }
+    tag_len = strlen(tag);
+    my_bind_str(&p[0], tag, &tag_len);
+    my_bind_i64(&p[1], &v_step);
+    if (my_exec(m, m->insert_serial, p, NULL, "INSERT leaf_alloc", cause) == -1)
+        return STORE_DB_ERROR;
+    res = my_alloc_once(m, tag, step, max_id, &db_step, cause);
+    if (res == STORE_NOT_FOUND) {
+        /* Only a row whose tag differs in case blocks ours. */
+        store_set_cause(cause, "mysql %s: the serial row %s is blocked by a "
+                        "row whose biz_tag differs only in case", m->where, tag);
+        return STORE_BAD_ROW;
+    }
+    return res;
+}
+
+static enum store_result
+mysql_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
+                   void *arg, int64_t step, int64_t *db_ms, char *tag,
+                   size_t cap, int64_t *max_id, char **cause)
+{
+    struct store_mysql *m = (struct store_mysql *)s;
+    int reused;
+    enum store_result rc;
+    int64_t t0;
+
+    for (int attempt = 0;; attempt++) {
+        if (my_begin(m, &reused, &t0, cause) == -1)
+            return STORE_DB_ERROR;
+        rc = my_serial_alloc_once(m, offset_ms, key, arg, step, db_ms, tag,
+                                  cap, max_id, cause);
+        if (rc != STORE_DB_ERROR || !my_retry(m, attempt, reused, t0, cause))
             return rc;
     }
 }
@@ -1058,5 +1143,6 @@ static const struct store_ops mysql_ops = {
     .get = mysql_get,
     .list = mysql_list,
     .insert = mysql_insert,
+    .serial_alloc = mysql_serial_alloc,
     .close = mysql_close_store,
 };

@@ -45,6 +45,8 @@ struct store_sqlite {
     sqlite3_stmt *get;
     sqlite3_stmt *list;
     sqlite3_stmt *insert;
+    sqlite3_stmt *now_ms;
+    sqlite3_stmt *insert_serial;
 };
 
 static const char sql_update[] =
@@ -61,6 +63,15 @@ static const char sql_list[] =
 static const char sql_insert[] =
     "INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) "
     "VALUES (?1, ?2, ?3, ?4, CURRENT_TIMESTAMP)";
+
+/* The database's clock in unix ms: 'now' is one instant for the whole
+ * statement, so the seconds and the milliseconds agree. */
+static const char sql_now_ms[] =
+    "SELECT CAST(strftime('%s','now') AS INTEGER) * 1000 + "
+    "CAST(substr(strftime('%f','now'), 4) AS INTEGER) + ?1";
+static const char sql_insert_serial[] =
+    "INSERT OR IGNORE INTO leaf_alloc (biz_tag, max_id, step, description, "
+    "update_time) VALUES (?1, 1, ?2, 'serial period', CURRENT_TIMESTAMP)";
 
 static const struct store_ops sqlite_ops;
 
@@ -107,16 +118,14 @@ sqlite_bind_tag(sqlite3_stmt *st, int i, const char *tag)
     return sqlite3_bind_text(st, i, tag, (int)strlen(tag), SQLITE_STATIC);
 }
 
+/* The body of an allocation, inside a transaction it commits or rolls
+ * back. */
 static enum store_result
-sqlite_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
-             int64_t *db_step, char **cause)
+sqlite_alloc_tx(struct store_sqlite *q, const char *tag, int64_t step,
+                int64_t *max_id, int64_t *db_step, char **cause)
 {
-    struct store_sqlite *q = (struct store_sqlite *)s;
     int rc, changes, found = 0;
     int64_t got_max = 0, got_step = 0;
-
-    if (sqlite_run(q, q->begin, "BEGIN IMMEDIATE", cause) == -1)
-        return STORE_DB_ERROR;
 
     /* The max_id guard refuses a range that would pass INT64_MAX (SQLite
      * would silently turn the sum into a REAL). */
@@ -182,6 +191,56 @@ sqlite_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
     *max_id = got_max;
     *db_step = got_step;
     return STORE_OK;
+}
+
+static enum store_result
+sqlite_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
+             int64_t *db_step, char **cause)
+{
+    struct store_sqlite *q = (struct store_sqlite *)s;
+
+    if (sqlite_run(q, q->begin, "BEGIN IMMEDIATE", cause) == -1)
+        return STORE_DB_ERROR;
+    return sqlite_alloc_tx(q, tag, step, max_id, db_step, cause);
+}
+
+static enum store_result
+sqlite_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
+                    void *arg, int64_t step, int64_t *db_ms, char *tag,
+                    size_t cap, int64_t *max_id, char **cause)
+{
+    struct store_sqlite *q = (struct store_sqlite *)s;
+    int64_t db_step = 0;
+    enum store_result r;
+
+    if (sqlite_run(q, q->begin, "BEGIN IMMEDIATE", cause) == -1)
+        return STORE_DB_ERROR;
+    sqlite3_bind_int64(q->now_ms, 1, offset_ms);
+    if (sqlite3_step(q->now_ms) != SQLITE_ROW)
+        return sqlite_fail(q, q->now_ms, "SELECT now", cause);
+    *db_ms = sqlite3_column_int64(q->now_ms, 0);
+    sqlite3_reset(q->now_ms);
+    sqlite3_clear_bindings(q->now_ms);
+    if (key(arg, *db_ms, tag, cap) == -1) {
+        sqlite_rollback(q);
+        store_set_cause(cause, "no serial row name for database time %lld",
+                        (long long)*db_ms);
+        return STORE_BAD_ARG;
+    }
+    sqlite_bind_tag(q->insert_serial, 1, tag);
+    sqlite3_bind_int64(q->insert_serial, 2, step);
+    if (sqlite3_step(q->insert_serial) != SQLITE_DONE)
+        return sqlite_fail(q, q->insert_serial, "INSERT OR IGNORE leaf_alloc",
+                           cause);
+    sqlite3_reset(q->insert_serial);
+    sqlite3_clear_bindings(q->insert_serial);
+    r = sqlite_alloc_tx(q, tag, step, max_id, &db_step, cause);
+    if (r == STORE_NOT_FOUND) {
+        store_set_cause(cause, "sqlite %s: %s inserted but not found", q->path,
+                        tag);
+        return STORE_DB_ERROR;
+    }
+    return r;
 }
 
 /* Fill row from a get/list statement positioned on a row. Returns 0, or 1 to
@@ -285,7 +344,8 @@ sqlite_close(struct store *s)
 {
     struct store_sqlite *q = (struct store_sqlite *)s;
     sqlite3_stmt *all[] = { q->begin, q->commit, q->rollback, q->update,
-                            q->select, q->get, q->list, q->insert };
+                            q->select, q->get, q->list, q->insert,
+                            q->now_ms, q->insert_serial };
 
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         sqlite3_finalize(all[i]);       /* NULL is a no-op */
@@ -428,7 +488,9 @@ store_sqlite_open(const struct config *cfg, char **cause)
         sqlite_prepare(q, sql_select, &q->select, cause) == -1 ||
         sqlite_prepare(q, sql_get, &q->get, cause) == -1 ||
         sqlite_prepare(q, sql_list, &q->list, cause) == -1 ||
-        sqlite_prepare(q, sql_insert, &q->insert, cause) == -1)
+        sqlite_prepare(q, sql_insert, &q->insert, cause) == -1 ||
+        sqlite_prepare(q, sql_now_ms, &q->now_ms, cause) == -1 ||
+        sqlite_prepare(q, sql_insert_serial, &q->insert_serial, cause) == -1)
         goto error;
     return &q->base;
 
@@ -443,5 +505,6 @@ static const struct store_ops sqlite_ops = {
     .get = sqlite_get,
     .list = sqlite_list,
     .insert = sqlite_insert,
+    .serial_alloc = sqlite_serial_alloc,
     .close = sqlite_close,
 };

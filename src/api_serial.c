@@ -1,0 +1,346 @@
+/* api_serial.c: GET /serial/<code>[?count=N] and the serial part of
+ * /health (see serial.h for the two sources and their guarantees).
+ *
+ * With a tokens file, a request needs a token for scope @serial:<code>.
+ * Answers as the other ID routes: {"ids":["PAY20261123000001",...]} in JSON,
+ * one per line in text. Errors: 400 invalid_serial_code, 404
+ * unknown_serial_code, 503 serial_exhausted (the period's sequence digits
+ * are used up), 503 serial_unavailable (no range arrived in time, the
+ * database is down, or the worker ID is unknown), and snowflake's own 503s
+ * for source = snowflake.
+ */
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api.h"
+#include "api_internal.h"
+#include "config.h"
+#include "loader.h"
+#include "serial.h"
+#include "serial_loader.h"
+#include "sfcodec.h"
+#include "snowflake.h"
+#include "util.h"
+
+#define SERIAL_COUNT_LIMIT 1000            /* serial.count_max's ceiling */
+
+/* The answer of one request, and snowflake IDs: per I/O thread. */
+/* Per item: the text, and at most 8 more bytes (JSON's quotes and comma,
+ * or RESP's "$NN\r\n" and "\r\n"). */
+static _Thread_local char out_buf[SERIAL_COUNT_LIMIT * (SERIAL_TEXT_MAX + 8) + 64];
+static _Thread_local uint64_t seq_buf[SERIAL_COUNT_LIMIT];
+
+uint64_t
+api_serial_key(const char *code, size_t len)
+{
+    return api_segment_key(code, len) ^ UINT64_C(0x73657269616c2f2f);
+}
+
+static int
+digits_of(uint64_t max)
+{
+    int d = 1;
+
+    while (max >= 10) {
+        max /= 10;
+        d++;
+    }
+    return d;
+}
+
+static void
+reply_texts(struct http_conn *c, enum api_fmt fmt, const char *start, char *p)
+{
+    assert((size_t)(p - start) <= sizeof out_buf);
+    if (fmt == FMT_RESP) {
+        api_reply_resp(c, R_SERIAL, start, (size_t)(p - start), 0);
+        return;
+    }
+    api_reply(c, R_SERIAL, 200, fmt == FMT_JSON ? "application/json" : "text/plain",
+              NULL, start, (size_t)(p - start));
+}
+
+/* Open / close the list of n: JSON, text or a RESP array. */
+static char *
+list_open(char *p, enum api_fmt fmt, int64_t n)
+{
+    if (fmt == FMT_JSON) {
+        memcpy(p, "{\"ids\":[", 8);
+        p += 8;
+    } else if (fmt == FMT_RESP) {
+        p += sprintf(p, "*%lld\r\n", (long long)n);
+    }
+    return p;
+}
+
+static char *
+item_open(char *p, enum api_fmt fmt, int first)
+{
+    if (fmt == FMT_JSON) {
+        if (!first)
+            *p++ = ',';
+        *p++ = '"';
+    }
+    return p;
+}
+
+/* it: where item_open left the item's text. */
+static char *
+item_close(char *p, enum api_fmt fmt, char *it)
+{
+    if (fmt == FMT_RESP) {
+        char hdr[16];
+        size_t len = (size_t)(p - it);
+        int h = snprintf(hdr, sizeof hdr, "$%zu\r\n", len);
+
+        memmove(it + h, it, len);
+        memcpy(it, hdr, (size_t)h);
+        p += h;
+        *p++ = '\r';
+        *p++ = '\n';
+        return p;
+    }
+    *p++ = fmt == FMT_JSON ? '"' : '\n';
+    return p;
+}
+
+static char *
+list_close(char *p, enum api_fmt fmt)
+{
+    if (fmt == FMT_JSON) {
+        memcpy(p, "]}\n", 3);
+        p += 3;
+    }
+    return p;
+}
+
+static void
+reply_unavailable(struct api *a, struct http_conn *c, const char *code)
+{
+    char err[256];
+
+    if (a->serial_loader != NULL && !serial_loader_db_up(a->serial_loader)) {
+        serial_loader_last_error(a->serial_loader, err, sizeof err);
+        api_reply_error(c, R_SERIAL, 503, "serial_unavailable", "Retry-After: 1\r\n",
+                        "no serial for code '%s': the database is unreachable "
+                        "(%s); retry later", code, err);
+        return;
+    }
+    api_reply_error(c, R_SERIAL, 503, "serial_unavailable", "Retry-After: 1\r\n",
+                    "no serial for code '%s': its next sequence range did not "
+                    "arrive in time; retry later", code);
+}
+
+static void
+serial_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
+                 size_t i, const struct serial_def *d, int64_t n, enum api_fmt fmt)
+{
+    struct api_state *st = (struct api_state *)req->scratch;
+    const struct sfcodec_layout *l;
+    struct snowflake_refusal why;
+    uint64_t wmask;
+    int rc, wd, sd;
+    char *p = out_buf, *start = out_buf;
+
+    if (a->sf == NULL) {
+        api_reply_error(c, R_SERIAL, 503, "serial_unavailable", NULL,
+                        "serial code '%s' uses snowflake mode, which is not "
+                        "running on this node", d->code);
+        return;
+    }
+    if (n > a->cfg->sf_count_max) {
+        api_reply_error(c, R_SERIAL, 400, "invalid_count", NULL,
+                        "count must be at most snowflake.count_max (%lld) for "
+                        "serial code '%s'", (long long)a->cfg->sf_count_max, d->code);
+        return;
+    }
+    rc = snowflake_next(a->sf, (uint32_t)n, seq_buf, &why);
+    if (rc != SNOWFLAKE_OK) {
+        char extra[64];
+
+        if (rc == SNOWFLAKE_WAIT &&
+            util_mono_us() + why.wait_ms * 1000 <= st->deadline_us) {
+            http_park(c, (int)why.wait_ms, API_SNOWFLAKE_KEY);
+            return;
+        }
+        serial_count_refused(a->serials, i);
+        snprintf(extra, sizeof extra, "Retry-After: %d\r\n",
+                 why.retry_after_s > 0 ? why.retry_after_s : 1);
+        api_reply_error(c, R_SERIAL, 503, why.code, extra, "%s", why.message);
+        return;
+    }
+    l = snowflake_layout(a->sf);
+    wmask = (l->max_datacenter << l->worker_bits) | l->max_worker;
+    wd = digits_of(wmask);
+    sd = digits_of(l->max_sequence);
+    p = list_open(p, fmt, n);
+    for (int64_t k = 0; k < n; k++) {
+        uint64_t id = seq_buf[k];
+        int64_t ms = (int64_t)(id >> l->timestamp_shift) + l->epoch_ms;
+        struct tzone_tm tm;
+        char *it;
+
+        tzone_local(d->zone, ms, &tm);
+        p = it = item_open(p, fmt, k == 0);
+        p = serial_format(d, &tm, (int64_t)((id >> l->worker_shift) & wmask), wd,
+                          id & l->max_sequence, sd, p);
+        p = item_close(p, fmt, it);
+    }
+    p = list_close(p, fmt);
+    serial_count_issued(a->serials, i, n);
+    reply_texts(c, fmt, start, p);
+}
+
+void
+api_serial(struct api *a, struct http_conn *c, struct http_request *req,
+           const char *raw, size_t rawlen)
+{
+    char code[SERIAL_CODE_MAX + 1];
+    int64_t n;
+    long len, i;
+    int json;
+
+    len = util_pct_decode(raw, rawlen, code, SERIAL_CODE_MAX);
+    if (len >= 0)
+        code[len] = '\0';
+    if (len <= 0 || strspn(code, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                           "0123456789_-") < (size_t)len) {
+        api_reply_error(c, R_SERIAL, 400, "invalid_serial_code", NULL,
+                        "a serial code is 1 to %d characters of [A-Za-z0-9_-]",
+                        SERIAL_CODE_MAX);
+        return;
+    }
+    i = serials_find(a->serials, code, (size_t)len);
+    if (i < 0) {
+        api_reply_error(c, R_SERIAL, 404, "unknown_serial_code", NULL,
+                        "no serial definition for code '%s' (serial.%s.* in the "
+                        "config file)", code, code);
+        return;
+    }
+    if (a->auth != NULL) {
+        char scope[8 + SERIAL_CODE_MAX + 1];
+
+        snprintf(scope, sizeof scope, "@serial:%s", code);
+        if (api_id_denied(a, c, req, R_SERIAL, scope))
+            return;
+    }
+    if (api_id_request_start(a, c, req, R_SERIAL, a->cfg->serial_count_max, &n,
+                             &json) == -1)
+        return;
+    api_serve_serial(a, c, req, (size_t)i, n, json ? FMT_JSON : FMT_TEXT);
+}
+
+/* n serials of definition i (found, token checked) for a request of either
+ * protocol: answer, or park while a range is on its way. */
+void
+api_serve_serial(struct api *a, struct http_conn *c, struct http_request *req,
+                 size_t i, int64_t n, enum api_fmt fmt)
+{
+    struct api_state *st = (struct api_state *)req->scratch;
+    const struct serial_def *d = serials_def(a->serials, i);
+    const char *code = d->code;
+    size_t len = strlen(code);
+    struct tzone_tm tm;
+    enum serial_result res;
+    int64_t worker = -1;
+    char *p = out_buf, *start = out_buf;
+
+    assert(n >= 1 && n <= SERIAL_COUNT_LIMIT && fmt != FMT_RESP_INT);
+    /* Set here, not left to the helper: the wait of a serial request. */
+    if (!req->retry && !req->timed_out)
+        st->deadline_us = req->start_us + a->cfg->wait_ms * 1000;
+    if (d->source == SERIAL_SRC_SNOWFLAKE) {
+        serial_snowflake(a, c, req, i, d, n, fmt);
+        return;
+    }
+    if (d->worker_id) {
+        worker = a->sf != NULL ? snowflake_worker_id(a->sf) : -1;
+        if (worker < 0) {
+            serial_count_refused(a->serials, i);
+            api_reply_error(c, R_SERIAL, 503, "serial_unavailable", "Retry-After: 1\r\n",
+                            "serial code '%s' prints the worker ID, and this "
+                            "node has none right now", d->code);
+            return;
+        }
+    }
+    if (req->timed_out) {
+        serial_count_refused(a->serials, i);
+        reply_unavailable(a, c, d->code);
+        return;
+    }
+    res = serial_take(a->serials, (size_t)i, n, seq_buf, &tm);
+    if (res == SERIAL_EXHAUSTED) {
+        serial_count_refused(a->serials, i);
+        api_reply_error(c, R_SERIAL, 503, "serial_exhausted", "Retry-After: 1\r\n",
+                        "serial code '%s' has fewer than %lld of its %d-digit "
+                        "sequence numbers left in this %s (at most %llu per %s; "
+                        "it never wraps or widens)", d->code, (long long)n,
+                        d->digits, serial_reset_name(d->reset),
+                        (unsigned long long)serial_digits_max(d->digits),
+                        d->reset == SERIAL_RESET_NEVER ? "code" :
+                        serial_reset_name(d->reset));
+        return;
+    }
+    if (res == SERIAL_WAIT) {
+        int64_t left = st->deadline_us - util_mono_us();
+
+        if (a->serial_loader == NULL || !serial_loader_db_up(a->serial_loader) ||
+            left <= 0) {
+            serial_count_refused(a->serials, i);
+            reply_unavailable(a, c, d->code);
+            return;
+        }
+        http_park(c, (int)((left + 999) / 1000), api_serial_key(code, len));
+        return;
+    }
+    p = list_open(p, fmt, n);
+    for (int64_t k = 0; k < n; k++) {
+        char *it;
+
+        p = it = item_open(p, fmt, k == 0);
+        p = serial_format(d, &tm, worker, worker >= 0 ? 4 : 0, seq_buf[k],
+                          d->digits, p);
+        p = item_close(p, fmt, it);
+    }
+    p = list_close(p, fmt);
+    serial_count_issued(a->serials, i, n);
+    reply_texts(c, fmt, start, p);
+}
+
+int
+api_serial_health(struct api *a, struct sbuf *b, struct sbuf *reasons)
+{
+    char err[256];
+    const char *first;
+    size_t dry;
+
+    if (a->serials == NULL || serials_count(a->serials) == 0) {
+        sbuf_puts(b, "\"serial\":{\"codes\":0},");
+        return 0;
+    }
+    sbuf_printf(b, "\"serial\":{\"codes\":%zu", serials_count(a->serials));
+    if (a->serial_loader == NULL) {
+        sbuf_puts(b, "},");
+        return 0;
+    }
+    sbuf_printf(b, ",\"store\":\"%s\",\"db\":\"%s\"",
+                serial_loader_store(a->serial_loader),
+                serial_loader_db_up(a->serial_loader) ? "up" : "down");
+    if (serial_loader_db_up(a->serial_loader)) {
+        sbuf_puts(b, "},");
+        return 0;
+    }
+    dry = serials_dry(a->serials, &first);
+    serial_loader_last_error(a->serial_loader, err, sizeof err);
+    sbuf_printf(b, ",\"codes_without_numbers\":%zu,\"db_error\":", dry);
+    sbuf_json_str(b, err);
+    sbuf_puts(b, "},");
+    if (dry > 0) {
+        sbuf_printf(reasons, "serial: database unreachable and %zu code(s) (e.g. "
+                             "%s) hold no numbers; ", dry, first);
+        return 2;
+    }
+    sbuf_printf(reasons, "serial: database unreachable, serving held numbers; ");
+    return 1;
+}

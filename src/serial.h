@@ -1,0 +1,132 @@
+/* serial.h: business serial numbers (GET /serial/<code>): the definitions
+ * read from the config file, and the per-code allocator of sequence ranges
+ * whose periods (day, month, year) are decided by the database's clock.
+ *
+ * A serial is <prefix><time><worker><sequence>, e.g. PAY20261123000123.
+ * Two sources:
+ *  - segment: the sequence comes from one leaf_alloc row per code and period
+ *    ("PAY:20261123"), created on first use (store_serial_alloc). Which
+ *    period a range belongs to is decided by the database's clock read in
+ *    the transaction that took it; the printed time is in that period.
+ *  - snowflake: time, worker ID and per-ms sequence of a snowflake ID; no
+ *    database (serial_api.c).
+ *
+ * This module does no I/O after serials_new (which reads the zone files).
+ * It asks for loads through the hook (serial_loader.c answers on its own
+ * thread) and is told the results through serial_install/serial_load_failed.
+ *
+ * Thread-safety: every function may be called from any thread. Each code
+ * has a mutex (held for a few comparisons per take; serial numbers are not
+ * the hot path segment mode is). The definitions are read-only after
+ * serials_new.
+ */
+#ifndef LEAFD_SERIAL_H
+#define LEAFD_SERIAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "serial_fmt.h"
+#include "tzone.h"
+
+struct config;
+struct sbuf;
+struct serials;
+struct serial_code;
+
+#define SERIAL_CODE_MAX   32        /* [A-Za-z0-9_-] */
+#define SERIAL_PREFIX_MAX 16        /* [A-Za-z0-9_-] */
+#define SERIAL_DIGITS_MAX 18
+/* prefix + time (yyyyMMddHHmmssSSS) + worker (<= 7 digits) + sequence */
+#define SERIAL_TEXT_MAX   (SERIAL_PREFIX_MAX + 17 + 7 + 19)
+
+enum serial_source { SERIAL_SRC_SEGMENT, SERIAL_SRC_SNOWFLAKE };
+
+struct serial_def {
+    char               code[SERIAL_CODE_MAX + 1];
+    char               prefix[SERIAL_PREFIX_MAX + 1];
+    char               pattern_text[SERIAL_PATTERN_MAX + 1];
+    struct serial_pattern pattern;
+    struct tzone      *zone;
+    enum serial_reset  reset;       /* segment source */
+    int                digits;      /* segment source: sequence digits */
+    int                worker_id;   /* print the node's worker ID */
+    enum serial_source source;
+    int64_t            step;        /* segment source: IDs per load */
+};
+
+struct serial_hooks {
+    /* Load a range for code index i (serial_install / serial_load_failed
+     * follow). Called at most once until one of those. */
+    void    (*load)(void *arg, size_t i);
+    void     *arg;
+    int64_t (*now_us)(void);        /* monotonic; NULL: util_mono_us */
+};
+
+/* The definitions of cfg (its serial.<code>.<field> lines; with no config
+ * file at all, the built-in 'demo'). Checks every definition: NULL with
+ * *cause "file:line: serial.<code>.<field>: reason" (malloc'd). A
+ * configuration with no definition gives an empty set, not an error.
+ * hooks may be NULL for --check-config. */
+struct serials *serials_new(const struct config *cfg,
+                            const struct serial_hooks *hooks, char **cause);
+void serials_free(struct serials *s);                  /* NULL: no-op */
+/* Set the hooks after serials_new (before the first serial_take). */
+void serials_set_hooks(struct serials *s, const struct serial_hooks *hooks);
+
+size_t serials_count(const struct serials *s);
+/* Does any code use the segment source (needs the loader)? */
+int    serials_need_store(const struct serials *s);
+const struct serial_def *serials_def(const struct serials *s, size_t i);
+
+/* The code's index, or -1. */
+long   serials_find(const struct serials *s, const char *code, size_t len);
+
+enum serial_result {
+    SERIAL_OK,
+    SERIAL_WAIT,             /* nothing usable yet: a load is asked for */
+    SERIAL_EXHAUSTED,        /* the period has fewer than n numbers left */
+};
+
+/* Take n (1..step) sequence numbers of code i, all of one period, into
+ * seq[], and the time to print with them in *tm (the database's time as
+ * this node estimates it, kept inside the period). Segment source only. */
+enum serial_result serial_take(struct serials *s, size_t i, int64_t n,
+                               uint64_t *seq, struct tzone_tm *tm);
+
+/* The text of one serial at out (no NUL); returns the end. worker < 0:
+ * none. worker_digits: the width of the worker field. */
+char *serial_format(const struct serial_def *d, const struct tzone_tm *tm,
+                    int64_t worker, int worker_digits, uint64_t seq,
+                    int seq_digits, char *out);
+
+/* Loader side. The row name of code i at database time db_ms (the
+ * store_serial_alloc key callback; arg is a struct serial_key_arg). */
+struct serial_key_arg {
+    struct serials *s;
+    size_t          i;
+};
+int  serial_row_name(void *arg, int64_t db_ms, char *tag, size_t cap);
+/* A load that was sent at monotonic sent_us read db_ms in the database and
+ * took [max_id - step, max_id) of the row of db_ms's period. */
+void serial_install(struct serials *s, size_t i, int64_t db_ms,
+                    int64_t sent_us, int64_t max_id, int64_t step);
+void serial_load_failed(struct serials *s, size_t i);
+
+/* The first ms after t at which the period of t ends (INT64_MAX for
+ * never). Exposed for tests. */
+int64_t serial_period_end(const struct tzone *z, enum serial_reset r,
+                          int64_t t);
+
+/* Segment-source codes holding no number right now (for /health); *first
+ * is set to the first such code's name. */
+size_t serials_dry(struct serials *s, const char **first);
+
+/* Counters (any thread). */
+void serial_count_issued(struct serials *s, size_t i, int64_t n);
+void serial_count_refused(struct serials *s, size_t i);
+
+/* Prometheus text (leafd_serial_*) into b. */
+void serials_metrics(struct serials *s, struct sbuf *b);
+
+#endif
