@@ -97,6 +97,7 @@ struct store_multi {
 };
 
 static const struct store_ops multi_ops;
+static int is_serial_row(const char *tag);
 
 /* ---- the URL list ---- */
 
@@ -305,7 +306,19 @@ multi_check(struct store_multi *m, const struct config *cfg, char **cause)
         size_t a = 0, b = 0;
 
         while (a < nrows[ref] || b < nrows[i]) {
-            int c = a == nrows[ref] ? 1 : b == nrows[i] ? -1 :
+            int c;
+
+            if (a < nrows[ref] && is_serial_row(rows[ref][a].biz_tag)) {
+                a++;
+                continue;
+            }
+            if (b < nrows[i] && is_serial_row(rows[i][b].biz_tag)) {
+                b++;
+                continue;
+            }
+            if (a == nrows[ref] && b == nrows[i])
+                break;
+            c = a == nrows[ref] ? 1 : b == nrows[i] ? -1 :
                 strcmp(rows[ref][a].biz_tag, rows[i][b].biz_tag);
 
             if (c != 0) {
@@ -620,6 +633,34 @@ multi_get(struct store *s, const char *tag, struct store_row *row, char **cause)
     return STORE_DB_ERROR;
 }
 
+/* Serial numbers' period rows (serial.c: "<code>:<digits>") live in the
+ * first database alone: a serial's sequence must come from one counter, and
+ * blocks would overflow its digits. So serials wait out an outage of the
+ * first database (their buffers, then 503 serial_unavailable); the other
+ * tags fail over. */
+static int
+is_serial_row(const char *tag)
+{
+    const char *c = strrchr(tag, ':');
+    size_t n;
+
+    if (c == NULL || c == tag)
+        return 0;
+    n = strlen(c + 1);
+    return n >= 1 && n <= 14 && strspn(c + 1, "0123456789") == n;
+}
+
+static enum store_result
+multi_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
+                   void *arg, int64_t step, int64_t *db_ms, char *tag,
+                   size_t cap, int64_t *max_id, char **cause)
+{
+    struct store_multi *m = (struct store_multi *)s;
+
+    return m->sub[0]->ops->serial_alloc(m->sub[0], offset_ms, key, arg, step,
+                                        db_ms, tag, cap, max_id, cause);
+}
+
 /* A new tag goes into every database (tests and set-up). */
 static enum store_result
 multi_insert(struct store *s, const char *tag, int64_t max_id, int64_t step,
@@ -662,6 +703,7 @@ static const struct store_ops multi_ops = {
     .get = multi_get,
     .list = multi_list,
     .insert = multi_insert,
+    .serial_alloc = multi_serial_alloc,
     .close = multi_close,
 };
 
@@ -790,6 +832,14 @@ store_multi_init(const struct config *cfg, char **urls, int n,
 
             if (store_list(sub[i], &rows, &nr, &why) != STORE_OK)
                 goto fail;
+            {
+                size_t w = 0;
+
+                for (size_t k = 0; k < nr; k++)
+                    if (!is_serial_row(rows[k].biz_tag))
+                        rows[w++] = rows[k];
+                nr = w;
+            }
             if (i == 0) {
                 all = rows;
                 n0 = nr;
@@ -829,6 +879,8 @@ store_multi_init(const struct config *cfg, char **urls, int n,
         for (size_t k = 0; k < nr; k++) {
             size_t j;
 
+            if (is_serial_row(rows[k].biz_tag))
+                continue;           /* the first database's alone */
             for (j = 0; j < nall; j++)
                 if (strcmp(all[j].biz_tag, rows[k].biz_tag) == 0)
                     break;
