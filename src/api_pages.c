@@ -15,6 +15,7 @@
 #include "segment.h"
 #include "serial.h"
 #include "snowflake.h"
+#include "store.h"
 #include "util.h"
 
 static const char *const route_names[R_COUNT] = {
@@ -89,6 +90,10 @@ api_page_db(struct api *a, struct http_conn *c, struct http_request *req)
                 ls.store, ls.refresh_gen >= st->refresh_gen ? "true" : "false",
                 (long long)ls.refreshed_ms);
     loader_rows_json(a->loader, &b);
+    if (store_multi_count() > 0) {
+        sbuf_puts(&b, ",\"databases\":");
+        store_multi_status_json(&b);
+    }
     sbuf_puts(&b, "}\n");
     api_reply_sbuf(c, R_DB, 200, "application/json", &b);
 }
@@ -140,6 +145,10 @@ api_health(struct api *a, struct sbuf *b)
                 sbuf_printf(&reasons, "segment: database unreachable, serving from "
                                       "buffers; ");
             }
+        }
+        if (store_multi_count() > 0) {
+            sbuf_puts(b, ",\"databases\":");
+            store_multi_status_json(b);
         }
         sbuf_puts(b, "},");
     } else {
@@ -299,6 +308,7 @@ api_page_metrics(struct api *a, struct http_conn *c)
                       "# TYPE leafd_segment_loading gauge\n");
         segments_foreach(a->segs, metrics_tag, &b);
         loader_metrics(a->loader, &b);
+        store_multi_metrics(&b);
     }
     sbuf_puts(&b, "# HELP leafd_http_503_total 503 answers by route and error code "
                   "(snowflake refusals also in leafd_snowflake_not_served_total).\n"

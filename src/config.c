@@ -99,6 +99,9 @@ static const struct key keys[] = {
       "SQLite file holding leaf_alloc (created if missing)" },
     { "segment.mysql.url", K_STR, OFF(mysql_url), 0, 1024, "", NULL,
       "mysql://user:pass@host:port/db (alternative to leaf.jdbc.url)" },
+    { "segment.mysql.urls", K_STR, OFF(mysql_urls), 0, 4000, "", NULL,
+      "several databases, comma-separated mysql:// URLs (prepared by leafd "
+      "multi-db init): any one down is invisible to clients" },
     { "segment.db_threads", K_INT, OFF(db_threads), 1, 64, "2", NULL,
       "database threads (one connection each) loading segments" },
     { "segment.db_timeout_ms", K_INT, OFF(db_timeout_ms), 100, 600000, "3000", NULL,
@@ -560,9 +563,15 @@ config_validate(struct config *cfg, char **cause)
         return -1;
     }
     if (cfg->store == STORE_AUTO)
-        cfg->store = (cfg->jdbc_url[0] || cfg->mysql_url[0]) ? STORE_MYSQL : STORE_SQLITE;
+        cfg->store = (cfg->jdbc_url[0] || cfg->mysql_url[0] || cfg->mysql_urls[0]) ?
+            STORE_MYSQL : STORE_SQLITE;
+    if (cfg->mysql_urls[0] && (cfg->mysql_url[0] || cfg->jdbc_url[0])) {
+        *cause = xasprintf("segment.mysql.urls and segment.mysql.url (or "
+                           "leaf.jdbc.url) are both set: use one");
+        return -1;
+    }
     if (cfg->segment_enable && cfg->store == STORE_MYSQL && !cfg->jdbc_url[0] &&
-        !cfg->mysql_url[0]) {
+        !cfg->mysql_url[0] && !cfg->mysql_urls[0]) {
         *cause = xasprintf("segment.store is mysql but neither leaf.jdbc.url nor "
                            "segment.mysql.url is set");
         return -1;

@@ -61,6 +61,7 @@ struct config {
     int      store;                /* segment.store: auto|sqlite|mysql */
     char    *sqlite_path;          /* segment.sqlite.path */
     char    *mysql_url;            /* segment.mysql.url (mysql://u:p@h:port/db) */
+    char    *mysql_urls;           /* segment.mysql.urls: several, comma-separated */
     int64_t  db_threads;           /* segment.db_threads */
     int64_t  db_timeout_ms;        /* segment.db_timeout_ms */
     int64_t  db_backoff_max_ms;    /* segment.db_backoff_max_ms */

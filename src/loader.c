@@ -69,12 +69,18 @@ loader_new(const struct config *cfg, char **cause)
     l->cfg = cfg;
     l->nthreads = (int)cfg->db_threads;
     l->stores = xcalloc((size_t)l->nthreads, sizeof *l->stores);
+    store_thread_init();            /* start-up checks run on this thread */
     for (int i = 0; i < l->nthreads; i++) {
         l->stores[i] = store_open(cfg, cause);
         if (l->stores[i] == NULL) {
             loader_free(l);
             return NULL;
         }
+    }
+    /* One database of a multi-db set alone would repeat the others' IDs. */
+    if (store_multi_count() == 0 && store_single_check(l->stores[0], cause) == -1) {
+        loader_free(l);
+        return NULL;
     }
     pthread_mutex_init(&l->lock, NULL);
     {

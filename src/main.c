@@ -51,6 +51,8 @@ usage(FILE *out)
     fprintf(out,
         "usage: leafd [-c FILE] [--check-config] [--KEY=VALUE ...]\n"
         "       leafd decode ID [-c FILE] [--KEY=VALUE ...]   (snowflake, UUID or ULID)\n"
+        "       leafd multi-db init URL1 URL2 [URL3 ...] [--block-size=N]\n"
+        "                 prepare (or extend) databases for segment.mysql.urls\n"
         "       leafd --help | --version\n"
         "\n"
         "leafd serves unique IDs over HTTP, Leaf-style:\n"
@@ -380,6 +382,9 @@ main(int argc, char **argv)
     int nov = 0, check = 0;
     char *cause = NULL;
     const char *decode_arg = NULL;
+    char *multi_urls[STORE_MULTI_MAX + 1];
+    int nmulti = -1;
+    int64_t block_size = 10000000;
     struct event *ev_term, *ev_int, *ev_hup;
 
     memset(&d, 0, sizeof d);
@@ -408,6 +413,26 @@ main(int argc, char **argv)
                 return 2;
             }
             decode_arg = argv[i];
+        } else if (strcmp(a, "multi-db") == 0 && i == 1) {
+            if (++i == argc || strcmp(argv[i], "init") != 0) {
+                fprintf(stderr, "leafd: usage: leafd multi-db init URL1 URL2 "
+                        "[URL3 ...] [--block-size=N] [-c FILE]\n");
+                return 2;
+            }
+            nmulti = 0;
+        } else if (nmulti >= 0 && strncmp(a, "--block-size=", 13) == 0) {
+            if (util_parse_i64(a + 13, strlen(a + 13), 0, &block_size) == -1 ||
+                block_size < 1000 || block_size > ((int64_t)1 << 50)) {
+                fprintf(stderr, "leafd: --block-size must be 1000 to 2^50\n");
+                return 2;
+            }
+        } else if (nmulti >= 0 && a[0] != '-') {
+            if (nmulti == STORE_MULTI_MAX) {
+                fprintf(stderr, "leafd: multi-db init takes at most %d URLs\n",
+                        STORE_MULTI_MAX);
+                return 2;
+            }
+            multi_urls[nmulti++] = argv[i];
         } else if (strncmp(a, "--", 2) == 0 && strchr(a, '=') != NULL) {
             ov[nov++] = argv[i];
         } else {
@@ -431,6 +456,16 @@ main(int argc, char **argv)
         }
         printf("%s\n", out.p);
         sbuf_free(&out);
+        config_free(&d.cfg);
+        return 0;
+    }
+    if (nmulti >= 0) {
+        log_init(LOGL_WARN, "");
+        if (store_multi_init(&d.cfg, multi_urls, nmulti, block_size, stdout,
+                             &cause) == -1) {
+            fprintf(stderr, "leafd: multi-db init: %s\n", cause);
+            return 1;
+        }
         config_free(&d.cfg);
         return 0;
     }

@@ -61,6 +61,23 @@ store_open(const struct config *cfg, char **cause)
 {
     int kind = cfg->store;
 
+    if (kind != STORE_SQLITE && nonempty(cfg->mysql_urls)) {
+        char *urls[STORE_MULTI_MAX];
+        int n = store_multi_split(cfg->mysql_urls, urls, STORE_MULTI_MAX, cause);
+        struct store *s;
+
+        if (n < 0)
+            return NULL;
+        if (n >= 2) {
+            for (int i = 0; i < n; i++)
+                free(urls[i]);
+            return store_multi_open(cfg, cause);
+        }
+        /* One URL: exactly segment.mysql.url. */
+        s = store_mysql_open_url(cfg, urls[0], "segment.mysql.urls", cause);
+        free(urls[0]);
+        return s;
+    }
     if (kind == STORE_AUTO)
         kind = nonempty(cfg->jdbc_url) || nonempty(cfg->mysql_url) ?
             STORE_MYSQL : STORE_SQLITE;

@@ -142,6 +142,23 @@ struct mysql_target {
 int  store_parse_mysql_url(const char *url, struct mysql_target *t, char **cause);
 void store_mysql_target_free(struct mysql_target *t);
 
+/* Several databases (segment.mysql.urls; store_multi.c). store_open
+ * opens a multi store when the list has two or more URLs. */
+#define STORE_MULTI_MAX 8
+struct sbuf;
+int  store_multi_split(const char *list, char **urls, int max, char **cause);
+int  store_multi_count(void);              /* 0: not in multi mode */
+void store_multi_status_json(struct sbuf *b);   /* [{"index":0,...},...] */
+void store_multi_metrics(struct sbuf *b);
+/* leafd multi-db init URL...: prepare or change a set (see DESIGN);
+ * progress to out. 0, or -1 with *cause. */
+#include <stdio.h>
+int  store_multi_init(const struct config *cfg, char **urls, int n,
+                      int64_t block_size, FILE *out, char **cause);
+/* A single MySQL store must not be one database of a set: -1 with
+ * *cause if it is (0 when it is not, or cannot tell now). */
+int  store_single_check(struct store *s, char **cause);
+
 /* Threads. Every thread that calls store functions (the main thread too,
  * and whichever thread calls store_open) calls store_thread_init() before
  * its first store call and store_thread_end() before it exits; the MySQL C

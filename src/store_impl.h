@@ -39,6 +39,39 @@ struct store {
 /* Backend constructors: NULL with *cause on a configuration error. */
 struct store *store_sqlite_open(const struct config *cfg, char **cause);
 struct store *store_mysql_open(const struct config *cfg, char **cause);
+struct store *store_multi_open(const struct config *cfg, char **cause);
+
+/* MySQL by URL (key names the config key in errors). */
+struct store *store_mysql_open_url(const struct config *cfg, const char *url,
+                                   const char *key, char **cause);
+const char *store_mysql_where(const struct store *s);
+
+/* Several databases (store_multi.c; the SQL is store_mysql.c's). Each
+ * database of a set holds a leafd_multi_db row: its index in the set, the
+ * set's size, the block size and the first block of the current scheme,
+ * and a freeze flag. */
+struct multi_meta {
+    int64_t db_index, db_count, block_size, since_block;
+    int     frozen;
+};
+enum store_result store_mysql_meta_get(struct store *s, struct multi_meta *mm,
+                                       char **cause);
+/* Take step IDs for tag on this database, in a block it owns, at or above
+ * floor, in one transaction that first checks (in share mode) that the
+ * database's meta row is want and not frozen (else STORE_DB_ERROR). */
+enum store_result store_mysql_alloc_block(struct store *s,
+                                          const struct multi_meta *want,
+                                          const char *tag, int64_t step,
+                                          int64_t floor, int64_t *max_id,
+                                          int64_t *db_step, char **cause);
+int64_t store_block_start(const struct multi_meta *mm, int64_t from,
+                          int64_t step);
+enum store_result store_mysql_prepare_tables(struct store *s, char **cause);
+enum store_result store_mysql_freeze(struct store *s, int frozen, char **cause);
+enum store_result store_mysql_switch(struct store *s, const struct store_row *rows,
+                                     size_t n, int64_t floor,
+                                     const struct multi_meta *mm, char **cause);
+enum store_result store_mysql_ping(struct store *s, char **cause);
 
 /* Copy at most cap - 1 bytes of src[0, len) into dst and NUL-terminate,
  * cutting before a partial UTF-8 sequence. */

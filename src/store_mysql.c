@@ -20,7 +20,9 @@
 #include <errmsg.h>
 #include <mysql.h>
 #include <mysqld_error.h>
+#include <assert.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -688,20 +690,22 @@ nonempty(const char *s)
 struct store *
 store_mysql_open(const struct config *cfg, char **cause)
 {
-    struct store_mysql *m;
-    const char *url, *key;
+    if (nonempty(cfg->mysql_url))
+        return store_mysql_open_url(cfg, cfg->mysql_url, "segment.mysql.url",
+                                    cause);
+    if (nonempty(cfg->jdbc_url))
+        return store_mysql_open_url(cfg, cfg->jdbc_url, "leaf.jdbc.url", cause);
+    store_set_cause(cause, "segment.store is mysql but neither "
+                    "leaf.jdbc.url nor segment.mysql.url is set");
+    return NULL;
+}
 
-    if (nonempty(cfg->mysql_url)) {
-        url = cfg->mysql_url;
-        key = "segment.mysql.url";
-    } else if (nonempty(cfg->jdbc_url)) {
-        url = cfg->jdbc_url;
-        key = "leaf.jdbc.url";
-    } else {
-        store_set_cause(cause, "segment.store is mysql but neither "
-                        "leaf.jdbc.url nor segment.mysql.url is set");
-        return NULL;
-    }
+struct store *
+store_mysql_open_url(const struct config *cfg, const char *url,
+                     const char *key, char **cause)
+{
+    struct store_mysql *m;
+
     pthread_once(&my_once, my_library_init);
     if (!my_lib_ok) {
         store_set_cause(cause, "mysql_library_init failed");
@@ -750,6 +754,387 @@ store_mysql_open(const struct config *cfg, char **cause)
     if (m->timeout_ms > (int64_t)86400 * 1000)
         m->timeout_s = 86400;
     return &m->base;
+}
+
+/* ---- several databases (store_multi.c) ---- */
+
+static const char sql_meta_ddl[] =
+    "CREATE TABLE IF NOT EXISTS leafd_multi_db ("
+    " id tinyint NOT NULL DEFAULT 1,"
+    " db_index int NOT NULL, db_count int NOT NULL,"
+    " block_size bigint NOT NULL, since_block bigint NOT NULL,"
+    " frozen tinyint NOT NULL DEFAULT 0,"
+    " update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP"
+    " ON UPDATE CURRENT_TIMESTAMP,"
+    " PRIMARY KEY (id)) ENGINE=InnoDB";
+static const char sql_alloc_ddl[] =
+    "CREATE TABLE IF NOT EXISTS leaf_alloc ("
+    " biz_tag varchar(128) NOT NULL DEFAULT '',"
+    " max_id bigint(20) NOT NULL DEFAULT '1',"
+    " step int(11) NOT NULL,"
+    " description varchar(256) DEFAULT NULL,"
+    " update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP"
+    " ON UPDATE CURRENT_TIMESTAMP,"
+    " PRIMARY KEY (biz_tag)) ENGINE=InnoDB";
+
+const char *
+store_mysql_where(const struct store *s)
+{
+    return ((const struct store_mysql *)s)->where;
+}
+
+/* One statement prepared for this call: executed with p, its result (when
+ * r) stored for my_fetch. 0 with *st to close, or -1 (after my_fail; *st
+ * closed). */
+static int
+my_adhoc(struct store_mysql *m, const char *sql, MYSQL_BIND *p, MYSQL_BIND *r,
+         MYSQL_STMT **st, const char *what, char **cause)
+{
+    int rc;
+
+    *st = NULL;
+    if ((*st = mysql_stmt_init(m->db)) == NULL)
+        return my_fail(m, NULL, "mysql_stmt_init", cause);
+    if (mysql_stmt_prepare(*st, sql, strlen(sql)) != 0 ||
+        (p != NULL && mysql_stmt_bind_param(*st, p) != 0) ||
+        mysql_stmt_execute(*st) != 0 ||
+        (r != NULL && (mysql_stmt_bind_result(*st, r) != 0 ||
+                       mysql_stmt_store_result(*st) != 0))) {
+        rc = my_fail(m, *st, what, cause);
+        mysql_stmt_close(*st);
+        *st = NULL;
+        return rc;
+    }
+    return 0;
+}
+
+/* The leafd_multi_db row: 1 found, 0 no table or no row, -1 error. */
+static int
+my_meta_read(struct store_mysql *m, struct multi_meta *mm, int lock,
+             char **cause)
+{
+    MYSQL_STMT *st;
+    MYSQL_BIND r[5];
+    long long v[5] = { 0 };
+    int rc;
+
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < 5; i++)
+        my_bind_i64(&r[i], &v[i]);
+    if ((st = mysql_stmt_init(m->db)) == NULL)
+        return my_fail(m, NULL, "mysql_stmt_init", cause);
+    {
+        const char *sql = lock ?
+            "SELECT db_index, db_count, block_size, since_block, frozen "
+            "FROM leafd_multi_db WHERE id = 1 LOCK IN SHARE MODE" :
+            "SELECT db_index, db_count, block_size, since_block, frozen "
+            "FROM leafd_multi_db WHERE id = 1";
+
+        if (mysql_stmt_prepare(st, sql, strlen(sql)) != 0) {
+            if (mysql_stmt_errno(st) == ER_NO_SUCH_TABLE) {
+                mysql_stmt_close(st);
+                return 0;
+            }
+            rc = my_fail(m, st, "SELECT leafd_multi_db", cause);
+            mysql_stmt_close(st);
+            return rc;
+        }
+    }
+    if (mysql_stmt_execute(st) != 0 || mysql_stmt_bind_result(st, r) != 0 ||
+        mysql_stmt_store_result(st) != 0) {
+        rc = my_fail(m, st, "SELECT leafd_multi_db", cause);
+        mysql_stmt_close(st);
+        return rc;
+    }
+    rc = my_fetch(m, st, "SELECT leafd_multi_db", cause);
+    mysql_stmt_close(st);
+    if (rc == 1) {
+        mm->db_index = v[0];
+        mm->db_count = v[1];
+        mm->block_size = v[2];
+        mm->since_block = v[3];
+        mm->frozen = (int)v[4];
+    }
+    return rc;
+}
+
+enum store_result
+store_mysql_meta_get(struct store *s, struct multi_meta *mm, char **cause)
+{
+    struct store_mysql *m = (struct store_mysql *)s;
+    int reused, rc;
+    int64_t t0;
+
+    for (int attempt = 0;; attempt++) {
+        if (my_begin(m, &reused, &t0, cause) == -1)
+            return STORE_DB_ERROR;
+        rc = my_meta_read(m, mm, 0, cause);
+        if (rc != -1 && mysql_commit(m->db) != 0)
+            rc = my_fail(m, NULL, "COMMIT", cause);
+        if (rc != -1)
+            return rc == 1 ? STORE_OK : STORE_NOT_FOUND;
+        if (!my_retry(m, attempt, reused, t0, cause))
+            return STORE_DB_ERROR;
+    }
+}
+
+/* The first ID of a range of step IDs on database db of a multi-db set,
+ * at or above from: inside a block this database owns (index k >= since,
+ * k = db_index mod db_count), never across a block's end. -1 if none
+ * fits below INT64_MAX. */
+int64_t
+store_block_start(const struct multi_meta *mm, int64_t from, int64_t step)
+{
+    int64_t b = mm->block_size, n = mm->db_count, r = mm->db_index, k, start;
+
+    if (step > b || b < 1 || n < 1 || r < 0 || r >= n)
+        return -1;
+    if (from < 1)
+        from = 1;
+    if (mm->since_block > INT64_MAX / b)
+        return -1;
+    if (from < mm->since_block * b)
+        from = mm->since_block * b;
+    k = from / b;
+    if (k % n == r && from <= (k + 1) * b - step)
+        return from;                    /* fits in the current block */
+    /* The next block this database owns, after k. */
+    k = k + 1 + ((r - (k + 1) % n) + n) % n;
+    assert(k % n == r);
+    if (k > INT64_MAX / b - 1)
+        return -1;
+    start = k * b;
+    if (start < 1)
+        start = 1;
+    return start;
+}
+
+static enum store_result
+my_alloc_block_once(struct store_mysql *m, const struct multi_meta *want,
+                    const char *tag, int64_t step, int64_t floor,
+                    int64_t *max_id, int64_t *db_step, char **cause)
+{
+    struct multi_meta mm;
+    MYSQL_STMT *st;
+    MYSQL_BIND p[2], r[3];
+    long long v_max = 0, v_step = 0, v_new;
+    unsigned long tag_len = strlen(tag), r_tag_len = 0;
+    char r_tag[MY_TAG_BUF];
+    int64_t start;
+    int rc;
+
+    rc = my_meta_read(m, &mm, 1, cause);
+    if (rc == -1)
+        return STORE_DB_ERROR;
+    if (rc == 0 || mm.frozen || mm.db_index != want->db_index ||
+        mm.db_count != want->db_count || mm.block_size != want->block_size ||
+        mm.since_block != want->since_block) {
+        if (my_rollback(m, cause) == -1)
+            return STORE_DB_ERROR;
+        if (rc == 0)
+            store_set_cause(cause, "mysql %s: no leafd_multi_db row: not "
+                            "prepared by leafd multi-db init", m->where);
+        else if (mm.frozen)
+            store_set_cause(cause, "mysql %s: frozen by leafd multi-db init "
+                            "(a database is being added); loads resume after",
+                            m->where);
+        else
+            store_set_cause(cause, "mysql %s is database %lld of %lld (block "
+                            "%lld from block %lld), this node expects %lld of "
+                            "%lld (block %lld from %lld): the set was changed; "
+                            "restart this node with the new segment.mysql.urls",
+                            m->where, (long long)mm.db_index,
+                            (long long)mm.db_count, (long long)mm.block_size,
+                            (long long)mm.since_block, (long long)want->db_index,
+                            (long long)want->db_count, (long long)want->block_size,
+                            (long long)want->since_block);
+        return STORE_DB_ERROR;
+    }
+
+    memset(r, 0, sizeof r);
+    r[0].buffer_type = MYSQL_TYPE_STRING;
+    r[0].buffer = r_tag;
+    r[0].buffer_length = sizeof r_tag;
+    r[0].length = &r_tag_len;
+    my_bind_i64(&r[1], &v_max);
+    my_bind_i64(&r[2], &v_step);
+    my_bind_str(&p[0], tag, &tag_len);
+    if (my_adhoc(m, "SELECT biz_tag, max_id, step FROM leaf_alloc WHERE "
+                 "biz_tag = ? FOR UPDATE", p, r, &st, "SELECT leaf_alloc",
+                 cause) == -1)
+        return STORE_DB_ERROR;
+    rc = my_fetch(m, st, "SELECT leaf_alloc", cause);
+    mysql_stmt_close(st);
+    if (rc == -1)
+        return STORE_DB_ERROR;
+    if (rc == 0 || r_tag_len != tag_len || memcmp(r_tag, tag, tag_len) != 0) {
+        if (my_rollback(m, cause) == -1)
+            return STORE_DB_ERROR;
+        return STORE_NOT_FOUND;
+    }
+    start = store_block_start(&mm, v_max > floor ? v_max : floor, step);
+    if (start < 0) {
+        if (my_rollback(m, cause) == -1)
+            return STORE_DB_ERROR;
+        store_set_cause(cause, "%s: no block of %lld IDs fits (step %lld, "
+                        "max_id %lld, database %lld of %lld)", tag,
+                        (long long)mm.block_size, (long long)step, v_max,
+                        (long long)mm.db_index, (long long)mm.db_count);
+        return STORE_BAD_ROW;
+    }
+    v_new = start + step;
+    my_bind_i64(&p[0], &v_new);
+    my_bind_str(&p[1], tag, &tag_len);
+    if (my_adhoc(m, "UPDATE leaf_alloc SET max_id = ?, update_time = "
+                 "CURRENT_TIMESTAMP WHERE biz_tag = ?", p, NULL, &st,
+                 "UPDATE leaf_alloc", cause) == -1)
+        return STORE_DB_ERROR;
+    mysql_stmt_close(st);
+    if (mysql_commit(m->db) != 0) {
+        my_fail(m, NULL, "COMMIT", cause);
+        m->stale = 0;
+        return STORE_DB_ERROR;
+    }
+    *max_id = v_new;
+    *db_step = v_step;
+    return STORE_OK;
+}
+
+enum store_result
+store_mysql_alloc_block(struct store *s, const struct multi_meta *want,
+                        const char *tag, int64_t step, int64_t floor,
+                        int64_t *max_id, int64_t *db_step, char **cause)
+{
+    struct store_mysql *m = (struct store_mysql *)s;
+    int reused;
+    enum store_result rc;
+    int64_t t0;
+
+    for (int attempt = 0;; attempt++) {
+        if (my_begin(m, &reused, &t0, cause) == -1)
+            return STORE_DB_ERROR;
+        rc = my_alloc_block_once(m, want, tag, step, floor, max_id, db_step,
+                                 cause);
+        if (rc != STORE_DB_ERROR || !my_retry(m, attempt, reused, t0, cause))
+            return rc;
+    }
+}
+
+/* ---- leafd multi-db init (store_multi.c), one transaction per call ---- */
+
+enum store_result
+store_mysql_prepare_tables(struct store *s, char **cause)
+{
+    struct store_mysql *m = (struct store_mysql *)s;
+    MYSQL_STMT *st;
+    int reused;
+    int64_t t0;
+
+    if (my_begin(m, &reused, &t0, cause) == -1)
+        return STORE_DB_ERROR;
+    if (my_adhoc(m, sql_alloc_ddl, NULL, NULL, &st, "CREATE TABLE leaf_alloc",
+                 cause) == -1)
+        return STORE_DB_ERROR;
+    mysql_stmt_close(st);
+    if (my_adhoc(m, sql_meta_ddl, NULL, NULL, &st, "CREATE TABLE leafd_multi_db",
+                 cause) == -1)
+        return STORE_DB_ERROR;
+    mysql_stmt_close(st);
+    if (mysql_commit(m->db) != 0)
+        return my_fail(m, NULL, "COMMIT", cause), STORE_DB_ERROR;
+    return STORE_OK;
+}
+
+/* Set frozen (1: loads refused) on the meta row, creating it if missing.
+ * Waits for loads in flight (they hold the row in share mode). */
+enum store_result
+store_mysql_freeze(struct store *s, int frozen, char **cause)
+{
+    struct store_mysql *m = (struct store_mysql *)s;
+    MYSQL_STMT *st;
+    MYSQL_BIND p[1];
+    long long v = frozen;
+    int reused;
+    int64_t t0;
+
+    if (my_begin(m, &reused, &t0, cause) == -1)
+        return STORE_DB_ERROR;
+    my_bind_i64(&p[0], &v);
+    if (my_adhoc(m, "INSERT INTO leafd_multi_db (id, db_index, db_count, "
+                 "block_size, since_block, frozen) VALUES (1, -1, 0, 0, 0, ?) "
+                 "ON DUPLICATE KEY UPDATE frozen = VALUES(frozen)", p, NULL,
+                 &st, "freeze leafd_multi_db", cause) == -1)
+        return STORE_DB_ERROR;
+    mysql_stmt_close(st);
+    if (mysql_commit(m->db) != 0)
+        return my_fail(m, NULL, "COMMIT", cause), STORE_DB_ERROR;
+    return STORE_OK;
+}
+
+/* In one transaction: every row of rows present with max_id at least
+ * floor (inserted with its step and description when missing, raised
+ * otherwise), and the meta row set to mm (unfrozen). */
+enum store_result
+store_mysql_switch(struct store *s, const struct store_row *rows, size_t n,
+                   int64_t floor, const struct multi_meta *mm, char **cause)
+{
+    struct store_mysql *m = (struct store_mysql *)s;
+    MYSQL_STMT *st;
+    MYSQL_BIND p[5];
+    long long v[5];
+    unsigned long tag_len, desc_len;
+    int reused;
+    int64_t t0;
+
+    if (my_begin(m, &reused, &t0, cause) == -1)
+        return STORE_DB_ERROR;
+    for (size_t i = 0; i < n; i++) {
+        long long mx = rows[i].max_id > floor ? rows[i].max_id : floor;
+
+        v[0] = mx;
+        v[1] = rows[i].step;
+        tag_len = strlen(rows[i].biz_tag);
+        desc_len = strlen(rows[i].description);
+        my_bind_str(&p[0], rows[i].biz_tag, &tag_len);
+        my_bind_i64(&p[1], &v[0]);
+        my_bind_i64(&p[2], &v[1]);
+        my_bind_str(&p[3], rows[i].description, &desc_len);
+        if (my_adhoc(m, "INSERT INTO leaf_alloc (biz_tag, max_id, step, "
+                     "description) VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE "
+                     "max_id = GREATEST(max_id, VALUES(max_id))", p, NULL, &st,
+                     "INSERT leaf_alloc", cause) == -1)
+            return STORE_DB_ERROR;
+        mysql_stmt_close(st);
+    }
+    v[0] = mm->db_index;
+    v[1] = mm->db_count;
+    v[2] = mm->block_size;
+    v[3] = mm->since_block;
+    for (int i = 0; i < 4; i++)
+        my_bind_i64(&p[i], &v[i]);
+    if (my_adhoc(m, "UPDATE leafd_multi_db SET db_index = ?, db_count = ?, "
+                 "block_size = ?, since_block = ?, frozen = 0 WHERE id = 1", p,
+                 NULL, &st, "UPDATE leafd_multi_db", cause) == -1)
+        return STORE_DB_ERROR;
+    mysql_stmt_close(st);
+    if (mysql_commit(m->db) != 0)
+        return my_fail(m, NULL, "COMMIT", cause), STORE_DB_ERROR;
+    return STORE_OK;
+}
+
+/* A cheap probe: connect if needed, and ping. */
+enum store_result
+store_mysql_ping(struct store *s, char **cause)
+{
+    struct store_mysql *m = (struct store_mysql *)s;
+    int reused;
+    int64_t t0;
+
+    if (my_begin(m, &reused, &t0, cause) == -1)
+        return STORE_DB_ERROR;
+    if (mysql_ping(m->db) != 0)
+        return my_fail(m, NULL, "ping", cause), STORE_DB_ERROR;
+    return STORE_OK;
 }
 
 static const struct store_ops mysql_ops = {

@@ -1,0 +1,49 @@
+-- multi_db.sql: what `leafd multi-db init URL1 URL2 ...` runs on each
+-- database of a set (segment.mysql.urls). Shown for review and for DBAs;
+-- run the command rather than this file: it also computes since_block from
+-- every database's rows and freezes the set while it changes it.
+--
+-- 1. On every database: the tables.
+CREATE TABLE IF NOT EXISTS leaf_alloc (
+  biz_tag     varchar(128) NOT NULL DEFAULT '',
+  max_id      bigint(20)   NOT NULL DEFAULT '1',
+  step        int(11)      NOT NULL,
+  description varchar(256)          DEFAULT NULL,
+  update_time timestamp    NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+  PRIMARY KEY (biz_tag)
+) ENGINE=InnoDB;
+CREATE TABLE IF NOT EXISTS leafd_multi_db (
+  id          tinyint  NOT NULL DEFAULT 1,   -- one row
+  db_index    int      NOT NULL,             -- this database's place in the list, from 0
+  db_count    int      NOT NULL,             -- N, the list's length
+  block_size  bigint   NOT NULL,             -- IDs per block
+  since_block bigint   NOT NULL,             -- the scheme holds from this block on
+  frozen      tinyint  NOT NULL DEFAULT 0,   -- 1: loads refused (init running)
+  update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+  PRIMARY KEY (id)
+) ENGINE=InnoDB;
+
+-- 2. On every database, one transaction each: freeze (waits for loads in
+--    flight, which read the row in share mode).
+INSERT INTO leafd_multi_db (id, db_index, db_count, block_size, since_block, frozen)
+  VALUES (1, -1, 0, 0, 0, 1) ON DUPLICATE KEY UPDATE frozen = VALUES(frozen);
+
+-- 3. Read every tag's max_id on every database; since_block =
+--    (highest max_id anywhere) / block_size + 1.
+
+-- 4. On database r, one transaction: every tag present and at least at the
+--    start of since_block, and the row set; for each tag (step and
+--    description from the database that has it):
+INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)
+  ON DUPLICATE KEY UPDATE max_id = GREATEST(max_id, VALUES(max_id));
+UPDATE leafd_multi_db SET db_index = ?, db_count = ?, block_size = ?,
+  since_block = ?, frozen = 0 WHERE id = 1;
+
+-- A load on database r (one transaction):
+--   SELECT db_index, db_count, block_size, since_block, frozen
+--     FROM leafd_multi_db WHERE id = 1 LOCK IN SHARE MODE;   -- must match
+--   SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = ? FOR UPDATE;
+--   -- start: the first ID >= max(max_id, the node's floor, since_block *
+--   -- block_size) inside a block k with k mod db_count = db_index, such
+--   -- that start + step stays inside that block
+--   UPDATE leaf_alloc SET max_id = start + step WHERE biz_tag = ?;

@@ -1,0 +1,965 @@
+/* store_multi.c: segment mode over several MySQL/MariaDB databases
+ * (segment.mysql.urls), so that losing one database is invisible to
+ * clients.
+ *
+ * DESIGN
+ *
+ * Disjoint by construction: interleaved blocks. The ID space is cut into
+ * blocks of block_size IDs; block k belongs to database k mod N. Database r
+ * hands out ranges only inside blocks it owns, and a range never crosses a
+ * block's end (store_block_start: the rest of a block too short for the
+ * range is skipped). Each database's leaf_alloc.max_id only grows, under
+ * its row lock, so one database never repeats itself; two databases never
+ * hand out the same block, whatever their max_id values are. So no two
+ * ranges overlap, with any database up, down, slow or restored from an old
+ * backup (that one repeats its own past, as a single Leaf database would).
+ * Each range is contiguous: the allocator's fast path is unchanged.
+ *
+ * Each database's leafd_multi_db row says its index, N, the block size and
+ * since_block: the scheme holds for blocks >= since_block only. Every load
+ * reads that row in share mode inside its transaction and refuses a
+ * database whose row differs from what this node was started with, or that
+ * is frozen; so nodes with an outdated list of databases stop loading
+ * instead of colliding. `leafd multi-db init` (store_multi_init) freezes
+ * every database (waiting out loads in flight), reads every tag's max_id
+ * everywhere, puts since_block above all of them, raises the rows to it and
+ * writes the new rows: blocks below since_block are never handed out
+ * again, so a scheme change (a database added) cannot repeat an ID. The
+ * same command prepares a set the first time (the first URL's rows are
+ * copied to the others) and is safe to run twice.
+ *
+ * Upward trend. A load passes the highest max_id this process has received
+ * for the tag (any database) as a floor: a node that fails over to a
+ * database whose counter lags jumps above what it served, never below.
+ * Nodes on different databases serve different blocks; across the cluster
+ * IDs trend upward by block, as several Leaf nodes' do by segment.
+ *
+ * Health (process-wide; every loader thread has its own connections): a
+ * load tries the database that answered last first, then the other ones
+ * marked up, in order. A database error or a timeout (segment.db_timeout_ms
+ * rounded up to seconds, MySQL's unit) marks that database down and the
+ * load moves to the next one at once. A database marked down is not tried
+ * by loads while another is up: it is probed (connect and ping) by the
+ * periodic refresh once its backoff (0.5 s, then 1 s) has passed, so
+ * no load waits on a dead database twice. When every database is down,
+ * those whose backoff has passed are tried.
+ */
+#include <assert.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+#include "store.h"
+#include "store_impl.h"
+#include "util.h"
+
+#define MULTI_BACKOFF_MIN_MS 500
+#define MULTI_BACKOFF_MAX_MS 1000
+#define FLOOR_BUCKETS 1024
+
+struct multi_db {
+    char            *url;
+    _Atomic int      up;
+    _Atomic int64_t  down_since_ms;     /* wall */
+    _Atomic int64_t  retry_at_ms;       /* monotonic */
+    _Atomic int64_t  backoff_ms;
+    _Atomic uint64_t loads, failures, failovers_to;
+    char             where[160];
+    char             last_error[256];   /* shared.lock */
+};
+
+struct floor_entry {
+    struct floor_entry *next;
+    int64_t             max_id;
+    char                tag[TAG_MAX + 1];
+};
+
+/* One per process: what every loader thread's multi store shares. */
+static struct {
+    pthread_mutex_t     lock;
+    int                 ready;
+    int                 n;
+    struct multi_meta   want;           /* db_index filled per database */
+    int                 want_known;
+    _Atomic int         preferred;
+    struct multi_db     db[STORE_MULTI_MAX];
+    struct floor_entry *floors[FLOOR_BUCKETS];
+} shared = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+struct store_multi {
+    struct store  base;
+    int           n;
+    struct store *sub[STORE_MULTI_MAX];
+};
+
+static const struct store_ops multi_ops;
+static int is_serial_row(const char *tag);
+
+/* ---- the URL list ---- */
+
+/* Split segment.mysql.urls at commas (blanks around them ignored). Returns
+ * the count, or -1 with *cause. */
+int
+store_multi_split(const char *list, char **urls, int max, char **cause)
+{
+    int n = 0;
+    const char *p = list;
+
+    while (*p != '\0') {
+        const char *e;
+        size_t len;
+
+        while (*p == ' ' || *p == '\t')
+            p++;
+        e = strchr(p, ',');
+        len = e != NULL ? (size_t)(e - p) : strlen(p);
+        while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+            len--;
+        if (len == 0) {
+            store_set_cause(cause, "segment.mysql.urls: an empty URL in the "
+                            "list");
+            goto error;
+        }
+        if (n == max) {
+            store_set_cause(cause, "segment.mysql.urls: more than %d "
+                            "databases", max);
+            goto error;
+        }
+        urls[n++] = xstrndup(p, len);
+        if (e == NULL)
+            break;
+        p = e + 1;
+        if (*p == '\0') {
+            store_set_cause(cause, "segment.mysql.urls: a trailing comma");
+            goto error;
+        }
+    }
+    return n;
+
+error:
+    while (n > 0)
+        free(urls[--n]);
+    return -1;
+}
+
+/* ---- health ---- */
+
+static void
+mark_up(int i)
+{
+    struct multi_db *d = &shared.db[i];
+
+    if (!atomic_exchange(&d->up, 1))
+        log_info("segment database %d (%s) is up again", i, d->where);
+    atomic_store(&d->backoff_ms, MULTI_BACKOFF_MIN_MS);
+}
+
+static void
+mark_down(int i, const char *cause)
+{
+    struct multi_db *d = &shared.db[i];
+    int64_t b = atomic_load(&d->backoff_ms);
+
+    atomic_fetch_add(&d->failures, 1);
+    if (b < MULTI_BACKOFF_MIN_MS)
+        b = MULTI_BACKOFF_MIN_MS;
+    atomic_store(&d->retry_at_ms, util_mono_ms() + b);
+    atomic_store(&d->backoff_ms, b * 2 > MULTI_BACKOFF_MAX_MS ?
+                 MULTI_BACKOFF_MAX_MS : b * 2);
+    pthread_mutex_lock(&shared.lock);
+    snprintf(d->last_error, sizeof d->last_error, "%s", cause ? cause : "?");
+    pthread_mutex_unlock(&shared.lock);
+    if (atomic_exchange(&d->up, 0)) {
+        atomic_store(&d->down_since_ms, util_wall_ms());
+        log_warn("segment database %d (%s) is down: %s; loads go to the "
+                 "others", i, d->where, cause ? cause : "?");
+    }
+}
+
+/* ---- the floor: the highest max_id this process got, per tag ---- */
+
+static struct floor_entry **
+floor_slot(const char *tag)
+{
+    uint64_t h = UINT64_C(14695981039346656037);
+
+    for (const char *p = tag; *p != '\0'; p++)
+        h = (h ^ (unsigned char)*p) * UINT64_C(1099511628211);
+    return &shared.floors[h % FLOOR_BUCKETS];
+}
+
+static int64_t
+floor_get(const char *tag)
+{
+    int64_t v = 0;
+
+    pthread_mutex_lock(&shared.lock);
+    for (struct floor_entry *e = *floor_slot(tag); e != NULL; e = e->next)
+        if (strcmp(e->tag, tag) == 0) {
+            v = e->max_id;
+            break;
+        }
+    pthread_mutex_unlock(&shared.lock);
+    return v;
+}
+
+static void
+floor_raise(const char *tag, int64_t max_id)
+{
+    struct floor_entry **slot, *e;
+
+    pthread_mutex_lock(&shared.lock);
+    slot = floor_slot(tag);
+    for (e = *slot; e != NULL; e = e->next)
+        if (strcmp(e->tag, tag) == 0)
+            break;
+    if (e == NULL) {
+        e = xcalloc(1, sizeof *e);
+        snprintf(e->tag, sizeof e->tag, "%s", tag);
+        e->next = *slot;
+        *slot = e;
+    }
+    if (max_id > e->max_id)
+        e->max_id = max_id;
+    pthread_mutex_unlock(&shared.lock);
+}
+
+/* ---- checks at start ---- */
+
+/* Meta rows must say: index i of n, one block size and since_block for
+ * all; tags the same everywhere; no step over the block size. Databases
+ * down now are checked by every load instead (their meta row). */
+static int
+multi_check(struct store_multi *m, const struct config *cfg, char **cause)
+{
+    struct store_row *rows[STORE_MULTI_MAX] = { 0 };
+    size_t nrows[STORE_MULTI_MAX] = { 0 };
+    int reach[STORE_MULTI_MAX] = { 0 }, ref = -1, rc = -1;
+
+    for (int i = 0; i < m->n; i++) {
+        struct multi_meta mm;
+        char *why = NULL;
+        enum store_result r = store_mysql_meta_get(m->sub[i], &mm, &why);
+
+        if (r == STORE_DB_ERROR) {
+            log_warn("segment database %d (%s) is unreachable at start: %s; "
+                     "its settings are checked when it answers", i,
+                     shared.db[i].where, why);
+            mark_down(i, why);
+            free(why);
+            continue;
+        }
+        free(why);
+        if (r == STORE_NOT_FOUND || mm.db_count == 0) {
+            store_set_cause(cause, "segment.mysql.urls: database %d (%s) is "
+                            "not prepared for several databases: run leafd "
+                            "multi-db init with the same URLs first", i,
+                            shared.db[i].where);
+            goto out;
+        }
+        if (mm.db_index != i || mm.db_count != m->n) {
+            store_set_cause(cause, "segment.mysql.urls: database %d (%s) is "
+                            "number %lld of %lld in its set, not %d of %d: the "
+                            "list's order or length differs from the one leafd "
+                            "multi-db init was given", i, shared.db[i].where,
+                            (long long)mm.db_index, (long long)mm.db_count, i,
+                            m->n);
+            goto out;
+        }
+        if (shared.want_known && (mm.block_size != shared.want.block_size ||
+                                  mm.since_block != shared.want.since_block)) {
+            store_set_cause(cause, "segment.mysql.urls: database %d (%s) has "
+                            "block size %lld from block %lld, another has %lld "
+                            "from %lld: run leafd multi-db init again", i,
+                            shared.db[i].where, (long long)mm.block_size,
+                            (long long)mm.since_block,
+                            (long long)shared.want.block_size,
+                            (long long)shared.want.since_block);
+            goto out;
+        }
+        shared.want = mm;
+        shared.want_known = 1;
+        if (store_list(m->sub[i], &rows[i], &nrows[i], &why) != STORE_OK) {
+            mark_down(i, why);
+            free(why);
+            continue;
+        }
+        reach[i] = 1;
+        if (ref < 0)
+            ref = i;
+    }
+    if (shared.want_known && cfg->max_step > shared.want.block_size) {
+        store_set_cause(cause, "segment.max_step %lld is over the databases' "
+                        "block size %lld: lower it (a range never crosses a "
+                        "block)", (long long)cfg->max_step,
+                        (long long)shared.want.block_size);
+        goto out;
+    }
+    for (int i = 0; i < m->n; i++) {
+        if (!reach[i] || i == ref)
+            continue;
+        /* Both lists are sorted by tag. */
+        size_t a = 0, b = 0;
+
+        while (a < nrows[ref] || b < nrows[i]) {
+            int c;
+
+            if (a < nrows[ref] && is_serial_row(rows[ref][a].biz_tag)) {
+                a++;
+                continue;
+            }
+            if (b < nrows[i] && is_serial_row(rows[i][b].biz_tag)) {
+                b++;
+                continue;
+            }
+            if (a == nrows[ref] && b == nrows[i])
+                break;
+            c = a == nrows[ref] ? 1 : b == nrows[i] ? -1 :
+                strcmp(rows[ref][a].biz_tag, rows[i][b].biz_tag);
+
+            if (c != 0) {
+                int in = c < 0 ? ref : i;
+                const char *tag = c < 0 ? rows[ref][a].biz_tag : rows[i][b].biz_tag;
+
+                store_set_cause(cause, "segment.mysql.urls: biz_tag '%s' is in "
+                                "database %d (%s) but not in database %d (%s): "
+                                "every database needs every tag (leafd "
+                                "multi-db init copies them)", tag, in,
+                                shared.db[in].where, c < 0 ? i : ref,
+                                shared.db[c < 0 ? i : ref].where);
+                goto out;
+            }
+            a++;
+            b++;
+        }
+    }
+    for (int i = 0; i < m->n && shared.want_known; i++)
+        for (size_t k = 0; k < nrows[i]; k++)
+            if (rows[i][k].step > shared.want.block_size) {
+                store_set_cause(cause, "biz_tag '%s' has step %lld in database "
+                                "%d, over the block size %lld", rows[i][k].biz_tag,
+                                (long long)rows[i][k].step, i,
+                                (long long)shared.want.block_size);
+                goto out;
+            }
+    rc = 0;
+out:
+    for (int i = 0; i < m->n; i++)
+        free(rows[i]);
+    return rc;
+}
+
+/* ---- open ---- */
+
+struct store *
+store_multi_open(const struct config *cfg, char **cause)
+{
+    struct store_multi *m = xcalloc(1, sizeof *m);
+    char *urls[STORE_MULTI_MAX];
+    int n;
+
+    m->base.ops = &multi_ops;
+    n = store_multi_split(cfg->mysql_urls, urls, STORE_MULTI_MAX, cause);
+    if (n < 0) {
+        free(m);
+        return NULL;
+    }
+    m->n = n;
+    for (int i = 0; i < n; i++) {
+        m->sub[i] = store_mysql_open_url(cfg, urls[i], "segment.mysql.urls",
+                                         cause);
+        if (m->sub[i] == NULL) {
+            while (--i >= 0)
+                store_close(m->sub[i]);
+            for (int k = 0; k < n; k++)
+                free(urls[k]);
+            free(m);
+            return NULL;
+        }
+    }
+    pthread_mutex_lock(&shared.lock);
+    if (!shared.ready) {
+        shared.n = n;
+        for (int i = 0; i < n; i++) {
+            shared.db[i].url = urls[i];
+            urls[i] = NULL;
+            snprintf(shared.db[i].where, sizeof shared.db[i].where, "%s",
+                     store_mysql_where(m->sub[i]));
+            atomic_store(&shared.db[i].up, 1);
+            atomic_store(&shared.db[i].backoff_ms, MULTI_BACKOFF_MIN_MS);
+        }
+        shared.ready = 1;
+        pthread_mutex_unlock(&shared.lock);
+        if (multi_check(m, cfg, cause) == -1) {
+            store_close(&m->base);
+            pthread_mutex_lock(&shared.lock);
+            shared.ready = 0;
+            pthread_mutex_unlock(&shared.lock);
+            return NULL;
+        }
+        log_info("segment mode over %d databases (blocks of %lld IDs, "
+                 "database r owns blocks k with k mod %d = r)", n,
+                 (long long)shared.want.block_size, n);
+    } else {
+        pthread_mutex_unlock(&shared.lock);
+    }
+    for (int i = 0; i < n; i++)
+        free(urls[i]);
+    return &m->base;
+}
+
+/* The settings database i must have, or -1 when not known yet (no
+ * database answered at start): then read them from i itself. */
+static int
+want_for(struct store_multi *m, int i, struct multi_meta *out, char **cause)
+{
+    struct multi_meta mm;
+    enum store_result r;
+
+    pthread_mutex_lock(&shared.lock);
+    if (shared.want_known) {
+        *out = shared.want;
+        out->db_index = i;
+        out->db_count = m->n;
+        out->frozen = 0;
+        pthread_mutex_unlock(&shared.lock);
+        return 0;
+    }
+    pthread_mutex_unlock(&shared.lock);
+    r = store_mysql_meta_get(m->sub[i], &mm, cause);
+    if (r != STORE_OK)
+        return -1;
+    if (mm.db_index != i || mm.db_count != m->n) {
+        store_set_cause(cause, "database %d is number %lld of %lld in its set",
+                        i, (long long)mm.db_index, (long long)mm.db_count);
+        return -1;
+    }
+    pthread_mutex_lock(&shared.lock);
+    if (!shared.want_known) {
+        shared.want = mm;
+        shared.want_known = 1;
+    }
+    *out = shared.want;
+    out->db_index = i;
+    out->db_count = m->n;
+    pthread_mutex_unlock(&shared.lock);
+    return 0;
+}
+
+/* The databases to try, in order: the one that answered last, the other
+ * ones up, then those down whose backoff has passed (tried only when every
+ * one up has failed this time). */
+static int
+multi_order(struct store_multi *m, int *order)
+{
+    int n = 0, pref = atomic_load(&shared.preferred);
+    int64_t now = util_mono_ms();
+
+    if (pref >= 0 && pref < m->n && atomic_load(&shared.db[pref].up))
+        order[n++] = pref;
+    for (int i = 0; i < m->n; i++)
+        if (i != pref && atomic_load(&shared.db[i].up))
+            order[n++] = i;
+    for (int i = 0; i < m->n; i++)
+        if (!atomic_load(&shared.db[i].up) &&
+            atomic_load(&shared.db[i].retry_at_ms) <= now)
+            order[n++] = i;
+    return n;
+}
+
+static enum store_result
+multi_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
+            int64_t *db_step, char **cause)
+{
+    struct store_multi *m = (struct store_multi *)s;
+    int order[STORE_MULTI_MAX], n = multi_order(m, order), nf = 0, errs = 0;
+    int64_t floor = floor_get(tag);
+    char *last = NULL;
+
+    for (int k = 0; k < n; k++) {
+        int i = order[k];
+        struct multi_meta want;
+        char *why = NULL;
+        enum store_result r;
+
+        if (want_for(m, i, &want, &why) == -1) {
+            mark_down(i, why);
+            free(last);
+            last = why;
+            errs++;
+            continue;
+        }
+        r = store_mysql_alloc_block(m->sub[i], &want, tag, step, floor,
+                                    max_id, db_step, &why);
+        switch (r) {
+        case STORE_OK:
+            mark_up(i);
+            atomic_fetch_add(&shared.db[i].loads, 1);
+            if (k > 0) {
+                atomic_fetch_add(&shared.db[i].failovers_to, 1);
+                log_info("tag %s: loaded from database %d (%s) after %d "
+                         "failed", tag, i, shared.db[i].where, k);
+            }
+            atomic_store(&shared.preferred, i);
+            floor_raise(tag, *max_id);
+            assert(*max_id - step >= floor || floor == 0 ||
+                   *max_id - step >= 1);
+            free(last);
+            return STORE_OK;
+        case STORE_DB_ERROR:
+            mark_down(i, why);
+            errs++;
+            break;
+        case STORE_NOT_FOUND:
+            nf++;
+            break;
+        default:
+            free(last);
+            if (cause != NULL)
+                *cause = why;
+            else
+                free(why);
+            return r;
+        }
+        free(last);
+        last = why;
+    }
+    if (n == 0)
+        store_set_cause(cause, "every segment database is down and backing "
+                        "off");
+    else if (nf > 0 && errs == 0) {
+        free(last);
+        return STORE_NOT_FOUND;
+    } else if (cause != NULL) {
+        *cause = last;
+        last = NULL;
+    }
+    free(last);
+    return STORE_DB_ERROR;
+}
+
+/* Probe the databases marked down whose backoff has passed. */
+static void
+multi_probe(struct store_multi *m)
+{
+    int64_t now = util_mono_ms();
+
+    for (int i = 0; i < m->n; i++) {
+        char *why = NULL;
+
+        if (atomic_load(&shared.db[i].up) ||
+            atomic_load(&shared.db[i].retry_at_ms) > now)
+            continue;
+        if (store_mysql_ping(m->sub[i], &why) == STORE_OK) {
+            struct multi_meta want, mm;
+
+            free(why);
+            why = NULL;
+            if (want_for(m, i, &want, &why) == 0 &&
+                store_mysql_meta_get(m->sub[i], &mm, &why) == STORE_OK &&
+                mm.db_index == want.db_index && mm.db_count == want.db_count &&
+                mm.block_size == want.block_size &&
+                mm.since_block == want.since_block) {
+                mark_up(i);
+                continue;
+            }
+            if (why == NULL)
+                why = xstrdup("its leafd_multi_db row differs from this "
+                              "node's settings");
+        }
+        mark_down(i, why);
+        free(why);
+    }
+}
+
+static enum store_result
+multi_list(struct store *s, struct store_row **rows, size_t *n, char **cause)
+{
+    struct store_multi *m = (struct store_multi *)s;
+    int order[STORE_MULTI_MAX], k = 0, cnt;
+    char *last = NULL;
+
+    multi_probe(m);
+    cnt = multi_order(m, order);
+    for (k = 0; k < cnt; k++) {
+        char *why = NULL;
+
+        if (store_list(m->sub[order[k]], rows, n, &why) == STORE_OK) {
+            free(last);
+            return STORE_OK;
+        }
+        mark_down(order[k], why);
+        free(last);
+        last = why;
+    }
+    if (cause != NULL)
+        *cause = last != NULL ? last : xstrdup("every segment database is down");
+    else
+        free(last);
+    return STORE_DB_ERROR;
+}
+
+static enum store_result
+multi_get(struct store *s, const char *tag, struct store_row *row, char **cause)
+{
+    struct store_multi *m = (struct store_multi *)s;
+    int order[STORE_MULTI_MAX], cnt = multi_order(m, order);
+    char *last = NULL;
+
+    for (int k = 0; k < cnt; k++) {
+        char *why = NULL;
+        enum store_result r = store_get(m->sub[order[k]], tag, row, &why);
+
+        if (r != STORE_DB_ERROR) {
+            free(last);
+            if (cause != NULL)
+                *cause = why;
+            else
+                free(why);
+            return r;
+        }
+        mark_down(order[k], why);
+        free(last);
+        last = why;
+    }
+    if (cause != NULL)
+        *cause = last != NULL ? last : xstrdup("every segment database is down");
+    else
+        free(last);
+    return STORE_DB_ERROR;
+}
+
+/* Serial numbers' period rows (serial.c: "<code>:<digits>") live in the
+ * first database alone: a serial's sequence must come from one counter, and
+ * blocks would overflow its digits. So serials wait out an outage of the
+ * first database (their buffers, then 503 serial_unavailable); the other
+ * tags fail over. */
+static int
+is_serial_row(const char *tag)
+{
+    const char *c = strrchr(tag, ':');
+    size_t n;
+
+    if (c == NULL || c == tag)
+        return 0;
+    n = strlen(c + 1);
+    return n >= 1 && n <= 14 && strspn(c + 1, "0123456789") == n;
+}
+
+static enum store_result
+multi_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
+                   void *arg, int64_t step, int64_t *db_ms, char *tag,
+                   size_t cap, int64_t *max_id, char **cause)
+{
+    struct store_multi *m = (struct store_multi *)s;
+
+    return m->sub[0]->ops->serial_alloc(m->sub[0], offset_ms, key, arg, step,
+                                        db_ms, tag, cap, max_id, cause);
+}
+
+/* A new tag goes into every database (tests and set-up). */
+static enum store_result
+multi_insert(struct store *s, const char *tag, int64_t max_id, int64_t step,
+             const char *description, char **cause)
+{
+    struct store_multi *m = (struct store_multi *)s;
+    enum store_result first = STORE_OK;
+
+    for (int i = 0; i < m->n; i++) {
+        char *why = NULL;
+        enum store_result r = store_insert(m->sub[i], tag, max_id, step,
+                                           description, &why);
+
+        if (r != STORE_OK && first == STORE_OK) {
+            first = r;
+            if (cause != NULL)
+                *cause = why;
+            else
+                free(why);
+        } else {
+            free(why);
+        }
+    }
+    return first;
+}
+
+static void
+multi_close(struct store *s)
+{
+    struct store_multi *m = (struct store_multi *)s;
+
+    for (int i = 0; i < m->n; i++)
+        store_close(m->sub[i]);
+    free(m);
+}
+
+static const struct store_ops multi_ops = {
+    .name = "mysql",
+    .alloc = multi_alloc,
+    .get = multi_get,
+    .list = multi_list,
+    .insert = multi_insert,
+    .serial_alloc = multi_serial_alloc,
+    .close = multi_close,
+};
+
+/* ---- status ---- */
+
+int
+store_multi_count(void)
+{
+    return shared.ready ? shared.n : 0;
+}
+
+void
+store_multi_status_json(struct sbuf *b)
+{
+    sbuf_puts(b, "[");
+    for (int i = 0; i < store_multi_count(); i++) {
+        struct multi_db *d = &shared.db[i];
+        char err[256];
+
+        pthread_mutex_lock(&shared.lock);
+        snprintf(err, sizeof err, "%s", d->last_error);
+        pthread_mutex_unlock(&shared.lock);
+        sbuf_printf(b, "%s{\"index\":%d,\"where\":", i ? "," : "", i);
+        sbuf_json_str(b, d->where);
+        sbuf_printf(b, ",\"up\":%s,\"preferred\":%s,\"loads\":%llu,"
+                    "\"failures\":%llu,\"failovers_to\":%llu",
+                    atomic_load(&d->up) ? "true" : "false",
+                    atomic_load(&shared.preferred) == i ? "true" : "false",
+                    (unsigned long long)atomic_load(&d->loads),
+                    (unsigned long long)atomic_load(&d->failures),
+                    (unsigned long long)atomic_load(&d->failovers_to));
+        if (!atomic_load(&d->up)) {
+            sbuf_printf(b, ",\"down_for_ms\":%lld,\"error\":",
+                        (long long)(util_wall_ms() - atomic_load(&d->down_since_ms)));
+            sbuf_json_str(b, err);
+        }
+        sbuf_puts(b, "}");
+    }
+    sbuf_puts(b, "]");
+}
+
+void
+store_multi_metrics(struct sbuf *b)
+{
+    int n = store_multi_count();
+
+    if (n == 0)
+        return;
+    sbuf_puts(b, "# HELP leafd_segment_db_up 1 while the database is "
+                 "usable for loads.\n# TYPE leafd_segment_db_up gauge\n");
+    for (int i = 0; i < n; i++)
+        sbuf_printf(b, "leafd_segment_db_up{db=\"%d\"} %d\n", i,
+                    atomic_load(&shared.db[i].up));
+    sbuf_puts(b, "# TYPE leafd_segment_db_loads_total counter\n");
+    for (int i = 0; i < n; i++)
+        sbuf_printf(b, "leafd_segment_db_loads_total{db=\"%d\"} %llu\n", i,
+                    (unsigned long long)atomic_load(&shared.db[i].loads));
+    sbuf_puts(b, "# TYPE leafd_segment_db_failures_total counter\n");
+    for (int i = 0; i < n; i++)
+        sbuf_printf(b, "leafd_segment_db_failures_total{db=\"%d\"} %llu\n", i,
+                    (unsigned long long)atomic_load(&shared.db[i].failures));
+    sbuf_puts(b, "# HELP leafd_segment_db_failovers_total Loads that "
+                 "succeeded on this database after another failed.\n"
+                 "# TYPE leafd_segment_db_failovers_total counter\n");
+    for (int i = 0; i < n; i++)
+        sbuf_printf(b, "leafd_segment_db_failovers_total{db=\"%d\"} %llu\n", i,
+                    (unsigned long long)atomic_load(&shared.db[i].failovers_to));
+}
+
+/* ---- leafd multi-db init ---- */
+
+static int
+row_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct store_row *)a)->biz_tag,
+                  ((const struct store_row *)b)->biz_tag);
+}
+
+int
+store_multi_init(const struct config *cfg, char **urls, int n,
+                 int64_t block_size, FILE *out, char **cause)
+{
+    struct store *sub[STORE_MULTI_MAX] = { 0 };
+    struct multi_meta mm[STORE_MULTI_MAX];
+    struct store_row *all = NULL;
+    size_t nall = 0;
+    int64_t top = 1, since;
+    int rc = -1, same = 1;
+    char *why = NULL;
+
+    if (n < 2 || n > STORE_MULTI_MAX) {
+        store_set_cause(cause, "multi-db init needs 2 to %d database URLs",
+                        STORE_MULTI_MAX);
+        return -1;
+    }
+    if (block_size < cfg->max_step) {
+        store_set_cause(cause, "block size %lld is below segment.max_step %lld",
+                        (long long)block_size, (long long)cfg->max_step);
+        return -1;
+    }
+    if (store_thread_init() == -1) {
+        store_set_cause(cause, "mysql library init failed");
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        sub[i] = store_mysql_open_url(cfg, urls[i], "multi-db URL", cause);
+        if (sub[i] == NULL)
+            goto out;
+        if (store_mysql_prepare_tables(sub[i], &why) != STORE_OK)
+            goto fail;
+        memset(&mm[i], 0, sizeof mm[i]);
+        if (store_mysql_meta_get(sub[i], &mm[i], &why) == STORE_DB_ERROR)
+            goto fail;
+        if (mm[i].db_index != i || mm[i].db_count != n || mm[i].frozen ||
+            mm[i].block_size != mm[0].block_size ||
+            mm[i].since_block != mm[0].since_block)
+            same = 0;
+    }
+    if (same) {
+        /* ... and every database has every tag. */
+        size_t n0 = 0;
+
+        for (int i = 0; i < n && same; i++) {
+            struct store_row *rows;
+            size_t nr;
+
+            if (store_list(sub[i], &rows, &nr, &why) != STORE_OK)
+                goto fail;
+            {
+                size_t w = 0;
+
+                for (size_t k = 0; k < nr; k++)
+                    if (!is_serial_row(rows[k].biz_tag))
+                        rows[w++] = rows[k];
+                nr = w;
+            }
+            if (i == 0) {
+                all = rows;
+                n0 = nr;
+                continue;
+            }
+            same = nr == n0;
+            for (size_t k = 0; k < nr && same; k++)
+                same = strcmp(rows[k].biz_tag, all[k].biz_tag) == 0;
+            free(rows);
+        }
+        free(all);
+        all = NULL;
+        if (!same)
+            fprintf(out, "leafd multi-db: the databases' tags differ: "
+                    "setting them again\n");
+    }
+    if (same) {
+        fprintf(out, "leafd multi-db: the %d databases are already a set "
+                "(block size %lld from block %lld); nothing to do\n", n,
+                (long long)mm[0].block_size, (long long)mm[0].since_block);
+        rc = 0;
+        goto out;
+    }
+    /* Freeze all: from here no database hands out a range. */
+    for (int i = 0; i < n; i++) {
+        if (store_mysql_freeze(sub[i], 1, &why) != STORE_OK)
+            goto fail;
+        fprintf(out, "froze database %d (%s)\n", i, store_mysql_where(sub[i]));
+    }
+    /* Every tag anywhere, its highest max_id, the first database's step. */
+    for (int i = 0; i < n; i++) {
+        struct store_row *rows;
+        size_t nr;
+
+        if (store_list(sub[i], &rows, &nr, &why) != STORE_OK)
+            goto fail;
+        for (size_t k = 0; k < nr; k++) {
+            size_t j;
+
+            if (is_serial_row(rows[k].biz_tag))
+                continue;           /* the first database's alone */
+            for (j = 0; j < nall; j++)
+                if (strcmp(all[j].biz_tag, rows[k].biz_tag) == 0)
+                    break;
+            if (j == nall) {
+                all = xrealloc(all, (nall + 1) * sizeof *all);
+                all[nall++] = rows[k];
+            } else if (rows[k].max_id > all[j].max_id) {
+                all[j].max_id = rows[k].max_id;
+            }
+            if (rows[k].max_id > top)
+                top = rows[k].max_id;
+            if (rows[k].step > block_size) {
+                store_set_cause(cause, "biz_tag '%s' has step %lld in database "
+                                "%d, over the block size %lld", rows[k].biz_tag,
+                                (long long)rows[k].step, i, (long long)block_size);
+                free(rows);
+                goto out;
+            }
+        }
+        free(rows);
+    }
+    if (nall > 1)
+        qsort(all, nall, sizeof *all, row_cmp);
+    /* Above every ID any database ever handed out, under any scheme. */
+    since = top / block_size + 1;
+    if (since > INT64_MAX / block_size - 2) {
+        store_set_cause(cause, "max_id %lld leaves no room for blocks of %lld",
+                        (long long)top, (long long)block_size);
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        struct multi_meta want = { i, n, block_size, since, 0 };
+
+        if (store_mysql_switch(sub[i], all, nall, since * block_size, &want,
+                               &why) != STORE_OK)
+            goto fail;
+        fprintf(out, "database %d (%s): %zu tag(s), number %d of %d, blocks "
+                "of %lld IDs from block %lld (ID %lld)\n", i,
+                store_mysql_where(sub[i]), nall, i, n, (long long)block_size,
+                (long long)since, (long long)(since * block_size));
+    }
+    fprintf(out, "leafd multi-db: done; start (or restart) every node with "
+            "segment.mysql.urls = %s", urls[0]);
+    for (int i = 1; i < n; i++)
+        fprintf(out, ",%s", urls[i]);
+    fprintf(out, "\n");
+    rc = 0;
+    goto out;
+
+fail:
+    store_set_cause(cause, "%s (databases frozen by this run stay frozen: "
+                    "run the command again)", why ? why : "?");
+out:
+    free(why);
+    free(all);
+    for (int i = 0; i < n; i++)
+        store_close(sub[i]);
+    store_thread_end();
+    return rc;
+}
+
+/* Single database: refuse one that is part of a set. */
+int
+store_single_check(struct store *s, char **cause)
+{
+    struct multi_meta mm;
+    char *why = NULL;
+
+    if (strcmp(store_kind_name(s), "mysql") != 0)
+        return 0;
+    if (store_mysql_meta_get(s, &mm, &why) == STORE_OK && mm.db_count >= 2) {
+        store_set_cause(cause, "mysql %s is database %lld of a set of %lld "
+                        "(leafd multi-db init): list them all in "
+                        "segment.mysql.urls; one alone would repeat IDs",
+                        store_mysql_where(s), (long long)mm.db_index,
+                        (long long)mm.db_count);
+        free(why);
+        return -1;
+    }
+    free(why);
+    return 0;
+}
