@@ -19,6 +19,10 @@ sees the same machine noise):
              connection count); MariaDB one transaction per ID (UPDATE max_id
              = max_id + 1; SELECT) and MariaDB SEQUENCE NEXTVAL
              (build/dbclient, DBCONNS connections).
+  failover   two MariaDB servers (segment.mysql.urls), wrk on a tag that
+             loads often: latency p50/p99/max untouched, and with the
+             preferred database killed -9 mid-run; loads failed over
+             (bench/failover.py).
   in process build/microbench: segment_take (and snowflake_next) IDs/s per
              thread, 1 and 2 threads.
   footprint  leafd's RSS with 10,000 tags loaded (bench/footprint.py), and the
@@ -30,7 +34,7 @@ sees the same machine noise):
     make bench                          # defaults: 3 rounds of 5 s, ~4 min
     DBLOAD=1 make bench                 # plus the 2-minute database-load run
     ROUNDS=5 DURATION=10 python3 bench/bench.py
-    ONLY=http,micro python3 bench/bench.py   # sections: http resp peers micro
+    ONLY=http,micro python3 bench/bench.py   # sections: http resp peers failover micro
                                              # startup footprint dbload
 
 Environment: ROUNDS (3), DURATION (5 s per wrk/peer run), CONNS (64),
@@ -419,6 +423,7 @@ def main():
     sys.path.insert(0, HERE)
     import footprint
     import dbload
+    import failover
 
     t_start = time.time()
     load_start = os.getloadavg()
@@ -428,7 +433,7 @@ def main():
     results = {}
     micro = []
     startup = []
-    fp = db_load = None
+    fp = db_load = fo = None
     servers = []
     mdb = None
     # (key, label, kind, thr, conns, ids_per_req, run)
@@ -491,6 +496,8 @@ def main():
                 for i in range(STARTUP_RUNS):
                     if i % ROUNDS == r:
                         startup.append(footprint.first_id(LEAFD, work))
+        if want("failover") and have("wrk") and have("mariadbd") and have("mariadb"):
+            fo = failover.run(log)
         if want("footprint"):
             log("footprint: %s tags" % fmt_int(footprint.TAGS))
             fp = footprint.footprint(LEAFD, work)
@@ -694,6 +701,23 @@ def main():
             p(row(label, thr, conns, fmt_rate(med(rs, "ids")), fmt_int(med(rs, "rps")),
                   "%.3f" % med(rs, "p50"), "%.3f" % med(rs, "p99"), "%.1fus" % med(rs, "cpu_us"),
                   ratio))
+
+    if fo:
+        p("Segment database failover: 2 MariaDB, tag step 100 (loads every few ms), wrk -c16 "
+          "%d s per run, the preferred database killed -9 a third in; medians of %d rounds"
+          % (failover.SECONDS, fo["rounds"]))
+        for key, label in (("calm", "  no failure"), ("kill", "  a database killed")):
+            f = fo[key]
+            ratio = goal = met = ""
+            if key == "kill":
+                ratio = "p99 %.2fx calm" % (f["p99"] / fo["calm"]["p99"] if fo["calm"]["p99"] else 0)
+                goal = "p99 <= 2x, max < %d ms" % fo["wait_ms"]
+                met = "yes" if f["p99"] <= 2 * fo["calm"]["p99"] and f["max"] < fo["wait_ms"] \
+                    and f["failed"] == 0 else "NO"
+            p(row(label, 1, 16, "", fmt_int(f["rps"]), "%.3f" % f["p50"], "%.3f" % f["p99"],
+                  "max %.1fms" % f["max"], ratio, goal, met))
+        p(row("  failed requests; loads failed over", "", "", "", "", "", "", "",
+              "%d; %d" % (fo["kill"]["failed"], fo["failovers"])))
 
     if db_load:
         p("Database load: %d s at %s IDs/s (single IDs) on one tag, leafd on MariaDB; counted "
