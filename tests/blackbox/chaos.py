@@ -35,11 +35,14 @@ While they run, in sequence, with a settle time after each:
                get 503 ids_exhausted), a while longer, then back
   5 zk         ZooKeeper down, then back
   6 clock      n2's clock 10 ms back, later 10 s back, then +0
+  7 multi-db   a second MariaDB: leafd multi-db init, every node restarted
+               onto both (segment.mysql.urls), then the first killed -9 for
+               twice the short outage and restarted: segment requests go on
 
 Then it prints a table and exits 1 if a "must" failed:
   - no duplicate ID (segment and snowflake IDs checked separately, the
     volume clients' IDs included);
-  - no failed request during 2 rolling and 3 db-short;
+  - no failed request during 2 rolling, 3 db-short and 7 multi-db;
   - every non-200 answer is a 503 with a JSON body carrying "error" (an
     nginx 502/504 page, a connection error or a timeout fails this);
   - every 200 carries the IDs asked for, in increasing order;
@@ -59,7 +62,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-from bbutil import (FAKETIME, LEAFD, Client, TestFailure, Workdir,  # noqa: E402
+from bbutil import (FAKETIME, LEAFD, Client, MariaDB, TestFailure, Workdir,  # noqa: E402
                     faketime_preload, free_port, in_ci, missing_mariadb,
                     missing_zookeeper, wait_for)
 
@@ -424,6 +427,7 @@ class Chaos:
         self.notes = []             # what each phase measured
         self.musts = []             # (ok, text)
         self.sigterm_rcs = []
+        self.db2 = None
 
     def s(self, secs):
         """A phase duration, scaled."""
@@ -656,6 +660,47 @@ class Chaos:
             n.name, "healthy" if small_ok else "UNHEALTHY (%s)" % h,
             "clock_behind" if seen else "?", time.time() - t))
 
+    def p_multidb(self):
+        a = self.args
+        self.db2 = MariaDB(os.path.join(self.wd.path, "db2"))
+        self.wd.cleanup.append(self.db2.stop)
+        self.db2.start()
+        block = 10000000            # over every step (chaosvol's is 1,000,000)
+        r = subprocess.run([LEAFD, "multi-db", "init", self.db.url, self.db2.url,
+                            "--block-size=%d" % block, "--segment.max_step=%d" % self.step],
+                           capture_output=True, timeout=120)
+        if r.returncode != 0:
+            raise TestFailure("multi-db init: %s" % (r.stdout + r.stderr).decode()[-400:])
+        say("   multi-db init: MariaDB %d and %d, blocks of %d" % (
+            self.db.port, self.db2.port, block))
+        for n in self.nodes:
+            n.conf.pop("segment.mysql.url", None)
+            n.conf["segment.mysql.urls"] = "%s,%s" % (self.db.url, self.db2.url)
+            n.stop(signal.SIGTERM)
+            n.start()
+            self.wait_healthy(n)
+            time.sleep(self.s(1))
+        say("   every node on both databases")
+        t = time.time()
+        with open(os.path.join(self.db.dir, "pid")) as f:
+            os.kill(int(f.read().strip()), signal.SIGKILL)
+        say("   kill -9 the first MariaDB; draining the chaos tag so loads must happen")
+        self.load.drain_ev.set()
+        try:
+            time.sleep(self.s(2 * a.short_outage))
+        finally:
+            self.load.drain_ev.clear()
+        during = [self.health(n) for n in self.nodes]
+        served = self.load.count_since(t, lambda r: r[2].startswith("/segment") and r[3] == 200)
+        self.db.restart()
+        down = time.time() - t
+        self.wait_db_up()
+        ok = all(st == 200 for st, _ in during)
+        self.musts.append((ok and served > 0, "7 multi-db: every node healthy and %d segment "
+                           "requests served with the first database killed" % served))
+        self.notes.append("7 multi-db: the first of two databases down %.1fs (kill -9); %d "
+                          "segment requests answered meanwhile" % (down, served))
+
     def wait_db_up(self):
         wait_for(lambda: all(n.get("/health").json().get("segment", {}).get("db") == "up"
                              for n in self.nodes),
@@ -682,6 +727,7 @@ class Chaos:
         self.phase("4 db-long", self.p_db_long)
         self.phase("5 zk", self.p_zk)
         self.phase("6 clock", self.p_clock)
+        self.phase("7 multi-db", self.p_multidb)
         for n in self.nodes:
             try:
                 self.wait_healthy(n, timeout=20)
@@ -689,7 +735,8 @@ class Chaos:
                 self.musts.append((False, "end: %s" % e))
         self.load.stop()
         say("load stopped")
-        self.max_id = int(self.db.sql("SELECT max_id FROM leaf_alloc WHERE biz_tag='chaos'"))
+        self.max_id = max(int(d.sql("SELECT max_id FROM leaf_alloc WHERE biz_tag='chaos'"))
+                          for d in (self.db, self.db2) if d is not None)
         return self.report()
 
     # -- results --
@@ -817,7 +864,7 @@ class Chaos:
                       len(vbad) + len(self.load.vol_bad200),
                       ": %r" % ((vbad or self.load.vol_bad200)[0],) if vbad or self.load.vol_bad200
                       else "")))
-        for ph in ("2 rolling", "3 db-short"):
+        for ph in ("2 rolling", "3 db-short", "7 multi-db"):
             f = [r for r in by_phase.get(ph, []) if r[3] != 200]
             m.append((not f, "no failed request during %s (%d%s)" % (
                 ph, len(f), ": %s" % collections.Counter(
