@@ -186,6 +186,7 @@ FUZZ_OBJS_tzone      := tzone util
 FUZZ_OBJS_serial_pattern := serial_fmt tzone util
 FUZZ_OBJS_serial_defs := serial serial_fmt tzone config log util
 FUZZ_OBJS_resp_parse  := resp_parse
+FUZZ_OBJS_multi_block := multi_block util
 FUZZ_OBJS_segment_model := segment log util
 fuzz_objs = $(patsubst %,build/fuzz/obj/%.o,$(FUZZ_OBJS_$(1)))
 

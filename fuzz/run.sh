@@ -35,6 +35,7 @@ opts() {
     serial_defs) echo "-max_len=2048 -dict=fuzz/serial_defs.dict" ;;
     resp_parse) echo "-max_len=4096 -dict=fuzz/resp.dict" ;;
     segment_model) echo "-max_len=400" ;;
+    multi_block) echo "-max_len=600" ;;
     *)          echo "" ;;
     esac
 }

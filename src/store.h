@@ -146,7 +146,6 @@ void store_mysql_target_free(struct mysql_target *t);
  * opens a multi store when the list has two or more URLs. */
 #define STORE_MULTI_MAX 8
 struct sbuf;
-int  store_multi_split(const char *list, char **urls, int max, char **cause);
 int  store_multi_count(void);              /* 0: not in multi mode */
 void store_multi_status_json(struct sbuf *b);   /* [{"index":0,...},...] */
 void store_multi_metrics(struct sbuf *b);

@@ -50,10 +50,7 @@ const char *store_mysql_where(const struct store *s);
  * database of a set holds a leafd_multi_db row: its index in the set, the
  * set's size, the block size and the first block of the current scheme,
  * and a freeze flag. */
-struct multi_meta {
-    int64_t db_index, db_count, block_size, since_block;
-    int     frozen;
-};
+#include "multi_block.h"             /* struct multi_meta */
 enum store_result store_mysql_meta_get(struct store *s, struct multi_meta *mm,
                                        char **cause);
 /* Take step IDs for tag on this database, in a block it owns, at or above
@@ -64,8 +61,6 @@ enum store_result store_mysql_alloc_block(struct store *s,
                                           const char *tag, int64_t step,
                                           int64_t floor, int64_t *max_id,
                                           int64_t *db_step, char **cause);
-int64_t store_block_start(const struct multi_meta *mm, int64_t from,
-                          int64_t step);
 enum store_result store_mysql_prepare_tables(struct store *s, char **cause);
 enum store_result store_mysql_freeze(struct store *s, int frozen, char **cause);
 enum store_result store_mysql_switch(struct store *s, const struct store_row *rows,

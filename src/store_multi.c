@@ -55,6 +55,7 @@
 #include "log.h"
 #include "store.h"
 #include "store_impl.h"
+#include "multi_block.h"
 #include "util.h"
 
 #define MULTI_BACKOFF_MIN_MS 500
@@ -98,53 +99,6 @@ struct store_multi {
 
 static const struct store_ops multi_ops;
 static int is_serial_row(const char *tag);
-
-/* ---- the URL list ---- */
-
-/* Split segment.mysql.urls at commas (blanks around them ignored). Returns
- * the count, or -1 with *cause. */
-int
-store_multi_split(const char *list, char **urls, int max, char **cause)
-{
-    int n = 0;
-    const char *p = list;
-
-    while (*p != '\0') {
-        const char *e;
-        size_t len;
-
-        while (*p == ' ' || *p == '\t')
-            p++;
-        e = strchr(p, ',');
-        len = e != NULL ? (size_t)(e - p) : strlen(p);
-        while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
-            len--;
-        if (len == 0) {
-            store_set_cause(cause, "segment.mysql.urls: an empty URL in the "
-                            "list");
-            goto error;
-        }
-        if (n == max) {
-            store_set_cause(cause, "segment.mysql.urls: more than %d "
-                            "databases", max);
-            goto error;
-        }
-        urls[n++] = xstrndup(p, len);
-        if (e == NULL)
-            break;
-        p = e + 1;
-        if (*p == '\0') {
-            store_set_cause(cause, "segment.mysql.urls: a trailing comma");
-            goto error;
-        }
-    }
-    return n;
-
-error:
-    while (n > 0)
-        free(urls[--n]);
-    return -1;
-}
 
 /* ---- health ---- */
 

@@ -30,6 +30,7 @@
 #include "log.h"
 #include "store.h"
 #include "store_impl.h"
+#include "multi_block.h"
 
 #define MY_TIMEOUT_S   5        /* when db_timeout_ms <= 0 */
 #define MY_TAG_BUF     (TAG_MAX * 4 + 1)          /* varchar(128), utf8mb4 */
@@ -876,37 +877,6 @@ store_mysql_meta_get(struct store *s, struct multi_meta *mm, char **cause)
         if (!my_retry(m, attempt, reused, t0, cause))
             return STORE_DB_ERROR;
     }
-}
-
-/* The first ID of a range of step IDs on database db of a multi-db set,
- * at or above from: inside a block this database owns (index k >= since,
- * k = db_index mod db_count), never across a block's end. -1 if none
- * fits below INT64_MAX. */
-int64_t
-store_block_start(const struct multi_meta *mm, int64_t from, int64_t step)
-{
-    int64_t b = mm->block_size, n = mm->db_count, r = mm->db_index, k, start;
-
-    if (step > b || b < 1 || n < 1 || r < 0 || r >= n)
-        return -1;
-    if (from < 1)
-        from = 1;
-    if (mm->since_block > INT64_MAX / b)
-        return -1;
-    if (from < mm->since_block * b)
-        from = mm->since_block * b;
-    k = from / b;
-    if (k % n == r && from <= (k + 1) * b - step)
-        return from;                    /* fits in the current block */
-    /* The next block this database owns, after k. */
-    k = k + 1 + ((r - (k + 1) % n) + n) % n;
-    assert(k % n == r);
-    if (k > INT64_MAX / b - 1)
-        return -1;
-    start = k * b;
-    if (start < 1)
-        start = 1;
-    return start;
 }
 
 static enum store_result

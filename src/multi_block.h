@@ -1,0 +1,29 @@
+/* multi_block.h: the pure parts of segment mode over several databases
+ * (store_multi.c): which IDs a database may hand out, and the URL list.
+ * No I/O, no globals; any thread. Fuzzed (fuzz/fuzz_multi_block.c).
+ */
+#ifndef LEAFD_MULTI_BLOCK_H
+#define LEAFD_MULTI_BLOCK_H
+
+#include <stdint.h>
+
+/* A database's place in a set (its leafd_multi_db row): block k of
+ * block_size IDs belongs to database k mod db_count, for k >= since_block. */
+struct multi_meta {
+    int64_t db_index, db_count, block_size, since_block;
+    int     frozen;
+};
+
+/* The first ID of a range of step IDs that database mm->db_index may hand
+ * out at or above from: >= max(from, 1, since_block * block_size), inside
+ * one block it owns, the whole range inside that block. -1 when none fits
+ * below INT64_MAX or step > block_size. */
+int64_t store_block_start(const struct multi_meta *mm, int64_t from,
+                          int64_t step);
+
+/* Split segment.mysql.urls at commas (blanks around each URL dropped) into
+ * urls[] (malloc'd). Returns the count, or -1 with *cause (empty URL,
+ * trailing comma, more than max). */
+int store_multi_split(const char *list, char **urls, int max, char **cause);
+
+#endif

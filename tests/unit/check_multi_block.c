@@ -1,0 +1,104 @@
+/* check_multi_block.c: which IDs each database of a multi-db set may hand
+ * out (store_block_start), and the URL list (store_multi_split). */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "multi_block.h"
+
+static int64_t
+start_of(int64_t r, int64_t n, int64_t b, int64_t since, int64_t from, int64_t step)
+{
+    struct multi_meta mm = { r, n, b, since, 0 };
+
+    return store_block_start(&mm, from, step);
+}
+
+START_TEST(test_block_start)
+{
+    /* Two databases, blocks of 100 from block 1: database 1 owns 100..199,
+     * 300..399; database 0 owns 200..299. */
+    ck_assert_int_eq(start_of(1, 2, 100, 1, 1, 10), 100);
+    ck_assert_int_eq(start_of(0, 2, 100, 1, 1, 10), 200);
+    ck_assert_int_eq(start_of(1, 2, 100, 1, 150, 50), 150);     /* fits exactly */
+    ck_assert_int_eq(start_of(1, 2, 100, 1, 150, 51), 300);     /* would cross */
+    ck_assert_int_eq(start_of(0, 2, 100, 1, 250, 10), 250);
+    ck_assert_int_eq(start_of(0, 2, 100, 1, 300, 10), 400);     /* 300s are 1's */
+    /* Block 0 is owned by database 0: IDs start at 1, never 0. */
+    ck_assert_int_eq(start_of(0, 2, 100, 0, 0, 10), 1);
+    /* Three databases from block 7: database r's first block is the first
+     * k >= 7 with k mod 3 = r. */
+    ck_assert_int_eq(start_of(0, 3, 1000, 7, 1, 1000), 9000);
+    ck_assert_int_eq(start_of(1, 3, 1000, 7, 1, 1000), 7000);
+    ck_assert_int_eq(start_of(2, 3, 1000, 7, 1, 1000), 8000);
+    /* A step over the block, and the top of the ID space. */
+    ck_assert_int_eq(start_of(0, 2, 100, 0, 1, 101), -1);
+    ck_assert_int_eq(start_of(0, 1, 100, 0, INT64_MAX - 5, 10), -1);
+    ck_assert_int_eq(start_of(0, 1, 100, 0, INT64_MAX - 50, 10), INT64_MAX - 50);
+    ck_assert_int_eq(start_of(0, 2, INT64_MAX / 4, 0, INT64_MAX - 5, 10), -1);
+}
+END_TEST
+
+/* Random sets: every range is inside one block its database owns, at or
+ * above from, and two databases' ranges never overlap. */
+START_TEST(test_block_start_random)
+{
+    srand(7);
+    for (int i = 0; i < 20000; i++) {
+        int64_t n = 1 + rand() % 5, b = 1 + rand() % 1000, since = rand() % 50;
+        int64_t from = rand() % 200000, step = 1 + rand() % b, s[5];
+
+        for (int64_t r = 0; r < n; r++) {
+            s[r] = start_of(r, n, b, since, from, step);
+            ck_assert_int_ge(s[r], from > 0 ? from : 1);
+            ck_assert_int_ge(s[r] / b, since);
+            ck_assert_int_eq((s[r] / b) % n, r);
+            ck_assert_int_eq((s[r] + step - 1) / b, s[r] / b);
+            for (int64_t q = 0; q < r; q++)
+                ck_assert(s[q] + step <= s[r] || s[r] + step <= s[q]);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_split)
+{
+    char *u[8], *cause = NULL;
+    int n = store_multi_split(" mysql://a@h:1/l , mysql://b@h:2/l", u, 8, &cause);
+
+    ck_assert_int_eq(n, 2);
+    ck_assert_str_eq(u[0], "mysql://a@h:1/l");
+    ck_assert_str_eq(u[1], "mysql://b@h:2/l");
+    free(u[0]);
+    free(u[1]);
+    ck_assert_int_eq(store_multi_split("a,,b", u, 8, &cause), -1);
+    ck_assert_ptr_nonnull(strstr(cause, "empty URL"));
+    free(cause);
+    ck_assert_int_eq(store_multi_split("a,", u, 8, &cause), -1);
+    ck_assert_ptr_nonnull(strstr(cause, "trailing comma"));
+    free(cause);
+    ck_assert_int_eq(store_multi_split("a,b,c", u, 2, &cause), -1);
+    ck_assert_ptr_nonnull(strstr(cause, "more than 2"));
+    free(cause);
+}
+END_TEST
+
+int
+main(void)
+{
+    Suite *s = suite_create("multi_block");
+    TCase *tc = tcase_create("multi_block");
+    SRunner *sr;
+    int failed;
+
+    tcase_add_test(tc, test_block_start);
+    tcase_add_test(tc, test_block_start_random);
+    tcase_add_test(tc, test_split);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
