@@ -35,13 +35,13 @@ ASAN_LIB   := $(filter-out build/asan/main.o,$(ASAN_OBJS))
 ASAN_TESTS := $(TESTS:%=build/asan/tests/%)
 
 # ThreadSanitizer: the suites whose threads race on purpose (the segment
-# allocator's harnesses, the snowflake generator's, the HTTP park/wake and
+# allocator's harnesses and its leases, the snowflake generator's, the HTTP park/wake and
 # the UUID/ULID generators). Suites built around libzookeeper_mt's own
 # threads or MySQL's client stay in the plain and ASan runs.
 TSAN_FLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 TSAN_OBJS  := $(SRCS:src/%.c=build/tsan/%.o) build/console_assets.o
 TSAN_LIB   := $(filter-out build/tsan/main.o,$(TSAN_OBJS))
-TSAN_SUITES := check_segment check_snowflake check_http check_idkinds
+TSAN_SUITES := check_segment check_snowflake check_http check_idkinds check_lease
 TSAN_TESTS := $(TSAN_SUITES:%=build/tsan/tests/%)
 
 .PHONY: all deps run test unit unit-asan check-asan check-tsan blackbox bench clean lint
