@@ -148,11 +148,11 @@ bench: leafd
 # cppcheck over every C file of the tree (the server, its tests, fuzzers,
 # tools and benchmarks); a finding fails. A false positive gets an inline
 # `// cppcheck-suppress <id>` beside a comment that says why.
-LINT_DIRS := src tests/unit tests/lib fuzz tools bench
+LINT_DIRS := src tests/unit tests/lib tests/client clients fuzz tools bench
 
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability --inline-suppr \
-		--suppress=missingIncludeSystem -Isrc $(LINT_DIRS)
+		--suppress=missingIncludeSystem -Isrc -Iclients/c $(LINT_DIRS)
 
 clean:
 	rm -rf build leafd leafd-asan
