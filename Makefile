@@ -210,7 +210,7 @@ compose-check:
 # --- bench: the in-process microbenchmark and the database-per-ID client ---
 # (bench/bench.py runs both; `make bench-dbload` runs only the 2-minute
 # MariaDB load figure, which `DBLOAD=1 make bench` adds to the full table.)
-BENCH_BINS := build/microbench build/dbclient
+BENCH_BINS := build/microbench build/dbclient build/clientbench
 
 .PHONY: bench-dbload
 
@@ -219,6 +219,10 @@ bench: $(BENCH_BINS)
 build/microbench: bench/microbench.c $(LIBOBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(LIBOBJS) $(LDFLAGS) $(LDLIBS)
+
+build/clientbench: bench/clientbench.c build/libleafd-client.a
+	@mkdir -p $(@D)
+	$(CC) $(CLIENT_CFLAGS) -o $@ $< build/libleafd-client.a $(CLIENT_LIBS)
 
 build/dbclient: bench/dbclient.c
 	@mkdir -p $(@D)

@@ -7,7 +7,9 @@
  * and the caller takes the slow path. Ranges are never reused or freed
  * while the client lives (a stalled thread may still add to an old one:
  * past its end, harmlessly), so no ID is ever handed out twice and no
- * thread reads freed memory.
+ * thread reads freed memory. leafd_next takes small blocks of the range
+ * per thread (see struct tblock), so one thread's IDs cost a plain
+ * increment and threads do not fight over one cache line per ID.
  *
  * Locking: one mutex (c->lock) guards every tag's pending ranges, the
  * lease requests, the servers' state and the retired list; `work` wakes
@@ -496,9 +498,27 @@ leafd_next_n(struct leafd_client *c, const char *tag, int64_t n, int64_t *ids,
     return LEAFD_OK;
 }
 
-int
-leafd_next(struct leafd_client *c, const char *tag, int64_t *id)
+/* A thread's block of one tag's IDs: taken from the current range with one
+ * fetch_add of up to BLOCK_MAX, handed out by later leafd_next calls of the
+ * same thread with a plain increment. Only its thread reads it, so its IDs
+ * are that thread's alone; what a thread holds when it stops is lost (a
+ * gap of under BLOCK_MAX, never a repeat). cid is compared before t is
+ * read: a block of a freed client is never dereferenced. */
+#define TL_WAYS 8
+#define BLOCK_MAX 256
+
+struct tblock {
+    uint64_t    cid;
+    struct tag *t;
+    int64_t     next, end;
+};
+static _Thread_local struct tblock tl_blocks[TL_WAYS];
+static _Thread_local int tl_last, tl_victim;
+
+static int
+next_refill(struct leafd_client *c, const char *tag, int64_t *id)
 {
+    struct tblock *b = NULL;
     struct tag *t;
 
     if (c == NULL || tag == NULL || id == NULL) {
@@ -508,16 +528,39 @@ leafd_next(struct leafd_client *c, const char *tag, int64_t *id)
     t = tag_get(c, tag);
     if (t == NULL)
         return LEAFD_EINVAL;
+    for (int i = 0; i < TL_WAYS; i++)
+        if (tl_blocks[i].cid == c->id && tl_blocks[i].t == t) {
+            b = &tl_blocks[i];
+            break;
+        }
+    if (b == NULL) {
+        b = &tl_blocks[tl_victim];
+        tl_victim = (tl_victim + 1) % TL_WAYS;
+        b->cid = c->id;
+        b->t = t;
+        b->next = b->end = 0;
+    }
+    tl_last = (int)(b - tl_blocks);
+    if (b->next < b->end) {
+        *id = b->next++;
+        return LEAFD_OK;
+    }
     for (;;) {
         struct range *r = atomic_load_explicit(&t->cur, memory_order_acquire);
 
         if (r != NULL) {
-            int64_t x = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
+            int64_t len = r->end - r->start;
+            int64_t want = len / 64 < 1 ? 1 : len / 64 > BLOCK_MAX ? BLOCK_MAX : len / 64;
+            int64_t x = atomic_fetch_add_explicit(&r->next, want, memory_order_relaxed);
 
             if (x < r->end) {
+                int64_t got = r->end - x < want ? r->end - x : want;
+
                 if (!atomic_load_explicit(&r->prefetch_asked, memory_order_relaxed) &&
-                    (x - r->start) * 100 >= (r->end - r->start) * c->opt.prefetch_percent)
+                    (x + got - r->start) * 100 >= len * c->opt.prefetch_percent)
                     ask_prefetch(c, t, r);
+                b->next = x + 1;
+                b->end = x + got;
                 *id = x;
                 return LEAFD_OK;
             }
@@ -528,6 +571,20 @@ leafd_next(struct leafd_client *c, const char *tag, int64_t *id)
                 return rc;
         }
     }
+}
+
+int
+leafd_next(struct leafd_client *c, const char *tag, int64_t *id)
+{
+    struct tblock *b = &tl_blocks[tl_last];
+
+    /* The common case: this thread's block of the tag it asked for last. */
+    if (c != NULL && b->cid == c->id && b->next < b->end && tag != NULL &&
+        id != NULL && strcmp(b->t->name, tag) == 0) {
+        *id = b->next++;
+        return LEAFD_OK;
+    }
+    return next_refill(c, tag, id);
 }
 
 /* ---- lifecycle ---- */
