@@ -183,6 +183,8 @@ FUZZ_OBJS_serial_pattern := serial_fmt tzone util
 FUZZ_OBJS_resp_parse  := resp_parse
 FUZZ_OBJS_segment_model := segment log util
 fuzz_objs = $(patsubst %,build/fuzz/obj/%.o,$(FUZZ_OBJS_$(1)))
+# The C client's lease answer parser (clients/c/, not src/).
+build/fuzz/fuzz_lease_answer: clients/c/lease_parse.c
 
 .PHONY: fuzz fuzz-ci compose-check
 
@@ -250,7 +252,7 @@ chaos: leafd
 # them with the other build/*/tests/check_* suites in make test).
 #   make client          build/libleafd-client.a, its example
 #   make install-client  header and library under PREFIX (/usr/local)
-CLIENT_SRCS := clients/c/leafd_client.c src/sfcodec.c src/util.c
+CLIENT_SRCS := clients/c/leafd_client.c clients/c/lease_parse.c src/sfcodec.c src/util.c
 CLIENT_CFLAGS = $(CFLAGS) -fPIC -Iclients/c $(shell pkg-config --cflags libcurl 2>/dev/null)
 CLIENT_LIBS := $(shell pkg-config --libs libcurl 2>/dev/null) -pthread
 CLIENT_OBJS := $(patsubst %.c,build/client/%.o,$(notdir $(CLIENT_SRCS)))
@@ -277,7 +279,7 @@ build/libleafd-client.a: $(CLIENT_OBJS)
 build/leafd-client-example: clients/c/example.c build/libleafd-client.a
 	$(CC) $(CLIENT_CFLAGS) -o $@ $< build/libleafd-client.a $(CLIENT_LIBS)
 
-build/tests/check_client: tests/client/check_client.c $(CLIENT_SRCS) clients/c/leafd_client.h
+build/tests/check_client: tests/client/check_client.c $(CLIENT_SRCS) clients/c/leafd_client.h clients/c/lease_parse.h
 	@mkdir -p $(@D)
 	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(CLIENT_SRCS) $(CHECK_LIBS) $(CLIENT_LIBS) -lm
 

@@ -34,6 +34,7 @@ opts() {
     serial_pattern) echo "-max_len=64" ;;
     resp_parse) echo "-max_len=4096 -dict=fuzz/resp.dict" ;;
     segment_model) echo "-max_len=400" ;;
+    lease_answer) echo "-max_len=1024" ;;
     *)          echo "" ;;
     esac
 }

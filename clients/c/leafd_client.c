@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lease_parse.h"
 #include "leafd_client.h"
 #include "sfcodec.h"
 
@@ -173,33 +174,21 @@ on_body(char *p, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
-/* Parse "start end\n" lines into out. Returns how many, or -1. */
+/* The ranges of a text lease answer, as struct ranges. Returns how many,
+ * or -1. */
 static int
-parse_ranges(char *s, struct range **out, int max, int64_t want)
+parse_ranges(const char *s, size_t len, struct range **out, int max, int64_t want)
 {
-    int n = 0;
-    int64_t total = 0;
-    char *save = NULL;
+    struct lease_range lr[SEGMENT_RANGES_MAX];
+    int n = lease_parse(s, len, want, lr, max < SEGMENT_RANGES_MAX ? max : SEGMENT_RANGES_MAX);
 
-    for (char *line = strtok_r(s, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        long long a, b;
-        char extra;
-
-        if (n == max || sscanf(line, "%lld %lld %c", &a, &b, &extra) != 2 || a < 0 || b <= a)
-            goto bad;
-        out[n] = xcalloc1(sizeof *out[n]);
-        out[n]->start = a;
-        out[n]->end = b;
-        atomic_store(&out[n]->next, a);
-        total += b - a;
-        n++;
+    for (int i = 0; i < n; i++) {
+        out[i] = xcalloc1(sizeof *out[i]);
+        out[i]->start = lr[i].start;
+        out[i]->end = lr[i].end;
+        atomic_store(&out[i]->next, lr[i].start);
     }
-    if (n > 0 && total == want)
-        return n;
-bad:
-    for (int i = 0; i < n; i++)
-        free(out[i]);
-    return -1;
+    return n;
 }
 
 /* Lease size IDs of tag from one server. Returns LEAFD_OK with *nr ranges,
@@ -239,7 +228,7 @@ lease_from(struct leafd_client *c, struct server *sv, const char *tag, int64_t s
     }
     curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
     if (status == 200) {
-        *nr = parse_ranges(r.buf, out, SEGMENT_RANGES_MAX, size);
+        *nr = parse_ranges(r.buf, r.len, out, SEGMENT_RANGES_MAX, size);
         if (*nr > 0)
             return LEAFD_OK;
         snprintf(why, whylen, "%s: not a lease answer", sv->url);
