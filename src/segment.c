@@ -912,7 +912,9 @@ take_common(struct segments *s, const char *name, size_t len, int64_t n,
  * Otherwise, and for whatever the buffers cannot give, the caller takes the
  * rest straight from the table in a transaction of its own (UPDATE max_id =
  * max_id + n): a range no segment holds. Buffer leases go through the same
- * fetch_add as every take, so they never overlap anything handed out. */
+ * fetch_add as every take, so they never overlap anything handed out. A
+ * table lease raises the step of the next load to twice its size (within
+ * max_step), so the buffers can hold the next lease like it. */
 enum segment_result
 segment_lease(struct segments *s, const char *name, size_t len, int64_t n,
               int contiguous, struct segment_take *st, int *from_db)
@@ -972,9 +974,19 @@ segment_lease(struct segments *s, const char *name, size_t len, int64_t n,
 void
 segment_lease_db_done(struct segments *s, struct segment_tag *t, int64_t n)
 {
-    (void)s;
     atomic_fetch_add(&t->leased_db, n);
     atomic_fetch_add(&t->leases, 1);
+    /* The adaptive step sees lease traffic: a lease the buffers could not
+     * hold asks the next load for at least twice its size (within
+     * max_step), so that leases like it come from the buffers after. */
+    pthread_mutex_lock(&t->lock);
+    {
+        int64_t want = n > s->opt.max_step / 2 ? s->opt.max_step : n * 2;
+
+        if (t->step < want)
+            t->step = want;
+    }
+    pthread_mutex_unlock(&t->lock);
 }
 
 int64_t

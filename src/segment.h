@@ -111,7 +111,9 @@ size_t segment_thread_held(struct segments *s, struct segment_range *out,
  * (maybe nothing) and the caller must take the other st->want IDs straight
  * from the table (loader_lease) and then call segment_lease_db_done. WAIT
  * (only while the tag is looked up), UNKNOWN, BUSY, BROKEN as segment_take.
- * Leased IDs are counted apart from served ones (segment_tag_info). */
+ * Leased IDs are counted apart from served ones (segment_tag_info).
+ * segment_lease_db_done also raises the tag's next step to 2n (at most
+ * max_step), so that the buffers can hold the next lease of that size. */
 enum segment_result segment_lease(struct segments *s, const char *name,
                                   size_t len, int64_t n, int contiguous,
                                   struct segment_take *st, int *from_db);

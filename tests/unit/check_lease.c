@@ -146,6 +146,13 @@ START_TEST(lease_from_buffers_only_when_they_hold_twice)
     ck_assert_int_eq(from_db, 1);
     ck_assert_int_eq(st.nranges, 0);
     segment_lease_db_done(s, st.tag, 450);
+    /* A table lease of 3000: the next load asks for at least 6000 (the
+     * rate alone would give 2000). */
+    memset(&st, 0, sizeof st);
+    ck_assert_int_eq(segment_lease(s, "t", 1, 3000, 0, &st, &from_db), SEGMENT_OK);
+    ck_assert_int_eq(from_db, 1);
+    segment_lease_db_done(s, st.tag, 3000);
+    ck_assert_int_ge(segment_next_step(s, st.tag), 6000);
 
     /* contiguous: always the table, even for one ID. */
     memset(&st, 0, sizeof st);
@@ -161,8 +168,8 @@ START_TEST(lease_from_buffers_only_when_they_hold_twice)
     segments_foreach(s, grab_info, NULL);
     ck_assert_int_eq(got_info.issued, 1);
     ck_assert_int_eq(got_info.leased_buf, 100);
-    ck_assert_int_eq(got_info.leased_db, 450);
-    ck_assert_int_eq(got_info.leases, 2);
+    ck_assert_int_eq(got_info.leased_db, 3450);
+    ck_assert_int_eq(got_info.leases, 3);
     segments_free(s);
 }
 END_TEST
