@@ -114,8 +114,8 @@ run: deps
 	@$(MAKE) --no-print-directory leafd
 	./leafd
 
-unit: $(TESTBIN)
-	@sh tests/lib/run_unit.sh $(TESTBIN)
+unit: leafd $(TESTBIN) build/tests/check_client
+	@sh tests/lib/run_unit.sh $(TESTBIN) build/tests/check_client
 
 unit-asan: $(ASAN_TESTS)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -123,12 +123,12 @@ unit-asan: $(ASAN_TESTS)
 
 check-asan:
 	@sh .ci/deps.sh test
-	@$(MAKE) --no-print-directory WERROR=1 $(ASAN_TESTS)
+	@$(MAKE) --no-print-directory WERROR=1 leafd $(ASAN_TESTS) build/asan/tests/check_client
 	@UNIT_ONLY=asan sh tests/lib/run_all.sh
 
 check-tsan:
 	@sh .ci/deps.sh test
-	@$(MAKE) --no-print-directory WERROR=1 $(TSAN_TESTS)
+	@$(MAKE) --no-print-directory WERROR=1 leafd $(TSAN_TESTS) build/tsan/tests/check_client
 	@UNIT_ONLY=tsan sh tests/lib/run_all.sh
 
 blackbox: leafd
