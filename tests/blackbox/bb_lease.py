@@ -9,7 +9,7 @@ import re
 import threading
 import time
 
-from bbutil import Client, Workdir, check, eq, parallel
+from bbutil import Client, Workdir, check, eq, parallel, wait_for
 
 TESTS = [
     "test_lease_forms_and_errors",
@@ -19,6 +19,7 @@ TESTS = [
     "test_tinyid_client_arithmetic",
     "test_tinyid_tokens",
     "test_mariadb_five_nodes_mixed",
+    "test_lease_with_the_database_down",
 ]
 
 
@@ -280,3 +281,42 @@ def test_mariadb_five_nodes_mixed(ctx):
         ids = sum(b - a for a, b in ranges)
         print("     %.0f s: %d leases, %d single requests, %d IDs, 0 overlaps"
               % (seconds, counts["lease"], counts["single"], ids))
+
+
+def test_lease_with_the_database_down(ctx):
+    """MariaDB stopped: a lease the buffers can hold is still answered, one
+    that needs the table is a prompt 503 ids_exhausted (Tinyid: code 6 or an
+    empty body); after a restart leases come again, and nothing repeats."""
+    with Workdir("leasedown") as wd:
+        db = wd.mariadb()
+        db.sql("INSERT INTO leaf_alloc(biz_tag, max_id, step, description) "
+               "VALUES ('down', 1, 5000, 'test')")
+        conf = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
+                "segment.mysql.url": db.url, "segment.wait_ms": "400",
+                "segment.db_backoff_max_ms": "500", "segment.db_timeout_ms": "1000"}
+        d = wd.leafd(conf=conf).start()
+        seen = []
+        eq(d.get("/segment/down?count=600").status, 200, "serving (past the prefetch point)")
+        wait_for(lambda: [t for t in d.get("/cache").json()["tags"]
+                          if t["key"] == "down"][0]["next_ready"], what="next buffer")
+        seen += ranges_of(d.get("/segment/down/lease?size=50000"))     # from the table
+        db.stop()
+        r = d.get("/segment/down/lease?size=100")
+        eq(r.status, 200, "a small lease from the buffers: %r" % r)
+        seen += ranges_of(r)
+        t0 = time.time()
+        r = d.get("/segment/down/lease?size=50000")
+        eq(r.status, 503, "a table lease with the database down: %r" % r)
+        eq(r.json()["error"], "ids_exhausted", "code")
+        check(r.header("Retry-After") is not None, "Retry-After")
+        check(time.time() - t0 < 5, "answered promptly (%.1f s)" % (time.time() - t0))
+        r = d.client.request("POST", "/tinyid/id/nextSegmentIdSimple?bizType=down")
+        eq((r.status, r.body), (200, b""), "Tinyid: an empty body")
+        r = d.get("/tinyid/id/nextSegmentId?bizType=down")
+        eq(r.json()["code"], 6, "Tinyid: code 6 %r" % r.body)
+        db.restart()
+        r = wait_for(lambda: (lambda x: x if x.status == 200 else None)(
+            d.get("/segment/down/lease?size=50000")), timeout=20, what="leases again")
+        seen += ranges_of(r)
+        seen += [(x, x + 1) for x in d.get("/segment/down?count=100").ids()]
+        no_overlap(seen, "across the outage")
