@@ -35,18 +35,18 @@ ASAN_LIB   := $(filter-out build/asan/main.o,$(ASAN_OBJS))
 ASAN_TESTS := $(TESTS:%=build/asan/tests/%)
 
 # ThreadSanitizer: the suites whose threads race on purpose (the segment
-# allocator's harnesses, the snowflake generator's, the HTTP park/wake and
+# allocator's harnesses and its leases, the snowflake generator's, the HTTP park/wake and
 # the UUID/ULID generators, the serial allocator, the RESP listener's pipelines). Suites built around libzookeeper_mt's own
 # threads or MySQL's client stay in the plain and ASan runs.
 TSAN_FLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 TSAN_OBJS  := $(SRCS:src/%.c=build/tsan/%.o) build/console_assets.o
 TSAN_LIB   := $(filter-out build/tsan/main.o,$(TSAN_OBJS))
-TSAN_SUITES := check_segment check_snowflake check_http check_idkinds check_resp check_serial
+TSAN_SUITES := check_segment check_snowflake check_http check_idkinds check_resp check_serial check_lease
 TSAN_TESTS := $(TSAN_SUITES:%=build/tsan/tests/%)
 
 .PHONY: all deps run test unit unit-asan check-asan check-tsan blackbox bench clean lint
 
-all: leafd
+all: leafd client
 
 leafd: $(OBJS)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
@@ -118,8 +118,8 @@ run: deps
 	@$(MAKE) --no-print-directory leafd
 	./leafd
 
-unit: $(TESTBIN)
-	@sh tests/lib/run_unit.sh $(TESTBIN)
+unit: leafd $(TESTBIN) build/tests/check_client
+	@sh tests/lib/run_unit.sh $(TESTBIN) build/tests/check_client
 
 unit-asan: $(ASAN_TESTS)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -127,12 +127,12 @@ unit-asan: $(ASAN_TESTS)
 
 check-asan:
 	@sh .ci/deps.sh test
-	@$(MAKE) --no-print-directory WERROR=1 $(ASAN_TESTS)
+	@$(MAKE) --no-print-directory WERROR=1 leafd $(ASAN_TESTS) build/asan/tests/check_client
 	@UNIT_ONLY=asan sh tests/lib/run_all.sh
 
 check-tsan:
 	@sh .ci/deps.sh test
-	@$(MAKE) --no-print-directory WERROR=1 $(TSAN_TESTS)
+	@$(MAKE) --no-print-directory WERROR=1 leafd $(TSAN_TESTS) build/tsan/tests/check_client
 	@UNIT_ONLY=tsan sh tests/lib/run_all.sh
 
 blackbox: leafd
@@ -143,7 +143,7 @@ blackbox: leafd
 # black-box tests, and stops what it started.
 test:
 	@sh .ci/deps.sh test
-	@$(MAKE) --no-print-directory WERROR=1 leafd $(TESTBIN) $(ASAN_TESTS) $(TSAN_TESTS)
+	@$(MAKE) --no-print-directory WERROR=1 leafd $(TESTBIN) $(ASAN_TESTS) $(TSAN_TESTS) $(CLIENT_TESTS)
 	@sh tests/lib/run_all.sh
 
 bench: leafd
@@ -152,11 +152,11 @@ bench: leafd
 # cppcheck over every C file of the tree (the server, its tests, fuzzers,
 # tools and benchmarks); a finding fails. A false positive gets an inline
 # `// cppcheck-suppress <id>` beside a comment that says why.
-LINT_DIRS := src tests/unit tests/lib fuzz tools bench
+LINT_DIRS := src tests/unit tests/lib tests/client clients fuzz tools bench
 
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability --inline-suppr \
-		--suppress=missingIncludeSystem -Isrc $(LINT_DIRS)
+		--suppress=missingIncludeSystem -Isrc -Iclients/c $(LINT_DIRS)
 
 clean:
 	rm -rf build leafd leafd-asan
@@ -167,7 +167,7 @@ clean:
 # ---- fuzzing (fuzz/) and deployment checks --------------------------------
 #   make fuzz           build the libFuzzer targets build/fuzz/fuzz_<name> (clang)
 #   make fuzz-ci        build them, replay fuzz/regressions/, fuzz each for
-#                       FUZZ_SECONDS (60) seconds; fails on a crash
+#                       FUZZ_SECONDS (30) seconds; fails on a crash
 #   make compose-check  docker-compose.yml is valid (docker-compose config -q)
 FUZZ_CC      ?= clang
 FUZZ_CFLAGS  := -std=gnu11 -O1 -g -fno-omit-frame-pointer -Wall -Wextra \
@@ -189,6 +189,8 @@ FUZZ_OBJS_resp_parse  := resp_parse
 FUZZ_OBJS_multi_block := multi_block util
 FUZZ_OBJS_segment_model := segment log util
 fuzz_objs = $(patsubst %,build/fuzz/obj/%.o,$(FUZZ_OBJS_$(1)))
+# The C client's lease answer parser (clients/c/, not src/).
+build/fuzz/fuzz_lease_answer: clients/c/lease_parse.c
 
 .PHONY: fuzz fuzz-ci compose-check
 
@@ -216,7 +218,7 @@ compose-check:
 # --- bench: the in-process microbenchmark and the database-per-ID client ---
 # (bench/bench.py runs both; `make bench-dbload` runs only the 2-minute
 # MariaDB load figure, which `DBLOAD=1 make bench` adds to the full table.)
-BENCH_BINS := build/microbench build/dbclient
+BENCH_BINS := build/microbench build/dbclient build/clientbench
 
 .PHONY: bench-dbload
 
@@ -225,6 +227,10 @@ bench: $(BENCH_BINS)
 build/microbench: bench/microbench.c $(LIBOBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(LIBOBJS) $(LDFLAGS) $(LDLIBS)
+
+build/clientbench: bench/clientbench.c build/libleafd-client.a
+	@mkdir -p $(@D)
+	$(CC) $(CLIENT_CFLAGS) -o $@ $< build/libleafd-client.a $(CLIENT_LIBS)
 
 build/dbclient: bench/dbclient.c
 	@mkdir -p $(@D)
@@ -244,3 +250,56 @@ bench-dbload: leafd $(BENCH_BINS)
 
 chaos: leafd
 	@python3 tests/blackbox/chaos.py --duration=$(or $(DURATION),600)
+
+# --- libleafd-client (clients/c/): IDs made in process from leased ranges.
+# It links leafd's own snowflake decoder (src/sfcodec.c, src/util.c), built
+# again position-independent into the library. Its tests start ./leafd:
+# build/tests/check_client and its ASan and TSan builds (run_unit.sh runs
+# them with the other build/*/tests/check_* suites in make test).
+#   make client          build/libleafd-client.a, its example
+#   make install-client  header and library under PREFIX (/usr/local)
+CLIENT_SRCS := clients/c/leafd_client.c clients/c/lease_parse.c src/sfcodec.c src/util.c
+CLIENT_CFLAGS = $(CFLAGS) -fPIC -Iclients/c $(shell pkg-config --cflags libcurl 2>/dev/null)
+CLIENT_LIBS := $(shell pkg-config --libs libcurl 2>/dev/null) -pthread
+CLIENT_OBJS := $(patsubst %.c,build/client/%.o,$(notdir $(CLIENT_SRCS)))
+CLIENT_TESTS := build/tests/check_client build/asan/tests/check_client \
+                build/tsan/tests/check_client
+PREFIX ?= /usr/local
+
+.PHONY: client install-client
+
+client: build/libleafd-client.a build/leafd-client-example
+
+build/client/%.o: clients/c/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CLIENT_CFLAGS) -MMD -MP -c -o $@ $<
+
+build/client/%.o: src/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CLIENT_CFLAGS) -MMD -MP -c -o $@ $<
+
+build/libleafd-client.a: $(CLIENT_OBJS)
+	rm -f $@
+	ar rcs $@ $^
+
+build/leafd-client-example: clients/c/example.c build/libleafd-client.a
+	$(CC) $(CLIENT_CFLAGS) -o $@ $< build/libleafd-client.a $(CLIENT_LIBS)
+
+build/tests/check_client: tests/client/check_client.c $(CLIENT_SRCS) clients/c/leafd_client.h clients/c/lease_parse.h
+	@mkdir -p $(@D)
+	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(CLIENT_SRCS) $(CHECK_LIBS) $(CLIENT_LIBS) -lm
+
+build/asan/tests/check_client: tests/client/check_client.c $(CLIENT_SRCS) clients/c/leafd_client.h
+	@mkdir -p $(@D)
+	$(CC) $(CLIENT_CFLAGS) $(ASAN_FLAGS) -o $@ $< $(CLIENT_SRCS) $(CHECK_LIBS) $(CLIENT_LIBS) -lm
+
+build/tsan/tests/check_client: tests/client/check_client.c $(CLIENT_SRCS) clients/c/leafd_client.h
+	@mkdir -p $(@D)
+	$(CC) $(CLIENT_CFLAGS) $(TSAN_FLAGS) -o $@ $< $(CLIENT_SRCS) $(CHECK_LIBS) $(CLIENT_LIBS) -lm
+
+install-client: build/libleafd-client.a
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib
+	install -m 644 clients/c/leafd_client.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 build/libleafd-client.a $(DESTDIR)$(PREFIX)/lib/
+
+-include $(CLIENT_OBJS:.o=.d)

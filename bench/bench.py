@@ -25,6 +25,11 @@ sees the same machine noise):
              (bench/failover.py).
   in process build/microbench: segment_take (and snowflake_next) IDs/s per
              thread, 1 and 2 threads.
+  client     libleafd-client (build/clientbench) against a leafd started
+             here: leafd_next IDs/s per thread (1 and 2 threads), its HTTP
+             requests per million IDs; and leases/s over HTTP (wrk on
+             /segment/demo/lease?size=1000, in the http section). Baselines
+             in the same run: segment_take_local (microbench) and nginx.
   footprint  leafd's RSS with 10,000 tags loaded (bench/footprint.py), and the
              time from fork to the first ID served on the embedded default.
   DB load    opt-in (DBLOAD=1, or make bench-dbload): leaf_alloc transactions
@@ -35,7 +40,7 @@ sees the same machine noise):
     DBLOAD=1 make bench                 # plus the 2-minute database-load run
     ROUNDS=5 DURATION=10 python3 bench/bench.py
     ONLY=http,micro python3 bench/bench.py   # sections: http resp peers failover micro
-                                             # startup footprint dbload
+                                             # client startup footprint dbload
 
 Environment: ROUNDS (3), DURATION (5 s per wrk/peer run), CONNS (64),
 THREADS (1,2), DBCONNS (16), STARTUP_RUNS (5), FOOTPRINT_TAGS (10000),
@@ -59,6 +64,7 @@ from bbutil import free_port  # noqa: E402  (one copy, shared with the tests)
 LEAFD = os.path.join(ROOT, "leafd")
 MICROBENCH = os.path.join(ROOT, "build", "microbench")
 DBCLIENT = os.path.join(ROOT, "build", "dbclient")
+CLIENTBENCH = os.path.join(ROOT, "build", "clientbench")
 MARIADB_SH = os.path.join(ROOT, "tests", "lib", "mariadb.sh")
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 DURATION = int(os.environ.get("DURATION", "5"))
@@ -200,8 +206,8 @@ http {
 
 
 class Leafd:
-    def __init__(self, workdir, threads):
-        self.dir = os.path.join(workdir, "leafd-%d" % threads)
+    def __init__(self, workdir, threads, name=None):
+        self.dir = os.path.join(workdir, name or "leafd-%d" % threads)
         os.makedirs(self.dir, exist_ok=True)
         self.port = free_port()
         self.rport = free_port()
@@ -350,6 +356,28 @@ def microbench():
     return res
 
 
+def clientbench(work, threads):
+    """One run of build/clientbench per thread count against a fresh leafd:
+    {threads: {"per", "total", "http_per_million"}}."""
+    lf = Leafd(work, 2, "leafd-client")
+    res = {}
+    try:
+        for n in threads:
+            out = subprocess.run([CLIENTBENCH, "http://127.0.0.1:%d" % lf.port, "demo", str(n),
+                                  str(min(DURATION, 3))], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+            m = re.search(r"^RESULT client threads=(\d+) per_thread=(\d+) total=(\d+) "
+                          r"http_per_million=([\d.]+)", out.stdout.decode(), re.M)
+            if out.returncode != 0 or m is None:
+                log("  warning: clientbench: %s" % out.stderr.decode().strip())
+                continue
+            res[n] = {"per": float(m.group(2)), "total": float(m.group(3)),
+                      "http_per_million": float(m.group(4))}
+    finally:
+        lf.stop()
+    return res
+
+
 # ---- the machine and its noise ----
 
 def machine():
@@ -414,7 +442,7 @@ def main():
                if shutil.which(t) is None and not os.path.exists("/usr/sbin/" + t)]
     if missing:
         log("bench: %s missing (sh .ci/deps.sh bench); those rows are skipped" % " ".join(missing))
-    for b in (MICROBENCH, DBCLIENT):
+    for b in (MICROBENCH, DBCLIENT, CLIENTBENCH):
         if not os.access(b, os.X_OK):
             log("bench: %s missing (make %s)" % (b, os.path.relpath(b, ROOT)))
     have = lambda t: t not in missing  # noqa: E731
@@ -432,6 +460,7 @@ def main():
     threads = [int(t) for t in THREADS.split(",")]
     results = {}
     micro = []
+    client = []
     startup = []
     fp = db_load = fo = None
     servers = []
@@ -456,7 +485,8 @@ def main():
                         ("uuidbatch", base + "/uuid?count=1000", lf.pids, 1000),
                         ("ulidsingle", base + "/ulid", lf.pids, 1),
                         ("ulidbatch", base + "/ulid?count=1000", lf.pids, 1000),
-                        ("serialsingle", base + "/serial/demo", lf.pids, 1)):
+                        ("serialsingle", base + "/serial/demo", lf.pids, 1),
+                        ("lease1000", base + "/segment/demo/lease?size=1000", lf.pids, 1000)):
                     warm = 2 if key == "sfbatch" else 0
                     targets.append(((key, n), (lambda u=url, p=pids, k=per, w=warm:
                                                wrk(u, p, k, w))))
@@ -492,6 +522,8 @@ def main():
                 results.setdefault(key, []).append(run())
             if want("micro") and os.access(MICROBENCH, os.X_OK):
                 micro.append(microbench())
+            if want("client") and os.access(CLIENTBENCH, os.X_OK):
+                client.append(clientbench(work, threads))
             if want("startup"):
                 for i in range(STARTUP_RUNS):
                     if i % ROUNDS == r:
@@ -629,6 +661,29 @@ def main():
         mrow("  snowflake_next, 1 ID, Leaf layout", "snowflake_next", 2)
         mrow("  snowflake_next, 1 ID, 21-bit sequence", "snowflake_next_seq21", 1)
         mrow("  snowflake_next, 1 ID, 21-bit sequence", "snowflake_next_seq21", 2)
+
+    if any(k[0] == "lease1000" for k in results):
+        p("Leases over HTTP (vs base: leases/s / nginx req/s in the same run)")
+        for n in threads:
+            r = med(results[("lease1000", n)], "rps") / med(results[("nginx", n)], "rps")
+            http_row("  leafd /segment/demo/lease?size=1000", "lease1000", n, "%.2f" % r)
+
+    if client:
+        p("C client, in process (build/clientbench: leafd_next on one tag against a local "
+          "leafd; vs base: / segment_take_local in the same run)")
+        for n in threads:
+            vals = [c[n] for c in client if n in c]
+            if not vals:
+                p(row("  libleafd-client leafd_next", n, "", "(no result)"))
+                continue
+            per = statistics.median(v["per"] for v in vals)
+            hpm = statistics.median(v["http_per_million"] for v in vals)
+            base_name = "segment_take" if n == 1 else "segment_take_shared_tag"
+            base = [m[(base_name, n)]["per"] for m in micro if (base_name, n) in m]
+            ratio = "%.2f" % (per / statistics.median(base)) if base else ""
+            p(row("  libleafd-client leafd_next, 1 ID", n, "", fmt_rate(per) + "/thr", "", "", "",
+                  "%.1fns" % (1e9 / per), ratio, ">= 100M/thr", "yes" if per >= 100e6 else "NO"))
+            p(row("  its HTTP requests per million IDs", n, "", "%.2f" % hpm))
 
     if startup or fp:
         p("Footprint")

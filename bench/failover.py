@@ -110,7 +110,8 @@ def run(log=print):
         proc = subprocess.Popen([LEAFD, "--listen.port=%d" % port, "--log.level=warn",
                                  "--leaf.snowflake.enable=false",
                                  "--segment.mysql.urls=" + ",".join(urls),
-                                 "--segment.max_step=2000", "--segment.db_timeout_ms=1000",
+                                 "--segment.max_step=2000", "--segment.lease_max=50000",
+                                 "--segment.db_timeout_ms=1000",
                                  "--segment.wait_ms=%d" % res["wait_ms"],
                                  "--segment.refresh_ms=1000"],
                                 cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -5,7 +5,8 @@
  * through segment_take and segment_take_local), continue an unfinished take,
  * install the pending load (with another node's range taken in between, or
  * not), fail it, mark the row broken, refresh (maybe with a new step), give
- * thread blocks back, advance the clocks. A model keeps every range ever
+ * thread blocks back, lease (from the buffers, or the table for the rest:
+ * segment_lease), advance the clocks. A model keeps every range ever
  * installed and every ID ever handed out. Checked after every operation:
  *  - no ID is handed out twice (IDs still held in thread blocks included);
  *  - every ID lies in a range that was installed for its tag;
@@ -230,7 +231,37 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             rows[tag].step = row_step[tag];
             segment_refresh(s, rows, 2, segments_generation(s));
             break;
-        case 6:                         /* in-process single IDs (blocks) */
+        case 6:                         /* a lease; or in-process single IDs */
+            if (arg & 2) {
+                int from_db = -1;
+                int64_t got = 0;
+
+                n = 1 + (arg >> 2) * 5;
+                memset(&st, 0, sizeof st);
+                r = segment_lease(s, names[tag], 1, n, 0, &st, &from_db);
+                FUZZ_ASSERT(r == SEGMENT_OK || r == SEGMENT_BROKEN);
+                if (r != SEGMENT_OK)
+                    break;
+                FUZZ_ASSERT(from_db == (st.want > 0));
+                for (int i = 0; i < st.nranges; i++) {
+                    FUZZ_ASSERT(st.ranges[i].count >= 1);
+                    for (int64_t k = 0; k < st.ranges[i].count; k++)
+                        issue(tag, st.ranges[i].start + k);
+                    got += st.ranges[i].count;
+                }
+                FUZZ_ASSERT(got + st.want == n);
+                if (from_db) {          /* its own transaction on the table */
+                    db_max += st.want;
+                    FUZZ_ASSERT(db_max < ID_SPACE);
+                    for (int64_t id = db_max - st.want; id < db_max; id++) {
+                        installed_in[id] = run_stamp;
+                        installed_tag[id] = (uint8_t)tag;
+                        issue(tag, id);
+                    }
+                    segment_lease_db_done(s, st.tag, st.want);
+                }
+                break;
+            }
             for (int i = 0; i <= (arg >> 1); i++) {
                 memset(&st, 0, sizeof st);
                 r = segment_take_local(s, names[tag], 1, 1, &st);

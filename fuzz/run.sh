@@ -4,7 +4,7 @@
 # `make fuzz` (build/fuzz/fuzz_<name>).
 #
 #   sh fuzz/run.sh [name ...]        default: every fuzz/fuzz_*.c
-#   FUZZ_SECONDS=60                  time per target (libFuzzer -max_total_time)
+#   FUZZ_SECONDS=30                  time per target (libFuzzer -max_total_time)
 #
 # New interesting inputs go to build/fuzz/corpus/<name>/ (the committed seeds
 # in fuzz/corpus/<name>/ are only read). A crash stops the run with exit 1 and
@@ -15,7 +15,7 @@
 # Every file under fuzz/regressions/<name>/ is replayed before fuzzing.
 set -u
 cd "$(dirname "$0")/.."
-secs=${FUZZ_SECONDS:-60}
+secs=${FUZZ_SECONDS:-30}
 out=build/fuzz
 names=${*:-$(for f in fuzz/fuzz_*.c; do basename "$f" .c | sed 's/^fuzz_//'; done)}
 
@@ -36,6 +36,7 @@ opts() {
     resp_parse) echo "-max_len=4096 -dict=fuzz/resp.dict" ;;
     segment_model) echo "-max_len=400" ;;
     multi_block) echo "-max_len=600" ;;
+    lease_answer) echo "-max_len=1024" ;;
     *)          echo "" ;;
     esac
 }

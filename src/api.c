@@ -41,7 +41,8 @@ static int
 route_takes_ids(enum route r)
 {
     return r == R_SEGMENT || r == R_SEGMENT_LEAF || r == R_SNOWFLAKE ||
-           r == R_SNOWFLAKE_LEAF || r == R_UUID || r == R_ULID || r == R_SERIAL;
+           r == R_SNOWFLAKE_LEAF || r == R_UUID || r == R_ULID || r == R_SERIAL ||
+           r == R_LEASE || r == R_TINYID;
 }
 
 static void
@@ -390,8 +391,8 @@ query_count(struct http_conn *c, enum route r, const struct http_msg *m,
 
 /* JSON if Accept asks for it or ?format=json; ?format=text wins over Accept.
  * Returns 1 json, 0 text, or -1 after answering 400. */
-static int
-want_json(struct http_conn *c, enum route r, const struct http_msg *m)
+int
+api_want_json(struct http_conn *c, enum route r, const struct http_msg *m)
 {
     char v[8];
     size_t vlen = 0;
@@ -454,7 +455,7 @@ id_request_start(struct api *a, struct http_conn *c, struct http_request *req,
     *n = query_count(c, r, &req->msg, max);
     if (*n < 0)
         return -1;
-    *json = want_json(c, r, &req->msg);
+    *json = api_want_json(c, r, &req->msg);
     if (*json < 0)
         return -1;
     return 0;
@@ -999,6 +1000,11 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
         api_resp_command(a, c, req);
         return;
     }
+    /* Tinyid's client POSTs (its parameters are in the query). */
+    if (!admin && path_prefix(m, "/tinyid/id/", &rest, &rlen)) {
+        api_tinyid_handle(a, c, req, rest, rlen);
+        return;
+    }
     if (m->method != HTTP_GET && m->method != HTTP_HEAD) {
         api_reply_error(c, R_OTHER, 405, "method_not_allowed", "Allow: GET, HEAD\r\n",
                         "only GET and HEAD are served");
@@ -1046,8 +1052,15 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
                         "the admin listener serves /health /metrics /cache /db /snowflake/state");
         return;
     }
-    if (path_prefix(m, "/segment/", &rest, &rlen) ||
-        path_prefix(m, "/api/segment/get/", &rest, &rlen)) {
+    if (path_prefix(m, "/segment/", &rest, &rlen) && rlen > 6 &&
+        memcmp(rest + rlen - 6, "/lease", 6) == 0) {
+        if (!req->retry && !req->timed_out && a->auth != NULL &&
+            segment_scope(rest, rlen - 6, scope) == 0 &&
+            id_denied(a, c, m, R_LEASE, scope))
+            return;
+        api_lease_handle(a, c, req, rest, rlen - 6);
+    } else if (path_prefix(m, "/segment/", &rest, &rlen) ||
+               path_prefix(m, "/api/segment/get/", &rest, &rlen)) {
         enum route r = m->path[1] == 'a' ? R_SEGMENT_LEAF : R_SEGMENT;
         if (!req->retry && !req->timed_out && a->auth != NULL &&
             segment_scope(rest, rlen, scope) == 0 && id_denied(a, c, m, r, scope))

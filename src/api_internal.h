@@ -16,12 +16,14 @@ struct config;
 struct loader;
 struct serial_loader;
 struct serials;
+struct loader_lease;
 struct snowflake;
 
 enum route {
     R_SEGMENT, R_SEGMENT_LEAF, R_SNOWFLAKE, R_SNOWFLAKE_LEAF, R_DECODE,
     R_DECODE_LEAF, R_SF_STATE, R_HEALTH, R_METRICS, R_CACHE, R_DB, R_UUID,
-    R_ULID, R_UUID_DECODE, R_ULID_DECODE, R_RESP, R_SERIAL, R_OTHER, R_COUNT
+    R_ULID, R_UUID_DECODE, R_ULID_DECODE, R_RESP, R_SERIAL, R_LEASE, R_TINYID,
+    R_OTHER, R_COUNT
 };
 
 static const int status_codes[] = { 200, 400, 401, 403, 404, 405, 503 };
@@ -147,6 +149,42 @@ void api_serial(struct api *a, struct http_conn *c, struct http_request *req,
 /* The "serial" member of /health; returns 0 ok, 1 degraded (database down,
  * numbers held), 2 unavailable (database down, a code holds none). */
 int  api_serial_health(struct api *a, struct sbuf *b, struct sbuf *reasons);
+/* JSON if Accept asks for it or ?format=json (api.c): 1 json, 0 text, or
+ * -1 after answering 400. */
+int  api_want_json(struct http_conn *c, enum route r, const struct http_msg *m);
+
+/* Leases (api_lease.c): GET /segment/<tag>/lease?size=N (raw: the
+ * undecoded tag), and Tinyid's /tinyid/id/<op> (api_tinyid.c). */
+void api_lease_handle(struct api *a, struct http_conn *c, struct http_request *req,
+                      const char *raw, size_t rawlen);
+void api_tinyid_handle(struct api *a, struct http_conn *c, struct http_request *req,
+                       const char *op, size_t oplen);
+
+/* One lease for a handler, across parks (api_lease.c). */
+struct api_lease_state {
+    int64_t              deadline_us;
+    int                  started;
+    struct loader_lease *job;          /* a lease from the table in flight */
+    struct segment_take  take;
+};
+_Static_assert(sizeof(struct api_lease_state) <= HTTP_REQ_SCRATCH, "scratch too small");
+
+enum api_lease_result {
+    API_LEASE_DONE,          /* out holds the ranges (sorted, disjoint) */
+    API_LEASE_PARKED,        /* the request is parked: return */
+    API_LEASE_UNKNOWN,       /* no such biz_tag */
+    API_LEASE_BROKEN,        /* the row cannot give IDs */
+    API_LEASE_UNAVAILABLE,   /* database down or slow, or lookups full */
+};
+#define API_LEASE_MAX_RANGES (SEGMENT_MAX_RANGES + 1)
+/* Take a lease of n IDs of tag (valid, NUL-terminated; n <= 0: the row's
+ * step; contiguous: one range). Call again, unchanged, when the request is
+ * retried after API_LEASE_PARKED. why gets the reason of a failure. */
+enum api_lease_result api_lease_take(struct api *a, struct http_conn *c,
+                                     struct http_request *req, const char *tag,
+                                     int64_t n, int contiguous,
+                                     struct segment_range *out, int *nout,
+                                     char *why, size_t whylen);
 
 /* The operator pages (api_pages.c). */
 void api_page_cache(struct api *a, struct http_conn *c);

@@ -21,7 +21,8 @@
 static const char *const route_names[R_COUNT] = {
     "segment", "leaf_segment", "snowflake", "leaf_snowflake", "decode",
     "leaf_decode", "snowflake_state", "health", "metrics", "cache", "db", "uuid",
-    "ulid", "uuid_decode", "ulid_decode", "resp", "serial", "other"
+    "ulid", "uuid_decode", "ulid_decode", "resp", "serial", "lease", "tinyid",
+    "other"
 };
 
 static void
@@ -33,12 +34,15 @@ cache_tag(const struct segment_tag_info *in, void *arg)
     sbuf_json_str(b, in->name);
     sbuf_printf(b, ",\"init_ok\":%s,\"gone\":%s,\"pos\":%d,\"next_ready\":%s,"
                    "\"loading\":%s,\"step\":%lld,\"min_step\":%lld,\"loads\":%lld,"
-                   "\"issued\":%lld,\"available\":%lld,\"segments\":[",
+                   "\"issued\":%lld,\"available\":%lld,\"leases\":{\"count\":%lld,"
+                   "\"ids_from_buffers\":%lld,\"ids_from_db\":%lld},\"segments\":[",
                 in->init_ok ? "true" : "false", in->gone ? "true" : "false",
                 in->cur, in->next_ready ? "true" : "false",
                 in->loading ? "true" : "false", (long long)in->step,
                 (long long)in->min_step, (long long)in->loads,
-                (long long)in->issued, (long long)in->available);
+                (long long)in->issued, (long long)in->available,
+                (long long)in->leases, (long long)in->leased_buf,
+                (long long)in->leased_db);
     for (int i = 0; i < 2; i++)
         sbuf_printf(b, "%s{\"value\":\"%lld\",\"max\":\"%lld\",\"step\":%lld,"
                        "\"idle\":%lld}",
@@ -197,10 +201,14 @@ metrics_tag(const struct segment_tag_info *in, void *arg)
                    "leafd_segment_step{biz_tag=\"%s\"} %lld\n"
                    "leafd_segment_ids_available{biz_tag=\"%s\"} %lld\n"
                    "leafd_segment_next_ready{biz_tag=\"%s\"} %d\n"
-                   "leafd_segment_loading{biz_tag=\"%s\"} %d\n",
+                   "leafd_segment_loading{biz_tag=\"%s\"} %d\n"
+                   "leafd_segment_ids_leased_total{biz_tag=\"%s\",source=\"buffer\"} %lld\n"
+                   "leafd_segment_ids_leased_total{biz_tag=\"%s\",source=\"db\"} %lld\n"
+                   "leafd_segment_leases_total{biz_tag=\"%s\"} %lld\n",
                 in->name, (long long)in->issued, in->name, (long long)in->step,
                 in->name, (long long)in->available, in->name, in->next_ready,
-                in->name, in->loading);
+                in->name, in->loading, in->name, (long long)in->leased_buf,
+                in->name, (long long)in->leased_db, in->name, (long long)in->leases);
 }
 
 /* Sum the per-thread key tables by name (first seen first). */
@@ -300,12 +308,15 @@ api_page_metrics(struct api *a, struct http_conn *c)
                         "# TYPE leafd_segment_unknown_tags_cached gauge\n"
                         "leafd_segment_unknown_tags_cached %zu\n",
                     segments_count(a->segs), segments_negative_count(a->segs));
-        sbuf_puts(&b, "# HELP leafd_segment_ids_issued_total IDs handed out by tag.\n"
+        sbuf_puts(&b, "# HELP leafd_segment_ids_issued_total IDs served by tag (leases apart).\n"
                       "# TYPE leafd_segment_ids_issued_total counter\n"
                       "# TYPE leafd_segment_step gauge\n"
                       "# TYPE leafd_segment_ids_available gauge\n"
                       "# TYPE leafd_segment_next_ready gauge\n"
-                      "# TYPE leafd_segment_loading gauge\n");
+                      "# TYPE leafd_segment_loading gauge\n"
+                      "# HELP leafd_segment_ids_leased_total IDs leased, from the buffers or straight from the table.\n"
+                      "# TYPE leafd_segment_ids_leased_total counter\n"
+                      "# TYPE leafd_segment_leases_total counter\n");
         segments_foreach(a->segs, metrics_tag, &b);
         loader_metrics(a->loader, &b);
         store_multi_metrics(&b);

@@ -68,6 +68,7 @@ struct config {
     int64_t  prefetch_percent;     /* segment.prefetch_percent */
     int64_t  wait_ms;              /* segment.wait_ms */
     int64_t  count_max;            /* segment.count_max */
+    int64_t  lease_max;            /* segment.lease_max */
     int64_t  uuid_count_max;       /* uuid.count_max */
     int64_t  ulid_count_max;       /* ulid.count_max */
     int64_t  refresh_ms;           /* segment.refresh_ms */

@@ -45,6 +45,7 @@ struct loader {
     size_t           loads_head, nloads, loads_cap;
     char           (*lookups)[TAG_MAX + 1];
     size_t           nlookups, lookups_cap;
+    struct loader_lease *leases_head, *leases_tail;   /* FIFO */
     int              refresh_wanted;
     int              rows_wanted;      /* next refresh keeps the rows for /db */
     int              refreshing;       /* a list read is in flight */
@@ -152,6 +153,87 @@ do_load_pop(struct loader *l)
     l->loads_head = (l->loads_head + 1) % l->loads_cap;
     l->nloads--;
     return t;
+}
+
+static void do_db_result(struct loader *l, int ok, const char *err);
+
+struct loader_lease *
+loader_lease_new(const char *tag, int64_t n)
+{
+    struct loader_lease *j = xcalloc(1, sizeof *j);
+
+    snprintf(j->tag, sizeof j->tag, "%s", tag);
+    j->n = n;
+    atomic_store(&j->refs, 2);
+    return j;
+}
+
+void
+loader_lease_put(struct loader_lease *j)
+{
+    if (j != NULL && atomic_fetch_sub(&j->refs, 1) == 1)
+        free(j);
+}
+
+void
+loader_lease_submit(struct loader *l, struct loader_lease *j)
+{
+    pthread_mutex_lock(&l->lock);
+    j->next = NULL;
+    if (l->leases_tail != NULL)
+        l->leases_tail->next = j;
+    else
+        l->leases_head = j;
+    l->leases_tail = j;
+    pthread_cond_signal(&l->cond);
+    pthread_mutex_unlock(&l->lock);
+}
+
+/* The oldest queued lease (l->lock held), or NULL. */
+static struct loader_lease *
+do_lease_pop(struct loader *l)
+{
+    struct loader_lease *j = l->leases_head;
+
+    if (j != NULL) {
+        l->leases_head = j->next;
+        if (l->leases_head == NULL)
+            l->leases_tail = NULL;
+    }
+    return j;
+}
+
+/* One lease straight from the table. A failure is the caller's answer, not
+ * retried here: the request is waiting. */
+static void
+run_lease(struct loader *l, struct store *s, struct loader_lease *j)
+{
+    int64_t max_id = 0, db_step = 0;
+    char *cause = NULL;
+    enum store_result rc;
+
+    if (atomic_load(&j->refs) == 1) {     /* the caller has given up */
+        loader_lease_put(j);
+        return;
+    }
+    rc = store_alloc(s, j->tag, j->n, &max_id, &db_step, &cause);
+    pthread_mutex_lock(&l->lock);
+    do_db_result(l, rc != STORE_DB_ERROR, cause);
+    if (rc == STORE_OK)
+        l->st.leases++;
+    pthread_mutex_unlock(&l->lock);
+    j->rc = rc;
+    if (rc == STORE_OK) {
+        assert(max_id - j->n >= 0);
+        j->start = max_id - j->n;
+    } else {
+        snprintf(j->error, sizeof j->error, "%s", cause ? cause : "?");
+    }
+    free(cause);
+    atomic_store_explicit(&j->done, 1, memory_order_release);
+    if (l->wake != NULL)
+        l->wake(l->wake_arg, j->tag, strlen(j->tag));
+    loader_lease_put(j);
 }
 
 void
@@ -452,6 +534,7 @@ loader_main(void *arg)
     while (!l->stopping) {
         int64_t now = util_mono_ms();
         struct segment_tag *t = NULL;
+        struct loader_lease *lease = NULL;
         char (*names)[TAG_MAX + 1] = NULL;
         size_t n = 0;
         int refresh = 0;
@@ -466,6 +549,8 @@ loader_main(void *arg)
         }
         if (l->nloads > 0) {
             t = do_load_pop(l);
+        } else if (l->leases_head != NULL) {
+            lease = do_lease_pop(l);
         } else if (l->refresh_wanted) {
             l->refresh_wanted = 0;
             refresh = 1;
@@ -480,6 +565,11 @@ loader_main(void *arg)
         }
         pthread_mutex_unlock(&l->lock);
 
+        if (lease != NULL) {
+            run_lease(l, s, lease);     /* wakes its own tag */
+            pthread_mutex_lock(&l->lock);
+            continue;
+        }
         {
             int changed = 1;
 
@@ -547,6 +637,12 @@ loader_stop(struct loader *l)
     pthread_mutex_unlock(&l->lock);
     for (int i = 0; i < l->nthreads; i++)
         pthread_join(l->threads[i], NULL);
+    {
+        struct loader_lease *j;
+
+        while ((j = do_lease_pop(l)) != NULL)    /* never run: the caller answers */
+            loader_lease_put(j);
+    }
     free(l->threads);
     l->threads = NULL;
 }
@@ -611,10 +707,12 @@ loader_metrics(struct loader *l, struct sbuf *b)
                    "# TYPE leafd_db_queries_total counter\n"
                    "leafd_db_queries_total{kind=\"alloc\"} %llu\n"
                    "leafd_db_queries_total{kind=\"lookup\"} %llu\n"
-                   "leafd_db_queries_total{kind=\"list\"} %llu\n",
+                   "leafd_db_queries_total{kind=\"list\"} %llu\n"
+                   "leafd_db_queries_total{kind=\"lease\"} %llu\n",
                 (unsigned long long)l->st.loads, (unsigned long long)l->st.errors,
                 l->db_up, (unsigned long long)(l->st.loads),
                 (unsigned long long)l->st.lookups,
-                (unsigned long long)l->st.refreshes);
+                (unsigned long long)l->st.refreshes,
+                (unsigned long long)l->st.leases);
     pthread_mutex_unlock(&l->lock);
 }

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store.h"
 #include "util.h"
 
 struct config;
@@ -40,6 +41,27 @@ void loader_free(struct loader *l);
 void loader_hook_load(void *arg, struct segment_tag *t);
 void loader_hook_lookup(void *arg, const char *name);
 
+/* A lease taken straight from the table (segment_lease said from_db): one
+ * transaction UPDATE max_id = max_id + n (store_alloc with step n), on a
+ * loader thread. The job is shared by its caller and the loader: refs
+ * starts at 2 and each side drops its own with loader_lease_put (the last
+ * frees it). done turns 1 (release) once rc, start and error are written;
+ * then the wake callback runs with the tag. A job whose caller has gone
+ * (refs 1) is dropped without touching the database. */
+struct loader_lease {
+    char                 tag[TAG_MAX + 1];
+    int64_t              n;
+    _Atomic int          done;
+    _Atomic int          refs;
+    enum store_result    rc;        /* STORE_OK: [start, start + n) is ours */
+    int64_t              start;
+    char                 error[256];
+    struct loader_lease *next;      /* loader queue */
+};
+struct loader_lease *loader_lease_new(const char *tag, int64_t n);
+void loader_lease_submit(struct loader *l, struct loader_lease *j);
+void loader_lease_put(struct loader_lease *j);      /* NULL: no-op */
+
 /* Ask for a tag-list refresh now (SIGHUP, /db); keep_rows: keep the rows
  * for loader_rows_json. Returns the refresh generation that will include it. */
 uint64_t loader_refresh_now(struct loader *l, int keep_rows);
@@ -49,6 +71,7 @@ struct loader_status {
     int64_t  down_since_ms;        /* wall ms the database went down, or 0 */
     uint64_t errors;               /* failed database calls */
     uint64_t loads;                /* segments loaded */
+    uint64_t leases;               /* leases taken straight from the table */
     uint64_t lookups;              /* single-tag lookups */
     uint64_t refreshes;            /* full tag-list reads */
     uint64_t refresh_gen;          /* completed refreshes */

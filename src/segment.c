@@ -130,6 +130,9 @@ struct segment_tag {
     _Atomic int      broken_said;  /* logged since the last install */
     _Atomic uint64_t seen_gen;     /* segments.gen when last found in the table */
     _Atomic int64_t  issued;       /* IDs of retired ranges */
+    _Atomic int64_t  leased;       /* IDs leased from the buffers (in issued) */
+    _Atomic int64_t  leased_db;    /* IDs leased straight from the table */
+    _Atomic int64_t  leases;       /* leases answered */
     _Atomic int64_t  loads;
     _Atomic int64_t  db_step;      /* the table's step, from refresh/lookup */
     int64_t          step;         /* lock: step of the next load */
@@ -903,6 +906,89 @@ take_common(struct segments *s, const char *name, size_t len, int64_t n,
     return SEGMENT_OK;
 }
 
+/* DESIGN: leases. A lease takes from the buffers only when they hold at
+ * least twice what it asks, so single takers still find half of it (and the
+ * fast drain makes the adaptive step grow as it would for any traffic).
+ * Otherwise, and for whatever the buffers cannot give, the caller takes the
+ * rest straight from the table in a transaction of its own (UPDATE max_id =
+ * max_id + n): a range no segment holds. Buffer leases go through the same
+ * fetch_add as every take, so they never overlap anything handed out. A
+ * table lease raises the step of the next load to twice its size (within
+ * max_step), so the buffers can hold the next lease like it. */
+enum segment_result
+segment_lease(struct segments *s, const char *name, size_t len, int64_t n,
+              int contiguous, struct segment_take *st, int *from_db)
+{
+    struct segment_tag *t = st->tag;
+    enum segment_result res;
+    int64_t avail, before;
+
+    *from_db = 0;
+    if (t == NULL) {
+        t = registry_find(s, name, len, name_hash(name, len));
+        if (t == NULL)
+            return unknown_tag(s, name, len);
+        if (n <= 0)
+            n = atomic_load(&t->db_step);      /* the row's step */
+        if (n <= 0)
+            return SEGMENT_BROKEN;
+        st->tag = t;
+        st->want = n;
+        st->nranges = 0;
+        st->limit = INT64_MAX;
+    }
+    if (atomic_load(&t->gone))
+        return SEGMENT_UNKNOWN;
+    if (atomic_load(&t->broken))
+        return SEGMENT_BROKEN;
+    if (st->want == 0)
+        return SEGMENT_OK;
+    if (contiguous) {                          /* one transaction, one range */
+        *from_db = 1;
+        return SEGMENT_OK;
+    }
+    pthread_mutex_lock(&t->lock);
+    {
+        int c = atomic_load(&t->cur);
+
+        avail = slot_left(t, c) + (atomic_load(&t->next_ready) ? slot_left(t, !c) : 0);
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (avail / 2 < st->want) {
+        *from_db = 1;
+        return SEGMENT_OK;
+    }
+    before = st->want;
+    res = take_common(s, name, len, st->want, st, 0);
+    atomic_fetch_add(&t->leased, before - st->want);
+    if (res == SEGMENT_BROKEN || res == SEGMENT_UNKNOWN)
+        return res;
+    /* WAIT, or TOO_LARGE after others split the segments: the rest comes
+     * from the table. */
+    *from_db = st->want > 0;
+    if (st->want == 0)
+        atomic_fetch_add(&t->leases, 1);
+    return SEGMENT_OK;
+}
+
+void
+segment_lease_db_done(struct segments *s, struct segment_tag *t, int64_t n)
+{
+    atomic_fetch_add(&t->leased_db, n);
+    atomic_fetch_add(&t->leases, 1);
+    /* The adaptive step sees lease traffic: a lease the buffers could not
+     * hold asks the next load for at least twice its size (within
+     * max_step), so that leases like it come from the buffers after. */
+    pthread_mutex_lock(&t->lock);
+    {
+        int64_t want = n > s->opt.max_step / 2 ? s->opt.max_step : n * 2;
+
+        if (t->step < want)
+            t->step = want;
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
 int64_t
 segment_adapt_step(int64_t step, int64_t min_step, int64_t max_step,
                    int64_t duration_ms, int64_t target_ms)
@@ -1095,6 +1181,11 @@ tag_info(struct segment_tag *t, struct segment_tag_info *in)
     }
     /* IDs used from the current slot count as issued; the next is unused. */
     in->issued += in->slot[in->cur].value - in->slot[in->cur].start;
+    /* Leases are counted apart: issued is what was served one by one. */
+    in->leased_buf = atomic_load(&t->leased);
+    in->leased_db = atomic_load(&t->leased_db);
+    in->leases = atomic_load(&t->leases);
+    in->issued -= in->leased_buf;
     in->available = in->slot[in->cur].max - in->slot[in->cur].value;
     if (in->next_ready)
         in->available += in->slot[!in->cur].max - in->slot[!in->cur].value;

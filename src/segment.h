@@ -104,6 +104,21 @@ void segment_thread_release(struct segments *s);
 size_t segment_thread_held(struct segments *s, struct segment_range *out,
                            size_t max);
 
+/* Leases (segment.c, DESIGN: leases). Start (st zeroed) or continue a
+ * lease of n IDs of tag name (n <= 0: the row's step). contiguous: the
+ * answer must be one range, so it always comes from the table. SEGMENT_OK with *from_db 0: st->ranges hold
+ * all n. SEGMENT_OK with *from_db 1: st->ranges hold what the buffers gave
+ * (maybe nothing) and the caller must take the other st->want IDs straight
+ * from the table (loader_lease) and then call segment_lease_db_done. WAIT
+ * (only while the tag is looked up), UNKNOWN, BUSY, BROKEN as segment_take.
+ * Leased IDs are counted apart from served ones (segment_tag_info).
+ * segment_lease_db_done also raises the tag's next step to 2n (at most
+ * max_step), so that the buffers can hold the next lease of that size. */
+enum segment_result segment_lease(struct segments *s, const char *name,
+                                  size_t len, int64_t n, int contiguous,
+                                  struct segment_take *st, int *from_db);
+void segment_lease_db_done(struct segments *s, struct segment_tag *t, int64_t n);
+
 /* Loader side. */
 /* The step to ask the database for on t's next load (adaptive, as Leaf). */
 int64_t segment_next_step(struct segments *s, struct segment_tag *t);
@@ -144,7 +159,10 @@ struct segment_tag_info {
     int     gone;                  /* deleted from the table */
     int64_t step;                  /* adaptive step for the next load */
     int64_t min_step;              /* the database's step */
-    int64_t issued;                /* IDs handed out since start */
+    int64_t issued;                /* IDs served since start (not leases) */
+    int64_t leased_buf;            /* IDs leased from the buffers */
+    int64_t leased_db;             /* IDs leased straight from the table */
+    int64_t leases;                /* leases answered */
     int64_t loads;
     int64_t available;             /* IDs left in both buffers */
     struct segment_slot_info slot[2];

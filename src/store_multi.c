@@ -246,6 +246,13 @@ multi_check(struct store_multi *m, const struct config *cfg, char **cause)
         if (ref < 0)
             ref = i;
     }
+    if (shared.want_known && cfg->lease_max > shared.want.block_size) {
+        store_set_cause(cause, "segment.lease_max %lld is over the databases' "
+                        "block size %lld: lower it (a lease from the table is "
+                        "one range, inside one block)", (long long)cfg->lease_max,
+                        (long long)shared.want.block_size);
+        goto out;
+    }
     if (shared.want_known && cfg->max_step > shared.want.block_size) {
         store_set_cause(cause, "segment.max_step %lld is over the databases' "
                         "block size %lld: lower it (a range never crosses a "

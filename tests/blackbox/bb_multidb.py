@@ -51,7 +51,8 @@ def init(urls, *extra):
 def node(wd, urls, name, extra=None):
     flags = ["--leaf.snowflake.enable=false", "--segment.mysql.urls=" + ",".join(urls),
              "--segment.db_timeout_ms=1000", "--segment.wait_ms=3000",
-             "--segment.max_step=2000", "--segment.refresh_ms=500"] + (extra or [])
+             "--segment.max_step=2000", "--segment.lease_max=50000",
+             "--segment.refresh_ms=500"] + (extra or [])
     return wd.leafd(conf={"leaf.segment.enable": "true"}, flags=flags, name=name)
 
 

@@ -68,7 +68,7 @@ if [ -z "${UNIT_ONLY:-}" ]; then
     step python3 tests/blackbox/blackbox.py || status=1
     echo "== chaos run, short version (make chaos for the long one)"
     step python3 tests/blackbox/chaos.py --short || status=1
-    echo "== fuzzing each libFuzzer target for ${FUZZ_SECONDS:-60} s"
+    echo "== fuzzing each libFuzzer target for ${FUZZ_SECONDS:-30} s"
     step sh -c 'make --no-print-directory fuzz >/dev/null && sh fuzz/run.sh' || status=1
     echo "== docker-compose.yml"
     step sh -c 'docker-compose -f docker-compose.yml config -q && echo "docker-compose.yml is valid"' || status=1

@@ -1,0 +1,239 @@
+/* api_lease.c: leases, whole ranges of a biz_tag's IDs handed to a client
+ * that gives them out itself: GET /segment/<biz_tag>/lease?size=N.
+ *
+ * api_lease_take is shared with the Tinyid routes (api_tinyid.c). A lease
+ * comes from the buffers when they hold enough (segment_lease), else from
+ * the table in a transaction of its own on a loader thread (loader_lease);
+ * meanwhile the request is parked under its tag's wake key, so the I/O
+ * thread never blocks. A lease whose request gives up (timeout) is dropped:
+ * a gap, never a repeat.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api.h"
+#include "api_internal.h"
+#include "config.h"
+#include "loader.h"
+#include "segment.h"
+#include "util.h"
+
+/* Ranges in increasing order (a handful: insertion sort). */
+static void
+sort_ranges(struct segment_range *r, int n)
+{
+    for (int i = 1; i < n; i++) {
+        struct segment_range x = r[i];
+        int j = i;
+
+        for (; j > 0 && r[j - 1].start > x.start; j--)
+            r[j] = r[j - 1];
+        r[j] = x;
+    }
+}
+
+static enum api_lease_result
+lease_park(struct api *a, struct http_conn *c, struct api_lease_state *st,
+           const char *tag)
+{
+    int64_t left = (st->deadline_us - util_mono_us() + 999) / 1000;
+
+    (void)a;
+    if (left <= 0)
+        left = 1;
+    http_park(c, (int)left, api_segment_key(tag, strlen(tag)));
+    return API_LEASE_PARKED;
+}
+
+/* The ranges taken so far plus the table's, into out. */
+static enum api_lease_result
+lease_done(struct api_lease_state *st, struct segment_range *out, int *nout)
+{
+    int n = st->take.nranges;
+
+    memcpy(out, st->take.ranges, sizeof *out * (size_t)n);
+    if (st->job != NULL) {
+        out[n].start = st->job->start;
+        out[n].count = st->job->n;
+        n++;
+    }
+    sort_ranges(out, n);
+    *nout = n;
+    return API_LEASE_DONE;
+}
+
+enum api_lease_result
+api_lease_take(struct api *a, struct http_conn *c, struct http_request *req,
+               const char *tag, int64_t n, int contiguous,
+               struct segment_range *out, int *nout, char *why, size_t whylen)
+{
+    struct api_lease_state *st = (struct api_lease_state *)req->scratch;
+    struct loader_lease *j = st->job;
+    enum segment_result res;
+    int from_db = 0;
+
+    if (!st->started) {
+        st->started = 1;
+        st->deadline_us = req->start_us + a->cfg->wait_ms * 1000;
+    }
+    if (j != NULL) {
+        enum api_lease_result r;
+
+        if (!atomic_load_explicit(&j->done, memory_order_acquire)) {
+            if (!req->timed_out && util_mono_us() < st->deadline_us)
+                return lease_park(a, c, st, tag);
+            loader_lease_put(j);
+            st->job = NULL;
+            snprintf(why, whylen, "the database did not give a range of %lld "
+                     "IDs in time (%lld ms)", (long long)st->take.want,
+                     (long long)a->cfg->wait_ms);
+            return API_LEASE_UNAVAILABLE;
+        }
+        switch (j->rc) {
+        case STORE_OK:
+            segment_lease_db_done(a->segs, st->take.tag, j->n);
+            r = lease_done(st, out, nout);
+            break;
+        case STORE_NOT_FOUND:
+            snprintf(why, whylen, "biz_tag '%s' is not in leaf_alloc", tag);
+            r = API_LEASE_UNKNOWN;
+            break;
+        case STORE_DB_ERROR:
+            snprintf(why, whylen, "the database failed: %s", j->error);
+            r = API_LEASE_UNAVAILABLE;
+            break;
+        default:
+            snprintf(why, whylen, "the leaf_alloc row cannot give %lld IDs: %s",
+                     (long long)j->n, j->error);
+            r = API_LEASE_BROKEN;
+            break;
+        }
+        loader_lease_put(j);
+        st->job = NULL;
+        return r;
+    }
+    if (req->timed_out) {
+        snprintf(why, whylen, "cannot tell whether biz_tag '%s' exists: the "
+                 "database did not answer in time", tag);
+        return API_LEASE_UNAVAILABLE;
+    }
+    res = segment_lease(a->segs, tag, strlen(tag), n, contiguous, &st->take,
+                        &from_db);
+    switch (res) {
+    case SEGMENT_OK:
+        break;
+    case SEGMENT_UNKNOWN:
+        snprintf(why, whylen, "biz_tag '%s' is not in leaf_alloc", tag);
+        return API_LEASE_UNKNOWN;
+    case SEGMENT_BROKEN:
+        snprintf(why, whylen, "the leaf_alloc row of biz_tag '%s' cannot give "
+                 "IDs (the log says what is wrong)", tag);
+        return API_LEASE_BROKEN;
+    case SEGMENT_WAIT:                  /* the tag is being looked up */
+        if (loader_db_up(a->loader))
+            return lease_park(a, c, st, tag);
+        /* fall through */
+    case SEGMENT_BUSY:
+    case SEGMENT_TOO_LARGE:
+        snprintf(why, whylen, "cannot tell whether biz_tag '%s' exists right "
+                 "now (database down or too many lookups)", tag);
+        return API_LEASE_UNAVAILABLE;
+    }
+    if (!from_db)
+        return lease_done(st, out, nout);
+    st->job = loader_lease_new(tag, st->take.want);
+    loader_lease_submit(a->loader, st->job);
+    return lease_park(a, c, st, tag);
+}
+
+/* ?size=N in [1, max]. Returns N, or -1 after answering 400. */
+static int64_t
+query_size(struct http_conn *c, const struct http_msg *m, int64_t max)
+{
+    char v[24];
+    size_t vlen = 0;
+    int64_t n;
+    enum util_query_result q = m->query == NULL ? UTIL_QUERY_ABSENT :
+        util_query_param(m->query, m->query_len, "size", v, sizeof v, &vlen);
+
+    if (q == UTIL_QUERY_REPEATED) {
+        api_reply_error(c, R_LEASE, 400, "repeated_parameter", NULL,
+                        "size is given more than once");
+        return -1;
+    }
+    if (q == UTIL_QUERY_FOUND && util_parse_i64(v, vlen, 0, &n) == 0 &&
+        n >= 1 && n <= max)
+        return n;
+    api_reply_error(c, R_LEASE, 400, "invalid_size", NULL,
+                    "size must be an integer from 1 to %lld (segment.lease_max)",
+                    (long long)max);
+    return -1;
+}
+
+void
+api_lease_handle(struct api *a, struct http_conn *c, struct http_request *req,
+                 const char *raw, size_t rawlen)
+{
+    struct segment_range r[API_LEASE_MAX_RANGES];
+    char tag[TAG_MAX + 1], why[512];
+    struct sbuf b = { 0 };
+    int nr = 0, json;
+    int64_t n;
+    long len;
+
+    if (a->segs == NULL) {
+        api_reply_error(c, R_LEASE, 404, "mode_disabled", NULL,
+                        "segment mode is off on this node (leaf.segment.enable = false)");
+        return;
+    }
+    if (req->msg.method == HTTP_HEAD) {
+        api_reply_error(c, R_LEASE, 405, "method_not_allowed", "Allow: GET\r\n",
+                        "HEAD would take a lease and drop it: use GET");
+        return;
+    }
+    len = util_pct_decode(raw, rawlen, tag, TAG_MAX);
+    if (len < 0 || !util_tag_valid(tag, (size_t)len)) {
+        api_reply_error(c, R_LEASE, 400, "invalid_biz_tag", NULL,
+                        "biz_tag must be 1 to %d characters of [A-Za-z0-9._:-] after "
+                        "percent-decoding", TAG_MAX);
+        return;
+    }
+    tag[len] = '\0';
+    n = query_size(c, &req->msg, a->cfg->lease_max);
+    if (n < 0)
+        return;
+    json = api_want_json(c, R_LEASE, &req->msg);
+    if (json < 0)
+        return;
+    switch (api_lease_take(a, c, req, tag, n, 0, r, &nr, why, sizeof why)) {
+    case API_LEASE_PARKED:
+        return;
+    case API_LEASE_UNKNOWN:
+        api_reply_error(c, R_LEASE, 404, "unknown_biz_tag", NULL,
+                        "%s; insert a row for it first", why);
+        return;
+    case API_LEASE_BROKEN:
+        api_reply_error(c, R_LEASE, 503, "bad_leaf_alloc_row", "Retry-After: 60\r\n",
+                        "%s", why);
+        return;
+    case API_LEASE_UNAVAILABLE:
+        api_reply_error(c, R_LEASE, 503, "ids_exhausted", "Retry-After: 1\r\n",
+                        "no lease for biz_tag '%s': %s; retry later", tag, why);
+        return;
+    case API_LEASE_DONE:
+        break;
+    }
+    if (json) {
+        sbuf_printf(&b, "{\"biz_tag\":\"%s\",\"ranges\":[", tag);
+        for (int i = 0; i < nr; i++)
+            sbuf_printf(&b, "%s{\"start\":\"%lld\",\"end\":\"%lld\"}", i ? "," : "",
+                        (long long)r[i].start, (long long)(r[i].start + r[i].count));
+        sbuf_puts(&b, "]}\n");
+    } else {
+        for (int i = 0; i < nr; i++)
+            sbuf_printf(&b, "%lld %lld\n", (long long)r[i].start,
+                        (long long)(r[i].start + r[i].count));
+    }
+    api_reply_sbuf(c, R_LEASE, 200, json ? "application/json" : "text/plain", &b);
+}

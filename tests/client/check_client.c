@@ -1,0 +1,372 @@
+/* check_client.c: libleafd-client (clients/c/) against real leafd servers
+ * (./leafd, or $LEAFD_BIN) on the embedded SQLite store, in a scratch
+ * directory, on free loopback ports.
+ *
+ * - 8 threads x 10M IDs (1M under a sanitizer), leafd_next and
+ *   leafd_next_n mixed: every ID marked in a shared bitmap, none twice.
+ * - Two servers on one table; under load one is killed, restarted, the
+ *   other killed: the client fails over and no ID repeats.
+ * - Every server down: the client hands out exactly what its range holds,
+ *   then fails with LEAFD_EUNAVAILABLE and a reason, without blocking.
+ */
+#include <arpa/inet.h>
+#include <check.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "leafd_client.h"
+
+extern char **environ;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define IDS_PER_THREAD 1000000
+#else
+#define IDS_PER_THREAD 10000000
+#endif
+#define NTHREADS 8
+
+static char workdir[256];
+
+static int64_t
+mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int
+free_port(void)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET };
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    ck_assert(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+static int
+port_open(int port)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
+
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+/* Start leafd on port with the scratch directory's SQLite file. */
+static pid_t
+leafd_start(int port)
+{
+    const char *bin = getenv("LEAFD_BIN") ? getenv("LEAFD_BIN") : "./leafd";
+    char p[64], db[320], logf[320];
+    char *argv[] = { (char *)bin, p, db, "--leaf.snowflake.enable=false", NULL };
+    posix_spawn_file_actions_t fa;
+    pid_t pid;
+    int64_t end = mono_ms() + 15000;
+
+    snprintf(p, sizeof p, "--listen.port=%d", port);
+    snprintf(db, sizeof db, "--segment.sqlite.path=%s/leafd.db", workdir);
+    snprintf(logf, sizeof logf, "%s/leafd-%d.log", workdir, port);
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, logf, 01 | 0100 | 02000, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    ck_assert_int_eq(posix_spawn(&pid, bin, &fa, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    while (!port_open(port)) {
+        ck_assert_msg(mono_ms() < end, "leafd did not listen on %d (see %s)", port, logf);
+        ck_assert_msg(waitpid(pid, NULL, WNOHANG) == 0, "leafd exited (see %s)", logf);
+        usleep(20000);
+    }
+    return pid;
+}
+
+static void
+leafd_kill(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+static void
+setup(void)
+{
+    snprintf(workdir, sizeof workdir, "/tmp/leafd-client-XXXXXX");
+    ck_assert(mkdtemp(workdir) != NULL);
+}
+
+static void
+teardown(void)
+{
+    char cmd[300];
+
+    snprintf(cmd, sizeof cmd, "rm -rf %s", workdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", workdir);
+}
+
+/* ---- a bitmap of IDs seen: a set bit seen again is a duplicate ---- */
+
+static _Atomic uint64_t *seen;
+static int64_t seen_bits;
+static _Atomic int64_t dups, outside;
+
+static void
+seen_new(int64_t bits)
+{
+    seen_bits = bits;
+    seen = calloc((size_t)(bits / 64 + 1), sizeof *seen);
+    ck_assert(seen != NULL);
+    dups = outside = 0;
+}
+
+static void
+mark(int64_t id)
+{
+    uint64_t bit;
+
+    if (id < 0 || id >= seen_bits) {
+        outside++;
+        return;
+    }
+    bit = UINT64_C(1) << (id & 63);
+    if (atomic_fetch_or_explicit(&seen[id / 64], bit, memory_order_relaxed) & bit)
+        dups++;
+}
+
+/* ---- 8 threads x 10M ---- */
+
+static struct leafd_client *cl;
+
+static void *
+taker(void *arg)
+{
+    int64_t left = IDS_PER_THREAD, buf[64];
+
+    (void)arg;
+    while (left > 0) {
+        int64_t id, got = 0;
+
+        if (left % 7 == 0 && left >= 64) {
+            ck_assert_int_eq(leafd_next_n(cl, "demo", 64, buf, &got), LEAFD_OK);
+            ck_assert_int_eq(got, 64);
+            for (int i = 0; i < 64; i++)
+                mark(buf[i]);
+            left -= 64;
+        } else {
+            int rc = leafd_next(cl, "demo", &id);
+            ck_assert_msg(rc == LEAFD_OK, "%s", leafd_last_error());
+            mark(id);
+            left--;
+        }
+    }
+    return NULL;
+}
+
+START_TEST(eight_threads_no_duplicate)
+{
+    char url[64];
+    int port = free_port();
+    pid_t pid = leafd_start(port);
+    pthread_t th[NTHREADS];
+    struct leafd_client_stats st;
+    int64_t t0;
+
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    cl = leafd_client_new(url, NULL, NULL);
+    ck_assert(cl != NULL);
+    /* IDs start near 1 on a fresh table; leases waste at most what the
+     * client holds at the end (a few lease_max). */
+    seen_new((int64_t)NTHREADS * IDS_PER_THREAD + 64000000);
+    t0 = mono_ms();
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_create(&th[i], NULL, taker, NULL);
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(th[i], NULL);
+    leafd_client_stats(cl, &st);
+    fprintf(stderr, "check_client: %d threads x %d IDs in %lld ms, %llu leases, "
+            "%llu HTTP requests, last lease size %lld\n", NTHREADS, IDS_PER_THREAD,
+            (long long)(mono_ms() - t0), (unsigned long long)st.leases,
+            (unsigned long long)st.http_requests, (long long)st.lease_size);
+    ck_assert_int_eq(dups, 0);
+    ck_assert_int_eq(outside, 0);
+    ck_assert(st.leases >= 2);
+    ck_assert(st.lease_size > 1000);          /* grew with the rate */
+    leafd_client_free(cl);
+    leafd_kill(pid);
+    free(seen);
+}
+END_TEST
+
+/* ---- failover under load ---- */
+
+static _Atomic int load_stop;
+static _Atomic int64_t load_ids, load_errors;
+
+static void *
+loader(void *arg)
+{
+    int64_t buf[100];
+
+    (void)arg;
+    while (!load_stop) {
+        int64_t got = 0;
+        int rc = leafd_next_n(cl, "demo", 100, buf, &got);
+
+        for (int64_t i = 0; i < got; i++)
+            mark(buf[i]);
+        load_ids += got;
+        if (rc != LEAFD_OK) {
+            ck_assert_msg(rc == LEAFD_EUNAVAILABLE, "%d: %s", rc, leafd_last_error());
+            load_errors++;
+            usleep(5000);
+        }
+    }
+    return NULL;
+}
+
+START_TEST(failover_kill_and_restart)
+{
+    int pa = free_port(), pb = free_port();
+    pid_t a = leafd_start(pa), b = leafd_start(pb);
+    struct leafd_client_options o = { .lease_min = 500, .lease_max = 5000,
+                                      .timeout_ms = 500, .dead_ms = 300 };
+    struct leafd_client_stats st;
+    pthread_t th[4];
+    char urls[128];
+    int64_t before;
+
+    snprintf(urls, sizeof urls, "http://127.0.0.1:%d,http://127.0.0.1:%d", pa, pb);
+    cl = leafd_client_new(urls, &o, NULL);
+    ck_assert(cl != NULL);
+    seen_new(400000000);
+    load_stop = 0;
+    load_ids = load_errors = 0;
+    for (int i = 0; i < 4; i++)
+        pthread_create(&th[i], NULL, loader, NULL);
+    usleep(700000);
+    leafd_kill(a);                          /* the preferred server dies */
+    before = load_ids;
+    usleep(700000);
+    ck_assert_msg(load_ids > before, "no ID after the first server died");
+    a = leafd_start(pa);                    /* back */
+    usleep(300000);
+    leafd_kill(b);                          /* and the other dies */
+    before = load_ids;
+    usleep(1000000);
+    ck_assert_msg(load_ids > before, "no ID after the second server died");
+    load_stop = 1;
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    leafd_client_stats(cl, &st);
+    fprintf(stderr, "check_client: failover: %lld IDs, %llu leases, %llu failovers, "
+            "%lld errors\n", (long long)load_ids, (unsigned long long)st.leases,
+            (unsigned long long)st.failovers, (long long)load_errors);
+    ck_assert(st.failovers >= 1);
+    ck_assert_int_eq(dups, 0);
+    ck_assert_int_eq(outside, 0);
+    leafd_client_free(cl);
+    leafd_kill(a);
+    free(seen);
+}
+END_TEST
+
+/* ---- every server down ---- */
+
+START_TEST(all_down_serves_the_rest_then_fails)
+{
+    int port = free_port();
+    pid_t pid = leafd_start(port);
+    struct leafd_client_options o = { .lease_min = 10000, .lease_max = 10000,
+                                      .prefetch_percent = 99, .timeout_ms = 500,
+                                      .dead_ms = 60000 };
+    char url[64];
+    int64_t id, first, n = 0, t0;
+    int rc;
+
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    cl = leafd_client_new(url, &o, NULL);
+    ck_assert_int_eq(leafd_next(cl, "demo", &first), LEAFD_OK);
+    leafd_kill(pid);
+    t0 = mono_ms();
+    while ((rc = leafd_next(cl, "demo", &id)) == LEAFD_OK) {
+        ck_assert_int_eq(id, first + 1 + n);
+        n++;
+    }
+    /* Exactly the rest of the one range (no prefetch before 99%; the
+     * prefetch at 99% fails: nothing more). */
+    ck_assert_int_eq(n, 10000 - 1);
+    ck_assert_int_eq(rc, LEAFD_EUNAVAILABLE);
+    ck_assert_msg(strstr(leafd_last_error(), "no lease for demo") != NULL, "%s",
+                  leafd_last_error());
+    ck_assert(mono_ms() - t0 < 5000);
+    /* Again: the dead server is skipped, the answer is at once. */
+    t0 = mono_ms();
+    ck_assert_int_eq(leafd_next(cl, "demo", &id), LEAFD_EUNAVAILABLE);
+    ck_assert(mono_ms() - t0 < 1000);
+    leafd_client_free(cl);
+}
+END_TEST
+
+START_TEST(bad_arguments_and_decode)
+{
+    struct leafd_snowflake sf;
+    int64_t id;
+
+    ck_assert(leafd_client_new("", NULL, NULL) == NULL);
+    ck_assert(leafd_client_new("ftp://x", NULL, NULL) == NULL);
+    cl = leafd_client_new("http://127.0.0.1:1", NULL, NULL);
+    ck_assert(cl != NULL);
+    ck_assert_int_eq(leafd_next(cl, "bad tag", &id), LEAFD_EINVAL);
+    ck_assert_int_eq(leafd_next_n(cl, "demo", 0, &id, NULL), LEAFD_EINVAL);
+    ck_assert_int_eq(leafd_next(cl, "demo", &id), LEAFD_EUNAVAILABLE);
+    leafd_client_free(cl);
+    /* Leaf's layout: (ms since 2010-11-04T01:42:54.657Z) << 22 | worker << 12 | seq */
+    ck_assert_int_eq(leafd_snowflake_decode((UINT64_C(1000) << 22) | (5 << 12) | 7, &sf), 0);
+    ck_assert_int_eq(sf.timestamp_ms, 1288834974657LL + 1000);
+    ck_assert_int_eq(sf.worker_id, 5);
+    ck_assert_int_eq(sf.sequence, 7);
+    ck_assert_str_eq(sf.time, "2010-11-04T01:42:55.657Z");
+}
+END_TEST
+
+int
+main(void)
+{
+    Suite *su = suite_create("client");
+    TCase *tc = tcase_create("client");
+    SRunner *sr;
+    int failed;
+
+    tcase_set_timeout(tc, 600);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, bad_arguments_and_decode);
+    tcase_add_test(tc, all_down_serves_the_rest_then_fails);
+    tcase_add_test(tc, failover_kill_and_restart);
+    tcase_add_test(tc, eight_threads_no_duplicate);
+    suite_add_tcase(su, tc);
+    sr = srunner_create(su);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
