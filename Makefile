@@ -19,7 +19,7 @@ endif
 OPT     ?= -O2 -g
 CFLAGS  += -std=gnu11 $(OPT) $(WARN) -pthread -DTHREADED -D_GNU_SOURCE \
            -Isrc $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lzookeeper_mt -lm
+LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lzookeeper_mt -lhiredis -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
 SRCS    := $(wildcard src/*.c)

@@ -5,7 +5,7 @@
 set -e
 profile=${1:-build}
 build="gcc make pkg-config libc6-dev libevent-dev default-libmysqlclient-dev
-libzookeeper-mt-dev libjansson-dev libsqlite3-dev check curl"
+libzookeeper-mt-dev libjansson-dev libsqlite3-dev check curl libhiredis-dev"
 test="$build mariadb-server mariadb-client zookeeper default-jre-headless python3 nginx
 libfaketime procps slowhttptest docker-compose clang libclang-rt-14-dev cppcheck
 chromium chromium-driver python3-selenium fonts-liberation

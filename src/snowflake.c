@@ -596,11 +596,12 @@ snowflake_keeper_step(struct snowflake *sf)
             }
         } else if (r == SNOWFLAKE_TICK_LEASE_EXPIRED && st == SF_ST_OK) {
             atomic_store(&sf->status, SF_ST_LEASE);
-            log_error("no ZooKeeper heartbeat for half of "
-                      "snowflake.takeover_age_ms: not issuing IDs");
+            log_error("no heartbeat reached the worker ID store for half "
+                      "of the lease (snowflake.takeover_age_ms): not "
+                      "issuing IDs");
         } else if (r == SNOWFLAKE_TICK_LEASE_OK && st == SF_ST_LEASE) {
             atomic_store(&sf->status, SF_ST_OK);
-            log_info("ZooKeeper heartbeat back: issuing IDs again");
+            log_info("worker ID store heartbeat back: issuing IDs again");
             wake = 1;
         }
     }
