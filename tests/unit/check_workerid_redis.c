@@ -547,7 +547,7 @@ START_TEST(one_past_max)
     struct wlease_params p;
 
     for (int i = 0; i < 4; i++) {
-        char n[8];
+        char n[16];
         snprintf(n, sizeof n, "%d", i);
         c[i] = tmp_path(n);
     }
