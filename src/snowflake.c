@@ -330,17 +330,17 @@ sf_refuse_status(struct snowflake *sf, int st, struct snowflake_refusal *why)
     switch (st) {
     case SF_ST_UNKNOWN:
         return sf_answer(sf, why, SNOWFLAKE_REFUSE, SF_C_WORKER_UNKNOWN, 1000,
-                         "no worker ID yet: ZooKeeper was not reachable at "
-                         "start and no usable cache file; retrying");
+                         "no worker ID yet: the worker ID store (ZooKeeper, "
+                         "Redis) was not reachable at start; retrying");
     case SF_ST_LOST:
         return sf_answer(sf, why, SNOWFLAKE_REFUSE, SF_C_WORKER_LOST, 0,
                          "this node no longer owns worker ID %" PRId64
-                         " in ZooKeeper; restart to register again",
+                         " in the worker ID store; restart to register again",
                          atomic_load(&sf->worker_id));
     default:
         return sf_answer(sf, why, SNOWFLAKE_REFUSE, SF_C_LEASE, 1000,
-                         "no heartbeat reached ZooKeeper for half of "
-                         "snowflake.takeover_age_ms; worker ID %" PRId64
+                         "no heartbeat reached the worker ID store for half "
+                         "of snowflake.takeover_age_ms; worker ID %" PRId64
                          " could be taken over, so none are issued",
                          atomic_load(&sf->worker_id));
     }
@@ -425,8 +425,9 @@ snowflake_next(struct snowflake *sf, uint32_t n, uint64_t *out,
             if (pf == SNOWFLAKE_PERSIST_UNCONFIRMED)
                 return sf_answer(sf, why, SNOWFLAKE_REFUSE,
                                  SF_C_FENCE_UNCONFIRMED, 1000,
-                                 "ZooKeeper does not confirm a fence past %"
-                                 PRId64 " (another owner could "
+                                 "the worker ID store does not confirm "
+                                 "a fence past %" PRId64 " (another "
+                                 "owner could "
                                  "inherit this worker ID and gate on it); "
                                  "no IDs beyond it", fence);
             if (pf != 0)
