@@ -30,7 +30,7 @@ struct key {
 };
 
 static const char *const store_names[] = { "auto", "sqlite", "mysql", NULL };
-static const char *const worker_names[] = { "auto", "static", "zookeeper", "redis", NULL };
+static const char *const worker_names[] = { "auto", "static", "zookeeper", "redis", "mysql", NULL };
 static const char *const level_names[] = { "debug", "info", "warn", "error", NULL };
 
 #define OFF(f) offsetof(struct config, f)
@@ -130,7 +130,7 @@ static const struct key keys[] = {
 
     /* Snowflake mode. */
     { "snowflake.worker_source", K_ENUM, OFF(worker_source), 0, 0, "auto", worker_names,
-      "auto (zookeeper when leaf.snowflake.zk.address is set, else static), static, zookeeper, redis" },
+      "auto (zookeeper when leaf.snowflake.zk.address is set, else static), static, zookeeper, redis, mysql" },
     { "snowflake.worker_id", K_INT, OFF(worker_id), 0, (1LL << 22) - 1, "0", NULL,
       "worker ID for the static source" },
     { "snowflake.epoch_ms", K_INT, OFF(epoch_ms), 0, 4102444800000LL, "1288834974657", NULL,
@@ -177,8 +177,10 @@ static const struct key keys[] = {
       "worker ID store for worker_source = redis: redis://[:password@]host[:port][/db] or unix:///path[?db=N]" },
     { "snowflake.redis.prefix", K_STR, OFF(sf_redis_prefix), 1, 256, "leafd:snowflake:", NULL,
       "prefix of the worker ID keys in Redis" },
+    { "snowflake.mysql.url", K_STR, OFF(sf_mysql_url), 0, 1024, "", NULL,
+      "worker ID store for worker_source = mysql, as segment.mysql.url (empty: segment.mysql.url, else leaf.jdbc.url)" },
     { "snowflake.release_on_stop", K_BOOL, OFF(release_on_stop), 0, 1, "false", NULL,
-      "redis: on a clean stop, free the worker ID for anyone past its fence" },
+      "redis, mysql: on a clean stop, free the worker ID for anyone past its fence" },
 };
 
 #define NKEYS (sizeof keys / sizeof keys[0])

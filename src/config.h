@@ -16,7 +16,8 @@
 #include <stdio.h>
 
 enum store_kind { STORE_AUTO, STORE_SQLITE, STORE_MYSQL };
-enum worker_source { WORKER_AUTO, WORKER_STATIC, WORKER_ZOOKEEPER, WORKER_REDIS };
+enum worker_source { WORKER_AUTO, WORKER_STATIC, WORKER_ZOOKEEPER, WORKER_REDIS,
+                     WORKER_MYSQL };
 
 struct config {
     /* Leaf's keys */
@@ -66,7 +67,7 @@ struct config {
     int      create_demo;          /* segment.create_demo */
 
     /* snowflake mode */
-    int      worker_source;        /* snowflake.worker_source: auto|static|zookeeper|redis */
+    int      worker_source;        /* snowflake.worker_source: auto|static|zookeeper|redis|mysql */
     int64_t  worker_id;            /* snowflake.worker_id */
     int64_t  epoch_ms;             /* snowflake.epoch_ms */
     int64_t  timestamp_bits;       /* snowflake.timestamp_bits */
@@ -90,6 +91,7 @@ struct config {
     int64_t  takeover_age_ms;      /* snowflake.takeover_age_ms */
     char    *sf_redis_url;         /* snowflake.redis.url */
     char    *sf_redis_prefix;      /* snowflake.redis.prefix */
+    char    *sf_mysql_url;         /* snowflake.mysql.url */
     int      release_on_stop;      /* snowflake.release_on_stop */
 
     /* bookkeeping */

@@ -14,6 +14,7 @@
 #include "util.h"
 #include "workerid.h"
 #include "workerid_lease.h"
+#include "workerid_mysql.h"
 #include "workerid_redis.h"
 
 int
@@ -75,7 +76,8 @@ sfconfig_start(const struct config *cfg, int http_port, snowflake_wake_fn wake,
                  "snowflake.fence_step_ms %" PRId64 ": bursts may wait for "
                  "the fence", cfg->max_borrow_ms, cfg->fence_step_ms);
 
-    if (cfg->worker_source == WORKER_REDIS) {
+    if (cfg->worker_source == WORKER_REDIS ||
+        cfg->worker_source == WORKER_MYSQL) {
         struct wlease *l = sfconfig_lease_open(cfg, &o.layout, http_port,
                                                cause);
         if (l == NULL)
@@ -117,7 +119,9 @@ sfconfig_start(const struct config *cfg, int http_port, snowflake_wake_fn wake,
     } else {
         log_warn("snowflake: no worker ID yet (%s %s unreachable); requests "
                  "are refused until it is reached", w != NULL ? "ZooKeeper" :
-                 "redis", w != NULL ? cfg->zk_address : cfg->sf_redis_url);
+                 "the worker ID store", w != NULL ? cfg->zk_address :
+                 cfg->worker_source == WORKER_REDIS ? cfg->sf_redis_url :
+                 "(mysql)");
     }
     return sf;
 }
@@ -171,9 +175,16 @@ sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
         free(cache);
         return NULL;
     }
-    if (workerid_redis_store(cfg->sf_redis_url, cfg->sf_redis_prefix,
-                             p.heartbeat_ms < 1000 ? p.heartbeat_ms : 1000,
-                             &st, cause) == -1) {
+    if (cfg->worker_source == WORKER_MYSQL) {
+        const char *url = cfg->sf_mysql_url[0] ? cfg->sf_mysql_url :
+                          cfg->mysql_url[0] ? cfg->mysql_url : cfg->jdbc_url;
+        if (workerid_mysql_store(url, 1000, &st, cause) == -1) {
+            free(cache);
+            return NULL;
+        }
+    } else if (workerid_redis_store(cfg->sf_redis_url, cfg->sf_redis_prefix,
+                                    p.heartbeat_ms < 1000 ? p.heartbeat_ms :
+                                    1000, &st, cause) == -1) {
         free(cache);
         return NULL;
     }

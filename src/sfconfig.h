@@ -57,7 +57,8 @@ struct workerid *sfconfig_workerid_open(const struct config *cfg,
                                const struct sfcodec_layout *l, int http_port,
                                char **cause);
 
-/* worker_source = redis: the lease on a worker ID in snowflake.redis.url,
+/* worker_source = redis or mysql: the lease on a worker ID in
+ * snowflake.redis.url or snowflake.mysql.url (default: the segment database),
  * identity "<ip>:<port>" as for ZooKeeper, the lease snowflake.takeover_age_ms.
  * NULL with *cause on a bad URL or a refused claim. */
 struct wlease *sfconfig_lease_open(const struct config *cfg,

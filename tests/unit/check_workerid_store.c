@@ -1,10 +1,13 @@
-/* check_workerid_redis.c: worker IDs held in Redis under the lease rule
- * (workerid_lease.c, workerid_redis.c), against a real redis-server that
- * the suite starts on a free loopback port (`redis-server --port P --save
- * ''`) and stops by PID. A TCP proxy between a holder and Redis is cut to
- * partition it; clocks are injected. Without redis-server the store tests
- * are skipped, and under CI=1 (or true) that fails the run. */
+/* check_workerid_store.c: worker IDs held in a shared store under the
+ * lease rule (workerid_lease.c), the same tests for each store: Redis
+ * (workerid_redis.c) against a real redis-server that the suite starts on a
+ * free loopback port (`redis-server --port P --save ''`) and stops by PID,
+ * and MySQL (workerid_mysql.c) against the MariaDB that LEAFD_TEST_MYSQL_URL
+ * names (tests/lib/mariadb.sh start DIR). A TCP proxy between a holder and
+ * the store is cut to partition it; clocks are injected. A missing server
+ * skips its store's tests, and under CI=1 (or true) fails the run. */
 #include <check.h>
+#include <mysql.h>
 #include <arpa/inet.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -22,13 +25,20 @@
 #include "sfcodec.h"
 #include "snowflake.h"
 #include "util.h"
+#include "store.h"
 #include "workerid_lease.h"
+#include "workerid_mysql.h"
 #include "workerid_redis.h"
 
 static char tmpdir[64];
 static int redis_port;
 static pid_t redis_pid;
 static int prefix_seq;
+/* the store under test (set by the tcase's fixture, in the forked test) */
+enum { ST_REDIS, ST_MYSQL };
+static int store_kind;
+static int64_t lease_ms = 1500;
+static struct mysql_target mysql_t;     /* from LEAFD_TEST_MYSQL_URL */
 
 static void
 setup_tmp(void)
@@ -149,7 +159,7 @@ params(const char *identity, const char *cache)
     p.port = 7000;
     p.max_worker = 1023;
     p.heartbeat_ms = 100;
-    p.lease_ms = 1500;
+    p.lease_ms = lease_ms;
     return p;
 }
 
@@ -158,24 +168,66 @@ open_at(const struct wlease_params *p, int port, const char *prefix,
         char **cause)
 {
     struct wlease_store st;
-    char url[64];
+    char url[300];
 
+    if (store_kind == ST_MYSQL) {
+        snprintf(url, sizeof url, "mysql://%s%s%s@127.0.0.1:%d/%s",
+                 mysql_t.user, mysql_t.password ? ":" : "",
+                 mysql_t.password ? mysql_t.password : "", port,
+                 mysql_t.database);
+        ck_assert_int_eq(workerid_mysql_store(url, 1000, &st, cause), 0);
+        return wlease_open(p, &st, cause);
+    }
     snprintf(url, sizeof url, "redis://127.0.0.1:%d/3", port);
     ck_assert_int_eq(workerid_redis_store(url, prefix, 500, &st, cause), 0);
     return wlease_open(p, &st, cause);
 }
 
+/* A fresh key space: a new Redis prefix, or an empty leaf_worker. */
 static char *
 fresh_prefix(void)
 {
+    if (store_kind == ST_MYSQL) {
+        MYSQL *db = mysql_init(NULL);
+        ck_assert_ptr_nonnull(mysql_real_connect(db, "127.0.0.1",
+                              mysql_t.user, mysql_t.password,
+                              mysql_t.database, (unsigned)mysql_t.port, NULL,
+                              0));
+        /* missing at first: the store creates it */
+        if (mysql_query(db, "DELETE FROM leaf_worker") != 0)
+            ck_assert_int_eq(mysql_errno(db), 1146);  /* ER_NO_SUCH_TABLE */
+        mysql_close(db);
+    }
     return xasprintf("t%d-%d:", (int)getpid(), ++prefix_seq);
+}
+
+static int
+store_port(void)
+{
+    return store_kind == ST_MYSQL ? mysql_t.port : redis_port;
+}
+
+static void
+setup_redis(void)
+{
+    store_kind = ST_REDIS;
+    lease_ms = 1500;
+    setup_tmp();
+}
+
+static void
+setup_mysql(void)
+{
+    store_kind = ST_MYSQL;
+    lease_ms = 6000;
+    setup_tmp();
 }
 
 static struct wlease *
 open_ok(const struct wlease_params *p, const char *prefix)
 {
     char *cause = NULL;
-    struct wlease *l = open_at(p, redis_port, prefix, &cause);
+    struct wlease *l = open_at(p, store_port(), prefix, &cause);
 
     ck_assert_msg(l != NULL, "%s", cause);
     return l;
@@ -526,7 +578,7 @@ START_TEST(twin_identity_refused)
     struct wlease *a = open_ok(&p1, pfx), *b;
     char *cause = NULL;
 
-    b = open_at(&p2, redis_port, pfx, &cause);
+    b = open_at(&p2, store_port(), pfx, &cause);
     ck_assert_ptr_null(b);
     ck_assert_msg(strstr(cause, "is in use") != NULL, "%s", cause);
     free(cause);
@@ -560,7 +612,7 @@ START_TEST(one_past_max)
     }
     p = params("10.0.0.9:1", c[3]);
     p.max_worker = 2;
-    x = open_at(&p, redis_port, pfx, &cause);
+    x = open_at(&p, store_port(), pfx, &cause);
     ck_assert_ptr_null(x);
     ck_assert_msg(strstr(cause, "all 3 (0..2) are in use") != NULL, "%s",
                   cause);
@@ -604,7 +656,7 @@ END_TEST
 START_TEST(store_down_while_running)
 {
     char *pfx = fresh_prefix(), *c1 = tmp_path("1");
-    struct proxy *px = proxy_start(redis_port);
+    struct proxy *px = proxy_start(store_port());
     struct wlease_params p1 = params("10.0.0.1:1", c1);
     char *cause = NULL;
     struct wlease *l = open_at(&p1, px->port, pfx, &cause);
@@ -637,7 +689,7 @@ START_TEST(store_down_while_running)
         ck_assert_int_le((int64_t)(s.v[i] >> 22) + SFCODEC_LEAF_EPOCH_MS,
                          snowflake_fence(sf));
     /* half the lease with no write landing: the lease rule stops it */
-    usleep(800 * 1000);
+    usleep((useconds_t)(lease_ms / 2 + 100) * 1000);
     snowflake_keeper_step(sf);
     {
         struct snowflake_refusal why;
@@ -659,7 +711,7 @@ END_TEST
 START_TEST(partition_no_duplicates)
 {
     char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *c2 = tmp_path("2");
-    struct proxy *px = proxy_start(redis_port);
+    struct proxy *px = proxy_start(store_port());
     struct wlease_params pa = params("10.0.0.1:1", c1),
                          pb = params("10.0.0.2:1", c2);
     char *cause = NULL;
@@ -686,12 +738,12 @@ START_TEST(partition_no_duplicates)
     pb.clock = test_clock;
     pb.clock_arg = &clkb;
     atomic_store(&clkb, jump);
-    ck_assert_ptr_null(open_at(&pb, redis_port, pfx, &cause));
+    ck_assert_ptr_null(open_at(&pb, store_port(), pfx, &cause));
     ck_assert_msg(strstr(cause, "in use") != NULL, "%s", cause);
     free(cause);
     cause = NULL;
 
-    usleep(1700 * 1000);        /* past the 1.5 s lease */
+    usleep((useconds_t)(lease_ms + 200) * 1000);    /* past the lease */
     lb = open_ok(&pb, pfx);
     wlease_get(lb, &wb, &fb);
     ck_assert_int_eq(wb, 0);
@@ -750,7 +802,7 @@ START_TEST(release_on_stop)
     pb.clock = test_clock;
     pb.clock_arg = &clkb;
     atomic_store(&clkb, util_wall_ms());            /* behind A's fence */
-    ck_assert_ptr_null(open_at(&pb, redis_port, pfx, &cause));
+    ck_assert_ptr_null(open_at(&pb, store_port(), pfx, &cause));
     free(cause);
     cause = NULL;
     atomic_store(&clkb, atomic_load(&clka) + 10);
@@ -774,38 +826,62 @@ in_ci(void)
     return ci != NULL && (strcmp(ci, "1") == 0 || strcmp(ci, "true") == 0);
 }
 
+static void
+store_tests(TCase *tc)
+{
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, three_nodes_three_ids);
+    tcase_add_test(tc, restart_keeps_id);
+    tcase_add_test(tc, twin_identity_refused);
+    tcase_add_test(tc, one_past_max);
+    tcase_add_test(tc, store_down_at_start);
+    tcase_add_test(tc, store_down_while_running);
+    tcase_add_test(tc, partition_no_duplicates);
+    tcase_add_test(tc, release_on_stop);
+}
+
 int
 main(void)
 {
-    Suite *s = suite_create("workerid_redis");
+    Suite *s = suite_create("workerid_store");
     TCase *tc = tcase_create("url");
     SRunner *sr;
+    const char *murl;
+    char *cause = NULL;
     int failed, missing = 0;
 
     tcase_add_test(tc, url_forms);
     suite_add_tcase(s, tc);
     if (redis_start() == 0) {
         tc = tcase_create("redis");
-        tcase_set_timeout(tc, 60);
-        tcase_add_checked_fixture(tc, setup_tmp, teardown_tmp);
-        tcase_add_test(tc, three_nodes_three_ids);
-        tcase_add_test(tc, restart_keeps_id);
-        tcase_add_test(tc, twin_identity_refused);
-        tcase_add_test(tc, one_past_max);
-        tcase_add_test(tc, store_down_at_start);
-        tcase_add_test(tc, store_down_while_running);
-        tcase_add_test(tc, partition_no_duplicates);
-        tcase_add_test(tc, release_on_stop);
+        tcase_add_checked_fixture(tc, setup_redis, teardown_tmp);
+        store_tests(tc);
         suite_add_tcase(s, tc);
     } else {
-        printf("check_workerid_redis: no redis-server: %s the Redis tests\n",
+        printf("check_workerid_store: no redis-server: %s the Redis tests\n",
                in_ci() ? "CI=1, so FAILING: cannot run" : "skipping");
         missing = in_ci();
+    }
+    murl = getenv("LEAFD_TEST_MYSQL_URL");
+    if (murl != NULL && *murl != '\0' &&
+        store_parse_mysql_url(murl, &mysql_t, &cause) == 0 &&
+        mysql_t.host != NULL) {
+        tc = tcase_create("mysql");
+        tcase_add_checked_fixture(tc, setup_mysql, teardown_tmp);
+        store_tests(tc);
+        suite_add_tcase(s, tc);
+    } else {
+        printf("check_workerid_store: LEAFD_TEST_MYSQL_URL (TCP) not set: "
+               "%s the MySQL tests (tests/lib/mariadb.sh start DIR)\n",
+               in_ci() ? "CI=1, so FAILING: cannot run" : "skipping");
+        free(cause);
+        missing |= in_ci();
     }
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     redis_stop();
+    store_mysql_target_free(&mysql_t);
     return failed == 0 && !missing ? 0 : 1;
 }
