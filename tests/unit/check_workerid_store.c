@@ -819,6 +819,64 @@ START_TEST(release_on_stop)
 }
 END_TEST
 
+/* Eight nodes starting at the same moment: eight different IDs. */
+struct racer {
+    pthread_t       th;
+    char            ident[32], *cache, *prefix;
+    _Atomic int    *go;
+    struct wlease  *l;
+    char           *cause;
+};
+
+static void *
+racer_main(void *arg)
+{
+    struct racer *r = arg;
+    struct wlease_params p = params(r->ident, r->cache);
+
+    while (!atomic_load(r->go))
+        ;
+    r->l = open_at(&p, store_port(), r->prefix, &r->cause);
+    return NULL;
+}
+
+START_TEST(simultaneous_starts)
+{
+    char *pfx = fresh_prefix();
+    struct racer r[8];
+    _Atomic int go = 0;
+    int seen[8] = {0};
+
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < 8; i++) {
+        char n[16];
+        snprintf(n, sizeof n, "r%d", i);
+        snprintf(r[i].ident, sizeof r[i].ident, "10.0.1.%d:1", i);
+        r[i].cache = tmp_path(n);
+        r[i].prefix = pfx;
+        r[i].go = &go;
+        ck_assert_int_eq(pthread_create(&r[i].th, NULL, racer_main, &r[i]),
+                         0);
+    }
+    atomic_store(&go, 1);
+    for (int i = 0; i < 8; i++) {
+        int64_t w;
+        pthread_join(r[i].th, NULL);
+        ck_assert_msg(r[i].l != NULL, "%s", r[i].cause);
+        w = worker_of(r[i].l);
+        ck_assert_int_ge(w, 0);
+        ck_assert_int_lt(w, 8);
+        ck_assert_msg(!seen[w], "worker ID %d given twice", (int)w);
+        seen[w] = 1;
+    }
+    for (int i = 0; i < 8; i++) {
+        wlease_close(r[i].l);
+        free(r[i].cache);
+    }
+    free(pfx);
+}
+END_TEST
+
 static int
 in_ci(void)
 {
@@ -838,6 +896,7 @@ store_tests(TCase *tc)
     tcase_add_test(tc, store_down_while_running);
     tcase_add_test(tc, partition_no_duplicates);
     tcase_add_test(tc, release_on_stop);
+    tcase_add_test(tc, simultaneous_starts);
 }
 
 int
