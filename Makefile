@@ -186,6 +186,7 @@ FUZZ_OBJS_tzone      := tzone util
 FUZZ_OBJS_serial_pattern := serial_fmt tzone util
 FUZZ_OBJS_resp_parse  := resp_parse
 FUZZ_OBJS_segment_model := segment log util
+FUZZ_OBJS_redis_url  := workerid_redis_url util
 fuzz_objs = $(patsubst %,build/fuzz/obj/%.o,$(FUZZ_OBJS_$(1)))
 
 .PHONY: fuzz fuzz-ci compose-check
