@@ -30,7 +30,7 @@ struct key {
 };
 
 static const char *const store_names[] = { "auto", "sqlite", "mysql", NULL };
-static const char *const worker_names[] = { "auto", "static", "zookeeper", "redis", "mysql", NULL };
+static const char *const worker_names[] = { "auto", "static", "zookeeper", "redis", "mysql", "k8s", NULL };
 static const char *const level_names[] = { "debug", "info", "warn", "error", NULL };
 
 #define OFF(f) offsetof(struct config, f)
@@ -130,7 +130,7 @@ static const struct key keys[] = {
 
     /* Snowflake mode. */
     { "snowflake.worker_source", K_ENUM, OFF(worker_source), 0, 0, "auto", worker_names,
-      "auto (zookeeper when leaf.snowflake.zk.address is set, else static), static, zookeeper, redis, mysql" },
+      "auto (zookeeper when leaf.snowflake.zk.address is set, else static), static, zookeeper, redis, mysql, k8s" },
     { "snowflake.worker_id", K_INT, OFF(worker_id), 0, (1LL << 22) - 1, "0", NULL,
       "worker ID for the static source" },
     { "snowflake.epoch_ms", K_INT, OFF(epoch_ms), 0, 4102444800000LL, "1288834974657", NULL,
@@ -179,6 +179,10 @@ static const struct key keys[] = {
       "prefix of the worker ID keys in Redis" },
     { "snowflake.mysql.url", K_STR, OFF(sf_mysql_url), 0, 1024, "", NULL,
       "worker ID store for worker_source = mysql, as segment.mysql.url (empty: segment.mysql.url, else leaf.jdbc.url)" },
+    { "snowflake.k8s.ordinal_env", K_STR, OFF(k8s_ordinal_env), 0, 128, "", NULL,
+      "k8s: the variable holding the pod name (empty: the hostname); its trailing -<n> is the ordinal" },
+    { "snowflake.k8s.ordinal_offset", K_INT, OFF(k8s_ordinal_offset), 0, (1LL << 22) - 1, "0", NULL,
+      "k8s: worker ID = ordinal + this (several StatefulSets in one layout)" },
     { "snowflake.release_on_stop", K_BOOL, OFF(release_on_stop), 0, 1, "false", NULL,
       "redis, mysql: on a clean stop, free the worker ID for anyone past its fence" },
 };

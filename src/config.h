@@ -17,7 +17,7 @@
 
 enum store_kind { STORE_AUTO, STORE_SQLITE, STORE_MYSQL };
 enum worker_source { WORKER_AUTO, WORKER_STATIC, WORKER_ZOOKEEPER, WORKER_REDIS,
-                     WORKER_MYSQL };
+                     WORKER_MYSQL, WORKER_K8S };
 
 struct config {
     /* Leaf's keys */
@@ -67,7 +67,7 @@ struct config {
     int      create_demo;          /* segment.create_demo */
 
     /* snowflake mode */
-    int      worker_source;        /* snowflake.worker_source: auto|static|zookeeper|redis|mysql */
+    int      worker_source;        /* snowflake.worker_source: auto|static|zookeeper|redis|mysql|k8s */
     int64_t  worker_id;            /* snowflake.worker_id */
     int64_t  epoch_ms;             /* snowflake.epoch_ms */
     int64_t  timestamp_bits;       /* snowflake.timestamp_bits */
@@ -92,6 +92,8 @@ struct config {
     char    *sf_redis_url;         /* snowflake.redis.url */
     char    *sf_redis_prefix;      /* snowflake.redis.prefix */
     char    *sf_mysql_url;         /* snowflake.mysql.url */
+    char    *k8s_ordinal_env;      /* snowflake.k8s.ordinal_env */
+    int64_t  k8s_ordinal_offset;   /* snowflake.k8s.ordinal_offset */
     int      release_on_stop;      /* snowflake.release_on_stop */
 
     /* bookkeeping */

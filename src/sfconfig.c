@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "log.h"
@@ -219,6 +220,27 @@ sfconfig_workerid_open(const struct config *cfg, const struct sfcodec_layout *l,
             log_warn("no non-loopback IPv4 address: registering as 127.0.0.1 "
                      "(set snowflake.ip)");
     }
+    p.worker_id = cfg->worker_id;
+    if (cfg->worker_source == WORKER_K8S) {
+        const char *name = NULL;
+        char host[256];
+
+        if (cfg->k8s_ordinal_env[0] != '\0') {
+            name = getenv(cfg->k8s_ordinal_env);
+            if (name == NULL) {
+                *cause = xasprintf("snowflake.k8s.ordinal_env: %s is not "
+                                   "set", cfg->k8s_ordinal_env);
+                return NULL;
+            }
+        } else if (gethostname(host, sizeof host) == 0) {
+            host[sizeof host - 1] = '\0';
+            name = host;
+        }
+        if (workerid_k8s_ordinal(name, cfg->k8s_ordinal_offset,
+                                 l->max_worker, &p.worker_id, cause) == -1)
+            return NULL;
+        p.k8s = 1;
+    }
     if (cfg->cache_file != NULL && *cfg->cache_file != '\0')
         p.cache_path = cfg->cache_file;
     else if (p.use_zk)      /* ZooKeeper identity: ip:port */
@@ -230,8 +252,7 @@ sfconfig_workerid_open(const struct config *cfg, const struct sfcodec_layout *l,
             "leafd-snowflake-%s-worker-%lld-%lld.json",
                                          p.leaf_name != NULL ? p.leaf_name : "",
                                          (long long)cfg->datacenter_id,
-                                         (long long)cfg->worker_id);
-    p.worker_id = cfg->worker_id;
+                                         (long long)p.worker_id);
     p.datacenter_id = cfg->datacenter_id;
     p.max_worker = l->max_worker;
     p.heartbeat_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 3000;

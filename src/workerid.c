@@ -65,10 +65,10 @@
 #include "workerid_cache.h"
 #include "zk.h"
 
-enum { WID_NONE, WID_STATIC, WID_ZOOKEEPER, WID_TAKEOVER };
+enum { WID_NONE, WID_STATIC, WID_ZOOKEEPER, WID_TAKEOVER, WID_K8S };
 
 static const char *wid_source_names[] = {
-    "none", "static", "zookeeper", "takeover",
+    "none", "static", "zookeeper", "takeover", "k8s",
 };
 
 struct workerid {
@@ -709,7 +709,7 @@ workerid_open_params(const struct workerid_params *p, char **cause)
             log_info("the cache file was written for worker ID %" PRId64
                      "; its fence still applies", c.worker_id);
         atomic_store(&w->worker, p->worker_id);
-        atomic_store(&w->source, WID_STATIC);
+        atomic_store(&w->source, p->k8s ? WID_K8S : WID_STATIC);
         w->start_fence = crc == 0 ? c.fence_ms : 0;
         workerid_cache_free(&c);
         return w;
