@@ -95,6 +95,7 @@ struct config {
     char    *k8s_ordinal_env;      /* snowflake.k8s.ordinal_env */
     int64_t  k8s_ordinal_offset;   /* snowflake.k8s.ordinal_offset */
     int      release_on_stop;      /* snowflake.release_on_stop */
+    int64_t  max_clock_offset_ms;  /* snowflake.max_clock_offset_ms */
 
     /* bookkeeping */
     char    *path;                 /* the file loaded, or NULL */

@@ -22,6 +22,12 @@
  *     lease expire.
  *   - A fence write that finds another nonce means the ID was taken:
  *     SNOWFLAKE_TICK_LOST, for good.
+ *   - Every fence write also reads the store's clock; the offset from ours
+ *     (the middle of the round trip) past max_clock_offset_ms, less half
+ *     the round trip, refuses the start, and while running refuses IDs
+ *     (SNOWFLAKE_TICK_CLOCK_BAD: clock_offset) until it is back within.
+ *     Uniqueness does not rest on it (the fences do); it keeps a node
+ *     whose clock is far off from taking IDs whose fence it passes early.
  */
 #include <assert.h>
 #include <inttypes.h>
@@ -38,6 +44,8 @@
 #include "workerid_cache.h"
 #include "workerid_lease.h"
 
+enum { WL_HELD_OK, WL_HELD_LEASE, WL_HELD_CLOCK };
+
 struct wlease {
     struct wlease_params p;         /* strings below are our own copies */
     struct wlease_store  st;
@@ -51,7 +59,8 @@ struct wlease {
     _Atomic int64_t  worker;        /* -1 unknown */
     int64_t          start_fence;
     int              lost;
-    int              lease_expired;
+    int              held;          /* WL_HELD_*: what the generator was
+                                       last told */
     int64_t          last_fence;    /* last fence written to the file */
     _Atomic int64_t  store_fence;   /* last fence the store confirmed */
     int64_t          last_ok_send_mono; /* send time of the last write that
@@ -59,6 +68,9 @@ struct wlease {
     int64_t          last_write_mono;
     _Atomic int64_t  last_hb_wall;  /* wall ms of that write, 0 never */
     _Atomic int64_t  store_ms;      /* store's clock at that write */
+    _Atomic int64_t  offset_ms;     /* store's clock - ours, RTT-corrected */
+    _Atomic int64_t  rtt_ms;
+    _Atomic int      measured;      /* offset_ms holds a measurement */
     int64_t          last_try_mono;
     int64_t          last_log_mono;
     _Atomic uint64_t writes_ok;
@@ -91,6 +103,22 @@ wl_log_due(struct wlease *l)
         return 0;
     l->last_log_mono = m;
     return 1;
+}
+
+static int wl_write(struct wlease *l, int64_t fence_ms, char **cause);
+
+/* The last measured offset is over the limit (0: no limit). */
+static int
+wl_clock_bad(struct wlease *l)
+{
+    int64_t off = atomic_load(&l->offset_ms);
+
+    if (l->p.max_clock_offset_ms <= 0 || !atomic_load(&l->measured))
+        return 0;
+    if (off < 0)
+        off = -off;
+    /* half the round trip is the measurement's own uncertainty */
+    return off - atomic_load(&l->rtt_ms) / 2 > l->p.max_clock_offset_ms;
 }
 
 /* One claim; WLEASE_*. On OK the worker ID and gate are installed. */
@@ -178,6 +206,20 @@ wlease_open(const struct wlease_params *p, const struct wlease_store *store,
         if (crc == 0 && c.worker_id == atomic_load(&l->worker) &&
             c.fence_ms > l->start_fence)
             l->start_fence = c.fence_ms;
+        /* the clock against the store's, before anything is issued */
+        if (wl_write(l, atomic_load(&l->store_fence), cause) != WLEASE_OK)
+            goto error;
+        if (wl_clock_bad(l)) {
+            *cause = xasprintf("this node's clock is %" PRId64 " ms off "
+                               "%s's (round trip %" PRId64 " ms; "
+                               "snowflake.max_clock_offset_ms %" PRId64
+                               "): not starting", -atomic_load(&l->offset_ms),
+                               l->st.name, atomic_load(&l->rtt_ms),
+                               l->p.max_clock_offset_ms);
+            /* not ours to keep: free it for a node with a good clock */
+            l->p.release_on_stop = 1;
+            goto error;
+        }
     } else {
         log_warn("snowflake: %s unreachable at start (%s); no worker ID "
                  "until it is", l->st.name, *cause);
@@ -200,8 +242,7 @@ wlease_close(struct wlease *l)
 {
     if (l == NULL)
         return;
-    if (l->p.release_on_stop && !l->lost && atomic_load(&l->worker) >= 0 &&
-        atomic_load(&l->store_fence) > 0) {
+    if (l->p.release_on_stop && !l->lost && atomic_load(&l->worker) >= 0) {
         char *cause = NULL;
         int64_t f = atomic_load(&l->store_fence);
         if (l->st.release(l->st.arg, atomic_load(&l->worker), l->nonce, f,
@@ -238,15 +279,22 @@ wlease_get(struct wlease *l, int64_t *worker, int64_t *fence_ms)
 static int
 wl_write(struct wlease *l, int64_t fence_ms, char **cause)
 {
-    int64_t sent = util_mono_ms(), store_ms = 0;
+    int64_t sent = util_mono_ms(), store_ms = 0, t0, t1;
     int rc;
 
     if (l->lost)
         return WLEASE_LOST;
+    t0 = wl_now(l);
     rc = l->st.fence(l->st.arg, atomic_load(&l->worker), l->nonce, fence_ms,
                      &store_ms, cause);
+    t1 = wl_now(l);
     l->last_write_mono = sent;
     if (rc == WLEASE_OK) {
+        /* the store read its clock between t0 and t1: compare with the
+         * middle, off by at most half the round trip */
+        atomic_store(&l->offset_ms, store_ms - (t0 + (t1 - t0) / 2));
+        atomic_store(&l->rtt_ms, t1 - t0);
+        atomic_store(&l->measured, 1);
         atomic_fetch_add(&l->writes_ok, 1);
         l->last_ok_send_mono = sent;
         atomic_store(&l->last_hb_wall, util_wall_ms());
@@ -309,7 +357,7 @@ wl_tick(void *arg, int64_t now_ms)
     struct wlease *l = arg;
     int64_t m = util_mono_ms();
     char *cause = NULL;
-    int rc, expired;
+    int rc, expired, want;
 
     (void)now_ms;
     if (l->lost)
@@ -337,15 +385,20 @@ wl_tick(void *arg, int64_t now_ms)
             return SNOWFLAKE_TICK_LOST;
     }
     expired = m - l->last_ok_send_mono > l->p.lease_ms / 2;
-    if (expired && !l->lease_expired) {
-        l->lease_expired = 1;
-        return SNOWFLAKE_TICK_LEASE_EXPIRED;
-    }
-    if (!expired && l->lease_expired) {
-        l->lease_expired = 0;
-        return SNOWFLAKE_TICK_LEASE_OK;
-    }
-    return SNOWFLAKE_TICK_NONE;
+    want = expired ? WL_HELD_LEASE : wl_clock_bad(l) ? WL_HELD_CLOCK
+                                                     : WL_HELD_OK;
+    if (want == l->held)
+        return SNOWFLAKE_TICK_NONE;
+    if (want == WL_HELD_CLOCK || l->held == WL_HELD_CLOCK)
+        log_warn("snowflake: clock offset from %s %" PRId64 " ms (round "
+                 "trip %" PRId64 " ms, limit %" PRId64 " ms)%s", l->st.name,
+                 atomic_load(&l->offset_ms), atomic_load(&l->rtt_ms),
+                 l->p.max_clock_offset_ms,
+                 want == WL_HELD_CLOCK ? ": refusing" : ": within again");
+    l->held = want;
+    return want == WL_HELD_LEASE ? SNOWFLAKE_TICK_LEASE_EXPIRED :
+           want == WL_HELD_CLOCK ? SNOWFLAKE_TICK_CLOCK_BAD :
+                                   SNOWFLAKE_TICK_LEASE_OK;
 }
 
 static int
@@ -359,6 +412,16 @@ wl_source(void *arg)
 {
     struct wlease *l = arg;
     return atomic_load(&l->worker) >= 0 ? l->st.name : "none";
+}
+
+static int
+wl_clock_offset(void *arg, int64_t *offset_ms)
+{
+    struct wlease *l = arg;
+
+    /* ours relative to the store's: positive = we are ahead */
+    *offset_ms = -atomic_load(&l->offset_ms);
+    return atomic_load(&l->measured) ? 0 : -1;
 }
 
 static void
@@ -389,6 +452,12 @@ wl_state_json(void *arg, struct sbuf *out)
         sbuf_printf(out, "%" PRId64, sms + l->p.lease_ms);
     else
         sbuf_puts(out, "null");
+    sbuf_puts(out, ",\"clock_offset_ms\":");
+    if (atomic_load(&l->measured))
+        sbuf_printf(out, "%" PRId64 ",\"clock_rtt_ms\":%" PRId64,
+                    -atomic_load(&l->offset_ms), atomic_load(&l->rtt_ms));
+    else
+        sbuf_puts(out, "null,\"clock_rtt_ms\":null");
     sbuf_puts(out, ",\"heartbeat_age_ms\":");
     if (hb > 0)
         sbuf_printf(out, "%" PRId64, util_wall_ms() - hb);
@@ -419,6 +488,13 @@ wl_metrics(void *arg, struct sbuf *out)
     else
         sbuf_printf(out, "leafd_snowflake_heartbeat_age_seconds{source=\"%s\"}"
                     " -1\n", l->st.name);
+    sbuf_puts(out, "# HELP leafd_snowflake_clock_offset_ms This node's clock "
+                   "minus the worker ID store's, round-trip corrected (at "
+                   "the last heartbeat).\n"
+                   "# TYPE leafd_snowflake_clock_offset_ms gauge\n");
+    if (atomic_load(&l->measured))
+        sbuf_printf(out, "leafd_snowflake_clock_offset_ms{source=\"%s\"} %"
+                    PRId64 "\n", l->st.name, -atomic_load(&l->offset_ms));
     sbuf_puts(out, "# HELP leafd_snowflake_store_writes_total Fence writes "
                    "(heartbeats) to the worker ID store, by result.\n"
                    "# TYPE leafd_snowflake_store_writes_total counter\n");
@@ -440,6 +516,7 @@ wlease_backend(struct wlease *l, struct snowflake_backend *b)
     b->state_json = wl_state_json;
     b->metrics = wl_metrics;
     b->source = wl_source;
+    b->clock_offset = wl_clock_offset;
     b->close = wl_close;
     b->arg = l;
 }

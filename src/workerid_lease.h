@@ -67,6 +67,7 @@ struct wlease_params {
     int64_t     lease_ms;       /* others may take the ID this long after
                                    its last heartbeat (store's clock) */
     int         release_on_stop;
+    int64_t     max_clock_offset_ms; /* 0: no clock check */
     snowflake_clock_fn clock;   /* the taker's clock; NULL: wall clock */
     void       *clock_arg;
 };

@@ -819,6 +819,84 @@ START_TEST(release_on_stop)
 }
 END_TEST
 
+/* A node whose clock is 10 s ahead of the store's refuses to start, and
+ * says by how much. */
+START_TEST(clock_off_at_start)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1");
+    struct wlease_params p = params("10.0.0.1:1", c1);
+    _Atomic int64_t clk;
+    char *cause = NULL, *at;
+    long long off = 0;
+
+    atomic_store(&clk, util_wall_ms() + 10000);
+    p.clock = test_clock;
+    p.clock_arg = &clk;
+    p.max_clock_offset_ms = 2000;
+    ck_assert_ptr_null(open_at(&p, store_port(), pfx, &cause));
+    at = strstr(cause, "clock is ");
+    ck_assert_msg(at != NULL, "%s", cause);
+    ck_assert_int_eq(sscanf(at, "clock is %lld ms off", &off), 1);
+    ck_assert_msg(off > 9000 && off < 11000, "%s", cause);
+    free(cause);
+    /* within the limit it starts and reports the offset */
+    atomic_store(&clk, util_wall_ms() + 500);
+    {
+        struct wlease *l = open_at(&p, store_port(), pfx, &cause);
+        struct snowflake_backend b;
+        int64_t o = 0;
+        ck_assert_msg(l != NULL, "%s", cause);
+        wlease_backend(l, &b);
+        ck_assert_int_eq(b.clock_offset(b.arg, &o), 0);
+        ck_assert_msg(o > -1500 && o < 2500, "offset %lld", (long long)o);
+        wlease_close(l);
+    }
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
+/* The clock steps 10 s ahead while running: the next heartbeat measures
+ * it and IDs are refused with clock_offset and the offset. */
+START_TEST(clock_off_while_running)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1");
+    struct wlease_params p = params("10.0.0.1:1", c1);
+    _Atomic int64_t clk;
+    struct snowflake *sf;
+    struct snowflake_refusal why;
+    uint64_t id;
+    struct wlease *l;
+    struct idset s = {0};
+    char *cause = NULL;
+    long long off = 0;
+
+    atomic_store(&clk, util_wall_ms());
+    p.clock = test_clock;
+    p.clock_arg = &clk;
+    p.max_clock_offset_ms = 2000;
+    l = open_at(&p, store_port(), pfx, &cause);
+    ck_assert_msg(l != NULL, "%s", cause);
+    sf = sf_on(l, &clk, 200);
+    issue_range(sf, &clk, atomic_load(&clk) + 5, 1, &s);
+    ck_assert_int_gt(s.n, 0);
+    for (int i = 0; i < 20; i++) {
+        atomic_store(&clk, util_wall_ms() + 10000);
+        snowflake_keeper_step(sf);
+        usleep(20000);
+    }
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_REFUSE);
+    ck_assert_str_eq(why.code, "clock_offset");
+    ck_assert_int_eq(sscanf(why.message, "this node's clock is %lld", &off),
+                     1);
+    ck_assert_msg(off > 9000 && off < 11000, "%s", why.message);
+    snowflake_stop(sf);
+    free(s.v);
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
 /* Eight nodes starting at the same moment: eight different IDs. */
 struct racer {
     pthread_t       th;
@@ -897,6 +975,8 @@ store_tests(TCase *tc)
     tcase_add_test(tc, partition_no_duplicates);
     tcase_add_test(tc, release_on_stop);
     tcase_add_test(tc, simultaneous_starts);
+    tcase_add_test(tc, clock_off_at_start);
+    tcase_add_test(tc, clock_off_while_running);
 }
 
 int
