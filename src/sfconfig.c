@@ -261,6 +261,7 @@ sfconfig_workerid_open(const struct config *cfg, const struct sfcodec_layout *l,
     p.fence_step_ms = cfg->fence_step_ms;
     p.takeover = cfg->takeover;
     p.takeover_age_ms = cfg->takeover_age_ms;
+    p.max_clock_offset_ms = cfg->max_clock_offset_ms;
     if (p.takeover && p.takeover_age_ms < 4 * p.fence_step_ms) {
         *cause = xasprintf("snowflake.takeover_age_ms %" PRId64 " must be at "
                            "least 4 x snowflake.fence_step_ms (%" PRId64 ")",

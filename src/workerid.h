@@ -66,6 +66,9 @@ struct workerid_params {
     int64_t     fence_step_ms;
     int         takeover;
     int64_t     takeover_age_ms;
+    int64_t     max_clock_offset_ms; /* vs a written node's mtime; 0 off */
+    snowflake_clock_fn clock;     /* for the offset; NULL: wall clock */
+    void       *clock_arg;
 };
 
 /* From explicit parameters (sfconfig.c fills them from the config).
