@@ -180,7 +180,9 @@ sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
     if (cfg->worker_source == WORKER_MYSQL) {
         const char *url = cfg->sf_mysql_url[0] ? cfg->sf_mysql_url :
                           cfg->mysql_url[0] ? cfg->mysql_url : cfg->jdbc_url;
-        if (workerid_mysql_store(url, 1000, &st, cause) == -1) {
+        if (workerid_mysql_store(url, cfg->jdbc_username,
+                                 cfg->jdbc_password, 1000, &st,
+                                 cause) == -1) {
             free(cache);
             return NULL;
         }

@@ -378,8 +378,9 @@ wm_close(void *arg)
 }
 
 int
-workerid_mysql_store(const char *url, int64_t timeout_ms,
-                     struct wlease_store *out, char **cause)
+workerid_mysql_store(const char *url, const char *user, const char *password,
+                     int64_t timeout_ms, struct wlease_store *out,
+                     char **cause)
 {
     struct wmysql *m = xcalloc(1, sizeof *m);
 
@@ -389,6 +390,15 @@ workerid_mysql_store(const char *url, int64_t timeout_ms,
         free(why);
         free(m);
         return -1;
+    }
+    /* as the segment store: a JDBC URL takes leaf.jdbc.username/password,
+     * a mysql:// URL's own user wins */
+    if (user != NULL && *user != '\0' &&
+        (strncmp(url, "jdbc:", 5) == 0 || m->t.user == NULL)) {
+        free(m->t.user);
+        free(m->t.password);
+        m->t.user = xstrdup(user);
+        m->t.password = password != NULL ? xstrdup(password) : NULL;
     }
     if (m->t.socket != NULL)
         m->where = xasprintf("%s/%s", m->t.socket, m->t.database);

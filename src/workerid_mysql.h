@@ -16,8 +16,11 @@
 
 #include "workerid_lease.h"
 
-/* url: as segment.mysql.url (store_parse_mysql_url). Does not connect yet. */
-int workerid_mysql_store(const char *url, int64_t timeout_ms,
+/* url: as segment.mysql.url (store_parse_mysql_url); user and password
+ * (may be NULL) as leaf.jdbc.username/password: used for a JDBC URL, or a
+ * URL without a user. Does not connect yet. */
+int workerid_mysql_store(const char *url, const char *user,
+                         const char *password, int64_t timeout_ms,
                          struct wlease_store *out, char **cause);
 
 #endif

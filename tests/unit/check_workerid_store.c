@@ -175,7 +175,8 @@ open_at(const struct wlease_params *p, int port, const char *prefix,
                  mysql_t.user, mysql_t.password ? ":" : "",
                  mysql_t.password ? mysql_t.password : "", port,
                  mysql_t.database);
-        ck_assert_int_eq(workerid_mysql_store(url, 1000, &st, cause), 0);
+        ck_assert_int_eq(workerid_mysql_store(url, NULL, NULL, 1000, &st,
+                                              cause), 0);
         return wlease_open(p, &st, cause);
     }
     snprintf(url, sizeof url, "redis://127.0.0.1:%d/3", port);
