@@ -36,12 +36,15 @@ ASAN_TESTS := $(TESTS:%=build/asan/tests/%)
 
 # ThreadSanitizer: the suites whose threads race on purpose (the segment
 # allocator's harnesses, the snowflake generator's, the HTTP park/wake and
-# the UUID/ULID generators, the RESP listener's pipelines). Suites built around libzookeeper_mt's own
-# threads or MySQL's client stay in the plain and ASan runs.
+# the UUID/ULID generators, the RESP listener's pipelines, the worker ID
+# lease's keeper against state/metrics readers and simultaneous claims).
+# Suites built around libzookeeper_mt's own threads stay in the plain and
+# ASan runs.
 TSAN_FLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 TSAN_OBJS  := $(SRCS:src/%.c=build/tsan/%.o) build/console_assets.o
 TSAN_LIB   := $(filter-out build/tsan/main.o,$(TSAN_OBJS))
-TSAN_SUITES := check_segment check_snowflake check_http check_idkinds check_resp
+TSAN_SUITES := check_segment check_snowflake check_http check_idkinds check_resp \
+               check_workerid_store
 TSAN_TESTS := $(TSAN_SUITES:%=build/tsan/tests/%)
 
 .PHONY: all deps run test unit unit-asan check-asan check-tsan blackbox bench clean lint

@@ -898,6 +898,81 @@ START_TEST(clock_off_while_running)
 }
 END_TEST
 
+/* The keeper thread writes fences and heartbeats while other threads read
+ * /snowflake/state and /metrics and take IDs (for the TSan run). */
+struct reader {
+    pthread_t          th;
+    struct snowflake  *sf;
+    _Atomic int       *stop;
+    size_t             ids;
+};
+
+static void *
+reader_main(void *arg)
+{
+    struct reader *r = arg;
+    uint64_t ids[16];
+    struct snowflake_refusal why;
+
+    while (!atomic_load(r->stop)) {
+        struct sbuf b = {0};
+        snowflake_state_json(r->sf, &b);
+        ck_assert_ptr_nonnull(strstr(b.p, "\"store_fence_ms\""));
+        free(b.p);
+        memset(&b, 0, sizeof b);
+        snowflake_metrics(r->sf, &b);
+        ck_assert_ptr_nonnull(strstr(b.p, "heartbeat_age_seconds"));
+        free(b.p);
+        if (snowflake_next(r->sf, 16, ids, &why) == SNOWFLAKE_OK)
+            r->ids += 16;
+    }
+    return NULL;
+}
+
+START_TEST(readers_while_keeping)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1");
+    struct wlease_params p = params("10.0.0.1:1", c1);
+    struct snowflake_options o;
+    struct wlease *l = open_ok(&p, pfx);
+    struct reader r[2];
+    _Atomic int stop = 0;
+    struct snowflake *sf;
+    char *cause = NULL;
+    int64_t worker, fence;
+
+    memset(&o, 0, sizeof o);
+    ck_assert_int_eq(sfcodec_layout_init(&o.layout, SFCODEC_LEAF_EPOCH_MS, 41,
+                                         0, 10, 12, -1, 0, &cause), 0);
+    wlease_get(l, &worker, &fence);
+    o.worker_id = worker;
+    o.start_fence_ms = fence;
+    o.max_backward_ms = 1000;
+    o.max_borrow_ms = 10;
+    o.fence_step_ms = 200;
+    o.start_wait_ms = 5000;
+    o.count_max = 4096;
+    wlease_backend(l, &o.backend);
+    sf = snowflake_create(&o, &cause);
+    ck_assert_msg(sf != NULL, "%s", cause);
+    for (int i = 0; i < 2; i++) {
+        r[i].sf = sf;
+        r[i].stop = &stop;
+        r[i].ids = 0;
+        ck_assert_int_eq(pthread_create(&r[i].th, NULL, reader_main, &r[i]),
+                         0);
+    }
+    usleep(800 * 1000);         /* several fence steps and heartbeats */
+    atomic_store(&stop, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(r[i].th, NULL);
+    ck_assert_int_gt(r[0].ids + r[1].ids, 0);
+    snowflake_stop(sf);
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
 /* Eight nodes starting at the same moment: eight different IDs. */
 struct racer {
     pthread_t       th;
@@ -978,6 +1053,7 @@ store_tests(TCase *tc)
     tcase_add_test(tc, simultaneous_starts);
     tcase_add_test(tc, clock_off_at_start);
     tcase_add_test(tc, clock_off_while_running);
+    tcase_add_test(tc, readers_while_keeping);
 }
 
 int
