@@ -38,8 +38,8 @@ ASAN_TESTS := $(TESTS:%=build/asan/tests/%)
 # allocator's harnesses, the snowflake generator's, the HTTP park/wake and
 # the UUID/ULID generators, the RESP listener's pipelines, the worker ID
 # lease's keeper against state/metrics readers and simultaneous claims).
-# Suites built around libzookeeper_mt's own threads stay in the plain and
-# ASan runs.
+# Suites built around libzookeeper_mt's own threads or the segment store's
+# MySQL client stay in the plain and ASan runs.
 TSAN_FLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 TSAN_OBJS  := $(SRCS:src/%.c=build/tsan/%.o) build/console_assets.o
 TSAN_LIB   := $(filter-out build/tsan/main.o,$(TSAN_OBJS))
