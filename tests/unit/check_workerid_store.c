@@ -652,6 +652,44 @@ START_TEST(store_down_at_start)
 }
 END_TEST
 
+/* The store unreachable at start, then back: the claim is retried in the
+ * background and IDs follow. */
+START_TEST(store_back_after_start)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1");
+    struct proxy *px = proxy_start(store_port());
+    struct wlease_params p1 = params("10.0.0.1:1", c1);
+    char *cause = NULL;
+    struct wlease *l;
+    _Atomic int64_t clk;
+    struct snowflake *sf;
+    struct snowflake_refusal why;
+    uint64_t id;
+    int ok = 0;
+
+    atomic_store(&px->cut, 1);
+    l = open_at(&p1, px->port, pfx, &cause);
+    ck_assert_msg(l != NULL, "%s", cause);
+    ck_assert_int_eq(worker_of(l), -1);
+    atomic_store(&clk, util_wall_ms());
+    sf = sf_on(l, &clk, 200);
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_REFUSE);
+    ck_assert_str_eq(why.code, "worker_id_unknown");
+    atomic_store(&px->cut, 0);
+    for (int i = 0; i < 100 && !ok; i++) {
+        usleep(50000);
+        atomic_store(&clk, util_wall_ms());
+        snowflake_keeper_step(sf);
+        ok = snowflake_next(sf, 1, &id, &why) == SNOWFLAKE_OK;
+    }
+    ck_assert_msg(ok, "still refused: %s", why.code);
+    snowflake_stop(sf);
+    proxy_stop(px);
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
 /* Redis cut off while running: IDs up to the fence Redis holds, then
  * fence_unconfirmed; after half the lease, worker_lease_expired. */
 START_TEST(store_down_while_running)
@@ -1047,6 +1085,7 @@ store_tests(TCase *tc)
     tcase_add_test(tc, twin_identity_refused);
     tcase_add_test(tc, one_past_max);
     tcase_add_test(tc, store_down_at_start);
+    tcase_add_test(tc, store_back_after_start);
     tcase_add_test(tc, store_down_while_running);
     tcase_add_test(tc, partition_no_duplicates);
     tcase_add_test(tc, release_on_stop);
