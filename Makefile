@@ -19,7 +19,7 @@ endif
 OPT     ?= -O2 -g
 CFLAGS  += -std=gnu11 $(OPT) $(WARN) -pthread -DTHREADED -D_GNU_SOURCE \
            -Isrc $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lzookeeper_mt -lm
+LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lzookeeper_mt -lhiredis -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
 SRCS    := $(wildcard src/*.c)
@@ -35,13 +35,16 @@ ASAN_LIB   := $(filter-out build/asan/main.o,$(ASAN_OBJS))
 ASAN_TESTS := $(TESTS:%=build/asan/tests/%)
 
 # ThreadSanitizer: the suites whose threads race on purpose (the segment
-# allocator's harnesses and its leases, the snowflake generator's, the HTTP park/wake and
-# the UUID/ULID generators, the serial allocator, the RESP listener's pipelines). Suites built around libzookeeper_mt's own
-# threads or MySQL's client stay in the plain and ASan runs.
+# allocator's harnesses and its leases, the snowflake generator's, the HTTP
+# park/wake and the UUID/ULID generators, the serial allocator, the RESP
+# listener's pipelines, the worker ID lease's keeper against state/metrics
+# readers and simultaneous claims). Suites built around libzookeeper_mt's own
+# threads or the segment store's MySQL client stay in the plain and ASan runs.
 TSAN_FLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 TSAN_OBJS  := $(SRCS:src/%.c=build/tsan/%.o) build/console_assets.o
 TSAN_LIB   := $(filter-out build/tsan/main.o,$(TSAN_OBJS))
-TSAN_SUITES := check_segment check_snowflake check_http check_idkinds check_resp check_serial check_lease
+TSAN_SUITES := check_segment check_snowflake check_http check_idkinds check_resp \
+               check_serial check_lease check_workerid_store
 TSAN_TESTS := $(TSAN_SUITES:%=build/tsan/tests/%)
 
 .PHONY: all deps run test unit unit-asan check-asan check-tsan blackbox bench clean lint
@@ -86,10 +89,6 @@ build/tsan/tests/%: tests/unit/%.c $(TSAN_LIB)
 build/asan/tests/%: tests/unit/%.c $(ASAN_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -MMD -MP -o $@ $< $(ASAN_LIB) $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
-
-# The RESP suite drives the listener with hiredis, a client nobody here wrote.
-build/tests/check_resp build/asan/tests/check_resp build/tsan/tests/check_resp: \
-    LDLIBS += -lhiredis
 
 # segment.c with a 4-bit generation, so that a test can wrap it (explicit
 # rules: these binaries link this copy instead of build/segment.o).
@@ -188,6 +187,7 @@ FUZZ_OBJS_serial_defs := serial serial_fmt tzone config log util
 FUZZ_OBJS_resp_parse  := resp_parse
 FUZZ_OBJS_multi_block := multi_block util
 FUZZ_OBJS_segment_model := segment log util
+FUZZ_OBJS_redis_url  := workerid_redis_url util
 fuzz_objs = $(patsubst %,build/fuzz/obj/%.o,$(FUZZ_OBJS_$(1)))
 # The C client's lease answer parser (clients/c/, not src/).
 build/fuzz/fuzz_lease_answer: clients/c/lease_parse.c

@@ -5,11 +5,12 @@
 set -e
 profile=${1:-build}
 build="gcc make pkg-config libc6-dev libevent-dev default-libmysqlclient-dev
-libzookeeper-mt-dev libjansson-dev libsqlite3-dev check curl tzdata libcurl4-openssl-dev"
+libzookeeper-mt-dev libjansson-dev libsqlite3-dev check curl tzdata libcurl4-openssl-dev
+libhiredis-dev"
 test="$build mariadb-server mariadb-client zookeeper default-jre-headless python3 nginx
 libfaketime procps slowhttptest docker-compose clang libclang-rt-14-dev cppcheck
 chromium chromium-driver python3-selenium fonts-liberation
-libhiredis-dev redis-server redis-tools python3-redis"
+libhiredis-dev redis-server redis-tools python3-redis python3-yaml"
 bench="$test nginx wrk"
 case "$profile" in
 build) want=$build ;;

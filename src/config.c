@@ -30,7 +30,7 @@ struct key {
 };
 
 static const char *const store_names[] = { "auto", "sqlite", "mysql", NULL };
-static const char *const worker_names[] = { "auto", "static", "zookeeper", NULL };
+static const char *const worker_names[] = { "auto", "static", "zookeeper", "redis", "mysql", "k8s", NULL };
 static const char *const level_names[] = { "debug", "info", "warn", "error", NULL };
 
 #define OFF(f) offsetof(struct config, f)
@@ -139,7 +139,7 @@ static const struct key keys[] = {
 
     /* Snowflake mode. */
     { "snowflake.worker_source", K_ENUM, OFF(worker_source), 0, 0, "auto", worker_names,
-      "auto (zookeeper when leaf.snowflake.zk.address is set, else static), static, zookeeper" },
+      "auto (zookeeper when leaf.snowflake.zk.address is set, else static), static, zookeeper, redis, mysql, k8s" },
     { "snowflake.worker_id", K_INT, OFF(worker_id), 0, (1LL << 22) - 1, "0", NULL,
       "worker ID for the static source" },
     { "snowflake.epoch_ms", K_INT, OFF(epoch_ms), 0, 4102444800000LL, "1288834974657", NULL,
@@ -181,7 +181,21 @@ static const struct key keys[] = {
     { "snowflake.takeover", K_BOOL, OFF(takeover), 0, 1, "false", NULL,
       "without a registration of its own, take over a stale one" },
     { "snowflake.takeover_age_ms", K_INT, OFF(takeover_age_ms), 1000, 365 * DAY_MS, "600000", NULL,
-      "a registration is stale when its heartbeat is older than this" },
+      "a registration is stale when its heartbeat is older than this (redis: the lease)" },
+    { "snowflake.redis.url", K_STR, OFF(sf_redis_url), 0, 1024, "redis://127.0.0.1:6379", NULL,
+      "worker ID store for worker_source = redis: redis://[:password@]host[:port][/db] or unix:///path[?db=N]" },
+    { "snowflake.redis.prefix", K_STR, OFF(sf_redis_prefix), 1, 256, "leafd:snowflake:", NULL,
+      "prefix of the worker ID keys in Redis" },
+    { "snowflake.mysql.url", K_STR, OFF(sf_mysql_url), 0, 1024, "", NULL,
+      "worker ID store for worker_source = mysql, as segment.mysql.url (empty: segment.mysql.url, else leaf.jdbc.url)" },
+    { "snowflake.k8s.ordinal_env", K_STR, OFF(k8s_ordinal_env), 0, 128, "", NULL,
+      "k8s: the variable holding the pod name (empty: the hostname); its trailing -<n> is the ordinal" },
+    { "snowflake.k8s.ordinal_offset", K_INT, OFF(k8s_ordinal_offset), 0, (1LL << 22) - 1, "0", NULL,
+      "k8s: worker ID = ordinal + this (several StatefulSets in one layout)" },
+    { "snowflake.max_clock_offset_ms", K_INT, OFF(max_clock_offset_ms), 0, 3600000, "5000", NULL,
+      "redis, mysql: refuse to start, and 503 clock_offset, when the clock is this far from the store's (0: no check)" },
+    { "snowflake.release_on_stop", K_BOOL, OFF(release_on_stop), 0, 1, "false", NULL,
+      "redis, mysql: on a clean stop, free the worker ID for anyone past its fence" },
 };
 
 #define NKEYS (sizeof keys / sizeof keys[0])

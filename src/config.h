@@ -16,7 +16,8 @@
 #include <stdio.h>
 
 enum store_kind { STORE_AUTO, STORE_SQLITE, STORE_MYSQL };
-enum worker_source { WORKER_AUTO, WORKER_STATIC, WORKER_ZOOKEEPER };
+enum worker_source { WORKER_AUTO, WORKER_STATIC, WORKER_ZOOKEEPER, WORKER_REDIS,
+                     WORKER_MYSQL, WORKER_K8S };
 
 /* A serial.<code>.<field> line of the config file, kept as text: serial.c
  * validates the definitions and names file:line in its errors. */
@@ -78,7 +79,7 @@ struct config {
     int      create_demo;          /* segment.create_demo */
 
     /* snowflake mode */
-    int      worker_source;        /* snowflake.worker_source: auto|static|zookeeper */
+    int      worker_source;        /* snowflake.worker_source: auto|static|zookeeper|redis|mysql|k8s */
     int64_t  worker_id;            /* snowflake.worker_id */
     int64_t  epoch_ms;             /* snowflake.epoch_ms */
     int64_t  timestamp_bits;       /* snowflake.timestamp_bits */
@@ -100,6 +101,13 @@ struct config {
     int64_t  zk_timeout_ms;        /* snowflake.zk_session_timeout_ms */
     int      takeover;             /* snowflake.takeover */
     int64_t  takeover_age_ms;      /* snowflake.takeover_age_ms */
+    char    *sf_redis_url;         /* snowflake.redis.url */
+    char    *sf_redis_prefix;      /* snowflake.redis.prefix */
+    char    *sf_mysql_url;         /* snowflake.mysql.url */
+    char    *k8s_ordinal_env;      /* snowflake.k8s.ordinal_env */
+    int64_t  k8s_ordinal_offset;   /* snowflake.k8s.ordinal_offset */
+    int      release_on_stop;      /* snowflake.release_on_stop */
+    int64_t  max_clock_offset_ms;  /* snowflake.max_clock_offset_ms */
 
     /* serial numbers (serial.c) */
     int64_t  serial_count_max;     /* serial.count_max */

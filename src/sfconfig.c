@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "log.h"
@@ -13,6 +14,9 @@
 #include "snowflake.h"
 #include "util.h"
 #include "workerid.h"
+#include "workerid_lease.h"
+#include "workerid_mysql.h"
+#include "workerid_redis.h"
 
 int
 sfconfig_layout(struct sfcodec_layout *l, const struct config *cfg,
@@ -73,10 +77,22 @@ sfconfig_start(const struct config *cfg, int http_port, snowflake_wake_fn wake,
                  "snowflake.fence_step_ms %" PRId64 ": bursts may wait for "
                  "the fence", cfg->max_borrow_ms, cfg->fence_step_ms);
 
-    w = sfconfig_workerid_open(cfg, &o.layout, http_port, cause);
-    if (w == NULL)
-        return NULL;
-    workerid_get(w, &worker, &fence);
+    if (cfg->worker_source == WORKER_REDIS ||
+        cfg->worker_source == WORKER_MYSQL) {
+        struct wlease *l = sfconfig_lease_open(cfg, &o.layout, http_port,
+                                               cause);
+        if (l == NULL)
+            return NULL;
+        w = NULL;
+        wlease_get(l, &worker, &fence);
+        wlease_backend(l, &o.backend);
+    } else {
+        w = sfconfig_workerid_open(cfg, &o.layout, http_port, cause);
+        if (w == NULL)
+            return NULL;
+        workerid_get(w, &worker, &fence);
+        workerid_backend(w, &o.backend);
+    }
     o.worker_id = worker;
     o.datacenter_id = cfg->datacenter_id;
     o.start_fence_ms = fence;
@@ -89,7 +105,6 @@ sfconfig_start(const struct config *cfg, int http_port, snowflake_wake_fn wake,
     o.count_max = (uint32_t)cfg->sf_count_max;
     o.wake = wake;
     o.wake_arg = wake_arg;
-    workerid_backend(w, &o.backend);
 
     sf = snowflake_create(&o, cause);
     if (sf == NULL)
@@ -100,14 +115,86 @@ sfconfig_start(const struct config *cfg, int http_port, snowflake_wake_fn wake,
     if (worker >= 0) {
         int64_t now = util_wall_ms();
         log_info("snowflake worker ID %" PRId64 " from %s; fence %" PRId64
-                 "%s", worker, workerid_source(w), fence,
+                 "%s", worker, o.backend.source(o.backend.arg), fence,
                  fence >= now ? " is ahead of the clock: IDs wait for it" : "");
     } else {
-        log_warn("snowflake: no worker ID yet (ZooKeeper %s unreachable, no "
-                 "usable cache file); requests are refused until it is "
-                 "reached", cfg->zk_address);
+        log_warn("snowflake: no worker ID yet (%s %s unreachable); requests "
+                 "are refused until it is reached", w != NULL ? "ZooKeeper" :
+                 "the worker ID store", w != NULL ? cfg->zk_address :
+                 cfg->worker_source == WORKER_REDIS ? cfg->sf_redis_url :
+                 "(mysql)");
     }
     return sf;
+}
+
+/* This node's ip for a store identity: snowflake.ip, or the first
+ * non-loopback IPv4, or 127.0.0.1 (logged). */
+static void
+sfconfig_ip(const struct config *cfg, char *buf, size_t size, int warn)
+{
+    if (cfg->sf_ip != NULL && *cfg->sf_ip != '\0') {
+        snprintf(buf, size, "%s", cfg->sf_ip);
+    } else if (workerid_local_ipv4(buf, size) != 0) {
+        snprintf(buf, size, "127.0.0.1");
+        if (warn)
+            log_warn("no non-loopback IPv4 address: registering as 127.0.0.1 "
+                     "(set snowflake.ip)");
+    }
+}
+
+struct wlease *
+sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
+                    int http_port, char **cause)
+{
+    struct wlease_params p;
+    struct wlease_store st;
+    char ip[64], ident[96], *cache = NULL;
+    struct wlease *w;
+
+    memset(&p, 0, sizeof p);
+    sfconfig_ip(cfg, ip, sizeof ip, 1);
+    p.port = cfg->snowflake_port > 0 ? (int)cfg->snowflake_port : http_port;
+    snprintf(ident, sizeof ident, "%s:%d", ip, p.port);
+    p.identity = ident;
+    p.ip = ip;
+    p.leaf_name = cfg->leaf_name;
+    if (cfg->cache_file != NULL && *cfg->cache_file != '\0')
+        p.cache_path = cfg->cache_file;
+    else
+        p.cache_path = cache = xasprintf("leafd-snowflake-%s-%d.json",
+                                         cfg->leaf_name, p.port);
+    p.datacenter_id = cfg->datacenter_id;
+    p.max_worker = l->max_worker;
+    p.heartbeat_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 3000;
+    p.lease_ms = cfg->takeover_age_ms;
+    p.release_on_stop = cfg->release_on_stop;
+    p.max_clock_offset_ms = cfg->max_clock_offset_ms;
+    if (p.lease_ms < 4 * cfg->fence_step_ms) {
+        *cause = xasprintf("snowflake.takeover_age_ms %" PRId64 " (the "
+                           "lease) must be at least 4 x "
+                           "snowflake.fence_step_ms (%" PRId64 ")",
+                           p.lease_ms, 4 * cfg->fence_step_ms);
+        free(cache);
+        return NULL;
+    }
+    if (cfg->worker_source == WORKER_MYSQL) {
+        const char *url = cfg->sf_mysql_url[0] ? cfg->sf_mysql_url :
+                          cfg->mysql_url[0] ? cfg->mysql_url : cfg->jdbc_url;
+        if (workerid_mysql_store(url, cfg->jdbc_username,
+                                 cfg->jdbc_password, 1000, &st,
+                                 cause) == -1) {
+            free(cache);
+            return NULL;
+        }
+    } else if (workerid_redis_store(cfg->sf_redis_url, cfg->sf_redis_prefix,
+                                    p.heartbeat_ms < 1000 ? p.heartbeat_ms :
+                                    1000, &st, cause) == -1) {
+        free(cache);
+        return NULL;
+    }
+    w = wlease_open(&p, &st, cause);
+    free(cache);
+    return w;
 }
 
 struct workerid *
@@ -136,6 +223,27 @@ sfconfig_workerid_open(const struct config *cfg, const struct sfcodec_layout *l,
             log_warn("no non-loopback IPv4 address: registering as 127.0.0.1 "
                      "(set snowflake.ip)");
     }
+    p.worker_id = cfg->worker_id;
+    if (cfg->worker_source == WORKER_K8S) {
+        const char *name = NULL;
+        char host[256];
+
+        if (cfg->k8s_ordinal_env[0] != '\0') {
+            name = getenv(cfg->k8s_ordinal_env);
+            if (name == NULL) {
+                *cause = xasprintf("snowflake.k8s.ordinal_env: %s is not "
+                                   "set", cfg->k8s_ordinal_env);
+                return NULL;
+            }
+        } else if (gethostname(host, sizeof host) == 0) {
+            host[sizeof host - 1] = '\0';
+            name = host;
+        }
+        if (workerid_k8s_ordinal(name, cfg->k8s_ordinal_offset,
+                                 l->max_worker, &p.worker_id, cause) == -1)
+            return NULL;
+        p.k8s = 1;
+    }
     if (cfg->cache_file != NULL && *cfg->cache_file != '\0')
         p.cache_path = cfg->cache_file;
     else if (p.use_zk)      /* ZooKeeper identity: ip:port */
@@ -147,8 +255,7 @@ sfconfig_workerid_open(const struct config *cfg, const struct sfcodec_layout *l,
             "leafd-snowflake-%s-worker-%lld-%lld.json",
                                          p.leaf_name != NULL ? p.leaf_name : "",
                                          (long long)cfg->datacenter_id,
-                                         (long long)cfg->worker_id);
-    p.worker_id = cfg->worker_id;
+                                         (long long)p.worker_id);
     p.datacenter_id = cfg->datacenter_id;
     p.max_worker = l->max_worker;
     p.heartbeat_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 3000;
@@ -156,6 +263,7 @@ sfconfig_workerid_open(const struct config *cfg, const struct sfcodec_layout *l,
     p.fence_step_ms = cfg->fence_step_ms;
     p.takeover = cfg->takeover;
     p.takeover_age_ms = cfg->takeover_age_ms;
+    p.max_clock_offset_ms = cfg->max_clock_offset_ms;
     if (p.takeover && p.takeover_age_ms < 4 * p.fence_step_ms) {
         *cause = xasprintf("snowflake.takeover_age_ms %" PRId64 " must be at "
                            "least 4 x snowflake.fence_step_ms (%" PRId64 ")",

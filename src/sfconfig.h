@@ -21,6 +21,7 @@
 
 struct config;
 struct workerid;
+struct wlease;
 
 /* The layout from cfg's snowflake.* keys (sfcodec_layout_init's checks;
  * now_ms < 0 skips the time checks). */
@@ -55,5 +56,13 @@ struct snowflake *sfconfig_start(const struct config *cfg, int http_port,
 struct workerid *sfconfig_workerid_open(const struct config *cfg,
                                const struct sfcodec_layout *l, int http_port,
                                char **cause);
+
+/* worker_source = redis or mysql: the lease on a worker ID in
+ * snowflake.redis.url or snowflake.mysql.url (default: the segment database),
+ * identity "<ip>:<port>" as for ZooKeeper, the lease snowflake.takeover_age_ms.
+ * NULL with *cause on a bad URL or a refused claim. */
+struct wlease *sfconfig_lease_open(const struct config *cfg,
+                                   const struct sfcodec_layout *l,
+                                   int http_port, char **cause);
 
 #endif

@@ -53,7 +53,7 @@
 
 #define SF_KEEPER_TICK_MS 20
 
-enum { SF_ST_OK, SF_ST_UNKNOWN, SF_ST_LOST, SF_ST_LEASE };
+enum { SF_ST_OK, SF_ST_UNKNOWN, SF_ST_LOST, SF_ST_LEASE, SF_ST_CLOCK };
 
 /* refusal/wait codes, for counting */
 enum {
@@ -67,13 +67,14 @@ enum {
     SF_C_LAYOUT_EXPIRED,
     SF_C_BAD_COUNT,
     SF_C_FENCE_UNCONFIRMED,
+    SF_C_CLOCK_OFFSET,
     SF_NCODES
 };
 
 static const char *sf_code_names[SF_NCODES] = {
     "borrow_limit", "fence_pending", "fence_not_passed", "clock_behind",
     "worker_id_unknown", "worker_id_lost", "worker_lease_expired",
-    "layout_expired", "bad_count", "fence_unconfirmed",
+    "layout_expired", "bad_count", "fence_unconfirmed", "clock_offset",
 };
 
 /* histogram of clock steps back, ms */
@@ -336,17 +337,27 @@ sf_refuse_status(struct snowflake *sf, int st, struct snowflake_refusal *why)
     switch (st) {
     case SF_ST_UNKNOWN:
         return sf_answer(sf, why, SNOWFLAKE_REFUSE, SF_C_WORKER_UNKNOWN, 1000,
-                         "no worker ID yet: ZooKeeper was not reachable at "
-                         "start and no usable cache file; retrying");
+                         "no worker ID yet: the worker ID store (ZooKeeper, "
+                         "Redis) was not reachable at start; retrying");
     case SF_ST_LOST:
         return sf_answer(sf, why, SNOWFLAKE_REFUSE, SF_C_WORKER_LOST, 0,
                          "this node no longer owns worker ID %" PRId64
-                         " in ZooKeeper; restart to register again",
+                         " in the worker ID store; restart to register again",
                          atomic_load(&sf->worker_id));
+    case SF_ST_CLOCK: {
+        int64_t off = 0;
+        if (sf->backend.clock_offset != NULL)
+            sf->backend.clock_offset(sf->backend.arg, &off);
+        return sf_answer(sf, why, SNOWFLAKE_REFUSE, SF_C_CLOCK_OFFSET, 1000,
+                         "this node's clock is %" PRId64 " ms off the "
+                         "worker ID store's (over "
+                         "snowflake.max_clock_offset_ms); no IDs until it "
+                         "is back within it", off);
+    }
     default:
         return sf_answer(sf, why, SNOWFLAKE_REFUSE, SF_C_LEASE, 1000,
-                         "no heartbeat reached ZooKeeper for half of "
-                         "snowflake.takeover_age_ms; worker ID %" PRId64
+                         "no heartbeat reached the worker ID store for half "
+                         "of snowflake.takeover_age_ms; worker ID %" PRId64
                          " could be taken over, so none are issued",
                          atomic_load(&sf->worker_id));
     }
@@ -431,8 +442,9 @@ snowflake_next(struct snowflake *sf, uint32_t n, uint64_t *out,
             if (pf == SNOWFLAKE_PERSIST_UNCONFIRMED)
                 return sf_answer(sf, why, SNOWFLAKE_REFUSE,
                                  SF_C_FENCE_UNCONFIRMED, 1000,
-                                 "ZooKeeper does not confirm a fence past %"
-                                 PRId64 " (another owner could "
+                                 "the worker ID store does not confirm "
+                                 "a fence past %" PRId64 " (another "
+                                 "owner could "
                                  "inherit this worker ID and gate on it); "
                                  "no IDs beyond it", fence);
             if (pf != 0)
@@ -600,19 +612,27 @@ snowflake_keeper_step(struct snowflake *sf)
                 sf_acquire(sf, now);
                 wake = atomic_load(&sf->status) == SF_ST_OK;
             }
-        } else if (r == SNOWFLAKE_TICK_LEASE_EXPIRED && st == SF_ST_OK) {
+        } else if (r == SNOWFLAKE_TICK_CLOCK_BAD &&
+                   (st == SF_ST_OK || st == SF_ST_LEASE)) {
+            atomic_store(&sf->status, SF_ST_CLOCK);
+            log_error("the clock is off the worker ID store's by more than "
+                      "snowflake.max_clock_offset_ms: not issuing IDs");
+        } else if (r == SNOWFLAKE_TICK_LEASE_EXPIRED &&
+                   (st == SF_ST_OK || st == SF_ST_CLOCK)) {
             atomic_store(&sf->status, SF_ST_LEASE);
-            log_error("no ZooKeeper heartbeat for half of "
-                      "snowflake.takeover_age_ms: not issuing IDs");
-        } else if (r == SNOWFLAKE_TICK_LEASE_OK && st == SF_ST_LEASE) {
+            log_error("no heartbeat reached the worker ID store for half "
+                      "of the lease (snowflake.takeover_age_ms): not "
+                      "issuing IDs");
+        } else if (r == SNOWFLAKE_TICK_LEASE_OK &&
+                   (st == SF_ST_LEASE || st == SF_ST_CLOCK)) {
             atomic_store(&sf->status, SF_ST_OK);
-            log_info("ZooKeeper heartbeat back: issuing IDs again");
+            log_info("worker ID store heartbeat back: issuing IDs again");
             wake = 1;
         }
     }
 
     st = atomic_load(&sf->status);
-    if (st == SF_ST_OK || st == SF_ST_LEASE) {
+    if (st == SF_ST_OK || st == SF_ST_LEASE || st == SF_ST_CLOCK) {
         int64_t fence = atomic_load(&sf->fence);
         int64_t need = atomic_exchange(&sf->need, 0);
         int64_t last = sf_last_ms(sf), hw = atomic_load(&sf->hw);
@@ -819,6 +839,8 @@ sf_status_code(struct snowflake *sf, int64_t now)
         return "worker_id_lost";
     case SF_ST_LEASE:
         return "worker_lease_expired";
+    case SF_ST_CLOCK:
+        return "clock_offset";
     default:
         break;
     }

@@ -57,7 +57,10 @@ enum { SNOWFLAKE_OK = 0, SNOWFLAKE_WAIT = 1, SNOWFLAKE_REFUSE = 2 };
  *              "worker_id_lost"   ZooKeeper says another node owns this
  *                                 worker ID now (or the registration is gone)
  *              "worker_lease_expired" takeover is on and no heartbeat reached
- *                                 ZooKeeper for takeover_age_ms / 2
+ *                                 ZooKeeper for takeover_age_ms / 2 (Redis,
+ *                                 MySQL: the lease, always on)
+ *              "clock_offset"     the clock is further from the worker ID
+ *                                 store's than snowflake.max_clock_offset_ms
  *              "layout_expired"   the timestamp field has run out
  *              "bad_count"        n is 0 or over snowflake.count_max
  * wait_ms: SNOWFLAKE_WAIT: retry after this many ms (>= 1);
@@ -125,6 +128,9 @@ struct snowflake_backend {
     void (*state_json)(void *arg, struct sbuf *out);
     void (*metrics)(void *arg, struct sbuf *out);
     const char *(*source)(void *arg);
+    /* The last measured offset of the store's clock from ours (ms); 0 or
+     * -1 when not measured. May be NULL. */
+    int  (*clock_offset)(void *arg, int64_t *offset_ms);
     void (*close)(void *arg);
     void *arg;
 };
@@ -134,7 +140,9 @@ enum {
     SNOWFLAKE_TICK_ACQUIRED,      /* a worker ID is now known (was unknown) */
     SNOWFLAKE_TICK_LOST,          /* the worker ID must not be used any more */
     SNOWFLAKE_TICK_LEASE_EXPIRED, /* stop issuing until LEASE_OK */
-    SNOWFLAKE_TICK_LEASE_OK
+    SNOWFLAKE_TICK_LEASE_OK,      /* issuing again (lease and clock fine) */
+    SNOWFLAKE_TICK_CLOCK_BAD      /* clock too far off the store's: stop
+                                     issuing until LEASE_OK */
 };
 
 struct snowflake_options {

@@ -37,6 +37,11 @@
  *     reason the cache file's worker ID is not used while ZooKeeper is down
  *     at start. The static source (no ZooKeeper) keeps the file fence.
  *
+ * Clock: every successful node write compares the node's mtime
+ * (ZooKeeper's clock) with the middle of the round trip; past
+ * max_clock_offset_ms (less half the round trip) the start fails and, while
+ * running, tick says SNOWFLAKE_TICK_CLOCK_BAD until it is back within.
+ *
  * Lease (takeover on only): a node may be taken over once its timestamp is
  * takeover_age_ms old, so an owner whose writes have not reached ZooKeeper
  * for half of that stops issuing (SNOWFLAKE_TICK_LEASE_EXPIRED) until one
@@ -65,10 +70,11 @@
 #include "workerid_cache.h"
 #include "zk.h"
 
-enum { WID_NONE, WID_STATIC, WID_ZOOKEEPER, WID_TAKEOVER };
+enum { WID_NONE, WID_STATIC, WID_ZOOKEEPER, WID_TAKEOVER, WID_K8S };
+enum { WID_HELD_OK, WID_HELD_LEASE, WID_HELD_CLOCK };
 
 static const char *wid_source_names[] = {
-    "none", "static", "zookeeper", "takeover",
+    "none", "static", "zookeeper", "takeover", "k8s",
 };
 
 struct workerid {
@@ -89,7 +95,11 @@ struct workerid {
     int              version;       /* node data version, -1 unknown */
     int              verified;      /* registration confirmed this run */
     int              lost;
-    int              lease_expired;
+    int              held;          /* WID_HELD_*: what the generator was
+                                       last told */
+    _Atomic int64_t  offset_ms;     /* node mtime - our clock, RTT-corrected */
+    _Atomic int64_t  rtt_ms;
+    _Atomic int      measured;
     int64_t          last_fence;    /* last fence persisted */
     int64_t          last_zk_write_mono;
     int64_t          last_hb_mono;  /* last successful node write */
@@ -127,6 +137,26 @@ wid_set_error(struct workerid *w, const char *msg)
     free(w->last_error);
     w->last_error = msg != NULL ? xstrdup(msg) : NULL;
     pthread_mutex_unlock(&w->mu);
+}
+
+static int64_t
+wid_now(struct workerid *w)
+{
+    return w->p.clock != NULL ? w->p.clock(w->p.clock_arg) : util_wall_ms();
+}
+
+/* The last measured offset from ZooKeeper's clock is over the limit (0: no
+ * limit), less half the round trip (the measurement's own uncertainty). */
+static int
+wid_clock_bad(struct workerid *w)
+{
+    int64_t off = atomic_load(&w->offset_ms);
+
+    if (w->p.max_clock_offset_ms <= 0 || !atomic_load(&w->measured))
+        return 0;
+    if (off < 0)
+        off = -off;
+    return off - atomic_load(&w->rtt_ms) / 2 > w->p.max_clock_offset_ms;
 }
 
 /* Log at most every 10 s for repeated trouble. */
@@ -569,6 +599,7 @@ wid_write_node(struct workerid *w, int64_t ts, char **cause)
     struct Stat st;
     char *data, *node;
     int len, rc, tries = 0;
+    int64_t t0, t1;
 
     pthread_mutex_lock(&w->mu);
     node = xstrdup(w->node);
@@ -576,8 +607,10 @@ wid_write_node(struct workerid *w, int64_t ts, char **cause)
     data = wid_node_data(w, ts, &len);
     w->last_zk_write_mono = util_mono_ms();
 again:
+    t0 = wid_now(w);
     rc = zk_set(w->zk, node, data, len, w->version, &st, w->write_timeout_ms,
                 cause);
+    t1 = wid_now(w);
     if (rc == ZBADVERSION && tries++ == 0) {
         /* our own earlier write may have landed after we gave up on it */
         char *cur = NULL, *ip = NULL, *nonce = NULL;
@@ -607,6 +640,11 @@ again:
     }
     free(data);
     if (rc == ZOK) {
+        /* the node's mtime is ZooKeeper's clock at the write, between t0
+         * and t1: compare with the middle */
+        atomic_store(&w->offset_ms, st.mtime - (t0 + (t1 - t0) / 2));
+        atomic_store(&w->rtt_ms, t1 - t0);
+        atomic_store(&w->measured, 1);
         w->version = st.version;
         w->last_hb_mono = util_mono_ms();
         atomic_store(&w->last_hb_wall, util_wall_ms());
@@ -709,7 +747,7 @@ workerid_open_params(const struct workerid_params *p, char **cause)
             log_info("the cache file was written for worker ID %" PRId64
                      "; its fence still applies", c.worker_id);
         atomic_store(&w->worker, p->worker_id);
-        atomic_store(&w->source, WID_STATIC);
+        atomic_store(&w->source, p->k8s ? WID_K8S : WID_STATIC);
         w->start_fence = crc == 0 ? c.fence_ms : 0;
         workerid_cache_free(&c);
         return w;
@@ -755,6 +793,22 @@ workerid_open_params(const struct workerid_params *p, char **cause)
             if (crc == 0 && c.worker_id >= 0 && c.worker_id != r.worker)
                 log_warn("the cache file had worker ID %" PRId64 ", "
                          "ZooKeeper gives %" PRId64, c.worker_id, r.worker);
+            /* the clock against ZooKeeper's: the mtime of a write of the
+             * gate (already in the node or above it) */
+            if (p->max_clock_offset_ms > 0 &&
+                wid_write_node(w, w->start_fence, cause) == 0 &&
+                wid_clock_bad(w)) {
+                *cause = xasprintf("this node's clock is %" PRId64 " ms off "
+                                   "ZooKeeper's (round trip %" PRId64 " ms; "
+                                   "snowflake.max_clock_offset_ms %" PRId64
+                                   "): not starting",
+                                   -atomic_load(&w->offset_ms),
+                                   atomic_load(&w->rtt_ms),
+                                   p->max_clock_offset_ms);
+                goto error;
+            }
+            free(*cause);
+            *cause = NULL;
             workerid_cache_free(&c);
             return w;
         }
@@ -959,18 +1013,24 @@ workerid_tick(struct workerid *w, int64_t now_ms)
         cause = NULL;
     }
 
-    if (w->p.takeover) {
-        int expired = m - w->last_hb_mono > w->p.takeover_age_ms / 2;
-        if (expired && !w->lease_expired) {
-            w->lease_expired = 1;
-            return SNOWFLAKE_TICK_LEASE_EXPIRED;
-        }
-        if (!expired && w->lease_expired) {
-            w->lease_expired = 0;
-            return SNOWFLAKE_TICK_LEASE_OK;
-        }
+    {
+        int expired = w->p.takeover &&
+                      m - w->last_hb_mono > w->p.takeover_age_ms / 2;
+        int want = expired ? WID_HELD_LEASE : wid_clock_bad(w) ?
+                   WID_HELD_CLOCK : WID_HELD_OK;
+        if (want == w->held)
+            return SNOWFLAKE_TICK_NONE;
+        if (want == WID_HELD_CLOCK || w->held == WID_HELD_CLOCK)
+            log_warn("snowflake: clock offset from ZooKeeper %" PRId64
+                     " ms (round trip %" PRId64 " ms, limit %" PRId64
+                     " ms)%s", -atomic_load(&w->offset_ms),
+                     atomic_load(&w->rtt_ms), w->p.max_clock_offset_ms,
+                     want == WID_HELD_CLOCK ? ": refusing" : ": within again");
+        w->held = want;
+        return want == WID_HELD_LEASE ? SNOWFLAKE_TICK_LEASE_EXPIRED :
+               want == WID_HELD_CLOCK ? SNOWFLAKE_TICK_CLOCK_BAD :
+                                        SNOWFLAKE_TICK_LEASE_OK;
     }
-    return SNOWFLAKE_TICK_NONE;
 }
 
 /* --- backend glue --------------------------------------------------------- */
@@ -1051,6 +1111,11 @@ wid_be_state_json(void *arg, struct sbuf *out)
     else
         sbuf_puts(out, "null");
     sbuf_printf(out, ",\"takeover\":%s", w->p.takeover ? "true" : "false");
+    sbuf_puts(out, ",\"clock_offset_ms\":");
+    if (atomic_load(&w->measured))
+        sbuf_printf(out, "%" PRId64, -atomic_load(&w->offset_ms));
+    else
+        sbuf_puts(out, "null");
 }
 
 static void
@@ -1075,6 +1140,15 @@ wid_be_metrics(void *arg, struct sbuf *out)
                     (double)(util_wall_ms() - hb) / 1000.0);
     else
         sbuf_puts(out, "leafd_snowflake_heartbeat_age_seconds -1\n");
+    if (atomic_load(&w->measured)) {
+        sbuf_puts(out, "# HELP leafd_snowflake_clock_offset_ms This node's "
+                       "clock minus the worker ID store's, round-trip "
+                       "corrected (at the last heartbeat).\n"
+                       "# TYPE leafd_snowflake_clock_offset_ms gauge\n");
+        sbuf_printf(out, "leafd_snowflake_clock_offset_ms{source="
+                    "\"zookeeper\"} %" PRId64 "\n",
+                    -atomic_load(&w->offset_ms));
+    }
     sbuf_puts(out, "# HELP leafd_snowflake_zk_writes_total Writes of the "
                    "ZooKeeper node, by result.\n"
                    "# TYPE leafd_snowflake_zk_writes_total counter\n");
@@ -1094,6 +1168,15 @@ wid_be_metrics(void *arg, struct sbuf *out)
                 zk_expirations(w->zk));
 }
 
+static int
+wid_be_clock_offset(void *arg, int64_t *offset_ms)
+{
+    struct workerid *w = arg;
+
+    *offset_ms = -atomic_load(&w->offset_ms);
+    return atomic_load(&w->measured) ? 0 : -1;
+}
+
 void
 workerid_backend(struct workerid *w, struct snowflake_backend *b)
 {
@@ -1104,6 +1187,7 @@ workerid_backend(struct workerid *w, struct snowflake_backend *b)
     b->state_json = wid_be_state_json;
     b->metrics = wid_be_metrics;
     b->source = wid_be_source;
+    b->clock_offset = wid_be_clock_offset;
     b->close = wid_be_close;
     b->arg = w;
 }

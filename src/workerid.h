@@ -3,6 +3,9 @@
  *
  * Sources:
  *   static     snowflake.worker_id from the config.
+ *   k8s        the same, with the worker ID from the pod's StatefulSet
+ *              ordinal (workerid_k8s_ordinal); the fence is the cache file
+ *              on the pod's volume.
  *   zookeeper  Leaf's scheme: a PERSISTENT_SEQUENTIAL node
  *              /snowflake/<leaf.name>/forever/<ip>:<port>-<10-digit seq>
  *              whose data is {"ip":"..","port":"..","timestamp":ms,
@@ -53,7 +56,9 @@ struct workerid_params {
     const char *cache_path;
     const char *ip;
     int         port;
-    int64_t     worker_id;        /* static */
+    int64_t     worker_id;        /* static, k8s */
+    int         k8s;              /* the static worker ID is a pod ordinal
+                                     (workerid_k8s_ordinal): named "k8s" */
     int64_t     datacenter_id;
     uint64_t    max_worker;
     int64_t     heartbeat_ms;
@@ -61,6 +66,9 @@ struct workerid_params {
     int64_t     fence_step_ms;
     int         takeover;
     int64_t     takeover_age_ms;
+    int64_t     max_clock_offset_ms; /* vs a written node's mtime; 0 off */
+    snowflake_clock_fn clock;     /* for the offset; NULL: wall clock */
+    void       *clock_arg;
 };
 
 /* From explicit parameters (sfconfig.c fills them from the config).
@@ -76,7 +84,7 @@ void workerid_close(struct workerid *w);
 
 /* The worker ID (-1 unknown) and the fence it must pass before issuing. */
 int  workerid_get(struct workerid *w, int64_t *worker, int64_t *fence_ms);
-/* "static", "zookeeper", "takeover" or "none". */
+/* "static", "k8s", "zookeeper", "takeover" or "none". */
 const char *workerid_source(struct workerid *w);
 /* The ZooKeeper node path, or NULL. malloc'd copy. */
 char *workerid_node(struct workerid *w);
@@ -92,6 +100,13 @@ void workerid_backend(struct workerid *w, struct snowflake_backend *b);
 int  workerid_persist(struct workerid *w, int64_t fence_ms, char **cause);
 /* SNOWFLAKE_TICK_* */
 int  workerid_tick(struct workerid *w, int64_t now_ms);
+
+/* workerid_k8s.c: the worker ID of a StatefulSet pod: the trailing
+ * "-<ordinal>" of name (the hostname, or the variable snowflake.k8s.
+ * ordinal_env names; a bare number is taken too) plus offset. 0, or -1 with
+ * *cause when there is no ordinal or the sum is past max_worker. */
+int  workerid_k8s_ordinal(const char *name, int64_t offset,
+                          uint64_t max_worker, int64_t *worker, char **cause);
 
 /* First non-loopback IPv4 address of an interface that is up, as text in
  * buf (>= 16 bytes). 0, or -1 when there is none. */

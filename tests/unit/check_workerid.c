@@ -1542,6 +1542,51 @@ START_TEST(zk_java_node_not_taken_over)
 }
 END_TEST
 
+/* The clock against ZooKeeper's (the mtime of the node just written): a
+ * node 10 s ahead refuses to start, saying by how much; one that steps 10 s
+ * ahead while running gets clock_offset with the offset. */
+START_TEST(zk_clock_offset)
+{
+    char *name = fresh_name(), *ca = tmp_path("a.json"), *at;
+    struct workerid_params p = zk_params(name, "10.0.3.1", 7801, ca);
+    struct workerid *w;
+    struct snowflake *sf;
+    struct snowflake_refusal why;
+    _Atomic int64_t clk;
+    char *cause = NULL;
+    long long off = 0;
+    uint64_t id;
+
+    atomic_store(&clk, util_wall_ms() + 10000);
+    p.clock = test_clock;
+    p.clock_arg = &clk;
+    p.max_clock_offset_ms = 2000;
+    ck_assert_ptr_null(workerid_open_params(&p, &cause));
+    at = strstr(cause, "clock is ");
+    ck_assert_msg(at != NULL, "%s", cause);
+    ck_assert_int_eq(sscanf(at, "clock is %lld ms off", &off), 1);
+    ck_assert_msg(off > 9000 && off < 11000, "%s", cause);
+    free(cause);
+
+    atomic_store(&clk, util_wall_ms());
+    w = open_ok(&p);
+    sf = sf_on(w, &clk, 200);
+    for (int i = 0; i < 30; i++) {
+        atomic_store(&clk, util_wall_ms() + 10000);
+        snowflake_keeper_step(sf);
+        usleep(20000);
+    }
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_REFUSE);
+    ck_assert_str_eq(why.code, "clock_offset");
+    ck_assert_int_eq(sscanf(why.message, "this node's clock is %lld", &off),
+                     1);
+    ck_assert_msg(off > 9000 && off < 11000, "%s", why.message);
+    snowflake_stop(sf);
+    free(ca);
+    free(name);
+}
+END_TEST
+
 /* Under CI=1 (or true) a missing ZooKeeper is a failure, not a skip. */
 static int ci_missing;
 
@@ -1590,6 +1635,7 @@ workerid_suite(void)
     tcase_add_test(tc, zk_twin_identity);
     tcase_add_test(tc, zk_java_heartbeat_is_not_a_fence);
     tcase_add_test(tc, zk_java_node_not_taken_over);
+    tcase_add_test(tc, zk_clock_offset);
     if (getenv("LEAFD_TEST_ZK_DIR") != NULL)
         tcase_add_test(tc, zk_outage);
     else {

@@ -1,0 +1,16 @@
+-- leaf_worker: snowflake worker IDs for snowflake.worker_source = mysql, in
+-- the segment database (beside leaf_alloc). leafd creates it when missing
+-- (the same statement); this file is for DBAs who create tables themselves.
+-- One row per worker ID; a row is held by `instance` (a leafd process) while
+-- heartbeat_ms (the server's clock, ms) is fresh, and no one may issue at or
+-- below fence_ms after taking it over. released = 1: freed by a clean stop.
+CREATE TABLE IF NOT EXISTS leaf_worker (
+    worker_id    INT         NOT NULL,
+    identity     VARCHAR(128) NOT NULL,
+    instance     VARCHAR(32) NOT NULL,
+    fence_ms     BIGINT      NOT NULL DEFAULT 0,
+    heartbeat_ms BIGINT      NOT NULL DEFAULT 0,
+    released     TINYINT     NOT NULL DEFAULT 0,
+    PRIMARY KEY (worker_id),
+    UNIQUE KEY uk_leaf_worker_identity (identity)
+) ENGINE = InnoDB;

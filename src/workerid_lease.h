@@ -1,0 +1,87 @@
+/* workerid_lease.h: one lease rule for every shared store that hands out
+ * snowflake worker IDs (Redis today; see workerid_redis.h). The store does
+ * the claim, the fence write (which is the heartbeat), the release and the
+ * clock reading behind struct wlease_store; the rule around it is here once.
+ *
+ * Ownership: wlease_open returns a struct wlease; once handed to
+ * snowflake_create through wlease_backend the snowflake owns it and closes
+ * it (which releases the worker ID when release_on_stop), else the caller
+ * does with wlease_close (NULL is a no-op). The store is owned by the
+ * lease from wlease_open on, also when it fails.
+ * Failure values: wlease_open NULL with *cause (malloc'd).
+ * Thread-safety: the backend's persist and tick run on the keeper thread
+ * (or the opener before it starts); state_json, metrics and source may run
+ * on any thread at the same time.
+ */
+#ifndef LEAFD_WORKERID_LEASE_H
+#define LEAFD_WORKERID_LEASE_H
+
+#include <stdint.h>
+
+#include "snowflake.h"
+
+/* What a store's claim is given. */
+struct wlease_claim {
+    const char *identity;   /* "<ip>:<port>" */
+    const char *nonce;      /* this process */
+    const char *prev_nonce; /* the cache file's (our last run), or "" */
+    int64_t     now_ms;     /* the taker's clock: fences must be below it */
+    int64_t     lease_ms;
+    uint64_t    max_worker;
+};
+
+enum {
+    WLEASE_OK = 0,
+    WLEASE_DOWN = -1,       /* store unreachable or slow: try again */
+    WLEASE_REFUSED = -2,    /* claim: refused for good (twin, all in use) */
+    WLEASE_LOST = -3        /* fence: another instance holds the ID now */
+};
+
+struct wlease_store {
+    const char *name;                   /* "redis" */
+    /* This identity's worker ID (reused, or the lowest free one) and the
+     * fence it must pass. WLEASE_OK, _DOWN or _REFUSED with *cause. */
+    int  (*claim)(void *s, const struct wlease_claim *c, int64_t *worker,
+                  int64_t *fence_ms, char **cause);
+    /* Write fence_ms for worker if nonce still holds it; also renews the
+     * lease. *store_ms: the store's clock at the write. WLEASE_OK, _DOWN,
+     * _LOST. */
+    int  (*fence)(void *s, int64_t worker, const char *nonce,
+                  int64_t fence_ms, int64_t *store_ms, char **cause);
+    /* Mark worker free for anyone past fence_ms (nonce must hold it). */
+    int  (*release)(void *s, int64_t worker, const char *nonce,
+                    int64_t fence_ms, char **cause);
+    void (*close)(void *s);
+    void *arg;
+};
+
+struct wlease_params {
+    const char *identity;
+    const char *cache_path;
+    const char *leaf_name;
+    const char *ip;
+    int         port;
+    int64_t     datacenter_id;
+    uint64_t    max_worker;
+    int64_t     heartbeat_ms;
+    int64_t     lease_ms;       /* others may take the ID this long after
+                                   its last heartbeat (store's clock) */
+    int         release_on_stop;
+    int64_t     max_clock_offset_ms; /* 0: no clock check */
+    snowflake_clock_fn clock;   /* the taker's clock; NULL: wall clock */
+    void       *clock_arg;
+};
+
+/* Claim a worker ID from the store. The store unreachable at start is not a
+ * failure: no worker ID (worker_id_unknown) until a claim succeeds in the
+ * background; the cache file's worker ID is not used meanwhile, as no fence
+ * could be confirmed. Fails on a corrupt cache file and on a refused claim
+ * (a live twin of this identity, every worker ID in use). */
+struct wlease *wlease_open(const struct wlease_params *p,
+                           const struct wlease_store *store, char **cause);
+void wlease_close(struct wlease *l);
+/* The worker ID (-1 unknown) and the fence it must pass. */
+int  wlease_get(struct wlease *l, int64_t *worker, int64_t *fence_ms);
+void wlease_backend(struct wlease *l, struct snowflake_backend *b);
+
+#endif

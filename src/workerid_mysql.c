@@ -1,0 +1,419 @@
+/* workerid_mysql.c: the MySQL/MariaDB store of worker IDs (see
+ * workerid_mysql.h). The server's clock is read as
+ * UNIX_TIMESTAMP(NOW(3)) in a UTC session; heartbeats are stamped with it. */
+#include <mysql.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "store.h"
+#include "util.h"
+#include "workerid_mysql.h"
+
+#define WM_IDENT_MAX 128
+#define WM_NONCE_MAX 32
+
+static const char wm_sql_create[] =
+    "CREATE TABLE IF NOT EXISTS leaf_worker ("
+    " worker_id INT NOT NULL, identity VARCHAR(128) NOT NULL,"
+    " instance VARCHAR(32) NOT NULL, fence_ms BIGINT NOT NULL DEFAULT 0,"
+    " heartbeat_ms BIGINT NOT NULL DEFAULT 0,"
+    " released TINYINT NOT NULL DEFAULT 0, PRIMARY KEY (worker_id),"
+    " UNIQUE KEY uk_leaf_worker_identity (identity)) ENGINE = InnoDB";
+static const char wm_sql_now[] =
+    "SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
+/* Every row, locked (next-key locks up to the supremum: no insert either)
+ * until the transaction ends. */
+static const char wm_sql_lock_all[] =
+    "SELECT worker_id, identity, instance, fence_ms, heartbeat_ms, released"
+    " FROM leaf_worker ORDER BY worker_id FOR UPDATE";
+static const char wm_sql_take[] =
+    "UPDATE leaf_worker SET identity = ?, instance = ?, heartbeat_ms = ?,"
+    " released = 0 WHERE worker_id = ?";
+static const char wm_sql_insert[] =
+    "INSERT INTO leaf_worker (worker_id, identity, instance, fence_ms,"
+    " heartbeat_ms, released) VALUES (?, ?, ?, 0, ?, 0)";
+static const char wm_sql_fence[] =
+    "UPDATE leaf_worker SET fence_ms = ?, heartbeat_ms = ?"
+    " WHERE worker_id = ? AND instance = ? AND released = 0";
+static const char wm_sql_release[] =
+    "UPDATE leaf_worker SET fence_ms = ?, released = 1"
+    " WHERE worker_id = ? AND instance = ?";
+
+struct wmysql {
+    struct mysql_target t;
+    char         *where;
+    unsigned int  timeout_s;
+    MYSQL        *db;
+};
+
+static void
+wm_drop(struct wmysql *m)
+{
+    if (m->db != NULL)
+        mysql_close(m->db);
+    m->db = NULL;
+}
+
+/* Record the failure, roll back, drop the connection: -1. */
+static int
+wm_fail(struct wmysql *m, MYSQL_STMT *st, const char *what, char **cause)
+{
+    const char *text = st != NULL ? mysql_stmt_error(st) : mysql_error(m->db);
+    unsigned int err = st != NULL ? mysql_stmt_errno(st) : mysql_errno(m->db);
+
+    *cause = xasprintf("mysql %s: %s: %s (%u)", m->where, what, text, err);
+    if (st != NULL)
+        mysql_stmt_close(st);
+    mysql_rollback(m->db);
+    wm_drop(m);
+    return -1;
+}
+
+/* Prepare, bind and execute sql; results (may be NULL) are stored. The
+ * statement, or NULL after wm_fail. */
+static MYSQL_STMT *
+wm_run(struct wmysql *m, const char *sql, MYSQL_BIND *params,
+       MYSQL_BIND *results, char **cause)
+{
+    MYSQL_STMT *st = mysql_stmt_init(m->db);
+
+    if (st == NULL) {
+        wm_fail(m, NULL, "mysql_stmt_init", cause);
+        return NULL;
+    }
+    if (mysql_stmt_prepare(st, sql, strlen(sql)) != 0 ||
+        (params != NULL && mysql_stmt_bind_param(st, params) != 0) ||
+        mysql_stmt_execute(st) != 0 ||
+        (results != NULL && (mysql_stmt_bind_result(st, results) != 0 ||
+                             mysql_stmt_store_result(st) != 0))) {
+        char what[64];
+        snprintf(what, sizeof what, "\"%.40s...\"", sql);
+        wm_fail(m, st, what, cause);
+        return NULL;
+    }
+    return st;
+}
+
+static void
+wm_i64(MYSQL_BIND *b, long long *v)
+{
+    memset(b, 0, sizeof *b);
+    b->buffer_type = MYSQL_TYPE_LONGLONG;
+    b->buffer = v;
+}
+
+static void
+wm_str(MYSQL_BIND *b, char *s, unsigned long cap, unsigned long *len)
+{
+    memset(b, 0, sizeof *b);
+    b->buffer_type = MYSQL_TYPE_STRING;
+    b->buffer = s;
+    b->buffer_length = cap;
+    b->length = len;
+}
+
+static int
+wm_connect(struct wmysql *m, char **cause)
+{
+    my_bool off = 0;
+    MYSQL_STMT *st;
+
+    if (m->db != NULL)
+        return 0;
+    if (store_thread_init() == -1) {
+        *cause = xstrdup("mysql_thread_init failed");
+        return -1;
+    }
+    if ((m->db = mysql_init(NULL)) == NULL) {
+        *cause = xstrdup("mysql_init: out of memory");
+        return -1;
+    }
+    mysql_options(m->db, MYSQL_OPT_CONNECT_TIMEOUT, &m->timeout_s);
+    mysql_options(m->db, MYSQL_OPT_READ_TIMEOUT, &m->timeout_s);
+    mysql_options(m->db, MYSQL_OPT_WRITE_TIMEOUT, &m->timeout_s);
+    mysql_options(m->db, MYSQL_OPT_RECONNECT, &off);
+    if (mysql_real_connect(m->db, m->t.host, m->t.user, m->t.password,
+                           m->t.database, (unsigned int)m->t.port,
+                           m->t.socket, CLIENT_FOUND_ROWS) == NULL) {
+        *cause = xasprintf("mysql %s: connect: %s (%u)", m->where,
+                           mysql_error(m->db), mysql_errno(m->db));
+        wm_drop(m);
+        return -1;
+    }
+    if (mysql_autocommit(m->db, 0) != 0)
+        return wm_fail(m, NULL, "autocommit off", cause);
+    if ((st = wm_run(m, "SET time_zone = '+00:00'", NULL, NULL,
+                     cause)) == NULL)
+        return -1;
+    mysql_stmt_close(st);
+    if ((st = wm_run(m, wm_sql_create, NULL, NULL, cause)) == NULL)
+        return -1;
+    mysql_stmt_close(st);
+    return 0;
+}
+
+/* The server's clock in ms, inside the current transaction. */
+static int
+wm_now(struct wmysql *m, long long *now, char **cause)
+{
+    MYSQL_BIND r[1];
+    MYSQL_STMT *st;
+
+    wm_i64(&r[0], now);
+    if ((st = wm_run(m, wm_sql_now, NULL, r, cause)) == NULL)
+        return -1;
+    if (mysql_stmt_fetch(st) != 0)
+        return wm_fail(m, st, "NOW(3)", cause);
+    mysql_stmt_close(st);
+    return 0;
+}
+
+struct wm_row {
+    long long     worker, fence, hb, released;
+    char          ident[WM_IDENT_MAX + 1], inst[WM_NONCE_MAX + 1];
+};
+
+static int
+wm_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
+         int64_t *fence_ms, char **cause)
+{
+    struct wmysql *m = arg;
+    struct wm_row row, *rows = NULL;
+    MYSQL_BIND r[6], p[4];
+    unsigned long il = 0, nl = 0, idl, inl;
+    MYSQL_STMT *st;
+    long long now, wid, hbv;
+    size_t n = 0, cap = 0;
+    int64_t take = -1, tfence = 0;
+    int fr, insert = 0, rc = WLEASE_DOWN;
+
+    if (strlen(c->identity) > WM_IDENT_MAX || strlen(c->nonce) >
+        WM_NONCE_MAX) {
+        *cause = xstrdup("snowflake identity over 128 bytes");
+        return WLEASE_REFUSED;
+    }
+    if (wm_connect(m, cause) == -1 || wm_now(m, &now, cause) == -1)
+        return WLEASE_DOWN;
+    memset(&row, 0, sizeof row);
+    wm_i64(&r[0], &row.worker);
+    wm_str(&r[1], row.ident, sizeof row.ident, &il);
+    wm_str(&r[2], row.inst, sizeof row.inst, &nl);
+    wm_i64(&r[3], &row.fence);
+    wm_i64(&r[4], &row.hb);
+    wm_i64(&r[5], &row.released);
+    if ((st = wm_run(m, wm_sql_lock_all, NULL, r, cause)) == NULL)
+        return WLEASE_DOWN;
+    while ((fr = mysql_stmt_fetch(st)) == 0 || fr == MYSQL_DATA_TRUNCATED) {
+        row.ident[il < sizeof row.ident ? il : sizeof row.ident - 1] = '\0';
+        row.inst[nl < sizeof row.inst ? nl : sizeof row.inst - 1] = '\0';
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            rows = xrealloc(rows, cap * sizeof *rows);
+        }
+        rows[n++] = row;
+    }
+    mysql_stmt_close(st);
+
+    /* this identity's row */
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(rows[i].ident, c->identity) != 0 ||
+            (uint64_t)rows[i].worker > c->max_worker)
+            continue;
+        if (strcmp(rows[i].inst, c->nonce) != 0 &&
+            strcmp(rows[i].inst, c->prev_nonce) != 0 &&
+            !rows[i].released && now - rows[i].hb < c->lease_ms) {
+            *cause = xasprintf("snowflake identity %s is in use: another "
+                               "live leafd instance (%s) holds its lease in "
+                               "leaf_worker (heartbeat %lld ms ago); give "
+                               "each process its own snowflake.ip / port",
+                               c->identity, rows[i].inst, now - rows[i].hb);
+            rc = WLEASE_REFUSED;
+            goto rollback;
+        }
+        take = rows[i].worker;
+        tfence = rows[i].fence;
+        break;
+    }
+    /* else the lowest free: a gap, released, or lease expired; and its
+     * fence below the taker's clock */
+    for (size_t i = 0, expect = 0; take < 0 && expect <= c->max_worker;
+         expect++) {
+        if (i < n && (uint64_t)rows[i].worker == expect) {
+            if ((rows[i].released || now - rows[i].hb >= c->lease_ms) &&
+                rows[i].fence < c->now_ms &&
+                strcmp(rows[i].ident, c->identity) != 0) {
+                take = rows[i].worker;
+                tfence = rows[i].fence;
+            }
+            i++;
+        } else {
+            take = (int64_t)expect;
+            insert = 1;
+        }
+    }
+    if (take < 0) {
+        *cause = xasprintf("no free snowflake worker ID in leaf_worker: all "
+                           "%" PRIu64 " (0..%" PRIu64 ") are in use (leases "
+                           "live, or fences not yet passed)",
+                           c->max_worker + 1, c->max_worker);
+        rc = WLEASE_REFUSED;
+        goto rollback;
+    }
+    idl = strlen(c->identity);
+    inl = strlen(c->nonce);
+    wid = take;
+    hbv = now;
+    if (insert) {
+        wm_i64(&p[0], &wid);
+        wm_str(&p[1], (char *)c->identity, idl, &idl);
+        wm_str(&p[2], (char *)c->nonce, inl, &inl);
+        wm_i64(&p[3], &hbv);
+        st = wm_run(m, wm_sql_insert, p, NULL, cause);
+    } else {
+        /* a taken-over row loses its old identity with this update */
+        wm_str(&p[0], (char *)c->identity, idl, &idl);
+        wm_str(&p[1], (char *)c->nonce, inl, &inl);
+        wm_i64(&p[2], &hbv);
+        wm_i64(&p[3], &wid);
+        st = wm_run(m, wm_sql_take, p, NULL, cause);
+    }
+    if (st == NULL) {
+        free(rows);
+        return WLEASE_DOWN;
+    }
+    mysql_stmt_close(st);
+    if (mysql_commit(m->db) != 0) {
+        free(rows);
+        wm_fail(m, NULL, "COMMIT", cause);
+        return WLEASE_DOWN;
+    }
+    free(rows);
+    *worker = take;
+    *fence_ms = tfence;
+    return WLEASE_OK;
+
+rollback:
+    free(rows);
+    mysql_rollback(m->db);
+    return rc;
+}
+
+/* UPDATE ... WHERE instance = nonce, one transaction: WLEASE_OK, _LOST
+ * (no row matched), _DOWN. */
+static int
+wm_update_held(struct wmysql *m, const char *sql, MYSQL_BIND *p,
+               char **cause)
+{
+    MYSQL_STMT *st = wm_run(m, sql, p, NULL, cause);
+    my_ulonglong hit;
+
+    if (st == NULL)
+        return WLEASE_DOWN;
+    hit = mysql_stmt_affected_rows(st);
+    mysql_stmt_close(st);
+    if (mysql_commit(m->db) != 0) {
+        wm_fail(m, NULL, "COMMIT", cause);
+        return WLEASE_DOWN;
+    }
+    if (hit == 0) {
+        *cause = xstrdup("leaf_worker row is held by another instance now");
+        return WLEASE_LOST;
+    }
+    return WLEASE_OK;
+}
+
+static int
+wm_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
+         int64_t *store_ms, char **cause)
+{
+    struct wmysql *m = arg;
+    MYSQL_BIND p[4];
+    long long f = fence_ms, now, w = worker;
+    unsigned long nl = strlen(nonce);
+    int rc;
+
+    if (wm_connect(m, cause) == -1 || wm_now(m, &now, cause) == -1)
+        return WLEASE_DOWN;
+    wm_i64(&p[0], &f);
+    wm_i64(&p[1], &now);
+    wm_i64(&p[2], &w);
+    wm_str(&p[3], (char *)nonce, nl, &nl);
+    rc = wm_update_held(m, wm_sql_fence, p, cause);
+    if (rc == WLEASE_OK)
+        *store_ms = now;
+    return rc;
+}
+
+static int
+wm_release(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
+           char **cause)
+{
+    struct wmysql *m = arg;
+    MYSQL_BIND p[3];
+    long long f = fence_ms, w = worker;
+    unsigned long nl = strlen(nonce);
+
+    if (wm_connect(m, cause) == -1)
+        return WLEASE_DOWN;
+    wm_i64(&p[0], &f);
+    wm_i64(&p[1], &w);
+    wm_str(&p[2], (char *)nonce, nl, &nl);
+    return wm_update_held(m, wm_sql_release, p, cause);
+}
+
+static void
+wm_close(void *arg)
+{
+    struct wmysql *m = arg;
+
+    if (m == NULL)
+        return;
+    wm_drop(m);
+    store_mysql_target_free(&m->t);
+    free(m->where);
+    free(m);
+}
+
+int
+workerid_mysql_store(const char *url, const char *user, const char *password,
+                     int64_t timeout_ms, struct wlease_store *out,
+                     char **cause)
+{
+    struct wmysql *m = xcalloc(1, sizeof *m);
+
+    if (url == NULL || store_parse_mysql_url(url, &m->t, cause) == -1) {
+        char *why = *cause;
+        *cause = xasprintf("snowflake.mysql.url: %s", why ? why : "missing");
+        free(why);
+        free(m);
+        return -1;
+    }
+    /* as the segment store: a JDBC URL takes leaf.jdbc.username/password,
+     * a mysql:// URL's own user wins */
+    if (user != NULL && *user != '\0' &&
+        (strncmp(url, "jdbc:", 5) == 0 || m->t.user == NULL)) {
+        free(m->t.user);
+        free(m->t.password);
+        m->t.user = xstrdup(user);
+        m->t.password = password != NULL ? xstrdup(password) : NULL;
+    }
+    if (m->t.socket != NULL)
+        m->where = xasprintf("%s/%s", m->t.socket, m->t.database);
+    else
+        m->where = xasprintf("%s:%d/%s", m->t.host, m->t.port,
+                             m->t.database);
+    m->timeout_s = (unsigned int)(timeout_ms + 999) / 1000;
+    if (m->timeout_s < 1)
+        m->timeout_s = 1;
+    memset(out, 0, sizeof *out);
+    out->name = "mysql";
+    out->claim = wm_claim;
+    out->fence = wm_fence;
+    out->release = wm_release;
+    out->close = wm_close;
+    out->arg = m;
+    return 0;
+}

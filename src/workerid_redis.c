@@ -1,0 +1,313 @@
+/* workerid_redis.c: the Redis store of worker IDs (see workerid_redis.h):
+ * three Lua scripts over hiredis' blocking client, reconnecting after any
+ * I/O error. */
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "log.h"
+#include "util.h"
+#include "workerid_redis.h"
+
+struct wredis {
+    struct workerid_redis_url u;
+    char          *prefix;
+    int64_t        timeout_ms;
+    redisContext  *c;
+};
+
+/* ARGV: prefix, identity, nonce, prev_nonce, taker_now_ms, lease_ms,
+ * max_worker. Returns {worker, fence} or {-2, hb} (a live twin) or {-1,
+ * in use}. Free: no hash, released, or lease expired on the store's clock;
+ * and in every case the fence below the taker's clock. */
+static const char wr_claim_lua[] =
+"local p, ident, nonce, prev = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
+"local now, lease, maxw = tonumber(ARGV[5]), tonumber(ARGV[6]), "
+"tonumber(ARGV[7])\n"
+"local t = redis.call('TIME')\n"
+"local snow = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+"local function fmt(x) return string.format('%.0f', x) end\n"
+"local function take(id, fence)\n"
+"  redis.call('HSET', p .. 'w:' .. id, 'identity', ident, 'instance', nonce,"
+" 'fence', fmt(fence), 'hb', fmt(snow), 'released', '0')\n"
+"  redis.call('SET', p .. 'id:' .. ident, id)\n"
+"  return {id, fence}\n"
+"end\n"
+"local mine = tonumber(redis.call('GET', p .. 'id:' .. ident))\n"
+"if mine and mine <= maxw then\n"
+"  local h = redis.call('HMGET', p .. 'w:' .. mine, 'identity', 'instance',"
+" 'fence', 'hb', 'released')\n"
+"  if h[1] == ident then\n"
+"    local hb = tonumber(h[4]) or 0\n"
+"    if h[2] and h[2] ~= nonce and h[2] ~= prev and h[5] ~= '1' and "
+"snow - hb < lease then return {-2, hb} end\n"
+"    return take(mine, tonumber(h[3]) or 0)\n"
+"  end\n"
+"end\n"
+"for id = 0, maxw do\n"
+"  local k = p .. 'w:' .. id\n"
+"  local h = redis.call('HMGET', k, 'identity', 'fence', 'hb', 'released')\n"
+"  if not h[1] then return take(id, 0) end\n"
+"  local fence = tonumber(h[2]) or 0\n"
+"  if (h[4] == '1' or snow - (tonumber(h[3]) or 0) >= lease) and "
+"fence < now then\n"
+"    if redis.call('GET', p .. 'id:' .. h[1]) == tostring(id) then\n"
+"      redis.call('DEL', p .. 'id:' .. h[1])\n"
+"    end\n"
+"    return take(id, fence)\n"
+"  end\n"
+"end\n"
+"return {-1, maxw + 1}\n";
+
+/* KEYS[1] the hash; ARGV: nonce, fence. The store's clock, or -1 when the
+ * nonce does not hold it. */
+static const char wr_fence_lua[] =
+"local h = redis.call('HMGET', KEYS[1], 'instance', 'released')\n"
+"if h[1] ~= ARGV[1] or h[2] == '1' then return -1 end\n"
+"local t = redis.call('TIME')\n"
+"local snow = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+"redis.call('HSET', KEYS[1], 'fence', ARGV[2], 'hb', "
+"string.format('%.0f', snow))\n"
+"return snow\n";
+
+static const char wr_release_lua[] =
+"if redis.call('HGET', KEYS[1], 'instance') ~= ARGV[1] then return -1 end\n"
+"redis.call('HSET', KEYS[1], 'fence', ARGV[2], 'released', '1')\n"
+"return 0\n";
+
+static void
+wr_drop(struct wredis *r)
+{
+    if (r->c != NULL)
+        redisFree(r->c);
+    r->c = NULL;
+}
+
+/* A command's reply, or NULL with *cause (the connection is dropped). */
+static redisReply *
+wr_command(struct wredis *r, char **cause, int argc, const char **argv)
+{
+    redisReply *rep = redisCommandArgv(r->c, argc, argv, NULL);
+
+    if (rep == NULL) {
+        *cause = xasprintf("redis %s: %s", argv[0],
+                           r->c->errstr[0] ? r->c->errstr : "no reply");
+        wr_drop(r);
+        return NULL;
+    }
+    if (rep->type == REDIS_REPLY_ERROR) {
+        *cause = xasprintf("redis %s: %s", argv[0], rep->str);
+        freeReplyObject(rep);
+        return NULL;
+    }
+    return rep;
+}
+
+static int
+wr_connect(struct wredis *r, char **cause)
+{
+    struct timeval tv;
+    redisReply *rep;
+    char db[16];
+
+    if (r->c != NULL)
+        return 0;
+    tv.tv_sec = r->timeout_ms / 1000;
+    tv.tv_usec = (r->timeout_ms % 1000) * 1000;
+    if (r->u.path != NULL)
+        r->c = redisConnectUnixWithTimeout(r->u.path, tv);
+    else
+        r->c = redisConnectWithTimeout(r->u.host, r->u.port, tv);
+    if (r->c == NULL || r->c->err) {
+        *cause = xasprintf("redis connect to %s:%d: %s",
+                           r->u.path != NULL ? r->u.path : r->u.host,
+                           r->u.path != NULL ? 0 : r->u.port,
+                           r->c != NULL ? r->c->errstr : "out of memory");
+        wr_drop(r);
+        return -1;
+    }
+    if (redisSetTimeout(r->c, tv) != REDIS_OK) {
+        *cause = xstrdup("redis: cannot set the timeout");
+        wr_drop(r);
+        return -1;
+    }
+    if (r->u.password != NULL) {
+        const char *a[] = { "AUTH", r->u.password };
+        if ((rep = wr_command(r, cause, 2, a)) == NULL) {
+            wr_drop(r);
+            return -1;
+        }
+        freeReplyObject(rep);
+    }
+    if (r->u.db != 0) {
+        const char *a[] = { "SELECT", db };
+        snprintf(db, sizeof db, "%d", r->u.db);
+        if ((rep = wr_command(r, cause, 2, a)) == NULL) {
+            wr_drop(r);
+            return -1;
+        }
+        freeReplyObject(rep);
+    }
+    return 0;
+}
+
+/* EVAL script with keys and args; the reply or NULL with *cause. */
+static redisReply *
+wr_eval(struct wredis *r, const char *script, int nkeys, int argc,
+        const char **argv, char **cause)
+{
+    const char *a[16];
+    char nk[8];
+
+    if (wr_connect(r, cause) == -1)
+        return NULL;
+    snprintf(nk, sizeof nk, "%d", nkeys);
+    a[0] = "EVAL";
+    a[1] = script;
+    a[2] = nk;
+    for (int i = 0; i < argc && i < 13; i++)
+        a[3 + i] = argv[i];
+    return wr_command(r, cause, 3 + argc, a);
+}
+
+static int
+wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
+         int64_t *fence_ms, char **cause)
+{
+    struct wredis *r = arg;
+    char now[24], lease[24], maxw[24];
+    const char *a[] = { r->prefix, c->identity, c->nonce, c->prev_nonce,
+                        now, lease, maxw };
+    redisReply *rep;
+    int64_t x, y;
+
+    snprintf(now, sizeof now, "%" PRId64, c->now_ms);
+    snprintf(lease, sizeof lease, "%" PRId64, c->lease_ms);
+    snprintf(maxw, sizeof maxw, "%" PRIu64, c->max_worker);
+    rep = wr_eval(r, wr_claim_lua, 0, 7, a, cause);
+    if (rep == NULL)
+        return WLEASE_DOWN;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+        rep->element[0]->type != REDIS_REPLY_INTEGER ||
+        rep->element[1]->type != REDIS_REPLY_INTEGER) {
+        freeReplyObject(rep);
+        *cause = xstrdup("redis: unexpected reply to the claim script");
+        return WLEASE_DOWN;
+    }
+    x = rep->element[0]->integer;
+    y = rep->element[1]->integer;
+    freeReplyObject(rep);
+    if (x == -2) {
+        *cause = xasprintf("snowflake identity %s is in use: another live "
+                           "leafd instance holds its lease in redis (last "
+                           "heartbeat at store time %" PRId64 "); give each "
+                           "process its own snowflake.ip / port",
+                           c->identity, y);
+        return WLEASE_REFUSED;
+    }
+    if (x == -1) {
+        *cause = xasprintf("no free snowflake worker ID in redis (prefix "
+                           "\"%s\"): all %" PRId64 " (0..%" PRIu64 ") are "
+                           "in use (leases live, or fences not yet passed)",
+                           r->prefix, y, c->max_worker);
+        return WLEASE_REFUSED;
+    }
+    *worker = x;
+    *fence_ms = y;
+    return WLEASE_OK;
+}
+
+static int
+wr_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
+         int64_t *store_ms, char **cause)
+{
+    struct wredis *r = arg;
+    char key[600], f[24];
+    const char *a[] = { key, nonce, f };
+    redisReply *rep;
+
+    snprintf(key, sizeof key, "%sw:%" PRId64, r->prefix, worker);
+    snprintf(f, sizeof f, "%" PRId64, fence_ms);
+    rep = wr_eval(r, wr_fence_lua, 1, 3, a, cause);
+    if (rep == NULL)
+        return WLEASE_DOWN;
+    if (rep->type != REDIS_REPLY_INTEGER) {
+        freeReplyObject(rep);
+        *cause = xstrdup("redis: unexpected reply to the fence script");
+        return WLEASE_DOWN;
+    }
+    if (rep->integer < 0) {
+        freeReplyObject(rep);
+        *cause = xasprintf("redis %s is held by another instance now", key);
+        return WLEASE_LOST;
+    }
+    *store_ms = rep->integer;
+    freeReplyObject(rep);
+    return WLEASE_OK;
+}
+
+static int
+wr_release(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
+           char **cause)
+{
+    struct wredis *r = arg;
+    char key[600], f[24];
+    const char *a[] = { key, nonce, f };
+    redisReply *rep;
+    int rc;
+
+    snprintf(key, sizeof key, "%sw:%" PRId64, r->prefix, worker);
+    snprintf(f, sizeof f, "%" PRId64, fence_ms);
+    rep = wr_eval(r, wr_release_lua, 1, 3, a, cause);
+    if (rep == NULL)
+        return WLEASE_DOWN;
+    rc = rep->type == REDIS_REPLY_INTEGER && rep->integer == 0 ? WLEASE_OK
+                                                               : WLEASE_LOST;
+    if (rc != WLEASE_OK)
+        *cause = xasprintf("redis %s is not ours any more", key);
+    freeReplyObject(rep);
+    return rc;
+}
+
+static void
+wr_close(void *arg)
+{
+    struct wredis *r = arg;
+
+    if (r == NULL)
+        return;
+    wr_drop(r);
+    workerid_redis_url_free(&r->u);
+    free(r->prefix);
+    free(r);
+}
+
+int
+workerid_redis_store(const char *url, const char *prefix, int64_t timeout_ms,
+                     struct wlease_store *out, char **cause)
+{
+    struct wredis *r = xcalloc(1, sizeof *r);
+
+    if (workerid_redis_parse_url(url, &r->u, cause) == -1) {
+        free(r);
+        return -1;
+    }
+    if (prefix == NULL || strlen(prefix) > 256) {
+        wr_close(r);
+        *cause = xstrdup("snowflake.redis.prefix: missing or over 256 bytes");
+        return -1;
+    }
+    r->prefix = xstrdup(prefix);
+    r->timeout_ms = timeout_ms > 0 ? timeout_ms : 1000;
+    memset(out, 0, sizeof *out);
+    out->name = "redis";
+    out->claim = wr_claim;
+    out->fence = wr_fence;
+    out->release = wr_release;
+    out->close = wr_close;
+    out->arg = r;
+    return 0;
+}

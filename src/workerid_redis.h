@@ -1,0 +1,46 @@
+/* workerid_redis.h: snowflake worker IDs held in Redis, behind the lease
+ * rule of workerid_lease.h.
+ *
+ * Keys under a prefix P (snowflake.redis.prefix):
+ *   P w:<id>         hash: identity, instance (nonce), fence (ms), hb (the
+ *                    store's clock at the last fence write, ms), released
+ *   P id:<identity>  the identity's worker ID
+ * Claim, fence write and release are each one Lua script (EVAL), so they
+ * are atomic; the claim reuses the identity's ID or takes the lowest free
+ * one and never wraps.
+ *
+ * Ownership: workerid_redis_store fills a struct wlease_store whose arg the
+ * store's close frees.
+ * Failure values: workerid_redis_store / workerid_redis_parse_url -1 with
+ * *cause (malloc'd).
+ * Thread-safety: the store's operations run on one thread at a time (the
+ * lease's keeper).
+ */
+#ifndef LEAFD_WORKERID_REDIS_H
+#define LEAFD_WORKERID_REDIS_H
+
+#include <stdint.h>
+
+#include "workerid_lease.h"
+
+struct workerid_redis_url {
+    char *host;         /* NULL for a unix socket */
+    int   port;
+    char *path;         /* unix socket path, or NULL */
+    char *password;     /* NULL: no AUTH */
+    int   db;
+};
+
+/* redis://[:password@]host[:port][/db] or unix:///path[?db=N]. 0, or -1
+ * with *cause. Strings malloc'd; workerid_redis_url_free. */
+int  workerid_redis_parse_url(const char *url, struct workerid_redis_url *u,
+                              char **cause);
+void workerid_redis_url_free(struct workerid_redis_url *u);
+
+/* A store on url with key prefix; timeout_ms bounds a connect and a call.
+ * Does not connect yet (the first claim does). */
+int  workerid_redis_store(const char *url, const char *prefix,
+                          int64_t timeout_ms, struct wlease_store *out,
+                          char **cause);
+
+#endif

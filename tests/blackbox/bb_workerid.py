@@ -1,0 +1,146 @@
+"""Black-box tests of the shared-store worker ID sources against the real
+binary: snowflake.worker_source = redis with a redis-server this module
+starts on a free port (three nodes, three worker IDs; a restart keeps its
+ID; a twin identity refused; one past the layout refused with the count in
+use; Redis stopped: IDs within the lease, then 503; /snowflake/state and
+/metrics), and k8s from a pod name. Without redis-server the Redis tests
+skip (under CI=1 they fail)."""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+from bbutil import Workdir, check, eq, free_port, skip, wait_for
+
+TESTS = [
+    "test_redis_three_nodes_restart_twin_max",
+    "test_redis_outage_then_503",
+    "test_k8s_ordinal",
+]
+
+
+class Redis:
+    def __init__(self, path):
+        if shutil.which("redis-server") is None:
+            skip("redis-server is not installed (sh .ci/deps.sh test)")
+        self.port = free_port()
+        self.log = open(os.path.join(path, "redis.log"), "ab")
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+
+        def up():
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                return True
+            except OSError:
+                return False
+        wait_for(up, 10, what="redis-server listening")
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(10)
+        self.proc = None
+        self.log.close()
+
+
+def node(wd, r, ip, extra=None, name=None):
+    flags = ["--leaf.segment.enable=false", "--leaf.snowflake.enable=true",
+             "--snowflake.worker_source=redis",
+             "--snowflake.redis.url=redis://127.0.0.1:%d/2" % r.port,
+             "--snowflake.ip=%s" % ip, "--leaf.snowflake.port=7000",
+             "--snowflake.cache_file=%s.json" % (name or ip),
+             "--snowflake.takeover_age_ms=4000",
+             "--snowflake.fence_step_ms=500", "--snowflake.heartbeat_ms=200",
+             "--snowflake.worker_bits=2", "--snowflake.sequence_bits=20"] + (extra or [])
+    return wd.leafd(flags=flags, name=name or ip)
+
+
+def state(d):
+    r = d.get("/snowflake/state")
+    eq(r.status, 200, "state")
+    return r.json()
+
+
+def test_redis_three_nodes_restart_twin_max(ctx):
+    with Workdir("wid-redis") as wd:
+        r = Redis(wd.path)
+        wd.cleanup.append(r.stop)
+        nodes = [node(wd, r, "10.1.0.%d" % i).start() for i in range(3)]
+        ws = sorted(state(d)["worker_id"] for d in nodes)
+        eq(ws, [0, 1, 2], "three nodes, three worker IDs")
+        st = state(nodes[0])
+        eq(st["source"], "redis", "source")
+        eq(st["store"], "redis", "store")
+        check(st["store_fence_ms"] >= st["fence"] - 1 and st["lease_expires_ms"] > 0,
+              "fence in the store and lease expiry shown: %r" % st)
+        m = nodes[0].get("/metrics").text
+        check('leafd_snowflake_heartbeat_age_seconds{source="redis"}' in m,
+              "heartbeat age per source")
+        check('leafd_snowflake_clock_offset_ms{source="redis"}' in m, "clock offset")
+        ids = set()
+        for d in nodes:
+            got = d.get("/snowflake?count=1000").ids()
+            eq(len(got), 1000, "1000 IDs")
+            ids.update(got)
+        eq(len(ids), 3000, "no ID twice across the nodes")
+        # a restart keeps its ID
+        w1 = state(nodes[1])["worker_id"]
+        eq(nodes[1].stop(), 0, "clean stop")
+        nodes[1] = node(wd, r, "10.1.0.1").start()
+        eq(state(nodes[1])["worker_id"], w1, "restart keeps its worker ID")
+        # a twin (same ip:port, another cache file) is refused
+        twin = node(wd, r, "10.1.0.0", name="twin")
+        rc = twin.start(expect_fail=True)
+        check(rc != 0 and "is in use" in twin.log(), "twin refused: %s" % twin.log())
+        # 2 worker bits: a fourth node is fine, a fifth is refused
+        fourth = node(wd, r, "10.1.0.3").start()
+        eq(state(fourth)["worker_id"], 3, "the fourth ID")
+        fifth = node(wd, r, "10.1.0.4")
+        rc = fifth.start(expect_fail=True)
+        check(rc != 0 and "all 4 (0..3) are in use" in fifth.log(),
+              "one past the maximum: %s" % fifth.log())
+
+
+def test_redis_outage_then_503(ctx):
+    with Workdir("wid-redis-down") as wd:
+        r = Redis(wd.path)
+        wd.cleanup.append(r.stop)
+        d = node(wd, r, "10.2.0.1").start()
+        eq(d.get("/snowflake").status, 200, "serving")
+        r.stop()
+        t0 = time.time()
+        # within the lease: still served (up to the fence Redis holds)
+        eq(d.get("/snowflake").status, 200, "served right after the outage")
+
+        def refused():
+            return d.get("/snowflake").status == 503
+        wait_for(refused, 10, what="503 once past the fence / half the lease")
+        check(time.time() - t0 < 4.0, "stopped within half the 4 s lease")
+        j = d.get("/snowflake").json()
+        check(j["error"] in ("fence_unconfirmed", "worker_lease_expired"),
+              "a JSON 503 that says why: %r" % j)
+        st = state(d)
+        check(st["last_error"], "the store's error shown")
+
+
+def test_k8s_ordinal(ctx):
+    with Workdir("wid-k8s") as wd:
+        d = wd.leafd(flags=["--leaf.segment.enable=false", "--leaf.snowflake.enable=true",
+                            "--snowflake.worker_source=k8s",
+                            "--snowflake.k8s.ordinal_env=MY_POD",
+                            "--snowflake.k8s.ordinal_offset=10"],
+                     env={"MY_POD": "leafd-5"}).start()
+        st = state(d)
+        eq(st["worker_id"], 15, "ordinal + offset")
+        eq(st["source"], "k8s", "source")
+        bad = wd.leafd(flags=["--leaf.segment.enable=false", "--leaf.snowflake.enable=true",
+                              "--snowflake.worker_source=k8s",
+                              "--snowflake.k8s.ordinal_env=MY_POD"],
+                       env={"MY_POD": "leafd"}, name="bad")
+        rc = bad.start(expect_fail=True)
+        check(rc != 0 and "StatefulSet ordinal" in bad.log(), "no ordinal: %s" % bad.log())

@@ -1,0 +1,1142 @@
+/* check_workerid_store.c: worker IDs held in a shared store under the
+ * lease rule (workerid_lease.c), the same tests for each store: Redis
+ * (workerid_redis.c) against a real redis-server that the suite starts on a
+ * free loopback port (`redis-server --port P --save ''`) and stops by PID,
+ * and MySQL (workerid_mysql.c) against the MariaDB that LEAFD_TEST_MYSQL_URL
+ * names (tests/lib/mariadb.sh start DIR). A TCP proxy between a holder and
+ * the store is cut to partition it; clocks are injected. A missing server
+ * skips its store's tests, and under CI=1 (or true) fails the run. */
+#include <check.h>
+#include <mysql.h>
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sfcodec.h"
+#include "snowflake.h"
+#include "util.h"
+#include "store.h"
+#include "workerid_lease.h"
+#include "workerid_mysql.h"
+#include "workerid_redis.h"
+
+static char tmpdir[64];
+static int redis_port;
+static pid_t redis_pid;
+static int prefix_seq;
+/* the store under test (set by the tcase's fixture, in the forked test) */
+enum { ST_REDIS, ST_MYSQL };
+static int store_kind;
+static int64_t lease_ms = 1500;
+static struct mysql_target mysql_t;     /* from LEAFD_TEST_MYSQL_URL */
+
+static void
+setup_tmp(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/leafd-wrd-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void
+teardown_tmp(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", tmpdir);
+}
+
+static char *
+tmp_path(const char *name)
+{
+    return xasprintf("%s/%s", tmpdir, name);
+}
+
+/* A free loopback TCP port (bound and released). */
+static int
+free_port(void)
+{
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
+        close(fd);
+        return -1;
+    }
+    port = ntohs(sa.sin_port);
+    close(fd);
+    return port;
+}
+
+static int
+port_open(int port)
+{
+    struct sockaddr_in sa;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    close(fd);
+    return ok;
+}
+
+/* Start redis-server on a free port: 0, or -1 when it cannot run. */
+static int
+redis_start(void)
+{
+    char port[16];
+
+    if (system("command -v redis-server >/dev/null 2>&1") != 0)
+        return -1;
+    redis_port = free_port();
+    if (redis_port < 0)
+        return -1;
+    snprintf(port, sizeof port, "%d", redis_port);
+    redis_pid = fork();
+    if (redis_pid == 0) {
+        execlp("redis-server", "redis-server", "--port", port, "--bind",
+               "127.0.0.1", "--save", "", "--appendonly", "no",
+               "--loglevel", "warning", (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 100; i++) {
+        if (port_open(redis_port))
+            return 0;
+        usleep(50000);
+    }
+    kill(redis_pid, SIGTERM);
+    waitpid(redis_pid, NULL, 0);
+    redis_pid = 0;
+    return -1;
+}
+
+static void
+redis_stop(void)
+{
+    if (redis_pid > 0) {
+        kill(redis_pid, SIGTERM);
+        waitpid(redis_pid, NULL, 0);
+        redis_pid = 0;
+    }
+}
+
+static int64_t
+test_clock(void *arg)
+{
+    return atomic_load((_Atomic int64_t *)arg);
+}
+
+/* Parameters for identity id with cache file name; the store's prefix is
+ * the test's own (prefix). */
+static struct wlease_params
+params(const char *identity, const char *cache)
+{
+    struct wlease_params p;
+
+    memset(&p, 0, sizeof p);
+    p.identity = identity;
+    p.cache_path = cache;
+    p.leaf_name = "t";
+    p.ip = "10.0.0.1";
+    p.port = 7000;
+    p.max_worker = 1023;
+    p.heartbeat_ms = 100;
+    p.lease_ms = lease_ms;
+    return p;
+}
+
+static struct wlease *
+open_at(const struct wlease_params *p, int port, const char *prefix,
+        char **cause)
+{
+    struct wlease_store st;
+    char url[300];
+
+    if (store_kind == ST_MYSQL) {
+        snprintf(url, sizeof url, "mysql://%s%s%s@127.0.0.1:%d/%s",
+                 mysql_t.user, mysql_t.password ? ":" : "",
+                 mysql_t.password ? mysql_t.password : "", port,
+                 mysql_t.database);
+        ck_assert_int_eq(workerid_mysql_store(url, NULL, NULL, 1000, &st,
+                                              cause), 0);
+        return wlease_open(p, &st, cause);
+    }
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/3", port);
+    ck_assert_int_eq(workerid_redis_store(url, prefix, 500, &st, cause), 0);
+    return wlease_open(p, &st, cause);
+}
+
+/* A fresh key space: a new Redis prefix, or an empty leaf_worker. */
+static char *
+fresh_prefix(void)
+{
+    if (store_kind == ST_MYSQL) {
+        MYSQL *db = mysql_init(NULL);
+        ck_assert_ptr_nonnull(mysql_real_connect(db, "127.0.0.1",
+                              mysql_t.user, mysql_t.password,
+                              mysql_t.database, (unsigned)mysql_t.port, NULL,
+                              0));
+        /* missing at first: the store creates it */
+        if (mysql_query(db, "DELETE FROM leaf_worker") != 0)
+            ck_assert_int_eq(mysql_errno(db), 1146);  /* ER_NO_SUCH_TABLE */
+        mysql_close(db);
+    }
+    return xasprintf("t%d-%d:", (int)getpid(), ++prefix_seq);
+}
+
+static int
+store_port(void)
+{
+    return store_kind == ST_MYSQL ? mysql_t.port : redis_port;
+}
+
+static void
+setup_redis(void)
+{
+    store_kind = ST_REDIS;
+    lease_ms = 1500;
+    setup_tmp();
+}
+
+static void
+setup_mysql(void)
+{
+    store_kind = ST_MYSQL;
+    lease_ms = 6000;
+    setup_tmp();
+}
+
+static struct wlease *
+open_ok(const struct wlease_params *p, const char *prefix)
+{
+    char *cause = NULL;
+    struct wlease *l = open_at(p, store_port(), prefix, &cause);
+
+    ck_assert_msg(l != NULL, "%s", cause);
+    return l;
+}
+
+static int64_t
+worker_of(struct wlease *l)
+{
+    int64_t w, f;
+    wlease_get(l, &w, &f);
+    return w;
+}
+
+/* A generator on l's worker ID, no keeper thread, its clock *clk; it owns
+ * l from here on. */
+static struct snowflake *
+sf_on(struct wlease *l, _Atomic int64_t *clk, int64_t fence_step_ms)
+{
+    struct snowflake_options o;
+    char *cause = NULL;
+    int64_t worker = -1, fence = 0;
+    struct snowflake *sf;
+
+    memset(&o, 0, sizeof o);
+    ck_assert_int_eq(sfcodec_layout_init(&o.layout, SFCODEC_LEAF_EPOCH_MS, 41,
+                                         0, 10, 12, -1, 0, &cause), 0);
+    wlease_get(l, &worker, &fence);
+    o.worker_id = worker;
+    o.start_fence_ms = fence;
+    o.max_backward_ms = 1000;
+    o.max_borrow_ms = 10;
+    o.fence_step_ms = fence_step_ms;
+    o.start_wait_ms = 600000;
+    o.count_max = 4096;
+    o.clock = test_clock;
+    o.clock_arg = clk;
+    o.no_thread = 1;
+    wlease_backend(l, &o.backend);
+    sf = snowflake_create(&o, &cause);
+    ck_assert_msg(sf != NULL, "%s", cause);
+    return sf;
+}
+
+struct idset {
+    uint64_t *v;
+    size_t    n, cap;
+    char      last_code[40];
+};
+
+static void
+idset_add(struct idset *s, uint64_t id)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 1024;
+        s->v = realloc(s->v, s->cap * sizeof *s->v);
+        ck_assert_ptr_nonnull(s->v);
+    }
+    s->v[s->n++] = id;
+}
+
+static int
+u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static size_t
+idset_common(struct idset *a, struct idset *b)
+{
+    size_t i = 0, j = 0, n = 0;
+
+    qsort(a->v, a->n, sizeof *a->v, u64_cmp);
+    qsort(b->v, b->n, sizeof *b->v, u64_cmp);
+    while (i < a->n && j < b->n) {
+        if (a->v[i] < b->v[j]) {
+            i++;
+        } else if (a->v[i] > b->v[j]) {
+            j++;
+        } else {
+            n++;
+            i++;
+            j++;
+        }
+    }
+    return n;
+}
+
+/* per IDs at each ms from *clk to until, the keeper stepping between. */
+static void
+issue_range(struct snowflake *sf, _Atomic int64_t *clk, int64_t until,
+            uint32_t per, struct idset *s)
+{
+    uint64_t ids[128];
+    struct snowflake_refusal why;
+
+    for (; atomic_load(clk) <= until; atomic_fetch_add(clk, 1)) {
+        snowflake_keeper_step(sf);
+        if (snowflake_next(sf, per, ids, &why) == SNOWFLAKE_OK) {
+            for (uint32_t i = 0; i < per; i++)
+                idset_add(s, ids[i]);
+        } else {
+            snprintf(s->last_code, sizeof s->last_code, "%s", why.code);
+        }
+    }
+}
+
+/* --- a TCP proxy to Redis that a test can cut ---------------------------- */
+
+#define PX_MAX 16
+
+struct proxy {
+    int             lfd, port, to_port;
+    _Atomic int     cut, stop;
+    pthread_t       th;
+    int             a[PX_MAX], b[PX_MAX], n;
+};
+
+static void
+px_close_pair(struct proxy *px, int i)
+{
+    close(px->a[i]);
+    close(px->b[i]);
+    px->a[i] = px->a[px->n - 1];
+    px->b[i] = px->b[px->n - 1];
+    px->n--;
+}
+
+static int
+px_pump(int from, int to)
+{
+    char buf[65536];
+    ssize_t r = read(from, buf, sizeof buf), off = 0;
+
+    if (r <= 0)
+        return -1;
+    while (off < r) {
+        ssize_t w = write(to, buf + off, (size_t)(r - off));
+        if (w <= 0)
+            return -1;
+        off += w;
+    }
+    return 0;
+}
+
+static void *
+px_main(void *arg)
+{
+    struct proxy *px = arg;
+    struct pollfd pf[1 + 2 * PX_MAX];
+
+    while (!atomic_load(&px->stop)) {
+        int n = 0, np = px->n;
+
+        pf[n].fd = px->lfd;
+        pf[n++].events = POLLIN;
+        for (int i = 0; i < np; i++) {
+            pf[n].fd = px->a[i];
+            pf[n++].events = POLLIN;
+            pf[n].fd = px->b[i];
+            pf[n++].events = POLLIN;
+        }
+        if (poll(pf, (nfds_t)n, 20) < 0)
+            continue;
+        if (atomic_load(&px->cut)) {
+            /* a partition: nothing passes, connections hang (no RST) */
+            if (pf[0].revents & POLLIN) {
+                int c = accept(px->lfd, NULL, NULL);
+                if (c >= 0)
+                    close(c);
+            }
+            continue;
+        }
+        for (int i = np - 1; i >= 0; i--) {
+            int bad = 0;
+            if (pf[1 + 2 * i].revents)
+                bad |= px_pump(px->a[i], px->b[i]);
+            if (!bad && pf[2 + 2 * i].revents)
+                bad |= px_pump(px->b[i], px->a[i]);
+            if (bad)
+                px_close_pair(px, i);
+        }
+        if (pf[0].revents & POLLIN) {
+            int c = accept(px->lfd, NULL, NULL), t;
+            struct sockaddr_in sa;
+            if (c < 0)
+                continue;
+            if (px->n == PX_MAX) {
+                close(c);
+                continue;
+            }
+            t = socket(AF_INET, SOCK_STREAM, 0);
+            memset(&sa, 0, sizeof sa);
+            sa.sin_family = AF_INET;
+            sa.sin_port = htons((uint16_t)px->to_port);
+            sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            if (connect(t, (struct sockaddr *)&sa, sizeof sa) != 0) {
+                close(c);
+                close(t);
+                continue;
+            }
+            px->a[px->n] = c;
+            px->b[px->n++] = t;
+        }
+    }
+    while (px->n > 0)
+        px_close_pair(px, 0);
+    return NULL;
+}
+
+static struct proxy *
+proxy_start(int to_port)
+{
+    struct proxy *px = xcalloc(1, sizeof *px);
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+
+    px->to_port = to_port;
+    px->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(px->lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+    ck_assert_int_eq(listen(px->lfd, 16), 0);
+    ck_assert_int_eq(getsockname(px->lfd, (struct sockaddr *)&sa, &sl), 0);
+    px->port = ntohs(sa.sin_port);
+    ck_assert_int_eq(pthread_create(&px->th, NULL, px_main, px), 0);
+    return px;
+}
+
+static void
+proxy_stop(struct proxy *px)
+{
+    atomic_store(&px->stop, 1);
+    pthread_join(px->th, NULL);
+    close(px->lfd);
+    free(px);
+}
+
+/* --- the URL -------------------------------------------------------------- */
+
+START_TEST(url_forms)
+{
+    struct workerid_redis_url u;
+    char *cause = NULL;
+
+    ck_assert_int_eq(workerid_redis_parse_url("redis://h:7000/2", &u, &cause),
+                     0);
+    ck_assert_str_eq(u.host, "h");
+    ck_assert_int_eq(u.port, 7000);
+    ck_assert_int_eq(u.db, 2);
+    ck_assert_ptr_null(u.password);
+    workerid_redis_url_free(&u);
+    ck_assert_int_eq(workerid_redis_parse_url("redis://:s3cr:t@10.0.0.5",
+                                              &u, &cause), 0);
+    ck_assert_str_eq(u.password, "s3cr:t");
+    ck_assert_str_eq(u.host, "10.0.0.5");
+    ck_assert_int_eq(u.port, 6379);
+    ck_assert_int_eq(u.db, 0);
+    workerid_redis_url_free(&u);
+    ck_assert_int_eq(workerid_redis_parse_url("unix:///run/r.sock?db=4", &u,
+                                              &cause), 0);
+    ck_assert_str_eq(u.path, "/run/r.sock");
+    ck_assert_int_eq(u.db, 4);
+    workerid_redis_url_free(&u);
+    {
+        const char *bad[] = { "http://h", "redis://", "redis://h:0",
+                              "redis://h:99999", "redis://h/x",
+                              "redis://pw@h", "unix://", "unix://rel",
+                              "unix:///p?db=x", "redis://h:12ab" };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            ck_assert_msg(workerid_redis_parse_url(bad[i], &u, &cause) == -1,
+                          "%s accepted", bad[i]);
+            ck_assert_ptr_nonnull(strstr(cause, "snowflake.redis.url"));
+            free(cause);
+            cause = NULL;
+        }
+    }
+}
+END_TEST
+
+/* --- against redis-server ------------------------------------------------- */
+
+START_TEST(three_nodes_three_ids)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *c2 = tmp_path("2"),
+         *c3 = tmp_path("3");
+    struct wlease_params p1 = params("10.0.0.1:1", c1),
+                         p2 = params("10.0.0.2:1", c2),
+                         p3 = params("10.0.0.3:1", c3);
+    struct wlease *a = open_ok(&p1, pfx), *b = open_ok(&p2, pfx),
+                  *c = open_ok(&p3, pfx);
+
+    ck_assert_int_eq(worker_of(a), 0);
+    ck_assert_int_eq(worker_of(b), 1);
+    ck_assert_int_eq(worker_of(c), 2);
+    wlease_close(a);
+    wlease_close(b);
+    wlease_close(c);
+    free(pfx);
+    free(c1);
+    free(c2);
+    free(c3);
+}
+END_TEST
+
+/* A restart (its cache file names its last instance) keeps its worker ID at
+ * once and gates on the fence the store holds. */
+START_TEST(restart_keeps_id)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *c2 = tmp_path("2");
+    struct wlease_params p1 = params("10.0.0.1:1", c1),
+                         p2 = params("10.0.0.2:1", c2);
+    struct wlease *a = open_ok(&p1, pfx), *b = open_ok(&p2, pfx);
+    _Atomic int64_t clk;
+    struct snowflake *sf;
+    struct idset s = {0};
+    int64_t w, f;
+
+    ck_assert_int_eq(worker_of(b), 1);
+    atomic_store(&clk, util_wall_ms());
+    sf = sf_on(b, &clk, 200);       /* fences go to Redis */
+    issue_range(sf, &clk, atomic_load(&clk) + 5, 10, &s);
+    ck_assert_int_gt(s.n, 0);
+    snowflake_stop(sf);
+    b = open_ok(&p2, pfx);
+    wlease_get(b, &w, &f);
+    ck_assert_int_eq(w, 1);
+    /* the stored fence gates: at or past the last ID issued */
+    ck_assert_int_ge(f, (int64_t)(s.v[s.n - 1] >> 22) +
+                        SFCODEC_LEAF_EPOCH_MS);
+    free(s.v);
+    wlease_close(a);
+    wlease_close(b);
+    free(pfx);
+    free(c1);
+    free(c2);
+}
+END_TEST
+
+/* The same identity from a process that is not its last run, while the
+ * first one's lease is live: refused, saying why. */
+START_TEST(twin_identity_refused)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *c2 = tmp_path("2");
+    struct wlease_params p1 = params("10.0.0.1:1", c1),
+                         p2 = params("10.0.0.1:1", c2);
+    struct wlease *a = open_ok(&p1, pfx), *b;
+    char *cause = NULL;
+
+    b = open_at(&p2, store_port(), pfx, &cause);
+    ck_assert_ptr_null(b);
+    ck_assert_msg(strstr(cause, "is in use") != NULL, "%s", cause);
+    free(cause);
+    wlease_close(a);
+    free(pfx);
+    free(c1);
+    free(c2);
+}
+END_TEST
+
+/* One past the layout's maximum: a clear error with the count in use. */
+START_TEST(one_past_max)
+{
+    char *pfx = fresh_prefix(), *c[4];
+    char ident[32];
+    struct wlease *l[3], *x;
+    char *cause = NULL;
+    struct wlease_params p;
+
+    for (int i = 0; i < 4; i++) {
+        char n[16];
+        snprintf(n, sizeof n, "%d", i);
+        c[i] = tmp_path(n);
+    }
+    for (int i = 0; i < 3; i++) {
+        snprintf(ident, sizeof ident, "10.0.0.%d:1", i + 1);
+        p = params(ident, c[i]);
+        p.max_worker = 2;
+        l[i] = open_ok(&p, pfx);
+        ck_assert_int_eq(worker_of(l[i]), i);
+    }
+    p = params("10.0.0.9:1", c[3]);
+    p.max_worker = 2;
+    x = open_at(&p, store_port(), pfx, &cause);
+    ck_assert_ptr_null(x);
+    ck_assert_msg(strstr(cause, "all 3 (0..2) are in use") != NULL, "%s",
+                  cause);
+    free(cause);
+    for (int i = 0; i < 3; i++)
+        wlease_close(l[i]);
+    for (int i = 0; i < 4; i++)
+        free(c[i]);
+    free(pfx);
+}
+END_TEST
+
+/* Redis down at start: no worker ID (worker_id_unknown, a 503), not the
+ * cache file's. */
+START_TEST(store_down_at_start)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1");
+    struct wlease_params p1 = params("10.0.0.1:1", c1);
+    char *cause = NULL;
+    struct wlease *l = open_at(&p1, free_port(), pfx, &cause);
+    _Atomic int64_t clk;
+    struct snowflake *sf;
+    struct snowflake_refusal why;
+    uint64_t id;
+
+    ck_assert_msg(l != NULL, "%s", cause);
+    ck_assert_int_eq(worker_of(l), -1);
+    atomic_store(&clk, util_wall_ms());
+    sf = sf_on(l, &clk, 200);
+    snowflake_keeper_step(sf);
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_REFUSE);
+    ck_assert_str_eq(why.code, "worker_id_unknown");
+    snowflake_stop(sf);
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
+/* The store unreachable at start, then back: the claim is retried in the
+ * background and IDs follow. */
+START_TEST(store_back_after_start)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1");
+    struct proxy *px = proxy_start(store_port());
+    struct wlease_params p1 = params("10.0.0.1:1", c1);
+    char *cause = NULL;
+    struct wlease *l;
+    _Atomic int64_t clk;
+    struct snowflake *sf;
+    struct snowflake_refusal why;
+    uint64_t id;
+    int ok = 0;
+
+    atomic_store(&px->cut, 1);
+    l = open_at(&p1, px->port, pfx, &cause);
+    ck_assert_msg(l != NULL, "%s", cause);
+    ck_assert_int_eq(worker_of(l), -1);
+    atomic_store(&clk, util_wall_ms());
+    sf = sf_on(l, &clk, 200);
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_REFUSE);
+    ck_assert_str_eq(why.code, "worker_id_unknown");
+    atomic_store(&px->cut, 0);
+    for (int i = 0; i < 100 && !ok; i++) {
+        usleep(50000);
+        atomic_store(&clk, util_wall_ms());
+        snowflake_keeper_step(sf);
+        ok = snowflake_next(sf, 1, &id, &why) == SNOWFLAKE_OK;
+    }
+    ck_assert_msg(ok, "still refused: %s", why.code);
+    snowflake_stop(sf);
+    proxy_stop(px);
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
+/* Redis cut off while running: IDs up to the fence Redis holds, then
+ * fence_unconfirmed; after half the lease, worker_lease_expired. */
+START_TEST(store_down_while_running)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1");
+    struct proxy *px = proxy_start(store_port());
+    struct wlease_params p1 = params("10.0.0.1:1", c1);
+    char *cause = NULL;
+    struct wlease *l = open_at(&p1, px->port, pfx, &cause);
+    _Atomic int64_t clk;
+    struct snowflake *sf;
+    struct idset s = {0};
+    int64_t fence;
+    size_t before;
+
+    ck_assert_msg(l != NULL, "%s", cause);
+    atomic_store(&clk, util_wall_ms());
+    sf = sf_on(l, &clk, 200);
+    issue_range(sf, &clk, atomic_load(&clk) + 20, 5, &s);
+    ck_assert_int_gt(s.n, 0);
+
+    atomic_store(&px->cut, 1);
+    fence = snowflake_fence(sf);
+    before = s.n;
+    /* within the fence Redis holds: still served */
+    issue_range(sf, &clk, atomic_load(&clk) + 20, 5, &s);
+    ck_assert_int_gt(s.n, before);
+    /* past it: refused (fence_unconfirmed, or the lease rule first when
+     * the blocked writes took half the lease), never issued */
+    issue_range(sf, &clk, fence + 400, 5, &s);
+    ck_assert_msg(strcmp(s.last_code, "fence_unconfirmed") == 0 ||
+                  strcmp(s.last_code, "worker_lease_expired") == 0, "%s",
+                  s.last_code);
+    ck_assert_int_eq(snowflake_fence(sf), fence);
+    for (size_t i = 0; i < s.n; i++)
+        ck_assert_int_le((int64_t)(s.v[i] >> 22) + SFCODEC_LEAF_EPOCH_MS,
+                         snowflake_fence(sf));
+    /* half the lease with no write landing: the lease rule stops it */
+    usleep((useconds_t)(lease_ms / 2 + 100) * 1000);
+    snowflake_keeper_step(sf);
+    {
+        struct snowflake_refusal why;
+        uint64_t id;
+        ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_REFUSE);
+        ck_assert_str_eq(why.code, "worker_lease_expired");
+    }
+    snowflake_stop(sf);
+    proxy_stop(px);
+    free(s.v);
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
+/* A holder partitioned from Redis, its clock stepped 5 s ahead, and a
+ * taker once the lease expired (one worker ID only, so it must be the
+ * same): no ID from both. */
+START_TEST(partition_no_duplicates)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *c2 = tmp_path("2");
+    struct proxy *px = proxy_start(store_port());
+    struct wlease_params pa = params("10.0.0.1:1", c1),
+                         pb = params("10.0.0.2:1", c2);
+    char *cause = NULL;
+    struct wlease *la, *lb;
+    struct snowflake *sa, *sb;
+    _Atomic int64_t clka, clkb;
+    struct idset ia = {0}, ib = {0};
+    int64_t jump, wb, fb;
+
+    pa.max_worker = pb.max_worker = 0;
+    la = open_at(&pa, px->port, pfx, &cause);
+    ck_assert_msg(la != NULL, "%s", cause);
+    atomic_store(&clka, util_wall_ms());
+    sa = sf_on(la, &clka, 200);
+    issue_range(sa, &clka, atomic_load(&clka) + 5, 10, &ia);
+    ck_assert_int_gt(ia.n, 0);
+
+    atomic_store(&px->cut, 1);
+    jump = util_wall_ms() + 5000;
+    atomic_store(&clka, jump);
+    issue_range(sa, &clka, jump + 50, 100, &ia);
+
+    /* the lease live: B is refused */
+    pb.clock = test_clock;
+    pb.clock_arg = &clkb;
+    atomic_store(&clkb, jump);
+    ck_assert_ptr_null(open_at(&pb, store_port(), pfx, &cause));
+    ck_assert_msg(strstr(cause, "in use") != NULL, "%s", cause);
+    free(cause);
+    cause = NULL;
+
+    usleep((useconds_t)(lease_ms + 200) * 1000);    /* past the lease */
+    lb = open_ok(&pb, pfx);
+    wlease_get(lb, &wb, &fb);
+    ck_assert_int_eq(wb, 0);
+    sb = sf_on(lb, &clkb, 200);
+    issue_range(sb, &clkb, jump + 50, 100, &ib);
+    ck_assert_int_gt(ib.n, 0);
+    issue_range(sa, &clka, jump + 100, 100, &ia);
+
+    ck_assert_msg(idset_common(&ia, &ib) == 0, "%zu IDs issued by both",
+                  idset_common(&ia, &ib));
+    ck_assert(strcmp(ia.last_code, "fence_unconfirmed") == 0 ||
+              strcmp(ia.last_code, "worker_lease_expired") == 0);
+
+    /* A reconnects: its next write finds B's nonce, and it is lost */
+    atomic_store(&px->cut, 0);
+    for (int i = 0; i < 40 && strcmp(ia.last_code, "worker_id_lost") != 0;
+         i++) {
+        usleep(100 * 1000);
+        issue_range(sa, &clka, atomic_load(&clka), 1, &ia);
+    }
+    ck_assert_str_eq(ia.last_code, "worker_id_lost");
+    snowflake_stop(sa);
+    snowflake_stop(sb);
+    proxy_stop(px);
+    free(ia.v);
+    free(ib.v);
+    free(pfx);
+    free(c1);
+    free(c2);
+}
+END_TEST
+
+/* A clean stop with release_on_stop frees the ID for a taker whose clock
+ * is past its fence, at once; one whose clock is not is refused. */
+START_TEST(release_on_stop)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *c2 = tmp_path("2");
+    struct wlease_params pa = params("10.0.0.1:1", c1),
+                         pb = params("10.0.0.2:1", c2);
+    struct wlease *la, *lb;
+    struct snowflake *sa;
+    _Atomic int64_t clka, clkb;
+    struct idset ia = {0};
+    char *cause = NULL;
+    int64_t w, f;
+
+    pa.max_worker = pb.max_worker = 0;
+    pa.release_on_stop = 1;
+    la = open_ok(&pa, pfx);
+    atomic_store(&clka, util_wall_ms() + 3000);     /* A runs ahead */
+    sa = sf_on(la, &clka, 200);
+    issue_range(sa, &clka, atomic_load(&clka) + 5, 10, &ia);
+    ck_assert_int_gt(ia.n, 0);
+    snowflake_stop(sa);
+
+    pb.clock = test_clock;
+    pb.clock_arg = &clkb;
+    atomic_store(&clkb, util_wall_ms());            /* behind A's fence */
+    ck_assert_ptr_null(open_at(&pb, store_port(), pfx, &cause));
+    free(cause);
+    cause = NULL;
+    atomic_store(&clkb, atomic_load(&clka) + 10);
+    lb = open_ok(&pb, pfx);
+    wlease_get(lb, &w, &f);
+    ck_assert_int_eq(w, 0);
+    ck_assert_int_ge(f, (int64_t)(ia.v[ia.n - 1] >> 22) +
+                        SFCODEC_LEAF_EPOCH_MS);
+    wlease_close(lb);
+    free(ia.v);
+    free(pfx);
+    free(c1);
+    free(c2);
+}
+END_TEST
+
+/* A node whose clock is 10 s ahead of the store's refuses to start, and
+ * says by how much. */
+START_TEST(clock_off_at_start)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1");
+    struct wlease_params p = params("10.0.0.1:1", c1);
+    _Atomic int64_t clk;
+    char *cause = NULL, *at;
+    long long off = 0;
+
+    atomic_store(&clk, util_wall_ms() + 10000);
+    p.clock = test_clock;
+    p.clock_arg = &clk;
+    p.max_clock_offset_ms = 2000;
+    ck_assert_ptr_null(open_at(&p, store_port(), pfx, &cause));
+    at = strstr(cause, "clock is ");
+    ck_assert_msg(at != NULL, "%s", cause);
+    ck_assert_int_eq(sscanf(at, "clock is %lld ms off", &off), 1);
+    ck_assert_msg(off > 9000 && off < 11000, "%s", cause);
+    free(cause);
+    /* within the limit it starts and reports the offset */
+    atomic_store(&clk, util_wall_ms() + 500);
+    {
+        struct wlease *l = open_at(&p, store_port(), pfx, &cause);
+        struct snowflake_backend b;
+        int64_t o = 0;
+        ck_assert_msg(l != NULL, "%s", cause);
+        wlease_backend(l, &b);
+        ck_assert_int_eq(b.clock_offset(b.arg, &o), 0);
+        ck_assert_msg(o > -1500 && o < 2500, "offset %lld", (long long)o);
+        wlease_close(l);
+    }
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
+/* The clock steps 10 s ahead while running: the next heartbeat measures
+ * it and IDs are refused with clock_offset and the offset. */
+START_TEST(clock_off_while_running)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1");
+    struct wlease_params p = params("10.0.0.1:1", c1);
+    _Atomic int64_t clk;
+    struct snowflake *sf;
+    struct snowflake_refusal why;
+    uint64_t id;
+    struct wlease *l;
+    struct idset s = {0};
+    char *cause = NULL;
+    long long off = 0;
+
+    atomic_store(&clk, util_wall_ms());
+    p.clock = test_clock;
+    p.clock_arg = &clk;
+    p.max_clock_offset_ms = 2000;
+    l = open_at(&p, store_port(), pfx, &cause);
+    ck_assert_msg(l != NULL, "%s", cause);
+    sf = sf_on(l, &clk, 200);
+    issue_range(sf, &clk, atomic_load(&clk) + 5, 1, &s);
+    ck_assert_int_gt(s.n, 0);
+    for (int i = 0; i < 20; i++) {
+        atomic_store(&clk, util_wall_ms() + 10000);
+        snowflake_keeper_step(sf);
+        usleep(20000);
+    }
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_REFUSE);
+    ck_assert_str_eq(why.code, "clock_offset");
+    ck_assert_int_eq(sscanf(why.message, "this node's clock is %lld", &off),
+                     1);
+    ck_assert_msg(off > 9000 && off < 11000, "%s", why.message);
+    snowflake_stop(sf);
+    free(s.v);
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
+/* The keeper thread writes fences and heartbeats while other threads read
+ * /snowflake/state and /metrics and take IDs (for the TSan run). */
+struct reader {
+    pthread_t          th;
+    struct snowflake  *sf;
+    _Atomic int       *stop;
+    size_t             ids;
+};
+
+static void *
+reader_main(void *arg)
+{
+    struct reader *r = arg;
+    uint64_t ids[16];
+    struct snowflake_refusal why;
+
+    while (!atomic_load(r->stop)) {
+        struct sbuf b = {0};
+        snowflake_state_json(r->sf, &b);
+        ck_assert_ptr_nonnull(strstr(b.p, "\"store_fence_ms\""));
+        free(b.p);
+        memset(&b, 0, sizeof b);
+        snowflake_metrics(r->sf, &b);
+        ck_assert_ptr_nonnull(strstr(b.p, "heartbeat_age_seconds"));
+        free(b.p);
+        if (snowflake_next(r->sf, 16, ids, &why) == SNOWFLAKE_OK)
+            r->ids += 16;
+    }
+    return NULL;
+}
+
+START_TEST(readers_while_keeping)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1");
+    struct wlease_params p = params("10.0.0.1:1", c1);
+    struct snowflake_options o;
+    struct wlease *l = open_ok(&p, pfx);
+    struct reader r[2];
+    _Atomic int stop = 0;
+    struct snowflake *sf;
+    char *cause = NULL;
+    int64_t worker, fence;
+
+    memset(&o, 0, sizeof o);
+    ck_assert_int_eq(sfcodec_layout_init(&o.layout, SFCODEC_LEAF_EPOCH_MS, 41,
+                                         0, 10, 12, -1, 0, &cause), 0);
+    wlease_get(l, &worker, &fence);
+    o.worker_id = worker;
+    o.start_fence_ms = fence;
+    o.max_backward_ms = 1000;
+    o.max_borrow_ms = 10;
+    o.fence_step_ms = 200;
+    o.start_wait_ms = 5000;
+    o.count_max = 4096;
+    wlease_backend(l, &o.backend);
+    sf = snowflake_create(&o, &cause);
+    ck_assert_msg(sf != NULL, "%s", cause);
+    for (int i = 0; i < 2; i++) {
+        r[i].sf = sf;
+        r[i].stop = &stop;
+        r[i].ids = 0;
+        ck_assert_int_eq(pthread_create(&r[i].th, NULL, reader_main, &r[i]),
+                         0);
+    }
+    usleep(800 * 1000);         /* several fence steps and heartbeats */
+    atomic_store(&stop, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(r[i].th, NULL);
+    ck_assert_int_gt(r[0].ids + r[1].ids, 0);
+    snowflake_stop(sf);
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
+/* Eight nodes starting at the same moment: eight different IDs. */
+struct racer {
+    pthread_t       th;
+    char            ident[32], *cache, *prefix;
+    _Atomic int    *go;
+    struct wlease  *l;
+    char           *cause;
+};
+
+static void *
+racer_main(void *arg)
+{
+    struct racer *r = arg;
+    struct wlease_params p = params(r->ident, r->cache);
+
+    while (!atomic_load(r->go))
+        ;
+    r->l = open_at(&p, store_port(), r->prefix, &r->cause);
+    return NULL;
+}
+
+START_TEST(simultaneous_starts)
+{
+    char *pfx = fresh_prefix();
+    struct racer r[8];
+    _Atomic int go = 0;
+    int seen[8] = {0};
+
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < 8; i++) {
+        char n[16];
+        snprintf(n, sizeof n, "r%d", i);
+        snprintf(r[i].ident, sizeof r[i].ident, "10.0.1.%d:1", i);
+        r[i].cache = tmp_path(n);
+        r[i].prefix = pfx;
+        r[i].go = &go;
+        ck_assert_int_eq(pthread_create(&r[i].th, NULL, racer_main, &r[i]),
+                         0);
+    }
+    atomic_store(&go, 1);
+    for (int i = 0; i < 8; i++) {
+        int64_t w;
+        pthread_join(r[i].th, NULL);
+        ck_assert_msg(r[i].l != NULL, "%s", r[i].cause);
+        w = worker_of(r[i].l);
+        ck_assert_int_ge(w, 0);
+        ck_assert_int_lt(w, 8);
+        ck_assert_msg(!seen[w], "worker ID %d given twice", (int)w);
+        seen[w] = 1;
+    }
+    for (int i = 0; i < 8; i++) {
+        wlease_close(r[i].l);
+        free(r[i].cache);
+    }
+    free(pfx);
+}
+END_TEST
+
+static int
+in_ci(void)
+{
+    const char *ci = getenv("CI");
+    return ci != NULL && (strcmp(ci, "1") == 0 || strcmp(ci, "true") == 0);
+}
+
+static void
+store_tests(TCase *tc)
+{
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, three_nodes_three_ids);
+    tcase_add_test(tc, restart_keeps_id);
+    tcase_add_test(tc, twin_identity_refused);
+    tcase_add_test(tc, one_past_max);
+    tcase_add_test(tc, store_down_at_start);
+    tcase_add_test(tc, store_back_after_start);
+    tcase_add_test(tc, store_down_while_running);
+    tcase_add_test(tc, partition_no_duplicates);
+    tcase_add_test(tc, release_on_stop);
+    tcase_add_test(tc, simultaneous_starts);
+    tcase_add_test(tc, clock_off_at_start);
+    tcase_add_test(tc, clock_off_while_running);
+    tcase_add_test(tc, readers_while_keeping);
+}
+
+int
+main(void)
+{
+    Suite *s = suite_create("workerid_store");
+    TCase *tc = tcase_create("url");
+    SRunner *sr;
+    const char *murl;
+    char *cause = NULL;
+    int failed, missing = 0;
+
+    tcase_add_test(tc, url_forms);
+    suite_add_tcase(s, tc);
+    if (redis_start() == 0) {
+        tc = tcase_create("redis");
+        tcase_add_checked_fixture(tc, setup_redis, teardown_tmp);
+        store_tests(tc);
+        suite_add_tcase(s, tc);
+    } else {
+        printf("check_workerid_store: no redis-server: %s the Redis tests\n",
+               in_ci() ? "CI=1, so FAILING: cannot run" : "skipping");
+        missing = in_ci();
+    }
+    murl = getenv("LEAFD_TEST_MYSQL_URL");
+    if (murl != NULL && *murl != '\0' &&
+        store_parse_mysql_url(murl, &mysql_t, &cause) == 0 &&
+        mysql_t.host != NULL) {
+        tc = tcase_create("mysql");
+        tcase_add_checked_fixture(tc, setup_mysql, teardown_tmp);
+        store_tests(tc);
+        suite_add_tcase(s, tc);
+    } else {
+        printf("check_workerid_store: LEAFD_TEST_MYSQL_URL (TCP) not set: "
+               "%s the MySQL tests (tests/lib/mariadb.sh start DIR)\n",
+               in_ci() ? "CI=1, so FAILING: cannot run" : "skipping");
+        free(cause);
+        missing |= in_ci();
+    }
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    redis_stop();
+    store_mysql_target_free(&mysql_t);
+    return failed == 0 && !missing ? 0 : 1;
+}
