@@ -36,9 +36,15 @@ check_valid(const struct config *c)
     FUZZ_ASSERT(c->segment_enable || c->snowflake_enable);
     FUZZ_ASSERT(c->store == STORE_SQLITE || c->store == STORE_MYSQL);
     FUZZ_ASSERT(c->worker_source == WORKER_STATIC ||
-                c->worker_source == WORKER_ZOOKEEPER);
+                c->worker_source == WORKER_ZOOKEEPER ||
+                c->worker_source == WORKER_REDIS ||
+                c->worker_source == WORKER_MYSQL ||
+                c->worker_source == WORKER_K8S);
     if (c->segment_enable && c->store == STORE_MYSQL)
-        FUZZ_ASSERT(c->jdbc_url[0] != '\0' || c->mysql_url[0] != '\0');
+        FUZZ_ASSERT(c->jdbc_url[0] != '\0' || c->mysql_url[0] != '\0' ||
+                    c->mysql_urls[0] != '\0');
+    FUZZ_ASSERT(!(c->mysql_urls[0] != '\0' &&
+                  (c->mysql_url[0] != '\0' || c->jdbc_url[0] != '\0')));
     if (c->snowflake_enable && c->worker_source == WORKER_ZOOKEEPER)
         FUZZ_ASSERT(c->zk_address[0] != '\0');
     FUZZ_ASSERT(c->snowflake_port > 0 || c->listen_port == 0);
