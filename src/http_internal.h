@@ -74,6 +74,9 @@ struct http_thread {
     struct event        cmd_ev;
     _Atomic unsigned    cmd;            /* HTTP_CMD_* bits */
     struct event        retry_ev;       /* local: retry retry_bits' lists */
+    struct event        send_ev;        /* local: send what sendq holds */
+    struct http_conn   *sendq;          /* answers waiting for send_ev */
+    int                 send_armed;     /* send_ev is active */
     uint64_t            retry_bits;     /* owner only: buckets to retry */
     _Atomic uint64_t    wake_bits;      /* set by http_wake, taken by owner */
     const struct timeval *idle_tv;      /* common timeout */
@@ -140,9 +143,11 @@ struct http_conn {
     unsigned char       req_active;          /* a handler owns the request */
     unsigned char       in_handler, parked, closing, lingering, eof;
     unsigned char       partial, out_full;
+    unsigned char       queued;              /* on t->sendq */
     unsigned char       bucket;              /* wake bucket while parked */
     struct http_conn   *prev, *next;         /* t->conns */
     struct http_conn   *pprev, *pnext;       /* t->parked */
+    struct http_conn   *qprev, *qnext;       /* t->sendq */
     struct http_request req;
 };
 
@@ -187,6 +192,7 @@ void http_conn_new(struct http_thread *t, int fd, enum http_proto proto);
 void http_conn_reject(struct http_thread *t, int fd, enum http_proto proto);
 void http_conn_free(struct http_conn *c);
 void http_conn_retry(struct http_conn *c, int timed_out);
+void http_conn_send_queued(struct http_thread *t);
 int  http_conn_idle(const struct http_conn *c);
 void http_pool_drain(struct http_pool *pool);
 

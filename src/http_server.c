@@ -131,6 +131,15 @@ thread_retry_cb(evutil_socket_t fd, short what, void *arg)
     thread_retry_parked(t, bits);
 }
 
+/* After this iteration's reads: send every answer they produced. */
+static void
+thread_send_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    http_conn_send_queued(arg);
+}
+
 static void
 thread_stop(struct http_thread *t)
 {
@@ -355,6 +364,7 @@ http_thread_init(struct http_server *s, struct http_thread *t, char **cause)
     event_assign(&t->cmd_ev, t->base, t->efd, EV_READ | EV_PERSIST,
                  thread_cmd_cb, t);
     event_assign(&t->retry_ev, t->base, -1, 0, thread_retry_cb, t);
+    event_assign(&t->send_ev, t->base, -1, 0, thread_send_cb, t);
     t->events_ready = 1;
     for (int p = 0; p < HTTP_PROTO_COUNT; p++)
         if (t->ls[p].fd >= 0)
@@ -545,6 +555,7 @@ http_server_free(struct http_server *s)
             }
             event_del(&t->cmd_ev);
             event_del(&t->retry_ev);
+            event_del(&t->send_ev);
         }
         if (t->base != NULL)
             event_base_free(t->base);
