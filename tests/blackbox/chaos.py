@@ -56,7 +56,15 @@ Then it prints a table and exits 1 if a "must" failed:
   - no failed request during 2 rolling, 3 db-short and 7 multi-db, and
     none during the switch to Redis and the short Redis pause in 8;
   - every non-200 answer is a 503 with a JSON body carrying "error" (an
-    nginx 502/504 page, a connection error or a timeout fails this);
+    nginx 502/504 page, a connection error or a timeout fails this; the
+    one exception is nginx's own 502 while every node refuses snowflake
+    after the Redis wipe in 8 and the last node it tried was restarting);
+  - phase 8 did what it meant to: each node kept its worker ID across the
+    switch, gated past its last ZooKeeper fence; the long pause made every
+    node refuse (worker_lease_expired) within half the lease plus two store
+    call timeouts; Redis killed -9 and a node killed -9 changed no worker
+    ID; the wipe made every node refuse (worker_id_lost), and restarted
+    each claimed an ID of its own;
   - every 200 carries the IDs asked for, in increasing order;
   - the run did what it meant to (phase 4 saw ids_exhausted, every node
     came back healthy), and every segment ID is below leaf_alloc.max_id.
