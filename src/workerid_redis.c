@@ -62,10 +62,12 @@ static const char wr_claim_lua[] =
 "end\n"
 "return {-1, maxw + 1}\n";
 
-/* KEYS[1] the hash; ARGV: nonce, fence. The store's clock, or -1 when the
- * nonce does not hold it. */
+/* KEYS[1] the hash; ARGV: nonce, fence. The store's clock, -1 when the
+ * nonce does not hold it, -2 when the hash is gone (Redis lost its data:
+ * nobody claimed it since, or the hash would be there). */
 static const char wr_fence_lua[] =
 "local h = redis.call('HMGET', KEYS[1], 'instance', 'released')\n"
+"if not h[1] then return -2 end\n"
 "if h[1] ~= ARGV[1] or h[2] == '1' then return -1 end\n"
 "local t = redis.call('TIME')\n"
 "local snow = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
@@ -238,6 +240,14 @@ wr_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
         freeReplyObject(rep);
         *cause = xstrdup("redis: unexpected reply to the fence script");
         return WLEASE_DOWN;
+    }
+    if (rep->integer == -2) {
+        freeReplyObject(rep);
+        *cause = xasprintf("redis %s is gone: Redis lost its data (restarted "
+                           "without persistence, flushed, or failed over to a "
+                           "replica that missed writes); restart this node "
+                           "(docs/operations.md)", key);
+        return WLEASE_LOST;
     }
     if (rep->integer < 0) {
         freeReplyObject(rep);

@@ -1,51 +1,19 @@
 """Black-box tests of the shared-store worker ID sources against the real
-binary: snowflake.worker_source = redis with a redis-server this module
-starts on a free port (three nodes, three worker IDs; a restart keeps its
+binary: snowflake.worker_source = redis with a redis-server started on a
+free port (bbutil.Redis) (three nodes, three worker IDs; a restart keeps its
 ID; a twin identity refused; one past the layout refused with the count in
 use; Redis stopped: IDs within the lease, then 503; /snowflake/state and
 /metrics), and k8s from a pod name. Without redis-server the Redis tests
 skip (under CI=1 they fail)."""
-import os
-import shutil
-import signal
-import socket
-import subprocess
 import time
 
-from bbutil import Workdir, check, eq, free_port, skip, wait_for
+from bbutil import Workdir, check, eq, wait_for
 
 TESTS = [
     "test_redis_three_nodes_restart_twin_max",
     "test_redis_outage_then_503",
     "test_k8s_ordinal",
 ]
-
-
-class Redis:
-    def __init__(self, path):
-        if shutil.which("redis-server") is None:
-            skip("redis-server is not installed (sh .ci/deps.sh test)")
-        self.port = free_port()
-        self.log = open(os.path.join(path, "redis.log"), "ab")
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no"],
-            stdout=self.log, stderr=subprocess.STDOUT)
-
-        def up():
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return True
-            except OSError:
-                return False
-        wait_for(up, 10, what="redis-server listening")
-
-    def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(10)
-        self.proc = None
-        self.log.close()
 
 
 def node(wd, r, ip, extra=None, name=None):
@@ -68,8 +36,7 @@ def state(d):
 
 def test_redis_three_nodes_restart_twin_max(ctx):
     with Workdir("wid-redis") as wd:
-        r = Redis(wd.path)
-        wd.cleanup.append(r.stop)
+        r = wd.redis()
         nodes = [node(wd, r, "10.1.0.%d" % i).start() for i in range(3)]
         ws = sorted(state(d)["worker_id"] for d in nodes)
         eq(ws, [0, 1, 2], "three nodes, three worker IDs")
@@ -108,8 +75,7 @@ def test_redis_three_nodes_restart_twin_max(ctx):
 
 def test_redis_outage_then_503(ctx):
     with Workdir("wid-redis-down") as wd:
-        r = Redis(wd.path)
-        wd.cleanup.append(r.stop)
+        r = wd.redis()
         d = node(wd, r, "10.2.0.1").start()
         eq(d.get("/snowflake").status, 200, "serving")
         r.stop()

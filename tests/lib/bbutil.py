@@ -2,6 +2,7 @@
 
 Starts the real ./leafd binary on free loopback ports (never 8080), throwaway
 MariaDB and ZooKeeper servers through tests/lib/mariadb.sh and tests/lib/zookeeper.sh,
+a throwaway redis-server (Redis),
 and talks HTTP to leafd with keep-alive connections.
 """
 import http.client
@@ -379,6 +380,85 @@ class ZooKeeper:
         return r.stdout.decode() + r.stderr.decode()
 
 
+class Redis:
+    """A throwaway redis-server on 127.0.0.1 on a free port, its data in
+    <workdir>/<name>. durable=False: no persistence (a restart comes back
+    empty). durable=True: an append-only file fsynced before every reply
+    (appendfsync always), so a kill -9 loses no write a client saw answered;
+    wipe() deletes it while stopped (a Redis that lost its data)."""
+
+    def __init__(self, workdir, durable=False, name="redis"):
+        if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
+            skip("redis-server/redis-cli are not installed (sh .ci/deps.sh test)")
+        self.dir = os.path.join(workdir, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.durable = durable
+        self.port = free_port()
+        self.proc = None
+        self.logf = None
+
+    def start(self):
+        persist = ["--appendonly", "yes", "--appendfsync", "always"] if self.durable \
+            else ["--appendonly", "no"]
+        self.logf = open(os.path.join(self.dir, "redis.log"), "ab")
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+             "--dir", self.dir, "--save", ""] + persist,
+            stdout=self.logf, stderr=subprocess.STDOUT)
+
+        def up():
+            if self.proc.poll() is not None:
+                raise TestFailure("redis-server exited with %s" % self.proc.returncode)
+            try:
+                return self.cli("PING") == "PONG"
+            except TestFailure:
+                return False
+        wait_for(up, 10, step=0.05, what="redis-server answering PING")
+        return self
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc is not None and self.proc.poll() is None:
+            if sig == signal.SIGTERM:
+                os.kill(self.proc.pid, signal.SIGCONT)      # in case it is paused
+            self.proc.send_signal(sig)
+            self.proc.wait(10)
+        self.proc = None
+        if self.logf is not None:
+            self.logf.close()
+            self.logf = None
+
+    def kill9(self):
+        self.stop(signal.SIGKILL)
+
+    def pause(self):
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self):
+        os.kill(self.proc.pid, signal.SIGCONT)
+
+    def wipe(self):
+        """Delete the data directory's contents (only while stopped)."""
+        check(self.proc is None, "wipe() with redis-server running")
+        for f in os.listdir(self.dir):
+            path = os.path.join(self.dir, f)
+            if f == "redis.log":
+                continue
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+
+    def cli(self, *args):
+        """One command through redis-cli; its reply as text."""
+        r = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(self.port)] +
+                           [str(a) for a in args],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=10)
+        out = r.stdout.decode().strip()
+        if r.returncode != 0 or out.startswith("ERR") or out.startswith("Could not connect"):
+            raise TestFailure("redis-cli %s: %s %s" % (args[0], out, r.stderr.decode()))
+        return out
+
+
 class Workdir:
     def __init__(self, name):
         self.path = tempfile.mkdtemp(prefix="leafd-%s-" % name)
@@ -413,6 +493,11 @@ class Workdir:
         z = ZooKeeper(self.path)
         self.cleanup.append(z.stop)
         return z.start()
+
+    def redis(self, durable=False, name="redis"):
+        r = Redis(self.path, durable=durable, name=name)
+        self.cleanup.append(r.stop)
+        return r.start()
 
 
 def parallel(n, fn):

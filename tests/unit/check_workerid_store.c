@@ -1095,6 +1095,36 @@ store_tests(TCase *tc)
     tcase_add_test(tc, readers_while_keeping);
 }
 
+/* Redis lost its data (the keys gone): the holder's next fence write finds
+ * no hash and the ID is lost for good, with a cause that says so rather
+ * than naming another holder. */
+START_TEST(redis_keys_gone)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *cause = NULL;
+    struct wlease_params p = params("10.0.0.1:1", c1);
+    struct wlease *l = open_ok(&p, pfx);
+    struct snowflake_backend b;
+    char cmd[512];
+
+    ck_assert_int_eq(worker_of(l), 0);
+    wlease_backend(l, &b);
+    ck_assert_int_eq(b.persist(b.arg, util_wall_ms() + 1000, &cause),
+                     SNOWFLAKE_PERSIST_OK);
+    snprintf(cmd, sizeof cmd, "redis-cli -p %d -n 3 DEL '%sw:0' "
+             "'%sid:10.0.0.1:1' >/dev/null", redis_port, pfx, pfx);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(b.persist(b.arg, util_wall_ms() + 2000, &cause),
+                     SNOWFLAKE_PERSIST_FAILED);
+    ck_assert_msg(cause != NULL && strstr(cause, "Redis lost its data"),
+                  "%s", cause ? cause : "(no cause)");
+    ck_assert_int_eq(b.tick(b.arg, util_wall_ms()), SNOWFLAKE_TICK_LOST);
+    free(cause);
+    b.close(b.arg);
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -1111,6 +1141,7 @@ main(void)
         tc = tcase_create("redis");
         tcase_add_checked_fixture(tc, setup_redis, teardown_tmp);
         store_tests(tc);
+        tcase_add_test(tc, redis_keys_gone);
         suite_add_tcase(s, tc);
     } else {
         printf("check_workerid_store: no redis-server: %s the Redis tests\n",
