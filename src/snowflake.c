@@ -91,6 +91,8 @@ struct snowflake {
     _Atomic int64_t  fence;                 /* persisted fence (unix ms) */
     _Atomic int64_t  gate;                  /* nothing while now <= gate */
     _Atomic int64_t  gate_deadline;         /* mono ms: after it, refuse */
+    _Atomic int64_t  lease_until;           /* mono ms: from it, refuse;
+                                               0 no lease (backend) */
     _Atomic int      status;                /* SF_ST_* */
     _Atomic uint64_t worker_field;          /* datacenter|worker, shifted */
     _Atomic int      in_backward;           /* a step back is being served */
@@ -368,7 +370,7 @@ snowflake_next(struct snowflake *sf, uint32_t n, uint64_t *out,
                struct snowflake_refusal *why)
 {
     const struct sfcodec_layout *l = &sf->layout;
-    int64_t now, hw, gate, fence, nowr, t_end, borrowed = 0;
+    int64_t now, hw, gate, fence, nowr, t_end, borrowed = 0, lease;
     uint64_t old, nstate, wf, rng, rng0;
     int st;
 
@@ -379,6 +381,9 @@ snowflake_next(struct snowflake *sf, uint32_t n, uint64_t *out,
     st = atomic_load_explicit(&sf->status, memory_order_acquire);
     if (st != SF_ST_OK)
         return sf_refuse_status(sf, st, why);
+    lease = atomic_load_explicit(&sf->lease_until, memory_order_relaxed);
+    if (lease != 0 && util_mono_ms() >= lease)
+        return sf_refuse_status(sf, SF_ST_LEASE, why);
     wf = atomic_load_explicit(&sf->worker_field, memory_order_relaxed);
 
     now = sf_now(sf);
@@ -511,12 +516,24 @@ sf_last_ms(struct snowflake *sf)
 /* Persist a fence >= want (keeper thread or creation only):
  * SNOWFLAKE_PERSIST_*.
  * Only an OK moves the fence the request path checks. */
+/* Publish the backend's lease deadline to the request path. */
+static void
+sf_lease_publish(struct snowflake *sf)
+{
+    if (sf->backend.lease_until != NULL)
+        atomic_store_explicit(&sf->lease_until,
+                              sf->backend.lease_until(sf->backend.arg),
+                              memory_order_relaxed);
+}
+
 static int
 sf_persist(struct snowflake *sf, int64_t want)
 {
     char *cause = NULL;
 
     int rc = sf->backend.persist(sf->backend.arg, want, &cause);
+
+    sf_lease_publish(sf);
 
     if (rc != SNOWFLAKE_PERSIST_OK) {
         int64_t m = util_mono_ms();
@@ -594,6 +611,7 @@ snowflake_keeper_step(struct snowflake *sf)
 
     if (sf->backend.tick != NULL) {
         int r = sf->backend.tick(sf->backend.arg, now);
+        sf_lease_publish(sf);
         st = atomic_load(&sf->status);
         /* Lost first: a lost worker ID is never acquired again here. */
         if (r == SNOWFLAKE_TICK_LOST && st != SF_ST_LOST) {
@@ -724,6 +742,7 @@ snowflake_create(const struct snowflake_options *o, char **cause)
     pthread_condattr_destroy(&attr);
     sf->layout = *l;
     sf->backend = o->backend;
+    sf_lease_publish(sf);
     sf->datacenter_id = o->datacenter_id;
     sf->seq_random = o->sequence_random;
     sf->seq_bound = o->sequence_random_bound > 0 ?

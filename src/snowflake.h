@@ -131,6 +131,12 @@ struct snowflake_backend {
     /* The last measured offset of the store's clock from ours (ms); 0 or
      * -1 when not measured. May be NULL. */
     int  (*clock_offset)(void *arg, int64_t *offset_ms);
+    /* The monotonic ms (util_mono_ms) from which no ID may be issued: the
+     * holder's side of a lease that others may take over once it expires
+     * (0: no lease). Read by the keeper after each tick and persist; the
+     * request path refuses (worker_lease_expired) from then on, also while
+     * the keeper is stuck in a store call. May be NULL. */
+    int64_t (*lease_until)(void *arg);
     void (*close)(void *arg);
     void *arg;
 };

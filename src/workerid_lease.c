@@ -17,9 +17,11 @@
  *     never issues past the fence a taker gates on: no ID twice.
  *   - A holder whose writes have not landed for lease_ms / 2, counted on its
  *     monotonic clock from the moment it sent the last write that landed
- *     (the store stamped it no earlier), stops issuing
- *     (SNOWFLAKE_TICK_LEASE_EXPIRED) well before the store could see its
- *     lease expire.
+ *     (the store stamped it no earlier), stops issuing well before the
+ *     store could see its lease expire: the deadline goes to the generator
+ *     (lease_until), whose request path checks it on every call, so a
+ *     keeper thread stuck in a slow store call does not delay the stop;
+ *     the keeper's tick also says SNOWFLAKE_TICK_LEASE_EXPIRED.
  *   - A fence write that finds another nonce means the ID was taken:
  *     SNOWFLAKE_TICK_LOST, for good.
  *   - Every fence write also reads the store's clock; the offset from ours
@@ -351,6 +353,16 @@ wl_persist(void *arg, int64_t fence_ms, char **cause)
                              : SNOWFLAKE_PERSIST_UNCONFIRMED;
 }
 
+/* From when on we must not issue: half the lease after the send time of the
+ * last write that landed (the store stamped it no earlier). */
+static int64_t
+wl_lease_until(void *arg)
+{
+    struct wlease *l = arg;
+
+    return l->last_ok_send_mono + l->p.lease_ms / 2;
+}
+
 static int
 wl_tick(void *arg, int64_t now_ms)
 {
@@ -384,7 +396,7 @@ wl_tick(void *arg, int64_t now_ms)
         if (rc == WLEASE_LOST)
             return SNOWFLAKE_TICK_LOST;
     }
-    expired = m - l->last_ok_send_mono > l->p.lease_ms / 2;
+    expired = m >= wl_lease_until(l);
     want = expired ? WL_HELD_LEASE : wl_clock_bad(l) ? WL_HELD_CLOCK
                                                      : WL_HELD_OK;
     if (want == l->held)
@@ -517,6 +529,7 @@ wlease_backend(struct wlease *l, struct snowflake_backend *b)
     b->metrics = wl_metrics;
     b->source = wl_source;
     b->clock_offset = wl_clock_offset;
+    b->lease_until = wl_lease_until;
     b->close = wl_close;
     b->arg = l;
 }

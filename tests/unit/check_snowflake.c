@@ -919,6 +919,47 @@ START_TEST(worker_unknown_then_acquired)
 }
 END_TEST
 
+static _Atomic int64_t fake_lease;
+
+static int64_t
+fake_lease_until(void *arg)
+{
+    (void)arg;
+    return atomic_load(&fake_lease);
+}
+
+/* The lease deadline is checked on the request path: a keeper stuck in a
+ * store call (here: never stepped) does not delay the stop. */
+START_TEST(lease_deadline_without_keeper)
+{
+    struct snowflake_options o;
+    struct snowflake *sf;
+    struct snowflake_refusal why;
+    uint64_t id;
+
+    reset_fakes();
+    options(&o);
+    o.backend.tick = fake_tick;
+    o.backend.lease_until = fake_lease_until;
+    atomic_store(&tick_result, SNOWFLAKE_TICK_NONE);
+    atomic_store(&fake_lease, util_mono_ms() + 150);
+    sf = make(&o);
+    ck_assert_int_eq(issue(sf, 1, &id, &why), SNOWFLAKE_OK);
+    usleep(200 * 1000);             /* the keeper is "stuck": no step */
+    ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_REFUSE);
+    ck_assert_str_eq(why.code, "worker_lease_expired");
+    /* a write lands: the keeper publishes the new deadline */
+    atomic_store(&fake_lease, util_mono_ms() + 60000);
+    snowflake_keeper_step(sf);
+    ck_assert_int_eq(issue(sf, 1, &id, &why), SNOWFLAKE_OK);
+    /* 0: no lease */
+    atomic_store(&fake_lease, 0);
+    snowflake_keeper_step(sf);
+    ck_assert_int_eq(issue(sf, 1, &id, &why), SNOWFLAKE_OK);
+    snowflake_stop(sf);
+}
+END_TEST
+
 START_TEST(layout_runs_out_while_running)
 {
     struct snowflake_options o;
@@ -1004,6 +1045,7 @@ snowflake_suite(void)
     tcase_add_test(tc, threads_no_duplicates);
     tcase_add_test(tc, threads_chaos_clock);
     tcase_add_test(tc, worker_unknown_then_acquired);
+    tcase_add_test(tc, lease_deadline_without_keeper);
     tcase_add_test(tc, layout_runs_out_while_running);
     tcase_add_test(tc, metrics_backward_histogram);
     suite_add_tcase(s, tc);
