@@ -23,6 +23,11 @@
  *     write that landed late (we retry once); with any other data, or
  *     ZNONODE, the ID is lost (WLEASE_LOST). So a holder never counts a
  *     fence once another process has written the node.
+ *   - A claim writes the gate, or the claimer's clock if later; no later
+ *     write of the holder puts a lower timestamp in the node (a fence
+ *     below it is written as that value), so a freshly claimed node never
+ *     looks stale to a taker, and the node's fence is never below one the
+ *     holder counted.
  *   - A node of this identity last written by another leafd instance (not
  *     the cache file's nonce) and not released is watched for two
  *     heartbeats first; if it changes, a twin with our identity is alive
@@ -65,6 +70,8 @@ struct wzk {
     char            *node;          /* guarded by mu (readers elsewhere) */
     int64_t          worker;        /* the node's sequence, -1 none */
     int              version;       /* what our last write left, -1 none */
+    int64_t          floor_ts;      /* what the claim wrote: no write of
+                                       ours puts less in the node */
     char             nonce[17];     /* the claimer's: in every write */
     _Atomic int      took_over;
     _Atomic uint64_t writes_ok;
@@ -325,7 +332,8 @@ wz_node_changes(struct wzk *z, const char *path, int version, char **cause)
 
 /* Install node as the one holding worker. */
 static void
-wz_hold(struct wzk *z, char *node, int64_t worker, int version, int kind)
+wz_hold(struct wzk *z, char *node, int64_t worker, int version, int kind,
+        int64_t written_ts)
 {
     pthread_mutex_lock(&z->mu);
     free(z->node);
@@ -333,6 +341,7 @@ wz_hold(struct wzk *z, char *node, int64_t worker, int version, int kind)
     pthread_mutex_unlock(&z->mu);
     z->worker = worker;
     z->version = version;
+    z->floor_ts = written_ts;
     atomic_store(&z->took_over, kind == WZ_TAKEOVER);
 }
 
@@ -395,7 +404,8 @@ wz_claim_node(struct wzk *z, const struct wlease_claim *cl,
                  c->nonce != NULL ? "fence" : "heartbeat + interval", gate,
                  gate - now);
     assert(gate >= c->ts);              /* never below what the node held */
-    wz_hold(z, xstrdup(c->path), c->seq, st.version, kind);
+    wz_hold(z, xstrdup(c->path), c->seq, st.version, kind,
+            gate > now ? gate : now);
     *fence_ms = gate;
     return WLEASE_OK;
 }
@@ -505,7 +515,7 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
         return WLEASE_REFUSED;
     }
     log_info("registered %s: worker ID %" PRId64, created, seq);
-    wz_hold(z, created, seq, 0, WZ_OWN);
+    wz_hold(z, created, seq, 0, WZ_OWN, now);
     *worker = seq;
     *fence_ms = now;
     return WLEASE_OK;
@@ -554,6 +564,13 @@ wz_write(struct wzk *z, int64_t ts, int released, int64_t *mtime,
     pthread_mutex_lock(&z->mu);
     node = xstrdup(z->node);
     pthread_mutex_unlock(&z->mu);
+    /* never below the claim's own write (the gate, or the claimer's clock
+     * then): a taker reads the timestamp as the last sign of life, so the
+     * node must not look older than its claim (the lease's first write is
+     * the gate, which may be an hour old after a takeover). Higher than
+     * asked only raises the fence a taker gates on. */
+    if (ts < z->floor_ts)
+        ts = z->floor_ts;
     data = wz_node_data(z, ts, released, &len);
 again:
     rc = zk_set(z->zk, node, data, len, z->version, &st, z->write_timeout_ms,
