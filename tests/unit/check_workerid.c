@@ -1681,6 +1681,227 @@ START_TEST(zk_clock_offset)
 }
 END_TEST
 
+
+/* release_on_stop: a clean stop marks the node released with its fence
+ * (still Leaf's Endpoint for its fields); another identity claims it at
+ * once when its clock is past that fence, and not before. */
+START_TEST(zk_release_on_stop)
+{
+    char *name = fresh_name(), *ca = tmp_path("a.json"), *cb = tmp_path("b.json");
+    char *cause = NULL, *node, *nodeb;
+    struct zkt_params pa = zk_params(name, "10.0.6.1", 7001, ca), pb;
+    struct zk *z = zk_test_open();
+    struct wlease *la, *lb;
+    struct snowflake *sa;
+    _Atomic int64_t clka, clkb;
+    struct idset ia = {0};
+    int64_t worker, fence, released_fence;
+    json_t *j;
+
+    pa.max_worker = 0;              /* one worker ID: B gets it or none */
+    pa.release_on_stop = 1;
+    la = open_ok(&pa);
+    node = zkt_node(la);
+    atomic_store(&clka, util_wall_ms() + 3000);     /* A runs ahead */
+    sa = sf_on(la, &clka, 200);
+    issue_range(sa, &clka, atomic_load(&clka) + 5, 10, &ia);
+    ck_assert_int_gt(ia.n, 0);
+    snowflake_stop(sa);
+
+    j = node_json(z, node);
+    ck_assert(json_is_true(json_object_get(j, "released")));
+    ck_assert_str_eq(json_string_value(json_object_get(j, "ip")), "10.0.6.1");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "port")), "7001");
+    ck_assert(json_is_integer(json_object_get(j, "timestamp")));
+    released_fence = json_integer_value(json_object_get(j, "timestamp"));
+    ck_assert_int_ge(released_fence, (int64_t)(ia.v[ia.n - 1] >> 22) +
+                                     SFCODEC_LEAF_EPOCH_MS);
+    json_decref(j);
+
+    /* B's clock is behind the released fence: not claimable yet, and the
+     * layout has no other ID */
+    pb = pa;
+    pb.ip = "10.0.6.2";
+    pb.cache_path = cb;
+    pb.release_on_stop = 0;
+    pb.clock = test_clock;
+    pb.clock_arg = &clkb;
+    atomic_store(&clkb, released_fence - 1000);
+    ck_assert_ptr_null(zkt_open(&pb, &cause));
+    ck_assert_msg(strstr(cause, "no free worker ID") != NULL, "%s", cause);
+    free(cause);
+    cause = NULL;
+    /* past it: claimed at once (no takeover, no lease to wait out) */
+    atomic_store(&clkb, released_fence + 10);
+    lb = open_ok(&pb);
+    ck_assert_int_eq(wlease_get(lb, &worker, &fence), 0);
+    ck_assert_int_eq(worker, 0);
+    ck_assert_int_eq(fence, released_fence);
+    ck_assert_str_eq(zkt_source(lb), "zookeeper");
+    nodeb = zkt_node(lb);
+    ck_assert_str_eq(nodeb, node);
+    j = node_json(z, node);
+    ck_assert_ptr_null(json_object_get(j, "released"));
+    ck_assert_str_eq(json_string_value(json_object_get(j, "ip")), "10.0.6.2");
+    json_decref(j);
+    /* B holds it: A's identity, restarting, does not get it back */
+    pa.release_on_stop = 0;
+    ck_assert_ptr_null(zkt_open(&pa, &cause));
+    ck_assert_msg(strstr(cause, "no free worker ID") != NULL, "%s", cause);
+    free(cause);
+    wlease_close(lb);
+    free(nodeb);
+    free(node);
+    free(ia.v);
+    free(ca);
+    free(cb);
+    free(name);
+    zk_close(z);
+}
+END_TEST
+
+/* A node marked released that leafd did not fence (no nonce: Java Leaf
+ * never writes "released", so its data is not leafd's) is never claimed by
+ * another identity. */
+START_TEST(zk_released_without_nonce_not_claimed)
+{
+    char *name = fresh_name(), *cache = tmp_path("c.json"), *cause = NULL;
+    char *node, *data;
+    struct zk *z = zk_test_open();
+    struct zkt_params p = zk_params(name, "10.0.6.3", 7003, cache);
+    int64_t ts = util_wall_ms() - 3600000;
+
+    node = java_leaf_node(z, name, "10.0.6.4", 7004, ts);
+    data = xasprintf("{\"ip\":\"10.0.6.4\",\"port\":\"7004\",\"timestamp\":%"
+                     PRId64 ",\"released\":true}", ts);
+    ck_assert_int_eq(zk_set(z, node, data, (int)strlen(data), -1, NULL, 4000,
+                            NULL), ZOK);
+    free(data);
+    p.max_worker = 0;
+    ck_assert_ptr_null(zkt_open(&p, &cause));
+    ck_assert_msg(strstr(cause, "no free worker ID") != NULL, "%s", cause);
+    free(cause);
+    free(node);
+    free(cache);
+    free(name);
+    zk_close(z);
+}
+END_TEST
+
+/* Through the config: /snowflake/state shows the source, the fence the
+ * node holds and the lease (with takeover: takeover_age_ms; without: none),
+ * /metrics the heartbeat age by source; a clean stop with
+ * snowflake.release_on_stop releases the node for the next identity. */
+START_TEST(zk_state_and_release_via_config)
+{
+    char *name = fresh_name(), *cache = tmp_path("c.json");
+    char *cache2 = tmp_path("c2.json"), *cause = NULL;
+    struct config cfg;
+    struct snowflake *sf;
+    struct snowflake_refusal why;
+    struct sbuf b = {0};
+    uint64_t ids[10];
+    json_t *j, *n;
+    json_error_t err;
+    struct zk *z = zk_test_open();
+    char node[300];
+    int64_t worker, before, after, fence;
+
+    base_config(&cfg, cache);
+    cfg.leaf_name = name;
+    cfg.zk_address = (char *)zk_addr;
+    cfg.worker_source = WORKER_ZOOKEEPER;
+    cfg.sf_ip = "10.0.7.1";
+    cfg.heartbeat_ms = 200;
+    cfg.takeover = 1;
+    cfg.takeover_age_ms = 20000;
+    cfg.release_on_stop = 1;
+    sf = sfconfig_start(&cfg, 7610, NULL, NULL, &cause);
+    ck_assert_msg(sf != NULL, "%s", cause);
+    ck_assert_int_eq(snowflake_next(sf, 10, ids, &why), SNOWFLAKE_OK);
+    usleep(500000);
+    snowflake_state_json(sf, &b);
+    j = json_loads(b.p, 0, &err);
+    ck_assert_msg(j != NULL, "%s", b.p);
+    snprintf(node, sizeof node, "%s",
+             json_string_value(json_object_get(j, "zk_node")));
+    json_decref(j);
+    sbuf_free(&b);
+    /* the fence the node holds, read before and after the state: the
+     * keeper may write a new one in between */
+    n = node_json(z, node);
+    before = json_integer_value(json_object_get(n, "timestamp"));
+    json_decref(n);
+    snowflake_state_json(sf, &b);
+    j = json_loads(b.p, 0, &err);
+    ck_assert_msg(j != NULL, "%s", b.p);
+    n = node_json(z, node);
+    after = json_integer_value(json_object_get(n, "timestamp"));
+    json_decref(n);
+    fence = json_integer_value(json_object_get(j, "store_fence_ms"));
+    ck_assert_msg(fence == before || fence == after, "store_fence_ms %"
+                  PRId64 ", the node %" PRId64 " / %" PRId64, fence, before,
+                  after);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "source")),
+                     "zookeeper");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "store")),
+                     "zookeeper");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "identity")),
+                     "10.0.7.1:7610");
+    ck_assert(json_is_true(json_object_get(j, "takeover")));
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "lease_ms")),
+                     20000);
+    /* the node's mtime (ZooKeeper's clock) at the last write + the lease */
+    ck_assert_int_gt(json_integer_value(json_object_get(j, "lease_expires_ms")),
+                     util_wall_ms() + 20000 - 5000);
+    ck_assert_int_le(json_integer_value(json_object_get(j, "lease_expires_ms")),
+                     util_wall_ms() + 20000 + 5000);
+    ck_assert(json_is_integer(json_object_get(j, "heartbeat_age_ms")));
+    ck_assert_int_lt(json_integer_value(json_object_get(j, "heartbeat_age_ms")),
+                     5000);
+    json_decref(j);
+    sbuf_free(&b);
+    snowflake_metrics(sf, &b);
+    ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_heartbeat_age_seconds"
+                                      "{source=\"zookeeper\"} 0."));
+    ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_store_writes_total"
+                                      "{source=\"zookeeper\",result=\"ok\"}"));
+    ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_zk_session_state 2\n"));
+    sbuf_free(&b);
+    worker = (int64_t)((ids[0] >> 12) & 1023);
+    snowflake_stop(sf);
+    n = node_json(z, node);
+    ck_assert(json_is_true(json_object_get(n, "released")));
+    json_decref(n);
+
+    /* another identity, past the fence: the same worker ID at once */
+    usleep(20000);
+    cfg.sf_ip = "10.0.7.2";
+    cfg.cache_file = cache2;
+    cfg.takeover = 0;
+    cfg.release_on_stop = 0;
+    sf = sfconfig_start(&cfg, 7610, NULL, NULL, &cause);
+    ck_assert_msg(sf != NULL, "%s", cause);
+    snowflake_state_json(sf, &b);
+    j = json_loads(b.p, 0, &err);
+    ck_assert_msg(j != NULL, "%s", b.p);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "worker_id")),
+                     worker);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "zk_node")), node);
+    /* without takeover there is no lease */
+    ck_assert(json_is_null(json_object_get(j, "lease_ms")));
+    ck_assert(json_is_null(json_object_get(j, "lease_expires_ms")));
+    ck_assert(json_is_false(json_object_get(j, "takeover")));
+    json_decref(j);
+    sbuf_free(&b);
+    snowflake_stop(sf);
+    zk_close(z);
+    free(cache);
+    free(cache2);
+    free(name);
+}
+END_TEST
+
 /* Under CI=1 (or true) a missing ZooKeeper is a failure, not a skip. */
 static int ci_missing;
 
@@ -1730,6 +1951,9 @@ workerid_suite(void)
     tcase_add_test(tc, zk_java_heartbeat_is_not_a_fence);
     tcase_add_test(tc, zk_java_node_not_taken_over);
     tcase_add_test(tc, zk_clock_offset);
+    tcase_add_test(tc, zk_release_on_stop);
+    tcase_add_test(tc, zk_released_without_nonce_not_claimed);
+    tcase_add_test(tc, zk_state_and_release_via_config);
     if (getenv("LEAFD_TEST_ZK_DIR") != NULL)
         tcase_add_test(tc, zk_outage);
     else {
