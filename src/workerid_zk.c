@@ -37,7 +37,6 @@
  */
 #include <assert.h>
 #include <inttypes.h>
-#include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -48,6 +47,7 @@
 #include "log.h"
 #include "util.h"
 #include "workerid_zk.h"
+#include "workerid_zk_node.h"
 #include "zk.h"
 
 /* A node leafd did not fence (no "leafd" nonce: Java Leaf's heartbeat, or
@@ -108,80 +108,12 @@ wz_log_due(struct wzk *z)
     return 1;
 }
 
-/* {"ip":"..","port":"..","timestamp":ms,"leafd":"<nonce>"[,"released":
- * true]}: Leaf's Endpoint plus the writer's instance nonce, which marks the
- * timestamp as a fence held in ZooKeeper. */
+/* Our node data: Leaf's Endpoint plus our nonce, which marks the timestamp
+ * as a fence held in ZooKeeper (workerid_zk_node.h). */
 static char *
 wz_node_data(const struct wzk *z, int64_t ts, int released, int *len)
 {
-    struct sbuf b = {0};
-    char port[24];
-
-    snprintf(port, sizeof port, "%d", z->p.port);
-    sbuf_puts(&b, "{\"ip\":");
-    sbuf_json_str(&b, z->ip);
-    sbuf_puts(&b, ",\"port\":");
-    sbuf_json_str(&b, port);
-    sbuf_printf(&b, ",\"timestamp\":%" PRId64 ",\"leafd\":", ts);
-    sbuf_json_str(&b, z->nonce);
-    if (released)
-        sbuf_puts(&b, ",\"released\":true");
-    sbuf_puts(&b, "}");
-    *len = (int)b.len;
-    return b.p;
-}
-
-/* Parse a node's data. Port may be a string (Leaf) or a number. *nonce
- * (may be NULL) gets the "leafd" nonce, NULL when there is none; *released
- * (may be NULL) whether "released" is true. 0, or -1 when it is not
- * Leaf's Endpoint. */
-static int
-wz_parse_node(const char *data, int len, char **ip, int64_t *port,
-              int64_t *ts, char **nonce, int *released)
-{
-    json_error_t err;
-    json_t *root, *v;
-    int rc = -1;
-
-    *ip = NULL;
-    if (nonce != NULL)
-        *nonce = NULL;
-    if (released != NULL)
-        *released = 0;
-    root = json_loadb(data, (size_t)len, 0, &err);
-    if (root == NULL || !json_is_object(root))
-        goto out;
-    v = json_object_get(root, "ip");
-    if (!json_is_string(v))
-        goto out;
-    *ip = xstrdup(json_string_value(v));
-    v = json_object_get(root, "port");
-    if (json_is_string(v)) {
-        const char *s = json_string_value(v);
-        if (util_parse_i64(s, strlen(s), 0, port) == -1)
-            goto out;
-    } else if (json_is_integer(v)) {
-        *port = json_integer_value(v);
-    } else {
-        goto out;
-    }
-    v = json_object_get(root, "timestamp");
-    if (!json_is_integer(v))
-        goto out;
-    *ts = json_integer_value(v);
-    v = json_object_get(root, "leafd");
-    if (nonce != NULL && json_is_string(v) && *json_string_value(v) != '\0')
-        *nonce = xstrdup(json_string_value(v));
-    if (released != NULL)
-        *released = json_is_true(json_object_get(root, "released"));
-    rc = 0;
-out:
-    if (rc == -1) {
-        free(*ip);
-        *ip = NULL;
-    }
-    json_decref(root);
-    return rc;
+    return wzk_node_format(z->ip, z->p.port, ts, z->nonce, released, len);
 }
 
 /* "<ip>:<port>-<seq>": the sequence number, or -1. */
@@ -248,6 +180,7 @@ wz_read_children(struct wzk *z, struct wz_child **out, int *nout,
     c = xcalloc((size_t)(n > 0 ? n : 1), sizeof *c);
     for (int i = 0; i < n; i++) {
         struct Stat st;
+        struct wzk_node nd;
         char *data = NULL;
         int len = 0;
         size_t plen = 0;
@@ -277,10 +210,15 @@ wz_read_children(struct wzk *z, struct wz_child **out, int *nout,
             return rc;
         }
         c[k].version = st.version;
-        c[k].parsed = wz_parse_node(data, len, &c[k].ip, &c[k].port,
-                                    &c[k].ts, &c[k].nonce,
-                                    &c[k].released) == 0;
+        c[k].parsed = wzk_node_parse(data, (size_t)len, &nd) == 0;
         free(data);
+        if (c[k].parsed) {      /* the strings move into the child */
+            c[k].ip = nd.ip;
+            c[k].port = nd.port;
+            c[k].ts = nd.ts;
+            c[k].nonce = nd.nonce;
+            c[k].released = nd.released;
+        }
         if (c[k].parsed)
             c[k].mine = strcmp(c[k].ip, z->ip) == 0 &&
                         c[k].port == z->p.port;
@@ -577,21 +515,19 @@ again:
                 cause);
     if (rc == ZBADVERSION && tries++ == 0) {
         /* our own earlier write may have landed after we gave up on it */
-        char *cur = NULL, *ip = NULL, *nonce = NULL;
+        struct wzk_node nd;
+        char *cur = NULL;
         int clen = 0;
-        int64_t port = 0, nts = 0;
         free(*cause);
         *cause = NULL;
         rc = zk_get(z->zk, node, &cur, &clen, &st, z->write_timeout_ms, cause);
         if (rc == ZOK) {
             /* ours only with our nonce: a twin with the same ip:port
              * writes the same ip and port, never the same nonce */
-            int ours = wz_parse_node(cur, clen, &ip, &port, &nts, &nonce,
-                                     NULL) == 0 &&
-                       nonce != NULL && strcmp(nonce, z->nonce) == 0;
+            int ours = wzk_node_parse(cur, (size_t)clen, &nd) == 0 &&
+                       nd.nonce != NULL && strcmp(nd.nonce, z->nonce) == 0;
             free(cur);
-            free(ip);
-            free(nonce);
+            wzk_node_free(&nd);
             if (ours) {
                 z->version = st.version;
                 goto again;
