@@ -1,8 +1,10 @@
-/* check_workerid.c: snowflake worker IDs (workerid.c): the cache file, the
- * static source, and, when LEAFD_TEST_ZK=host:port names a ZooKeeper
- * (tests/lib/zookeeper.sh start DIR), Leaf-compatible registration, reuse,
- * takeover and fence writes against it, a TCP proxy cut between leafd and
- * it, and a model of Java Leaf's registration, heartbeat and fallback. With
+/* check_workerid.c: snowflake worker IDs: the cache file and the static
+ * source (workerid.c), and, when LEAFD_TEST_ZK=host:port names a ZooKeeper
+ * (tests/lib/zookeeper.sh start DIR), the ZooKeeper store under the lease
+ * (workerid_zk.c, workerid_lease.c): Leaf-compatible registration, reuse,
+ * takeover, release_on_stop and fence writes against it, a TCP proxy cut
+ * between leafd and it, and a model of Java Leaf's registration, heartbeat
+ * and fallback. With
  * LEAFD_TEST_ZK_DIR=DIR too, a test stops and restarts that ZooKeeper (no
  * worker ID until it is back; fences unconfirmed while it is down). Under
  * CI=1 (or true) a missing LEAFD_TEST_ZK or LEAFD_TEST_ZK_DIR fails the run. */
