@@ -38,6 +38,7 @@ opts() {
     segment_model) echo "-max_len=400" ;;
     multi_block) echo "-max_len=600" ;;
     lease_answer) echo "-max_len=1024" ;;
+    zk_node)    echo "-max_len=512" ;;
     *)          echo "" ;;
     esac
 }

@@ -193,9 +193,9 @@ static const struct key keys[] = {
     { "snowflake.k8s.ordinal_offset", K_INT, OFF(k8s_ordinal_offset), 0, (1LL << 22) - 1, "0", NULL,
       "k8s: worker ID = ordinal + this (several StatefulSets in one layout)" },
     { "snowflake.max_clock_offset_ms", K_INT, OFF(max_clock_offset_ms), 0, 3600000, "5000", NULL,
-      "redis, mysql: refuse to start, and 503 clock_offset, when the clock is this far from the store's (0: no check)" },
+      "zookeeper, redis, mysql: refuse to start, and 503 clock_offset, when the clock is this far from the store's (0: no check)" },
     { "snowflake.release_on_stop", K_BOOL, OFF(release_on_stop), 0, 1, "false", NULL,
-      "redis, mysql: on a clean stop, free the worker ID for anyone past its fence" },
+      "zookeeper, redis, mysql: on a clean stop, free the worker ID for anyone past its fence" },
 };
 
 #define NKEYS (sizeof keys / sizeof keys[0])

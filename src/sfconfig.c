@@ -17,6 +17,16 @@
 #include "workerid_lease.h"
 #include "workerid_mysql.h"
 #include "workerid_redis.h"
+#include "workerid_zk.h"
+
+/* ZooKeeper: named, or auto with an address. */
+static int
+sfconfig_uses_zk(const struct config *cfg)
+{
+    return cfg->worker_source == WORKER_ZOOKEEPER ||
+           (cfg->worker_source == WORKER_AUTO && cfg->zk_address != NULL &&
+            *cfg->zk_address != '\0');
+}
 
 int
 sfconfig_layout(struct sfcodec_layout *l, const struct config *cfg,
@@ -78,7 +88,7 @@ sfconfig_start(const struct config *cfg, int http_port, snowflake_wake_fn wake,
                  "the fence", cfg->max_borrow_ms, cfg->fence_step_ms);
 
     if (cfg->worker_source == WORKER_REDIS ||
-        cfg->worker_source == WORKER_MYSQL) {
+        cfg->worker_source == WORKER_MYSQL || sfconfig_uses_zk(cfg)) {
         struct wlease *l = sfconfig_lease_open(cfg, &o.layout, http_port,
                                                cause);
         if (l == NULL)
@@ -119,10 +129,10 @@ sfconfig_start(const struct config *cfg, int http_port, snowflake_wake_fn wake,
                  fence >= now ? " is ahead of the clock: IDs wait for it" : "");
     } else {
         log_warn("snowflake: no worker ID yet (%s %s unreachable); requests "
-                 "are refused until it is reached", w != NULL ? "ZooKeeper" :
-                 "the worker ID store", w != NULL ? cfg->zk_address :
-                 cfg->worker_source == WORKER_REDIS ? cfg->sf_redis_url :
-                 "(mysql)");
+                 "are refused until it is reached", sfconfig_uses_zk(cfg) ?
+                 "ZooKeeper" : "the worker ID store", sfconfig_uses_zk(cfg) ?
+                 cfg->zk_address : cfg->worker_source == WORKER_REDIS ?
+                 cfg->sf_redis_url : "(mysql)");
     }
     return sf;
 }
@@ -150,6 +160,7 @@ sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
     struct wlease_store st;
     char ip[64], ident[96], *cache = NULL;
     struct wlease *w;
+    int zk = sfconfig_uses_zk(cfg);
 
     memset(&p, 0, sizeof p);
     sfconfig_ip(cfg, ip, sizeof ip, 1);
@@ -166,10 +177,12 @@ sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
     p.datacenter_id = cfg->datacenter_id;
     p.max_worker = l->max_worker;
     p.heartbeat_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 3000;
-    p.lease_ms = cfg->takeover_age_ms;
+    /* ZooKeeper (Leaf's rule): a held node goes to nobody else unless
+     * snowflake.takeover; then the lease is takeover_age_ms */
+    p.lease_ms = zk && !cfg->takeover ? 0 : cfg->takeover_age_ms;
     p.release_on_stop = cfg->release_on_stop;
     p.max_clock_offset_ms = cfg->max_clock_offset_ms;
-    if (p.lease_ms < 4 * cfg->fence_step_ms) {
+    if (p.lease_ms > 0 && p.lease_ms < 4 * cfg->fence_step_ms) {
         *cause = xasprintf("snowflake.takeover_age_ms %" PRId64 " (the "
                            "lease) must be at least 4 x "
                            "snowflake.fence_step_ms (%" PRId64 ")",
@@ -177,7 +190,24 @@ sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
         free(cache);
         return NULL;
     }
-    if (cfg->worker_source == WORKER_MYSQL) {
+    if (zk) {
+        struct workerid_zk_params zp;
+
+        memset(&zp, 0, sizeof zp);
+        zp.address = cfg->zk_address;
+        zp.leaf_name = cfg->leaf_name;
+        zp.ip = ip;
+        zp.port = p.port;
+        zp.session_timeout_ms = cfg->zk_timeout_ms > 0 ? cfg->zk_timeout_ms :
+                                                         10000;
+        zp.heartbeat_ms = p.heartbeat_ms;
+        zp.fence_step_ms = cfg->fence_step_ms;
+        zp.takeover = cfg->takeover;
+        if (workerid_zk_store(&zp, &st, cause) == -1) {
+            free(cache);
+            return NULL;
+        }
+    } else if (cfg->worker_source == WORKER_MYSQL) {
         const char *url = cfg->sf_mysql_url[0] ? cfg->sf_mysql_url :
                           cfg->mysql_url[0] ? cfg->mysql_url : cfg->jdbc_url;
         if (workerid_mysql_store(url, cfg->jdbc_username,
@@ -206,23 +236,10 @@ sfconfig_workerid_open(const struct config *cfg, const struct sfcodec_layout *l,
     struct workerid *w;
 
     memset(&p, 0, sizeof p);
-    p.use_zk = cfg->worker_source == WORKER_ZOOKEEPER ||
-               (cfg->worker_source == WORKER_AUTO && cfg->zk_address != NULL &&
-                *cfg->zk_address != '\0');
     p.leaf_name = cfg->leaf_name;
-    p.zk_address = cfg->zk_address;
     p.port = cfg->snowflake_port > 0 ? (int)cfg->snowflake_port : http_port;
-    if (cfg->sf_ip != NULL && *cfg->sf_ip != '\0') {
-        p.ip = cfg->sf_ip;
-    } else if (workerid_local_ipv4(ipbuf, sizeof ipbuf) == 0) {
-        p.ip = ipbuf;
-    } else {
-        snprintf(ipbuf, sizeof ipbuf, "127.0.0.1");
-        p.ip = ipbuf;
-        if (p.use_zk)
-            log_warn("no non-loopback IPv4 address: registering as 127.0.0.1 "
-                     "(set snowflake.ip)");
-    }
+    sfconfig_ip(cfg, ipbuf, sizeof ipbuf, 0);
+    p.ip = ipbuf;
     p.worker_id = cfg->worker_id;
     if (cfg->worker_source == WORKER_K8S) {
         const char *name = NULL;
@@ -246,31 +263,13 @@ sfconfig_workerid_open(const struct config *cfg, const struct sfcodec_layout *l,
     }
     if (cfg->cache_file != NULL && *cfg->cache_file != '\0')
         p.cache_path = cfg->cache_file;
-    else if (p.use_zk)      /* ZooKeeper identity: ip:port */
-        p.cache_path = cache = xasprintf("leafd-snowflake-%s-%d.json",
-                                         p.leaf_name != NULL ? p.leaf_name : "",
-                                         p.port);
-    else                    /* static: the fence belongs to the worker ID */
+    else                    /* the fence belongs to the worker ID */
         p.cache_path = cache = xasprintf(
             "leafd-snowflake-%s-worker-%lld-%lld.json",
-                                         p.leaf_name != NULL ? p.leaf_name : "",
-                                         (long long)cfg->datacenter_id,
-                                         (long long)p.worker_id);
+            p.leaf_name != NULL ? p.leaf_name : "",
+            (long long)cfg->datacenter_id, (long long)p.worker_id);
     p.datacenter_id = cfg->datacenter_id;
     p.max_worker = l->max_worker;
-    p.heartbeat_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 3000;
-    p.zk_timeout_ms = cfg->zk_timeout_ms > 0 ? cfg->zk_timeout_ms : 10000;
-    p.fence_step_ms = cfg->fence_step_ms;
-    p.takeover = cfg->takeover;
-    p.takeover_age_ms = cfg->takeover_age_ms;
-    p.max_clock_offset_ms = cfg->max_clock_offset_ms;
-    if (p.takeover && p.takeover_age_ms < 4 * p.fence_step_ms) {
-        *cause = xasprintf("snowflake.takeover_age_ms %" PRId64 " must be at "
-                           "least 4 x snowflake.fence_step_ms (%" PRId64 ")",
-                           p.takeover_age_ms, 4 * p.fence_step_ms);
-        free(cache);
-        return NULL;
-    }
     w = workerid_open_params(&p, cause);
     free(cache);
     return w;

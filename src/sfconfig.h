@@ -50,17 +50,19 @@ struct snowflake *sfconfig_start(const struct config *cfg, int http_port,
                                   snowflake_wake_fn wake, void *wake_arg,
                                   char **cause);
 
-/* From the config: source (auto = zookeeper when leaf.snowflake.zk.address
- * is set), ip (snowflake.ip or the first non-loopback IPv4), port
- * (leaf.snowflake.port or http_port), cache file path. */
+/* worker_source = static or k8s, from the config: ip (snowflake.ip or the
+ * first non-loopback IPv4), port (leaf.snowflake.port or http_port), cache
+ * file path. */
 struct workerid *sfconfig_workerid_open(const struct config *cfg,
                                const struct sfcodec_layout *l, int http_port,
                                char **cause);
 
-/* worker_source = redis or mysql: the lease on a worker ID in
- * snowflake.redis.url or snowflake.mysql.url (default: the segment database),
- * identity "<ip>:<port>" as for ZooKeeper, the lease snowflake.takeover_age_ms.
- * NULL with *cause on a bad URL or a refused claim. */
+/* worker_source = zookeeper (or auto with leaf.snowflake.zk.address), redis
+ * or mysql: the lease on a worker ID in ZooKeeper (Leaf's nodes),
+ * snowflake.redis.url or snowflake.mysql.url (default: the segment
+ * database), identity "<ip>:<port>", the lease snowflake.takeover_age_ms
+ * (ZooKeeper: only with snowflake.takeover, else no lease). NULL with
+ * *cause on a bad URL or address, a refused claim. */
 struct wlease *sfconfig_lease_open(const struct config *cfg,
                                    const struct sfcodec_layout *l,
                                    int http_port, char **cause);

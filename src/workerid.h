@@ -1,41 +1,29 @@
-/* workerid.h: where a snowflake worker ID comes from, and where its fence is
- * kept.
+/* workerid.h: snowflake worker IDs that need no shared store, and the
+ * helpers the stores share.
  *
- * Sources:
+ * Sources here:
  *   static     snowflake.worker_id from the config.
  *   k8s        the same, with the worker ID from the pod's StatefulSet
  *              ordinal (workerid_k8s_ordinal); the fence is the cache file
  *              on the pod's volume.
- *   zookeeper  Leaf's scheme: a PERSISTENT_SEQUENTIAL node
- *              /snowflake/<leaf.name>/forever/<ip>:<port>-<10-digit seq>
- *              whose data is {"ip":"..","port":"..","timestamp":ms,
- *              "leafd":"<instance nonce>"}; the sequence number is the
- *              worker ID. A node whose data names this ip:port is reused
- *              (also one Java Leaf made). ZooKeeper down at start: no
- *              worker ID until it is reachable (registered in the
- *              background).
- *   takeover   (snowflake.takeover) no node of our own: a stale node that
- *              leafd wrote last (it carries a nonce) is claimed with a
- *              versioned write, so of two racing nodes exactly one wins.
+ * The shared stores (zookeeper, redis, mysql) hold their worker IDs under
+ * the lease rule of workerid_lease.h (workerid_zk.h, workerid_redis.h,
+ * workerid_mysql.h).
  *
  * The fence: every persist writes the cache file (temp file, fsync, rename,
- * fsync of the directory) and then, with ZooKeeper, the node's timestamp (a
- * versioned write: a node that was taken over is noticed and the worker ID
- * is dropped). Only a fence the node holds counts (SNOWFLAKE_PERSIST_OK);
- * see the DESIGN comment in workerid.c. The cache file is JSON: {"format":1,
- * "leaf_name","source","ip","port","worker_id","datacenter_id","fence",
- * "zk_node","nonce"}; its default path is
- * ./leafd-snowflake-<leaf.name>-<port>.json (port: the snowflake port).
+ * fsync of the directory); a start gates on the file's fence. The cache
+ * file is JSON: {"format":1,"leaf_name","source","ip","port","worker_id",
+ * "datacenter_id","fence","zk_node","nonce"} (workerid_cache.h); its
+ * default path is ./leafd-snowflake-<leaf.name>-worker-<dc>-<id>.json.
  *
  * Ownership: workerid_open_params returns a struct workerid; once handed to
  * snowflake_create through workerid_backend, the snowflake owns it and
  * closes it; else the caller does with workerid_close (NULL is a no-op).
  * Failure values: workerid_open_params NULL with *cause (malloc'd);
- * actions 0 / -1
- * with *cause.
+ * actions 0 / -1 with *cause.
  * Thread-safety: persist and tick run on one thread (the snowflake keeper,
  * or the opener before it starts); the state/metrics/source readers may run
- * on any thread at the same time.
+ * on any thread at the same time (nothing they read changes after open).
  */
 #ifndef LEAFD_WORKERID_H
 #define LEAFD_WORKERID_H
@@ -50,55 +38,33 @@ struct workerid;
 /* --- opening ------------------------------------------------------------ */
 
 struct workerid_params {
-    int         use_zk;
     const char *leaf_name;
-    const char *zk_address;
     const char *cache_path;
     const char *ip;
     int         port;
-    int64_t     worker_id;        /* static, k8s */
-    int         k8s;              /* the static worker ID is a pod ordinal
+    int64_t     worker_id;
+    int         k8s;              /* the worker ID is a pod ordinal
                                      (workerid_k8s_ordinal): named "k8s" */
     int64_t     datacenter_id;
     uint64_t    max_worker;
-    int64_t     heartbeat_ms;
-    int64_t     zk_timeout_ms;    /* session timeout; also bounds start */
-    int64_t     fence_step_ms;
-    int         takeover;
-    int64_t     takeover_age_ms;
-    int64_t     max_clock_offset_ms; /* vs a written node's mtime; 0 off */
-    snowflake_clock_fn clock;     /* for the offset; NULL: wall clock */
-    void       *clock_arg;
 };
 
-/* From explicit parameters (sfconfig.c fills them from the config).
- * May block up to about
- * zk_timeout_ms plus a few ZooKeeper round trips. Fails on a corrupt cache
- * file, an invalid static worker ID, a worker ID beyond max_worker, or a
- * ZooKeeper registration that is refused for good; ZooKeeper being down is
- * not a failure (the worker ID is unknown until it is reachable). A node of
- * this ip:port that another live leafd keeps writing is a failure. */
+/* From explicit parameters (sfconfig.c fills them from the config). Fails
+ * on a corrupt cache file or a worker ID beyond max_worker. */
 struct workerid *workerid_open_params(const struct workerid_params *p,
                                       char **cause);
 void workerid_close(struct workerid *w);
 
-/* The worker ID (-1 unknown) and the fence it must pass before issuing. */
+/* The worker ID and the fence it must pass before issuing. 0. */
 int  workerid_get(struct workerid *w, int64_t *worker, int64_t *fence_ms);
-/* "static", "k8s", "zookeeper", "takeover" or "none". */
+/* "static" or "k8s". */
 const char *workerid_source(struct workerid *w);
-/* The ZooKeeper node path, or NULL. malloc'd copy. */
-char *workerid_node(struct workerid *w);
-
-/* The ZooKeeper client, or NULL for the static source (tests). */
-struct zk *workerid_zk(struct workerid *w);
 
 /* Fill b with this source's persist/tick/... for snowflake_create. */
 void workerid_backend(struct workerid *w, struct snowflake_backend *b);
-/* SNOWFLAKE_PERSIST_OK, SNOWFLAKE_PERSIST_FAILED (file error, worker ID
- * lost) or, with
- * ZooKeeper, SNOWFLAKE_PERSIST_UNCONFIRMED (the node does not hold it). */
+/* SNOWFLAKE_PERSIST_OK, or SNOWFLAKE_PERSIST_FAILED (file error). */
 int  workerid_persist(struct workerid *w, int64_t fence_ms, char **cause);
-/* SNOWFLAKE_TICK_* */
+/* SNOWFLAKE_TICK_NONE: nothing to keep. */
 int  workerid_tick(struct workerid *w, int64_t now_ms);
 
 /* workerid_k8s.c: the worker ID of a StatefulSet pod: the trailing

@@ -1,5 +1,6 @@
 /* workerid_lease.c: the lease rule shared by the stores that hand out
- * worker IDs (see workerid_lease.h), on top of a struct wlease_store.
+ * worker IDs (ZooKeeper, Redis, MySQL; see workerid_lease.h), on top of a
+ * struct wlease_store.
  *
  * DESIGN: one lease rule.
  *   - A worker ID is held by a lease that the holder's fence writes renew:
@@ -7,9 +8,14 @@
  *     one store write, a compare-and-set on the holder's instance nonce that
  *     also stamps the store's own clock as the heartbeat.
  *   - Another identity may claim it only when both hold: the lease has
- *     expired on the store's clock (lease_ms since that stamp, or released),
- *     and the fence the store holds is below the taker's clock. The taker
- *     then gates on that fence: it issues nothing at or below it.
+ *     expired (lease_ms since that stamp on the store's clock; in
+ *     ZooKeeper, whose nodes keep Leaf's layout, a fence older than
+ *     lease_ms on the taker's clock; or released), and the fence the store
+ *     holds is below the taker's clock. The taker then gates on that fence:
+ *     it issues nothing at or below it. The stores enforce this in their
+ *     claim (a Lua script, a locked transaction, a versioned ZooKeeper
+ *     write). With lease_ms 0 (ZooKeeper without snowflake.takeover) a held
+ *     ID goes to no other identity, only a released one.
  *   - The holder counts a fence (SNOWFLAKE_PERSIST_OK) only once the store's
  *     write succeeded; a fence in the cache file alone is
  *     SNOWFLAKE_PERSIST_UNCONFIRMED and nothing past the last confirmed one
@@ -18,10 +24,14 @@
  *   - A holder whose writes have not landed for lease_ms / 2, counted on its
  *     monotonic clock from the moment it sent the last write that landed
  *     (the store stamped it no earlier), stops issuing well before the
- *     store could see its lease expire: the deadline goes to the generator
+ *     store could see its lease expire (ZooKeeper: before a taker could, as
+ *     every write carries a fence ahead of the holder's clock, if the clocks
+ *     agree within half the lease): the deadline goes to the generator
  *     (lease_until), whose request path checks it on every call, so a
  *     keeper thread stuck in a slow store call does not delay the stop;
- *     the keeper's tick also says SNOWFLAKE_TICK_LEASE_EXPIRED.
+ *     the keeper's tick also says SNOWFLAKE_TICK_LEASE_EXPIRED. Without a
+ *     lease (lease_ms 0) it never stops for this; the fence rule above
+ *     still bounds what it issues.
  *   - A fence write that finds another nonce means the ID was taken:
  *     SNOWFLAKE_TICK_LOST, for good.
  *   - Every fence write also reads the store's clock; the offset from ours
@@ -57,6 +67,7 @@ struct wlease {
     char            *ip;
     char             nonce[17];
     char            *prev_nonce;    /* the cache file's, or "" */
+    int64_t          prev_worker;   /* the cache file's, or -1 */
 
     _Atomic int64_t  worker;        /* -1 unknown */
     int64_t          start_fence;
@@ -108,6 +119,7 @@ wl_log_due(struct wlease *l)
 }
 
 static int wl_write(struct wlease *l, int64_t fence_ms, char **cause);
+static const char *wl_source(void *arg);
 
 /* The last measured offset is over the limit (0: no limit). */
 static int
@@ -134,6 +146,7 @@ wl_claim(struct wlease *l, char **cause)
     c.identity = l->identity;
     c.nonce = l->nonce;
     c.prev_nonce = l->prev_nonce;
+    c.prev_worker = l->prev_worker;
     c.now_ms = wl_now(l);
     c.lease_ms = l->p.lease_ms;
     c.max_worker = l->p.max_worker;
@@ -189,7 +202,8 @@ wlease_open(const struct wlease_params *p, const struct wlease_store *store,
         *cause = xstrdup("snowflake: no cache file path");
         goto error;
     }
-    if (p->lease_ms < 2 * p->heartbeat_ms + 1) {
+    if (p->lease_ms < 0 ||
+        (p->lease_ms > 0 && p->lease_ms < 2 * p->heartbeat_ms + 1)) {
         *cause = xasprintf("snowflake lease %" PRId64 " ms must be over 2 x "
                            "snowflake.heartbeat_ms (%" PRId64 ")",
                            p->lease_ms, p->heartbeat_ms);
@@ -199,6 +213,7 @@ wlease_open(const struct wlease_params *p, const struct wlease_store *store,
     if (crc == -1)
         goto error;
     l->prev_nonce = xstrdup(crc == 0 && c.nonce != NULL ? c.nonce : "");
+    l->prev_worker = crc == 0 ? c.worker_id : -1;
     /* The file's fence belongs to the file's worker ID; it is only a gate
      * when the store gives the same one back, checked after the claim. */
     rc = wl_claim(l, cause);
@@ -324,20 +339,23 @@ wl_persist(void *arg, int64_t fence_ms, char **cause)
 {
     struct wlease *l = arg;
     struct workerid_cache c;
-    char *scause = NULL;
+    char *scause = NULL, *node;
     int rc;
 
     memset(&c, 0, sizeof c);
     c.leaf_name = l->leaf_name;
-    c.source = (char *)l->st.name;
+    c.source = (char *)wl_source(l);
     c.ip = l->ip;
     c.port = l->p.port;
     c.worker_id = atomic_load(&l->worker);
     c.datacenter_id = l->p.datacenter_id;
     c.fence_ms = fence_ms;
     c.nonce = l->nonce;
-    c.zk_node = (char *)"";
-    if (workerid_cache_write(l->cache_path, &c, cause) == -1)
+    node = l->st.node != NULL ? l->st.node(l->st.arg) : NULL;
+    c.zk_node = node != NULL ? node : (char *)"";
+    rc = workerid_cache_write(l->cache_path, &c, cause);
+    free(node);
+    if (rc == -1)
         return SNOWFLAKE_PERSIST_FAILED;
     l->last_fence = fence_ms;
     rc = wl_write(l, fence_ms, &scause);
@@ -354,12 +372,15 @@ wl_persist(void *arg, int64_t fence_ms, char **cause)
 }
 
 /* From when on we must not issue: half the lease after the send time of the
- * last write that landed (the store stamped it no earlier). */
+ * last write that landed (the store stamped it no earlier); 0 without a
+ * lease. */
 static int64_t
 wl_lease_until(void *arg)
 {
     struct wlease *l = arg;
 
+    if (l->p.lease_ms <= 0)
+        return 0;
     return l->last_ok_send_mono + l->p.lease_ms / 2;
 }
 
@@ -369,6 +390,7 @@ wl_tick(void *arg, int64_t now_ms)
     struct wlease *l = arg;
     int64_t m = util_mono_ms();
     char *cause = NULL;
+    int64_t until;
     int rc, expired, want;
 
     (void)now_ms;
@@ -396,7 +418,8 @@ wl_tick(void *arg, int64_t now_ms)
         if (rc == WLEASE_LOST)
             return SNOWFLAKE_TICK_LOST;
     }
-    expired = m >= wl_lease_until(l);
+    until = wl_lease_until(l);
+    expired = until != 0 && m >= until;
     want = expired ? WL_HELD_LEASE : wl_clock_bad(l) ? WL_HELD_CLOCK
                                                      : WL_HELD_OK;
     if (want == l->held)
@@ -423,7 +446,10 @@ static const char *
 wl_source(void *arg)
 {
     struct wlease *l = arg;
-    return atomic_load(&l->worker) >= 0 ? l->st.name : "none";
+
+    if (atomic_load(&l->worker) < 0)
+        return "none";
+    return l->st.source != NULL ? l->st.source(l->st.arg) : l->st.name;
 }
 
 static int
@@ -457,10 +483,14 @@ wl_state_json(void *arg, struct sbuf *out)
     sbuf_json_str(out, l->cache_path);
     sbuf_puts(out, ",\"store\":");
     sbuf_json_str(out, l->st.name);
-    sbuf_printf(out, ",\"store_fence_ms\":%" PRId64 ",\"lease_ms\":%" PRId64
-                ",\"lease_expires_ms\":", atomic_load(&l->store_fence),
-                l->p.lease_ms);
-    if (sms > 0)
+    sbuf_printf(out, ",\"store_fence_ms\":%" PRId64,
+                atomic_load(&l->store_fence));
+    if (l->p.lease_ms > 0)
+        sbuf_printf(out, ",\"lease_ms\":%" PRId64 ",\"lease_expires_ms\":",
+                    l->p.lease_ms);
+    else
+        sbuf_puts(out, ",\"lease_ms\":null,\"lease_expires_ms\":");
+    if (sms > 0 && l->p.lease_ms > 0)
         sbuf_printf(out, "%" PRId64, sms + l->p.lease_ms);
     else
         sbuf_puts(out, "null");
@@ -482,6 +512,8 @@ wl_state_json(void *arg, struct sbuf *out)
     else
         sbuf_puts(out, "null");
     pthread_mutex_unlock(&l->mu);
+    if (l->st.state_json != NULL)
+        l->st.state_json(l->st.arg, out);
 }
 
 static void
@@ -516,6 +548,14 @@ wl_metrics(void *arg, struct sbuf *out)
     sbuf_printf(out, "leafd_snowflake_store_writes_total{source=\"%s\","
                 "result=\"error\"} %" PRIu64 "\n", l->st.name,
                 atomic_load(&l->writes_fail));
+    if (l->st.metrics != NULL)
+        l->st.metrics(l->st.arg, out);
+}
+
+void *
+wlease_store_arg(struct wlease *l)
+{
+    return l->st.arg;
 }
 
 void

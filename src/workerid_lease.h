@@ -1,5 +1,6 @@
 /* workerid_lease.h: one lease rule for every shared store that hands out
- * snowflake worker IDs (Redis today; see workerid_redis.h). The store does
+ * snowflake worker IDs (ZooKeeper, Redis, MySQL: workerid_zk.h,
+ * workerid_redis.h, workerid_mysql.h). The store does
  * the claim, the fence write (which is the heartbeat), the release and the
  * clock reading behind struct wlease_store; the rule around it is here once.
  *
@@ -25,8 +26,9 @@ struct wlease_claim {
     const char *identity;   /* "<ip>:<port>" */
     const char *nonce;      /* this process */
     const char *prev_nonce; /* the cache file's (our last run), or "" */
+    int64_t     prev_worker;/* the cache file's worker ID, or -1 */
     int64_t     now_ms;     /* the taker's clock: fences must be below it */
-    int64_t     lease_ms;
+    int64_t     lease_ms;   /* 0: no lease (a held ID is never taken) */
     uint64_t    max_worker;
 };
 
@@ -38,7 +40,7 @@ enum {
 };
 
 struct wlease_store {
-    const char *name;                   /* "redis" */
+    const char *name;                   /* "redis", "mysql", "zookeeper" */
     /* This identity's worker ID (reused, or the lowest free one) and the
      * fence it must pass. WLEASE_OK, _DOWN or _REFUSED with *cause. */
     int  (*claim)(void *s, const struct wlease_claim *c, int64_t *worker,
@@ -52,6 +54,15 @@ struct wlease_store {
     int  (*release)(void *s, int64_t worker, const char *nonce,
                     int64_t fence_ms, char **cause);
     void (*close)(void *s);
+    /* Optional (NULL: none). source: the name /snowflake/state gives while
+     * an ID is held (NULL: name); node: where the ID is held, for the cache
+     * file's "zk_node" (malloc'd, or NULL). state_json and metrics append
+     * the store's own fields and series; any thread may call source,
+     * state_json and metrics. */
+    const char *(*source)(void *s);
+    char *(*node)(void *s);
+    void (*state_json)(void *s, struct sbuf *out);
+    void (*metrics)(void *s, struct sbuf *out);
     void *arg;
 };
 
@@ -65,7 +76,10 @@ struct wlease_params {
     uint64_t    max_worker;
     int64_t     heartbeat_ms;
     int64_t     lease_ms;       /* others may take the ID this long after
-                                   its last heartbeat (store's clock) */
+                                   its last heartbeat (store's clock); 0:
+                                   no lease, the store gives a held ID to
+                                   nobody else (only a released one), so
+                                   the holder never stops for it */
     int         release_on_stop;
     int64_t     max_clock_offset_ms; /* 0: no clock check */
     snowflake_clock_fn clock;   /* the taker's clock; NULL: wall clock */
@@ -83,5 +97,8 @@ void wlease_close(struct wlease *l);
 /* The worker ID (-1 unknown) and the fence it must pass. */
 int  wlease_get(struct wlease *l, int64_t *worker, int64_t *fence_ms);
 void wlease_backend(struct wlease *l, struct snowflake_backend *b);
+/* The store's arg, for the store's own accessors (workerid_zk_node). Valid
+ * until the lease is closed. */
+void *wlease_store_arg(struct wlease *l);
 
 #endif

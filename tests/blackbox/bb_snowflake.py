@@ -19,6 +19,7 @@ TESTS = [
     "test_clock_stepped_back_while_serving",
     "test_kill9_then_restart_with_clock_back",
     "test_takeover_race",
+    "test_zk_release_on_stop_and_state",
 ]
 
 def sf_conf(wd, name, **extra):
@@ -353,3 +354,52 @@ def test_takeover_race(ctx):
         eq(state(winner)["worker_id"], 0, "the stale node's worker ID")
         # The new owner waits for the old owner's fence, then serves.
         wait_for(lambda: winner.get("/snowflake").status == 200, what="winner serves")
+
+
+def test_zk_release_on_stop_and_state(ctx):
+    # /snowflake/state and /metrics show the lease fields for ZooKeeper; a
+    # clean stop with release_on_stop marks the node released, and another
+    # identity (another port) gets that worker ID at once, before creating a
+    # node of its own.
+    with Workdir("zkrelease") as wd:
+        zk = wd.zookeeper()
+        extra = {"snowflake.release_on_stop": "true", "snowflake.heartbeat_ms": "300"}
+        a = wd.leafd(conf=zk_conf(wd, zk, "ra", **extra), name="ra").start()
+        st = state(a)
+        eq(st["source"], "zookeeper", "source: %r" % st)
+        eq(st["store"], "zookeeper", "store: %r" % st)
+        eq(st["identity"], "127.0.0.1:%d" % a.port, "identity: %r" % st)
+        eq(st["lease_ms"], None, "no lease without takeover: %r" % st)
+        eq(st["lease_expires_ms"], None, "no expiry without takeover: %r" % st)
+        check(st["store_fence_ms"] >= st["fence"] - 1, "the node holds the fence: %r" % st)
+        eq(st["zk_state"], "connected", "zk_state: %r" % st)
+        node = st["zk_node"]
+        st = wait_for(lambda: (lambda j: j if j.get("heartbeat_age_ms") is not None else None)(
+            state(a)), what="a heartbeat")
+        check(st["heartbeat_age_ms"] < 5000, "heartbeat age %r" % st)
+        m = a.get("/metrics").text
+        check('leafd_snowflake_heartbeat_age_seconds{source="zookeeper"}' in m,
+              "heartbeat age by source in /metrics")
+        check("leafd_snowflake_zk_session_state 2" in m, "session state in /metrics")
+        ids = a.get("/snowflake?count=100").ids()
+        w = st["worker_id"]
+        eq(a.stop(), 0, "clean stop")
+        out = zk.cli("get", node)
+        line = [x for x in out.splitlines() if x.startswith('{"ip"')]
+        check(len(line) == 1, "the node's data in %s" % out)
+        data = json.loads(line[0])
+        eq(data.get("released"), True, "the node is released: %r" % data)
+        eq(data["port"], str(a.port), "still Leaf's Endpoint fields: %r" % data)
+        bport = a.port + 1          # another identity, whatever port b binds
+        b = wd.leafd(conf=zk_conf(wd, zk, "rb", **dict(extra, **{
+            "snowflake.release_on_stop": "false",
+            "leaf.snowflake.port": str(bport)})), name="rb").start()
+        st = state(b)
+        eq(st["identity"], "127.0.0.1:%d" % bport, "b's identity: %r" % st)
+        eq(st["worker_id"], w, "the released worker ID, at once: %r" % st)
+        eq(st["zk_node"], node, "the same node: %r" % st)
+        r = wait_for(lambda: (lambda x: x if x.status == 200 else None)(b.get("/snowflake")),
+                     timeout=10, what="b serves")
+        check(int(r.text) > max(ids), "above every ID the released holder issued")
+        ls = zk.cli("ls", "/snowflake/bbtest/forever")
+        eq(ls.count("127.0.0.1:%d-" % bport), 0, "b made no node of its own: %s" % ls)

@@ -1,8 +1,10 @@
-/* check_workerid.c: snowflake worker IDs (workerid.c): the cache file, the
- * static source, and, when LEAFD_TEST_ZK=host:port names a ZooKeeper
- * (tests/lib/zookeeper.sh start DIR), Leaf-compatible registration, reuse,
- * takeover and fence writes against it, a TCP proxy cut between leafd and
- * it, and a model of Java Leaf's registration, heartbeat and fallback. With
+/* check_workerid.c: snowflake worker IDs: the cache file and the static
+ * source (workerid.c), and, when LEAFD_TEST_ZK=host:port names a ZooKeeper
+ * (tests/lib/zookeeper.sh start DIR), the ZooKeeper store under the lease
+ * (workerid_zk.c, workerid_lease.c): Leaf-compatible registration, reuse,
+ * takeover, release_on_stop and fence writes against it, a TCP proxy cut
+ * between leafd and it, and a model of Java Leaf's registration, heartbeat
+ * and fallback. With
  * LEAFD_TEST_ZK_DIR=DIR too, a test stops and restarts that ZooKeeper (no
  * worker ID until it is back; fences unconfirmed while it is down). Under
  * CI=1 (or true) a missing LEAFD_TEST_ZK or LEAFD_TEST_ZK_DIR fails the run. */
@@ -27,6 +29,8 @@
 #include "snowflake.h"
 #include "util.h"
 #include "workerid.h"
+#include "workerid_lease.h"
+#include "workerid_zk.h"
 #include "zk.h"
 
 static char tmpdir[64];
@@ -171,9 +175,6 @@ static_params(const char *cache, int64_t worker)
     p.port = 9000;
     p.worker_id = worker;
     p.max_worker = 1023;
-    p.heartbeat_ms = 3000;
-    p.zk_timeout_ms = 2000;
-    p.fence_step_ms = 3000;
     return p;
 }
 
@@ -335,13 +336,107 @@ fresh_name(void)
                      name_seq++);
 }
 
-static struct workerid_params
+/* ZooKeeper worker IDs: the ZooKeeper store (workerid_zk.c) under the lease
+ * (workerid_lease.c), opened as sfconfig_lease_open does. */
+struct zkt_params {
+    const char *leaf_name;
+    const char *zk_address;
+    const char *cache_path;
+    const char *ip;
+    int         port;
+    uint64_t    max_worker;
+    int64_t     heartbeat_ms;
+    int64_t     zk_timeout_ms;
+    int64_t     fence_step_ms;
+    int         takeover;
+    int64_t     takeover_age_ms;
+    int         release_on_stop;
+    int64_t     max_clock_offset_ms;
+    snowflake_clock_fn clock;
+    void       *clock_arg;
+};
+
+static struct wlease *
+zkt_open(const struct zkt_params *p, char **cause)
+{
+    struct workerid_zk_params zp;
+    struct wlease_params lp;
+    struct wlease_store st;
+    char ident[96];
+
+    memset(&zp, 0, sizeof zp);
+    zp.address = p->zk_address;
+    zp.leaf_name = p->leaf_name;
+    zp.ip = p->ip;
+    zp.port = p->port;
+    zp.session_timeout_ms = p->zk_timeout_ms;
+    zp.heartbeat_ms = p->heartbeat_ms;
+    zp.fence_step_ms = p->fence_step_ms;
+    zp.takeover = p->takeover;
+    if (workerid_zk_store(&zp, &st, cause) == -1)
+        return NULL;
+    memset(&lp, 0, sizeof lp);
+    snprintf(ident, sizeof ident, "%s:%d", p->ip, p->port);
+    lp.identity = ident;
+    lp.cache_path = p->cache_path;
+    lp.leaf_name = p->leaf_name;
+    lp.ip = p->ip;
+    lp.port = p->port;
+    lp.max_worker = p->max_worker;
+    lp.heartbeat_ms = p->heartbeat_ms;
+    lp.lease_ms = p->takeover ? p->takeover_age_ms : 0;
+    lp.release_on_stop = p->release_on_stop;
+    lp.max_clock_offset_ms = p->max_clock_offset_ms;
+    lp.clock = p->clock;
+    lp.clock_arg = p->clock_arg;
+    return wlease_open(&lp, &st, cause);
+}
+
+static int
+zkt_persist(struct wlease *l, int64_t fence_ms, char **cause)
+{
+    struct snowflake_backend b;
+
+    wlease_backend(l, &b);
+    return b.persist(b.arg, fence_ms, cause);
+}
+
+static int
+zkt_tick(struct wlease *l, int64_t now_ms)
+{
+    struct snowflake_backend b;
+
+    wlease_backend(l, &b);
+    return b.tick(b.arg, now_ms);
+}
+
+static const char *
+zkt_source(struct wlease *l)
+{
+    struct snowflake_backend b;
+
+    wlease_backend(l, &b);
+    return b.source(b.arg);
+}
+
+static char *
+zkt_node(struct wlease *l)
+{
+    return workerid_zk_node(wlease_store_arg(l));
+}
+
+static struct zk *
+zkt_client(struct wlease *l)
+{
+    return workerid_zk_client(wlease_store_arg(l));
+}
+
+static struct zkt_params
 zk_params(const char *name, const char *ip, int port, const char *cache)
 {
-    struct workerid_params p;
+    struct zkt_params p;
 
     memset(&p, 0, sizeof p);
-    p.use_zk = 1;
     p.leaf_name = name;
     p.zk_address = zk_addr;
     p.cache_path = cache;
@@ -424,20 +519,20 @@ node_json(struct zk *z, const char *path)
     return j;
 }
 
-static struct workerid *
-open_ok(const struct workerid_params *p)
+static struct wlease *
+open_ok(const struct zkt_params *p)
 {
     char *cause = NULL;
-    struct workerid *w = workerid_open_params(p, &cause);
+    struct wlease *w = zkt_open(p, &cause);
 
-    ck_assert_msg(w != NULL, "workerid_open_params: %s", cause);
+    ck_assert_msg(w != NULL, "zkt_open: %s", cause);
     return w;
 }
 
 START_TEST(zk_three_registrations)
 {
     char *name = fresh_name(), *cache[3], *node;
-    struct workerid *w[3];
+    struct wlease *w[3];
     int64_t worker[3], fence;
     struct zk *z = zk_test_open();
     json_t *j;
@@ -446,23 +541,23 @@ START_TEST(zk_three_registrations)
         char fn[32];
         snprintf(fn, sizeof fn, "c%d.json", i);
         cache[i] = tmp_path(fn);
-        struct workerid_params p = zk_params(name, "10.0.0.1", 7001 + i, cache[i]);
+        struct zkt_params p = zk_params(name, "10.0.0.1", 7001 + i, cache[i]);
         w[i] = open_ok(&p);
-        ck_assert_int_eq(workerid_get(w[i], &worker[i], &fence), 0);
-        ck_assert_str_eq(workerid_source(w[i]), "zookeeper");
+        ck_assert_int_eq(wlease_get(w[i], &worker[i], &fence), 0);
+        ck_assert_str_eq(zkt_source(w[i]), "zookeeper");
     }
     ck_assert_int_ne(worker[0], worker[1]);
     ck_assert_int_ne(worker[0], worker[2]);
     ck_assert_int_ne(worker[1], worker[2]);
     /* Leaf's node name and data */
-    node = workerid_node(w[1]);
+    node = zkt_node(w[1]);
     {
         char want[200];
         snprintf(want, sizeof want, "/snowflake/%s/forever/10.0.0.1:7002-%010"
                  PRId64, name, worker[1]);
         ck_assert_str_eq(node, want);
     }
-    ck_assert_int_eq(workerid_persist(w[1], 1900000000000LL, NULL), 0);
+    ck_assert_int_eq(zkt_persist(w[1], 1900000000000LL, NULL), 0);
     j = node_json(z, node);
     ck_assert_str_eq(json_string_value(json_object_get(j, "ip")), "10.0.0.1");
     ck_assert_str_eq(json_string_value(json_object_get(j, "port")), "7002");
@@ -475,7 +570,7 @@ START_TEST(zk_three_registrations)
     json_decref(j);
     free(node);
     for (int i = 0; i < 3; i++) {
-        workerid_close(w[i]);
+        wlease_close(w[i]);
         free(cache[i]);
     }
     zk_close(z);
@@ -487,27 +582,27 @@ START_TEST(zk_reuse_same_endpoint)
 {
     char *name = fresh_name(), *cache = tmp_path("c.json");
     char *cache2 = tmp_path("other.json");
-    struct workerid_params p = zk_params(name, "10.0.0.2", 7100, cache);
-    struct workerid *w;
+    struct zkt_params p = zk_params(name, "10.0.0.2", 7100, cache);
+    struct wlease *w;
     int64_t worker, worker2, fence;
 
     w = open_ok(&p);
-    workerid_get(w, &worker, &fence);
-    ck_assert_int_eq(workerid_persist(w, util_wall_ms() + 3000, NULL), 0);
-    workerid_close(w);
+    wlease_get(w, &worker, &fence);
+    ck_assert_int_eq(zkt_persist(w, util_wall_ms() + 3000, NULL), 0);
+    wlease_close(w);
     /* same ip:port: same worker ID, and the node's fence comes back */
     w = open_ok(&p);
-    workerid_get(w, &worker2, &fence);
+    wlease_get(w, &worker2, &fence);
     ck_assert_int_eq(worker2, worker);
     ck_assert_int_gt(fence, util_wall_ms());
-    workerid_close(w);
+    wlease_close(w);
     /* even without the cache file */
     p.cache_path = cache2;
     w = open_ok(&p);
-    workerid_get(w, &worker2, &fence);
+    wlease_get(w, &worker2, &fence);
     ck_assert_int_eq(worker2, worker);
     ck_assert_int_gt(fence, util_wall_ms() - 1000);
-    workerid_close(w);
+    wlease_close(w);
     free(cache);
     free(cache2);
     free(name);
@@ -518,8 +613,8 @@ START_TEST(zk_java_leaf_node)
 {
     char *name = fresh_name(), *cache = tmp_path("c.json"), *node, *mine;
     struct zk *z = zk_test_open();
-    struct workerid_params p = zk_params(name, "10.1.2.3", 8080, cache);
-    struct workerid *w;
+    struct zkt_params p = zk_params(name, "10.1.2.3", 8080, cache);
+    struct wlease *w;
     int64_t worker, fence, ts = util_wall_ms() - 5000;
     json_t *j;
 
@@ -527,19 +622,19 @@ START_TEST(zk_java_leaf_node)
     free(java_leaf_node(z, name, "10.9.9.9", 1, ts));
     node = java_leaf_node(z, name, "10.1.2.3", 8080, ts);
     w = open_ok(&p);
-    workerid_get(w, &worker, &fence);
-    mine = workerid_node(w);
+    wlease_get(w, &worker, &fence);
+    mine = zkt_node(w);
     ck_assert_str_eq(mine, node);
     ck_assert_int_eq(worker, 1);
     /* Java's timestamp is a heartbeat: one interval and a margin past it */
     ck_assert_int_eq(fence, ts + 3000 + 2000);
-    ck_assert_int_eq(workerid_persist(w, ts + 10000, NULL), 0);
+    ck_assert_int_eq(zkt_persist(w, ts + 10000, NULL), 0);
     j = node_json(z, node);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "timestamp")),
                      ts + 10000);
     ck_assert_str_eq(json_string_value(json_object_get(j, "port")), "8080");
     json_decref(j);
-    workerid_close(w);
+    wlease_close(w);
     free(node);
     free(mine);
 
@@ -551,10 +646,10 @@ START_TEST(zk_java_leaf_node)
     unlink(cache);
     node = java_leaf_node(z, name, "10.1.2.3", 8080, util_wall_ms() + 60000);
     w = open_ok(&p);
-    workerid_get(w, &worker, &fence);
+    wlease_get(w, &worker, &fence);
     ck_assert_int_eq(worker, 0);
     ck_assert_int_gt(fence, util_wall_ms() + 50000);
-    workerid_close(w);
+    wlease_close(w);
     free(node);
     zk_close(z);
     free(cache);
@@ -563,9 +658,9 @@ START_TEST(zk_java_leaf_node)
 END_TEST
 
 struct contender {
-    struct workerid_params p;
+    struct zkt_params p;
     pthread_barrier_t *barrier;
-    struct workerid *w;
+    struct wlease *w;
     char *cause;
 };
 
@@ -575,7 +670,7 @@ contend(void *arg)
     struct contender *c = arg;
 
     pthread_barrier_wait(c->barrier);
-    c->w = workerid_open_params(&c->p, &c->cause);
+    c->w = zkt_open(&c->p, &c->cause);
     return NULL;
 }
 
@@ -614,15 +709,15 @@ START_TEST(zk_takeover_race)
         }
         for (int i = 0; i < 2; i++) {
             int64_t worker, fence;
-            workerid_get(c[i].w, &worker, &fence);
-            if (strcmp(workerid_source(c[i].w), "takeover") == 0) {
+            wlease_get(c[i].w, &worker, &fence);
+            if (strcmp(zkt_source(c[i].w), "takeover") == 0) {
                 won++;
                 winner = i;
                 ck_assert_int_eq(worker, 0);
                 /* issue nothing until the old owner's fence has passed */
                 ck_assert_int_eq(fence, old);
             } else {
-                ck_assert_str_eq(workerid_source(c[i].w), "zookeeper");
+                ck_assert_str_eq(zkt_source(c[i].w), "zookeeper");
                 ck_assert_int_eq(worker, 1);
             }
         }
@@ -635,14 +730,14 @@ START_TEST(zk_takeover_race)
         }
         /* the winner keeps writing; a write with the version read before the
          * takeover fails: that is what made the loser lose */
-        ck_assert_int_eq(workerid_persist(c[winner].w, util_wall_ms() + 3000,
+        ck_assert_int_eq(zkt_persist(c[winner].w, util_wall_ms() + 3000,
                                           NULL), 0);
-        ck_assert_int_eq(workerid_tick(c[winner].w, util_wall_ms()),
+        ck_assert_int_eq(zkt_tick(c[winner].w, util_wall_ms()),
                          SNOWFLAKE_TICK_NONE);
         ck_assert_int_eq(zk_set(z, stale, "x", 1, 0, NULL, 4000, NULL),
                          ZBADVERSION);
         for (int i = 0; i < 2; i++)
-            workerid_close(c[i].w);
+            wlease_close(c[i].w);
         pthread_barrier_destroy(&barrier);
         free(stale);
         free(c0);
@@ -658,14 +753,14 @@ START_TEST(zk_taken_over_is_lost)
     char *name = fresh_name(), *cache = tmp_path("c.json"), *node;
     char *cache2 = tmp_path("c2.json");
     struct zk *z = zk_test_open();
-    struct workerid_params p = zk_params(name, "10.0.0.4", 7300, cache);
-    struct workerid *w, *w2;
+    struct zkt_params p = zk_params(name, "10.0.0.4", 7300, cache);
+    struct wlease *w, *w2;
     int64_t worker, fence;
     char *data;
 
     w = open_ok(&p);
-    node = workerid_node(w);
-    ck_assert_int_eq(workerid_persist(w, util_wall_ms() + 3000, NULL), 0);
+    node = zkt_node(w);
+    ck_assert_int_eq(zkt_persist(w, util_wall_ms() + 3000, NULL), 0);
     /* another node claims it */
     data = xasprintf("{\"ip\":\"10.7.7.7\",\"port\":\"1\",\"timestamp\":%"
                      PRId64 "}", util_wall_ms() + 3000);
@@ -673,15 +768,15 @@ START_TEST(zk_taken_over_is_lost)
                             NULL), ZOK);
     free(data);
     /* the fence write finds it taken: that fence does not count */
-    ck_assert_int_eq(workerid_persist(w, util_wall_ms() + 4000, NULL), -1);
-    ck_assert_int_eq(workerid_tick(w, util_wall_ms()), SNOWFLAKE_TICK_LOST);
-    workerid_close(w);
+    ck_assert_int_eq(zkt_persist(w, util_wall_ms() + 4000, NULL), -1);
+    ck_assert_int_eq(zkt_tick(w, util_wall_ms()), SNOWFLAKE_TICK_LOST);
+    wlease_close(w);
     /* and a restart of the old owner does not take it back */
     p.cache_path = cache2;
     w2 = open_ok(&p);
-    workerid_get(w2, &worker, &fence);
+    wlease_get(w2, &worker, &fence);
     ck_assert_int_eq(worker, 1);
-    workerid_close(w2);
+    wlease_close(w2);
     free(node);
     free(cache);
     free(cache2);
@@ -693,25 +788,25 @@ END_TEST
 START_TEST(zk_exhausted)
 {
     char *name = fresh_name(), *cause = NULL;
-    struct workerid *w[2];
+    struct wlease *w[2];
 
     for (int i = 0; i < 3; i++) {
         char fn[32];
         snprintf(fn, sizeof fn, "x%d.json", i);
         char *cache = tmp_path(fn);
-        struct workerid_params p = zk_params(name, "10.0.0.5", 7400 + i, cache);
+        struct zkt_params p = zk_params(name, "10.0.0.5", 7400 + i, cache);
         p.max_worker = 1;          /* a 1-bit worker field */
         if (i < 2) {
             w[i] = open_ok(&p);
         } else {
-            ck_assert_ptr_null(workerid_open_params(&p, &cause));
+            ck_assert_ptr_null(zkt_open(&p, &cause));
             ck_assert_ptr_nonnull(strstr(cause, "no free worker ID"));
             free(cause);
         }
         free(cache);
     }
-    workerid_close(w[0]);
-    workerid_close(w[1]);
+    wlease_close(w[0]);
+    wlease_close(w[1]);
     free(name);
 }
 END_TEST
@@ -719,29 +814,29 @@ END_TEST
 START_TEST(zk_down_at_start_no_cache)
 {
     char *name = fresh_name(), *cache = tmp_path("c.json");
-    struct workerid_params p = zk_params(name, "10.0.0.6", 7500, cache);
-    struct workerid *w;
+    struct zkt_params p = zk_params(name, "10.0.0.6", 7500, cache);
+    struct wlease *w;
     int64_t worker, worker2, fence;
     char *cause = NULL;
 
     w = open_ok(&p);
-    workerid_get(w, &worker, &fence);
-    ck_assert_int_eq(workerid_persist(w, 1900000000000LL, NULL),
+    wlease_get(w, &worker, &fence);
+    ck_assert_int_eq(zkt_persist(w, 1900000000000LL, NULL),
                      SNOWFLAKE_PERSIST_OK);
-    workerid_close(w);
+    wlease_close(w);
     /* nothing listens there: the cache file's worker ID is not used, as no
      * fence could be confirmed (rule 1) */
     p.zk_address = "127.0.0.1:1";
     p.zk_timeout_ms = 1000;
     w = open_ok(&p);
-    ck_assert_int_eq(workerid_get(w, &worker2, &fence), -1);
-    ck_assert_str_eq(workerid_source(w), "none");
+    ck_assert_int_eq(wlease_get(w, &worker2, &fence), -1);
+    ck_assert_str_eq(zkt_source(w), "none");
     /* a fence that only the file holds is reported as such */
-    ck_assert_int_eq(workerid_persist(w, 1900000003000LL, &cause),
+    ck_assert_int_eq(zkt_persist(w, 1900000003000LL, &cause),
                      SNOWFLAKE_PERSIST_UNCONFIRMED);
     ck_assert_ptr_nonnull(strstr(cause, "cache file only"));
     free(cause);
-    workerid_close(w);
+    wlease_close(w);
     free(cache);
     free(name);
 }
@@ -789,7 +884,8 @@ START_TEST(zk_snowflake_start)
     usleep(500000);
     snowflake_metrics(sf, &b);
     ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_zk_session_state 2\n"));
-    ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_heartbeat_age_seconds 0."));
+    ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_heartbeat_age_seconds"
+                                      "{source=\"zookeeper\"} 0."));
     sbuf_free(&b);
     snowflake_stop(sf);
     zk_close(z);
@@ -824,8 +920,8 @@ expire_session(struct zk *z)
 START_TEST(zk_session_expiry)
 {
     char *name = fresh_name(), *cache = tmp_path("c.json"), *node;
-    struct workerid_params p = zk_params(name, "10.0.0.9", 7800, cache);
-    struct workerid *w;
+    struct zkt_params p = zk_params(name, "10.0.0.9", 7800, cache);
+    struct wlease *w;
     struct snowflake_backend be;
     struct sbuf b = {0};
     struct zk *z = zk_test_open();
@@ -833,10 +929,10 @@ START_TEST(zk_session_expiry)
     int64_t want, got = 0;
 
     w = open_ok(&p);
-    node = workerid_node(w);
-    workerid_backend(w, &be);
-    ck_assert_int_eq(workerid_persist(w, util_wall_ms() + 3000, NULL), 0);
-    peek = workerid_zk(w);
+    node = zkt_node(w);
+    wlease_backend(w, &be);
+    ck_assert_int_eq(zkt_persist(w, util_wall_ms() + 3000, NULL), 0);
+    peek = zkt_client(w);
     expire_session(peek);
     for (int i = 0; i < 50 && strcmp(zk_state_name(peek), "expired") != 0; i++)
         usleep(100000);
@@ -844,9 +940,9 @@ START_TEST(zk_session_expiry)
     /* the tick makes a new session; the fence writes go on */
     want = util_wall_ms() + 5000;
     /* not confirmed while the session is gone: the fence does not count */
-    ck_assert_int_ne(workerid_persist(w, want, NULL), SNOWFLAKE_PERSIST_FAILED);
+    ck_assert_int_ne(zkt_persist(w, want, NULL), SNOWFLAKE_PERSIST_FAILED);
     for (int i = 0; i < 100 && got != want; i++) {
-        ck_assert_int_ne(workerid_tick(w, util_wall_ms()), SNOWFLAKE_TICK_LOST);
+        ck_assert_int_ne(zkt_tick(w, util_wall_ms()), SNOWFLAKE_TICK_LOST);
         usleep(100000);
         json_t *j = node_json(z, node);
         got = json_integer_value(json_object_get(j, "timestamp"));
@@ -857,7 +953,7 @@ START_TEST(zk_session_expiry)
     ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_zk_expirations_total 1\n"));
     ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_zk_session_state 2\n"));
     sbuf_free(&b);
-    workerid_close(w);
+    wlease_close(w);
     zk_close(z);
     free(node);
     free(cache);
@@ -883,41 +979,41 @@ zk_ctl(const char *what)
 START_TEST(zk_outage)
 {
     char *name = fresh_name(), *cache = tmp_path("c.json"), *node;
-    struct workerid_params p = zk_params(name, "10.0.0.8", 7700, cache);
-    struct workerid *w;
+    struct zkt_params p = zk_params(name, "10.0.0.8", 7700, cache);
+    struct wlease *w;
     int64_t worker, worker2, fence, f0;
     int r = SNOWFLAKE_TICK_NONE;
 
     p.zk_timeout_ms = 2000;
     w = open_ok(&p);
-    workerid_get(w, &worker, &fence);
-    node = workerid_node(w);
+    wlease_get(w, &worker, &fence);
+    node = zkt_node(w);
     f0 = util_wall_ms() + 3000;
-    ck_assert_int_eq(workerid_persist(w, f0, NULL), SNOWFLAKE_PERSIST_OK);
-    workerid_close(w);
+    ck_assert_int_eq(zkt_persist(w, f0, NULL), SNOWFLAKE_PERSIST_OK);
+    wlease_close(w);
 
     /* ZooKeeper down at start: no worker ID until it is back */
     ck_assert_int_eq(zk_ctl("stop"), 0);
     w = open_ok(&p);
-    ck_assert_int_eq(workerid_get(w, &worker2, &fence), -1);
-    ck_assert_int_eq(workerid_tick(w, util_wall_ms()), SNOWFLAKE_TICK_NONE);
+    ck_assert_int_eq(wlease_get(w, &worker2, &fence), -1);
+    ck_assert_int_eq(zkt_tick(w, util_wall_ms()), SNOWFLAKE_TICK_NONE);
     /* it comes back: registered, the node's fence is the gate */
     ck_assert_int_eq(zk_ctl("start"), 0);
     for (int i = 0; i < 100 && r != SNOWFLAKE_TICK_ACQUIRED; i++) {
-        r = workerid_tick(w, util_wall_ms());
+        r = zkt_tick(w, util_wall_ms());
         ck_assert_int_ne(r, SNOWFLAKE_TICK_LOST);
         usleep(100000);
     }
     ck_assert_int_eq(r, SNOWFLAKE_TICK_ACQUIRED);
-    ck_assert_int_eq(workerid_get(w, &worker2, &fence), 0);
+    ck_assert_int_eq(wlease_get(w, &worker2, &fence), 0);
     ck_assert_int_eq(worker2, worker);
     ck_assert_int_ge(fence, f0);
-    ck_assert_str_eq(workerid_source(w), "zookeeper");
+    ck_assert_str_eq(zkt_source(w), "zookeeper");
 
     /* an outage while running: a fence in the file only is not confirmed */
     ck_assert_int_eq(zk_ctl("stop"), 0);
     sleep(3);
-    ck_assert_int_eq(workerid_persist(w, util_wall_ms() + 3000, NULL),
+    ck_assert_int_eq(zkt_persist(w, util_wall_ms() + 3000, NULL),
                      SNOWFLAKE_PERSIST_UNCONFIRMED);
     ck_assert_int_eq(zk_ctl("start"), 0);
     {
@@ -927,8 +1023,8 @@ START_TEST(zk_outage)
         for (int i = 0; i < 150 && (pr != SNOWFLAKE_PERSIST_OK || got != want);
              i++) {
             usleep(100000);
-            ck_assert_int_ne(workerid_tick(w, util_wall_ms()), SNOWFLAKE_TICK_LOST);
-            pr = workerid_persist(w, want, NULL);
+            ck_assert_int_ne(zkt_tick(w, util_wall_ms()), SNOWFLAKE_TICK_LOST);
+            pr = zkt_persist(w, want, NULL);
             ck_assert_int_ne(pr, SNOWFLAKE_PERSIST_FAILED);
             json_t *j = node_json(z, node);
             got = json_integer_value(json_object_get(j, "timestamp"));
@@ -938,7 +1034,7 @@ START_TEST(zk_outage)
         ck_assert_int_eq(got, want);
         zk_close(z);
     }
-    workerid_close(w);
+    wlease_close(w);
     free(node);
     free(cache);
     free(name);
@@ -956,7 +1052,7 @@ test_clock(void *arg)
 /* A generator on w's worker ID, no keeper thread, its clock *clk. It owns
  * w from here on (snowflake_stop closes it). */
 static struct snowflake *
-sf_on(struct workerid *w, _Atomic int64_t *clk, int64_t fence_step_ms)
+sf_on(struct wlease *w, _Atomic int64_t *clk, int64_t fence_step_ms)
 {
     struct snowflake_options o;
     char *cause = NULL;
@@ -966,7 +1062,7 @@ sf_on(struct workerid *w, _Atomic int64_t *clk, int64_t fence_step_ms)
     memset(&o, 0, sizeof o);
     ck_assert_int_eq(sfcodec_layout_init(&o.layout, SFCODEC_LEAF_EPOCH_MS, 41, 0, 10,
                                     12, -1, 0, &cause), 0);
-    workerid_get(w, &worker, &fence);
+    wlease_get(w, &worker, &fence);
     o.worker_id = worker;
     o.start_fence_ms = fence;
     o.max_backward_ms = 1000;
@@ -977,7 +1073,7 @@ sf_on(struct workerid *w, _Atomic int64_t *clk, int64_t fence_step_ms)
     o.clock = test_clock;
     o.clock_arg = clk;
     o.no_thread = 1;
-    workerid_backend(w, &o.backend);
+    wlease_backend(w, &o.backend);
     sf = snowflake_create(&o, &cause);
     ck_assert_msg(sf != NULL, "%s", cause);
     return sf;
@@ -1190,8 +1286,8 @@ START_TEST(zk_partition_takeover_no_duplicates)
     char *name = fresh_name(), *ca = tmp_path("a.json"), *cb = tmp_path("b.json");
     struct proxy *px = proxy_start();
     char addr[64];
-    struct workerid_params pa, pb;
-    struct workerid *wa, *wb;
+    struct zkt_params pa, pb;
+    struct wlease *wa, *wb;
     struct snowflake *sa, *sb;
     _Atomic int64_t clka, clkb;
     struct idset ia = {0}, ib = {0};
@@ -1205,7 +1301,7 @@ START_TEST(zk_partition_takeover_no_duplicates)
     pa.fence_step_ms = 200;
     pa.heartbeat_ms = 100;
     wa = open_ok(&pa);
-    workerid_get(wa, &worker_a, &fence);
+    wlease_get(wa, &worker_a, &fence);
     atomic_store(&clka, util_wall_ms());
     sa = sf_on(wa, &clka, pa.fence_step_ms);
     issue_range(sa, &clka, atomic_load(&clka) + 5, 10, &ia);
@@ -1213,9 +1309,9 @@ START_TEST(zk_partition_takeover_no_duplicates)
 
     /* the partition, then A's clock steps 5 s ahead */
     atomic_store(&px->cut, 1);
-    for (int i = 0; i < 100 && zk_connected(workerid_zk(wa)); i++)
+    for (int i = 0; i < 100 && zk_connected(zkt_client(wa)); i++)
         usleep(50000);
-    ck_assert(!zk_connected(workerid_zk(wa)));
+    ck_assert(!zk_connected(zkt_client(wa)));
     jump = util_wall_ms() + 5000;
     atomic_store(&clka, jump);
     issue_range(sa, &clka, jump + 50, 100, &ia);
@@ -1228,8 +1324,8 @@ START_TEST(zk_partition_takeover_no_duplicates)
     pb.port = 7902;
     pb.cache_path = cb;
     wb = open_ok(&pb);
-    workerid_get(wb, &worker_b, &fence);
-    ck_assert_str_eq(workerid_source(wb), "takeover");
+    wlease_get(wb, &worker_b, &fence);
+    ck_assert_str_eq(zkt_source(wb), "takeover");
     ck_assert_int_eq(worker_b, worker_a);
     atomic_store(&clkb, jump);
     sb = sf_on(wb, &clkb, pb.fence_step_ms);
@@ -1254,7 +1350,7 @@ END_TEST
 
 /* A thread that heartbeats w like the keeper does, until *stop. */
 struct beater {
-    struct workerid *w;
+    struct wlease *w;
     _Atomic int      stop;
     pthread_t        th;
 };
@@ -1265,7 +1361,7 @@ beat_main(void *arg)
     struct beater *b = arg;
 
     while (!atomic_load(&b->stop)) {
-        workerid_tick(b->w, util_wall_ms());
+        zkt_tick(b->w, util_wall_ms());
         usleep(20000);
     }
     return NULL;
@@ -1279,22 +1375,22 @@ START_TEST(zk_twin_identity)
 {
     char *name = fresh_name(), *c1 = tmp_path("1.json"), *c2 = tmp_path("2.json");
     char *cause = NULL;
-    struct workerid_params p1 = zk_params(name, "10.0.2.1", 7950, c1), p2;
-    struct workerid *w1, *w2;
+    struct zkt_params p1 = zk_params(name, "10.0.2.1", 7950, c1), p2;
+    struct wlease *w1, *w2;
     struct beater b;
     int64_t worker1, worker2, fence;
 
     p1.heartbeat_ms = 100;
     w1 = open_ok(&p1);
-    workerid_get(w1, &worker1, &fence);
-    ck_assert_int_eq(workerid_persist(w1, util_wall_ms() + 3000, NULL),
+    wlease_get(w1, &worker1, &fence);
+    ck_assert_int_eq(zkt_persist(w1, util_wall_ms() + 3000, NULL),
                      SNOWFLAKE_PERSIST_OK);
     memset(&b, 0, sizeof b);
     b.w = w1;
     pthread_create(&b.th, NULL, beat_main, &b);
     p2 = p1;
     p2.cache_path = c2;             /* another machine: its own file */
-    w2 = workerid_open_params(&p2, &cause);
+    w2 = zkt_open(&p2, &cause);
     ck_assert_msg(w2 == NULL, "a second live process got worker ID %s",
                   w2 != NULL ? "shared" : "");
     ck_assert_ptr_nonnull(strstr(cause, "in use"));
@@ -1304,15 +1400,15 @@ START_TEST(zk_twin_identity)
 
     /* the first falls silent: the second claims, the first loses at once */
     w2 = open_ok(&p2);
-    workerid_get(w2, &worker2, &fence);
+    wlease_get(w2, &worker2, &fence);
     ck_assert_int_eq(worker2, worker1);
-    ck_assert_int_eq(workerid_persist(w1, util_wall_ms() + 3000, NULL),
+    ck_assert_int_eq(zkt_persist(w1, util_wall_ms() + 3000, NULL),
                      SNOWFLAKE_PERSIST_FAILED);
-    ck_assert_int_eq(workerid_tick(w1, util_wall_ms()), SNOWFLAKE_TICK_LOST);
-    ck_assert_int_eq(workerid_persist(w2, util_wall_ms() + 3000, NULL),
+    ck_assert_int_eq(zkt_tick(w1, util_wall_ms()), SNOWFLAKE_TICK_LOST);
+    ck_assert_int_eq(zkt_persist(w2, util_wall_ms() + 3000, NULL),
                      SNOWFLAKE_PERSIST_OK);
-    workerid_close(w1);
-    workerid_close(w2);
+    wlease_close(w1);
+    wlease_close(w2);
     free(c1);
     free(c2);
     free(name);
@@ -1457,8 +1553,8 @@ START_TEST(zk_java_heartbeat_is_not_a_fence)
 {
     char *name = fresh_name(), *cache = tmp_path("c.json");
     struct jleaf j;
-    struct workerid_params p = zk_params(name, "10.0.3.1", 8001, cache);
-    struct workerid *w;
+    struct zkt_params p = zk_params(name, "10.0.3.1", 8001, cache);
+    struct wlease *w;
     struct snowflake *sf;
     _Atomic int64_t clk;
     struct idset js = {0}, ls = {0};
@@ -1478,7 +1574,7 @@ START_TEST(zk_java_heartbeat_is_not_a_fence)
 
     p.fence_step_ms = 3000;
     w = open_ok(&p);
-    workerid_get(w, &worker, &fence);
+    wlease_get(w, &worker, &fence);
     ck_assert_int_eq(worker, j.worker);
     atomic_store(&clk, hb - 100);             /* leafd's clock is behind */
     sf = sf_on(w, &clk, p.fence_step_ms);
@@ -1502,8 +1598,8 @@ START_TEST(zk_java_node_not_taken_over)
 {
     char *name = fresh_name(), *cache = tmp_path("c.json");
     struct jleaf j;
-    struct workerid_params p = zk_params(name, "10.0.4.2", 8002, cache);
-    struct workerid *w;
+    struct zkt_params p = zk_params(name, "10.0.4.2", 8002, cache);
+    struct wlease *w;
     struct snowflake *sf;
     _Atomic int64_t clk;
     struct idset js = {0}, ls = {0};
@@ -1520,7 +1616,7 @@ START_TEST(zk_java_node_not_taken_over)
     p.takeover = 1;
     p.takeover_age_ms = 1500;
     w = open_ok(&p);
-    workerid_get(w, &worker, &fence);
+    wlease_get(w, &worker, &fence);
     atomic_store(&clk, t + 1000);
     sf = sf_on(w, &clk, p.fence_step_ms);
 
@@ -1531,7 +1627,7 @@ START_TEST(zk_java_node_not_taken_over)
     ck_assert_msg(idset_common(&js, &ls) == 0, "%zu IDs from both (leafd "
                   "worker %" PRId64 ", Java worker %" PRId64 ")",
                   idset_common(&js, &ls), worker, j.worker);
-    ck_assert_str_ne(workerid_source(w), "takeover");
+    ck_assert_str_ne(zkt_source(w), "takeover");
     snowflake_stop(sf);
     zk_close(j.z);
     free(j.node);
@@ -1548,8 +1644,8 @@ END_TEST
 START_TEST(zk_clock_offset)
 {
     char *name = fresh_name(), *ca = tmp_path("a.json"), *at;
-    struct workerid_params p = zk_params(name, "10.0.3.1", 7801, ca);
-    struct workerid *w;
+    struct zkt_params p = zk_params(name, "10.0.3.1", 7801, ca);
+    struct wlease *w;
     struct snowflake *sf;
     struct snowflake_refusal why;
     _Atomic int64_t clk;
@@ -1561,7 +1657,7 @@ START_TEST(zk_clock_offset)
     p.clock = test_clock;
     p.clock_arg = &clk;
     p.max_clock_offset_ms = 2000;
-    ck_assert_ptr_null(workerid_open_params(&p, &cause));
+    ck_assert_ptr_null(zkt_open(&p, &cause));
     at = strstr(cause, "clock is ");
     ck_assert_msg(at != NULL, "%s", cause);
     ck_assert_int_eq(sscanf(at, "clock is %lld ms off", &off), 1);
@@ -1583,6 +1679,227 @@ START_TEST(zk_clock_offset)
     ck_assert_msg(off > 9000 && off < 11000, "%s", why.message);
     snowflake_stop(sf);
     free(ca);
+    free(name);
+}
+END_TEST
+
+
+/* release_on_stop: a clean stop marks the node released with its fence
+ * (still Leaf's Endpoint for its fields); another identity claims it at
+ * once when its clock is past that fence, and not before. */
+START_TEST(zk_release_on_stop)
+{
+    char *name = fresh_name(), *ca = tmp_path("a.json"), *cb = tmp_path("b.json");
+    char *cause = NULL, *node, *nodeb;
+    struct zkt_params pa = zk_params(name, "10.0.6.1", 7001, ca), pb;
+    struct zk *z = zk_test_open();
+    struct wlease *la, *lb;
+    struct snowflake *sa;
+    _Atomic int64_t clka, clkb;
+    struct idset ia = {0};
+    int64_t worker, fence, released_fence;
+    json_t *j;
+
+    pa.max_worker = 0;              /* one worker ID: B gets it or none */
+    pa.release_on_stop = 1;
+    la = open_ok(&pa);
+    node = zkt_node(la);
+    atomic_store(&clka, util_wall_ms() + 3000);     /* A runs ahead */
+    sa = sf_on(la, &clka, 200);
+    issue_range(sa, &clka, atomic_load(&clka) + 5, 10, &ia);
+    ck_assert_int_gt(ia.n, 0);
+    snowflake_stop(sa);
+
+    j = node_json(z, node);
+    ck_assert(json_is_true(json_object_get(j, "released")));
+    ck_assert_str_eq(json_string_value(json_object_get(j, "ip")), "10.0.6.1");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "port")), "7001");
+    ck_assert(json_is_integer(json_object_get(j, "timestamp")));
+    released_fence = json_integer_value(json_object_get(j, "timestamp"));
+    ck_assert_int_ge(released_fence, (int64_t)(ia.v[ia.n - 1] >> 22) +
+                                     SFCODEC_LEAF_EPOCH_MS);
+    json_decref(j);
+
+    /* B's clock is behind the released fence: not claimable yet, and the
+     * layout has no other ID */
+    pb = pa;
+    pb.ip = "10.0.6.2";
+    pb.cache_path = cb;
+    pb.release_on_stop = 0;
+    pb.clock = test_clock;
+    pb.clock_arg = &clkb;
+    atomic_store(&clkb, released_fence - 1000);
+    ck_assert_ptr_null(zkt_open(&pb, &cause));
+    ck_assert_msg(strstr(cause, "no free worker ID") != NULL, "%s", cause);
+    free(cause);
+    cause = NULL;
+    /* past it: claimed at once (no takeover, no lease to wait out) */
+    atomic_store(&clkb, released_fence + 10);
+    lb = open_ok(&pb);
+    ck_assert_int_eq(wlease_get(lb, &worker, &fence), 0);
+    ck_assert_int_eq(worker, 0);
+    ck_assert_int_eq(fence, released_fence);
+    ck_assert_str_eq(zkt_source(lb), "zookeeper");
+    nodeb = zkt_node(lb);
+    ck_assert_str_eq(nodeb, node);
+    j = node_json(z, node);
+    ck_assert_ptr_null(json_object_get(j, "released"));
+    ck_assert_str_eq(json_string_value(json_object_get(j, "ip")), "10.0.6.2");
+    json_decref(j);
+    /* B holds it: A's identity, restarting, does not get it back */
+    pa.release_on_stop = 0;
+    ck_assert_ptr_null(zkt_open(&pa, &cause));
+    ck_assert_msg(strstr(cause, "no free worker ID") != NULL, "%s", cause);
+    free(cause);
+    wlease_close(lb);
+    free(nodeb);
+    free(node);
+    free(ia.v);
+    free(ca);
+    free(cb);
+    free(name);
+    zk_close(z);
+}
+END_TEST
+
+/* A node marked released that leafd did not fence (no nonce: Java Leaf
+ * never writes "released", so its data is not leafd's) is never claimed by
+ * another identity. */
+START_TEST(zk_released_without_nonce_not_claimed)
+{
+    char *name = fresh_name(), *cache = tmp_path("c.json"), *cause = NULL;
+    char *node, *data;
+    struct zk *z = zk_test_open();
+    struct zkt_params p = zk_params(name, "10.0.6.3", 7003, cache);
+    int64_t ts = util_wall_ms() - 3600000;
+
+    node = java_leaf_node(z, name, "10.0.6.4", 7004, ts);
+    data = xasprintf("{\"ip\":\"10.0.6.4\",\"port\":\"7004\",\"timestamp\":%"
+                     PRId64 ",\"released\":true}", ts);
+    ck_assert_int_eq(zk_set(z, node, data, (int)strlen(data), -1, NULL, 4000,
+                            NULL), ZOK);
+    free(data);
+    p.max_worker = 0;
+    ck_assert_ptr_null(zkt_open(&p, &cause));
+    ck_assert_msg(strstr(cause, "no free worker ID") != NULL, "%s", cause);
+    free(cause);
+    free(node);
+    free(cache);
+    free(name);
+    zk_close(z);
+}
+END_TEST
+
+/* Through the config: /snowflake/state shows the source, the fence the
+ * node holds and the lease (with takeover: takeover_age_ms; without: none),
+ * /metrics the heartbeat age by source; a clean stop with
+ * snowflake.release_on_stop releases the node for the next identity. */
+START_TEST(zk_state_and_release_via_config)
+{
+    char *name = fresh_name(), *cache = tmp_path("c.json");
+    char *cache2 = tmp_path("c2.json"), *cause = NULL;
+    struct config cfg;
+    struct snowflake *sf;
+    struct snowflake_refusal why;
+    struct sbuf b = {0};
+    uint64_t ids[10];
+    json_t *j, *n;
+    json_error_t err;
+    struct zk *z = zk_test_open();
+    char node[300];
+    int64_t worker, before, after, fence;
+
+    base_config(&cfg, cache);
+    cfg.leaf_name = name;
+    cfg.zk_address = (char *)zk_addr;
+    cfg.worker_source = WORKER_ZOOKEEPER;
+    cfg.sf_ip = "10.0.7.1";
+    cfg.heartbeat_ms = 200;
+    cfg.takeover = 1;
+    cfg.takeover_age_ms = 20000;
+    cfg.release_on_stop = 1;
+    sf = sfconfig_start(&cfg, 7610, NULL, NULL, &cause);
+    ck_assert_msg(sf != NULL, "%s", cause);
+    ck_assert_int_eq(snowflake_next(sf, 10, ids, &why), SNOWFLAKE_OK);
+    usleep(500000);
+    snowflake_state_json(sf, &b);
+    j = json_loads(b.p, 0, &err);
+    ck_assert_msg(j != NULL, "%s", b.p);
+    snprintf(node, sizeof node, "%s",
+             json_string_value(json_object_get(j, "zk_node")));
+    json_decref(j);
+    sbuf_free(&b);
+    /* the fence the node holds, read before and after the state: the
+     * keeper may write a new one in between */
+    n = node_json(z, node);
+    before = json_integer_value(json_object_get(n, "timestamp"));
+    json_decref(n);
+    snowflake_state_json(sf, &b);
+    j = json_loads(b.p, 0, &err);
+    ck_assert_msg(j != NULL, "%s", b.p);
+    n = node_json(z, node);
+    after = json_integer_value(json_object_get(n, "timestamp"));
+    json_decref(n);
+    fence = json_integer_value(json_object_get(j, "store_fence_ms"));
+    ck_assert_msg(fence == before || fence == after, "store_fence_ms %"
+                  PRId64 ", the node %" PRId64 " / %" PRId64, fence, before,
+                  after);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "source")),
+                     "zookeeper");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "store")),
+                     "zookeeper");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "identity")),
+                     "10.0.7.1:7610");
+    ck_assert(json_is_true(json_object_get(j, "takeover")));
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "lease_ms")),
+                     20000);
+    /* the node's mtime (ZooKeeper's clock) at the last write + the lease */
+    ck_assert_int_gt(json_integer_value(json_object_get(j, "lease_expires_ms")),
+                     util_wall_ms() + 20000 - 5000);
+    ck_assert_int_le(json_integer_value(json_object_get(j, "lease_expires_ms")),
+                     util_wall_ms() + 20000 + 5000);
+    ck_assert(json_is_integer(json_object_get(j, "heartbeat_age_ms")));
+    ck_assert_int_lt(json_integer_value(json_object_get(j, "heartbeat_age_ms")),
+                     5000);
+    json_decref(j);
+    sbuf_free(&b);
+    snowflake_metrics(sf, &b);
+    ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_heartbeat_age_seconds"
+                                      "{source=\"zookeeper\"} 0."));
+    ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_store_writes_total"
+                                      "{source=\"zookeeper\",result=\"ok\"}"));
+    ck_assert_ptr_nonnull(strstr(b.p, "leafd_snowflake_zk_session_state 2\n"));
+    sbuf_free(&b);
+    worker = (int64_t)((ids[0] >> 12) & 1023);
+    snowflake_stop(sf);
+    n = node_json(z, node);
+    ck_assert(json_is_true(json_object_get(n, "released")));
+    json_decref(n);
+
+    /* another identity, past the fence: the same worker ID at once */
+    usleep(20000);
+    cfg.sf_ip = "10.0.7.2";
+    cfg.cache_file = cache2;
+    cfg.takeover = 0;
+    cfg.release_on_stop = 0;
+    sf = sfconfig_start(&cfg, 7610, NULL, NULL, &cause);
+    ck_assert_msg(sf != NULL, "%s", cause);
+    snowflake_state_json(sf, &b);
+    j = json_loads(b.p, 0, &err);
+    ck_assert_msg(j != NULL, "%s", b.p);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "worker_id")),
+                     worker);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "zk_node")), node);
+    /* without takeover there is no lease */
+    ck_assert(json_is_null(json_object_get(j, "lease_ms")));
+    ck_assert(json_is_null(json_object_get(j, "lease_expires_ms")));
+    ck_assert(json_is_false(json_object_get(j, "takeover")));
+    json_decref(j);
+    sbuf_free(&b);
+    snowflake_stop(sf);
+    zk_close(z);
+    free(cache);
+    free(cache2);
     free(name);
 }
 END_TEST
@@ -1636,6 +1953,9 @@ workerid_suite(void)
     tcase_add_test(tc, zk_java_heartbeat_is_not_a_fence);
     tcase_add_test(tc, zk_java_node_not_taken_over);
     tcase_add_test(tc, zk_clock_offset);
+    tcase_add_test(tc, zk_release_on_stop);
+    tcase_add_test(tc, zk_released_without_nonce_not_claimed);
+    tcase_add_test(tc, zk_state_and_release_via_config);
     if (getenv("LEAFD_TEST_ZK_DIR") != NULL)
         tcase_add_test(tc, zk_outage);
     else {

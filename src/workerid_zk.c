@@ -1,0 +1,736 @@
+/* workerid_zk.c: the ZooKeeper store of worker IDs (see workerid_zk.h):
+ * Leaf's nodes, claimed and fenced with versioned writes.
+ *
+ * DESIGN: which timestamp is a fence, and who may claim a node.
+ *   - Every leafd write puts its instance nonce ("leafd") in the node data,
+ *     and the lease (workerid_lease.c) issues IDs only up to a fence the
+ *     node holds, so a node with a nonce holds a fence: the gate for the
+ *     next holder is its timestamp.
+ *   - A node without one was written last by Java Leaf (or a leafd before
+ *     the nonce): its timestamp is its writer's clock at a heartbeat, and the
+ *     writer may have issued IDs up to one heartbeat interval past it. The
+ *     gate is timestamp + WID_FOREIGN_HEARTBEAT_MS (Java Leaf's 3 s) +
+ *     WID_FOREIGN_MARGIN_MS, on the own-node path only; such a node is never
+ *     claimed by another identity (Java Leaf finds its node by name and can
+ *     come back), released or not (Java Leaf never writes "released").
+ *   - Another identity claims a leafd node only when it was released and
+ *     its fence is below the claimer's clock, or, with snowflake.takeover
+ *     and a lease, when its fence is older than the lease on the claimer's
+ *     clock. The claim is a versioned write of the version read: of two
+ *     racing claimers exactly one succeeds (ZBADVERSION for the other).
+ *   - A fence write is a versioned write of the version this process last
+ *     wrote. ZBADVERSION with our nonce in the node is our own earlier
+ *     write that landed late (we retry once); with any other data, or
+ *     ZNONODE, the ID is lost (WLEASE_LOST). So a holder never counts a
+ *     fence once another process has written the node.
+ *   - A claim writes the gate, or the claimer's clock if later; no later
+ *     write of the holder puts a lower timestamp in the node (a fence
+ *     below it is written as that value), so a freshly claimed node never
+ *     looks stale to a taker, and the node's fence is never below one the
+ *     holder counted.
+ *   - A node of this identity last written by another leafd instance (not
+ *     the cache file's nonce) and not released is watched for two
+ *     heartbeats first; if it changes, a twin with our identity is alive
+ *     and the claim is refused for good.
+ * The store's clock is the node's mtime, read from every fence write's
+ * Stat.
+ */
+#include <assert.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "util.h"
+#include "workerid_zk.h"
+#include "workerid_zk_node.h"
+#include "zk.h"
+
+/* A node leafd did not fence (no "leafd" nonce: Java Leaf's heartbeat, or
+ * an older leafd) holds its writer's clock, not a fence: the writer may have
+ * issued up to one heartbeat interval past it. */
+#define WID_FOREIGN_HEARTBEAT_MS 3000   /* Java Leaf's scheduleWithFixedDelay */
+#define WID_FOREIGN_MARGIN_MS    2000
+
+struct wzk {
+    struct workerid_zk_params p;    /* strings below are our own copies */
+    char            *address;
+    char            *leaf_name;
+    char            *ip;
+    char            *forever;       /* /snowflake/<name>/forever */
+    int              op_timeout_ms; /* one call of a claim */
+    int              write_timeout_ms; /* one fence write */
+    struct zk       *zk;
+    int              waited;        /* the first claim waited to connect */
+
+    char            *node;          /* guarded by mu (readers elsewhere) */
+    int64_t          worker;        /* the node's sequence, -1 none */
+    int              version;       /* what our last write left, -1 none */
+    int64_t          floor_ts;      /* what the claim wrote: no write of
+                                       ours puts less in the node */
+    char             nonce[17];     /* the claimer's: in every write */
+    _Atomic int      took_over;
+    _Atomic uint64_t writes_ok;
+    _Atomic uint64_t writes_fail;
+    int64_t          last_log_mono;
+    pthread_mutex_t  mu;            /* guards node */
+};
+
+/* A child of forever, read. */
+struct wz_child {
+    char    *name;
+    char    *path;
+    int64_t  seq;
+    int      version;
+    int      parsed;
+    char    *ip;
+    int64_t  port;
+    int64_t  ts;
+    char    *nonce;         /* "leafd" in the data: a leafd fence */
+    int      released;
+    int      mine;
+};
+
+enum { WZ_OWN, WZ_RELEASED, WZ_TAKEOVER };
+
+static int
+wz_log_due(struct wzk *z)
+{
+    int64_t m = util_mono_ms();
+
+    if (z->last_log_mono != 0 && m - z->last_log_mono < 10000)
+        return 0;
+    z->last_log_mono = m;
+    return 1;
+}
+
+/* Our node data: Leaf's Endpoint plus our nonce, which marks the timestamp
+ * as a fence held in ZooKeeper (workerid_zk_node.h). */
+static char *
+wz_node_data(const struct wzk *z, int64_t ts, int released, int *len)
+{
+    return wzk_node_format(z->ip, z->p.port, ts, z->nonce, released, len);
+}
+
+/* "<ip>:<port>-<seq>": the sequence number, or -1. */
+static int64_t
+wz_name_seq(const char *name, size_t *prefix_len)
+{
+    const char *dash = strrchr(name, '-');
+    int64_t seq;
+
+    if (dash == NULL || dash == name ||
+        util_parse_i64(dash + 1, strlen(dash + 1), 0, &seq) == -1)
+        return -1;
+    if (prefix_len != NULL)
+        *prefix_len = (size_t)(dash - name);
+    return seq;
+}
+
+static int
+wz_ensure_path(struct wzk *z, const char *path, char **cause)
+{
+    int rc = zk_create(z->zk, path, "", 0, 0, NULL, z->op_timeout_ms, cause);
+
+    if (rc == ZNODEEXISTS) {
+        free(*cause);
+        *cause = NULL;
+        return ZOK;
+    }
+    return rc;
+}
+
+static int
+wz_child_cmp(const void *a, const void *b)
+{
+    const struct wz_child *x = a, *y = b;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static void
+wz_children_free(struct wz_child *c, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(c[i].name);
+        free(c[i].path);
+        free(c[i].ip);
+        free(c[i].nonce);
+    }
+    free(c);
+}
+
+/* Read forever's children and their data, by sequence. ZOK or a ZooKeeper
+ * error. */
+static int
+wz_read_children(struct wzk *z, struct wz_child **out, int *nout,
+                 char **cause)
+{
+    char **names = NULL, myname[300];
+    struct wz_child *c;
+    int n = 0, rc, k = 0;
+
+    rc = zk_children(z->zk, z->forever, &names, &n, z->op_timeout_ms, cause);
+    if (rc != ZOK)
+        return rc;
+    snprintf(myname, sizeof myname, "%s:%d", z->ip, z->p.port);
+    c = xcalloc((size_t)(n > 0 ? n : 1), sizeof *c);
+    for (int i = 0; i < n; i++) {
+        struct Stat st;
+        struct wzk_node nd;
+        char *data = NULL;
+        int len = 0;
+        size_t plen = 0;
+        int64_t seq = wz_name_seq(names[i], &plen);
+
+        if (seq < 0) {
+            log_warn("ignoring %s/%s: not <ip>:<port>-<sequence>", z->forever,
+                     names[i]);
+            continue;
+        }
+        c[k].name = xstrdup(names[i]);
+        c[k].path = xasprintf("%s/%s", z->forever, names[i]);
+        c[k].seq = seq;
+        rc = zk_get(z->zk, c[k].path, &data, &len, &st, z->op_timeout_ms,
+                    cause);
+        if (rc == ZNONODE) {        /* removed meanwhile */
+            free(*cause);
+            *cause = NULL;
+            free(c[k].name);
+            free(c[k].path);
+            c[k].name = c[k].path = NULL;
+            continue;
+        }
+        if (rc != ZOK) {
+            wz_children_free(c, k + 1);
+            zk_strings_free(names, n);
+            return rc;
+        }
+        c[k].version = st.version;
+        c[k].parsed = wzk_node_parse(data, (size_t)len, &nd) == 0;
+        free(data);
+        if (c[k].parsed) {      /* the strings move into the child */
+            c[k].ip = nd.ip;
+            c[k].port = nd.port;
+            c[k].ts = nd.ts;
+            c[k].nonce = nd.nonce;
+            c[k].released = nd.released;
+        }
+        if (c[k].parsed)
+            c[k].mine = strcmp(c[k].ip, z->ip) == 0 &&
+                        c[k].port == z->p.port;
+        else
+            c[k].mine = plen == strlen(myname) &&
+                        strncmp(names[i], myname, plen) == 0;
+        if (!c[k].parsed)
+            log_warn("%s: data is not Leaf's {\"ip\",\"port\",\"timestamp\"}",
+                     c[k].path);
+        k++;
+    }
+    zk_strings_free(names, n);
+    qsort(c, (size_t)k, sizeof *c, wz_child_cmp);
+    *out = c;
+    *nout = k;
+    return ZOK;
+}
+
+/* The timestamp no ID of this worker may carry at or below: a leafd fence
+ * as it is; anything else is a heartbeat (see WID_FOREIGN_*). */
+static int64_t
+wz_gate(const struct wz_child *c)
+{
+    if (!c->parsed)
+        return 0;
+    if (c->nonce == NULL)
+        return c->ts + WID_FOREIGN_HEARTBEAT_MS + WID_FOREIGN_MARGIN_MS;
+    return c->ts;
+}
+
+/* Does the node at path still carry version after about two heartbeats?
+ * 1 it changed (a live writer), 0 it did not, -1 ZooKeeper trouble. */
+static int
+wz_node_changes(struct wzk *z, const char *path, int version, char **cause)
+{
+    struct Stat st;
+    char *data = NULL;
+    int len = 0, rc;
+
+    usleep((useconds_t)(2 * z->p.heartbeat_ms + 200) * 1000);
+    rc = zk_get(z->zk, path, &data, &len, &st, z->op_timeout_ms, cause);
+    free(data);
+    if (rc == ZNONODE)
+        return 1;
+    if (rc != ZOK)
+        return -1;
+    return st.version != version;
+}
+
+/* Install node as the one holding worker. */
+static void
+wz_hold(struct wzk *z, char *node, int64_t worker, int version, int kind,
+        int64_t written_ts)
+{
+    pthread_mutex_lock(&z->mu);
+    free(z->node);
+    z->node = node;
+    pthread_mutex_unlock(&z->mu);
+    z->worker = worker;
+    z->version = version;
+    z->floor_ts = written_ts;
+    atomic_store(&z->took_over, kind == WZ_TAKEOVER);
+}
+
+/* Make c ours (see the DESIGN rules): a versioned write of our nonce and
+ * the gate (or our clock, if later). WLEASE_OK with *fence_ms the gate;
+ * 1 lost a race (released/takeover: try another); WLEASE_DOWN or
+ * WLEASE_REFUSED with *cause. */
+static int
+wz_claim_node(struct wzk *z, const struct wlease_claim *cl,
+              const struct wz_child *c, int kind, int64_t *fence_ms,
+              char **cause)
+{
+    struct Stat st;
+    char *data;
+    int len, rc;
+    int64_t now = cl->now_ms, gate = wz_gate(c);
+
+    if (kind == WZ_OWN && c->nonce != NULL && !c->released &&
+        strcmp(c->nonce, cl->prev_nonce) != 0) {
+        log_info("%s was last written by another leafd instance (%s); "
+                 "checking that it is not running", c->path, c->nonce);
+        rc = wz_node_changes(z, c->path, c->version, cause);
+        if (rc == -1)
+            return WLEASE_DOWN;
+        if (rc == 1) {
+            *cause = xasprintf("snowflake identity %s:%d is in use: another "
+                               "live leafd (instance %s) keeps writing %s; "
+                               "give each process its own snowflake.ip / "
+                               "port", z->ip, z->p.port, c->nonce, c->path);
+            return WLEASE_REFUSED;
+        }
+    }
+    data = wz_node_data(z, gate > now ? gate : now, 0, &len);
+    rc = zk_set(z->zk, c->path, data, len, c->version, &st, z->op_timeout_ms,
+                cause);
+    free(data);
+    if (rc == ZBADVERSION || rc == ZNONODE) {
+        log_info("claim of %s lost to another writer (%s)", c->path,
+                 zerror(rc));
+        if (kind != WZ_OWN) {
+            free(*cause);
+            *cause = NULL;
+            return 1;
+        }
+        return WLEASE_DOWN;
+    }
+    if (rc != ZOK)
+        return WLEASE_DOWN;
+    if (kind == WZ_TAKEOVER)
+        log_warn("took over worker ID %" PRId64 " (%s, last fence %" PRId64
+                 ", %" PRId64 " ms ago, from %s:%" PRId64 ")", c->seq,
+                 c->path, c->ts, now - c->ts, c->ip, c->port);
+    else if (kind == WZ_RELEASED)
+        log_info("claimed released worker ID %" PRId64 " (%s, fence %" PRId64
+                 ", from %s:%" PRId64 ")", c->seq, c->path, c->ts, c->ip,
+                 c->port);
+    if (gate > now)
+        log_warn("%s: %s %" PRId64 " is %" PRId64 " ms ahead of the clock; "
+                 "no IDs until the clock passes it", c->path,
+                 c->nonce != NULL ? "fence" : "heartbeat + interval", gate,
+                 gate - now);
+    assert(gate >= c->ts);              /* never below what the node held */
+    wz_hold(z, xstrdup(c->path), c->seq, st.version, kind,
+            gate > now ? gate : now);
+    *fence_ms = gate;
+    return WLEASE_OK;
+}
+
+/* The claim (see workerid_zk.h for the order). */
+static int
+wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
+            int64_t *fence_ms, char **cause)
+{
+    struct wz_child *c = NULL;
+    char *path, *data, *created = NULL;
+    int n = 0, rc, len, pick = -1;
+    int takeover = z->p.takeover && cl->lease_ms > 0;
+    int64_t now = cl->now_ms, seq;
+
+    path = xasprintf("/snowflake/%s", z->leaf_name);
+    if (wz_ensure_path(z, "/snowflake", cause) != ZOK ||
+        wz_ensure_path(z, path, cause) != ZOK ||
+        wz_ensure_path(z, z->forever, cause) != ZOK) {
+        free(path);
+        return WLEASE_DOWN;
+    }
+    free(path);
+    if (wz_read_children(z, &c, &n, cause) != ZOK)
+        return WLEASE_DOWN;
+
+    /* 1. our own node */
+    for (int i = 0; i < n; i++) {
+        if (!c[i].mine)
+            continue;
+        if (pick == -1 || c[i].seq == cl->prev_worker)
+            pick = i;
+    }
+    if (pick != -1) {
+        int mine = 0;
+        for (int i = 0; i < n; i++)
+            mine += c[i].mine;
+        if (mine > 1)
+            log_warn("%d nodes under %s name %s:%d; using %s", mine,
+                     z->forever, z->ip, z->p.port, c[pick].name);
+        if ((uint64_t)c[pick].seq > cl->max_worker) {
+            *cause = xasprintf("this node's registration %s has sequence %"
+                               PRId64 ", beyond the layout's highest worker "
+                               "ID %" PRIu64, c[pick].path, c[pick].seq,
+                               cl->max_worker);
+            wz_children_free(c, n);
+            return WLEASE_REFUSED;
+        }
+        rc = wz_claim_node(z, cl, &c[pick], WZ_OWN, fence_ms, cause);
+        if (rc == WLEASE_OK)
+            *worker = c[pick].seq;
+        wz_children_free(c, n);
+        return rc;
+    }
+
+    /* 2. a released leafd node whose fence our clock has passed; 3. with
+     * takeover, a stale one that only leafd can claim */
+    for (int kind = WZ_RELEASED; kind <= WZ_TAKEOVER; kind++) {
+        if (kind == WZ_TAKEOVER && !takeover)
+            break;
+        for (int i = 0; i < n; i++) {
+            if (!c[i].parsed || (uint64_t)c[i].seq > cl->max_worker)
+                continue;
+            if (kind == WZ_RELEASED ? !c[i].released || c[i].ts >= now :
+                c[i].ts >= now - cl->lease_ms)
+                continue;
+            if (c[i].nonce == NULL) {
+                if (kind == WZ_TAKEOVER && wz_log_due(z))
+                    log_info("not taking over %s: leafd did not write it "
+                             "last (Java Leaf claims a node by its name, "
+                             "so it could come back and use it)", c[i].path);
+                continue;
+            }
+            rc = wz_claim_node(z, cl, &c[i], kind, fence_ms, cause);
+            if (rc == 1)            /* lost the race: try the next */
+                continue;
+            if (rc == WLEASE_OK)
+                *worker = c[i].seq;
+            wz_children_free(c, n);
+            return rc;
+        }
+    }
+    wz_children_free(c, n);
+
+    /* 4. a new node */
+    path = xasprintf("%s/%s:%d-", z->forever, z->ip, z->p.port);
+    data = wz_node_data(z, now, 0, &len);
+    rc = zk_create(z->zk, path, data, len, ZOO_PERSISTENT_SEQUENTIAL,
+                   &created, z->op_timeout_ms, cause);
+    free(data);
+    free(path);
+    if (rc != ZOK)
+        return WLEASE_DOWN;
+    seq = wz_name_seq(created, NULL);
+    if (seq < 0 || (uint64_t)seq > cl->max_worker) {
+        char *dcause = NULL;
+        if (zk_delete(z->zk, created, -1, z->op_timeout_ms, &dcause) != ZOK) {
+            log_warn("%s", dcause);
+            free(dcause);
+        }
+        *cause = xasprintf("no free worker ID: ZooKeeper gave %s, but the "
+                           "layout's highest worker ID is %" PRIu64 "; remove "
+                           "stale nodes under %s, use more worker bits, or "
+                           "set snowflake.takeover=true", created,
+                           cl->max_worker, z->forever);
+        free(created);
+        return WLEASE_REFUSED;
+    }
+    log_info("registered %s: worker ID %" PRId64, created, seq);
+    wz_hold(z, created, seq, 0, WZ_OWN, now);
+    *worker = seq;
+    *fence_ms = now;
+    return WLEASE_OK;
+}
+
+static int
+wz_claim(void *arg, const struct wlease_claim *cl, int64_t *worker,
+         int64_t *fence_ms, char **cause)
+{
+    struct wzk *z = arg;
+
+    assert(!z->p.takeover || cl->lease_ms > 0);
+    snprintf(z->nonce, sizeof z->nonce, "%s", cl->nonce);
+    zk_maintain(z->zk);
+    if (!z->waited) {
+        z->waited = 1;
+        if (!zk_wait_connected(z->zk, (int)z->p.session_timeout_ms)) {
+            *cause = xasprintf("ZooKeeper %s not reachable in %" PRId64
+                               " ms", z->address, z->p.session_timeout_ms);
+            return WLEASE_DOWN;
+        }
+    }
+    if (!zk_connected(z->zk)) {
+        *cause = xasprintf("ZooKeeper %s not connected", z->address);
+        return WLEASE_DOWN;
+    }
+    return wz_register(z, cl, worker, fence_ms, cause);
+}
+
+/* Write ts (and released) into our node. WLEASE_OK with *mtime,
+ * WLEASE_DOWN, WLEASE_LOST. */
+static int
+wz_write(struct wzk *z, int64_t ts, int released, int64_t *mtime,
+         char **cause)
+{
+    struct Stat st;
+    char *data, *node;
+    int len, rc, tries = 0;
+
+    zk_maintain(z->zk);
+    if (z->worker < 0 || !zk_connected(z->zk)) {
+        *cause = xasprintf("ZooKeeper %s not connected: fence %" PRId64
+                           " is in the cache file only", z->address, ts);
+        return WLEASE_DOWN;
+    }
+    pthread_mutex_lock(&z->mu);
+    node = xstrdup(z->node);
+    pthread_mutex_unlock(&z->mu);
+    /* never below the claim's own write (the gate, or the claimer's clock
+     * then): a taker reads the timestamp as the last sign of life, so the
+     * node must not look older than its claim (the lease's first write is
+     * the gate, which may be an hour old after a takeover). Higher than
+     * asked only raises the fence a taker gates on. */
+    if (ts < z->floor_ts)
+        ts = z->floor_ts;
+    data = wz_node_data(z, ts, released, &len);
+again:
+    rc = zk_set(z->zk, node, data, len, z->version, &st, z->write_timeout_ms,
+                cause);
+    if (rc == ZBADVERSION && tries++ == 0) {
+        /* our own earlier write may have landed after we gave up on it */
+        struct wzk_node nd;
+        char *cur = NULL;
+        int clen = 0;
+        free(*cause);
+        *cause = NULL;
+        rc = zk_get(z->zk, node, &cur, &clen, &st, z->write_timeout_ms, cause);
+        if (rc == ZOK) {
+            /* ours only with our nonce: a twin with the same ip:port
+             * writes the same ip and port, never the same nonce */
+            int ours = wzk_node_parse(cur, (size_t)clen, &nd) == 0 &&
+                       nd.nonce != NULL && strcmp(nd.nonce, z->nonce) == 0;
+            free(cur);
+            wzk_node_free(&nd);
+            if (ours) {
+                z->version = st.version;
+                goto again;
+            }
+            *cause = xasprintf("%s now belongs to another process (taken "
+                               "over, or a second process with this "
+                               "ip:port)", node);
+            rc = ZBADVERSION;
+        }
+    }
+    free(data);
+    if (rc == ZOK) {
+        z->version = st.version;
+        *mtime = st.mtime;
+        atomic_fetch_add(&z->writes_ok, 1);
+        free(node);
+        return WLEASE_OK;
+    }
+    atomic_fetch_add(&z->writes_fail, 1);
+    if (rc == ZNONODE) {
+        free(*cause);
+        *cause = xasprintf("%s was removed from ZooKeeper", node);
+    }
+    free(node);
+    return rc == ZBADVERSION || rc == ZNONODE ? WLEASE_LOST : WLEASE_DOWN;
+}
+
+static int
+wz_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
+         int64_t *store_ms, char **cause)
+{
+    struct wzk *z = arg;
+
+    assert(z->worker < 0 || (worker == z->worker &&
+                             strcmp(nonce, z->nonce) == 0));
+    return wz_write(z, fence_ms, 0, store_ms, cause);
+}
+
+static int
+wz_release(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
+           char **cause)
+{
+    struct wzk *z = arg;
+    int64_t mtime = 0;
+
+    assert(worker == z->worker && strcmp(nonce, z->nonce) == 0);
+    return wz_write(z, fence_ms, 1, &mtime, cause);
+}
+
+static void
+wz_close(void *arg)
+{
+    struct wzk *z = arg;
+
+    if (z == NULL)
+        return;
+    zk_close(z->zk);
+    free(z->address);
+    free(z->leaf_name);
+    free(z->ip);
+    free(z->forever);
+    free(z->node);
+    pthread_mutex_destroy(&z->mu);
+    free(z);
+}
+
+static const char *
+wz_source(void *arg)
+{
+    struct wzk *z = arg;
+    return atomic_load(&z->took_over) ? "takeover" : "zookeeper";
+}
+
+static char *
+wz_node(void *arg)
+{
+    return workerid_zk_node(arg);
+}
+
+static int
+wz_state_num(struct wzk *z)
+{
+    const char *s = zk_state_name(z->zk);
+
+    return strcmp(s, "connected") == 0 ? 2 : strcmp(s, "expired") == 0 ? 3 : 1;
+}
+
+static void
+wz_state_json(void *arg, struct sbuf *out)
+{
+    struct wzk *z = arg;
+
+    pthread_mutex_lock(&z->mu);
+    sbuf_puts(out, ",\"zk_node\":");
+    if (z->node != NULL)
+        sbuf_json_str(out, z->node);
+    else
+        sbuf_puts(out, "null");
+    pthread_mutex_unlock(&z->mu);
+    sbuf_puts(out, ",\"zk_address\":");
+    sbuf_json_str(out, z->address);
+    sbuf_printf(out, ",\"zk_state\":\"%s\",\"takeover\":%s",
+                zk_state_name(z->zk), z->p.takeover ? "true" : "false");
+}
+
+static void
+wz_metrics(void *arg, struct sbuf *out)
+{
+    struct wzk *z = arg;
+
+    sbuf_puts(out, "# HELP leafd_snowflake_zk_session_state ZooKeeper "
+                   "session: 0 not used, 1 connecting, 2 connected, 3 "
+                   "expired.\n"
+                   "# TYPE leafd_snowflake_zk_session_state gauge\n");
+    sbuf_printf(out, "leafd_snowflake_zk_session_state %d\n",
+                wz_state_num(z));
+    sbuf_puts(out, "# HELP leafd_snowflake_zk_writes_total Fence writes of "
+                   "the ZooKeeper node, by result.\n"
+                   "# TYPE leafd_snowflake_zk_writes_total counter\n");
+    sbuf_printf(out, "leafd_snowflake_zk_writes_total{result=\"ok\"} %"
+                PRIu64 "\n", atomic_load(&z->writes_ok));
+    sbuf_printf(out, "leafd_snowflake_zk_writes_total{result=\"error\"} %"
+                PRIu64 "\n", atomic_load(&z->writes_fail));
+    sbuf_puts(out, "# HELP leafd_snowflake_zk_connects_total ZooKeeper "
+                   "(re)connections.\n"
+                   "# TYPE leafd_snowflake_zk_connects_total counter\n");
+    sbuf_printf(out, "leafd_snowflake_zk_connects_total %" PRIu64 "\n",
+                zk_connects(z->zk));
+    sbuf_puts(out, "# HELP leafd_snowflake_zk_expirations_total ZooKeeper "
+                   "sessions that expired.\n"
+                   "# TYPE leafd_snowflake_zk_expirations_total counter\n");
+    sbuf_printf(out, "leafd_snowflake_zk_expirations_total %" PRIu64 "\n",
+                zk_expirations(z->zk));
+}
+
+int
+workerid_zk_store(const struct workerid_zk_params *p,
+                  struct wlease_store *out, char **cause)
+{
+    struct wzk *z;
+    int64_t t;
+
+    if (p->leaf_name == NULL || *p->leaf_name == '\0' ||
+        strchr(p->leaf_name, '/') != NULL) {
+        *cause = xasprintf("leaf.name \"%s\" cannot name a ZooKeeper node",
+                           p->leaf_name != NULL ? p->leaf_name : "");
+        return -1;
+    }
+    if (p->address == NULL || *p->address == '\0') {
+        *cause = xstrdup("snowflake.worker_source is zookeeper but "
+                         "leaf.snowflake.zk.address is empty");
+        return -1;
+    }
+    z = xcalloc(1, sizeof *z);
+    z->p = *p;
+    z->address = xstrdup(p->address);
+    z->leaf_name = xstrdup(p->leaf_name);
+    z->ip = xstrdup(p->ip != NULL ? p->ip : "");
+    z->p.address = z->address;
+    z->p.leaf_name = z->leaf_name;
+    z->p.ip = z->ip;
+    z->forever = xasprintf("/snowflake/%s/forever", z->leaf_name);
+    t = p->session_timeout_ms / 2;
+    z->op_timeout_ms = (int)(t < 500 ? 500 : t > 5000 ? 5000 : t);
+    t = p->fence_step_ms / 4;
+    z->write_timeout_ms = (int)(t < 100 ? 100 : t > 1000 ? 1000 : t);
+    if (z->write_timeout_ms > z->op_timeout_ms)
+        z->write_timeout_ms = z->op_timeout_ms;
+    z->worker = -1;
+    z->version = -1;
+    pthread_mutex_init(&z->mu, NULL);
+    z->zk = zk_open(z->address, (int)p->session_timeout_ms, cause);
+    if (z->zk == NULL) {
+        wz_close(z);
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    out->name = "zookeeper";
+    out->claim = wz_claim;
+    out->fence = wz_fence;
+    out->release = wz_release;
+    out->close = wz_close;
+    out->source = wz_source;
+    out->node = wz_node;
+    out->state_json = wz_state_json;
+    out->metrics = wz_metrics;
+    out->arg = z;
+    return 0;
+}
+
+char *
+workerid_zk_node(struct wzk *z)
+{
+    char *n;
+
+    pthread_mutex_lock(&z->mu);
+    n = z->node != NULL ? xstrdup(z->node) : NULL;
+    pthread_mutex_unlock(&z->mu);
+    return n;
+}
+
+struct zk *
+workerid_zk_client(struct wzk *z)
+{
+    return z->zk;
+}
