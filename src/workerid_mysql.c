@@ -46,6 +46,7 @@ struct wmysql {
     struct mysql_target t;
     char         *where;
     unsigned int  timeout_s;
+    unsigned int  last_errno;   /* of the last wm_fail, 0 none */
     MYSQL        *db;
 };
 
@@ -65,6 +66,7 @@ wm_fail(struct wmysql *m, MYSQL_STMT *st, const char *what, char **cause)
     unsigned int err = st != NULL ? mysql_stmt_errno(st) : mysql_errno(m->db);
 
     *cause = xasprintf("mysql %s: %s: %s (%u)", m->where, what, text, err);
+    m->last_errno = err;
     if (st != NULL)
         mysql_stmt_close(st);
     mysql_rollback(m->db);
@@ -177,8 +179,8 @@ struct wm_row {
 };
 
 static int
-wm_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
-         int64_t *fence_ms, char **cause)
+wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
+              int64_t *fence_ms, char **cause)
 {
     struct wmysql *m = arg;
     struct wm_row row, *rows = NULL;
@@ -299,6 +301,35 @@ rollback:
     free(rows);
     mysql_rollback(m->db);
     return rc;
+}
+
+/* The claim locks every row (and the gaps) FOR UPDATE; two nodes claiming at
+ * once into an empty or gapped table can deadlock on the gap locks, and
+ * InnoDB rolls one back (1213) or it times out waiting (1205). Neither means
+ * the store is down: that claim runs again at once, a few times. */
+#define WM_ER_LOCK_WAIT_TIMEOUT 1205
+#define WM_ER_LOCK_DEADLOCK     1213
+#define WM_CLAIM_TRIES          5
+
+static int
+wm_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
+         int64_t *fence_ms, char **cause)
+{
+    struct wmysql *m = arg;
+    int rc;
+
+    for (int i = 1;; i++) {
+        m->last_errno = 0;
+        rc = wm_claim_once(arg, c, worker, fence_ms, cause);
+        if (rc != WLEASE_DOWN || i == WM_CLAIM_TRIES ||
+            (m->last_errno != WM_ER_LOCK_DEADLOCK &&
+             m->last_errno != WM_ER_LOCK_WAIT_TIMEOUT))
+            return rc;
+        log_info("snowflake: leaf_worker claim rolled back (%s); again",
+                 *cause);
+        free(*cause);
+        *cause = NULL;
+    }
 }
 
 /* UPDATE ... WHERE instance = nonce, one transaction: WLEASE_OK, _LOST
