@@ -14,7 +14,8 @@ sees the same machine noise):
   RESP       redis-benchmark -c CONNS against leafd's Redis-protocol
              listener: INCR demo without and with -P 16, and LEAF.SEGMENT
              demo 1000, beside redis-server's INCR in the same run; ops/s,
-             p50, p99 and the server's CPU per operation.
+             p50, p99 and the server's CPU per operation. INCR again with
+             http.busy_poll_us=BUSY_POLL_US (a second leafd).
   peers      Redis INCR (redis-benchmark, with and without -P 16, same
              connection count); MariaDB one transaction per ID (UPDATE max_id
              = max_id + 1; SELECT) and MariaDB SEQUENCE NEXTVAL
@@ -43,7 +44,7 @@ sees the same machine noise):
                                              # client startup footprint dbload
 
 Environment: ROUNDS (3), DURATION (5 s per wrk/peer run), CONNS (64),
-THREADS (1,2), DBCONNS (16), STARTUP_RUNS (5), FOOTPRINT_TAGS (10000),
+THREADS (1,2), BUSY_POLL_US (50), DBCONNS (16), STARTUP_RUNS (5), FOOTPRINT_TAGS (10000),
 DBLOAD (0), DBLOAD_SECONDS (120), DBLOAD_RATE (2000).
 """
 import os
@@ -69,6 +70,7 @@ MARIADB_SH = os.path.join(ROOT, "tests", "lib", "mariadb.sh")
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 DURATION = int(os.environ.get("DURATION", "5"))
 CONNS = int(os.environ.get("CONNS", "64"))
+BUSY_POLL_US = int(os.environ.get("BUSY_POLL_US", "50"))
 THREADS = os.environ.get("THREADS", "1,2")
 DBCONNS = int(os.environ.get("DBCONNS", "16"))
 STARTUP_RUNS = int(os.environ.get("STARTUP_RUNS", "5"))
@@ -206,7 +208,7 @@ http {
 
 
 class Leafd:
-    def __init__(self, workdir, threads, name=None):
+    def __init__(self, workdir, threads, name=None, extra=()):
         self.dir = os.path.join(workdir, name or "leafd-%d" % threads)
         os.makedirs(self.dir, exist_ok=True)
         self.port = free_port()
@@ -215,7 +217,7 @@ class Leafd:
                                       "--resp.listen.port=%d" % self.rport,
                                       "--threads=%d" % threads,
                                       "--segment.count_max=100000",
-                                      "--log.level=warn"],
+                                      "--log.level=warn"] + list(extra),
                                      cwd=self.dir, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
         wait_port(self.port)
@@ -504,6 +506,14 @@ def main():
                                        ("resp_seg1000", ["-P", "1", "LEAF.SEGMENT", "demo",
                                                          "1000"], 1000)):
                     targets.append(((key, n), RespTarget(lf, args, per).run))
+                # The same with http.busy_poll_us: the I/O thread polls
+                # before it sleeps (more CPU, fewer wakeups).
+                bp = Leafd(work, n, name="leafd-busypoll-%d" % n,
+                           extra=["--http.busy_poll_us=%d" % BUSY_POLL_US])
+                servers.append(bp)
+                for key, args in (("resp_incr_bp", ["-P", "1", "INCR", "demo"]),
+                                  ("resp_incr16_bp", ["-P", "16", "INCR", "demo"])):
+                    targets.append(((key, n), RespTarget(bp, args, 1).run))
         if (want("peers") or want("resp")) and have("redis-server") and have("redis-benchmark"):
             rd = Redis(work)
             servers.append(rd)
@@ -720,6 +730,10 @@ def main():
               "%.1fus" % med(results[("redis", 1)], "cpu_us"), "(baseline)"))
         for n in threads:
             resp_row("  leafd INCR demo", "resp_incr", n, ("redis", 1), ">= 1.0x redis")
+        for n in threads:
+            if ("resp_incr_bp", n) in results:
+                resp_row("  leafd INCR demo, busy_poll_us=%d" % BUSY_POLL_US, "resp_incr_bp",
+                         n, ("redis", 1), ">= 1.0x redis")
         p(row("  redis-server INCR k -P 16", 1, CONNS, fmt_rate(med(results[("redis", 16)], "ids")),
               fmt_int(med(results[("redis", 16)], "rps")),
               "%.3f" % med(results[("redis", 16)], "p50"),
@@ -727,6 +741,10 @@ def main():
               "%.1fus" % med(results[("redis", 16)], "cpu_us"), "(baseline)"))
         for n in threads:
             resp_row("  leafd INCR demo -P 16", "resp_incr16", n, ("redis", 16), ">= 1.0x redis")
+        for n in threads:
+            if ("resp_incr16_bp", n) in results:
+                resp_row("  leafd INCR demo -P 16, busy_poll_us=%d" % BUSY_POLL_US,
+                         "resp_incr16_bp", n, ("redis", 16), ">= 1.0x redis")
         for n in threads:
             rs = results[("resp_seg1000", n)]
             ratio = ""

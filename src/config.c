@@ -70,6 +70,10 @@ static const struct key keys[] = {
       "request line plus headers at most (over: 431)" },
     { "http.max_url_bytes", K_INT, OFF(max_url_bytes), 64, 1048576, "2048", NULL,
       "request target at most (over: 414)" },
+    { "http.busy_poll_us", K_INT, OFF(busy_poll_us), 0, 10000, "0", NULL,
+      "after serving, an I/O thread polls this long before it sleeps, so a "
+      "client's next request finds it awake (more CPU, more req/s under "
+      "load; 0: sleep at once)" },
     { "shutdown_timeout_ms", K_INT, OFF(shutdown_timeout_ms), 0, 600000, "5000", NULL,
       "on SIGTERM, wait this long at most for requests in flight" },
     { "log.level", K_ENUM, OFF(log_level), 0, 0, "info", level_names,

@@ -48,6 +48,7 @@ struct config {
     int64_t  idle_timeout_ms;      /* http.idle_timeout_ms */
     int64_t  max_header_bytes;     /* http.max_header_bytes */
     int64_t  max_url_bytes;        /* http.max_url_bytes */
+    int64_t  busy_poll_us;         /* http.busy_poll_us */
     int64_t  shutdown_timeout_ms;  /* shutdown_timeout_ms */
     int      log_level;            /* log.level */
     char    *log_file;             /* log.file ("" = stderr) */

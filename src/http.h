@@ -62,6 +62,7 @@ struct http_config {
     int         max_header_bytes;  /* request line + headers; over: 431 */
     int         max_url_bytes;     /* request target; over: 414 */
     int         max_body_bytes;    /* Content-Length over this: 413 */
+    int         busy_poll_us;      /* poll this long before sleeping; 0 */
     int         resp_enable;       /* also listen for RESP (see above) */
     const char *resp_address;      /* "" or NULL: any address */
     int         resp_port;         /* 0: pick a free port (tests) */

@@ -859,6 +859,7 @@ conn_read_cb(evutil_socket_t fd, short what, void *arg)
         return;
     }
     t->now_us = 0;
+    t->reads++;
     conn_run_read(c);
 }
 

@@ -77,6 +77,7 @@ struct http_thread {
     struct event        send_ev;        /* local: send what sendq holds */
     struct http_conn   *sendq;          /* answers waiting for send_ev */
     int                 send_armed;     /* send_ev is active */
+    uint64_t            reads;          /* read callbacks run (owner only) */
     uint64_t            retry_bits;     /* owner only: buckets to retry */
     _Atomic uint64_t    wake_bits;      /* set by http_wake, taken by owner */
     const struct timeval *idle_tv;      /* common timeout */

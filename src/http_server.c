@@ -206,6 +206,36 @@ thread_send(struct http_thread *t, unsigned cmd)
         log_warn("write eventfd: %s", strerror(errno));
 }
 
+/* The event loop. With busy_poll_us, a thread that has just read keeps
+ * polling (epoll_wait without a timeout) that long before it blocks: a
+ * client that sends again within it finds the thread awake, so neither side
+ * pays for a wakeup. An idle thread blocks as usual. Every loopbreak is
+ * called from this thread's callbacks, inside event_base_loop, so
+ * event_base_got_break sees it when the call returns. */
+static void
+thread_loop(struct http_thread *t)
+{
+    int64_t spin = t->s->cfg.busy_poll_us, last_read;
+    uint64_t reads;
+    int flags;
+
+    if (spin <= 0) {
+        event_base_loop(t->base, EVLOOP_NO_EXIT_ON_EMPTY);
+        return;
+    }
+    last_read = util_mono_us();
+    for (;;) {
+        reads = t->reads;
+        flags = util_mono_us() - last_read < spin ? EVLOOP_NONBLOCK
+                                                  : EVLOOP_ONCE;
+        event_base_loop(t->base, flags | EVLOOP_NO_EXIT_ON_EMPTY);
+        if (event_base_got_break(t->base))
+            return;
+        if (t->reads != reads)
+            last_read = util_mono_us();
+    }
+}
+
 static void *
 thread_main(void *arg)
 {
@@ -215,7 +245,7 @@ thread_main(void *arg)
     http_tl_index = t->index;
     if (s->thread_cb != NULL)
         s->thread_cb(t->index, 1, s->arg);
-    event_base_loop(t->base, EVLOOP_NO_EXIT_ON_EMPTY);
+    thread_loop(t);
     while (t->conns != NULL)
         http_conn_free(t->conns);
     if (s->thread_cb != NULL)

@@ -307,6 +307,7 @@ start(struct leafd *d, char **cause)
     hc.max_header_bytes = (int)cfg->max_header_bytes;
     hc.max_url_bytes = (int)cfg->max_url_bytes;
     hc.max_body_bytes = 65536;
+    hc.busy_poll_us = (int)cfg->busy_poll_us;
     hc.resp_enable = cfg->resp_port != 0;
     hc.resp_address = cfg->resp_address;
     hc.resp_port = (int)cfg->resp_port;

@@ -182,6 +182,20 @@ waker_main(void *arg)
     return NULL;
 }
 
+static int busy_poll_us;    /* the busy_poll tcase sets it */
+
+static void
+busy_on(void)
+{
+    busy_poll_us = 2000;
+}
+
+static void
+busy_off(void)
+{
+    busy_poll_us = 0;
+}
+
 static int
 srv_start(int max_conns, int idle_ms)
 {
@@ -189,7 +203,7 @@ srv_start(int max_conns, int idle_ms)
         .address = "127.0.0.1", .port = 0, .threads = 2,
         .max_connections = max_conns, .idle_timeout_ms = idle_ms,
         .max_header_bytes = 1024, .max_url_bytes = 256,
-        .max_body_bytes = 100,
+        .max_body_bytes = 100, .busy_poll_us = busy_poll_us,
     };
     char *cause = NULL;
 
@@ -383,6 +397,47 @@ START_TEST(test_get_keepalive)
     ck_assert_uint_eq(st.connections_total, 1);
     ck_assert_int_eq(http_thread_index(), -1);
     cl_close(cl);
+    srv_finish(1000);
+}
+END_TEST
+
+static int64_t
+cpu_ms(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_SELF, &ru);
+    return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+}
+
+/* busy_poll_us: a thread that has just read polls instead of sleeping for
+ * that long, then sleeps; an idle server uses no CPU. */
+START_TEST(test_busy_poll_then_sleep)
+{
+    int port, spin_ms = 300;
+    struct client *cl;
+    struct resp r;
+    int64_t c0, idle, busy;
+
+    busy_poll_us = spin_ms * 1000;
+    port = srv_start(100, 5000);
+    cl = cl_open(port);
+    usleep((useconds_t)(2 * spin_ms) * 1000);   /* past the start's window */
+    c0 = cpu_ms();
+    usleep(200 * 1000);
+    idle = cpu_ms() - c0;
+    get(cl, "/spin", &r);
+    ck_assert_str_eq(r.body, "/spin");
+    c0 = cpu_ms();
+    usleep(200 * 1000);
+    busy = cpu_ms() - c0;
+    ck_assert_msg(idle < 40, "idle server used %lld ms of CPU in 200 ms",
+                  (long long)idle);
+    ck_assert_msg(busy >= 40, "busy polling used only %lld ms of CPU in "
+                  "200 ms", (long long)busy);
+    cl_close(cl);
+    busy_poll_us = 0;
     srv_finish(1000);
 }
 END_TEST
@@ -946,16 +1001,6 @@ START_TEST(test_garbage_clients)
 }
 END_TEST
 
-static int64_t
-cpu_ms(void)
-{
-    struct rusage ru;
-
-    getrusage(RUSAGE_SELF, &ru);
-    return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
-           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
-}
-
 /* Out of descriptors: accept fails with EMFILE; the listener must back off
  * (not spin) and recover once descriptors are free again. */
 START_TEST(test_emfile_backoff)
@@ -1179,6 +1224,22 @@ http_suite(void)
     tcase_add_test(tc, test_keyed_wake);
     tcase_add_test(tc, test_park_wake_race);
     tcase_add_test(tc, test_reject_holds_no_fd);
+    tcase_add_test(tc, test_busy_poll_then_sleep);
+    suite_add_tcase(s, tc);
+
+    /* The event loop's busy-polling variant, under the same tests. */
+    tc = tcase_create("busy_poll");
+    tcase_set_timeout(tc, 20);
+    tcase_add_checked_fixture(tc, busy_on, busy_off);
+    tcase_add_test(tc, test_get_keepalive);
+    tcase_add_test(tc, test_pipelined);
+    tcase_add_test(tc, test_pipelined_with_park);
+    tcase_add_test(tc, test_idle_timeout);
+    tcase_add_test(tc, test_park_wake_and_timeout);
+    tcase_add_test(tc, test_stop_in_flight);
+    tcase_add_test(tc, test_stop_timeout);
+    tcase_add_test(tc, test_keyed_wake);
+    tcase_add_test(tc, test_park_wake_race);
     suite_add_tcase(s, tc);
     return s;
 }
