@@ -14,16 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "config.h"
-
-#define FUZZ_ASSERT(c)                                                       \
-    do {                                                                     \
-        if (!(c)) {                                                          \
-            fprintf(stderr, "fuzz_config: %s:%d: invariant failed: %s\n",   \
-                    __FILE__, __LINE__, #c);                                 \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
 
 static void
 check_valid(const struct config *c)
@@ -52,8 +44,6 @@ check_valid(const struct config *c)
                 c->log_file != NULL && c->sqlite_path != NULL &&
                 c->cache_file != NULL && c->sf_ip != NULL);
 }
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

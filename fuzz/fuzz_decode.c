@@ -21,17 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "sfcodec.h"
 #include "util.h"
-
-#define FUZZ_ASSERT(c)                                                       \
-    do {                                                                     \
-        if (!(c)) {                                                          \
-            fprintf(stderr, "fuzz_decode: %s:%d: invariant failed: %s\n",   \
-                    __FILE__, __LINE__, #c);                                 \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
 
 #define EPOCH_MAX 4102444800000LL   /* snowflake.epoch_ms's upper bound */
 
@@ -92,8 +84,6 @@ check_json(const struct sbuf *b, const struct sfcodec_decoded *d, int leaf_forma
     }
     json_decref(j);
 }
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -22,16 +22,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "fuzz.h"
 #include "http_parse.h"
-
-#define FUZZ_ASSERT(c)                                                       \
-    do {                                                                     \
-        if (!(c)) {                                                          \
-            fprintf(stderr, "fuzz_http_parse: %s:%d: invariant failed: %s\n", \
-                    __FILE__, __LINE__, #c);                                 \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
 
 static const struct {
     size_t max_head, max_url;
@@ -181,8 +173,6 @@ check_prefix(const char *buf, size_t plen, size_t max_head, size_t max_url,
     if (r == HTTP_PARSE_OK)
         FUZZ_ASSERT(same_msg(&m, fm));
 }
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -15,17 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "ulid.h"
 #include "uuid7.h"
-
-#define FUZZ_ASSERT(c)                                                       \
-    do {                                                                     \
-        if (!(c)) {                                                          \
-            fprintf(stderr, "fuzz_idkinds: %s:%d: invariant failed: %s\n",  \
-                    __FILE__, __LINE__, #c);                                 \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
 
 static int
 lower(int c)
@@ -77,8 +69,6 @@ ref_ulid(const char *s, size_t len, char *canon)
     }
     return 1;
 }
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -14,16 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "multi_block.h"
-
-#define FUZZ_ASSERT(c)                                                       \
-    do {                                                                     \
-        if (!(c)) {                                                          \
-            fprintf(stderr, "fuzz_multi_block: %s:%d: %s\n", __FILE__,        \
-                    __LINE__, #c);                                           \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
 
 static int64_t
 take(const uint8_t **p, size_t *n)
@@ -36,8 +28,6 @@ take(const uint8_t **p, size_t *n)
     *n -= k;
     return v;
 }
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -17,20 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "resp_parse.h"
 
-#define FUZZ_ASSERT(c)                                                       \
-    do {                                                                     \
-        if (!(c)) {                                                          \
-            fprintf(stderr, "fuzz_resp_parse: %s:%d: invariant failed: %s\n", \
-                    __FILE__, __LINE__, #c);                                 \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
-
 static const struct resp_limits lim = { 16, 512, 1024 };
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -25,17 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "log.h"
 #include "segment.h"
-
-#define FUZZ_ASSERT(c)                                                       \
-    do {                                                                     \
-        if (!(c)) {                                                          \
-            fprintf(stderr, "fuzz_segment_model: %s:%d: invariant failed: "  \
-                    "%s\n", __FILE__, __LINE__, #c);                         \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
 
 #define ID_SPACE   (1 << 17)                /* IDs stay below this */
 
@@ -114,8 +106,6 @@ check_answer(int tag, int64_t n, const struct segment_take *st)
     }
     FUZZ_ASSERT(total == n);
 }
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -13,16 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "util.h"
-
-#define FUZZ_ASSERT(c)                                                       \
-    do {                                                                     \
-        if (!(c)) {                                                          \
-            fprintf(stderr, "fuzz_util: %s:%d: invariant failed: %s\n",     \
-                    __FILE__, __LINE__, #c);                                 \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
 
 static int
 ref_u64(const char *s, size_t len, uint64_t *out)
@@ -111,8 +103,6 @@ ref_tag(const char *s, size_t len)
             return 0;
     return 1;
 }
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

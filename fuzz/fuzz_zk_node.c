@@ -14,18 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "workerid_zk_node.h"
-
-#define FUZZ_ASSERT(c)                                                       \
-    do {                                                                     \
-        if (!(c)) {                                                          \
-            fprintf(stderr, "fuzz_zk_node: %s:%d: invariant failed: %s\n",   \
-                    __FILE__, __LINE__, #c);                                 \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
