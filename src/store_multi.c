@@ -467,8 +467,11 @@ multi_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
             }
             atomic_store(&shared.preferred, i);
             floor_raise(tag, *max_id);
-            assert(*max_id - step >= floor || floor == 0 ||
-                   *max_id - step >= 1);
+            /* [*max_id - step, *max_id): at or above the floor, inside one
+             * block database i owns (its row matched want in the load's
+             * transaction). */
+            assert(*max_id - step >= floor &&
+                   store_block_owns(&want, *max_id - step, step));
             free(last);
             return STORE_OK;
         case STORE_DB_ERROR:
