@@ -43,6 +43,16 @@
  * periodic refresh once its backoff (0.5 s, then 1 s) has passed, so
  * no load waits on a dead database twice. When every database is down,
  * those whose backoff has passed are tried.
+ *
+ * Serial numbers' period rows ("PAY:20261123", "PAY:all") live in the first
+ * database alone: a serial's sequence must come from one counter, and
+ * blocks would overflow its digits. store_serial_alloc goes to the first
+ * database and creates its rows with description STORE_SERIAL_DESCRIPTION
+ * (store_insert refuses that description for other rows): that description,
+ * never the row's name, is what start-up checks and multi-db init leave
+ * out. Serials wait out an outage of the first database (their buffers,
+ * then 503 serial_unavailable); every other row, whatever its name, is a
+ * segment tag: in every database, with failover.
  */
 #include <assert.h>
 #include <pthread.h>
@@ -98,7 +108,7 @@ struct store_multi {
 };
 
 static const struct store_ops multi_ops;
-static int is_serial_row(const char *tag);
+static int is_serial_row(const struct store_row *row);
 
 /* ---- health ---- */
 
@@ -269,11 +279,11 @@ multi_check(struct store_multi *m, const struct config *cfg, char **cause)
         while (a < nrows[ref] || b < nrows[i]) {
             int c;
 
-            if (a < nrows[ref] && is_serial_row(rows[ref][a].biz_tag)) {
+            if (a < nrows[ref] && is_serial_row(&rows[ref][a])) {
                 a++;
                 continue;
             }
-            if (b < nrows[i] && is_serial_row(rows[i][b].biz_tag)) {
+            if (b < nrows[i] && is_serial_row(&rows[i][b])) {
                 b++;
                 continue;
             }
@@ -358,7 +368,12 @@ store_multi_open(const struct config *cfg, char **cause)
         if (multi_check(m, cfg, cause) == -1) {
             store_close(&m->base);
             pthread_mutex_lock(&shared.lock);
-            shared.ready = 0;
+            shared.ready = 0;           /* nothing of this try is kept */
+            shared.want_known = 0;
+            for (int i = 0; i < n; i++) {
+                free(shared.db[i].url);
+                shared.db[i].url = NULL;
+            }
             pthread_mutex_unlock(&shared.lock);
             return NULL;
         }
@@ -597,21 +612,13 @@ multi_get(struct store *s, const char *tag, struct store_row *row, char **cause)
     return STORE_DB_ERROR;
 }
 
-/* Serial numbers' period rows (serial.c: "<code>:<digits>") live in the
- * first database alone: a serial's sequence must come from one counter, and
- * blocks would overflow its digits. So serials wait out an outage of the
- * first database (their buffers, then 503 serial_unavailable); the other
- * tags fail over. */
+/* Serial numbers' period rows live in the first database alone (see
+ * DESIGN): a row is one when its description is the one store_serial_alloc
+ * writes, whatever its name ("order:2024" may be a segment tag). */
 static int
-is_serial_row(const char *tag)
+is_serial_row(const struct store_row *row)
 {
-    const char *c = strrchr(tag, ':');
-    size_t n;
-
-    if (c == NULL || c == tag)
-        return 0;
-    n = strlen(c + 1);
-    return n >= 1 && n <= 14 && strspn(c + 1, "0123456789") == n;
+    return strcmp(row->description, STORE_SERIAL_DESCRIPTION) == 0;
 }
 
 static enum store_result
@@ -800,7 +807,7 @@ store_multi_init(const struct config *cfg, char **urls, int n,
                 size_t w = 0;
 
                 for (size_t k = 0; k < nr; k++)
-                    if (!is_serial_row(rows[k].biz_tag))
+                    if (!is_serial_row(&rows[k]))
                         rows[w++] = rows[k];
                 nr = w;
             }
@@ -843,7 +850,7 @@ store_multi_init(const struct config *cfg, char **urls, int n,
         for (size_t k = 0; k < nr; k++) {
             size_t j;
 
-            if (is_serial_row(rows[k].biz_tag))
+            if (is_serial_row(&rows[k]))
                 continue;           /* the first database's alone */
             for (j = 0; j < nall; j++)
                 if (strcmp(all[j].biz_tag, rows[k].biz_tag) == 0)

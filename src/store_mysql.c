@@ -93,7 +93,8 @@ static const char sql_now_ms[] =
  * duplicate key is ignored; any other error is one). */
 static const char sql_insert_serial[] =
     "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) "
-    "VALUES (?, 1, ?, 'serial period') ON DUPLICATE KEY UPDATE biz_tag = biz_tag";
+    "VALUES (?, 1, ?, '" STORE_SERIAL_DESCRIPTION "') "
+    "ON DUPLICATE KEY UPDATE biz_tag = biz_tag";
 
 static const struct store_ops mysql_ops;
 
