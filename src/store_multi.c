@@ -555,43 +555,30 @@ multi_probe(struct store_multi *m)
     }
 }
 
+/* A read (get, list) on one database. */
+struct multi_read {
+    const char        *tag;             /* get */
+    struct store_row  *row;             /* get */
+    struct store_row **rows;            /* list */
+    size_t            *n;               /* list */
+};
+
+typedef enum store_result (*multi_read_cb)(struct store *sub,
+                                           const struct multi_read *rd,
+                                           char **cause);
+
+/* Run read on the databases in multi_order's order until one answers
+ * (anything but STORE_DB_ERROR); each that fails is marked down. */
 static enum store_result
-multi_list(struct store *s, struct store_row **rows, size_t *n, char **cause)
+multi_read(struct store_multi *m, multi_read_cb read,
+           const struct multi_read *rd, char **cause)
 {
-    struct store_multi *m = (struct store_multi *)s;
-    int order[STORE_MULTI_MAX], k = 0, cnt;
-    char *last = NULL;
-
-    multi_probe(m);
-    cnt = multi_order(m, order);
-    for (k = 0; k < cnt; k++) {
-        char *why = NULL;
-
-        if (store_list(m->sub[order[k]], rows, n, &why) == STORE_OK) {
-            free(last);
-            return STORE_OK;
-        }
-        mark_down(order[k], why);
-        free(last);
-        last = why;
-    }
-    if (cause != NULL)
-        *cause = last != NULL ? last : xstrdup("every segment database is down");
-    else
-        free(last);
-    return STORE_DB_ERROR;
-}
-
-static enum store_result
-multi_get(struct store *s, const char *tag, struct store_row *row, char **cause)
-{
-    struct store_multi *m = (struct store_multi *)s;
     int order[STORE_MULTI_MAX], cnt = multi_order(m, order);
     char *last = NULL;
 
     for (int k = 0; k < cnt; k++) {
         char *why = NULL;
-        enum store_result r = store_get(m->sub[order[k]], tag, row, &why);
+        enum store_result r = read(m->sub[order[k]], rd, &why);
 
         if (r != STORE_DB_ERROR) {
             free(last);
@@ -610,6 +597,36 @@ multi_get(struct store *s, const char *tag, struct store_row *row, char **cause)
     else
         free(last);
     return STORE_DB_ERROR;
+}
+
+static enum store_result
+list_one(struct store *sub, const struct multi_read *rd, char **cause)
+{
+    return store_list(sub, rd->rows, rd->n, cause);
+}
+
+static enum store_result
+get_one(struct store *sub, const struct multi_read *rd, char **cause)
+{
+    return store_get(sub, rd->tag, rd->row, cause);
+}
+
+static enum store_result
+multi_list(struct store *s, struct store_row **rows, size_t *n, char **cause)
+{
+    struct store_multi *m = (struct store_multi *)s;
+    struct multi_read rd = { .rows = rows, .n = n };
+
+    multi_probe(m);
+    return multi_read(m, list_one, &rd, cause);
+}
+
+static enum store_result
+multi_get(struct store *s, const char *tag, struct store_row *row, char **cause)
+{
+    struct multi_read rd = { .tag = tag, .row = row };
+
+    return multi_read((struct store_multi *)s, get_one, &rd, cause);
 }
 
 /* Serial numbers' period rows live in the first database alone (see

@@ -1252,6 +1252,18 @@ START_TEST(test_multi_serial_rows)
     ck_assert_msg(store_alloc(m, "order:2024", 10, &max_id, &step, &cause) ==
                   STORE_OK, "failover: %s", cause);
     ck_assert_int_eq((max_id - 10) / block % 2, 1);
+    /* Reads go to the database that answered last, now database 1. */
+    expect_row(m, "order:2024", STORE_OK);
+    expect_row(m, "PAY:all", STORE_NOT_FOUND);
+    {
+        struct store_row *rows;
+        size_t n;
+
+        ck_assert_int_eq(store_list(m, &rows, &n, &cause), STORE_OK);
+        ck_assert_int_eq(n, 1);
+        ck_assert_str_eq(rows[0].biz_tag, "order:2024");
+        free(rows);
+    }
     /* A serial's new period: the first database's alone. */
     serial_row(m, "PAY:20261124");
     expect_row(one[0], "PAY:20261124", STORE_OK);
