@@ -316,6 +316,89 @@ my_fetch(struct store_mysql *m, MYSQL_STMT *st, const char *what,
     return my_fail(m, st, what, cause);
 }
 
+/* One statement prepared for this call: executed with p, its result (when
+ * r) stored for my_fetch. 0 with *st to close; 1 when the prepare failed
+ * with error absent (e.g. ER_NO_SUCH_TABLE; 0: none), *st closed and the
+ * transaction still usable; -1 after my_fail (*st closed). */
+static int
+my_adhoc(struct store_mysql *m, const char *sql, MYSQL_BIND *p, MYSQL_BIND *r,
+         MYSQL_STMT **st, const char *what, unsigned int absent, char **cause)
+{
+    int rc;
+
+    if ((*st = mysql_stmt_init(m->db)) == NULL)
+        return my_fail(m, NULL, "mysql_stmt_init", cause);
+    if (mysql_stmt_prepare(*st, sql, strlen(sql)) != 0) {
+        if (absent == 0 || mysql_stmt_errno(*st) != absent)
+            goto fail;
+        mysql_stmt_close(*st);
+        *st = NULL;
+        return 1;
+    }
+    if ((p != NULL && mysql_stmt_bind_param(*st, p) != 0) ||
+        mysql_stmt_execute(*st) != 0 ||
+        (r != NULL && (mysql_stmt_bind_result(*st, r) != 0 ||
+                       mysql_stmt_store_result(*st) != 0)))
+        goto fail;
+    return 0;
+
+fail:
+    rc = my_fail(m, *st, what, cause);
+    mysql_stmt_close(*st);
+    *st = NULL;
+    return rc;
+}
+
+/* A statement without a result, prepared for this call. 0, or -1 after
+ * my_fail. */
+static int
+my_run(struct store_mysql *m, const char *sql, MYSQL_BIND *p, const char *what,
+       char **cause)
+{
+    MYSQL_STMT *st;
+
+    if (my_adhoc(m, sql, p, NULL, &st, what, 0, cause) == -1)
+        return -1;
+    mysql_stmt_close(st);
+    return 0;
+}
+
+/* COMMIT. 0, or -1 after my_fail: it may have committed all the same, so
+ * the call is not run again (my_retry). */
+static int
+my_commit(struct store_mysql *m, char **cause)
+{
+    if (mysql_commit(m->db) == 0)
+        return 0;
+    my_fail(m, NULL, "COMMIT", cause);
+    m->stale = 0;
+    return -1;
+}
+
+/* The body of a call, inside the transaction my_tx opened; it ends it
+ * (my_commit, my_rollback or my_fail). */
+typedef enum store_result (*my_tx_fn)(struct store_mysql *m, void *arg,
+                                      char **cause);
+
+/* One call as one transaction: connect if needed and run body; run it once
+ * more when a connection kept from an earlier call was found dead at once
+ * (my_retry). */
+static enum store_result
+my_tx(struct store_mysql *m, my_tx_fn body, void *arg, char **cause)
+{
+    int reused;
+    int64_t t0;
+    enum store_result rc;
+
+    for (int attempt = 0;; attempt++) {
+        if (my_begin(m, &reused, &t0, cause) == -1)
+            return STORE_DB_ERROR;
+        rc = body(m, arg, cause);
+        if (rc != STORE_DB_ERROR || !my_retry(m, attempt, reused, t0, cause))
+            return rc;
+    }
+}
+
 static enum store_result
 my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
               int64_t *max_id, int64_t *db_step, char **cause)
@@ -383,42 +466,55 @@ my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
                         m->where, tag);
         return STORE_DB_ERROR;
     }
-    if (mysql_commit(m->db) != 0) {
-        /* Maybe committed, maybe not: either way the range is not used. */
-        my_fail(m, NULL, "COMMIT", cause);
-        m->stale = 0;
-        return STORE_DB_ERROR;
-    }
+    if (my_commit(m, cause) == -1)
+        return STORE_DB_ERROR;      /* either way the range is not used */
     *max_id = v_max;
     *db_step = v_dbstep;
     return STORE_OK;
+}
+
+struct my_alloc_arg {
+    const char *tag;
+    int64_t     step;
+    int64_t    *max_id, *db_step;
+};
+
+static enum store_result
+my_alloc_body(struct store_mysql *m, void *arg, char **cause)
+{
+    const struct my_alloc_arg *a = arg;
+
+    return my_alloc_once(m, a->tag, a->step, a->max_id, a->db_step, cause);
 }
 
 static enum store_result
 mysql_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
             int64_t *db_step, char **cause)
 {
-    struct store_mysql *m = (struct store_mysql *)s;
-    int reused, rc;
-    int64_t t0;
+    struct my_alloc_arg a = { tag, step, max_id, db_step };
 
-    for (int attempt = 0;; attempt++) {
-        if (my_begin(m, &reused, &t0, cause) == -1)
-            return STORE_DB_ERROR;
-        rc = my_alloc_once(m, tag, step, max_id, db_step, cause);
-        if (rc != -1 || !my_retry(m, attempt, reused, t0, cause))
-            return rc;
-    }
+    return my_tx((struct store_mysql *)s, my_alloc_body, &a, cause);
 }
 
+struct my_serial_arg {
+    int64_t             offset_ms;
+    store_serial_key_fn key;
+    void               *arg;
+    int64_t             step;
+    int64_t            *db_ms;
+    char               *tag;
+    size_t              cap;
+    int64_t            *max_id;
+};
+
 static enum store_result
-my_serial_alloc_once(struct store_mysql *m, int64_t offset_ms,
-                     store_serial_key_fn key, void *arg, int64_t step,
-                     int64_t *db_ms, char *tag, size_t cap, int64_t *max_id,
-                     char **cause)
+my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
 {
+    const struct my_serial_arg *a = arg;
+    int64_t step = a->step, *db_ms = a->db_ms;
+    char *tag = a->tag;
     MYSQL_BIND p[2], r[1];
-    long long v_off = offset_ms, v_now = 0, v_step = step;
+    long long v_off = a->offset_ms, v_now = 0, v_step = step;
     unsigned long tag_len;
     int64_t db_step = 0;
     enum store_result res;
@@ -439,7 +535,7 @@ my_serial_alloc_once(struct store_mysql *m, int64_t offset_ms,
         return STORE_DB_ERROR;
     }
     *db_ms = v_now;
-    if (key(arg, *db_ms, tag, cap) == -1) {
+    if (a->key(a->arg, *db_ms, tag, a->cap) == -1) {
         if (my_rollback(m, cause) == -1)
             return STORE_DB_ERROR;
         store_set_cause(cause, "no serial row name for database time %lld",
@@ -451,7 +547,7 @@ my_serial_alloc_once(struct store_mysql *m, int64_t offset_ms,
     my_bind_i64(&p[1], &v_step);
     if (my_exec(m, m->insert_serial, p, NULL, "INSERT leaf_alloc", cause) == -1)
         return STORE_DB_ERROR;
-    res = my_alloc_once(m, tag, step, max_id, &db_step, cause);
+    res = my_alloc_once(m, tag, step, a->max_id, &db_step, cause);
     if (res == STORE_NOT_FOUND) {
         /* Only a row whose tag differs in case blocks ours. */
         store_set_cause(cause, "mysql %s: the serial row %s is blocked by a "
@@ -466,19 +562,10 @@ mysql_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
                    void *arg, int64_t step, int64_t *db_ms, char *tag,
                    size_t cap, int64_t *max_id, char **cause)
 {
-    struct store_mysql *m = (struct store_mysql *)s;
-    int reused;
-    enum store_result rc;
-    int64_t t0;
+    struct my_serial_arg a = { offset_ms, key, arg, step, db_ms, tag, cap,
+                               max_id };
 
-    for (int attempt = 0;; attempt++) {
-        if (my_begin(m, &reused, &t0, cause) == -1)
-            return STORE_DB_ERROR;
-        rc = my_serial_alloc_once(m, offset_ms, key, arg, step, db_ms, tag,
-                                  cap, max_id, cause);
-        if (rc != STORE_DB_ERROR || !my_retry(m, attempt, reused, t0, cause))
-            return rc;
-    }
+    return my_tx((struct store_mysql *)s, my_serial_alloc_once, &a, cause);
 }
 
 static void
@@ -526,10 +613,18 @@ my_row(const struct my_rowbuf *rb, struct store_row *row)
     return 0;
 }
 
-static int
-my_get_once(struct store_mysql *m, const char *tag, struct store_row *row,
-            char **cause)
+struct my_get_arg {
+    const char       *tag;
+    struct store_row *row;
+};
+
+/* STORE_OK, STORE_NOT_FOUND or STORE_DB_ERROR (-1, 0, 1 as rc). */
+static enum store_result
+my_get_once(struct store_mysql *m, void *arg, char **cause)
 {
+    const struct my_get_arg *a = arg;
+    const char *tag = a->tag;
+    struct store_row *row = a->row;
     struct my_rowbuf *rb = xmalloc(sizeof *rb);
     unsigned long tag_len = strlen(tag);
     MYSQL_BIND p[1];
@@ -549,30 +644,27 @@ my_get_once(struct store_mysql *m, const char *tag, struct store_row *row,
         rc = my_fail(m, NULL, "COMMIT", cause);
 out:
     free(rb);
-    return rc;
+    return rc == 0 ? STORE_OK : rc == 1 ? STORE_NOT_FOUND : STORE_DB_ERROR;
 }
 
 static enum store_result
 mysql_get(struct store *s, const char *tag, struct store_row *row,
           char **cause)
 {
-    struct store_mysql *m = (struct store_mysql *)s;
-    int reused, rc;
-    int64_t t0;
+    struct my_get_arg a = { tag, row };
 
-    for (int attempt = 0;; attempt++) {
-        if (my_begin(m, &reused, &t0, cause) == -1)
-            return STORE_DB_ERROR;
-        rc = my_get_once(m, tag, row, cause);
-        if (rc != -1 || !my_retry(m, attempt, reused, t0, cause))
-            return rc;
-    }
+    return my_tx((struct store_mysql *)s, my_get_once, &a, cause);
 }
 
-static int
-my_list_once(struct store_mysql *m, struct store_row **rows, size_t *n,
-             char **cause)
+struct my_list_arg {
+    struct store_row **rows;
+    size_t            *n;
+};
+
+static enum store_result
+my_list_once(struct store_mysql *m, void *arg, char **cause)
 {
+    const struct my_list_arg *a = arg;
     struct my_rowbuf *rb = xmalloc(sizeof *rb);
     struct store_row *v = NULL;
     size_t len = 0, cap = 0;
@@ -599,37 +691,36 @@ my_list_once(struct store_mysql *m, struct store_row **rows, size_t *n,
         rc = my_fail(m, NULL, "COMMIT", cause);
         goto out;
     }
-    *rows = v;
-    *n = len;
+    *a->rows = v;
+    *a->n = len;
     v = NULL;
 out:
     free(v);
     free(rb);
-    return rc;
+    return rc == -1 ? STORE_DB_ERROR : STORE_OK;
 }
 
 static enum store_result
 mysql_list(struct store *s, struct store_row **rows, size_t *n, char **cause)
 {
-    struct store_mysql *m = (struct store_mysql *)s;
-    int reused, rc;
-    int64_t t0;
+    struct my_list_arg a = { rows, n };
 
-    for (int attempt = 0;; attempt++) {
-        if (my_begin(m, &reused, &t0, cause) == -1)
-            return STORE_DB_ERROR;
-        rc = my_list_once(m, rows, n, cause);
-        if (rc != -1 || !my_retry(m, attempt, reused, t0, cause))
-            return rc;
-    }
+    return my_tx((struct store_mysql *)s, my_list_once, &a, cause);
 }
 
+struct my_insert_arg {
+    const char *tag;
+    int64_t     max_id, step;
+    const char *description;
+};
+
 static enum store_result
-my_insert_once(struct store_mysql *m, const char *tag, int64_t max_id,
-               int64_t step, const char *description, char **cause)
+my_insert_once(struct store_mysql *m, void *arg, char **cause)
 {
+    const struct my_insert_arg *a = arg;
+    const char *tag = a->tag, *description = a->description;
     MYSQL_BIND p[4];
-    long long v_max = max_id, v_step = step;
+    long long v_max = a->max_id, v_step = a->step;
     unsigned long tag_len = strlen(tag);
     unsigned long desc_len = description != NULL ? strlen(description) : 0;
     my_bool desc_null = description == NULL;
@@ -646,11 +737,8 @@ my_insert_once(struct store_mysql *m, const char *tag, int64_t max_id,
             return my_rollback(m, cause) == -1 ? STORE_DB_ERROR : STORE_EXISTS;
         return my_fail(m, m->insert, "INSERT leaf_alloc", cause);
     }
-    if (mysql_commit(m->db) != 0) {
-        my_fail(m, NULL, "COMMIT", cause);
-        m->stale = 0;
+    if (my_commit(m, cause) == -1)
         return STORE_DB_ERROR;
-    }
     return STORE_OK;
 }
 
@@ -658,18 +746,9 @@ static enum store_result
 mysql_insert(struct store *s, const char *tag, int64_t max_id, int64_t step,
              const char *description, char **cause)
 {
-    struct store_mysql *m = (struct store_mysql *)s;
-    int reused;
-    enum store_result rc;
-    int64_t t0;
+    struct my_insert_arg a = { tag, max_id, step, description };
 
-    for (int attempt = 0;; attempt++) {
-        if (my_begin(m, &reused, &t0, cause) == -1)
-            return STORE_DB_ERROR;
-        rc = my_insert_once(m, tag, max_id, step, description, cause);
-        if (rc != -1 || !my_retry(m, attempt, reused, t0, cause))
-            return rc;
-    }
+    return my_tx((struct store_mysql *)s, my_insert_once, &a, cause);
 }
 
 static void
@@ -783,89 +862,6 @@ const char *
 store_mysql_where(const struct store *s)
 {
     return ((const struct store_mysql *)s)->where;
-}
-
-/* One statement prepared for this call: executed with p, its result (when
- * r) stored for my_fetch. 0 with *st to close; 1 when the prepare failed
- * with error absent (e.g. ER_NO_SUCH_TABLE; 0: none), *st closed and the
- * transaction still usable; -1 after my_fail (*st closed). */
-static int
-my_adhoc(struct store_mysql *m, const char *sql, MYSQL_BIND *p, MYSQL_BIND *r,
-         MYSQL_STMT **st, const char *what, unsigned int absent, char **cause)
-{
-    int rc;
-
-    if ((*st = mysql_stmt_init(m->db)) == NULL)
-        return my_fail(m, NULL, "mysql_stmt_init", cause);
-    if (mysql_stmt_prepare(*st, sql, strlen(sql)) != 0) {
-        if (absent == 0 || mysql_stmt_errno(*st) != absent)
-            goto fail;
-        mysql_stmt_close(*st);
-        *st = NULL;
-        return 1;
-    }
-    if ((p != NULL && mysql_stmt_bind_param(*st, p) != 0) ||
-        mysql_stmt_execute(*st) != 0 ||
-        (r != NULL && (mysql_stmt_bind_result(*st, r) != 0 ||
-                       mysql_stmt_store_result(*st) != 0)))
-        goto fail;
-    return 0;
-
-fail:
-    rc = my_fail(m, *st, what, cause);
-    mysql_stmt_close(*st);
-    *st = NULL;
-    return rc;
-}
-
-/* A statement without a result, prepared for this call. 0, or -1 after
- * my_fail. */
-static int
-my_run(struct store_mysql *m, const char *sql, MYSQL_BIND *p, const char *what,
-       char **cause)
-{
-    MYSQL_STMT *st;
-
-    if (my_adhoc(m, sql, p, NULL, &st, what, 0, cause) == -1)
-        return -1;
-    mysql_stmt_close(st);
-    return 0;
-}
-
-/* COMMIT. 0, or -1 after my_fail: it may have committed all the same, so
- * the call is not run again (my_retry). */
-static int
-my_commit(struct store_mysql *m, char **cause)
-{
-    if (mysql_commit(m->db) == 0)
-        return 0;
-    my_fail(m, NULL, "COMMIT", cause);
-    m->stale = 0;
-    return -1;
-}
-
-/* The body of a call, inside the transaction my_tx opened; it ends it
- * (my_commit, my_rollback or my_fail). */
-typedef enum store_result (*my_tx_fn)(struct store_mysql *m, void *arg,
-                                      char **cause);
-
-/* One call as one transaction: connect if needed and run body; run it once
- * more when a connection kept from an earlier call was found dead at once
- * (my_retry). */
-static enum store_result
-my_tx(struct store_mysql *m, my_tx_fn body, void *arg, char **cause)
-{
-    int reused;
-    int64_t t0;
-    enum store_result rc;
-
-    for (int attempt = 0;; attempt++) {
-        if (my_begin(m, &reused, &t0, cause) == -1)
-            return STORE_DB_ERROR;
-        rc = body(m, arg, cause);
-        if (rc != STORE_DB_ERROR || !my_retry(m, attempt, reused, t0, cause))
-            return rc;
-    }
 }
 
 static const char sql_meta_get[] =
