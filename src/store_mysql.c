@@ -195,8 +195,10 @@ my_prepare(struct store_mysql *m, const char *sql, MYSQL_STMT **st,
     return 0;
 }
 
+/* Connect; with statements, prepare the statements every call uses (they
+ * need leaf_alloc to exist). */
 static int
-my_connect(struct store_mysql *m, char **cause)
+my_connect(struct store_mysql *m, int statements, char **cause)
 {
     unsigned int zero = 0;
     my_bool off = 0;
@@ -222,13 +224,14 @@ my_connect(struct store_mysql *m, char **cause)
     }
     if (mysql_autocommit(m->db, 0) != 0)
         return my_fail(m, NULL, "autocommit off", cause);
-    if (my_prepare(m, sql_update, &m->update, cause) == -1 ||
+    if (statements &&
+        (my_prepare(m, sql_update, &m->update, cause) == -1 ||
         my_prepare(m, sql_select, &m->select, cause) == -1 ||
         my_prepare(m, sql_get, &m->get, cause) == -1 ||
         my_prepare(m, sql_list, &m->list, cause) == -1 ||
         my_prepare(m, sql_insert, &m->insert, cause) == -1 ||
         my_prepare(m, sql_now_ms, &m->now_ms, cause) == -1 ||
-        my_prepare(m, sql_insert_serial, &m->insert_serial, cause) == -1)
+        my_prepare(m, sql_insert_serial, &m->insert_serial, cause) == -1))
         return -1;
     log_info("connected to mysql %s (server %s)", m->where,
              mysql_get_server_info(m->db));
@@ -243,7 +246,7 @@ my_begin(struct store_mysql *m, int *reused, int64_t *t0, char **cause)
     *reused = m->db != NULL;
     m->stale = 0;
     *t0 = util_mono_ms();
-    if (m->db == NULL && my_connect(m, cause) == -1)
+    if (m->db == NULL && my_connect(m, 1, cause) == -1)
         return -1;
     return 0;
 }
@@ -1033,10 +1036,20 @@ my_prepare_tables_once(struct store_mysql *m, void *arg, char **cause)
     return STORE_OK;
 }
 
+/* On a connection of its own without the statements, which need
+ * leaf_alloc: an empty schema is enough. */
 enum store_result
 store_mysql_prepare_tables(struct store *s, char **cause)
 {
-    return my_tx((struct store_mysql *)s, my_prepare_tables_once, NULL, cause);
+    struct store_mysql *m = (struct store_mysql *)s;
+    enum store_result rc;
+
+    my_disconnect(m);
+    if (my_connect(m, 0, cause) == -1)
+        return STORE_DB_ERROR;
+    rc = my_prepare_tables_once(m, NULL, cause);
+    my_disconnect(m);           /* the next call connects with them */
+    return rc;
 }
 
 static enum store_result

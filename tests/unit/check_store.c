@@ -1200,16 +1200,13 @@ START_TEST(test_multi_serial_rows)
         snprintf(sql, sizeof sql, "CREATE DATABASE %s", name[i]);
         url_exec(base, sql);
         urls[i] = url_with_db(base, name[i]);
-        url_exec(urls[i], "CREATE TABLE leaf_alloc (biz_tag varchar(128) NOT "
-                 "NULL DEFAULT '', max_id bigint(20) NOT NULL DEFAULT '1', "
-                 "step int(11) NOT NULL, description varchar(256) DEFAULT "
-                 "NULL, update_time timestamp NOT NULL DEFAULT "
-                 "CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, PRIMARY KEY "
-                 "(biz_tag)) ENGINE=InnoDB");
     }
-    /* A Leaf database with a segment tag and two serial rows. */
+    /* A Leaf database with a segment tag and two serial rows; the second
+     * database is an empty schema (init makes its tables). */
     be.cfg.mysql_url = urls[0];
     one[0] = be_open();
+    ck_assert_msg(store_mysql_prepare_tables(one[0], &cause) == STORE_OK,
+                  "tables: %s", cause);
     ck_assert_int_eq(store_insert(one[0], "order:2024", 1, 10, "orders", &cause),
                      STORE_OK);
     serial_row(one[0], "PAY:20261123");
