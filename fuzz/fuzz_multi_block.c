@@ -57,6 +57,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_ASSERT(k % cnt == r);
         FUZZ_ASSERT(s <= INT64_MAX - step);
         FUZZ_ASSERT((s + step - 1) / mm.block_size == k);
+        FUZZ_ASSERT(store_block_owns(&mm, s, step));
         for (int64_t q = 0; q < r; q++)
             if (start[q] >= 0)
                 FUZZ_ASSERT(start[q] + step <= s || s + step <= start[q]);

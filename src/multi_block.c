@@ -56,6 +56,19 @@ store_block_start(const struct multi_meta *mm, int64_t from, int64_t step)
     return start;
 }
 
+int
+store_block_owns(const struct multi_meta *mm, int64_t start, int64_t step)
+{
+    int64_t b = mm->block_size, k;
+
+    if (b < 1 || mm->db_count < 1 || step < 1 || step > b || start < 1 ||
+        start > INT64_MAX - step)
+        return 0;
+    k = start / b;
+    return k >= mm->since_block && k % mm->db_count == mm->db_index &&
+           (start + step - 1) / b == k;
+}
+
 /* Split segment.mysql.urls at commas (blanks around them ignored). Returns
  * the count, or -1 with *cause. */
 int

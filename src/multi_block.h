@@ -21,6 +21,13 @@ struct multi_meta {
 int64_t store_block_start(const struct multi_meta *mm, int64_t from,
                           int64_t step);
 
+/* 1 when database mm->db_index may hand out [start, start + step): start
+ * >= 1, the whole range inside one block k >= since_block with k mod
+ * db_count = db_index. Every range store_block_start gives passes; the
+ * multi store asserts it of every range a database hands back. */
+int store_block_owns(const struct multi_meta *mm, int64_t start,
+                     int64_t step);
+
 /* Split segment.mysql.urls at commas (blanks around each URL dropped) into
  * urls[] (malloc'd). Returns the count, or -1 with *cause (empty URL,
  * trailing comma, more than max). */

@@ -220,6 +220,11 @@ store_insert(struct store *s, const char *tag, int64_t max_id, int64_t step,
                         STORE_DESC_MAX);
         return STORE_BAD_ARG;
     }
+    if (description != NULL && strcmp(description, STORE_SERIAL_DESCRIPTION) == 0) {
+        store_set_cause(cause, "description '%s' for %s is reserved for serial "
+                        "numbers' rows", description, tag);
+        return STORE_BAD_ARG;
+    }
     return s->ops->insert(s, tag, max_id, step, description, cause);
 }
 

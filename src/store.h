@@ -94,6 +94,11 @@ enum store_result store_alloc(struct store *s, const char *tag, int64_t step,
  * only in case is STORE_BAD_ROW). */
 typedef int (*store_serial_key_fn)(void *arg, int64_t db_ms, char *tag,
                                    size_t cap);
+/* The description store_serial_alloc writes into every row it creates.
+ * It is what marks a serial period's row, whatever its name (segment mode
+ * over several databases keeps those rows in the first database alone);
+ * store_insert refuses it for any other row. */
+#define STORE_SERIAL_DESCRIPTION "serial period"
 enum store_result store_serial_alloc(struct store *s, int64_t offset_ms,
                                      store_serial_key_fn key, void *arg,
                                      int64_t step, int64_t *db_ms, char *tag,
@@ -110,7 +115,8 @@ enum store_result store_list(struct store *s, struct store_row **rows,
                              size_t *n, char **cause);
 
 /* Add a row (for setup and tests): max_id >= 0, step 1..INT32_MAX (Leaf's
- * int(11)), description NULL or at most 256 bytes. STORE_OK; STORE_EXISTS
+ * int(11)), description NULL or at most 256 bytes and not
+ * STORE_SERIAL_DESCRIPTION. STORE_OK; STORE_EXISTS
  * (in MySQL: also a tag differing only in case); STORE_BAD_ARG;
  * STORE_DB_ERROR. */
 enum store_result store_insert(struct store *s, const char *tag, int64_t max_id,

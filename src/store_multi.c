@@ -43,6 +43,16 @@
  * periodic refresh once its backoff (0.5 s, then 1 s) has passed, so
  * no load waits on a dead database twice. When every database is down,
  * those whose backoff has passed are tried.
+ *
+ * Serial numbers' period rows ("PAY:20261123", "PAY:all") live in the first
+ * database alone: a serial's sequence must come from one counter, and
+ * blocks would overflow its digits. store_serial_alloc goes to the first
+ * database and creates its rows with description STORE_SERIAL_DESCRIPTION
+ * (store_insert refuses that description for other rows): that description,
+ * never the row's name, is what start-up checks and multi-db init leave
+ * out. Serials wait out an outage of the first database (their buffers,
+ * then 503 serial_unavailable); every other row, whatever its name, is a
+ * segment tag: in every database, with failover.
  */
 #include <assert.h>
 #include <pthread.h>
@@ -98,7 +108,7 @@ struct store_multi {
 };
 
 static const struct store_ops multi_ops;
-static int is_serial_row(const char *tag);
+static int is_serial_row(const struct store_row *row);
 
 /* ---- health ---- */
 
@@ -269,11 +279,11 @@ multi_check(struct store_multi *m, const struct config *cfg, char **cause)
         while (a < nrows[ref] || b < nrows[i]) {
             int c;
 
-            if (a < nrows[ref] && is_serial_row(rows[ref][a].biz_tag)) {
+            if (a < nrows[ref] && is_serial_row(&rows[ref][a])) {
                 a++;
                 continue;
             }
-            if (b < nrows[i] && is_serial_row(rows[i][b].biz_tag)) {
+            if (b < nrows[i] && is_serial_row(&rows[i][b])) {
                 b++;
                 continue;
             }
@@ -358,7 +368,12 @@ store_multi_open(const struct config *cfg, char **cause)
         if (multi_check(m, cfg, cause) == -1) {
             store_close(&m->base);
             pthread_mutex_lock(&shared.lock);
-            shared.ready = 0;
+            shared.ready = 0;           /* nothing of this try is kept */
+            shared.want_known = 0;
+            for (int i = 0; i < n; i++) {
+                free(shared.db[i].url);
+                shared.db[i].url = NULL;
+            }
             pthread_mutex_unlock(&shared.lock);
             return NULL;
         }
@@ -467,8 +482,11 @@ multi_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
             }
             atomic_store(&shared.preferred, i);
             floor_raise(tag, *max_id);
-            assert(*max_id - step >= floor || floor == 0 ||
-                   *max_id - step >= 1);
+            /* [*max_id - step, *max_id): at or above the floor, inside one
+             * block database i owns (its row matched want in the load's
+             * transaction). */
+            assert(*max_id - step >= floor &&
+                   store_block_owns(&want, *max_id - step, step));
             free(last);
             return STORE_OK;
         case STORE_DB_ERROR:
@@ -537,43 +555,30 @@ multi_probe(struct store_multi *m)
     }
 }
 
+/* A read (get, list) on one database. */
+struct multi_read {
+    const char        *tag;             /* get */
+    struct store_row  *row;             /* get */
+    struct store_row **rows;            /* list */
+    size_t            *n;               /* list */
+};
+
+typedef enum store_result (*multi_read_cb)(struct store *sub,
+                                           const struct multi_read *rd,
+                                           char **cause);
+
+/* Run read on the databases in multi_order's order until one answers
+ * (anything but STORE_DB_ERROR); each that fails is marked down. */
 static enum store_result
-multi_list(struct store *s, struct store_row **rows, size_t *n, char **cause)
+multi_read(struct store_multi *m, multi_read_cb read,
+           const struct multi_read *rd, char **cause)
 {
-    struct store_multi *m = (struct store_multi *)s;
-    int order[STORE_MULTI_MAX], k = 0, cnt;
-    char *last = NULL;
-
-    multi_probe(m);
-    cnt = multi_order(m, order);
-    for (k = 0; k < cnt; k++) {
-        char *why = NULL;
-
-        if (store_list(m->sub[order[k]], rows, n, &why) == STORE_OK) {
-            free(last);
-            return STORE_OK;
-        }
-        mark_down(order[k], why);
-        free(last);
-        last = why;
-    }
-    if (cause != NULL)
-        *cause = last != NULL ? last : xstrdup("every segment database is down");
-    else
-        free(last);
-    return STORE_DB_ERROR;
-}
-
-static enum store_result
-multi_get(struct store *s, const char *tag, struct store_row *row, char **cause)
-{
-    struct store_multi *m = (struct store_multi *)s;
     int order[STORE_MULTI_MAX], cnt = multi_order(m, order);
     char *last = NULL;
 
     for (int k = 0; k < cnt; k++) {
         char *why = NULL;
-        enum store_result r = store_get(m->sub[order[k]], tag, row, &why);
+        enum store_result r = read(m->sub[order[k]], rd, &why);
 
         if (r != STORE_DB_ERROR) {
             free(last);
@@ -594,21 +599,43 @@ multi_get(struct store *s, const char *tag, struct store_row *row, char **cause)
     return STORE_DB_ERROR;
 }
 
-/* Serial numbers' period rows (serial.c: "<code>:<digits>") live in the
- * first database alone: a serial's sequence must come from one counter, and
- * blocks would overflow its digits. So serials wait out an outage of the
- * first database (their buffers, then 503 serial_unavailable); the other
- * tags fail over. */
-static int
-is_serial_row(const char *tag)
+static enum store_result
+list_one(struct store *sub, const struct multi_read *rd, char **cause)
 {
-    const char *c = strrchr(tag, ':');
-    size_t n;
+    return store_list(sub, rd->rows, rd->n, cause);
+}
 
-    if (c == NULL || c == tag)
-        return 0;
-    n = strlen(c + 1);
-    return n >= 1 && n <= 14 && strspn(c + 1, "0123456789") == n;
+static enum store_result
+get_one(struct store *sub, const struct multi_read *rd, char **cause)
+{
+    return store_get(sub, rd->tag, rd->row, cause);
+}
+
+static enum store_result
+multi_list(struct store *s, struct store_row **rows, size_t *n, char **cause)
+{
+    struct store_multi *m = (struct store_multi *)s;
+    struct multi_read rd = { .rows = rows, .n = n };
+
+    multi_probe(m);
+    return multi_read(m, list_one, &rd, cause);
+}
+
+static enum store_result
+multi_get(struct store *s, const char *tag, struct store_row *row, char **cause)
+{
+    struct multi_read rd = { .tag = tag, .row = row };
+
+    return multi_read((struct store_multi *)s, get_one, &rd, cause);
+}
+
+/* Serial numbers' period rows live in the first database alone (see
+ * DESIGN): a row is one when its description is the one store_serial_alloc
+ * writes, whatever its name ("order:2024" may be a segment tag). */
+static int
+is_serial_row(const struct store_row *row)
+{
+    return strcmp(row->description, STORE_SERIAL_DESCRIPTION) == 0;
 }
 
 static enum store_result
@@ -797,7 +824,7 @@ store_multi_init(const struct config *cfg, char **urls, int n,
                 size_t w = 0;
 
                 for (size_t k = 0; k < nr; k++)
-                    if (!is_serial_row(rows[k].biz_tag))
+                    if (!is_serial_row(&rows[k]))
                         rows[w++] = rows[k];
                 nr = w;
             }
@@ -840,7 +867,7 @@ store_multi_init(const struct config *cfg, char **urls, int n,
         for (size_t k = 0; k < nr; k++) {
             size_t j;
 
-            if (is_serial_row(rows[k].biz_tag))
+            if (is_serial_row(&rows[k]))
                 continue;           /* the first database's alone */
             for (j = 0; j < nall; j++)
                 if (strcmp(all[j].biz_tag, rows[k].biz_tag) == 0)

@@ -93,7 +93,8 @@ static const char sql_now_ms[] =
  * duplicate key is ignored; any other error is one). */
 static const char sql_insert_serial[] =
     "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) "
-    "VALUES (?, 1, ?, 'serial period') ON DUPLICATE KEY UPDATE biz_tag = biz_tag";
+    "VALUES (?, 1, ?, '" STORE_SERIAL_DESCRIPTION "') "
+    "ON DUPLICATE KEY UPDATE biz_tag = biz_tag";
 
 static const struct store_ops mysql_ops;
 
@@ -194,8 +195,10 @@ my_prepare(struct store_mysql *m, const char *sql, MYSQL_STMT **st,
     return 0;
 }
 
+/* Connect; with statements, prepare the statements every call uses (they
+ * need leaf_alloc to exist). */
 static int
-my_connect(struct store_mysql *m, char **cause)
+my_connect(struct store_mysql *m, int statements, char **cause)
 {
     unsigned int zero = 0;
     my_bool off = 0;
@@ -221,13 +224,14 @@ my_connect(struct store_mysql *m, char **cause)
     }
     if (mysql_autocommit(m->db, 0) != 0)
         return my_fail(m, NULL, "autocommit off", cause);
-    if (my_prepare(m, sql_update, &m->update, cause) == -1 ||
+    if (statements &&
+        (my_prepare(m, sql_update, &m->update, cause) == -1 ||
         my_prepare(m, sql_select, &m->select, cause) == -1 ||
         my_prepare(m, sql_get, &m->get, cause) == -1 ||
         my_prepare(m, sql_list, &m->list, cause) == -1 ||
         my_prepare(m, sql_insert, &m->insert, cause) == -1 ||
         my_prepare(m, sql_now_ms, &m->now_ms, cause) == -1 ||
-        my_prepare(m, sql_insert_serial, &m->insert_serial, cause) == -1)
+        my_prepare(m, sql_insert_serial, &m->insert_serial, cause) == -1))
         return -1;
     log_info("connected to mysql %s (server %s)", m->where,
              mysql_get_server_info(m->db));
@@ -242,7 +246,7 @@ my_begin(struct store_mysql *m, int *reused, int64_t *t0, char **cause)
     *reused = m->db != NULL;
     m->stale = 0;
     *t0 = util_mono_ms();
-    if (m->db == NULL && my_connect(m, cause) == -1)
+    if (m->db == NULL && my_connect(m, 1, cause) == -1)
         return -1;
     return 0;
 }
@@ -315,6 +319,89 @@ my_fetch(struct store_mysql *m, MYSQL_STMT *st, const char *what,
     return my_fail(m, st, what, cause);
 }
 
+/* One statement prepared for this call: executed with p, its result (when
+ * r) stored for my_fetch. 0 with *st to close; 1 when the prepare failed
+ * with error absent (e.g. ER_NO_SUCH_TABLE; 0: none), *st closed and the
+ * transaction still usable; -1 after my_fail (*st closed). */
+static int
+my_adhoc(struct store_mysql *m, const char *sql, MYSQL_BIND *p, MYSQL_BIND *r,
+         MYSQL_STMT **st, const char *what, unsigned int absent, char **cause)
+{
+    int rc;
+
+    if ((*st = mysql_stmt_init(m->db)) == NULL)
+        return my_fail(m, NULL, "mysql_stmt_init", cause);
+    if (mysql_stmt_prepare(*st, sql, strlen(sql)) != 0) {
+        if (absent == 0 || mysql_stmt_errno(*st) != absent)
+            goto fail;
+        mysql_stmt_close(*st);
+        *st = NULL;
+        return 1;
+    }
+    if ((p != NULL && mysql_stmt_bind_param(*st, p) != 0) ||
+        mysql_stmt_execute(*st) != 0 ||
+        (r != NULL && (mysql_stmt_bind_result(*st, r) != 0 ||
+                       mysql_stmt_store_result(*st) != 0)))
+        goto fail;
+    return 0;
+
+fail:
+    rc = my_fail(m, *st, what, cause);
+    mysql_stmt_close(*st);
+    *st = NULL;
+    return rc;
+}
+
+/* A statement without a result, prepared for this call. 0, or -1 after
+ * my_fail. */
+static int
+my_run(struct store_mysql *m, const char *sql, MYSQL_BIND *p, const char *what,
+       char **cause)
+{
+    MYSQL_STMT *st;
+
+    if (my_adhoc(m, sql, p, NULL, &st, what, 0, cause) == -1)
+        return -1;
+    mysql_stmt_close(st);
+    return 0;
+}
+
+/* COMMIT. 0, or -1 after my_fail: it may have committed all the same, so
+ * the call is not run again (my_retry). */
+static int
+my_commit(struct store_mysql *m, char **cause)
+{
+    if (mysql_commit(m->db) == 0)
+        return 0;
+    my_fail(m, NULL, "COMMIT", cause);
+    m->stale = 0;
+    return -1;
+}
+
+/* The body of a call, inside the transaction my_tx opened; it ends it
+ * (my_commit, my_rollback or my_fail). */
+typedef enum store_result (*my_tx_fn)(struct store_mysql *m, void *arg,
+                                      char **cause);
+
+/* One call as one transaction: connect if needed and run body; run it once
+ * more when a connection kept from an earlier call was found dead at once
+ * (my_retry). */
+static enum store_result
+my_tx(struct store_mysql *m, my_tx_fn body, void *arg, char **cause)
+{
+    int reused;
+    int64_t t0;
+    enum store_result rc;
+
+    for (int attempt = 0;; attempt++) {
+        if (my_begin(m, &reused, &t0, cause) == -1)
+            return STORE_DB_ERROR;
+        rc = body(m, arg, cause);
+        if (rc != STORE_DB_ERROR || !my_retry(m, attempt, reused, t0, cause))
+            return rc;
+    }
+}
+
 static enum store_result
 my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
               int64_t *max_id, int64_t *db_step, char **cause)
@@ -382,42 +469,55 @@ my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
                         m->where, tag);
         return STORE_DB_ERROR;
     }
-    if (mysql_commit(m->db) != 0) {
-        /* Maybe committed, maybe not: either way the range is not used. */
-        my_fail(m, NULL, "COMMIT", cause);
-        m->stale = 0;
-        return STORE_DB_ERROR;
-    }
+    if (my_commit(m, cause) == -1)
+        return STORE_DB_ERROR;      /* either way the range is not used */
     *max_id = v_max;
     *db_step = v_dbstep;
     return STORE_OK;
+}
+
+struct my_alloc_arg {
+    const char *tag;
+    int64_t     step;
+    int64_t    *max_id, *db_step;
+};
+
+static enum store_result
+my_alloc_body(struct store_mysql *m, void *arg, char **cause)
+{
+    const struct my_alloc_arg *a = arg;
+
+    return my_alloc_once(m, a->tag, a->step, a->max_id, a->db_step, cause);
 }
 
 static enum store_result
 mysql_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
             int64_t *db_step, char **cause)
 {
-    struct store_mysql *m = (struct store_mysql *)s;
-    int reused, rc;
-    int64_t t0;
+    struct my_alloc_arg a = { tag, step, max_id, db_step };
 
-    for (int attempt = 0;; attempt++) {
-        if (my_begin(m, &reused, &t0, cause) == -1)
-            return STORE_DB_ERROR;
-        rc = my_alloc_once(m, tag, step, max_id, db_step, cause);
-        if (rc != -1 || !my_retry(m, attempt, reused, t0, cause))
-            return rc;
-    }
+    return my_tx((struct store_mysql *)s, my_alloc_body, &a, cause);
 }
 
+struct my_serial_arg {
+    int64_t             offset_ms;
+    store_serial_key_fn key;
+    void               *arg;
+    int64_t             step;
+    int64_t            *db_ms;
+    char               *tag;
+    size_t              cap;
+    int64_t            *max_id;
+};
+
 static enum store_result
-my_serial_alloc_once(struct store_mysql *m, int64_t offset_ms,
-                     store_serial_key_fn key, void *arg, int64_t step,
-                     int64_t *db_ms, char *tag, size_t cap, int64_t *max_id,
-                     char **cause)
+my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
 {
+    const struct my_serial_arg *a = arg;
+    int64_t step = a->step, *db_ms = a->db_ms;
+    char *tag = a->tag;
     MYSQL_BIND p[2], r[1];
-    long long v_off = offset_ms, v_now = 0, v_step = step;
+    long long v_off = a->offset_ms, v_now = 0, v_step = step;
     unsigned long tag_len;
     int64_t db_step = 0;
     enum store_result res;
@@ -438,7 +538,7 @@ my_serial_alloc_once(struct store_mysql *m, int64_t offset_ms,
         return STORE_DB_ERROR;
     }
     *db_ms = v_now;
-    if (key(arg, *db_ms, tag, cap) == -1) {
+    if (a->key(a->arg, *db_ms, tag, a->cap) == -1) {
         if (my_rollback(m, cause) == -1)
             return STORE_DB_ERROR;
         store_set_cause(cause, "no serial row name for database time %lld",
@@ -450,7 +550,7 @@ my_serial_alloc_once(struct store_mysql *m, int64_t offset_ms,
     my_bind_i64(&p[1], &v_step);
     if (my_exec(m, m->insert_serial, p, NULL, "INSERT leaf_alloc", cause) == -1)
         return STORE_DB_ERROR;
-    res = my_alloc_once(m, tag, step, max_id, &db_step, cause);
+    res = my_alloc_once(m, tag, step, a->max_id, &db_step, cause);
     if (res == STORE_NOT_FOUND) {
         /* Only a row whose tag differs in case blocks ours. */
         store_set_cause(cause, "mysql %s: the serial row %s is blocked by a "
@@ -465,19 +565,10 @@ mysql_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
                    void *arg, int64_t step, int64_t *db_ms, char *tag,
                    size_t cap, int64_t *max_id, char **cause)
 {
-    struct store_mysql *m = (struct store_mysql *)s;
-    int reused;
-    enum store_result rc;
-    int64_t t0;
+    struct my_serial_arg a = { offset_ms, key, arg, step, db_ms, tag, cap,
+                               max_id };
 
-    for (int attempt = 0;; attempt++) {
-        if (my_begin(m, &reused, &t0, cause) == -1)
-            return STORE_DB_ERROR;
-        rc = my_serial_alloc_once(m, offset_ms, key, arg, step, db_ms, tag,
-                                  cap, max_id, cause);
-        if (rc != STORE_DB_ERROR || !my_retry(m, attempt, reused, t0, cause))
-            return rc;
-    }
+    return my_tx((struct store_mysql *)s, my_serial_alloc_once, &a, cause);
 }
 
 static void
@@ -525,10 +616,18 @@ my_row(const struct my_rowbuf *rb, struct store_row *row)
     return 0;
 }
 
-static int
-my_get_once(struct store_mysql *m, const char *tag, struct store_row *row,
-            char **cause)
+struct my_get_arg {
+    const char       *tag;
+    struct store_row *row;
+};
+
+/* STORE_OK, STORE_NOT_FOUND or STORE_DB_ERROR (-1, 0, 1 as rc). */
+static enum store_result
+my_get_once(struct store_mysql *m, void *arg, char **cause)
 {
+    const struct my_get_arg *a = arg;
+    const char *tag = a->tag;
+    struct store_row *row = a->row;
     struct my_rowbuf *rb = xmalloc(sizeof *rb);
     unsigned long tag_len = strlen(tag);
     MYSQL_BIND p[1];
@@ -548,30 +647,27 @@ my_get_once(struct store_mysql *m, const char *tag, struct store_row *row,
         rc = my_fail(m, NULL, "COMMIT", cause);
 out:
     free(rb);
-    return rc;
+    return rc == 0 ? STORE_OK : rc == 1 ? STORE_NOT_FOUND : STORE_DB_ERROR;
 }
 
 static enum store_result
 mysql_get(struct store *s, const char *tag, struct store_row *row,
           char **cause)
 {
-    struct store_mysql *m = (struct store_mysql *)s;
-    int reused, rc;
-    int64_t t0;
+    struct my_get_arg a = { tag, row };
 
-    for (int attempt = 0;; attempt++) {
-        if (my_begin(m, &reused, &t0, cause) == -1)
-            return STORE_DB_ERROR;
-        rc = my_get_once(m, tag, row, cause);
-        if (rc != -1 || !my_retry(m, attempt, reused, t0, cause))
-            return rc;
-    }
+    return my_tx((struct store_mysql *)s, my_get_once, &a, cause);
 }
 
-static int
-my_list_once(struct store_mysql *m, struct store_row **rows, size_t *n,
-             char **cause)
+struct my_list_arg {
+    struct store_row **rows;
+    size_t            *n;
+};
+
+static enum store_result
+my_list_once(struct store_mysql *m, void *arg, char **cause)
 {
+    const struct my_list_arg *a = arg;
     struct my_rowbuf *rb = xmalloc(sizeof *rb);
     struct store_row *v = NULL;
     size_t len = 0, cap = 0;
@@ -598,37 +694,36 @@ my_list_once(struct store_mysql *m, struct store_row **rows, size_t *n,
         rc = my_fail(m, NULL, "COMMIT", cause);
         goto out;
     }
-    *rows = v;
-    *n = len;
+    *a->rows = v;
+    *a->n = len;
     v = NULL;
 out:
     free(v);
     free(rb);
-    return rc;
+    return rc == -1 ? STORE_DB_ERROR : STORE_OK;
 }
 
 static enum store_result
 mysql_list(struct store *s, struct store_row **rows, size_t *n, char **cause)
 {
-    struct store_mysql *m = (struct store_mysql *)s;
-    int reused, rc;
-    int64_t t0;
+    struct my_list_arg a = { rows, n };
 
-    for (int attempt = 0;; attempt++) {
-        if (my_begin(m, &reused, &t0, cause) == -1)
-            return STORE_DB_ERROR;
-        rc = my_list_once(m, rows, n, cause);
-        if (rc != -1 || !my_retry(m, attempt, reused, t0, cause))
-            return rc;
-    }
+    return my_tx((struct store_mysql *)s, my_list_once, &a, cause);
 }
 
+struct my_insert_arg {
+    const char *tag;
+    int64_t     max_id, step;
+    const char *description;
+};
+
 static enum store_result
-my_insert_once(struct store_mysql *m, const char *tag, int64_t max_id,
-               int64_t step, const char *description, char **cause)
+my_insert_once(struct store_mysql *m, void *arg, char **cause)
 {
+    const struct my_insert_arg *a = arg;
+    const char *tag = a->tag, *description = a->description;
     MYSQL_BIND p[4];
-    long long v_max = max_id, v_step = step;
+    long long v_max = a->max_id, v_step = a->step;
     unsigned long tag_len = strlen(tag);
     unsigned long desc_len = description != NULL ? strlen(description) : 0;
     my_bool desc_null = description == NULL;
@@ -645,11 +740,8 @@ my_insert_once(struct store_mysql *m, const char *tag, int64_t max_id,
             return my_rollback(m, cause) == -1 ? STORE_DB_ERROR : STORE_EXISTS;
         return my_fail(m, m->insert, "INSERT leaf_alloc", cause);
     }
-    if (mysql_commit(m->db) != 0) {
-        my_fail(m, NULL, "COMMIT", cause);
-        m->stale = 0;
+    if (my_commit(m, cause) == -1)
         return STORE_DB_ERROR;
-    }
     return STORE_OK;
 }
 
@@ -657,18 +749,9 @@ static enum store_result
 mysql_insert(struct store *s, const char *tag, int64_t max_id, int64_t step,
              const char *description, char **cause)
 {
-    struct store_mysql *m = (struct store_mysql *)s;
-    int reused;
-    enum store_result rc;
-    int64_t t0;
+    struct my_insert_arg a = { tag, max_id, step, description };
 
-    for (int attempt = 0;; attempt++) {
-        if (my_begin(m, &reused, &t0, cause) == -1)
-            return STORE_DB_ERROR;
-        rc = my_insert_once(m, tag, max_id, step, description, cause);
-        if (rc != -1 || !my_retry(m, attempt, reused, t0, cause))
-            return rc;
-    }
+    return my_tx((struct store_mysql *)s, my_insert_once, &a, cause);
 }
 
 static void
@@ -784,30 +867,12 @@ store_mysql_where(const struct store *s)
     return ((const struct store_mysql *)s)->where;
 }
 
-/* One statement prepared for this call: executed with p, its result (when
- * r) stored for my_fetch. 0 with *st to close, or -1 (after my_fail; *st
- * closed). */
-static int
-my_adhoc(struct store_mysql *m, const char *sql, MYSQL_BIND *p, MYSQL_BIND *r,
-         MYSQL_STMT **st, const char *what, char **cause)
-{
-    int rc;
-
-    *st = NULL;
-    if ((*st = mysql_stmt_init(m->db)) == NULL)
-        return my_fail(m, NULL, "mysql_stmt_init", cause);
-    if (mysql_stmt_prepare(*st, sql, strlen(sql)) != 0 ||
-        (p != NULL && mysql_stmt_bind_param(*st, p) != 0) ||
-        mysql_stmt_execute(*st) != 0 ||
-        (r != NULL && (mysql_stmt_bind_result(*st, r) != 0 ||
-                       mysql_stmt_store_result(*st) != 0))) {
-        rc = my_fail(m, *st, what, cause);
-        mysql_stmt_close(*st);
-        *st = NULL;
-        return rc;
-    }
-    return 0;
-}
+static const char sql_meta_get[] =
+    "SELECT db_index, db_count, block_size, since_block, frozen "
+    "FROM leafd_multi_db WHERE id = 1";
+static const char sql_meta_get_shared[] =
+    "SELECT db_index, db_count, block_size, since_block, frozen "
+    "FROM leafd_multi_db WHERE id = 1 LOCK IN SHARE MODE";
 
 /* The leafd_multi_db row: 1 found, 0 no table or no row, -1 error. */
 static int
@@ -819,34 +884,12 @@ my_meta_read(struct store_mysql *m, struct multi_meta *mm, int lock,
     long long v[5] = { 0 };
     int rc;
 
-    memset(r, 0, sizeof r);
     for (int i = 0; i < 5; i++)
         my_bind_i64(&r[i], &v[i]);
-    if ((st = mysql_stmt_init(m->db)) == NULL)
-        return my_fail(m, NULL, "mysql_stmt_init", cause);
-    {
-        const char *sql = lock ?
-            "SELECT db_index, db_count, block_size, since_block, frozen "
-            "FROM leafd_multi_db WHERE id = 1 LOCK IN SHARE MODE" :
-            "SELECT db_index, db_count, block_size, since_block, frozen "
-            "FROM leafd_multi_db WHERE id = 1";
-
-        if (mysql_stmt_prepare(st, sql, strlen(sql)) != 0) {
-            if (mysql_stmt_errno(st) == ER_NO_SUCH_TABLE) {
-                mysql_stmt_close(st);
-                return 0;
-            }
-            rc = my_fail(m, st, "SELECT leafd_multi_db", cause);
-            mysql_stmt_close(st);
-            return rc;
-        }
-    }
-    if (mysql_stmt_execute(st) != 0 || mysql_stmt_bind_result(st, r) != 0 ||
-        mysql_stmt_store_result(st) != 0) {
-        rc = my_fail(m, st, "SELECT leafd_multi_db", cause);
-        mysql_stmt_close(st);
-        return rc;
-    }
+    rc = my_adhoc(m, lock ? sql_meta_get_shared : sql_meta_get, NULL, r, &st,
+                  "SELECT leafd_multi_db", ER_NO_SUCH_TABLE, cause);
+    if (rc != 0)
+        return rc == 1 ? 0 : -1;
     rc = my_fetch(m, st, "SELECT leafd_multi_db", cause);
     mysql_stmt_close(st);
     if (rc == 1) {
@@ -859,31 +902,36 @@ my_meta_read(struct store_mysql *m, struct multi_meta *mm, int lock,
     return rc;
 }
 
+static enum store_result
+my_meta_get_once(struct store_mysql *m, void *arg, char **cause)
+{
+    int rc = my_meta_read(m, arg, 0, cause);
+
+    if (rc == -1 || my_commit(m, cause) == -1)
+        return STORE_DB_ERROR;
+    return rc == 1 ? STORE_OK : STORE_NOT_FOUND;
+}
+
 enum store_result
 store_mysql_meta_get(struct store *s, struct multi_meta *mm, char **cause)
 {
-    struct store_mysql *m = (struct store_mysql *)s;
-    int reused, rc;
-    int64_t t0;
-
-    for (int attempt = 0;; attempt++) {
-        if (my_begin(m, &reused, &t0, cause) == -1)
-            return STORE_DB_ERROR;
-        rc = my_meta_read(m, mm, 0, cause);
-        if (rc != -1 && mysql_commit(m->db) != 0)
-            rc = my_fail(m, NULL, "COMMIT", cause);
-        if (rc != -1)
-            return rc == 1 ? STORE_OK : STORE_NOT_FOUND;
-        if (!my_retry(m, attempt, reused, t0, cause))
-            return STORE_DB_ERROR;
-    }
+    return my_tx((struct store_mysql *)s, my_meta_get_once, mm, cause);
 }
 
+struct my_block_arg {
+    const struct multi_meta *want;
+    const char              *tag;
+    int64_t                  step, floor;
+    int64_t                 *max_id, *db_step;
+};
+
 static enum store_result
-my_alloc_block_once(struct store_mysql *m, const struct multi_meta *want,
-                    const char *tag, int64_t step, int64_t floor,
-                    int64_t *max_id, int64_t *db_step, char **cause)
+my_alloc_block_once(struct store_mysql *m, void *arg, char **cause)
 {
+    const struct my_block_arg *a = arg;
+    const struct multi_meta *want = a->want;
+    const char *tag = a->tag;
+    int64_t step = a->step, floor = a->floor;
     struct multi_meta mm;
     MYSQL_STMT *st;
     MYSQL_BIND p[2], r[3];
@@ -930,7 +978,7 @@ my_alloc_block_once(struct store_mysql *m, const struct multi_meta *want,
     my_bind_i64(&r[2], &v_step);
     my_bind_str(&p[0], tag, &tag_len);
     if (my_adhoc(m, "SELECT biz_tag, max_id, step FROM leaf_alloc WHERE "
-                 "biz_tag = ? FOR UPDATE", p, r, &st, "SELECT leaf_alloc",
+                 "biz_tag = ? FOR UPDATE", p, r, &st, "SELECT leaf_alloc", 0,
                  cause) == -1)
         return STORE_DB_ERROR;
     rc = my_fetch(m, st, "SELECT leaf_alloc", cause);
@@ -955,18 +1003,13 @@ my_alloc_block_once(struct store_mysql *m, const struct multi_meta *want,
     v_new = start + step;
     my_bind_i64(&p[0], &v_new);
     my_bind_str(&p[1], tag, &tag_len);
-    if (my_adhoc(m, "UPDATE leaf_alloc SET max_id = ?, update_time = "
-                 "CURRENT_TIMESTAMP WHERE biz_tag = ?", p, NULL, &st,
-                 "UPDATE leaf_alloc", cause) == -1)
+    if (my_run(m, "UPDATE leaf_alloc SET max_id = ?, update_time = "
+               "CURRENT_TIMESTAMP WHERE biz_tag = ?", p, "UPDATE leaf_alloc",
+               cause) == -1 ||
+        my_commit(m, cause) == -1)
         return STORE_DB_ERROR;
-    mysql_stmt_close(st);
-    if (mysql_commit(m->db) != 0) {
-        my_fail(m, NULL, "COMMIT", cause);
-        m->stale = 0;
-        return STORE_DB_ERROR;
-    }
-    *max_id = v_new;
-    *db_step = v_step;
+    *a->max_id = v_new;
+    *a->db_step = v_step;
     return STORE_OK;
 }
 
@@ -975,43 +1018,53 @@ store_mysql_alloc_block(struct store *s, const struct multi_meta *want,
                         const char *tag, int64_t step, int64_t floor,
                         int64_t *max_id, int64_t *db_step, char **cause)
 {
-    struct store_mysql *m = (struct store_mysql *)s;
-    int reused;
-    enum store_result rc;
-    int64_t t0;
+    struct my_block_arg a = { want, tag, step, floor, max_id, db_step };
 
-    for (int attempt = 0;; attempt++) {
-        if (my_begin(m, &reused, &t0, cause) == -1)
-            return STORE_DB_ERROR;
-        rc = my_alloc_block_once(m, want, tag, step, floor, max_id, db_step,
-                                 cause);
-        if (rc != STORE_DB_ERROR || !my_retry(m, attempt, reused, t0, cause))
-            return rc;
-    }
+    return my_tx((struct store_mysql *)s, my_alloc_block_once, &a, cause);
 }
 
 /* ---- leafd multi-db init (store_multi.c), one transaction per call ---- */
 
+static enum store_result
+my_prepare_tables_once(struct store_mysql *m, void *arg, char **cause)
+{
+    if (my_run(m, sql_alloc_ddl, NULL, "CREATE TABLE leaf_alloc", cause) == -1 ||
+        my_run(m, sql_meta_ddl, NULL, "CREATE TABLE leafd_multi_db",
+               cause) == -1 ||
+        my_commit(m, cause) == -1)
+        return STORE_DB_ERROR;
+    return STORE_OK;
+}
+
+/* On a connection of its own without the statements, which need
+ * leaf_alloc: an empty schema is enough. */
 enum store_result
 store_mysql_prepare_tables(struct store *s, char **cause)
 {
     struct store_mysql *m = (struct store_mysql *)s;
-    MYSQL_STMT *st;
-    int reused;
-    int64_t t0;
+    enum store_result rc;
 
-    if (my_begin(m, &reused, &t0, cause) == -1)
+    my_disconnect(m);
+    if (my_connect(m, 0, cause) == -1)
         return STORE_DB_ERROR;
-    if (my_adhoc(m, sql_alloc_ddl, NULL, NULL, &st, "CREATE TABLE leaf_alloc",
-                 cause) == -1)
+    rc = my_prepare_tables_once(m, NULL, cause);
+    my_disconnect(m);           /* the next call connects with them */
+    return rc;
+}
+
+static enum store_result
+my_freeze_once(struct store_mysql *m, void *arg, char **cause)
+{
+    long long v = *(const int *)arg;
+    MYSQL_BIND p[1];
+
+    my_bind_i64(&p[0], &v);
+    if (my_run(m, "INSERT INTO leafd_multi_db (id, db_index, db_count, "
+               "block_size, since_block, frozen) VALUES (1, -1, 0, 0, 0, ?) "
+               "ON DUPLICATE KEY UPDATE frozen = VALUES(frozen)", p,
+               "freeze leafd_multi_db", cause) == -1 ||
+        my_commit(m, cause) == -1)
         return STORE_DB_ERROR;
-    mysql_stmt_close(st);
-    if (my_adhoc(m, sql_meta_ddl, NULL, NULL, &st, "CREATE TABLE leafd_multi_db",
-                 cause) == -1)
-        return STORE_DB_ERROR;
-    mysql_stmt_close(st);
-    if (mysql_commit(m->db) != 0)
-        return my_fail(m, NULL, "COMMIT", cause), STORE_DB_ERROR;
     return STORE_OK;
 }
 
@@ -1020,24 +1073,52 @@ store_mysql_prepare_tables(struct store *s, char **cause)
 enum store_result
 store_mysql_freeze(struct store *s, int frozen, char **cause)
 {
-    struct store_mysql *m = (struct store_mysql *)s;
-    MYSQL_STMT *st;
-    MYSQL_BIND p[1];
-    long long v = frozen;
-    int reused;
-    int64_t t0;
+    return my_tx((struct store_mysql *)s, my_freeze_once, &frozen, cause);
+}
 
-    if (my_begin(m, &reused, &t0, cause) == -1)
+struct my_switch_arg {
+    const struct store_row  *rows;
+    size_t                   n;
+    int64_t                  floor;
+    const struct multi_meta *mm;
+};
+
+static enum store_result
+my_switch_once(struct store_mysql *m, void *arg, char **cause)
+{
+    const struct my_switch_arg *a = arg;
+    MYSQL_BIND p[5];
+    long long v[5];
+    unsigned long tag_len, desc_len;
+
+    for (size_t i = 0; i < a->n; i++) {
+        const struct store_row *row = &a->rows[i];
+
+        v[0] = row->max_id > a->floor ? row->max_id : a->floor;
+        v[1] = row->step;
+        tag_len = strlen(row->biz_tag);
+        desc_len = strlen(row->description);
+        my_bind_str(&p[0], row->biz_tag, &tag_len);
+        my_bind_i64(&p[1], &v[0]);
+        my_bind_i64(&p[2], &v[1]);
+        my_bind_str(&p[3], row->description, &desc_len);
+        if (my_run(m, "INSERT INTO leaf_alloc (biz_tag, max_id, step, "
+                   "description) VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE "
+                   "max_id = GREATEST(max_id, VALUES(max_id))", p,
+                   "INSERT leaf_alloc", cause) == -1)
+            return STORE_DB_ERROR;
+    }
+    v[0] = a->mm->db_index;
+    v[1] = a->mm->db_count;
+    v[2] = a->mm->block_size;
+    v[3] = a->mm->since_block;
+    for (int i = 0; i < 4; i++)
+        my_bind_i64(&p[i], &v[i]);
+    if (my_run(m, "UPDATE leafd_multi_db SET db_index = ?, db_count = ?, "
+               "block_size = ?, since_block = ?, frozen = 0 WHERE id = 1", p,
+               "UPDATE leafd_multi_db", cause) == -1 ||
+        my_commit(m, cause) == -1)
         return STORE_DB_ERROR;
-    my_bind_i64(&p[0], &v);
-    if (my_adhoc(m, "INSERT INTO leafd_multi_db (id, db_index, db_count, "
-                 "block_size, since_block, frozen) VALUES (1, -1, 0, 0, 0, ?) "
-                 "ON DUPLICATE KEY UPDATE frozen = VALUES(frozen)", p, NULL,
-                 &st, "freeze leafd_multi_db", cause) == -1)
-        return STORE_DB_ERROR;
-    mysql_stmt_close(st);
-    if (mysql_commit(m->db) != 0)
-        return my_fail(m, NULL, "COMMIT", cause), STORE_DB_ERROR;
     return STORE_OK;
 }
 
@@ -1048,48 +1129,9 @@ enum store_result
 store_mysql_switch(struct store *s, const struct store_row *rows, size_t n,
                    int64_t floor, const struct multi_meta *mm, char **cause)
 {
-    struct store_mysql *m = (struct store_mysql *)s;
-    MYSQL_STMT *st;
-    MYSQL_BIND p[5];
-    long long v[5];
-    unsigned long tag_len, desc_len;
-    int reused;
-    int64_t t0;
+    struct my_switch_arg a = { rows, n, floor, mm };
 
-    if (my_begin(m, &reused, &t0, cause) == -1)
-        return STORE_DB_ERROR;
-    for (size_t i = 0; i < n; i++) {
-        long long mx = rows[i].max_id > floor ? rows[i].max_id : floor;
-
-        v[0] = mx;
-        v[1] = rows[i].step;
-        tag_len = strlen(rows[i].biz_tag);
-        desc_len = strlen(rows[i].description);
-        my_bind_str(&p[0], rows[i].biz_tag, &tag_len);
-        my_bind_i64(&p[1], &v[0]);
-        my_bind_i64(&p[2], &v[1]);
-        my_bind_str(&p[3], rows[i].description, &desc_len);
-        if (my_adhoc(m, "INSERT INTO leaf_alloc (biz_tag, max_id, step, "
-                     "description) VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE "
-                     "max_id = GREATEST(max_id, VALUES(max_id))", p, NULL, &st,
-                     "INSERT leaf_alloc", cause) == -1)
-            return STORE_DB_ERROR;
-        mysql_stmt_close(st);
-    }
-    v[0] = mm->db_index;
-    v[1] = mm->db_count;
-    v[2] = mm->block_size;
-    v[3] = mm->since_block;
-    for (int i = 0; i < 4; i++)
-        my_bind_i64(&p[i], &v[i]);
-    if (my_adhoc(m, "UPDATE leafd_multi_db SET db_index = ?, db_count = ?, "
-                 "block_size = ?, since_block = ?, frozen = 0 WHERE id = 1", p,
-                 NULL, &st, "UPDATE leafd_multi_db", cause) == -1)
-        return STORE_DB_ERROR;
-    mysql_stmt_close(st);
-    if (mysql_commit(m->db) != 0)
-        return my_fail(m, NULL, "COMMIT", cause), STORE_DB_ERROR;
-    return STORE_OK;
+    return my_tx((struct store_mysql *)s, my_switch_once, &a, cause);
 }
 
 /* A cheap probe: connect if needed, and ping. */

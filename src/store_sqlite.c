@@ -71,7 +71,8 @@ static const char sql_now_ms[] =
     "CAST(substr(strftime('%f','now'), 4) AS INTEGER) + ?1";
 static const char sql_insert_serial[] =
     "INSERT OR IGNORE INTO leaf_alloc (biz_tag, max_id, step, description, "
-    "update_time) VALUES (?1, 1, ?2, 'serial period', CURRENT_TIMESTAMP)";
+    "update_time) VALUES (?1, 1, ?2, '" STORE_SERIAL_DESCRIPTION "', "
+    "CURRENT_TIMESTAMP)";
 
 static const struct store_ops sqlite_ops;
 

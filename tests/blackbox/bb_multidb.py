@@ -123,12 +123,17 @@ def test_init_start_checks_and_disjoint(ctx):
     with Workdir("multidb-init") as wd:
         a, b = dbs(wd, 2)
         a.sql("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('mt', 5000, 1000)")
+        # A segment tag named like a serial period's row is a segment tag;
+        # a serial row (its description says so) stays in the first database.
+        a.sql("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('order:2024', 1, 100)")
+        a.sql("INSERT INTO leaf_alloc (biz_tag, max_id, step, description) "
+              "VALUES ('PAY:all', 1, 100, 'serial period')")
         urls = [a.url, b.url]
         rc, out = init(urls)
         eq(rc, 0, "init: %s" % out)
         check("database 1" in out and "from block" in out, out)
-        eq(b.sql("SELECT biz_tag FROM leaf_alloc ORDER BY biz_tag").split(), ["mt"],
-           "the tag copied")
+        eq(b.sql("SELECT biz_tag FROM leaf_alloc ORDER BY biz_tag").split(), ["mt", "order:2024"],
+           "the tags copied, not the serial row")
         rc, out = init(urls)
         eq(rc, 0, "init again: %s" % out)
         check("already a set" in out, "safe to run twice: %s" % out)
@@ -156,6 +161,7 @@ def test_init_start_checks_and_disjoint(ctx):
             r = d.get("/segment/mt?count=100")
             eq(r.status, 200, "IDs: %r" % r)
             ids += [int(x) for x in r.text.split()]
+            eq(d.get("/segment/order:2024").status, 200, "the serial-shaped segment tag")
         check(min(ids) > 5000, "above the single-database IDs")
         eq(len(set(ids)), len(ids), "disjoint")
         h = n1.get("/health").json()

@@ -55,10 +55,36 @@ START_TEST(test_block_start_random)
             ck_assert_int_ge(s[r] / b, since);
             ck_assert_int_eq((s[r] / b) % n, r);
             ck_assert_int_eq((s[r] + step - 1) / b, s[r] / b);
+            ck_assert(store_block_owns(&(struct multi_meta){ r, n, b, since, 0 },
+                                       s[r], step));
+            if (n > 1)          /* and no other database owns it */
+                ck_assert(!store_block_owns(&(struct multi_meta){
+                              (r + 1) % n, n, b, since, 0 }, s[r], step));
             for (int64_t q = 0; q < r; q++)
                 ck_assert(s[q] + step <= s[r] || s[r] + step <= s[q]);
         }
     }
+}
+END_TEST
+
+/* What the multi store asserts of every range a database hands back. */
+START_TEST(test_block_owns)
+{
+    /* Two databases, blocks of 100 from block 1. */
+    struct multi_meta d0 = { 0, 2, 100, 1, 0 }, d1 = { 1, 2, 100, 1, 0 };
+
+    ck_assert(store_block_owns(&d1, 100, 100));         /* all of block 1 */
+    ck_assert(store_block_owns(&d0, 250, 50));
+    ck_assert(!store_block_owns(&d0, 150, 10));         /* database 1's */
+    ck_assert(!store_block_owns(&d1, 150, 51));         /* crosses 199|200 */
+    ck_assert(!store_block_owns(&d0, 1, 10));           /* below since_block */
+    ck_assert(!store_block_owns(&d1, 100, 101));        /* over the block */
+    ck_assert(!store_block_owns(&d1, 100, 0));
+    ck_assert(!store_block_owns(&d1, INT64_MAX - 5, 10));
+    /* From block 0: database 0's IDs start at 1, never 0. */
+    d0.since_block = 0;
+    ck_assert(store_block_owns(&d0, 1, 99));
+    ck_assert(!store_block_owns(&d0, 0, 10));
 }
 END_TEST
 
@@ -94,6 +120,7 @@ main(void)
 
     tcase_add_test(tc, test_block_start);
     tcase_add_test(tc, test_block_start_random);
+    tcase_add_test(tc, test_block_owns);
     tcase_add_test(tc, test_split);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);

@@ -19,6 +19,7 @@
 #include "config.h"
 #include "log.h"
 #include "store.h"
+#include "store_impl.h"
 #include "util.h"
 
 /* ---- URL parsing ---- */
@@ -369,24 +370,29 @@ tag(const char *name)
     return buf;
 }
 
+/* Run sql on the MySQL database of url, as an operator would. */
+static void
+url_exec(const char *url, const char *sql)
+{
+    struct mysql_target t;
+    char *cause = NULL;
+    MYSQL *db = mysql_init(NULL);
+
+    ck_assert_int_eq(store_parse_mysql_url(url, &t, &cause), 0);
+    ck_assert_msg(mysql_real_connect(db, t.host, t.user, t.password,
+                  t.database, (unsigned)t.port, t.socket, 0) != NULL,
+                  "connect: %s", mysql_error(db));
+    ck_assert_msg(mysql_query(db, sql) == 0, "%s: %s", sql, mysql_error(db));
+    mysql_close(db);
+    store_mysql_target_free(&t);
+}
+
 /* Change a row behind the store's back, as an operator would. */
 static void
 be_exec(const char *sql)
 {
     if (be.mysql) {
-        struct mysql_target t;
-        char *cause = NULL;
-        MYSQL *db = mysql_init(NULL);
-
-        ck_assert_int_eq(store_parse_mysql_url(be.cfg.mysql_url, &t, &cause),
-                         0);
-        ck_assert_msg(mysql_real_connect(db, t.host, t.user, t.password,
-                      t.database, (unsigned)t.port, t.socket, 0) != NULL,
-                      "connect: %s", mysql_error(db));
-        ck_assert_msg(mysql_query(db, sql) == 0, "%s: %s", sql,
-                      mysql_error(db));
-        mysql_close(db);
-        store_mysql_target_free(&t);
+        url_exec(be.cfg.mysql_url, sql);
     } else {
         sqlite3 *db;
         char *err = NULL;
@@ -508,6 +514,12 @@ START_TEST(test_alloc_invalid)
     memset(desc, 'd', sizeof desc);
     desc[257] = '\0';
     ck_assert_int_eq(store_insert(s, tag("z"), 1, 10, desc, &cause), STORE_BAD_ARG);
+    free(cause);
+    cause = NULL;
+    /* The serial rows' mark is not for other rows. */
+    ck_assert_int_eq(store_insert(s, tag("z"), 1, 10, STORE_SERIAL_DESCRIPTION,
+                                  &cause), STORE_BAD_ARG);
+    ck_assert_ptr_nonnull(strstr(cause, "reserved"));
     free(cause);
     cause = NULL;
     desc[256] = '\0';
@@ -1120,6 +1132,151 @@ START_TEST(test_mysql_hung)
 }
 END_TEST
 
+/* ---- several databases (store_multi.c) ---- */
+
+/* url with its database replaced by name (malloc'd). */
+static char *
+url_with_db(const char *url, const char *name)
+{
+    const char *host = strstr(url, "://"), *db, *end;
+
+    ck_assert_ptr_nonnull(host);
+    db = strchr(host + 3, '/');
+    ck_assert_ptr_nonnull(db);
+    end = db + 1 + strcspn(db + 1, "?");
+    return xasprintf("%.*s/%s%s", (int)(db - url), url, name, end);
+}
+
+static int
+fixed_row_name(void *arg, int64_t db_ms, char *tag, size_t cap)
+{
+    snprintf(tag, cap, "%s", (const char *)arg);
+    return 0;
+}
+
+/* A serial period's row made as serial numbers make it. */
+static void
+serial_row(struct store *s, const char *name)
+{
+    char got[TAG_MAX + 1], *cause = NULL;
+    int64_t db_ms, max_id;
+
+    ck_assert_msg(store_serial_alloc(s, 0, fixed_row_name, (void *)name, 10,
+                                     &db_ms, got, sizeof got, &max_id,
+                                     &cause) == STORE_OK, "serial row %s: %s",
+                  name, cause);
+    ck_assert_str_eq(got, name);
+}
+
+static void
+expect_row(struct store *s, const char *name, enum store_result want)
+{
+    struct store_row row;
+    char *cause = NULL;
+
+    ck_assert_msg(store_get(s, name, &row, &cause) == want, "%s: %s", name,
+                  cause ? cause : "not what was expected");
+    free(cause);
+}
+
+/* Serial rows are told by their description, never their name: a segment
+ * tag named like a serial period's row ("order:2024") is copied to every
+ * database by multi-db init, checked at start and fails over; serial rows
+ * ("PAY:20261123", "PAY:all") stay in the first database alone. */
+START_TEST(test_multi_serial_rows)
+{
+    const char *base = be.cfg.mysql_url;
+    const int64_t block = 1000;
+    char *urls[2], *cause = NULL, list[1100], sql[256], name[2][64];
+    struct store *one[2], *m;
+    FILE *out = tmpfile();
+    int64_t max_id, step;
+
+    ck_assert_ptr_nonnull(out);
+    for (int i = 0; i < 2; i++) {
+        snprintf(name[i], sizeof name[i], "leafd_ck_multi%d_%d", i, (int)getpid());
+        snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s", name[i]);
+        url_exec(base, sql);
+        snprintf(sql, sizeof sql, "CREATE DATABASE %s", name[i]);
+        url_exec(base, sql);
+        urls[i] = url_with_db(base, name[i]);
+    }
+    /* A Leaf database with a segment tag and two serial rows; the second
+     * database is an empty schema (init makes its tables). */
+    be.cfg.mysql_url = urls[0];
+    one[0] = be_open();
+    ck_assert_msg(store_mysql_prepare_tables(one[0], &cause) == STORE_OK,
+                  "tables: %s", cause);
+    ck_assert_int_eq(store_insert(one[0], "order:2024", 1, 10, "orders", &cause),
+                     STORE_OK);
+    serial_row(one[0], "PAY:20261123");
+    serial_row(one[0], "PAY:all");
+    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, out, &cause) == 0,
+                  "init: %s", cause);
+    store_thread_init();                /* init ended this thread's */
+    be.cfg.mysql_url = urls[1];
+    one[1] = be_open();
+    expect_row(one[1], "order:2024", STORE_OK);
+    expect_row(one[1], "PAY:20261123", STORE_NOT_FOUND);
+    expect_row(one[1], "PAY:all", STORE_NOT_FOUND);
+    expect_row(one[0], "PAY:all", STORE_OK);
+
+    /* Start-up checks it as any tag: missing in one database, refused. */
+    url_exec(urls[1], "DELETE FROM leaf_alloc WHERE biz_tag = 'order:2024'");
+    snprintf(list, sizeof list, "%s,%s", urls[0], urls[1]);
+    be.cfg.mysql_url = NULL;
+    be.cfg.mysql_urls = list;
+    ck_assert_ptr_null(store_open(&be.cfg, &cause));
+    ck_assert_msg(strstr(cause, "'order:2024' is in database 0") != NULL, "%s",
+                  cause);
+    free(cause);
+    cause = NULL;
+    /* init puts it back; the serial rows, in one database, are no reason
+     * to refuse the start. */
+    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, out, &cause) == 0,
+                  "init again: %s", cause);
+    store_thread_init();
+    expect_row(one[1], "order:2024", STORE_OK);
+    m = be_open();
+    ck_assert_int_eq(store_multi_count(), 2);
+
+    /* Loads: database 0's block first; with it refusing (frozen), database
+     * 1's. */
+    ck_assert_int_eq(store_alloc(m, "order:2024", 10, &max_id, &step, &cause),
+                     STORE_OK);
+    ck_assert_int_eq((max_id - 10) / block % 2, 0);
+    ck_assert_int_eq(store_mysql_freeze(one[0], 1, &cause), STORE_OK);
+    ck_assert_msg(store_alloc(m, "order:2024", 10, &max_id, &step, &cause) ==
+                  STORE_OK, "failover: %s", cause);
+    ck_assert_int_eq((max_id - 10) / block % 2, 1);
+    /* Reads go to the database that answered last, now database 1. */
+    expect_row(m, "order:2024", STORE_OK);
+    expect_row(m, "PAY:all", STORE_NOT_FOUND);
+    {
+        struct store_row *rows;
+        size_t n;
+
+        ck_assert_int_eq(store_list(m, &rows, &n, &cause), STORE_OK);
+        ck_assert_int_eq(n, 1);
+        ck_assert_str_eq(rows[0].biz_tag, "order:2024");
+        free(rows);
+    }
+    /* A serial's new period: the first database's alone. */
+    serial_row(m, "PAY:20261124");
+    expect_row(one[0], "PAY:20261124", STORE_OK);
+    expect_row(one[1], "PAY:20261124", STORE_NOT_FOUND);
+
+    store_close(m);
+    for (int i = 0; i < 2; i++) {
+        store_close(one[i]);
+        snprintf(sql, sizeof sql, "DROP DATABASE %s", name[i]);
+        url_exec(base, sql);
+        free(urls[i]);
+    }
+    fclose(out);
+}
+END_TEST
+
 static void
 add_behaviour(TCase *tc)
 {
@@ -1165,6 +1322,7 @@ store_suite(void)
         tcase_add_test(tc, test_mysql_jdbc_url);
         tcase_add_test(tc, test_mysql_restart);
         tcase_add_test(tc, test_mysql_hung);
+        tcase_add_test(tc, test_multi_serial_rows);
         tcase_set_timeout(tc, 180);
         suite_add_tcase(su, tc);
     } else {
