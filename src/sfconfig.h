@@ -50,7 +50,8 @@ struct snowflake *sfconfig_start(const struct config *cfg, int http_port,
                                   snowflake_wake_fn wake, void *wake_arg,
                                   char **cause);
 
-/* worker_source = static or k8s, from the config: ip (snowflake.ip or the
+/* worker_source = static or k8s (without snowflake.k8s.fence_store), from
+ * the config: ip (snowflake.ip or the
  * first non-loopback IPv4), port (leaf.snowflake.port or http_port), cache
  * file path. */
 struct workerid *sfconfig_workerid_open(const struct config *cfg,

@@ -4,7 +4,8 @@
  * free loopback port (`redis-server --port P --save ''`) and stops by PID,
  * and MySQL (workerid_mysql.c) against the MariaDB that LEAFD_TEST_MYSQL_URL
  * names (tests/lib/mariadb.sh start DIR). A TCP proxy between a holder and
- * the store is cut to partition it; clocks are injected. A missing server
+ * the store is cut to partition it; clocks are injected. The k8s tcases
+ * ask for a fixed worker ID (snowflake.k8s.fence_store). A missing server
  * skips its store's tests, and under CI=1 (or true) fails the run. */
 #include <check.h>
 #include <mysql.h>
