@@ -36,8 +36,12 @@
  *     SNOWFLAKE_TICK_LOST, for good.
  *   - A fixed worker ID (k8s: the pod's ordinal + offset) is the same rule
  *     with the claim limited to that one ID: held live by another identity,
- *     or its fence not below the taker's clock, the start is refused; the
- *     same identity (the pod name) takes it back and gates on its fence.
+ *     the claim is refused (the start fails, naming the holder); free but
+ *     its fence not yet below the taker's clock, the claim is retried as
+ *     with the store down. The same identity (the pod name) takes it back
+ *     even from a live lease and gates on its fence: a process of that name
+ *     still running confirms no further fence (its writes find another
+ *     nonce), so it issues nothing past what the taker gates on.
  *   - Every fence write also reads the store's clock; the offset from ours
  *     (the middle of the round trip) past max_clock_offset_ms, less half
  *     the round trip, refuses the start, and while running refuses IDs
