@@ -6,7 +6,8 @@
  * result is checked: a failure comes with a cause, a success without one,
  * and a configuration that validates satisfies the cross-key rules that
  * config_validate promises (63 layout bits, the worker and datacenter IDs fit
- * their fields, at least one mode on, the store and worker source resolved).
+ * their fields, at least one mode on, the store and worker source resolved,
+ * a k8s fence store only with the k8s source).
  * config_free must release everything (LeakSanitizer checks).
  */
 #include <stdint.h>
@@ -37,6 +38,11 @@ check_valid(const struct config *c)
                     c->mysql_urls[0] != '\0');
     FUZZ_ASSERT(!(c->mysql_urls[0] != '\0' &&
                   (c->mysql_url[0] != '\0' || c->jdbc_url[0] != '\0')));
+    FUZZ_ASSERT(c->k8s_fence_store == K8S_FENCE_NONE ||
+                c->k8s_fence_store == K8S_FENCE_REDIS ||
+                c->k8s_fence_store == K8S_FENCE_MYSQL);
+    if (c->k8s_fence_store != K8S_FENCE_NONE)
+        FUZZ_ASSERT(c->worker_source == WORKER_K8S);
     if (c->snowflake_enable && c->worker_source == WORKER_ZOOKEEPER)
         FUZZ_ASSERT(c->zk_address[0] != '\0');
     FUZZ_ASSERT(c->snowflake_port > 0 || c->listen_port == 0);

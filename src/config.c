@@ -31,6 +31,7 @@ struct key {
 
 static const char *const store_names[] = { "auto", "sqlite", "mysql", NULL };
 static const char *const worker_names[] = { "auto", "static", "zookeeper", "redis", "mysql", "k8s", NULL };
+static const char *const k8s_fence_names[] = { "none", "redis", "mysql", NULL };
 static const char *const level_names[] = { "debug", "info", "warn", "error", NULL };
 
 #define OFF(f) offsetof(struct config, f)
@@ -187,15 +188,17 @@ static const struct key keys[] = {
     { "snowflake.takeover_age_ms", K_INT, OFF(takeover_age_ms), 1000, 365 * DAY_MS, "600000", NULL,
       "a registration is stale when its heartbeat is older than this (redis: the lease)" },
     { "snowflake.redis.url", K_STR, OFF(sf_redis_url), 0, 1024, "redis://127.0.0.1:6379", NULL,
-      "worker ID store for worker_source = redis: redis://[:password@]host[:port][/db] or unix:///path[?db=N]" },
+      "worker ID store for worker_source = redis (and k8s.fence_store = redis): redis://[:password@]host[:port][/db] or unix:///path[?db=N]" },
     { "snowflake.redis.prefix", K_STR, OFF(sf_redis_prefix), 1, 256, "leafd:snowflake:", NULL,
       "prefix of the worker ID keys in Redis" },
     { "snowflake.mysql.url", K_STR, OFF(sf_mysql_url), 0, 1024, "", NULL,
-      "worker ID store for worker_source = mysql, as segment.mysql.url (empty: segment.mysql.url, else leaf.jdbc.url)" },
+      "worker ID store for worker_source = mysql (and k8s.fence_store = mysql), as segment.mysql.url (empty: segment.mysql.url, else leaf.jdbc.url)" },
     { "snowflake.k8s.ordinal_env", K_STR, OFF(k8s_ordinal_env), 0, 128, "", NULL,
       "k8s: the variable holding the pod name (empty: the hostname); its trailing -<n> is the ordinal" },
     { "snowflake.k8s.ordinal_offset", K_INT, OFF(k8s_ordinal_offset), 0, (1LL << 22) - 1, "0", NULL,
       "k8s: worker ID = ordinal + this (several StatefulSets in one layout)" },
+    { "snowflake.k8s.fence_store", K_ENUM, OFF(k8s_fence_store), 0, 0, "none", k8s_fence_names,
+      "k8s: also hold the worker ID and its fence in redis (snowflake.redis.*) or mysql (snowflake.mysql.url) under the lease, identity the pod name; none: the cache file only" },
     { "snowflake.max_clock_offset_ms", K_INT, OFF(max_clock_offset_ms), 0, 3600000, "5000", NULL,
       "zookeeper, redis, mysql: refuse to start, and 503 clock_offset, when the clock is this far from the store's (0: no check)" },
     { "snowflake.release_on_stop", K_BOOL, OFF(release_on_stop), 0, 1, "false", NULL,
@@ -602,6 +605,12 @@ config_validate(struct config *cfg, char **cause)
         !cfg->zk_address[0]) {
         *cause = xasprintf("snowflake.worker_source is zookeeper but "
                            "leaf.snowflake.zk.address is not set");
+        return -1;
+    }
+    if (cfg->k8s_fence_store != K8S_FENCE_NONE &&
+        cfg->worker_source != WORKER_K8S) {
+        *cause = xasprintf("snowflake.k8s.fence_store is set but "
+                           "snowflake.worker_source is not k8s");
         return -1;
     }
     if (cfg->snowflake_port == 0)

@@ -18,6 +18,9 @@
 enum store_kind { STORE_AUTO, STORE_SQLITE, STORE_MYSQL };
 enum worker_source { WORKER_AUTO, WORKER_STATIC, WORKER_ZOOKEEPER, WORKER_REDIS,
                      WORKER_MYSQL, WORKER_K8S };
+/* snowflake.k8s.fence_store: where a k8s pod's fence is kept besides its
+ * cache file */
+enum k8s_fence_store { K8S_FENCE_NONE, K8S_FENCE_REDIS, K8S_FENCE_MYSQL };
 
 /* A serial.<code>.<field> line of the config file, kept as text: serial.c
  * validates the definitions and names file:line in its errors. */
@@ -107,6 +110,7 @@ struct config {
     char    *sf_mysql_url;         /* snowflake.mysql.url */
     char    *k8s_ordinal_env;      /* snowflake.k8s.ordinal_env */
     int64_t  k8s_ordinal_offset;   /* snowflake.k8s.ordinal_offset */
+    int      k8s_fence_store;      /* snowflake.k8s.fence_store: enum k8s_fence_store */
     int      release_on_stop;      /* snowflake.release_on_stop */
     int64_t  max_clock_offset_ms;  /* snowflake.max_clock_offset_ms */
 

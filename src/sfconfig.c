@@ -19,6 +19,52 @@
 #include "workerid_redis.h"
 #include "workerid_zk.h"
 
+/* k8s with its fence also in a store (snowflake.k8s.fence_store). */
+static int
+sfconfig_k8s_store(const struct config *cfg)
+{
+    return cfg->worker_source == WORKER_K8S &&
+           cfg->k8s_fence_store != K8S_FENCE_NONE;
+}
+
+/* The store holds worker IDs in MySQL. */
+static int
+sfconfig_uses_mysql(const struct config *cfg)
+{
+    return cfg->worker_source == WORKER_MYSQL ||
+           (sfconfig_k8s_store(cfg) &&
+            cfg->k8s_fence_store == K8S_FENCE_MYSQL);
+}
+
+/* The pod name (snowflake.k8s.ordinal_env, or the hostname) into buf, and
+ * its worker ID: the ordinal + snowflake.k8s.ordinal_offset. 0, or -1 with
+ * *cause. */
+static int
+sfconfig_k8s_worker(const struct config *cfg, uint64_t max_worker,
+                    char *buf, size_t size, int64_t *worker, char **cause)
+{
+    const char *name = NULL;
+
+    buf[0] = '\0';
+    if (cfg->k8s_ordinal_env[0] != '\0') {
+        name = getenv(cfg->k8s_ordinal_env);
+        if (name == NULL) {
+            *cause = xasprintf("snowflake.k8s.ordinal_env: %s is not set",
+                               cfg->k8s_ordinal_env);
+            return -1;
+        }
+    } else if (gethostname(buf, size) == 0) {
+        buf[size - 1] = '\0';
+        name = buf;
+    }
+    if (workerid_k8s_ordinal(name, cfg->k8s_ordinal_offset, max_worker,
+                             worker, cause) == -1)
+        return -1;
+    if (name != buf)
+        snprintf(buf, size, "%s", name);
+    return 0;
+}
+
 /* ZooKeeper: named, or auto with an address. */
 static int
 sfconfig_uses_zk(const struct config *cfg)
@@ -88,7 +134,8 @@ sfconfig_start(const struct config *cfg, int http_port, snowflake_wake_fn wake,
                  "the fence", cfg->max_borrow_ms, cfg->fence_step_ms);
 
     if (cfg->worker_source == WORKER_REDIS ||
-        cfg->worker_source == WORKER_MYSQL || sfconfig_uses_zk(cfg)) {
+        cfg->worker_source == WORKER_MYSQL || sfconfig_uses_zk(cfg) ||
+        sfconfig_k8s_store(cfg)) {
         struct wlease *l = sfconfig_lease_open(cfg, &o.layout, http_port,
                                                cause);
         if (l == NULL)
@@ -131,8 +178,8 @@ sfconfig_start(const struct config *cfg, int http_port, snowflake_wake_fn wake,
         log_warn("snowflake: no worker ID yet (%s %s unreachable); requests "
                  "are refused until it is reached", sfconfig_uses_zk(cfg) ?
                  "ZooKeeper" : "the worker ID store", sfconfig_uses_zk(cfg) ?
-                 cfg->zk_address : cfg->worker_source == WORKER_REDIS ?
-                 cfg->sf_redis_url : "(mysql)");
+                 cfg->zk_address : sfconfig_uses_mysql(cfg) ? "(mysql)" :
+                 cfg->sf_redis_url);
     }
     return sf;
 }
@@ -158,19 +205,32 @@ sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
 {
     struct wlease_params p;
     struct wlease_store st;
-    char ip[64], ident[96], *cache = NULL;
+    char ip[64], ident[256], *cache = NULL;
     struct wlease *w;
     int zk = sfconfig_uses_zk(cfg);
 
     memset(&p, 0, sizeof p);
     sfconfig_ip(cfg, ip, sizeof ip, 1);
     p.port = cfg->snowflake_port > 0 ? (int)cfg->snowflake_port : http_port;
-    snprintf(ident, sizeof ident, "%s:%d", ip, p.port);
+    if (sfconfig_k8s_store(cfg)) {
+        /* the worker ID is the pod's; the store holds it for the pod name */
+        if (sfconfig_k8s_worker(cfg, l->max_worker, ident, sizeof ident,
+                                &p.worker_id, cause) == -1)
+            return NULL;
+        p.fixed_worker = 1;
+        p.source = "k8s";
+    } else {
+        snprintf(ident, sizeof ident, "%s:%d", ip, p.port);
+    }
     p.identity = ident;
     p.ip = ip;
     p.leaf_name = cfg->leaf_name;
     if (cfg->cache_file != NULL && *cfg->cache_file != '\0')
         p.cache_path = cfg->cache_file;
+    else if (p.fixed_worker)  /* as without a store: the worker ID's */
+        p.cache_path = cache = xasprintf(
+            "leafd-snowflake-%s-worker-%lld-%lld.json", cfg->leaf_name,
+            (long long)cfg->datacenter_id, (long long)p.worker_id);
     else
         p.cache_path = cache = xasprintf("leafd-snowflake-%s-%d.json",
                                          cfg->leaf_name, p.port);
@@ -207,7 +267,7 @@ sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
             free(cache);
             return NULL;
         }
-    } else if (cfg->worker_source == WORKER_MYSQL) {
+    } else if (sfconfig_uses_mysql(cfg)) {
         const char *url = cfg->sf_mysql_url[0] ? cfg->sf_mysql_url :
                           cfg->mysql_url[0] ? cfg->mysql_url : cfg->jdbc_url;
         if (workerid_mysql_store(url, cfg->jdbc_username,
@@ -242,22 +302,10 @@ sfconfig_workerid_open(const struct config *cfg, const struct sfcodec_layout *l,
     p.ip = ipbuf;
     p.worker_id = cfg->worker_id;
     if (cfg->worker_source == WORKER_K8S) {
-        const char *name = NULL;
-        char host[256];
+        char name[256];
 
-        if (cfg->k8s_ordinal_env[0] != '\0') {
-            name = getenv(cfg->k8s_ordinal_env);
-            if (name == NULL) {
-                *cause = xasprintf("snowflake.k8s.ordinal_env: %s is not "
-                                   "set", cfg->k8s_ordinal_env);
-                return NULL;
-            }
-        } else if (gethostname(host, sizeof host) == 0) {
-            host[sizeof host - 1] = '\0';
-            name = host;
-        }
-        if (workerid_k8s_ordinal(name, cfg->k8s_ordinal_offset,
-                                 l->max_worker, &p.worker_id, cause) == -1)
+        if (sfconfig_k8s_worker(cfg, l->max_worker, name, sizeof name,
+                                &p.worker_id, cause) == -1)
             return NULL;
         p.k8s = 1;
     }

@@ -50,7 +50,8 @@ struct snowflake *sfconfig_start(const struct config *cfg, int http_port,
                                   snowflake_wake_fn wake, void *wake_arg,
                                   char **cause);
 
-/* worker_source = static or k8s, from the config: ip (snowflake.ip or the
+/* worker_source = static or k8s (without snowflake.k8s.fence_store), from
+ * the config: ip (snowflake.ip or the
  * first non-loopback IPv4), port (leaf.snowflake.port or http_port), cache
  * file path. */
 struct workerid *sfconfig_workerid_open(const struct config *cfg,
@@ -61,7 +62,9 @@ struct workerid *sfconfig_workerid_open(const struct config *cfg,
  * or mysql: the lease on a worker ID in ZooKeeper (Leaf's nodes),
  * snowflake.redis.url or snowflake.mysql.url (default: the segment
  * database), identity "<ip>:<port>", the lease snowflake.takeover_age_ms
- * (ZooKeeper: only with snowflake.takeover, else no lease). NULL with
+ * (ZooKeeper: only with snowflake.takeover, else no lease). Also k8s with
+ * snowflake.k8s.fence_store: the pod's worker ID (ordinal + offset), fixed,
+ * identity the pod name, in redis or mysql under the same lease. NULL with
  * *cause on a bad URL or address, a refused claim. */
 struct wlease *sfconfig_lease_open(const struct config *cfg,
                                    const struct sfcodec_layout *l,

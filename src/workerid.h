@@ -5,7 +5,9 @@
  *   static     snowflake.worker_id from the config.
  *   k8s        the same, with the worker ID from the pod's StatefulSet
  *              ordinal (workerid_k8s_ordinal); the fence is the cache file
- *              on the pod's volume.
+ *              on the pod's volume. With snowflake.k8s.fence_store the
+ *              fence is also held in Redis or MySQL, and the source is a
+ *              lease with a fixed worker ID instead (workerid_lease.h).
  * The shared stores (zookeeper, redis, mysql) hold their worker IDs under
  * the lease rule of workerid_lease.h (workerid_zk.h, workerid_redis.h,
  * workerid_mysql.h).

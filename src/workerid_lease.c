@@ -34,6 +34,14 @@
  *     still bounds what it issues.
  *   - A fence write that finds another nonce means the ID was taken:
  *     SNOWFLAKE_TICK_LOST, for good.
+ *   - A fixed worker ID (k8s: the pod's ordinal + offset) is the same rule
+ *     with the claim limited to that one ID: held live by another identity,
+ *     the claim is refused (the start fails, naming the holder); free but
+ *     its fence not yet below the taker's clock, the claim is retried as
+ *     with the store down. The same identity (the pod name) takes it back
+ *     even from a live lease and gates on its fence: a process of that name
+ *     still running confirms no further fence (its writes find another
+ *     nonce), so it issues nothing past what the taker gates on.
  *   - Every fence write also reads the store's clock; the offset from ours
  *     (the middle of the round trip) past max_clock_offset_ms, less half
  *     the round trip, refuses the start, and while running refuses IDs
@@ -65,6 +73,7 @@ struct wlease {
     char            *cache_path;
     char            *leaf_name;
     char            *ip;
+    char            *source;        /* p.source's copy, or NULL */
     char             nonce[17];
     char            *prev_nonce;    /* the cache file's, or "" */
     int64_t          prev_worker;   /* the cache file's, or -1 */
@@ -150,10 +159,12 @@ wl_claim(struct wlease *l, char **cause)
     c.now_ms = wl_now(l);
     c.lease_ms = l->p.lease_ms;
     c.max_worker = l->p.max_worker;
+    c.want_worker = l->p.fixed_worker ? l->p.worker_id : -1;
     rc = l->st.claim(l->st.arg, &c, &worker, &fence, cause);
     if (rc != WLEASE_OK)
         return rc;
     assert(worker >= 0 && (uint64_t)worker <= l->p.max_worker);
+    assert(!l->p.fixed_worker || worker == l->p.worker_id);
     if (fence > l->start_fence)
         l->start_fence = fence;
     atomic_store(&l->store_fence, fence);
@@ -193,6 +204,8 @@ wlease_open(const struct wlease_params *p, const struct wlease_store *store,
     l->p.cache_path = l->cache_path;
     l->p.leaf_name = l->leaf_name;
     l->p.ip = l->ip;
+    l->source = p->source != NULL ? xstrdup(p->source) : NULL;
+    l->p.source = l->source;
     wl_make_nonce(l->nonce, sizeof l->nonce);
     atomic_store(&l->worker, -1);
     pthread_mutex_init(&l->mu, NULL);
@@ -207,6 +220,12 @@ wlease_open(const struct wlease_params *p, const struct wlease_store *store,
         *cause = xasprintf("snowflake lease %" PRId64 " ms must be over 2 x "
                            "snowflake.heartbeat_ms (%" PRId64 ")",
                            p->lease_ms, p->heartbeat_ms);
+        goto error;
+    }
+    if (p->fixed_worker && (p->worker_id < 0 ||
+                            (uint64_t)p->worker_id > p->max_worker)) {
+        *cause = xasprintf("snowflake worker ID %" PRId64 " is outside "
+                           "0..%" PRIu64, p->worker_id, p->max_worker);
         goto error;
     }
     crc = workerid_cache_read(l->cache_path, &c, cause);
@@ -278,6 +297,7 @@ wlease_close(struct wlease *l)
     free(l->cache_path);
     free(l->leaf_name);
     free(l->ip);
+    free(l->source);
     free(l->prev_nonce);
     free(l->last_error);
     pthread_mutex_destroy(&l->mu);
@@ -449,6 +469,8 @@ wl_source(void *arg)
 
     if (atomic_load(&l->worker) < 0)
         return "none";
+    if (l->source != NULL)
+        return l->source;
     return l->st.source != NULL ? l->st.source(l->st.arg) : l->st.name;
 }
 

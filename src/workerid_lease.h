@@ -23,13 +23,21 @@
 
 /* What a store's claim is given. */
 struct wlease_claim {
-    const char *identity;   /* "<ip>:<port>" */
+    const char *identity;   /* "<ip>:<port>", or the k8s pod name */
     const char *nonce;      /* this process */
     const char *prev_nonce; /* the cache file's (our last run), or "" */
     int64_t     prev_worker;/* the cache file's worker ID, or -1 */
     int64_t     now_ms;     /* the taker's clock: fences must be below it */
     int64_t     lease_ms;   /* 0: no lease (a held ID is never taken) */
     uint64_t    max_worker;
+    int64_t     want_worker;/* -1: any (the identity's own, else the lowest
+                               free); else exactly this one, or refuse it
+                               when another identity's lease on it is live
+                               (DOWN, to try again, while its fence is not
+                               yet below now_ms). The same
+                               identity takes it back even from a live
+                               lease (a k8s pod name runs once; the fence
+                               gate keeps a stale run's IDs apart). */
 };
 
 enum {
@@ -41,8 +49,9 @@ enum {
 
 struct wlease_store {
     const char *name;                   /* "redis", "mysql", "zookeeper" */
-    /* This identity's worker ID (reused, or the lowest free one) and the
-     * fence it must pass. WLEASE_OK, _DOWN or _REFUSED with *cause. */
+    /* This identity's worker ID (reused, or the lowest free one, or
+     * c->want_worker) and the fence it must pass. WLEASE_OK, _DOWN or
+     * _REFUSED with *cause. */
     int  (*claim)(void *s, const struct wlease_claim *c, int64_t *worker,
                   int64_t *fence_ms, char **cause);
     /* Write fence_ms for worker if nonce still holds it; also renews the
@@ -74,6 +83,9 @@ struct wlease_params {
     int         port;
     int64_t     datacenter_id;
     uint64_t    max_worker;
+    int         fixed_worker;   /* claim exactly worker_id (k8s: the pod's
+                                   ordinal + offset), else any */
+    int64_t     worker_id;
     int64_t     heartbeat_ms;
     int64_t     lease_ms;       /* others may take the ID this long after
                                    its last heartbeat (store's clock); 0:
@@ -82,6 +94,8 @@ struct wlease_params {
                                    the holder never stops for it */
     int         release_on_stop;
     int64_t     max_clock_offset_ms; /* 0: no clock check */
+    const char *source;         /* /snowflake/state's source while an ID
+                                   is held (NULL: the store's) */
     snowflake_clock_fn clock;   /* the taker's clock; NULL: wall clock */
     void       *clock_arg;
 };
@@ -90,7 +104,8 @@ struct wlease_params {
  * failure: no worker ID (worker_id_unknown) until a claim succeeds in the
  * background; the cache file's worker ID is not used meanwhile, as no fence
  * could be confirmed. Fails on a corrupt cache file and on a refused claim
- * (a live twin of this identity, every worker ID in use). */
+ * (a live twin of this identity, every worker ID in use; with fixed_worker,
+ * that ID held by another identity). */
 struct wlease *wlease_open(const struct wlease_params *p,
                            const struct wlease_store *store, char **cause);
 void wlease_close(struct wlease *l);

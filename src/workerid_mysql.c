@@ -35,6 +35,9 @@ static const char wm_sql_take[] =
 static const char wm_sql_insert[] =
     "INSERT INTO leaf_worker (worker_id, identity, instance, fence_ms,"
     " heartbeat_ms, released) VALUES (?, ?, ?, 0, ?, 0)";
+/* the identity's old row when it now wants another ID: freed, fence kept */
+static const char wm_sql_move[] =
+    "UPDATE leaf_worker SET identity = ?, released = 1 WHERE worker_id = ?";
 static const char wm_sql_fence[] =
     "UPDATE leaf_worker SET fence_ms = ?, heartbeat_ms = ?"
     " WHERE worker_id = ? AND instance = ? AND released = 0";
@@ -178,6 +181,46 @@ struct wm_row {
     char          ident[WM_IDENT_MAX + 1], inst[WM_NONCE_MAX + 1];
 };
 
+/* c->want_worker among the locked rows: its row, or -1 for a gap (an
+ * insert); WLEASE_OK, or _REFUSED / _DOWN with *cause. *move: the row this
+ * identity holds under another worker ID (to free first), or -1. */
+static int
+wm_claim_wanted(const struct wlease_claim *c, const struct wm_row *rows,
+                size_t n, long long now, int64_t *row, int64_t *move,
+                char **cause)
+{
+    *row = -1;
+    *move = -1;
+    for (size_t i = 0; i < n; i++) {
+        const struct wm_row *w = &rows[i];
+        if (w->worker == c->want_worker)
+            *row = (int64_t)i;
+        else if (strcmp(w->ident, c->identity) == 0)
+            *move = w->worker;
+    }
+    if (*row >= 0 && strcmp(rows[*row].ident, c->identity) != 0) {
+        const struct wm_row *w = &rows[*row];
+        if (!w->released && now - w->hb < c->lease_ms) {
+            *cause = xasprintf("snowflake worker ID %" PRId64 " is held by "
+                               "%s (instance %s) in leaf_worker, its lease "
+                               "live (heartbeat %lld ms ago); %s cannot "
+                               "have it: check snowflake.k8s.ordinal_offset",
+                               c->want_worker, w->ident, w->inst,
+                               now - w->hb, c->identity);
+            return WLEASE_REFUSED;
+        }
+        if (w->fence >= c->now_ms) {
+            *cause = xasprintf("snowflake worker ID %" PRId64 " was freed "
+                               "in leaf_worker with fence %lld, not below "
+                               "this node's clock %" PRId64 ": not taking "
+                               "it yet", c->want_worker, w->fence,
+                               c->now_ms);
+            return WLEASE_DOWN;     /* the clock passes it soon */
+        }
+    }
+    return WLEASE_OK;
+}
+
 static int
 wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
               int64_t *fence_ms, char **cause)
@@ -219,8 +262,35 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
     }
     mysql_stmt_close(st);
 
+    if (c->want_worker >= 0) {
+        int64_t at, move;
+
+        rc = wm_claim_wanted(c, rows, n, now, &at, &move, cause);
+        if (rc != WLEASE_OK)
+            goto rollback;
+        rc = WLEASE_DOWN;
+        if (move >= 0) {
+            char moved[32];
+            unsigned long ml;
+            long long mw = move;
+
+            /* the identity is UNIQUE: its old row gets a placeholder */
+            snprintf(moved, sizeof moved, "~moved:%lld", mw);
+            ml = strlen(moved);
+            wm_str(&p[0], moved, ml, &ml);
+            wm_i64(&p[1], &mw);
+            if ((st = wm_run(m, wm_sql_move, p, NULL, cause)) == NULL) {
+                free(rows);
+                return WLEASE_DOWN;
+            }
+            mysql_stmt_close(st);
+        }
+        take = c->want_worker;
+        tfence = at >= 0 ? rows[at].fence : 0;
+        insert = at < 0;
+    }
     /* this identity's row */
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; take < 0 && i < n; i++) {
         if (strcmp(rows[i].ident, c->identity) != 0 ||
             (uint64_t)rows[i].worker > c->max_worker)
             continue;

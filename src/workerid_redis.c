@@ -20,9 +20,13 @@ struct wredis {
 };
 
 /* ARGV: prefix, identity, nonce, prev_nonce, taker_now_ms, lease_ms,
- * max_worker. Returns {worker, fence} or {-2, hb} (a live twin) or {-1,
- * in use}. Free: no hash, released, or lease expired on the store's clock;
- * and in every case the fence below the taker's clock. */
+ * max_worker, want (-1: any). Returns {worker, fence} or {-2, hb} (a live
+ * twin) or {-1, in use}; for a wanted ID also {-3, hb, identity} (held live
+ * by that identity) or {-4, fence} (its fence not below the taker's clock).
+ * Free: no hash, released, or lease expired on the store's clock; and in
+ * every case the fence below the taker's clock. A wanted ID that this
+ * identity holds is taken back whatever its lease; the identity's other ID,
+ * if any, is released (its fence kept). */
 static const char wr_claim_lua[] =
 "local p, ident, nonce, prev = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
 "local now, lease, maxw = tonumber(ARGV[5]), tonumber(ARGV[6]), "
@@ -37,6 +41,25 @@ static const char wr_claim_lua[] =
 "  return {id, fence}\n"
 "end\n"
 "local mine = tonumber(redis.call('GET', p .. 'id:' .. ident))\n"
+"local want = tonumber(ARGV[8])\n"
+"if want >= 0 then\n"
+"  local h = redis.call('HMGET', p .. 'w:' .. want, 'identity', 'instance',"
+" 'fence', 'hb', 'released')\n"
+"  local fence = tonumber(h[3]) or 0\n"
+"  if h[1] and h[1] ~= ident then\n"
+"    local hb = tonumber(h[4]) or 0\n"
+"    if h[5] ~= '1' and snow - hb < lease then return {-3, hb, h[1]} end\n"
+"    if fence >= now then return {-4, fence} end\n"
+"    if redis.call('GET', p .. 'id:' .. h[1]) == tostring(want) then\n"
+"      redis.call('DEL', p .. 'id:' .. h[1])\n"
+"    end\n"
+"  end\n"
+"  if mine and mine ~= want and redis.call('HGET', p .. 'w:' .. mine,"
+" 'identity') == ident then\n"
+"    redis.call('HSET', p .. 'w:' .. mine, 'released', '1')\n"
+"  end\n"
+"  return take(want, fence)\n"
+"end\n"
 "if mine and mine <= maxw then\n"
 "  local h = redis.call('HMGET', p .. 'w:' .. mine, 'identity', 'instance',"
 " 'fence', 'hb', 'released')\n"
@@ -180,19 +203,20 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
          int64_t *fence_ms, char **cause)
 {
     struct wredis *r = arg;
-    char now[24], lease[24], maxw[24];
+    char now[24], lease[24], maxw[24], want[24];
     const char *a[] = { r->prefix, c->identity, c->nonce, c->prev_nonce,
-                        now, lease, maxw };
+                        now, lease, maxw, want };
     redisReply *rep;
     int64_t x, y;
 
     snprintf(now, sizeof now, "%" PRId64, c->now_ms);
     snprintf(lease, sizeof lease, "%" PRId64, c->lease_ms);
     snprintf(maxw, sizeof maxw, "%" PRIu64, c->max_worker);
-    rep = wr_eval(r, wr_claim_lua, 0, 7, a, cause);
+    snprintf(want, sizeof want, "%" PRId64, c->want_worker);
+    rep = wr_eval(r, wr_claim_lua, 0, 8, a, cause);
     if (rep == NULL)
         return WLEASE_DOWN;
-    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||
         rep->element[0]->type != REDIS_REPLY_INTEGER ||
         rep->element[1]->type != REDIS_REPLY_INTEGER) {
         freeReplyObject(rep);
@@ -201,7 +225,28 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
     }
     x = rep->element[0]->integer;
     y = rep->element[1]->integer;
+    if (x == -3) {
+        const redisReply *who = rep->elements == 3 ? rep->element[2] : NULL;
+        *cause = xasprintf("snowflake worker ID %" PRId64 " is held by %.*s "
+                           "in redis (prefix \"%s\"), its lease live (last "
+                           "heartbeat at store time %" PRId64 "); %s cannot "
+                           "have it: check snowflake.k8s.ordinal_offset",
+                           c->want_worker,
+                           who != NULL && who->type == REDIS_REPLY_STRING ?
+                           (int)(who->len < 200 ? who->len : 200) : 1,
+                           who != NULL && who->type == REDIS_REPLY_STRING ?
+                           who->str : "?", r->prefix, y, c->identity);
+        freeReplyObject(rep);
+        return WLEASE_REFUSED;
+    }
     freeReplyObject(rep);
+    if (x == -4) {
+        *cause = xasprintf("snowflake worker ID %" PRId64 " was released in "
+                           "redis with fence %" PRId64 ", not below this "
+                           "node's clock %" PRId64 ": not taking it yet",
+                           c->want_worker, y, c->now_ms);
+        return WLEASE_DOWN;     /* the clock passes it soon: try again */
+    }
     if (x == -2) {
         *cause = xasprintf("snowflake identity %s is in use: another live "
                            "leafd instance holds its lease in redis (last "

@@ -7,7 +7,7 @@
  *   P id:<identity>  the identity's worker ID
  * Claim, fence write and release are each one Lua script (EVAL), so they
  * are atomic; the claim reuses the identity's ID or takes the lowest free
- * one and never wraps.
+ * one and never wraps, or takes exactly a wanted one (k8s) or refuses.
  *
  * Ownership: workerid_redis_store fills a struct wlease_store whose arg the
  * store's close frees.

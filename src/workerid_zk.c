@@ -466,6 +466,12 @@ wz_claim(void *arg, const struct wlease_claim *cl, int64_t *worker,
     struct wzk *z = arg;
 
     assert(!z->p.takeover || cl->lease_ms > 0);
+    if (cl->want_worker >= 0) {
+        /* Leaf's sequential nodes pick the ID; none is asked for */
+        *cause = xstrdup("ZooKeeper cannot hold a fixed worker ID (k8s "
+                         "fences go to redis or mysql)");
+        return WLEASE_REFUSED;
+    }
     snprintf(z->nonce, sizeof z->nonce, "%s", cl->nonce);
     zk_maintain(z->zk);
     if (!z->waited) {

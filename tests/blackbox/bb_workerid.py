@@ -3,8 +3,13 @@ binary: snowflake.worker_source = redis with a redis-server started on a
 free port (bbutil.Redis) (three nodes, three worker IDs; a restart keeps its
 ID; a twin identity refused; one past the layout refused with the count in
 use; Redis stopped: IDs within the lease, then 503; /snowflake/state and
-/metrics), and k8s from a pod name. Without redis-server the Redis tests
-skip (under CI=1 they fail)."""
+/metrics), and k8s from a pod name, alone and with its fence also in Redis
+(snowflake.k8s.fence_store = redis: held by the pod name, a restart without
+its cache file still gated by the store's fence, another pod on that worker
+ID refused, Redis down at start and while running) and in MySQL (a
+throwaway MariaDB). Without redis-server or MariaDB those tests skip (under
+CI=1 they fail)."""
+import os
 import time
 
 from bbutil import Workdir, check, eq, wait_for
@@ -13,6 +18,9 @@ TESTS = [
     "test_redis_three_nodes_restart_twin_max",
     "test_redis_outage_then_503",
     "test_k8s_ordinal",
+    "test_k8s_fence_in_redis",
+    "test_k8s_fence_in_mysql",
+    "test_k8s_fence_store_down",
 ]
 
 
@@ -110,3 +118,116 @@ def test_k8s_ordinal(ctx):
                        env={"MY_POD": "leafd"}, name="bad")
         rc = bad.start(expect_fail=True)
         check(rc != 0 and "StatefulSet ordinal" in bad.log(), "no ordinal: %s" % bad.log())
+
+
+def pod(wd, r, name, pod_name, offset=10, db=None):
+    """A k8s pod whose fence is also in Redis r, or in MariaDB db."""
+    store = ["--snowflake.k8s.fence_store=mysql", "--snowflake.mysql.url=%s" % db.url] \
+        if db is not None else \
+        ["--snowflake.k8s.fence_store=redis",
+         "--snowflake.redis.url=redis://127.0.0.1:%d/2" % r.port]
+    flags = ["--leaf.segment.enable=false", "--leaf.snowflake.enable=true",
+             "--snowflake.worker_source=k8s",
+             "--snowflake.k8s.ordinal_env=MY_POD",
+             "--snowflake.k8s.ordinal_offset=%d" % offset] + store + [
+             "--snowflake.cache_file=%s.json" % name,
+             "--snowflake.takeover_age_ms=4000",
+             "--snowflake.fence_step_ms=500", "--snowflake.heartbeat_ms=200",
+             # 2 IDs per ms: a batch of 2000 borrows about 1 s ahead
+             "--snowflake.worker_bits=21", "--snowflake.sequence_bits=1",
+             "--snowflake.count_max=2000"]
+    return wd.leafd(flags=flags, env={"MY_POD": pod_name}, name=name)
+
+
+def id_ms(i):
+    """An ID's timestamp (21 worker bits + 1 sequence bit, Leaf's epoch)."""
+    return (i >> 22) + 1288834974657
+
+
+def k8s_fence_in_store(wd, r, db):
+    """Held by the pod name; a restart without its cache file is gated by the
+    store's fence; another pod on that worker ID is refused."""
+    d = pod(wd, r, "web2", "web-2", db=db).start()
+    st = state(d)
+    eq(st["worker_id"], 12, "ordinal + offset")
+    eq(st["source"], "k8s", "source")
+    eq(st["store"], "mysql" if db else "redis", "store")
+    eq(st["identity"], "web-2", "identity: the pod name")
+    if db is not None:
+        eq(db.sql("SELECT identity FROM leaf_worker WHERE worker_id = 12").strip(),
+           "web-2", "leaf_worker holds worker ID 12 for the pod")
+    else:
+        eq(r.cli("-n", "2", "HGET", "leafd:snowflake:w:12", "identity"), "web-2",
+           "redis holds worker ID 12 for the pod")
+    return d
+
+
+def test_k8s_fence_in_redis(ctx):
+    with Workdir("wid-k8s-redis") as wd:
+        k8s_restart_and_refusal(wd, wd.redis(), None)
+
+
+def test_k8s_fence_in_mysql(ctx):
+    with Workdir("wid-k8s-mysql") as wd:
+        k8s_restart_and_refusal(wd, None, wd.mariadb())
+
+
+def k8s_restart_and_refusal(wd, r, db):
+    """A pod killed and back without its cache file (a new volume) waits
+    past the store's fence; another pod on its worker ID is refused."""
+    d = k8s_fence_in_store(wd, r, db)
+    first = d.get("/snowflake?count=2000").ids()
+    eq(len(first), 2000, "2000 IDs")
+    # issued ahead of the clock, so a restart without a gate would reuse
+    # their timestamps
+    check(id_ms(max(first)) > time.time() * 1000,
+          "the last ID is ahead of the clock: %d" % id_ms(max(first)))
+    # the pod dies and comes back on a new volume: no cache file
+    d.kill9()
+    os.unlink(os.path.join(wd.path, "web2.json"))
+    d = pod(wd, r, "web2", "web-2", db=db).start()
+    eq(state(d)["worker_id"], 12, "the same worker ID")
+    got = []
+
+    def served():
+        resp = d.get("/snowflake?count=100")
+        if resp.status == 200:
+            got.extend(resp.ids())
+            return True
+        return False
+    wait_for(served, 10, what="IDs after the restart")
+    check(min(got) > max(first),
+          "gated by the store's fence: %d <= %d" % (min(got), max(first)))
+    # another StatefulSet whose offset overlaps: worker ID 12 again
+    other = pod(wd, r, "api0", "api-0", offset=12, db=db)
+    rc = other.start(expect_fail=True)
+    check(rc != 0 and "worker ID 12 is held by web-2" in other.log(),
+          "another pod refused, naming the holder: %s" % other.log())
+
+
+def test_k8s_fence_store_down(ctx):
+    with Workdir("wid-k8s-redis-down") as wd:
+        r = wd.redis()
+        port = r.port
+        r.stop()
+        d = pod(wd, r, "web0", "web-0").start()
+        resp = d.get("/snowflake")
+        eq(resp.status, 503, "no worker ID while Redis is down")
+        eq(resp.json()["error"], "worker_id_unknown", "why")
+        r.start()
+        eq(r.port, port, "redis back on its port")
+
+        def ok():
+            return d.get("/snowflake").status == 200
+        wait_for(ok, 10, what="IDs once Redis answers")
+        eq(state(d)["worker_id"], 10, "ordinal + offset")
+        r.stop()
+        t0 = time.time()
+
+        def refused():
+            return d.get("/snowflake").status == 503
+        wait_for(refused, 10, what="503 once past the fence / half the lease")
+        check(time.time() - t0 < 4.0, "stopped within half the 4 s lease")
+        j = d.get("/snowflake").json()
+        check(j["error"] in ("fence_unconfirmed", "worker_lease_expired"),
+              "a JSON 503 that says why: %r" % j)

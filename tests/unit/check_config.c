@@ -127,6 +127,8 @@ START_TEST(bad_values)
     expect_error("leaf.snowflake.enable=true\nsnowflake.worker_id = 1024\n", "does not fit in 10 worker bits");
     expect_error("leaf.segment.enable=true\nsegment.store = mysql\n", "neither leaf.jdbc.url nor segment.mysql.url");
     expect_error("leaf.snowflake.enable=true\nsnowflake.worker_source = zookeeper\n", "zk.address is not set");
+    expect_error("leaf.snowflake.enable=true\nsnowflake.k8s.fence_store = redis\n", "fence_store is set but snowflake.worker_source is not k8s");
+    expect_error("leaf.snowflake.enable=true\nsnowflake.worker_source = k8s\nsnowflake.k8s.fence_store = zookeeper\n", "not one of the allowed values");
     expect_error("leaf.segment.enable=false\nleaf.snowflake.enable=false\n", "nothing to serve");
     expect_error("", "nothing to serve");
 }

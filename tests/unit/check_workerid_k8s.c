@@ -2,7 +2,9 @@
  * (workerid_k8s.c, sfconfig.c's k8s source) and conf/k8s/statefulset.yaml:
  * valid YAML (python3-yaml), a StatefulSet with a volumeClaimTemplate
  * mounted where the cache file is, and LEAFD_* variables that leafd
- * accepts and that select the k8s source. Under CI=1 (or true) a missing
+ * accepts and that select the k8s source; snowflake.k8s.fence_store wired
+ * to a lease on the pod's worker ID (the stores themselves:
+ * check_workerid_store). Under CI=1 (or true) a missing
  * python3-yaml fails the run. */
 #include <check.h>
 #include <stdio.h>
@@ -16,6 +18,7 @@
 #include "snowflake.h"
 #include "util.h"
 #include "workerid.h"
+#include "workerid_lease.h"
 
 START_TEST(ordinals)
 {
@@ -105,6 +108,65 @@ START_TEST(source_from_config)
 }
 END_TEST
 
+/* k8s with its fence in a store: a lease asked for exactly the pod's
+ * worker ID under the pod name; the store down: no worker ID yet. */
+START_TEST(fence_store_from_config)
+{
+    struct config c;
+    struct sfcodec_layout l;
+    struct wlease *w;
+    struct snowflake_backend b;
+    struct sbuf out;
+    char *cause = NULL, dir[] = "/tmp/leafd-k8s-XXXXXX", *ov[6];
+    int64_t worker, fence;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ov[0] = "--snowflake.worker_source=k8s";
+    ov[1] = "--snowflake.k8s.ordinal_env=LEAFD_TEST_POD";
+    ov[2] = "--snowflake.k8s.ordinal_offset=5";
+    ov[3] = "--snowflake.k8s.fence_store=redis";
+    ov[4] = "--snowflake.redis.url=redis://127.0.0.1:1";  /* nobody there */
+    ov[5] = xasprintf("--snowflake.cache_file=%s/sf.json", dir);
+    ck_assert_int_eq(config_load(&c, NULL, ov, 6, &cause), 0);
+    ck_assert_int_eq(sfconfig_layout(&l, &c, -1, &cause), 0);
+    setenv("LEAFD_TEST_POD", "leafd-3", 1);
+    w = sfconfig_lease_open(&c, &l, 8080, &cause);
+    ck_assert_msg(w != NULL, "%s", cause);
+    ck_assert_int_eq(wlease_get(w, &worker, &fence), -1);
+    wlease_backend(w, &b);
+    memset(&out, 0, sizeof out);
+    b.state_json(b.arg, &out);
+    sbuf_append(&out, "", 1);
+    ck_assert_msg(strstr(out.p, "\"identity\":\"leafd-3\"") != NULL &&
+                  strstr(out.p, "\"store\":\"redis\"") != NULL, "%s",
+                  out.p);
+    sbuf_free(&out);
+    wlease_close(w);
+    /* past the layout: refused before any store is asked */
+    setenv("LEAFD_TEST_POD", "leafd-1019", 1);
+    ck_assert_ptr_null(sfconfig_lease_open(&c, &l, 8080, &cause));
+    ck_assert_msg(strstr(cause, "past the highest worker ID") != NULL, "%s",
+                  cause);
+    free(cause);
+    cause = NULL;
+    config_free(&c);
+    /* mysql with no URL anywhere: said so */
+    ov[3] = "--snowflake.k8s.fence_store=mysql";
+    ck_assert_int_eq(config_load(&c, NULL, ov, 6, &cause), 0);
+    setenv("LEAFD_TEST_POD", "leafd-3", 1);
+    ck_assert_ptr_null(sfconfig_lease_open(&c, &l, 8080, &cause));
+    ck_assert_msg(strstr(cause, "snowflake.mysql.url") != NULL, "%s", cause);
+    free(cause);
+    config_free(&c);
+    free(ov[5]);
+    {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        ck_assert_int_eq(system(cmd), 0);
+    }
+}
+END_TEST
+
 static int
 in_ci(void)
 {
@@ -181,6 +243,7 @@ main(void)
 
     tcase_add_test(tc, ordinals);
     tcase_add_test(tc, source_from_config);
+    tcase_add_test(tc, fence_store_from_config);
     if (system("python3 -c 'import yaml' >/dev/null 2>&1") == 0) {
         tcase_add_test(tc, manifest);
     } else {

@@ -4,7 +4,8 @@
  * free loopback port (`redis-server --port P --save ''`) and stops by PID,
  * and MySQL (workerid_mysql.c) against the MariaDB that LEAFD_TEST_MYSQL_URL
  * names (tests/lib/mariadb.sh start DIR). A TCP proxy between a holder and
- * the store is cut to partition it; clocks are injected. A missing server
+ * the store is cut to partition it; clocks are injected. The k8s tcases
+ * ask for a fixed worker ID (snowflake.k8s.fence_store). A missing server
  * skips its store's tests, and under CI=1 (or true) fails the run. */
 #include <check.h>
 #include <mysql.h>
@@ -38,6 +39,9 @@ static int prefix_seq;
 enum { ST_REDIS, ST_MYSQL };
 static int store_kind;
 static int64_t lease_ms = 1500;
+/* k8s tcases: params() asks for the fixed worker ID K8S_WORKER */
+static int k8s_mode;
+#define K8S_WORKER 5
 static struct mysql_target mysql_t;     /* from LEAFD_TEST_MYSQL_URL */
 
 static void
@@ -160,6 +164,11 @@ params(const char *identity, const char *cache)
     p.max_worker = 1023;
     p.heartbeat_ms = 100;
     p.lease_ms = lease_ms;
+    if (k8s_mode) {
+        p.fixed_worker = 1;
+        p.worker_id = K8S_WORKER;
+        p.source = "k8s";
+    }
     return p;
 }
 
@@ -213,6 +222,22 @@ setup_redis(void)
 {
     store_kind = ST_REDIS;
     lease_ms = 1500;
+    setup_tmp();
+}
+
+static void
+setup_redis_k8s(void)
+{
+    setup_redis();
+    k8s_mode = 1;
+}
+
+static void
+setup_mysql_k8s(void)
+{
+    store_kind = ST_MYSQL;
+    lease_ms = 6000;
+    k8s_mode = 1;
     setup_tmp();
 }
 
@@ -1076,6 +1101,207 @@ in_ci(void)
     return ci != NULL && (strcmp(ci, "1") == 0 || strcmp(ci, "true") == 0);
 }
 
+/* --- k8s: a fixed worker ID (the pod's ordinal + offset) ------------------ */
+
+/* The identity the store shows for worker (malloc'd; "" when none). */
+static char *
+store_holder(const char *prefix, int64_t worker)
+{
+    char buf[256] = "";
+
+    if (store_kind == ST_MYSQL) {
+        MYSQL *db = mysql_init(NULL);
+        MYSQL_RES *res;
+        MYSQL_ROW row;
+        char q[128];
+
+        ck_assert_ptr_nonnull(mysql_real_connect(db, "127.0.0.1",
+                              mysql_t.user, mysql_t.password,
+                              mysql_t.database, (unsigned)mysql_t.port, NULL,
+                              0));
+        snprintf(q, sizeof q, "SELECT identity, released FROM leaf_worker "
+                 "WHERE worker_id = %" PRId64, worker);
+        ck_assert_int_eq(mysql_query(db, q), 0);
+        res = mysql_store_result(db);
+        ck_assert_ptr_nonnull(res);
+        if ((row = mysql_fetch_row(res)) != NULL)
+            snprintf(buf, sizeof buf, "%s%s", row[0],
+                     strcmp(row[1], "0") != 0 ? " (released)" : "");
+        mysql_free_result(res);
+        mysql_close(db);
+    } else {
+        char cmd[600];
+        FILE *f;
+        size_t n;
+
+        snprintf(cmd, sizeof cmd, "redis-cli -p %d -n 3 --raw HMGET "
+                 "'%sw:%" PRId64 "' identity released", redis_port, prefix,
+                 worker);
+        f = popen(cmd, "r");
+        ck_assert_ptr_nonnull(f);
+        n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = '\0';
+        pclose(f);
+        /* "identity\nreleased\n" */
+        if (strstr(buf, "\n1\n") != NULL)
+            strcpy(strstr(buf, "\n1\n"), " (released)");
+        else if (strchr(buf, '\n') != NULL)
+            *strchr(buf, '\n') = '\0';
+    }
+    return xstrdup(buf);
+}
+
+/* The worker ID is the one asked for (not the lowest free, 0), and the
+ * store shows it held by the pod name; /snowflake/state's source is k8s. */
+START_TEST(k8s_fixed_id_held_by_pod)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *who;
+    struct wlease_params p = params("web-2", c1);
+    struct wlease *l = open_ok(&p, pfx);
+    struct snowflake_backend b;
+
+    ck_assert_int_eq(worker_of(l), K8S_WORKER);
+    who = store_holder(pfx, K8S_WORKER);
+    ck_assert_str_eq(who, "web-2");
+    free(who);
+    wlease_backend(l, &b);
+    ck_assert_str_eq(b.source(b.arg), "k8s");
+    /* nobody holds 0: the claim did not take the lowest free one */
+    who = store_holder(pfx, 0);
+    ck_assert_str_eq(who, "");
+    free(who);
+    wlease_close(l);
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
+/* A pod restarted with its cache file gone (a lost or replaced volume)
+ * still gates on the fence its last run confirmed in the store: nothing at
+ * or below it, so no ID of the last run again. */
+START_TEST(k8s_restart_without_cache)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1");
+    struct wlease_params p = params("web-2", c1);
+    struct wlease *l = open_ok(&p, pfx);
+    _Atomic int64_t clk;
+    struct snowflake *sf;
+    struct idset s1 = {0}, s2 = {0};
+    int64_t w, f, last;
+
+    atomic_store(&clk, util_wall_ms());
+    sf = sf_on(l, &clk, 1000);      /* fences up to 1 s ahead */
+    issue_range(sf, &clk, atomic_load(&clk) + 20, 5, &s1);
+    ck_assert_int_gt(s1.n, 0);
+    snowflake_stop(sf);
+    last = (int64_t)(s1.v[s1.n - 1] >> 22) + SFCODEC_LEAF_EPOCH_MS;
+    ck_assert_int_eq(unlink(c1), 0);
+
+    l = open_ok(&p, pfx);           /* the same pod name, a new process */
+    wlease_get(l, &w, &f);
+    ck_assert_int_eq(w, K8S_WORKER);
+    /* the store's fence, at or past what was issued, is the gate */
+    ck_assert_int_ge(f, last);
+    atomic_store(&clk, util_wall_ms());
+    sf = sf_on(l, &clk, 1000);
+    issue_range(sf, &clk, f + 20, 5, &s2);
+    ck_assert_int_gt(s2.n, 0);
+    for (size_t i = 0; i < s2.n; i++)
+        ck_assert_int_gt((int64_t)(s2.v[i] >> 22) + SFCODEC_LEAF_EPOCH_MS,
+                         f);
+    ck_assert_int_eq(idset_common(&s1, &s2), 0);
+    snowflake_stop(sf);
+    free(s1.v);
+    free(s2.v);
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
+/* Another identity with a live lease on the worker ID: another pod (two
+ * StatefulSets with overlapping offsets) or a node that got it as the
+ * lowest free one. Refused, naming the holder. */
+START_TEST(k8s_other_holder_refused)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *c2 = tmp_path("2"),
+         *c3 = tmp_path("3"), *c4 = tmp_path("4"), *cause = NULL;
+    struct wlease_params pa = params("web-2", c1), pb = params("api-5", c2),
+                         pn = params("10.0.0.9:7000", c3),
+                         pc = params("web-0", c4);
+    struct wlease *a = open_ok(&pa, pfx), *x, *n;
+
+    x = open_at(&pb, store_port(), pfx, &cause);
+    ck_assert_ptr_null(x);
+    ck_assert_msg(strstr(cause, "worker ID 5 is held by web-2") != NULL,
+                  "%s", cause);
+    ck_assert_msg(strstr(cause, "api-5 cannot have it") != NULL, "%s",
+                  cause);
+    free(cause);
+    cause = NULL;
+    /* a node of the same store without k8s gets the lowest free ID, 0 */
+    pn.fixed_worker = 0;
+    n = open_ok(&pn, pfx);
+    ck_assert_int_eq(worker_of(n), 0);
+    pc.worker_id = 0;
+    x = open_at(&pc, store_port(), pfx, &cause);
+    ck_assert_ptr_null(x);
+    ck_assert_msg(strstr(cause, "worker ID 0 is held by 10.0.0.9:7000") !=
+                  NULL, "%s", cause);
+    free(cause);
+    wlease_close(a);
+    wlease_close(n);
+    free(pfx);
+    free(c1);
+    free(c2);
+    free(c3);
+    free(c4);
+}
+END_TEST
+
+/* The pod's worker ID changed (snowflake.k8s.ordinal_offset): it holds
+ * the new one, and its old one is freed, fence kept, for another to take. */
+START_TEST(k8s_offset_changed)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *c2 = tmp_path("2"),
+         *who;
+    struct wlease_params p = params("web-2", c1), q = params("api-0", c2);
+    struct wlease *l = open_ok(&p, pfx), *o;
+
+    wlease_close(l);
+    p.worker_id = K8S_WORKER + 1;
+    l = open_ok(&p, pfx);
+    ck_assert_int_eq(worker_of(l), K8S_WORKER + 1);
+    who = store_holder(pfx, K8S_WORKER + 1);
+    ck_assert_str_eq(who, "web-2");
+    free(who);
+    who = store_holder(pfx, K8S_WORKER);
+    ck_assert_msg(strstr(who, "(released)") != NULL, "%s", who);
+    free(who);
+    o = open_ok(&q, pfx);
+    ck_assert_int_eq(worker_of(o), K8S_WORKER);
+    wlease_close(o);
+    wlease_close(l);
+    free(pfx);
+    free(c1);
+    free(c2);
+}
+END_TEST
+
+/* The k8s tcases: these, and the store down at start / while running as
+ * for any store. */
+static void
+k8s_tests(TCase *tc)
+{
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, k8s_fixed_id_held_by_pod);
+    tcase_add_test(tc, k8s_restart_without_cache);
+    tcase_add_test(tc, k8s_other_holder_refused);
+    tcase_add_test(tc, k8s_offset_changed);
+    tcase_add_test(tc, store_down_at_start);
+    tcase_add_test(tc, store_back_after_start);
+    tcase_add_test(tc, store_down_while_running);
+}
+
 static void
 store_tests(TCase *tc)
 {
@@ -1143,6 +1369,10 @@ main(void)
         store_tests(tc);
         tcase_add_test(tc, redis_keys_gone);
         suite_add_tcase(s, tc);
+        tc = tcase_create("redis-k8s");
+        tcase_add_checked_fixture(tc, setup_redis_k8s, teardown_tmp);
+        k8s_tests(tc);
+        suite_add_tcase(s, tc);
     } else {
         printf("check_workerid_store: no redis-server: %s the Redis tests\n",
                in_ci() ? "CI=1, so FAILING: cannot run" : "skipping");
@@ -1155,6 +1385,10 @@ main(void)
         tc = tcase_create("mysql");
         tcase_add_checked_fixture(tc, setup_mysql, teardown_tmp);
         store_tests(tc);
+        suite_add_tcase(s, tc);
+        tc = tcase_create("mysql-k8s");
+        tcase_add_checked_fixture(tc, setup_mysql_k8s, teardown_tmp);
+        k8s_tests(tc);
         suite_add_tcase(s, tc);
     } else {
         printf("check_workerid_store: LEAFD_TEST_MYSQL_URL (TCP) not set: "
