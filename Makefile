@@ -74,21 +74,37 @@ build/asan/%.o: src/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -MMD -MP -c -o $@ $<
 
-build/tests/%: tests/unit/%.c $(LIBOBJS)
+# Helpers the unit tests share (tests/lib/*.c), built per variant.
+TESTLIB_SRCS := tests/lib/tcpproxy.c
+TESTLIB      := $(TESTLIB_SRCS:tests/lib/%.c=build/tests/lib/%.o)
+
+build/tests/lib/%.o: tests/lib/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(LIBOBJS) $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+build/asan/tests/lib/%.o: tests/lib/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(ASAN_FLAGS) -MMD -MP -c -o $@ $<
+
+build/tsan/tests/lib/%.o: tests/lib/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(TSAN_FLAGS) -MMD -MP -c -o $@ $<
+
+build/tests/%: tests/unit/%.c $(LIBOBJS) $(TESTLIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Itests/lib -MMD -MP -o $@ $< $(LIBOBJS) $(TESTLIB) $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
 
 build/tsan/%.o: src/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(TSAN_FLAGS) -MMD -MP -c -o $@ $<
 
-build/tsan/tests/%: tests/unit/%.c $(TSAN_LIB)
+build/tsan/tests/%: tests/unit/%.c $(TSAN_LIB) $(TESTLIB:build/%=build/tsan/%)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(TSAN_FLAGS) -MMD -MP -o $@ $< $(TSAN_LIB) $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(TSAN_FLAGS) -Itests/lib -MMD -MP -o $@ $< $(TSAN_LIB) $(TESTLIB:build/%=build/tsan/%) $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
 
-build/asan/tests/%: tests/unit/%.c $(ASAN_LIB)
+build/asan/tests/%: tests/unit/%.c $(ASAN_LIB) $(TESTLIB:build/%=build/asan/%)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(ASAN_FLAGS) -MMD -MP -o $@ $< $(ASAN_LIB) $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(ASAN_FLAGS) -Itests/lib -MMD -MP -o $@ $< $(ASAN_LIB) $(TESTLIB:build/%=build/asan/%) $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
 
 # segment.c with a 4-bit generation, so that a test can wrap it (explicit
 # rules: these binaries link this copy instead of build/segment.o).
@@ -161,7 +177,8 @@ clean:
 	rm -rf build leafd leafd-asan
 
 -include $(OBJS:.o=.d) $(ASAN_OBJS:.o=.d) $(TSAN_OBJS:.o=.d) $(TESTBIN:=.d) \
-         $(ASAN_TESTS:=.d) $(TSAN_TESTS:=.d)
+         $(ASAN_TESTS:=.d) $(TSAN_TESTS:=.d) \
+         $(wildcard build/tests/lib/*.d build/asan/tests/lib/*.d build/tsan/tests/lib/*.d)
 
 # ---- fuzzing (fuzz/) and deployment checks --------------------------------
 #   make fuzz           build the libFuzzer targets build/fuzz/fuzz_<name> (clang)

@@ -10,16 +10,12 @@
  * CI=1 (or true) a missing LEAFD_TEST_ZK or LEAFD_TEST_ZK_DIR fails the run. */
 #include <check.h>
 #include <inttypes.h>
-#include <arpa/inet.h>
 #include <jansson.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +23,7 @@
 #include "config.h"
 #include "sfconfig.h"
 #include "snowflake.h"
+#include "tcpproxy.h"
 #include "util.h"
 #include "workerid.h"
 #include "workerid_lease.h"
@@ -1146,135 +1143,14 @@ issue_range(struct snowflake *sf, _Atomic int64_t *clk, int64_t until,
     }
 }
 
-/* --- a TCP proxy to ZooKeeper that a test can cut ---------------------- */
-
-#define PX_MAX 32
-
-struct proxy {
-    int             lfd, port, to_port;
-    _Atomic int     cut, stop;
-    pthread_t       th;
-    int             a[PX_MAX], b[PX_MAX], n;
-};
-
-static void
-px_close_pair(struct proxy *px, int i)
-{
-    close(px->a[i]);
-    close(px->b[i]);
-    px->a[i] = px->a[px->n - 1];
-    px->b[i] = px->b[px->n - 1];
-    px->n--;
-}
-
+/* The port of the ZooKeeper at zk_addr ("host:port"). */
 static int
-px_pump(int from, int to)
+zk_port(void)
 {
-    char buf[65536];
-    ssize_t r = read(from, buf, sizeof buf), off = 0;
-
-    if (r <= 0)
-        return -1;
-    while (off < r) {
-        ssize_t w = write(to, buf + off, (size_t)(r - off));
-        if (w <= 0)
-            return -1;
-        off += w;
-    }
-    return 0;
-}
-
-static void *
-px_main(void *arg)
-{
-    struct proxy *px = arg;
-    struct pollfd pf[1 + 2 * PX_MAX];
-
-    while (!atomic_load(&px->stop)) {
-        int n = 0, np = px->n;
-
-        pf[n].fd = px->lfd;
-        pf[n++].events = POLLIN;
-        for (int i = 0; i < np; i++) {
-            pf[n].fd = px->a[i];
-            pf[n++].events = POLLIN;
-            pf[n].fd = px->b[i];
-            pf[n++].events = POLLIN;
-        }
-        if (poll(pf, (nfds_t)n, 20) < 0)
-            continue;
-        if (atomic_load(&px->cut)) {
-            while (px->n > 0)
-                px_close_pair(px, 0);
-        } else {
-            for (int i = np - 1; i >= 0; i--) {
-                int bad = 0;
-                if (pf[1 + 2 * i].revents)
-                    bad |= px_pump(px->a[i], px->b[i]);
-                if (!bad && pf[2 + 2 * i].revents)
-                    bad |= px_pump(px->b[i], px->a[i]);
-                if (bad)
-                    px_close_pair(px, i);
-            }
-        }
-        if (pf[0].revents & POLLIN) {
-            int c = accept(px->lfd, NULL, NULL), t;
-            struct sockaddr_in sa;
-            if (c < 0)
-                continue;
-            if (atomic_load(&px->cut) || px->n == PX_MAX) {
-                close(c);
-                continue;
-            }
-            t = socket(AF_INET, SOCK_STREAM, 0);
-            memset(&sa, 0, sizeof sa);
-            sa.sin_family = AF_INET;
-            sa.sin_port = htons((uint16_t)px->to_port);
-            sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-            if (connect(t, (struct sockaddr *)&sa, sizeof sa) != 0) {
-                close(c);
-                close(t);
-                continue;
-            }
-            px->a[px->n] = c;
-            px->b[px->n++] = t;
-        }
-    }
-    while (px->n > 0)
-        px_close_pair(px, 0);
-    return NULL;
-}
-
-/* A proxy on a free loopback port to the ZooKeeper at zk_addr. */
-static struct proxy *
-proxy_start(void)
-{
-    struct proxy *px = xcalloc(1, sizeof *px);
-    struct sockaddr_in sa;
-    socklen_t sl = sizeof sa;
     const char *colon = strrchr(zk_addr, ':');
 
     ck_assert_ptr_nonnull(colon);
-    px->to_port = atoi(colon + 1);
-    px->lfd = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_eq(bind(px->lfd, (struct sockaddr *)&sa, sizeof sa), 0);
-    ck_assert_int_eq(listen(px->lfd, 16), 0);
-    ck_assert_int_eq(getsockname(px->lfd, (struct sockaddr *)&sa, &sl), 0);
-    px->port = ntohs(sa.sin_port);
-    ck_assert_int_eq(pthread_create(&px->th, NULL, px_main, px), 0);
-    return px;
-}
-
-static void
-proxy_stop(struct proxy *px)
-{
-    atomic_store(&px->stop, 1);
-    pthread_join(px->th, NULL);
-    close(px->lfd);
-    free(px);
+    return atoi(colon + 1);
 }
 
 /* Item 1 of issue 9: owner A is cut off from ZooKeeper, its clock jumps
@@ -1284,7 +1160,7 @@ proxy_stop(struct proxy *px)
 START_TEST(zk_partition_takeover_no_duplicates)
 {
     char *name = fresh_name(), *ca = tmp_path("a.json"), *cb = tmp_path("b.json");
-    struct proxy *px = proxy_start();
+    struct tcpproxy *px = tcpproxy_start(zk_port(), 0);
     char addr[64];
     struct zkt_params pa, pb;
     struct wlease *wa, *wb;
@@ -1339,7 +1215,7 @@ START_TEST(zk_partition_takeover_no_duplicates)
 
     snowflake_stop(sa);
     snowflake_stop(sb);
-    proxy_stop(px);
+    tcpproxy_stop(px);
     free(ia.v);
     free(ib.v);
     free(ca);

@@ -12,7 +12,6 @@
 #include <arpa/inet.h>
 #include <inttypes.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -27,6 +26,7 @@
 #include "snowflake.h"
 #include "util.h"
 #include "store.h"
+#include "tcpproxy.h"
 #include "workerid_lease.h"
 #include "workerid_mysql.h"
 #include "workerid_redis.h"
@@ -361,138 +361,6 @@ issue_range(struct snowflake *sf, _Atomic int64_t *clk, int64_t until,
     }
 }
 
-/* --- a TCP proxy to Redis that a test can cut ---------------------------- */
-
-#define PX_MAX 16
-
-struct proxy {
-    int             lfd, port, to_port;
-    _Atomic int     cut, stop;
-    pthread_t       th;
-    int             a[PX_MAX], b[PX_MAX], n;
-};
-
-static void
-px_close_pair(struct proxy *px, int i)
-{
-    close(px->a[i]);
-    close(px->b[i]);
-    px->a[i] = px->a[px->n - 1];
-    px->b[i] = px->b[px->n - 1];
-    px->n--;
-}
-
-static int
-px_pump(int from, int to)
-{
-    char buf[65536];
-    ssize_t r = read(from, buf, sizeof buf), off = 0;
-
-    if (r <= 0)
-        return -1;
-    while (off < r) {
-        ssize_t w = write(to, buf + off, (size_t)(r - off));
-        if (w <= 0)
-            return -1;
-        off += w;
-    }
-    return 0;
-}
-
-static void *
-px_main(void *arg)
-{
-    struct proxy *px = arg;
-    struct pollfd pf[1 + 2 * PX_MAX];
-
-    while (!atomic_load(&px->stop)) {
-        int n = 0, np = px->n;
-
-        pf[n].fd = px->lfd;
-        pf[n++].events = POLLIN;
-        for (int i = 0; i < np; i++) {
-            pf[n].fd = px->a[i];
-            pf[n++].events = POLLIN;
-            pf[n].fd = px->b[i];
-            pf[n++].events = POLLIN;
-        }
-        if (poll(pf, (nfds_t)n, 20) < 0)
-            continue;
-        if (atomic_load(&px->cut)) {
-            /* a partition: nothing passes, connections hang (no RST) */
-            if (pf[0].revents & POLLIN) {
-                int c = accept(px->lfd, NULL, NULL);
-                if (c >= 0)
-                    close(c);
-            }
-            continue;
-        }
-        for (int i = np - 1; i >= 0; i--) {
-            int bad = 0;
-            if (pf[1 + 2 * i].revents)
-                bad |= px_pump(px->a[i], px->b[i]);
-            if (!bad && pf[2 + 2 * i].revents)
-                bad |= px_pump(px->b[i], px->a[i]);
-            if (bad)
-                px_close_pair(px, i);
-        }
-        if (pf[0].revents & POLLIN) {
-            int c = accept(px->lfd, NULL, NULL), t;
-            struct sockaddr_in sa;
-            if (c < 0)
-                continue;
-            if (px->n == PX_MAX) {
-                close(c);
-                continue;
-            }
-            t = socket(AF_INET, SOCK_STREAM, 0);
-            memset(&sa, 0, sizeof sa);
-            sa.sin_family = AF_INET;
-            sa.sin_port = htons((uint16_t)px->to_port);
-            sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-            if (connect(t, (struct sockaddr *)&sa, sizeof sa) != 0) {
-                close(c);
-                close(t);
-                continue;
-            }
-            px->a[px->n] = c;
-            px->b[px->n++] = t;
-        }
-    }
-    while (px->n > 0)
-        px_close_pair(px, 0);
-    return NULL;
-}
-
-static struct proxy *
-proxy_start(int to_port)
-{
-    struct proxy *px = xcalloc(1, sizeof *px);
-    struct sockaddr_in sa;
-    socklen_t sl = sizeof sa;
-
-    px->to_port = to_port;
-    px->lfd = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_eq(bind(px->lfd, (struct sockaddr *)&sa, sizeof sa), 0);
-    ck_assert_int_eq(listen(px->lfd, 16), 0);
-    ck_assert_int_eq(getsockname(px->lfd, (struct sockaddr *)&sa, &sl), 0);
-    px->port = ntohs(sa.sin_port);
-    ck_assert_int_eq(pthread_create(&px->th, NULL, px_main, px), 0);
-    return px;
-}
-
-static void
-proxy_stop(struct proxy *px)
-{
-    atomic_store(&px->stop, 1);
-    pthread_join(px->th, NULL);
-    close(px->lfd);
-    free(px);
-}
-
 /* --- the URL -------------------------------------------------------------- */
 
 START_TEST(url_forms)
@@ -682,7 +550,7 @@ END_TEST
 START_TEST(store_back_after_start)
 {
     char *pfx = fresh_prefix(), *c1 = tmp_path("1");
-    struct proxy *px = proxy_start(store_port());
+    struct tcpproxy *px = tcpproxy_start(store_port(), 1);
     struct wlease_params p1 = params("10.0.0.1:1", c1);
     char *cause = NULL;
     struct wlease *l;
@@ -709,7 +577,7 @@ START_TEST(store_back_after_start)
     }
     ck_assert_msg(ok, "still refused: %s", why.code);
     snowflake_stop(sf);
-    proxy_stop(px);
+    tcpproxy_stop(px);
     free(pfx);
     free(c1);
 }
@@ -720,7 +588,7 @@ END_TEST
 START_TEST(store_down_while_running)
 {
     char *pfx = fresh_prefix(), *c1 = tmp_path("1");
-    struct proxy *px = proxy_start(store_port());
+    struct tcpproxy *px = tcpproxy_start(store_port(), 1);
     struct wlease_params p1 = params("10.0.0.1:1", c1);
     char *cause = NULL;
     struct wlease *l = open_at(&p1, px->port, pfx, &cause);
@@ -762,7 +630,7 @@ START_TEST(store_down_while_running)
         ck_assert_str_eq(why.code, "worker_lease_expired");
     }
     snowflake_stop(sf);
-    proxy_stop(px);
+    tcpproxy_stop(px);
     free(s.v);
     free(pfx);
     free(c1);
@@ -775,7 +643,7 @@ END_TEST
 START_TEST(partition_no_duplicates)
 {
     char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *c2 = tmp_path("2");
-    struct proxy *px = proxy_start(store_port());
+    struct tcpproxy *px = tcpproxy_start(store_port(), 1);
     struct wlease_params pa = params("10.0.0.1:1", c1),
                          pb = params("10.0.0.2:1", c2);
     char *cause = NULL;
@@ -831,7 +699,7 @@ START_TEST(partition_no_duplicates)
     ck_assert_str_eq(ia.last_code, "worker_id_lost");
     snowflake_stop(sa);
     snowflake_stop(sb);
-    proxy_stop(px);
+    tcpproxy_stop(px);
     free(ia.v);
     free(ib.v);
     free(pfx);
