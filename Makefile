@@ -75,7 +75,7 @@ build/asan/%.o: src/%.c
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -MMD -MP -c -o $@ $<
 
 # Helpers the unit tests share (tests/lib/*.c), built per variant.
-TESTLIB_SRCS := tests/lib/tcpproxy.c
+TESTLIB_SRCS := tests/lib/idset.c tests/lib/tcpproxy.c
 TESTLIB      := $(TESTLIB_SRCS:tests/lib/%.c=build/tests/lib/%.o)
 
 build/tests/lib/%.o: tests/lib/%.c
