@@ -582,6 +582,7 @@ cmd_info(struct resp_ctx *x)
     const struct resp_cmd *cmd = x->cmd;
     struct api *a = x->a;
     struct sbuf t = { 0 }, b = { 0 };
+    struct http_stats hs = { 0 };
     int op = a->cfg->admin_token[0] == '\0' || x->sess->admin;
 
     if (want_section(cmd, "server")) {
@@ -590,10 +591,9 @@ cmd_info(struct resp_ctx *x)
                     (long long)((util_wall_ms() - a->started_ms) / 1000),
                     a->nthreads);
     }
-    if (want_section(cmd, "clients") && a->server != NULL) {
-        struct http_stats hs;
-
+    if (a->server != NULL)
         http_server_stats(a->server, &hs);
+    if (want_section(cmd, "clients") && a->server != NULL) {
         sbuf_printf(&t, "%s# Clients\r\nconnected_clients:%llu\r\n"
                     "resp_clients:%llu\r\nblocked_clients:%llu\r\n",
                     t.len ? "\r\n" : "", (unsigned long long)hs.connections_open,
@@ -601,9 +601,6 @@ cmd_info(struct resp_ctx *x)
                     (unsigned long long)hs.requests_parked);
     }
     if (want_section(cmd, "stats") && a->server != NULL) {
-        struct http_stats hs;
-
-        http_server_stats(a->server, &hs);
         sbuf_printf(&t, "%s# Stats\r\ntotal_connections_received:%llu\r\n"
                     "total_commands_processed:%llu\r\nrejected_connections:%llu\r\n",
                     t.len ? "\r\n" : "", (unsigned long long)hs.connections_total,
