@@ -318,7 +318,7 @@ class Load:
                     n = len(got)
             elif r is not None:
                 code = error_code(r)
-            recs.append((t, status, code, n, up_st))
+            recs.append((t, status, code, n, up_st, time.time()))
             if status != 200:
                 time.sleep(0.05)
             elif self.volume_period:
@@ -970,15 +970,18 @@ class Chaos:
                               "%.1f" % seen if seen is not None else "?", after,
                               dict(self.load.sf_failures(t, time.time()))))
 
-    def nginx_own_502(self, t, status, code, up_st):
+    def nginx_own_502(self, t, t_end, status, code, up_st):
         """nginx's own 502 page, excused only where it cannot be helped: in
         a restart window, when every node it tried before answered a JSON
         503 and the last one it tried was the node restarting (connection
-        refused). nginx then makes up the answer itself: the last try's."""
+        refused). nginx then makes up the answer itself: the last try's.
+        A request counts as in the window when it was in flight during it
+        ([t, t_end] overlaps): one sent just before a node's SIGTERM can
+        reach that node after its listener closed."""
         tries = [x.strip() for x in up_st.split(",")]
         return status == 502 and code == "html" and len(tries) == 3 and \
             tries[-1] == "502" and all(x == "503" for x in tries[:-1]) and \
-            any(a <= t < b for a, b in self.restart_windows)
+            any(t < b and a <= t_end for a, b in self.restart_windows)
 
     def wait_db_up(self):
         wait_for(lambda: all(n.get("/health").json().get("segment", {}).get("db") == "up"
@@ -1136,13 +1139,13 @@ class Chaos:
                   "no duplicate among the volume clients' IDs (segment %d, snowflake %d)" % (
                       vol_dups["seg"], vol_dups["sf"])))
         excused = [r for sp in ("seg", "sf") for r in vol[sp]
-                   if self.nginx_own_502(r[0], r[1], r[2], r[4])]
-        excused += [r for r in fails if self.nginx_own_502(r[0], r[3], r[4], r[5])]
+                   if self.nginx_own_502(r[0], r[5], r[1], r[2], r[4])]
+        excused += [r for r in fails if self.nginx_own_502(r[0], r[0] + r[1], r[3], r[4], r[5])]
         vbad = [r for sp in ("seg", "sf") for r in vol[sp]
                 if r[1] != 200 and (r[1] != 503 or r[2] is None or
                                     r[2] in ("html", "no-json-body", "empty-body",
                                              "json-without-error")) and
-                not self.nginx_own_502(r[0], r[1], r[2], r[4])]
+                not self.nginx_own_502(r[0], r[5], r[1], r[2], r[4])]
         m.append((not vbad and not self.load.vol_bad200,
                   "volume clients: every answer a full 200 or a JSON 503 (%d are not%s)" % (
                       len(vbad) + len(self.load.vol_bad200),
@@ -1155,7 +1158,7 @@ class Chaos:
                     "%s %s" % (r[3], r[4]) for r in f).most_common(4) if f else "")))
         badfail = [r for r in fails if (r[3] != 503 or r[4] is None or
                    r[4] in ("html", "no-json-body", "empty-body", "json-without-error")) and
-                   not self.nginx_own_502(r[0], r[3], r[4], r[5])]
+                   not self.nginx_own_502(r[0], r[0] + r[1], r[3], r[4], r[5])]
         m.append((not badfail, "every non-200 is a 503 with a JSON error (%d are not%s; "
                   "%d nginx 502s excused: while every node refused snowflake after the "
                   "Redis wipe, the last node nginx tried was the one restarting)" % (
