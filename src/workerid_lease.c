@@ -516,6 +516,8 @@ wl_state_json(void *arg, struct sbuf *out)
         sbuf_printf(out, "%" PRId64, sms + l->p.lease_ms);
     else
         sbuf_puts(out, "null");
+    sbuf_printf(out, ",\"release_on_stop\":%s",
+                l->p.release_on_stop ? "true" : "false");
     sbuf_puts(out, ",\"clock_offset_ms\":");
     if (atomic_load(&l->measured))
         sbuf_printf(out, "%" PRId64 ",\"clock_rtt_ms\":%" PRId64,

@@ -310,7 +310,8 @@
       sh.reason ? ['reason', sh.reason, 'badv'] : null,
       ['worker ID', sf ? (sf.worker_id === null ? 'unknown' : String(sf.worker_id)) : '–', null, 'worker'],
       ['source', sf ? sf.source : '–'],
-      ['ZooKeeper', sf ? (sf.zk_state === 'none' ? 'not used' : sf.zk_state + (sf.zk_address ? ' (' + sf.zk_address + ')' : '')) : '–', null, 'zk'],
+      sf && sf.zk_state && sf.zk_state !== 'none' ? ['ZooKeeper', sf.zk_state + (sf.zk_address ? ' (' + sf.zk_address + ')' : ''), null, 'zk']
+        : sf && sf.store && sf.store !== 'zookeeper' ? ['store', sf.store + (sf.last_error ? ' · ' + sf.last_error : ''), sf.last_error ? 'badv' : null, 'store'] : null,
       sf && sf.heartbeat_age_ms !== undefined ? ['heartbeat age', sf.heartbeat_age_ms === null ? 'none yet' : dur(sf.heartbeat_age_ms)] : null
     ] : [['status', 'off on this node']]);
     drawOverviewCharts();
@@ -530,6 +531,17 @@
       (L.datacenter_bits ? ' · datacenters 0–' + fmt(Math.pow(2, L.datacenter_bits) - 1) : '') + ' · ' + fmt(Math.pow(2, L.sequence_bits)) + ' IDs per ms' +
       (L.runs_out ? ' · runs out ' + L.runs_out : '') + (state.layout ? '' : ' · (Leaf\'s default layout: /snowflake/state is not available)')));
   }
+  /* What holds this node's worker ID, in words: the fields
+   * /snowflake/state gives per source (workerid_lease.c, workerid_zk.c). */
+  function leaseText(sf) {
+    if (sf.source === 'static') return 'static: snowflake.worker_id, no lease';
+    if (!sf.store) return sf.source + ': no shared store; fence cached in ' + sf.cache_file;
+    var s = 'held in ' + sf.store + (sf.zk_node ? ' as ' + sf.zk_node : '');
+    if (sf.lease_expires_ms) s += ' · lease until ' + iso(sf.lease_expires_ms) + ', renewed every heartbeat';
+    else if (sf.store === 'zookeeper') s += ' · snowflake.takeover off: no other node takes it unless released';
+    else s += ' · no lease yet';
+    return s + (sf.release_on_stop ? ' · released on a clean stop' : '');
+  }
   function drawSnowflake() {
     drawLayout();
     var sf = state.sf;
@@ -545,11 +557,13 @@
       sf.datacenter_id !== undefined ? ['datacenter ID', String(sf.datacenter_id), 'mono', 'datacenter'] : null,
       ['status', statusPill(sf.status)],
       ['source', sf.source, null, 'source'],
-      ['lease', sf.zk_node ? 'ZooKeeper registration ' + sf.zk_node + (sf.takeover ? ' (takeover on: held while its heartbeat is fresh)' : ' (persistent: never taken over)')
-        : sf.source === 'static' ? 'static: snowflake.worker_id, no lease' : 'cached in ' + sf.cache_file],
+      ['lease', leaseText(sf), null, 'lease'],
+      sf.store ? ['fence in ' + sf.store, sf.store_fence_ms ? sf.store_fence_ms + ' (' + iso(sf.store_fence_ms) + ')' : 'none yet', 'mono', 'storefence'] : null,
+      sf.store && sf.clock_offset_ms !== undefined ? ['clock − ' + sf.store, sf.clock_offset_ms === null ? 'not measured yet'
+        : dur(sf.clock_offset_ms) + ' (round trip ' + dur(sf.clock_rtt_ms) + ')', null, 'storeoffset'] : null,
       ['ip:port', sf.ip + ':' + sf.port],
       ['cache file', sf.cache_file, 'mono'],
-      ['ZooKeeper', sf.zk_state === 'none' ? 'not used' : sf.zk_state + (sf.zk_address ? ' · ' + sf.zk_address : '')],
+      sf.zk_state && sf.zk_state !== 'none' ? ['ZooKeeper', sf.zk_state + (sf.zk_address ? ' · ' + sf.zk_address : '')] : null,
       sf.heartbeat_age_ms !== undefined ? ['heartbeat age', sf.heartbeat_age_ms === null ? 'none yet' : dur(sf.heartbeat_age_ms + age), null, 'heartbeat'] : ['heartbeat age', 'no heartbeat (static worker ID)', null, 'heartbeat'],
       sf.last_error ? ['last error', sf.last_error, 'badv'] : null
     ]);

@@ -20,6 +20,7 @@ TESTS = [
     "test_console_in_browser",
     "test_console_admin_token_in_browser",
     "test_console_zookeeper_in_browser",
+    "test_console_redis_in_browser",
 ]
 
 OUT = os.path.join(ROOT, "build", "test-output", "console")
@@ -525,6 +526,49 @@ def test_console_zookeeper_in_browser(ctx):
             check(hb.endswith(" s") or hb.endswith(" ms"), "heartbeat age: %r" % hb)
             check(st["zk_node"] in text_of(drv, "#sf-worker"), "the registration %s" % st["zk_node"])
             shot(drv, "snowflake-zookeeper-desktop")
+            errs = console_errors(drv)
+            check(not errs, "the browser console logged errors:\n%s" % "\n".join(errs))
+        finally:
+            quit_browser(drv)
+
+
+def test_console_redis_in_browser(ctx):
+    """Snowflake only, worker IDs from Redis: the lease, the fence Redis
+    holds and the clock against Redis's on the snowflake tab, the store on
+    the overview, and no "undefined" anywhere (the console once printed
+    ZooKeeper's fields for every source)."""
+    with Workdir("console-redis") as wd:
+        r = wd.redis()
+        d = wd.leafd(conf={"leaf.snowflake.enable": "true", "leaf.segment.enable": "false",
+                           "snowflake.ip": "127.0.0.1", "snowflake.worker_source": "redis",
+                           "snowflake.redis.url": "redis://127.0.0.1:%d" % r.port,
+                           "snowflake.release_on_stop": "true",
+                           "snowflake.cache_file": os.path.join(wd.path, "sf.json")}).start()
+        st = wait_for(lambda: (lambda j: j if j.get("heartbeat_age_ms") is not None and
+                               j.get("lease_expires_ms") else None)(
+            d.get("/snowflake/state").json()), what="a first heartbeat")
+        drv = browser_or_skip()
+        if drv is None:
+            return
+        try:
+            drv.get("http://127.0.0.1:%d/console#overview" % d.port)
+            wait_text(drv, '#ov-snowflake [data-k="worker"]', lambda t: t == str(st["worker_id"]),
+                      "worker ID on the overview")
+            eq(text_of(drv, '#ov-snowflake [data-k="store"]'), "redis", "store on the overview")
+            tab(drv, "snowflake")
+            wait_text(drv, '#sf-worker [data-k="source"]', lambda t: t == "redis", "source")
+            lease = text_of(drv, '#sf-worker [data-k="lease"]')
+            check(lease.startswith("held in redis") and "lease until" in lease and
+                  "released on a clean stop" in lease, "lease: %r" % lease)
+            fence = text_of(drv, '#sf-worker [data-k="storefence"]')
+            check(fence.split()[0].isdigit() and int(fence.split()[0]) >= st["store_fence_ms"],
+                  "fence in redis: %r (state said %d)" % (fence, st["store_fence_ms"]))
+            off = text_of(drv, '#sf-worker [data-k="storeoffset"]')
+            check("round trip" in off, "clock against redis: %r" % off)
+            for sel in ("#sf-worker", "#ov-snowflake", "#sf-clock"):
+                txt = text_of(drv, sel)
+                check("undefined" not in txt and "NaN" not in txt, "%s: %r" % (sel, txt))
+            shot(drv, "snowflake-redis-desktop")
             errs = console_errors(drv)
             check(not errs, "the browser console logged errors:\n%s" % "\n".join(errs))
         finally:
