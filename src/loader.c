@@ -442,17 +442,25 @@ run_refresh(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_
     rc = store_list(s, &rows, &nrows, &cause);
 
     if (rc == STORE_OK) {
+        size_t nseg = 0;
+
         if (nrows > 0)          /* rows is NULL then: qsort's arguments are nonnull */
             qsort(rows, nrows, sizeof *rows, row_cmp);
-        segment_refresh(l->segs, rows, nrows, since);
+        if (keep)               /* /db shows the table, serial rows too */
+            json = rows_to_json(rows, nrows);
+        /* Serial periods' rows are not segment tags: a segment load would
+         * draw on the row serial numbers count in (and, over several
+         * databases, in blocks from a row that lives in one). */
+        for (size_t i = 0; i < nrows; i++)
+            if (!store_row_is_serial(&rows[i]))
+                rows[nseg++] = rows[i];
+        segment_refresh(l->segs, rows, nseg, since);
         for (size_t i = 0; i < n; i++) {
             struct store_row key = { .max_id = 0 };
             snprintf(key.biz_tag, sizeof key.biz_tag, "%s", names[i]);
-            if (nrows == 0 || bsearch(&key, rows, nrows, sizeof *rows, row_cmp) == NULL)
+            if (nseg == 0 || bsearch(&key, rows, nseg, sizeof *rows, row_cmp) == NULL)
                 segment_tag_missing(l->segs, names[i]);
         }
-        if (keep)
-            json = rows_to_json(rows, nrows);
     }
     pthread_mutex_lock(&l->lock);
     l->refreshing--;
@@ -499,9 +507,9 @@ run_lookups(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_
         free(cause);
         if (rc == STORE_DB_ERROR)
             return;
-        if (rc == STORE_OK)
+        if (rc == STORE_OK && !store_row_is_serial(&row))
             segment_tag_found(l->segs, &row);
-        else
+        else            /* not found, or a serial period's row (above) */
             segment_tag_missing(l->segs, names[i]);
     }
 }

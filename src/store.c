@@ -228,6 +228,12 @@ store_insert(struct store *s, const char *tag, int64_t max_id, int64_t step,
     return s->ops->insert(s, tag, max_id, step, description, cause);
 }
 
+int
+store_row_is_serial(const struct store_row *row)
+{
+    return strcmp(row->description, STORE_SERIAL_DESCRIPTION) == 0;
+}
+
 /* ---- URL parsing ---- */
 
 void

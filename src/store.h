@@ -99,6 +99,9 @@ typedef int (*store_serial_key_fn)(void *arg, int64_t db_ms, char *tag,
  * over several databases keeps those rows in the first database alone);
  * store_insert refuses it for any other row. */
 #define STORE_SERIAL_DESCRIPTION "serial period"
+/* 1 when row is a serial period's row (its description), else 0. Such a
+ * row is never a segment tag: the loader leaves it out. */
+int store_row_is_serial(const struct store_row *row);
 enum store_result store_serial_alloc(struct store *s, int64_t offset_ms,
                                      store_serial_key_fn key, void *arg,
                                      int64_t step, int64_t *db_ms, char *tag,

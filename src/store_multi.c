@@ -50,7 +50,8 @@
  * database and creates its rows with description STORE_SERIAL_DESCRIPTION
  * (store_insert refuses that description for other rows): that description,
  * never the row's name, is what start-up checks and multi-db init leave
- * out. Serials wait out an outage of the first database (their buffers,
+ * out, and what the loader never makes a segment tag (store_row_is_serial).
+ * Serials wait out an outage of the first database (their buffers,
  * then 503 serial_unavailable); every other row, whatever its name, is a
  * segment tag: in every database, with failover.
  */
@@ -108,7 +109,6 @@ struct store_multi {
 };
 
 static const struct store_ops multi_ops;
-static int is_serial_row(const struct store_row *row);
 
 /* ---- health ---- */
 
@@ -279,11 +279,11 @@ multi_check(struct store_multi *m, const struct config *cfg, char **cause)
         while (a < nrows[ref] || b < nrows[i]) {
             int c;
 
-            if (a < nrows[ref] && is_serial_row(&rows[ref][a])) {
+            if (a < nrows[ref] && store_row_is_serial(&rows[ref][a])) {
                 a++;
                 continue;
             }
-            if (b < nrows[i] && is_serial_row(&rows[i][b])) {
+            if (b < nrows[i] && store_row_is_serial(&rows[i][b])) {
                 b++;
                 continue;
             }
@@ -629,15 +629,6 @@ multi_get(struct store *s, const char *tag, struct store_row *row, char **cause)
     return multi_read((struct store_multi *)s, get_one, &rd, cause);
 }
 
-/* Serial numbers' period rows live in the first database alone (see
- * DESIGN): a row is one when its description is the one store_serial_alloc
- * writes, whatever its name ("order:2024" may be a segment tag). */
-static int
-is_serial_row(const struct store_row *row)
-{
-    return strcmp(row->description, STORE_SERIAL_DESCRIPTION) == 0;
-}
-
 static enum store_result
 multi_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
                    void *arg, int64_t step, int64_t *db_ms, char *tag,
@@ -824,7 +815,7 @@ store_multi_init(const struct config *cfg, char **urls, int n,
                 size_t w = 0;
 
                 for (size_t k = 0; k < nr; k++)
-                    if (!is_serial_row(&rows[k]))
+                    if (!store_row_is_serial(&rows[k]))
                         rows[w++] = rows[k];
                 nr = w;
             }
@@ -867,7 +858,7 @@ store_multi_init(const struct config *cfg, char **urls, int n,
         for (size_t k = 0; k < nr; k++) {
             size_t j;
 
-            if (is_serial_row(&rows[k]))
+            if (store_row_is_serial(&rows[k]))
                 continue;           /* the first database's alone */
             for (j = 0; j < nall; j++)
                 if (strcmp(all[j].biz_tag, rows[k].biz_tag) == 0)

@@ -77,12 +77,22 @@ def test_embedded_demo(ctx):
         check('leafd_serial_issued_total{code="demo"} 101' in m, "issued metric:\n%s" % m)
         check('leafd_http_requests_total{route="serial",status="404"} 1' in m,
               "route metric")
+        # The period's row is in leaf_alloc (/db) but is no segment tag: a
+        # segment load would draw on the row the serials count in.
+        rows = [r for r in d.get("/db").json()["rows"] if r["description"] == "serial period"]
+        eq(len(rows), 1, "one serial period row in /db: %r" % rows)
+        prow = rows[0]["biz_tag"]
+        err(d.get("/segment/" + prow), 404, "unknown_biz_tag")     # looked up alone
         # A restart continues the day's row: nothing repeats.
         d.stop()
         d2 = wd.leafd(port=d.port).start()
         again = d2.get("/serial/demo?count=50&format=json").json()["ids"]
         check(not set(again) & set(got), "a restart repeats nothing")
         check(min(again) > max(got), "and continues after the buffered range")
+        err(d2.get("/segment/" + prow), 404, "unknown_biz_tag")    # in the list read at start
+        keys = [t["key"] for t in d2.get("/cache").json()["tags"]]
+        check(prow not in keys and "demo" in keys, "/cache lists segment tags only: %r" % keys)
+        eq(d2.get("/segment/demo").status, 200, "the demo segment tag still serves")
 
 
 def test_tokens(ctx):
