@@ -310,7 +310,8 @@ multi_check(struct store_multi *m, const struct config *cfg, char **cause)
     }
     for (int i = 0; i < m->n && shared.want_known; i++)
         for (size_t k = 0; k < nrows[i]; k++)
-            if (rows[i][k].step > shared.want.block_size) {
+            if (rows[i][k].step > shared.want.block_size &&
+                !store_row_is_serial(&rows[i][k])) {   /* not in blocks */
                 store_set_cause(cause, "biz_tag '%s' has step %lld in database "
                                 "%d, over the block size %lld", rows[i][k].biz_tag,
                                 (long long)rows[i][k].step, i,

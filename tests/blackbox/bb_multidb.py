@@ -153,6 +153,9 @@ def test_init_start_checks_and_disjoint(ctx):
         rc, out = init(urls)        # puts it back (a set whose rows differ)
         eq(b.sql("SELECT count(*) FROM leaf_alloc WHERE biz_tag = 'mt'").strip(), "1",
            "init restores the row: %s" % out)
+        # A serial row is not in blocks: a step over the block size is its
+        # own business, not a start-up refusal.
+        a.sql("UPDATE leaf_alloc SET step = %d WHERE biz_tag = 'PAY:all'" % (BLOCK + 1))
         # Two nodes, each on its preferred database: disjoint blocks.
         n1 = node(wd, urls, "n1").start()
         n2 = node(wd, [a.url, b.url], "n2").start()
@@ -162,6 +165,9 @@ def test_init_start_checks_and_disjoint(ctx):
             eq(r.status, 200, "IDs: %r" % r)
             ids += [int(x) for x in r.text.split()]
             eq(d.get("/segment/order:2024").status, 200, "the serial-shaped segment tag")
+            r = d.get("/segment/PAY:all")
+            eq((r.status, r.json().get("error")), (404, "unknown_biz_tag"),
+               "a serial row is no segment tag")
         check(min(ids) > 5000, "above the single-database IDs")
         eq(len(set(ids)), len(ids), "disjoint")
         h = n1.get("/health").json()
