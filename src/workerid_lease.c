@@ -160,6 +160,7 @@ wl_claim(struct wlease *l, char **cause)
     c.lease_ms = l->p.lease_ms;
     c.max_worker = l->p.max_worker;
     c.want_worker = l->p.fixed_worker ? l->p.worker_id : -1;
+    c.unknown_gate_ms = l->p.unknown_gate_ms;
     rc = l->st.claim(l->st.arg, &c, &worker, &fence, cause);
     if (rc != WLEASE_OK)
         return rc;
