@@ -242,6 +242,8 @@ sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
     p.lease_ms = zk && !cfg->takeover ? 0 : cfg->takeover_age_ms;
     p.release_on_stop = cfg->release_on_stop;
     p.max_clock_offset_ms = cfg->max_clock_offset_ms;
+    p.unknown_gate_ms = cfg->fence_step_ms + cfg->max_borrow_ms +
+                        cfg->max_clock_offset_ms;
     if (p.lease_ms > 0 && p.lease_ms < 4 * cfg->fence_step_ms) {
         *cause = xasprintf("snowflake.takeover_age_ms %" PRId64 " (the "
                            "lease) must be at least 4 x "

@@ -34,6 +34,11 @@
  *     still bounds what it issues.
  *   - A fence write that finds another nonce means the ID was taken:
  *     SNOWFLAKE_TICK_LOST, for good.
+ *   - An ID the store has no record of (never used, or lost with the
+ *     data) gates, in Redis, on the store's epoch (its clock when a claim
+ *     first found no epoch) + unknown_gate_ms: the fences of any node that
+ *     held it were written before the epoch. MySQL and ZooKeeper keep no
+ *     epoch and gate such an ID on nothing.
  *   - A fixed worker ID (k8s: the pod's ordinal + offset) is the same rule
  *     with the claim limited to that one ID: held live by another identity,
  *     the claim is refused (the start fails, naming the holder); free but
@@ -160,6 +165,7 @@ wl_claim(struct wlease *l, char **cause)
     c.lease_ms = l->p.lease_ms;
     c.max_worker = l->p.max_worker;
     c.want_worker = l->p.fixed_worker ? l->p.worker_id : -1;
+    c.unknown_gate_ms = l->p.unknown_gate_ms;
     rc = l->st.claim(l->st.arg, &c, &worker, &fence, cause);
     if (rc != WLEASE_OK)
         return rc;

@@ -38,6 +38,12 @@ struct wlease_claim {
                                identity takes it back even from a live
                                lease (a k8s pod name runs once; the fence
                                gate keeps a stale run's IDs apart). */
+    int64_t     unknown_gate_ms;/* Redis: an ID the store has no record
+                                   of (never used, or lost with the
+                                   store's data) gates on the store's
+                                   epoch (when its record began) + this;
+                                   the MySQL and ZooKeeper stores have no
+                                   epoch and ignore it */
 };
 
 enum {
@@ -94,6 +100,9 @@ struct wlease_params {
                                    the holder never stops for it */
     int         release_on_stop;
     int64_t     max_clock_offset_ms; /* 0: no clock check */
+    int64_t     unknown_gate_ms;/* fence_step + max_borrow +
+                                   max_clock_offset: past anything a node
+                                   issued under a record the store lost */
     const char *source;         /* /snowflake/state's source while an ID
                                    is held (NULL: the store's) */
     snowflake_clock_fn clock;   /* the taker's clock; NULL: wall clock */

@@ -20,13 +20,20 @@ struct wredis {
 };
 
 /* ARGV: prefix, identity, nonce, prev_nonce, taker_now_ms, lease_ms,
- * max_worker, want (-1: any). Returns {worker, fence} or {-2, hb} (a live
- * twin) or {-1, in use}; for a wanted ID also {-3, hb, identity} (held live
- * by that identity) or {-4, fence} (its fence not below the taker's clock).
+ * max_worker, want (-1: any), unknown_gate_ms. Returns {worker, fence,
+ * epoch} (epoch -1 unless the ID had no hash) or {-2, hb} (a live twin) or
+ * {-1, in use} or {-5, 0} (the epoch key is not a number); for a wanted ID
+ * also {-3, hb, identity} (held live by that identity) or {-4, fence} (its
+ * fence not below the taker's clock).
  * Free: no hash, released, or lease expired on the store's clock; and in
  * every case the fence below the taker's clock. A wanted ID that this
  * identity holds is taken back whatever its lease; the identity's other ID,
- * if any, is released (its fence kept). */
+ * if any, is released (its fence kept).
+ * P epoch is the store's clock when a claim first found it missing: every
+ * hash a node held before that was written before it, so an ID with no
+ * hash (never used, or lost with the data) gates on epoch +
+ * unknown_gate_ms, past any fence such a node held. TIME before writes is
+ * fine under effects replication (the only kind since Redis 7). */
 static const char wr_claim_lua[] =
 "local p, ident, nonce, prev = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
 "local now, lease, maxw = tonumber(ARGV[5]), tonumber(ARGV[6]), "
@@ -34,11 +41,16 @@ static const char wr_claim_lua[] =
 "local t = redis.call('TIME')\n"
 "local snow = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
 "local function fmt(x) return string.format('%.0f', x) end\n"
-"local function take(id, fence)\n"
+"redis.call('SET', p .. 'epoch', fmt(snow), 'NX')\n"
+"local epoch = tonumber(redis.call('GET', p .. 'epoch'))\n"
+"if not epoch then return {-5, 0} end\n"
+"local unknown = epoch + tonumber(ARGV[9])\n"
+"local function take(id, fence, hashless)\n"
+"  if hashless and unknown > fence then fence = unknown end\n"
 "  redis.call('HSET', p .. 'w:' .. id, 'identity', ident, 'instance', nonce,"
 " 'fence', fmt(fence), 'hb', fmt(snow), 'released', '0')\n"
 "  redis.call('SET', p .. 'id:' .. ident, id)\n"
-"  return {id, fence}\n"
+"  return {id, fence, hashless and epoch or -1}\n"
 "end\n"
 "local mine = tonumber(redis.call('GET', p .. 'id:' .. ident))\n"
 "local want = tonumber(ARGV[8])\n"
@@ -58,7 +70,7 @@ static const char wr_claim_lua[] =
 " 'identity') == ident then\n"
 "    redis.call('HSET', p .. 'w:' .. mine, 'released', '1')\n"
 "  end\n"
-"  return take(want, fence)\n"
+"  return take(want, fence, not h[1])\n"
 "end\n"
 "if mine and mine <= maxw then\n"
 "  local h = redis.call('HMGET', p .. 'w:' .. mine, 'identity', 'instance',"
@@ -73,7 +85,7 @@ static const char wr_claim_lua[] =
 "for id = 0, maxw do\n"
 "  local k = p .. 'w:' .. id\n"
 "  local h = redis.call('HMGET', k, 'identity', 'fence', 'hb', 'released')\n"
-"  if not h[1] then return take(id, 0) end\n"
+"  if not h[1] then return take(id, 0, true) end\n"
 "  local fence = tonumber(h[2]) or 0\n"
 "  if (h[4] == '1' or snow - (tonumber(h[3]) or 0) >= lease) and "
 "fence < now then\n"
@@ -203,17 +215,18 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
          int64_t *fence_ms, char **cause)
 {
     struct wredis *r = arg;
-    char now[24], lease[24], maxw[24], want[24];
+    char now[24], lease[24], maxw[24], want[24], unknown[24];
     const char *a[] = { r->prefix, c->identity, c->nonce, c->prev_nonce,
-                        now, lease, maxw, want };
+                        now, lease, maxw, want, unknown };
     redisReply *rep;
-    int64_t x, y;
+    int64_t x, y, epoch = -1;
 
     snprintf(now, sizeof now, "%" PRId64, c->now_ms);
     snprintf(lease, sizeof lease, "%" PRId64, c->lease_ms);
     snprintf(maxw, sizeof maxw, "%" PRIu64, c->max_worker);
     snprintf(want, sizeof want, "%" PRId64, c->want_worker);
-    rep = wr_eval(r, wr_claim_lua, 0, 8, a, cause);
+    snprintf(unknown, sizeof unknown, "%" PRId64, c->unknown_gate_ms);
+    rep = wr_eval(r, wr_claim_lua, 0, 9, a, cause);
     if (rep == NULL)
         return WLEASE_DOWN;
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||
@@ -239,7 +252,15 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
         freeReplyObject(rep);
         return WLEASE_REFUSED;
     }
+    if (x >= 0 && rep->elements == 3 &&
+        rep->element[2]->type == REDIS_REPLY_INTEGER)
+        epoch = rep->element[2]->integer;
     freeReplyObject(rep);
+    if (x == -5) {
+        *cause = xasprintf("redis %sepoch is not a number of milliseconds: "
+                           "not claiming (docs/operations.md)", r->prefix);
+        return WLEASE_REFUSED;
+    }
     if (x == -4) {
         *cause = xasprintf("snowflake worker ID %" PRId64 " was released in "
                            "redis with fence %" PRId64 ", not below this "
@@ -262,6 +283,12 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
                            r->prefix, y, c->max_worker);
         return WLEASE_REFUSED;
     }
+    if (epoch >= 0 && y >= c->now_ms)
+        log_warn("snowflake: redis has no record of worker ID %" PRId64
+                 " since %" PRId64 " (%sepoch: a new or wiped store): "
+                 "waiting until %" PRId64 " (%" PRId64 " ms) before issuing, "
+                 "past anything a node could have issued before", x, epoch,
+                 r->prefix, y, y - c->now_ms + 1);
     *worker = x;
     *fence_ms = y;
     return WLEASE_OK;

@@ -5,6 +5,10 @@
  *   P w:<id>         hash: identity, instance (nonce), fence (ms), hb (the
  *                    store's clock at the last fence write, ms), released
  *   P id:<identity>  the identity's worker ID
+ *   P epoch          the store's clock (ms) when a claim first found no
+ *                    epoch: a new or wiped store. An ID with no hash gates
+ *                    on it + the claim's unknown_gate_ms (an operator may
+ *                    SET it to 0 on a new store nothing was issued from)
  * Claim, fence write and release are each one Lua script (EVAL), so they
  * are atomic; the claim reuses the identity's ID or takes the lowest free
  * one and never wraps, or takes exactly a wanted one (k8s) or refuses.

@@ -7,7 +7,9 @@ use; Redis stopped: IDs within the lease, then 503; /snowflake/state and
 (snowflake.k8s.fence_store = redis: held by the pod name, a restart without
 its cache file still gated by the store's fence, another pod on that worker
 ID refused, Redis down at start and while running) and in MySQL (a
-throwaway MariaDB). Without redis-server or MariaDB those tests skip (under
+throwaway MariaDB); a new Redis store (no epoch key) makes the first claim
+wait past its epoch + fence_step + max_borrow + max_clock_offset, with
+503 fence_not_passed meanwhile. Without redis-server or MariaDB those tests skip (under
 CI=1 they fail)."""
 import os
 import time
@@ -17,11 +19,19 @@ from bbutil import Workdir, check, eq, wait_for
 TESTS = [
     "test_redis_three_nodes_restart_twin_max",
     "test_redis_outage_then_503",
+    "test_redis_new_store_waits",
     "test_k8s_ordinal",
     "test_k8s_fence_in_redis",
     "test_k8s_fence_in_mysql",
     "test_k8s_fence_store_down",
 ]
+
+
+# A new store's first claims wait until its epoch + fence_step + max_borrow
+# + max_clock_offset (6.5 s with these flags) before issuing. Only
+# test_redis_new_store_waits is about that; the others start as on a store
+# whose epoch the operator set to 0 (new, nothing ever issued from it).
+EPOCH0 = [(2, "leafd:snowflake:")]
 
 
 def node(wd, r, ip, extra=None, name=None):
@@ -44,7 +54,7 @@ def state(d):
 
 def test_redis_three_nodes_restart_twin_max(ctx):
     with Workdir("wid-redis") as wd:
-        r = wd.redis()
+        r = wd.redis(epoch0=EPOCH0)
         nodes = [node(wd, r, "10.1.0.%d" % i).start() for i in range(3)]
         ws = sorted(state(d)["worker_id"] for d in nodes)
         eq(ws, [0, 1, 2], "three nodes, three worker IDs")
@@ -83,7 +93,7 @@ def test_redis_three_nodes_restart_twin_max(ctx):
 
 def test_redis_outage_then_503(ctx):
     with Workdir("wid-redis-down") as wd:
-        r = wd.redis()
+        r = wd.redis(epoch0=EPOCH0)
         d = node(wd, r, "10.2.0.1").start()
         eq(d.get("/snowflake").status, 200, "serving")
         r.stop()
@@ -100,6 +110,39 @@ def test_redis_outage_then_503(ctx):
               "a JSON 503 that says why: %r" % j)
         st = state(d)
         check(st["last_error"], "the store's error shown")
+
+
+def test_redis_new_store_waits(ctx):
+    """No epoch key: the first claim sets it to Redis's TIME and gates worker
+    ID 0 (no hash) on epoch + 500 + 1000 + 500 ms: 503 fence_not_passed, the
+    gate in /snowflake/state's start_fence and one log line, then IDs above
+    the gate."""
+    with Workdir("wid-redis-epoch") as wd:
+        r = wd.redis()
+        t0 = time.time()
+        d = node(wd, r, "10.3.0.1", extra=["--snowflake.max_clock_offset_ms=500"]).start()
+        epoch = int(r.cli("-n", "2", "GET", "leafd:snowflake:epoch"))
+        check(abs(epoch - t0 * 1000) < 5000, "epoch is about now: %d" % epoch)
+        st = state(d)
+        eq(st["worker_id"], 0, "worker ID 0")
+        eq(st["start_fence"], epoch + 2000, "gate: epoch + 2000 ms")
+        resp = d.get("/snowflake")
+        if time.time() * 1000 < epoch + 1900:
+            eq(resp.status, 503, "nothing before the gate")
+            eq(resp.json()["error"], "fence_not_passed", "why")
+        check("redis has no record of worker ID 0 since %d" % epoch in d.log(),
+              "the wait logged: %s" % d.log())
+        got = []
+
+        def served():
+            resp = d.get("/snowflake?count=10")
+            if resp.status == 200:
+                got.extend(resp.ids())
+                return True
+            return False
+        wait_for(served, 10, what="IDs once past the gate")
+        check(min((i >> 22) + 1288834974657 for i in got) > epoch + 2000,
+              "IDs above the gate")
 
 
 def test_k8s_ordinal(ctx):
@@ -164,7 +207,7 @@ def k8s_fence_in_store(wd, r, db):
 
 def test_k8s_fence_in_redis(ctx):
     with Workdir("wid-k8s-redis") as wd:
-        k8s_restart_and_refusal(wd, wd.redis(), None)
+        k8s_restart_and_refusal(wd, wd.redis(epoch0=EPOCH0), None)
 
 
 def test_k8s_fence_in_mysql(ctx):
@@ -207,7 +250,7 @@ def k8s_restart_and_refusal(wd, r, db):
 
 def test_k8s_fence_store_down(ctx):
     with Workdir("wid-k8s-redis-down") as wd:
-        r = wd.redis()
+        r = wd.redis(epoch0=EPOCH0)
         port = r.port
         r.stop()
         d = pod(wd, r, "web0", "web-0").start()

@@ -48,7 +48,7 @@ While they run, in sequence, with a settle time after each:
                restarted from its file (same worker IDs, back), a node killed
                -9 and restarted (same worker ID), and Redis restarted without
                its data (every node 503 worker_id_lost until restarted; then
-               each claims again)
+               each claims again, at once, and waits past the new epoch)
 
 Then it prints a table and exits 1 if a "must" failed:
   - no duplicate ID (segment and snowflake IDs checked separately, the
@@ -64,7 +64,8 @@ Then it prints a table and exits 1 if a "must" failed:
     node refuse (worker_lease_expired) within half the lease plus two store
     call timeouts; Redis killed -9 and a node killed -9 changed no worker
     ID; the wipe made every node refuse (worker_id_lost), and restarted
-    each claimed an ID of its own;
+    each claimed an ID of its own, gated past the store's new epoch +
+    fence_step + max_borrow + max_clock_offset;
   - every 200 carries the IDs asked for, in increasing order;
   - the run did what it meant to (phase 4 saw ids_exhausted, every node
     came back healthy), and every segment ID is below leaf_alloc.max_id.
@@ -934,10 +935,11 @@ class Chaos:
     def redis_wipe(self):
         """Redis back without its data. A holder's next write finds no
         hash: the ID is lost for good (503 worker_id_lost) until the node
-        restarts and claims again. Before they restart, wait a fence step
-        and the borrow limit, so the clock is past anything a lost node
-        issued: a node may come back with another's old ID, and the store
-        no longer holds that fence."""
+        restarts and claims again. The nodes are restarted at once: the
+        first claim sets the store's epoch, and an ID with no hash gates on
+        epoch + fence_step + max_borrow + max_clock_offset, past anything a
+        lost node issued (a node may come back with another's old ID); the
+        run's duplicate check covers it."""
         t = time.time()
         self.redis.kill9()
         self.redis.wipe()
@@ -950,7 +952,6 @@ class Chaos:
         self.musts.append((seen is not None, "8 redis: Redis restarted without its data: every "
                            "node refused with worker_id_lost%s" % (
                                " %.1fs later" % seen if seen is not None else why)))
-        time.sleep((self.RSTEP_MS + 1000) / 1000.0)     # + max_borrow_ms (1 s)
         t2 = time.time()
         try:
             for n in self.nodes:
@@ -965,9 +966,18 @@ class Chaos:
                 self.worker[w] = "%s/%s" % (self.worker.get(w, "?"), name)
         self.musts.append((len(set(after.values())) == 3, "8 redis: after the wipe each node, "
                            "restarted, claimed a worker ID of its own (%s)" % after))
+        # max_borrow_ms and max_clock_offset_ms are the defaults (1 s, 5 s)
+        epoch = int(self.redis.cli("GET", self.RPREFIX + "epoch"))
+        gate = epoch + self.RSTEP_MS + 1000 + 5000
+        gates = {n.name: self.sf_state(n).get("start_fence") for n in self.nodes}
+        self.musts.append((all(g is not None and g >= gate for g in gates.values()),
+                           "8 redis: after the wipe every node gated at or past the new "
+                           "epoch %d + %d ms (%s)" % (epoch, gate - epoch, gates)))
         self.notes.append("8 redis: Redis wiped: every node worker_id_lost after %s s; "
-                          "restarted: %s; snowflake non-200 since the wipe: %s" % (
-                              "%.1f" % seen if seen is not None else "?", after,
+                          "restarted at once, gated to epoch + %.1fs, healthy %.1fs after the "
+                          "first restart: %s; snowflake non-200 since the wipe: %s" % (
+                              "%.1f" % seen if seen is not None else "?",
+                              (gate - epoch) / 1000.0, time.time() - t2, after,
                               dict(self.load.sf_failures(t, time.time()))))
 
     def nginx_own_502(self, t, t_end, status, code, up_st):

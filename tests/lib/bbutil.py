@@ -385,9 +385,14 @@ class Redis:
     <workdir>/<name>. durable=False: no persistence (a restart comes back
     empty). durable=True: an append-only file fsynced before every reply
     (appendfsync always), so a kill -9 loses no write a client saw answered;
-    wipe() deletes it while stopped (a Redis that lost its data)."""
+    wipe() deletes it while stopped (a Redis that lost its data).
+    epoch0: (db, prefix) pairs whose snowflake epoch key is set to 0 at every
+    start, unless there: a new store's first worker-ID claims otherwise wait
+    fence_step + max_borrow + max_clock_offset (workerid_redis.c), which only
+    the tests about that want; 0 is the operator's setting for a new store
+    nothing was ever issued from (docs/operations.md)."""
 
-    def __init__(self, workdir, durable=False, name="redis"):
+    def __init__(self, workdir, durable=False, name="redis", epoch0=()):
         if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
             skip("redis-server/redis-cli are not installed (sh .ci/deps.sh test)")
         self.dir = os.path.join(workdir, name)
@@ -396,6 +401,7 @@ class Redis:
         self.port = free_port()
         self.proc = None
         self.logf = None
+        self.epoch0 = list(epoch0)
 
     def start(self):
         persist = ["--appendonly", "yes", "--appendfsync", "always"] if self.durable \
@@ -414,6 +420,8 @@ class Redis:
             except TestFailure:
                 return False
         wait_for(up, 10, step=0.05, what="redis-server answering PING")
+        for db, prefix in self.epoch0:
+            self.cli("-n", db, "SET", prefix + "epoch", 0, "NX")
         return self
 
     def stop(self, sig=signal.SIGTERM):
@@ -494,8 +502,8 @@ class Workdir:
         self.cleanup.append(z.stop)
         return z.start()
 
-    def redis(self, durable=False, name="redis"):
-        r = Redis(self.path, durable=durable, name=name)
+    def redis(self, durable=False, name="redis", epoch0=()):
+        r = Redis(self.path, durable=durable, name=name, epoch0=epoch0)
         self.cleanup.append(r.stop)
         return r.start()
 

@@ -8,12 +8,14 @@
  * ask for a fixed worker ID (snowflake.k8s.fence_store). A missing server
  * skips its store's tests, and under CI=1 (or true) fails the run. */
 #include <check.h>
+#include <hiredis/hiredis.h>
 #include <mysql.h>
 #include <arpa/inet.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,9 +196,62 @@ open_at(const struct wlease_params *p, int port, const char *prefix,
     return wlease_open(p, &st, cause);
 }
 
-/* A fresh key space: a new Redis prefix, or an empty leaf_worker. */
+/* One command on the test's Redis (db 3, as open_at's URL); the reply,
+ * never an error (freeReplyObject). */
+static redisReply *
+redis_cmd(const char *fmt, ...)
+{
+    redisContext *c = redisConnect("127.0.0.1", redis_port);
+    redisReply *r;
+    va_list ap;
+
+    ck_assert_msg(c != NULL && !c->err, "redis connect: %s",
+                  c != NULL ? c->errstr : "out of memory");
+    r = redisCommand(c, "SELECT 3");
+    ck_assert_ptr_nonnull(r);
+    freeReplyObject(r);
+    va_start(ap, fmt);
+    r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(r != NULL && r->type != REDIS_REPLY_ERROR, "redis %s: %s",
+                  fmt, r != NULL ? r->str : c->errstr);
+    redisFree(c);
+    return r;
+}
+
+/* Redis's clock (TIME), ms. */
+static int64_t
+redis_ms(void)
+{
+    redisReply *r = redis_cmd("TIME");
+    int64_t ms;
+
+    ck_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    ms = strtoll(r->element[0]->str, NULL, 10) * 1000 +
+         strtoll(r->element[1]->str, NULL, 10) / 1000;
+    freeReplyObject(r);
+    return ms;
+}
+
+/* <prefix>epoch as a number, -1 when missing. */
+static int64_t
+redis_epoch(const char *prefix)
+{
+    redisReply *r = redis_cmd("GET %sepoch", prefix);
+    int64_t v = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10)
+                                              : -1;
+
+    freeReplyObject(r);
+    return v;
+}
+
+/* A fresh key space: a new Redis prefix, or an empty leaf_worker. A new
+ * Redis prefix has no epoch, so its first claims would gate on the
+ * store's clock + unknown_gate_ms (workerid_redis.c); only the epoch
+ * tests want that, so the rest start as on a store whose epoch the
+ * operator set to 0 (new, nothing ever issued from it). */
 static char *
-fresh_prefix(void)
+fresh_prefix_raw(void)
 {
     if (store_kind == ST_MYSQL) {
         MYSQL *db = mysql_init(NULL);
@@ -210,6 +265,16 @@ fresh_prefix(void)
         mysql_close(db);
     }
     return xasprintf("t%d-%d:", (int)getpid(), ++prefix_seq);
+}
+
+static char *
+fresh_prefix(void)
+{
+    char *p = fresh_prefix_raw();
+
+    if (store_kind == ST_REDIS)
+        freeReplyObject(redis_cmd("SET %sepoch 0", p));
+    return p;
 }
 
 static int
@@ -1156,6 +1221,212 @@ START_TEST(redis_keys_gone)
 }
 END_TEST
 
+/* --- the Redis epoch: IDs the store has no record of ------------------- */
+
+/* The generators here: fence step EP_STEP, max_borrow_ms 10 (sf_on), and
+ * a 250 ms clock limit; an ID with no hash gates on epoch + EP_GATE. */
+#define EP_STEP     300
+#define EP_OFFSET   250
+#define EP_GATE     (EP_STEP + 10 + EP_OFFSET)
+
+static struct wlease_params
+ep_params(const char *identity, const char *cache)
+{
+    struct wlease_params p = params(identity, cache);
+
+    p.max_clock_offset_ms = EP_OFFSET;
+    p.unknown_gate_ms = EP_GATE;
+    return p;
+}
+
+/* An ID's timestamp (Leaf's layout, unix ms). */
+static int64_t
+id_ms(uint64_t id)
+{
+    return (int64_t)(id >> 22) + SFCODEC_LEAF_EPOCH_MS;
+}
+
+/* A store without an epoch: the first claim sets it to the store's clock,
+ * later ones keep it, and an ID with no hash gates on epoch + EP_GATE, so
+ * nothing is issued before (fence_not_passed, in /snowflake/state too). */
+START_TEST(epoch_set_on_new_store)
+{
+    char *pfx = fresh_prefix_raw(), *c1 = tmp_path("1"), *c2 = tmp_path("2");
+    struct wlease_params p1 = ep_params("10.0.0.1:1", c1),
+                         p2 = ep_params("10.0.0.2:1", c2);
+    struct wlease *a, *b;
+    _Atomic int64_t clk;
+    struct snowflake *sf;
+    struct idset s = {0};
+    struct sbuf st = {0};
+    int64_t t0, t1, epoch, w, f;
+
+    ck_assert_int_eq(redis_epoch(pfx), -1);
+    t0 = redis_ms();
+    a = open_ok(&p1, pfx);
+    t1 = redis_ms();
+    epoch = redis_epoch(pfx);
+    ck_assert_int_ge(epoch, t0);
+    ck_assert_int_le(epoch, t1);
+    wlease_get(a, &w, &f);
+    ck_assert_int_eq(w, 0);
+    ck_assert_int_eq(f, epoch + EP_GATE);
+
+    b = open_ok(&p2, pfx);
+    ck_assert_int_eq(redis_epoch(pfx), epoch);
+    wlease_get(b, &w, &f);
+    ck_assert_int_eq(w, 1);
+    ck_assert_int_eq(f, epoch + EP_GATE);
+    wlease_close(b);
+
+    wlease_get(a, &w, &f);
+    atomic_store(&clk, util_wall_ms());
+    ck_assert_int_lt(atomic_load(&clk), f);
+    sf = sf_on(a, &clk, EP_STEP);
+    snowflake_state_json(sf, &st);
+    ck_assert_msg(strstr(st.p, "\"status\":\"fence_not_passed\"") != NULL,
+                  "%s", st.p);
+    issue_range(sf, &clk, atomic_load(&clk), 1, &s);
+    ck_assert_uint_eq(s.n, 0);
+    ck_assert_str_eq(s.last_code, "fence_not_passed");
+    issue_range(sf, &clk, f + 20, 1, &s);
+    ck_assert_uint_gt(s.n, 0);
+    ck_assert_int_gt(id_ms(s.v[0]), f);
+    snowflake_stop(sf);
+    sbuf_free(&st);
+    free(s.v);
+    free(pfx);
+    free(c1);
+    free(c2);
+}
+END_TEST
+
+/* Redis loses its data under a live holder: A holds ID 0 and issues ahead
+ * of the clock; FLUSHALL; B (another identity) claims ID 0 before A's next
+ * write. B issues nothing at or below what A issued, and A is lost at its
+ * next write. */
+START_TEST(epoch_after_wipe)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *c2 = tmp_path("2");
+    struct wlease_params pa = ep_params("10.0.0.1:1", c1),
+                         pb = ep_params("10.0.0.2:1", c2);
+    struct wlease *la, *lb;
+    struct snowflake *sa, *sb;
+    _Atomic int64_t clka, clkb;
+    struct idset ia = {0}, ib = {0};
+    int64_t wb, fb, epoch, a_max = 0;
+
+    pa.max_worker = pb.max_worker = 0;
+    la = open_ok(&pa, pfx);
+    atomic_store(&clka, util_wall_ms());
+    sa = sf_on(la, &clka, EP_STEP);
+    /* A's clock runs up to 150 ms ahead (within EP_OFFSET) */
+    issue_range(sa, &clka, atomic_load(&clka) + 150, 10, &ia);
+    ck_assert_uint_gt(ia.n, 0);
+    for (size_t i = 0; i < ia.n; i++)
+        if (id_ms(ia.v[i]) > a_max)
+            a_max = id_ms(ia.v[i]);
+
+    freeReplyObject(redis_cmd("FLUSHALL"));
+    atomic_store(&clkb, util_wall_ms());
+    ck_assert_int_lt(atomic_load(&clkb), a_max);
+    lb = open_ok(&pb, pfx);
+    epoch = redis_epoch(pfx);
+    wlease_get(lb, &wb, &fb);
+    ck_assert_int_eq(wb, 0);
+    ck_assert_int_eq(fb, epoch + EP_GATE);
+    ck_assert_int_gt(fb, a_max);
+    sb = sf_on(lb, &clkb, EP_STEP);
+    issue_range(sb, &clkb, atomic_load(&clkb), 10, &ib);
+    ck_assert_uint_eq(ib.n, 0);
+    ck_assert_str_eq(ib.last_code, "fence_not_passed");
+    issue_range(sb, &clkb, fb + 50, 10, &ib);
+    ck_assert_uint_gt(ib.n, 0);
+    for (size_t i = 0; i < ib.n; i++)
+        ck_assert_int_gt(id_ms(ib.v[i]), a_max);
+    ck_assert_uint_eq(idset_common(&ia, &ib), 0);
+
+    /* A's next write (the heartbeat) finds B's nonce */
+    for (int i = 0; i < 40 && strcmp(ia.last_code, "worker_id_lost") != 0;
+         i++) {
+        usleep(50 * 1000);
+        atomic_store(&clka, util_wall_ms() + 150);
+        issue_range(sa, &clka, atomic_load(&clka), 1, &ia);
+    }
+    ck_assert_str_eq(ia.last_code, "worker_id_lost");
+    ck_assert_uint_eq(idset_common(&ia, &ib), 0);
+    snowflake_stop(sa);
+    snowflake_stop(sb);
+    free(ia.v);
+    free(ib.v);
+    free(pfx);
+    free(c1);
+    free(c2);
+}
+END_TEST
+
+/* An epoch the operator set to 0 (a new store nothing was ever issued
+ * from): the gate of an ID with no hash is 0 + EP_GATE, long past, so IDs
+ * at once. */
+START_TEST(epoch_zero_no_wait)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1");
+    struct wlease_params p = ep_params("10.0.0.1:1", c1);
+    struct wlease *l = open_ok(&p, pfx);
+    _Atomic int64_t clk;
+    struct snowflake *sf;
+    struct idset s = {0};
+    int64_t w, f;
+
+    ck_assert_int_eq(redis_epoch(pfx), 0);
+    wlease_get(l, &w, &f);
+    ck_assert_int_eq(w, 0);
+    ck_assert_int_eq(f, EP_GATE);
+    atomic_store(&clk, util_wall_ms());
+    sf = sf_on(l, &clk, EP_STEP);
+    issue_range(sf, &clk, atomic_load(&clk), 1, &s);
+    ck_assert_uint_eq(s.n, 1);
+    snowflake_stop(sf);
+    free(s.v);
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
+/* k8s: the pod's fixed worker ID with no hash (a new store, or wiped)
+ * gates on epoch + EP_GATE like any ID; the same pod's restart gates on
+ * the fence its run confirmed, as before. */
+START_TEST(k8s_epoch_gate)
+{
+    char *pfx = fresh_prefix_raw(), *c1 = tmp_path("1");
+    struct wlease_params p = ep_params("web-2", c1);
+    struct wlease *l;
+    int64_t t0, epoch, w, f;
+
+    t0 = redis_ms();
+    l = open_ok(&p, pfx);
+    epoch = redis_epoch(pfx);
+    ck_assert_int_ge(epoch, t0);
+    wlease_get(l, &w, &f);
+    ck_assert_int_eq(w, K8S_WORKER);
+    ck_assert_int_eq(f, epoch + EP_GATE);
+    wlease_close(l);
+
+    /* wiped under it: the gate moves with the new epoch */
+    freeReplyObject(redis_cmd("FLUSHALL"));
+    usleep(20 * 1000);
+    l = open_ok(&p, pfx);
+    ck_assert_int_gt(redis_epoch(pfx), epoch);
+    epoch = redis_epoch(pfx);
+    wlease_get(l, &w, &f);
+    ck_assert_int_eq(w, K8S_WORKER);
+    ck_assert_int_ge(f, epoch + EP_GATE);
+    wlease_close(l);
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -1173,10 +1444,14 @@ main(void)
         tcase_add_checked_fixture(tc, setup_redis, teardown_tmp);
         store_tests(tc);
         tcase_add_test(tc, redis_keys_gone);
+        tcase_add_test(tc, epoch_set_on_new_store);
+        tcase_add_test(tc, epoch_after_wipe);
+        tcase_add_test(tc, epoch_zero_no_wait);
         suite_add_tcase(s, tc);
         tc = tcase_create("redis-k8s");
         tcase_add_checked_fixture(tc, setup_redis_k8s, teardown_tmp);
         k8s_tests(tc);
+        tcase_add_test(tc, k8s_epoch_gate);
         suite_add_tcase(s, tc);
     } else {
         printf("check_workerid_store: no redis-server: %s the Redis tests\n",
