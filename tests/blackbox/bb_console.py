@@ -538,7 +538,8 @@ def test_console_redis_in_browser(ctx):
     the overview, and no "undefined" anywhere (the console once printed
     ZooKeeper's fields for every source)."""
     with Workdir("console-redis") as wd:
-        r = wd.redis()
+        # epoch 0: a new store's first claim would wait 9 s (workerid_redis.c)
+        r = wd.redis(epoch0=[(0, "leafd:snowflake:")])
         d = wd.leafd(conf={"leaf.snowflake.enable": "true", "leaf.segment.enable": "false",
                            "snowflake.ip": "127.0.0.1", "snowflake.worker_source": "redis",
                            "snowflake.redis.url": "redis://127.0.0.1:%d" % r.port,
