@@ -35,10 +35,12 @@
  *   - A fence write that finds another nonce means the ID was taken:
  *     SNOWFLAKE_TICK_LOST, for good.
  *   - An ID the store has no record of (never used, or lost with the
- *     data) gates, in Redis, on the store's epoch (its clock when a claim
- *     first found no epoch) + unknown_gate_ms: the fences of any node that
- *     held it were written before the epoch. MySQL and ZooKeeper keep no
- *     epoch and gate such an ID on nothing.
+ *     data) gates, in Redis and MySQL, on the store's epoch (its clock when
+ *     a claim first found no epoch: Redis's <prefix>epoch key, MySQL's
+ *     sentinel row in leaf_worker, lost with the other rows) +
+ *     unknown_gate_ms: the fences of any node that held it were written
+ *     before the epoch. ZooKeeper keeps no epoch and gates such an ID on
+ *     nothing.
  *   - A fixed worker ID (k8s: the pod's ordinal + offset) is the same rule
  *     with the claim limited to that one ID: held live by another identity,
  *     the claim is refused (the start fails, naming the holder); free but

@@ -38,12 +38,12 @@ struct wlease_claim {
                                identity takes it back even from a live
                                lease (a k8s pod name runs once; the fence
                                gate keeps a stale run's IDs apart). */
-    int64_t     unknown_gate_ms;/* Redis: an ID the store has no record
-                                   of (never used, or lost with the
-                                   store's data) gates on the store's
+    int64_t     unknown_gate_ms;/* Redis and MySQL: an ID the store has
+                                   no record of (never used, or lost with
+                                   the store's data) gates on the store's
                                    epoch (when its record began) + this;
-                                   the MySQL and ZooKeeper stores have no
-                                   epoch and ignore it */
+                                   the ZooKeeper store has no epoch and
+                                   ignores it */
 };
 
 enum {

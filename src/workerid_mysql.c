@@ -1,6 +1,18 @@
 /* workerid_mysql.c: the MySQL/MariaDB store of worker IDs (see
  * workerid_mysql.h). The server's clock is read as
- * UNIX_TIMESTAMP(NOW(3)) in a UTC session; heartbeats are stamped with it. */
+ * UNIX_TIMESTAMP(NOW(3)) in a UTC session; heartbeats are stamped with it.
+ *
+ * The epoch (when the table's record began, on that clock) is a sentinel
+ * row of leaf_worker: worker_id -1, identity and instance "~epoch",
+ * fence_ms the epoch, released 1. A row in the table itself, not a table
+ * of its own, so that whatever loses the rows (TRUNCATE, DROP and a new
+ * table, a restore of an empty one) loses the epoch with them, and the
+ * shipped schema is unchanged (worker_id is a signed INT). -1 is no worker
+ * ID (they are 0..max_worker, unsigned in every layout), and no identity
+ * can be "~epoch": a node's is "ip:port" and a pod's ends in its ordinal,
+ * both ending in a digit. Every read of the rows leaves out worker IDs
+ * below 0; the fence and release writes name the holder's own worker ID
+ * and nonce, never the sentinel's. */
 #include <mysql.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -34,7 +46,12 @@ static const char wm_sql_take[] =
     " released = 0 WHERE worker_id = ?";
 static const char wm_sql_insert[] =
     "INSERT INTO leaf_worker (worker_id, identity, instance, fence_ms,"
-    " heartbeat_ms, released) VALUES (?, ?, ?, 0, ?, 0)";
+    " heartbeat_ms, released) VALUES (?, ?, ?, ?, ?, 0)";
+#define WM_EPOCH_WORKER -1
+#define WM_EPOCH_IDENT  "~epoch"
+static const char wm_sql_epoch_insert[] =
+    "INSERT INTO leaf_worker (worker_id, identity, instance, fence_ms,"
+    " heartbeat_ms, released) VALUES (-1, '~epoch', '~epoch', ?, ?, 1)";
 /* the identity's old row when it now wants another ID: freed, fence kept */
 static const char wm_sql_move[] =
     "UPDATE leaf_worker SET identity = ?, released = 1 WHERE worker_id = ?";
@@ -176,6 +193,24 @@ wm_now(struct wmysql *m, long long *now, char **cause)
     return 0;
 }
 
+/* Insert the epoch row, the server's clock read now (after the table was
+ * locked: past every write that a lost row held): 0, or -1 after wm_fail. */
+static int
+wm_epoch_insert(struct wmysql *m, long long *epoch, char **cause)
+{
+    MYSQL_BIND p[2];
+    MYSQL_STMT *st;
+
+    if (wm_now(m, epoch, cause) == -1)
+        return -1;
+    wm_i64(&p[0], epoch);
+    wm_i64(&p[1], epoch);
+    if ((st = wm_run(m, wm_sql_epoch_insert, p, NULL, cause)) == NULL)
+        return -1;
+    mysql_stmt_close(st);
+    return 0;
+}
+
 struct wm_row {
     long long     worker, fence, hb, released;
     char          ident[WM_IDENT_MAX + 1], inst[WM_NONCE_MAX + 1];
@@ -227,13 +262,13 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
 {
     struct wmysql *m = arg;
     struct wm_row row, *rows = NULL;
-    MYSQL_BIND r[6], p[4];
+    MYSQL_BIND r[6], p[5];
     unsigned long il = 0, nl = 0, idl, inl;
     MYSQL_STMT *st;
-    long long now, wid, hbv;
+    long long now, wid, hbv, fv, epoch = -1;
     size_t n = 0, cap = 0;
     int64_t take = -1, tfence = 0;
-    int fr, insert = 0, rc = WLEASE_DOWN;
+    int fr, insert = 0, has_epoch = 0, epoch_ok = 1, rc = WLEASE_DOWN;
 
     if (strlen(c->identity) > WM_IDENT_MAX || strlen(c->nonce) >
         WM_NONCE_MAX) {
@@ -254,6 +289,15 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
     while ((fr = mysql_stmt_fetch(st)) == 0 || fr == MYSQL_DATA_TRUNCATED) {
         row.ident[il < sizeof row.ident ? il : sizeof row.ident - 1] = '\0';
         row.inst[nl < sizeof row.inst ? nl : sizeof row.inst - 1] = '\0';
+        if (row.worker < 0) {           /* no worker ID: the epoch row? */
+            if (row.worker == WM_EPOCH_WORKER) {
+                has_epoch = 1;
+                epoch = row.fence;
+                epoch_ok = strcmp(row.ident, WM_EPOCH_IDENT) == 0 &&
+                           row.fence >= 0;
+            }
+            continue;
+        }
         if (n == cap) {
             cap = cap ? cap * 2 : 64;
             rows = xrealloc(rows, cap * sizeof *rows);
@@ -261,6 +305,18 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         rows[n++] = row;
     }
     mysql_stmt_close(st);
+    if (!epoch_ok) {
+        *cause = xasprintf("leaf_worker's epoch row (worker_id %d) is not "
+                           "identity '%s' with a fence_ms of 0 or more "
+                           "(found %lld): not claiming (docs/operations.md)",
+                           WM_EPOCH_WORKER, WM_EPOCH_IDENT, epoch);
+        rc = WLEASE_REFUSED;
+        goto rollback;
+    }
+    if (!has_epoch && wm_epoch_insert(m, &epoch, cause) == -1) {
+        free(rows);
+        return WLEASE_DOWN;
+    }
 
     if (c->want_worker >= 0) {
         int64_t at, move;
@@ -334,15 +390,21 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         rc = WLEASE_REFUSED;
         goto rollback;
     }
+    /* no row (never used, or lost with the table): every fence a node held
+     * under a lost row was written before the epoch */
+    if (insert && epoch + c->unknown_gate_ms > tfence)
+        tfence = epoch + c->unknown_gate_ms;
     idl = strlen(c->identity);
     inl = strlen(c->nonce);
     wid = take;
     hbv = now;
+    fv = tfence;
     if (insert) {
         wm_i64(&p[0], &wid);
         wm_str(&p[1], (char *)c->identity, idl, &idl);
         wm_str(&p[2], (char *)c->nonce, inl, &inl);
-        wm_i64(&p[3], &hbv);
+        wm_i64(&p[3], &fv);
+        wm_i64(&p[4], &hbv);
         st = wm_run(m, wm_sql_insert, p, NULL, cause);
     } else {
         /* a taken-over row loses its old identity with this update */
@@ -363,6 +425,12 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         return WLEASE_DOWN;
     }
     free(rows);
+    if (insert && tfence >= c->now_ms)
+        log_warn("snowflake: mysql has no record of worker ID %" PRId64
+                 " since %lld (leaf_worker's epoch row: a new or truncated "
+                 "table): waiting until %" PRId64 " (%" PRId64 " ms) before "
+                 "issuing, past anything a node could have issued before",
+                 take, epoch, tfence, tfence - c->now_ms + 1);
     *worker = take;
     *fence_ms = tfence;
     return WLEASE_OK;
