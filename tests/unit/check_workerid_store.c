@@ -245,34 +245,118 @@ redis_epoch(const char *prefix)
     return v;
 }
 
-/* A fresh key space: a new Redis prefix, or an empty leaf_worker. A new
- * Redis prefix has no epoch, so its first claims would gate on the
- * store's clock + unknown_gate_ms (workerid_redis.c); only the epoch
- * tests want that, so the rest start as on a store whose epoch the
- * operator set to 0 (new, nothing ever issued from it). */
+static MYSQL *
+mysql_open(void)
+{
+    MYSQL *db = mysql_init(NULL);
+
+    ck_assert_ptr_nonnull(db);
+    ck_assert_msg(mysql_real_connect(db, "127.0.0.1", mysql_t.user,
+                                     mysql_t.password, mysql_t.database,
+                                     (unsigned)mysql_t.port, NULL, 0) != NULL,
+                  "mysql connect: %s", mysql_error(db));
+    return db;
+}
+
+/* One statement on the test's database (autocommit); mysql_errno. */
+static unsigned int
+mysql_exec(const char *sql)
+{
+    MYSQL *db = mysql_open();
+    unsigned int err = mysql_query(db, sql) != 0 ? mysql_errno(db) : 0;
+
+    mysql_close(db);
+    return err;
+}
+
+/* The first column of sql's first row as a number, -1 when no row. */
+static int64_t
+mysql_i64(const char *sql)
+{
+    MYSQL *db = mysql_open();
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    int64_t v = -1;
+
+    ck_assert_msg(mysql_query(db, sql) == 0, "%s: %s", sql, mysql_error(db));
+    res = mysql_store_result(db);
+    ck_assert_ptr_nonnull(res);
+    if ((row = mysql_fetch_row(res)) != NULL && row[0] != NULL)
+        v = strtoll(row[0], NULL, 10);
+    mysql_free_result(res);
+    mysql_close(db);
+    return v;
+}
+
+/* The store's clock, ms: Redis's TIME, or MySQL's NOW(3) as
+ * workerid_mysql.c reads it. */
+static int64_t
+store_ms(void)
+{
+    if (store_kind == ST_MYSQL)
+        return mysql_i64("SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS "
+                         "SIGNED)");
+    return redis_ms();
+}
+
+/* The store's epoch, -1 when missing: <prefix>epoch, or leaf_worker's
+ * sentinel row (worker_id -1, identity '~epoch') as fence_ms. */
+static int64_t
+store_epoch(const char *prefix)
+{
+    if (store_kind == ST_MYSQL)
+        return mysql_i64("SELECT fence_ms FROM leaf_worker WHERE "
+                         "worker_id = -1 AND identity = '~epoch'");
+    return redis_epoch(prefix);
+}
+
+/* The store loses its data: FLUSHALL, or TRUNCATE TABLE leaf_worker. */
+static void
+store_wipe(void)
+{
+    if (store_kind == ST_MYSQL)
+        ck_assert_int_eq(mysql_exec("TRUNCATE TABLE leaf_worker"), 0);
+    else
+        freeReplyObject(redis_cmd("FLUSHALL"));
+}
+
+/* A fresh key space: a new Redis prefix, or an empty leaf_worker (created
+ * by the shipped sql/leaf_worker.sql when missing). Neither has an epoch,
+ * so its first claims would gate on the store's clock + unknown_gate_ms
+ * (workerid_redis.c, workerid_mysql.c); only the epoch tests want that. */
 static char *
 fresh_prefix_raw(void)
 {
     if (store_kind == ST_MYSQL) {
-        MYSQL *db = mysql_init(NULL);
-        ck_assert_ptr_nonnull(mysql_real_connect(db, "127.0.0.1",
-                              mysql_t.user, mysql_t.password,
-                              mysql_t.database, (unsigned)mysql_t.port, NULL,
-                              0));
-        /* missing at first: the store creates it */
-        if (mysql_query(db, "DELETE FROM leaf_worker") != 0)
-            ck_assert_int_eq(mysql_errno(db), 1146);  /* ER_NO_SUCH_TABLE */
-        mysql_close(db);
+        FILE *f = fopen("sql/leaf_worker.sql", "r");
+        char sql[2048];
+        size_t n;
+
+        ck_assert_msg(f != NULL, "sql/leaf_worker.sql (run from the "
+                      "source tree's top)");
+        n = fread(sql, 1, sizeof sql - 1, f);
+        fclose(f);
+        sql[n] = '\0';
+        ck_assert_int_eq(mysql_exec(sql), 0);
+        ck_assert_int_eq(mysql_exec("DELETE FROM leaf_worker"), 0);
     }
     return xasprintf("t%d-%d:", (int)getpid(), ++prefix_seq);
 }
 
+/* The rest start as on a store whose epoch the operator set to 0 (new,
+ * nothing ever issued from it: docs/operations.md), so that they do not
+ * wait for it and keep to what they test. */
 static char *
 fresh_prefix(void)
 {
     char *p = fresh_prefix_raw();
 
-    if (store_kind == ST_REDIS)
+    if (store_kind == ST_MYSQL)
+        ck_assert_int_eq(mysql_exec("INSERT INTO leaf_worker (worker_id, "
+                                    "identity, instance, fence_ms, "
+                                    "heartbeat_ms, released) VALUES (-1, "
+                                    "'~epoch', '~epoch', 0, 0, 1)"), 0);
+    else
         freeReplyObject(redis_cmd("SET %sepoch 0", p));
     return p;
 }
@@ -1221,7 +1305,7 @@ START_TEST(redis_keys_gone)
 }
 END_TEST
 
-/* --- the Redis epoch: IDs the store has no record of ------------------- */
+/* --- the epoch: IDs the store has no record of ---------------------------- */
 
 /* The generators here: fence step EP_STEP, max_borrow_ms 10 (sf_on), and
  * a 250 ms clock limit; an ID with no hash gates on epoch + EP_GATE. */
@@ -1246,9 +1330,10 @@ id_ms(uint64_t id)
     return (int64_t)(id >> 22) + SFCODEC_LEAF_EPOCH_MS;
 }
 
-/* A store without an epoch: the first claim sets it to the store's clock,
- * later ones keep it, and an ID with no hash gates on epoch + EP_GATE, so
- * nothing is issued before (fence_not_passed, in /snowflake/state too). */
+/* A store without an epoch (a new Redis prefix, an empty leaf_worker): the
+ * first claim sets it to the store's clock, later ones keep it, and an ID
+ * with no record (hash, row) gates on epoch + EP_GATE, so nothing is
+ * issued before (fence_not_passed, in /snowflake/state too). */
 START_TEST(epoch_set_on_new_store)
 {
     char *pfx = fresh_prefix_raw(), *c1 = tmp_path("1"), *c2 = tmp_path("2");
@@ -1261,11 +1346,11 @@ START_TEST(epoch_set_on_new_store)
     struct sbuf st = {0};
     int64_t t0, t1, epoch, w, f;
 
-    ck_assert_int_eq(redis_epoch(pfx), -1);
-    t0 = redis_ms();
+    ck_assert_int_eq(store_epoch(pfx), -1);
+    t0 = store_ms();
     a = open_ok(&p1, pfx);
-    t1 = redis_ms();
-    epoch = redis_epoch(pfx);
+    t1 = store_ms();
+    epoch = store_epoch(pfx);
     ck_assert_int_ge(epoch, t0);
     ck_assert_int_le(epoch, t1);
     wlease_get(a, &w, &f);
@@ -1273,7 +1358,7 @@ START_TEST(epoch_set_on_new_store)
     ck_assert_int_eq(f, epoch + EP_GATE);
 
     b = open_ok(&p2, pfx);
-    ck_assert_int_eq(redis_epoch(pfx), epoch);
+    ck_assert_int_eq(store_epoch(pfx), epoch);
     wlease_get(b, &w, &f);
     ck_assert_int_eq(w, 1);
     ck_assert_int_eq(f, epoch + EP_GATE);
@@ -1301,10 +1386,10 @@ START_TEST(epoch_set_on_new_store)
 }
 END_TEST
 
-/* Redis loses its data under a live holder: A holds ID 0 and issues ahead
- * of the clock; FLUSHALL; B (another identity) claims ID 0 before A's next
- * write. B issues nothing at or below what A issued, and A is lost at its
- * next write. */
+/* The store loses its data under a live holder: A holds ID 0 and issues
+ * ahead of the clock; FLUSHALL (TRUNCATE TABLE leaf_worker); B (another
+ * identity) claims ID 0 before A's next write. B issues nothing at or below
+ * what A issued, and A is lost at its next write. */
 START_TEST(epoch_after_wipe)
 {
     char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *c2 = tmp_path("2");
@@ -1327,11 +1412,11 @@ START_TEST(epoch_after_wipe)
         if (id_ms(ia.v[i]) > a_max)
             a_max = id_ms(ia.v[i]);
 
-    freeReplyObject(redis_cmd("FLUSHALL"));
+    store_wipe();
     atomic_store(&clkb, util_wall_ms());
     ck_assert_int_lt(atomic_load(&clkb), a_max);
     lb = open_ok(&pb, pfx);
-    epoch = redis_epoch(pfx);
+    epoch = store_epoch(pfx);
     wlease_get(lb, &wb, &fb);
     ck_assert_int_eq(wb, 0);
     ck_assert_int_eq(fb, epoch + EP_GATE);
@@ -1366,8 +1451,8 @@ START_TEST(epoch_after_wipe)
 END_TEST
 
 /* An epoch the operator set to 0 (a new store nothing was ever issued
- * from): the gate of an ID with no hash is 0 + EP_GATE, long past, so IDs
- * at once. */
+ * from): the gate of an ID with no record is 0 + EP_GATE, long past, so
+ * IDs at once. */
 START_TEST(epoch_zero_no_wait)
 {
     char *pfx = fresh_prefix(), *c1 = tmp_path("1");
@@ -1378,7 +1463,7 @@ START_TEST(epoch_zero_no_wait)
     struct idset s = {0};
     int64_t w, f;
 
-    ck_assert_int_eq(redis_epoch(pfx), 0);
+    ck_assert_int_eq(store_epoch(pfx), 0);
     wlease_get(l, &w, &f);
     ck_assert_int_eq(w, 0);
     ck_assert_int_eq(f, EP_GATE);
@@ -1393,7 +1478,7 @@ START_TEST(epoch_zero_no_wait)
 }
 END_TEST
 
-/* k8s: the pod's fixed worker ID with no hash (a new store, or wiped)
+/* k8s: the pod's fixed worker ID with no record (a new store, or wiped)
  * gates on epoch + EP_GATE like any ID; the same pod's restart gates on
  * the fence its run confirmed, as before. */
 START_TEST(k8s_epoch_gate)
@@ -1403,9 +1488,9 @@ START_TEST(k8s_epoch_gate)
     struct wlease *l;
     int64_t t0, epoch, w, f;
 
-    t0 = redis_ms();
+    t0 = store_ms();
     l = open_ok(&p, pfx);
-    epoch = redis_epoch(pfx);
+    epoch = store_epoch(pfx);
     ck_assert_int_ge(epoch, t0);
     wlease_get(l, &w, &f);
     ck_assert_int_eq(w, K8S_WORKER);
@@ -1413,15 +1498,41 @@ START_TEST(k8s_epoch_gate)
     wlease_close(l);
 
     /* wiped under it: the gate moves with the new epoch */
-    freeReplyObject(redis_cmd("FLUSHALL"));
+    store_wipe();
     usleep(20 * 1000);
     l = open_ok(&p, pfx);
-    ck_assert_int_gt(redis_epoch(pfx), epoch);
-    epoch = redis_epoch(pfx);
+    ck_assert_int_gt(store_epoch(pfx), epoch);
+    epoch = store_epoch(pfx);
     wlease_get(l, &w, &f);
     ck_assert_int_eq(w, K8S_WORKER);
     ck_assert_int_ge(f, epoch + EP_GATE);
     wlease_close(l);
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
+/* leaf_worker's epoch row broken by hand (a negative fence_ms, another
+ * identity): the claim is refused, saying so, rather than gating on it. */
+START_TEST(mysql_epoch_bad)
+{
+    char *pfx = fresh_prefix_raw(), *c1 = tmp_path("1"), *cause = NULL;
+    struct wlease_params p = ep_params("10.0.0.1:1", c1);
+    const char *bad[] = {
+        "INSERT INTO leaf_worker VALUES (-1, '~epoch', '~epoch', -5, 0, 1)",
+        "INSERT INTO leaf_worker VALUES (-1, 'x:1', '~epoch', 0, 0, 1)",
+    };
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(mysql_exec("DELETE FROM leaf_worker"), 0);
+        ck_assert_int_eq(mysql_exec(bad[i]), 0);
+        ck_assert_ptr_null(open_at(&p, store_port(), pfx, &cause));
+        ck_assert_msg(strstr(cause, "leaf_worker's epoch row") != NULL,
+                      "%s", cause);
+        free(cause);
+        cause = NULL;
+        ck_assert_int_eq(mysql_i64("SELECT COUNT(*) FROM leaf_worker"), 1);
+    }
     free(pfx);
     free(c1);
 }
@@ -1465,10 +1576,15 @@ main(void)
         tc = tcase_create("mysql");
         tcase_add_checked_fixture(tc, setup_mysql, teardown_tmp);
         store_tests(tc);
+        tcase_add_test(tc, epoch_set_on_new_store);
+        tcase_add_test(tc, epoch_after_wipe);
+        tcase_add_test(tc, epoch_zero_no_wait);
+        tcase_add_test(tc, mysql_epoch_bad);
         suite_add_tcase(s, tc);
         tc = tcase_create("mysql-k8s");
         tcase_add_checked_fixture(tc, setup_mysql_k8s, teardown_tmp);
         k8s_tests(tc);
+        tcase_add_test(tc, k8s_epoch_gate);
         suite_add_tcase(s, tc);
     } else {
         printf("check_workerid_store: LEAFD_TEST_MYSQL_URL (TCP) not set: "
