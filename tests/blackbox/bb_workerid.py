@@ -7,9 +7,9 @@ use; Redis stopped: IDs within the lease, then 503; /snowflake/state and
 (snowflake.k8s.fence_store = redis: held by the pod name, a restart without
 its cache file still gated by the store's fence, another pod on that worker
 ID refused, Redis down at start and while running) and in MySQL (a
-throwaway MariaDB); a new Redis store (no epoch key) makes the first claim
-wait past its epoch + fence_step + max_borrow + max_clock_offset, with
-503 fence_not_passed meanwhile. Without redis-server or MariaDB those tests skip (under
+throwaway MariaDB); a new Redis store (no epoch key) or a new leaf_worker
+table (no epoch row) makes the first claim wait past its epoch + fence_step +
+max_borrow + max_clock_offset, with 503 fence_not_passed meanwhile. Without redis-server or MariaDB those tests skip (under
 CI=1 they fail)."""
 import os
 import time
@@ -23,14 +23,16 @@ TESTS = [
     "test_k8s_ordinal",
     "test_k8s_fence_in_redis",
     "test_k8s_fence_in_mysql",
+    "test_mysql_new_table_waits",
     "test_k8s_fence_store_down",
 ]
 
 
 # A new store's first claims wait until its epoch + fence_step + max_borrow
 # + max_clock_offset (6.5 s with these flags) before issuing. Only
-# test_redis_new_store_waits is about that; the others start as on a store
-# whose epoch the operator set to 0 (new, nothing ever issued from it).
+# test_redis_new_store_waits and test_mysql_new_table_waits are about that;
+# the others start as on a store whose epoch the operator set to 0 (new,
+# nothing ever issued from it): these Redis keys, MariaDB.worker_epoch0().
 EPOCH0 = [(2, "leafd:snowflake:")]
 
 
@@ -163,7 +165,7 @@ def test_k8s_ordinal(ctx):
         check(rc != 0 and "StatefulSet ordinal" in bad.log(), "no ordinal: %s" % bad.log())
 
 
-def pod(wd, r, name, pod_name, offset=10, db=None):
+def pod(wd, r, name, pod_name, offset=10, db=None, extra=None):
     """A k8s pod whose fence is also in Redis r, or in MariaDB db."""
     store = ["--snowflake.k8s.fence_store=mysql", "--snowflake.mysql.url=%s" % db.url] \
         if db is not None else \
@@ -178,7 +180,7 @@ def pod(wd, r, name, pod_name, offset=10, db=None):
              "--snowflake.fence_step_ms=500", "--snowflake.heartbeat_ms=200",
              # 2 IDs per ms: a batch of 2000 borrows about 1 s ahead
              "--snowflake.worker_bits=21", "--snowflake.sequence_bits=1",
-             "--snowflake.count_max=2000"]
+             "--snowflake.count_max=2000"] + (extra or [])
     return wd.leafd(flags=flags, env={"MY_POD": pod_name}, name=name)
 
 
@@ -212,7 +214,41 @@ def test_k8s_fence_in_redis(ctx):
 
 def test_k8s_fence_in_mysql(ctx):
     with Workdir("wid-k8s-mysql") as wd:
-        k8s_restart_and_refusal(wd, None, wd.mariadb())
+        k8s_restart_and_refusal(wd, None, wd.mariadb().worker_epoch0())
+
+
+def test_mysql_new_table_waits(ctx):
+    """No leaf_worker table: the pod's first claim creates it, sets the epoch
+    row to the server's NOW(3) and gates worker ID 12 (no row) on epoch +
+    500 + 1000 + 500 ms: 503 fence_not_passed, the gate in /snowflake/state's
+    start_fence and one log line, then IDs above the gate."""
+    with Workdir("wid-mysql-epoch") as wd:
+        db = wd.mariadb()
+        t0 = time.time()
+        d = pod(wd, None, "web2", "web-2", db=db,
+                extra=["--snowflake.max_clock_offset_ms=500"]).start()
+        epoch = int(db.sql("SELECT fence_ms FROM leaf_worker WHERE worker_id = -1"
+                           " AND identity = '~epoch'").strip())
+        check(abs(epoch - t0 * 1000) < 5000, "epoch is about now: %d" % epoch)
+        st = state(d)
+        eq(st["worker_id"], 12, "worker ID 12")
+        eq(st["start_fence"], epoch + 2000, "gate: epoch + 2000 ms")
+        resp = d.get("/snowflake")
+        if time.time() * 1000 < epoch + 1900:
+            eq(resp.status, 503, "nothing before the gate")
+            eq(resp.json()["error"], "fence_not_passed", "why")
+        check("mysql has no record of worker ID 12 since %d" % epoch in d.log(),
+              "the wait logged: %s" % d.log())
+        got = []
+
+        def served():
+            resp = d.get("/snowflake?count=10")
+            if resp.status == 200:
+                got.extend(resp.ids())
+                return True
+            return False
+        wait_for(served, 10, what="IDs once past the gate")
+        check(min(id_ms(i) for i in got) > epoch + 2000, "IDs above the gate")
 
 
 def k8s_restart_and_refusal(wd, r, db):

@@ -326,6 +326,18 @@ class MariaDB:
     def restart(self):
         self._sh("restart")
 
+    def worker_epoch0(self):
+        """Create leaf_worker (the shipped sql/leaf_worker.sql) with its epoch
+        row at 0: a new table's first worker-ID claims otherwise wait
+        fence_step + max_borrow + max_clock_offset (workerid_mysql.c), which
+        only the tests about that want; 0 is the operator's setting for a
+        new table nothing was ever issued from (docs/operations.md)."""
+        with open(os.path.join(ROOT, "sql/leaf_worker.sql")) as f:
+            self.sql(f.read())
+        self.sql("INSERT INTO leaf_worker (worker_id, identity, instance, fence_ms,"
+                 " heartbeat_ms, released) VALUES (-1, '~epoch', '~epoch', 0, 0, 1)")
+        return self
+
     def sql(self, stmt):
         r = subprocess.run(["mariadb", "--no-defaults", "-uroot", "-h127.0.0.1",
                             "-P%d" % self.port, "-N", "-B", "leaf", "-e", stmt],
