@@ -4,6 +4,12 @@
 -- One row per worker ID; a row is held by `instance` (a leafd process) while
 -- heartbeat_ms (the server's clock, ms) is fresh, and no one may issue at or
 -- below fence_ms after taking it over. released = 1: freed by a clean stop.
+-- One more row is no worker ID: worker_id -1, identity '~epoch', the epoch
+-- (fence_ms: the server's clock, ms, when a claim first found it missing).
+-- An ID with no row waits past it (docs/operations.md, "The epoch"); on a
+-- new table nothing was ever issued from, it may be set to 0 beforehand:
+--   INSERT INTO leaf_worker (worker_id, identity, instance, fence_ms,
+--       heartbeat_ms, released) VALUES (-1, '~epoch', '~epoch', 0, 0, 1);
 CREATE TABLE IF NOT EXISTS leaf_worker (
     worker_id    INT         NOT NULL,
     identity     VARCHAR(128) NOT NULL,
