@@ -14,6 +14,7 @@
  * below 0; the fence and release writes name the holder's own worker ID
  * and nonce, never the sentinel's. */
 #include <mysql.h>
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,11 +48,12 @@ static const char wm_sql_take[] =
 static const char wm_sql_insert[] =
     "INSERT INTO leaf_worker (worker_id, identity, instance, fence_ms,"
     " heartbeat_ms, released) VALUES (?, ?, ?, ?, ?, 0)";
-#define WM_EPOCH_WORKER -1
+#define WM_EPOCH_WORKER -1         /* the -1 below */
 #define WM_EPOCH_IDENT  "~epoch"
 static const char wm_sql_epoch_insert[] =
     "INSERT INTO leaf_worker (worker_id, identity, instance, fence_ms,"
-    " heartbeat_ms, released) VALUES (-1, '~epoch', '~epoch', ?, ?, 1)";
+    " heartbeat_ms, released) VALUES (-1, '" WM_EPOCH_IDENT "', '"
+    WM_EPOCH_IDENT "', ?, ?, 1)";
 /* the identity's old row when it now wants another ID: freed, fence kept */
 static const char wm_sql_move[] =
     "UPDATE leaf_worker SET identity = ?, released = 1 WHERE worker_id = ?";
@@ -317,6 +319,7 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         free(rows);
         return WLEASE_DOWN;
     }
+    assert(epoch >= 0);
 
     if (c->want_worker >= 0) {
         int64_t at, move;
