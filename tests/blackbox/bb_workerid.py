@@ -125,26 +125,7 @@ def test_redis_new_store_waits(ctx):
         d = node(wd, r, "10.3.0.1", extra=["--snowflake.max_clock_offset_ms=500"]).start()
         epoch = int(r.cli("-n", "2", "GET", "leafd:snowflake:epoch"))
         check(abs(epoch - t0 * 1000) < 5000, "epoch is about now: %d" % epoch)
-        st = state(d)
-        eq(st["worker_id"], 0, "worker ID 0")
-        eq(st["start_fence"], epoch + 2000, "gate: epoch + 2000 ms")
-        resp = d.get("/snowflake")
-        if time.time() * 1000 < epoch + 1900:
-            eq(resp.status, 503, "nothing before the gate")
-            eq(resp.json()["error"], "fence_not_passed", "why")
-        check("redis has no record of worker ID 0 since %d" % epoch in d.log(),
-              "the wait logged: %s" % d.log())
-        got = []
-
-        def served():
-            resp = d.get("/snowflake?count=10")
-            if resp.status == 200:
-                got.extend(resp.ids())
-                return True
-            return False
-        wait_for(served, 10, what="IDs once past the gate")
-        check(min((i >> 22) + 1288834974657 for i in got) > epoch + 2000,
-              "IDs above the gate")
+        gated_on_epoch(d, "redis", 0, epoch)
 
 
 def test_k8s_ordinal(ctx):
@@ -189,6 +170,32 @@ def id_ms(i):
     return (i >> 22) + 1288834974657
 
 
+def gated_on_epoch(d, store, worker, epoch):
+    """d claimed worker (no record in store) on a new store whose epoch is
+    epoch, with fence_step 500 + max_borrow 1000 + max_clock_offset 500:
+    gated at epoch + 2000 ms (start_fence, 503 fence_not_passed before it,
+    one log line), then IDs above the gate."""
+    st = state(d)
+    eq(st["worker_id"], worker, "worker ID %d" % worker)
+    eq(st["start_fence"], epoch + 2000, "gate: epoch + 2000 ms")
+    resp = d.get("/snowflake")
+    if time.time() * 1000 < epoch + 1900:
+        eq(resp.status, 503, "nothing before the gate")
+        eq(resp.json()["error"], "fence_not_passed", "why")
+    check("%s has no record of worker ID %d since %d" % (store, worker, epoch) in d.log(),
+          "the wait logged: %s" % d.log())
+    got = []
+
+    def served():
+        resp = d.get("/snowflake?count=10")
+        if resp.status == 200:
+            got.extend(resp.ids())
+            return True
+        return False
+    wait_for(served, 10, what="IDs once past the gate")
+    check(min(id_ms(i) for i in got) > epoch + 2000, "IDs above the gate")
+
+
 def k8s_fence_in_store(wd, r, db):
     """Held by the pod name; a restart without its cache file is gated by the
     store's fence; another pod on that worker ID is refused."""
@@ -230,25 +237,7 @@ def test_mysql_new_table_waits(ctx):
         epoch = int(db.sql("SELECT fence_ms FROM leaf_worker WHERE worker_id = -1"
                            " AND identity = '~epoch'").strip())
         check(abs(epoch - t0 * 1000) < 5000, "epoch is about now: %d" % epoch)
-        st = state(d)
-        eq(st["worker_id"], 12, "worker ID 12")
-        eq(st["start_fence"], epoch + 2000, "gate: epoch + 2000 ms")
-        resp = d.get("/snowflake")
-        if time.time() * 1000 < epoch + 1900:
-            eq(resp.status, 503, "nothing before the gate")
-            eq(resp.json()["error"], "fence_not_passed", "why")
-        check("mysql has no record of worker ID 12 since %d" % epoch in d.log(),
-              "the wait logged: %s" % d.log())
-        got = []
-
-        def served():
-            resp = d.get("/snowflake?count=10")
-            if resp.status == 200:
-                got.extend(resp.ids())
-                return True
-            return False
-        wait_for(served, 10, what="IDs once past the gate")
-        check(min(id_ms(i) for i in got) > epoch + 2000, "IDs above the gate")
+        gated_on_epoch(d, "mysql", 12, epoch)
 
 
 def k8s_restart_and_refusal(wd, r, db):
