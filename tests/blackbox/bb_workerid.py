@@ -8,9 +8,10 @@ use; Redis stopped: IDs within the lease, then 503; /snowflake/state and
 its cache file still gated by the store's fence, another pod on that worker
 ID refused, Redis down at start and while running) and in MySQL (a
 throwaway MariaDB); a new Redis store (no epoch key) or a new leaf_worker
-table (no epoch row) makes the first claim wait past its epoch + fence_step +
-max_borrow + max_clock_offset, with 503 fence_not_passed meanwhile. Without redis-server or MariaDB those tests skip (under
-CI=1 they fail)."""
+table (no epoch row) makes the first claim wait past its epoch +
+fence_step + max_borrow + max_clock_offset, with 503 fence_not_passed
+meanwhile. Without redis-server or MariaDB those tests skip (under CI=1
+they fail)."""
 import os
 import time
 
@@ -170,6 +171,21 @@ def id_ms(i):
     return (i >> 22) + 1288834974657
 
 
+def first_ids(d, count, what):
+    """The first batch of count snowflake IDs d serves, waiting (up to 10 s)
+    while it answers 503."""
+    got = []
+
+    def served():
+        resp = d.get("/snowflake?count=%d" % count)
+        if resp.status == 200:
+            got.extend(resp.ids())
+            return True
+        return False
+    wait_for(served, 10, what=what)
+    return got
+
+
 def gated_on_epoch(d, store, worker, epoch):
     """d claimed worker (no record in store) on a new store whose epoch is
     epoch, with fence_step 500 + max_borrow 1000 + max_clock_offset 500:
@@ -184,15 +200,7 @@ def gated_on_epoch(d, store, worker, epoch):
         eq(resp.json()["error"], "fence_not_passed", "why")
     check("%s has no record of worker ID %d since %d" % (store, worker, epoch) in d.log(),
           "the wait logged: %s" % d.log())
-    got = []
-
-    def served():
-        resp = d.get("/snowflake?count=10")
-        if resp.status == 200:
-            got.extend(resp.ids())
-            return True
-        return False
-    wait_for(served, 10, what="IDs once past the gate")
+    got = first_ids(d, 10, "IDs once past the gate")
     check(min(id_ms(i) for i in got) > epoch + 2000, "IDs above the gate")
 
 
@@ -255,15 +263,7 @@ def k8s_restart_and_refusal(wd, r, db):
     os.unlink(os.path.join(wd.path, "web2.json"))
     d = pod(wd, r, "web2", "web-2", db=db).start()
     eq(state(d)["worker_id"], 12, "the same worker ID")
-    got = []
-
-    def served():
-        resp = d.get("/snowflake?count=100")
-        if resp.status == 200:
-            got.extend(resp.ids())
-            return True
-        return False
-    wait_for(served, 10, what="IDs after the restart")
+    got = first_ids(d, 100, "IDs after the restart")
     check(min(got) > max(first),
           "gated by the store's fence: %d <= %d" % (min(got), max(first)))
     # another StatefulSet whose offset overlaps: worker ID 12 again
