@@ -76,6 +76,18 @@ def test_lease_buffers_or_table_never_overlap(ctx):
     mixed with single IDs and batches from many threads: nothing twice."""
     with Workdir("lease2") as wd:
         d = wd.leafd(flags=["--threads=2"]).start()
+        # One lease of each source first, so that both are used whatever the
+        # threads below meet: a small lease comes from the buffers only while
+        # they hold twice its size, which under load they may never do.
+        first = d.get("/segment/demo").ids()
+        wait_for(lambda: [t for t in d.get("/cache").json()["tags"]
+                          if t["key"] == "demo"][0]["available"] >= 100,
+                 timeout=5, what="the demo buffers loaded")
+        ranges = [(x, x + 1) for x in first]
+        for size in (20, 100000):          # buffers, then the table
+            r = d.get("/segment/demo/lease?size=%d" % size)
+            eq(r.status, 200, "lease of %d: %r" % (size, r))
+            ranges += ranges_of(r)
 
         def worker(i):
             c = Client(d.port)
@@ -96,7 +108,7 @@ def test_lease_buffers_or_table_never_overlap(ctx):
             c.close()
             return ids, ranges
         res = parallel(6, worker)
-        ranges = [x for _, rs in res for x in rs] + [(x, x + 1) for ids, _ in res for x in ids]
+        ranges += [x for _, rs in res for x in rs] + [(x, x + 1) for ids, _ in res for x in ids]
         no_overlap(ranges, "leases and IDs")
         m = d.get("/metrics").text
         db = int(re.search(r'leafd_segment_ids_leased_total\{biz_tag="demo",source="db"\} (\d+)', m).group(1))
