@@ -1,6 +1,8 @@
-/* api_internal.h: what api.c (routes, ID handlers) and api_pages.c (the
- * operator pages /health, /metrics, /cache, /db) share. Not for other
- * modules: they use api.h. */
+/* api_internal.h: what the API's files share: the route table
+ * (api_route.c, its rows in api_routes.h), the replies and counters
+ * (api_reply.c), the ID handlers (api.c, api_lease.c, api_serial.c,
+ * api_tinyid.c, api_resp.c) and the operator pages (api_pages.c). Not for
+ * other modules: they use api.h. */
 #ifndef LEAFD_API_INTERNAL_H
 #define LEAFD_API_INTERNAL_H
 
@@ -8,6 +10,7 @@
 #include <stdint.h>
 
 #include "api.h"
+#include "api_routes.h"
 #include "segment.h"
 #include "util.h"
 
@@ -19,12 +22,37 @@ struct serials;
 struct loader_lease;
 struct snowflake;
 
-enum route {
-    R_SEGMENT, R_SEGMENT_LEAF, R_SNOWFLAKE, R_SNOWFLAKE_LEAF, R_DECODE,
-    R_DECODE_LEAF, R_SF_STATE, R_HEALTH, R_METRICS, R_CACHE, R_DB, R_UUID,
-    R_ULID, R_UUID_DECODE, R_ULID_DECODE, R_RESP, R_SERIAL, R_LEASE, R_TINYID,
-    R_OTHER, R_COUNT
+/* The routes (api_routes.h): one enum value per row, in the table's order. */
+#define API_ROUTE_ENUM(id, name, path, flags, scope, fn) id,
+enum route { API_ROUTES(API_ROUTE_ENUM) R_COUNT };
+#undef API_ROUTE_ENUM
+
+enum api_route_flag {
+    RT_IDS   = 1 << 0,
+    RT_BARE  = 1 << 1,
+    RT_RAW   = 1 << 2,
+    RT_ADMIN = 1 << 3,
+    RT_BOTH  = 1 << 4
 };
+
+enum api_route_scope { SC_NONE, SC_TAG, SC_SNOWFLAKE };
+
+/* A handler: rest is the part of the path the row's pattern leaves
+ * (undecoded), r the row it matched. */
+typedef void api_route_cb(struct api *a, struct http_conn *c,
+                          struct http_request *req, enum route r,
+                          const char *rest, size_t rlen);
+
+struct api_route {
+    const char          *name;      /* the route label in /metrics */
+    const char          *path;      /* the pattern, or NULL */
+    unsigned             flags;     /* enum api_route_flag */
+    enum api_route_scope scope;
+    api_route_cb        *handler;
+};
+
+/* The table (api_route.c), indexed by enum route. */
+extern const struct api_route api_routes[R_COUNT];
 
 static const int status_codes[] = { 200, 400, 401, 403, 404, 405, 503 };
 #define NSTATUS (sizeof status_codes / sizeof status_codes[0])
@@ -90,7 +118,20 @@ struct api_state {
 };
 _Static_assert(sizeof(struct api_state) <= HTTP_REQ_SCRATCH, "scratch too small");
 
-/* Answer and count (api.c): an ID route's answer gets Cache-Control:
+/* The counters and buffers of the calling I/O thread (api_reply.c; set by
+ * api_thread), NULL on other threads. */
+extern _Thread_local struct api_thread *api_self;
+
+/* One more on a counter only its own thread writes: a plain load and
+ * store, no locked instruction; /metrics reads it with a relaxed load. */
+static inline void
+api_stat_inc(_Atomic uint64_t *p)
+{
+    atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+/* Answer and count (api_reply.c): an ID route's answer gets Cache-Control:
  * no-store. api_reply_sbuf frees b. */
 void api_reply(struct http_conn *c, enum route r, int status, const char *ctype,
                const char *extra, const char *body, size_t len);
@@ -104,11 +145,28 @@ void api_reply_sbuf(struct http_conn *c, enum route r, int status,
  * strings, or a RESP integer (INCR, one ID). */
 enum api_fmt { FMT_TEXT, FMT_JSON, FMT_RESP, FMT_RESP_INT };
 
-/* RESP answers (api.c): counted as 200 on route r, or as status. */
+/* RESP answers (api_reply.c): counted as 200 on route r, or as status. */
 void api_reply_resp(struct http_conn *c, enum route r, const char *data,
                     size_t len, int close_after);
 void api_reply_resp_error(struct http_conn *c, enum route r, int status,
                           const char *code, const char *msg);
+
+/* IDs written as text (one per line), JSON or RESP into the thread's
+ * buffer, and answered (api_reply.c): ranges of a segment tag (JSON names
+ * tag unless NULL), or single IDs. */
+void api_reply_ranges(struct http_conn *c, enum route r, enum api_fmt fmt,
+                      const char *tag, const struct segment_range *ranges,
+                      int nranges);
+void api_reply_u64s(struct http_conn *c, enum route r, enum api_fmt fmt,
+                    const uint64_t *ids, size_t n);
+/* "$<len>\r\n" and "*<n>\r\n" at p; return the end. */
+char *api_resp_bulk_head(char *p, size_t len);
+char *api_resp_array_head(char *p, size_t n);
+
+/* The handlers of api_routes.h's rows that live in api.c (the others are
+ * in api_route.c, beside the table). */
+api_route_cb route_segment, route_snowflake, route_decode, route_decode_leaf,
+             route_id128, route_id128_decode;
 
 /* The ID handlers both protocols share (api.c). Each answers or parks;
  * api_*_disabled answer 404 mode_disabled and return 1 when the mode is
@@ -149,7 +207,7 @@ void api_serial(struct api *a, struct http_conn *c, struct http_request *req,
 /* The "serial" member of /health; returns 0 ok, 1 degraded (database down,
  * numbers held), 2 unavailable (database down, a code holds none). */
 int  api_serial_health(struct api *a, struct sbuf *b, struct sbuf *reasons);
-/* JSON if Accept asks for it or ?format=json (api.c): 1 json, 0 text, or
+/* JSON if Accept asks for it or ?format=json (api_reply.c): 1 json, 0 text, or
  * -1 after answering 400. */
 int  api_want_json(struct http_conn *c, enum route r, const struct http_msg *m);
 
@@ -188,6 +246,7 @@ enum api_lease_result api_lease_take(struct api *a, struct http_conn *c,
 
 /* The operator pages (api_pages.c). */
 void api_page_cache(struct api *a, struct http_conn *c);
+void api_page_sf_state(struct api *a, struct http_conn *c);
 void api_page_db(struct api *a, struct http_conn *c, struct http_request *req);
 void api_page_metrics(struct api *a, struct http_conn *c);
 

@@ -1,5 +1,6 @@
-/* api_pages.c: the operator pages: /health, /metrics, /cache and /db (the
- * routing and the admin-token check are in api.c). None is on a hot path:
+/* api_pages.c: the operator pages: /health, /metrics, /cache, /db and
+ * /snowflake/state (the routing and the admin-token check are in
+ * api_route.c). None is on a hot path:
  * they build their answer in an sbuf, and may take the loader's lock.
  */
 #include <stdatomic.h>
@@ -17,13 +18,6 @@
 #include "snowflake.h"
 #include "store.h"
 #include "util.h"
-
-static const char *const route_names[R_COUNT] = {
-    "segment", "leaf_segment", "snowflake", "leaf_snowflake", "decode",
-    "leaf_decode", "snowflake_state", "health", "metrics", "cache", "db", "uuid",
-    "ulid", "uuid_decode", "ulid_decode", "resp", "serial", "lease", "tinyid",
-    "other"
-};
 
 static void
 cache_tag(const struct segment_tag_info *in, void *arg)
@@ -273,10 +267,10 @@ api_page_metrics(struct api *a, struct http_conn *c)
                 continue;
             if (s < NSTATUS)
                 sbuf_printf(&b, "leafd_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
-                            route_names[r], status_codes[s], (unsigned long long)sum);
+                            api_routes[r].name, status_codes[s], (unsigned long long)sum);
             else
                 sbuf_printf(&b, "leafd_http_requests_total{route=\"%s\",status=\"other\"} %llu\n",
-                            route_names[r], (unsigned long long)sum);
+                            api_routes[r].name, (unsigned long long)sum);
         }
     }
     if (a->server != NULL) {
@@ -333,7 +327,7 @@ api_page_metrics(struct api *a, struct http_conn *c)
                                             memory_order_relaxed);
             if (sum > 0)
                 sbuf_printf(&b, "leafd_http_503_total{route=\"%s\",code=\"%s\"} %llu\n",
-                            route_names[r], codes_503[k], (unsigned long long)sum);
+                            api_routes[r].name, codes_503[k], (unsigned long long)sum);
         }
     {
         uint64_t uu = 0, ul = 0;
@@ -361,3 +355,14 @@ api_page_metrics(struct api *a, struct http_conn *c)
     api_reply_sbuf(c, R_METRICS, 200, "text/plain; version=0.0.4", &b);
 }
 
+void
+api_page_sf_state(struct api *a, struct http_conn *c)
+{
+    struct sbuf b = { 0 };
+
+    if (api_sf_disabled(a, c, R_SF_STATE))
+        return;
+    snowflake_state_json(a->sf, &b);
+    sbuf_puts(&b, "\n");
+    api_reply_sbuf(c, R_SF_STATE, 200, "application/json", &b);
+}
