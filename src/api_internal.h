@@ -54,6 +54,11 @@ struct api_route {
 /* The table (api_route.c), indexed by enum route. */
 extern const struct api_route api_routes[R_COUNT];
 
+/* The first row whose pattern matches path (len bytes), or R_OTHER; rest
+ * and rlen get the part of the path the pattern's '*' stands for. */
+enum route api_route_find(const char *path, size_t len, const char **rest,
+                          size_t *rlen);
+
 static const int status_codes[] = { 200, 400, 401, 403, 404, 405, 503 };
 #define NSTATUS (sizeof status_codes / sizeof status_codes[0])
 

@@ -117,13 +117,12 @@ route_match(const struct api_route *rt, const char *path, size_t len,
     return 1;
 }
 
-/* The first row whose pattern matches m's path, or R_OTHER. */
-static enum route
-route_find(const struct http_msg *m, const char **rest, size_t *rlen)
+enum route
+api_route_find(const char *path, size_t len, const char **rest, size_t *rlen)
 {
     for (int r = 0; r < R_COUNT; r++)
         if (api_routes[r].path != NULL &&
-            route_match(&api_routes[r], m->path, m->path_len, rest, rlen))
+            route_match(&api_routes[r], path, len, rest, rlen))
             return (enum route)r;
     *rest = NULL;
     *rlen = 0;
@@ -247,7 +246,7 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
         api_resp_command(a, c, req);
         return;
     }
-    r = route_find(m, &rest, &rlen);
+    r = api_route_find(m->path, m->path_len, &rest, &rlen);
     rt = &api_routes[r];
     /* Tinyid's client POSTs (its parameters are in the query). */
     if (!admin && (rt->flags & RT_RAW)) {
