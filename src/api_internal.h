@@ -196,11 +196,19 @@ int api_id_request_start(struct api *a, struct http_conn *c,
                          struct http_request *req, enum route r, int64_t max,
                          int64_t *n, int *json);
 
-/* With a tokens file: does the request lack a token for scope? Returns 1
- * after answering 401/403/400 (checked on a request's first call only). */
+/* Tokens (api_token.c). With a tokens file: does the request lack a token
+ * for scope? With admin.token: does it lack that? Does it lack the token
+ * its row's scope asks for (rest: the part of the path the row's '*'
+ * stands for)? Each returns 1 after answering 401/403/400; the ID checks
+ * run on a request's first call only. */
 int api_id_denied(struct api *a, struct http_conn *c,
                   const struct http_request *req, enum route r,
                   const char *scope);
+int api_admin_denied(struct api *a, struct http_conn *c,
+                     const struct http_msg *m, enum route r);
+int api_scope_denied(struct api *a, struct http_conn *c,
+                     const struct http_request *req, enum route r,
+                     const char *rest, size_t rlen);
 
 /* Serials for either protocol (api_serial.c): definition i, n of them. */
 void api_serve_serial(struct api *a, struct http_conn *c, struct http_request *req,
