@@ -126,31 +126,6 @@ enum store_result store_insert(struct store *s, const char *tag, int64_t max_id,
                                int64_t step, const char *description,
                                char **cause);
 
-/* Parse Leaf's "jdbc:mysql://host:port/db?..." or "mysql://user:pass@host:port/db".
- * Fields are malloc'd; port defaults to 3306. Returns 0 or -1 with *cause
- * (then *t holds nothing to free).
- *  - schemes jdbc:mysql://, jdbc:mariadb://, mysql://, mariadb://
- *  - host: a name or IPv4 address (or [IPv6]); one host only. Note that the
- *    C API takes host "localhost" to mean the unix socket, not TCP: use
- *    127.0.0.1 for TCP. With ?socket= the host may be empty ("localhost").
- *  - user:password@ is percent-decoded (so '@', ':' and '/' can be escaped)
- *  - JDBC: driver parameters (useUnicode, characterEncoding, ...) are
- *    ignored, user= and password= are read. mysql://: only socket= is known,
- *    anything else is an error.
- *  - ?socket=/abs/path (leafd extension, both forms)
- *  - limits: URL 1024, host 255, user 128, password 256, database 64,
- *    socket 107 bytes; no spaces, control characters or '#'. */
-struct mysql_target {
-    char *host;
-    int   port;
-    char *user;
-    char *password;
-    char *database;
-    char *socket;     /* from ?socket=/path (leafd extension), or NULL */
-};
-int  store_parse_mysql_url(const char *url, struct mysql_target *t, char **cause);
-void store_mysql_target_free(struct mysql_target *t);
-
 /* Several databases (segment.mysql.urls; store_multi.c). store_open
  * opens a multi store when the list has two or more URLs. */
 #define STORE_MULTI_MAX 8

@@ -14,19 +14,20 @@
  * to whole seconds (the C API's unit), so a hung server costs a call at most
  * about that long per network wait, never forever.
  *
- * Threads: mysql_library_init runs once (pthread_once). Each thread using a
- * store calls store_thread_init() first and store_thread_end() before exit.
+ * Threads: each thread using a store calls store_thread_init() first and
+ * store_thread_end() before exit (db_mysql.c's thread calls). The
+ * connection and its options are db_mysql_connect's.
  */
 #include <errmsg.h>
 #include <mysql.h>
 #include <mysqld_error.h>
 #include <assert.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+#include "db_mysql.h"
 #include "log.h"
 #include "store.h"
 #include "store_impl.h"
@@ -40,7 +41,7 @@
 
 struct store_mysql {
     struct store        base;
-    struct mysql_target t;
+    struct db_mysql_target t;
     char               *where;      /* "host:port/db" for messages */
     unsigned int        timeout_s;
     int64_t             timeout_ms;
@@ -98,36 +99,24 @@ static const char sql_insert_serial[] =
 
 static const struct store_ops mysql_ops;
 
-static pthread_once_t my_once = PTHREAD_ONCE_INIT;
-static int my_lib_ok;
-
-static void
-my_library_init(void)
-{
-    my_lib_ok = mysql_library_init(0, NULL, NULL) == 0;
-}
-
+/* The store's thread calls are the MySQL library's (db_mysql.c); they are
+ * harmless with SQLite. */
 int
 store_thread_init(void)
 {
-    pthread_once(&my_once, my_library_init);
-    if (!my_lib_ok)
-        return -1;
-    return mysql_thread_init() == 0 ? 0 : -1;
+    return db_mysql_thread_init();
 }
 
 void
 store_thread_end(void)
 {
-    if (my_lib_ok)
-        mysql_thread_end();
+    db_mysql_thread_end();
 }
 
 void
 store_library_end(void)
 {
-    if (my_lib_ok)
-        mysql_library_end();
+    db_mysql_library_end();
 }
 
 static void
@@ -200,30 +189,8 @@ my_prepare(struct store_mysql *m, const char *sql, MYSQL_STMT **st,
 static int
 my_connect(struct store_mysql *m, int statements, char **cause)
 {
-    unsigned int zero = 0;
-    my_bool off = 0;
-    const char *user = m->t.user, *password = m->t.password;
-
-    if ((m->db = mysql_init(NULL)) == NULL) {
-        store_set_cause(cause, "mysql_init: out of memory");
+    if ((m->db = db_mysql_connect(&m->t, m->where, m->timeout_s, cause)) == NULL)
         return -1;
-    }
-    mysql_options(m->db, MYSQL_OPT_CONNECT_TIMEOUT, &m->timeout_s);
-    mysql_options(m->db, MYSQL_OPT_READ_TIMEOUT, &m->timeout_s);
-    mysql_options(m->db, MYSQL_OPT_WRITE_TIMEOUT, &m->timeout_s);
-    mysql_options(m->db, MYSQL_SET_CHARSET_NAME, "utf8mb4");
-    mysql_options(m->db, MYSQL_OPT_RECONNECT, &off);     /* ours, not its */
-    mysql_options(m->db, MYSQL_OPT_LOCAL_INFILE, &zero);
-    if (mysql_real_connect(m->db, m->t.host, user, password, m->t.database,
-                           (unsigned int)m->t.port, m->t.socket,
-                           CLIENT_FOUND_ROWS) == NULL) {
-        store_set_cause(cause, "mysql %s: connect: %s (%u)", m->where,
-                        mysql_error(m->db), mysql_errno(m->db));
-        my_disconnect(m);
-        return -1;
-    }
-    if (mysql_autocommit(m->db, 0) != 0)
-        return my_fail(m, NULL, "autocommit off", cause);
     if (statements &&
         (my_prepare(m, sql_update, &m->update, cause) == -1 ||
         my_prepare(m, sql_select, &m->select, cause) == -1 ||
@@ -760,7 +727,7 @@ mysql_close_store(struct store *s)
     struct store_mysql *m = (struct store_mysql *)s;
 
     my_disconnect(m);
-    store_mysql_target_free(&m->t);
+    db_mysql_target_free(&m->t);
     free(m->where);
     free(m);
 }
@@ -790,15 +757,14 @@ store_mysql_open_url(const struct config *cfg, const char *url,
 {
     struct store_mysql *m;
 
-    pthread_once(&my_once, my_library_init);
-    if (!my_lib_ok) {
+    if (db_mysql_library_init() == -1) {
         store_set_cause(cause, "mysql_library_init failed");
         return NULL;
     }
 
     m = xcalloc(1, sizeof *m);
     m->base.ops = &mysql_ops;
-    if (store_parse_mysql_url(url, &m->t, cause) == -1) {
+    if (db_mysql_url_parse(url, &m->t, cause) == -1) {
         char *why = cause != NULL ? *cause : NULL;
         if (cause != NULL)
             store_set_cause(cause, "%s: %s", key, why);

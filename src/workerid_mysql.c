@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db_mysql.h"
 #include "log.h"
-#include "store.h"
 #include "util.h"
 #include "workerid_mysql.h"
 
@@ -65,7 +65,7 @@ static const char wm_sql_release[] =
     " WHERE worker_id = ? AND instance = ?";
 
 struct wmysql {
-    struct mysql_target t;
+    struct db_mysql_target t;
     char         *where;
     unsigned int  timeout_s;
     unsigned int  last_errno;   /* of the last wm_fail, 0 none */
@@ -142,33 +142,16 @@ wm_str(MYSQL_BIND *b, char *s, unsigned long cap, unsigned long *len)
 static int
 wm_connect(struct wmysql *m, char **cause)
 {
-    my_bool off = 0;
     MYSQL_STMT *st;
 
     if (m->db != NULL)
         return 0;
-    if (store_thread_init() == -1) {
+    if (db_mysql_thread_init() == -1) {
         *cause = xstrdup("mysql_thread_init failed");
         return -1;
     }
-    if ((m->db = mysql_init(NULL)) == NULL) {
-        *cause = xstrdup("mysql_init: out of memory");
+    if ((m->db = db_mysql_connect(&m->t, m->where, m->timeout_s, cause)) == NULL)
         return -1;
-    }
-    mysql_options(m->db, MYSQL_OPT_CONNECT_TIMEOUT, &m->timeout_s);
-    mysql_options(m->db, MYSQL_OPT_READ_TIMEOUT, &m->timeout_s);
-    mysql_options(m->db, MYSQL_OPT_WRITE_TIMEOUT, &m->timeout_s);
-    mysql_options(m->db, MYSQL_OPT_RECONNECT, &off);
-    if (mysql_real_connect(m->db, m->t.host, m->t.user, m->t.password,
-                           m->t.database, (unsigned int)m->t.port,
-                           m->t.socket, CLIENT_FOUND_ROWS) == NULL) {
-        *cause = xasprintf("mysql %s: connect: %s (%u)", m->where,
-                           mysql_error(m->db), mysql_errno(m->db));
-        wm_drop(m);
-        return -1;
-    }
-    if (mysql_autocommit(m->db, 0) != 0)
-        return wm_fail(m, NULL, "autocommit off", cause);
     if ((st = wm_run(m, "SET time_zone = '+00:00'", NULL, NULL,
                      cause)) == NULL)
         return -1;
@@ -544,7 +527,7 @@ wm_close(void *arg)
     if (m == NULL)
         return;
     wm_drop(m);
-    store_mysql_target_free(&m->t);
+    db_mysql_target_free(&m->t);
     free(m->where);
     free(m);
 }
@@ -556,7 +539,7 @@ workerid_mysql_store(const char *url, const char *user, const char *password,
 {
     struct wmysql *m = xcalloc(1, sizeof *m);
 
-    if (url == NULL || store_parse_mysql_url(url, &m->t, cause) == -1) {
+    if (url == NULL || db_mysql_url_parse(url, &m->t, cause) == -1) {
         char *why = *cause;
         *cause = xasprintf("snowflake.mysql.url: %s", why ? why : "missing");
         free(why);

@@ -16,7 +16,7 @@
 
 #include "workerid_lease.h"
 
-/* url: as segment.mysql.url (store_parse_mysql_url); user and password
+/* url: as segment.mysql.url (db_mysql_url_parse); user and password
  * (may be NULL) as leaf.jdbc.username/password: used for a JDBC URL, or a
  * URL without a user. Does not connect yet. */
 int workerid_mysql_store(const char *url, const char *user,

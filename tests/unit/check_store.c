@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "db_mysql_url.h"
 #include "store.h"
 #include "store_impl.h"
 #include "util.h"
@@ -37,10 +38,10 @@ in_ci(void)
 
 START_TEST(test_url_jdbc)
 {
-    struct mysql_target t;
+    struct db_mysql_target t;
     char *cause = NULL;
 
-    ck_assert_int_eq(store_parse_mysql_url("jdbc:mysql://localhost:3306/leaf"
+    ck_assert_int_eq(db_mysql_url_parse("jdbc:mysql://localhost:3306/leaf"
                      "?useUnicode=true&characterEncoding=utf8", &t, &cause), 0);
     ck_assert_str_eq(t.host, "localhost");
     ck_assert_int_eq(t.port, 3306);
@@ -48,77 +49,77 @@ START_TEST(test_url_jdbc)
     ck_assert_ptr_null(t.user);
     ck_assert_ptr_null(t.password);
     ck_assert_ptr_null(t.socket);
-    store_mysql_target_free(&t);
+    db_mysql_target_free(&t);
 
-    ck_assert_int_eq(store_parse_mysql_url("jdbc:mysql://db-1.example.com/"
+    ck_assert_int_eq(db_mysql_url_parse("jdbc:mysql://db-1.example.com/"
                      "leaf_db", &t, &cause), 0);
     ck_assert_str_eq(t.host, "db-1.example.com");
     ck_assert_int_eq(t.port, 3306);
     ck_assert_str_eq(t.database, "leaf_db");
-    store_mysql_target_free(&t);
+    db_mysql_target_free(&t);
 
-    ck_assert_int_eq(store_parse_mysql_url("jdbc:mysql://10.1.2.3:3307/leaf?"
+    ck_assert_int_eq(db_mysql_url_parse("jdbc:mysql://10.1.2.3:3307/leaf?"
                      "user=app&password=s%26cret&serverTimezone=UTC", &t,
                      &cause), 0);
     ck_assert_str_eq(t.host, "10.1.2.3");
     ck_assert_int_eq(t.port, 3307);
     ck_assert_str_eq(t.user, "app");
     ck_assert_str_eq(t.password, "s&cret");
-    store_mysql_target_free(&t);
+    db_mysql_target_free(&t);
 
-    ck_assert_int_eq(store_parse_mysql_url("jdbc:mariadb://[::1]:3308/leaf",
+    ck_assert_int_eq(db_mysql_url_parse("jdbc:mariadb://[::1]:3308/leaf",
                      &t, &cause), 0);
     ck_assert_str_eq(t.host, "::1");
     ck_assert_int_eq(t.port, 3308);
-    store_mysql_target_free(&t);
+    db_mysql_target_free(&t);
     ck_assert_ptr_null(cause);
 }
 END_TEST
 
 START_TEST(test_url_mysql)
 {
-    struct mysql_target t;
+    struct db_mysql_target t;
     char *cause = NULL;
 
-    ck_assert_int_eq(store_parse_mysql_url("mysql://root@127.0.0.1:20001/leaf",
+    ck_assert_int_eq(db_mysql_url_parse("mysql://root@127.0.0.1:20001/leaf",
                      &t, &cause), 0);
     ck_assert_str_eq(t.host, "127.0.0.1");
     ck_assert_int_eq(t.port, 20001);
     ck_assert_str_eq(t.user, "root");
     ck_assert_ptr_null(t.password);
     ck_assert_str_eq(t.database, "leaf");
-    store_mysql_target_free(&t);
+    db_mysql_target_free(&t);
 
-    ck_assert_int_eq(store_parse_mysql_url("mysql://u%40x:p%3Aa%2Fs%40s@"
+    ck_assert_int_eq(db_mysql_url_parse("mysql://u%40x:p%3Aa%2Fs%40s@"
                      "db.local:1/my%2Ddb", &t, &cause), 0);
     ck_assert_str_eq(t.user, "u@x");
     ck_assert_str_eq(t.password, "p:a/s@s");
     ck_assert_str_eq(t.host, "db.local");
     ck_assert_int_eq(t.port, 1);
     ck_assert_str_eq(t.database, "my-db");
-    store_mysql_target_free(&t);
+    db_mysql_target_free(&t);
 
-    ck_assert_int_eq(store_parse_mysql_url("mysql://u:@h:65535/d", &t, &cause),
+    ck_assert_int_eq(db_mysql_url_parse("mysql://u:@h:65535/d", &t, &cause),
                      0);
     ck_assert_str_eq(t.password, "");
     ck_assert_int_eq(t.port, 65535);
-    store_mysql_target_free(&t);
+    db_mysql_target_free(&t);
 
-    ck_assert_int_eq(store_parse_mysql_url("mysql://root@localhost/leaf?"
+    ck_assert_int_eq(db_mysql_url_parse("mysql://root@localhost/leaf?"
                      "socket=/tmp/my%20sock", &t, &cause), 0);
     ck_assert_str_eq(t.host, "localhost");
     ck_assert_str_eq(t.socket, "/tmp/my sock");
-    store_mysql_target_free(&t);
+    db_mysql_target_free(&t);
 
-    ck_assert_int_eq(store_parse_mysql_url("mysql://root@/leaf?socket=/run/"
+    ck_assert_int_eq(db_mysql_url_parse("mysql://root@/leaf?socket=/run/"
                      "mysqld/mysqld.sock", &t, &cause), 0);
     ck_assert_str_eq(t.host, "localhost");
     ck_assert_str_eq(t.socket, "/run/mysqld/mysqld.sock");
-    store_mysql_target_free(&t);
+    db_mysql_target_free(&t);
 
-    ck_assert_int_eq(store_parse_mysql_url("mysql://h/d?", &t, &cause), 0);
-    store_mysql_target_free(&t);
-    store_mysql_target_free(NULL);
+    ck_assert_int_eq(db_mysql_url_parse("mysql://h/d?", &t, &cause), 0);
+    db_mysql_target_free(&t);
+    db_mysql_target_free(NULL);
     ck_assert_ptr_null(cause);
 }
 END_TEST
@@ -163,12 +164,12 @@ static const char *bad_urls[] = {
 
 START_TEST(test_url_bad)
 {
-    struct mysql_target t;
+    struct db_mysql_target t;
     char *cause = NULL;
     char big[2048];
 
     for (size_t i = 0; i < sizeof bad_urls / sizeof bad_urls[0]; i++) {
-        ck_assert_msg(store_parse_mysql_url(bad_urls[i], &t, &cause) == -1,
+        ck_assert_msg(db_mysql_url_parse(bad_urls[i], &t, &cause) == -1,
                       "accepted bad URL \"%s\"", bad_urls[i]);
         ck_assert_msg(cause != NULL && *cause != '\0', "no cause for %s",
                       bad_urls[i]);
@@ -178,7 +179,7 @@ START_TEST(test_url_bad)
         free(cause);
         cause = NULL;
     }
-    ck_assert_int_eq(store_parse_mysql_url(NULL, &t, &cause), -1);
+    ck_assert_int_eq(db_mysql_url_parse(NULL, &t, &cause), -1);
     free(cause);
     cause = NULL;
 
@@ -186,7 +187,7 @@ START_TEST(test_url_bad)
     memset(big, 'a', sizeof big);
     memcpy(big, "mysql://h/", 10);
     big[1100] = '\0';
-    ck_assert_int_eq(store_parse_mysql_url(big, &t, &cause), -1);
+    ck_assert_int_eq(db_mysql_url_parse(big, &t, &cause), -1);
     ck_assert_ptr_nonnull(strstr(cause, "longer"));
     free(cause);
     cause = NULL;
@@ -194,26 +195,26 @@ START_TEST(test_url_bad)
     memset(big, 'a', sizeof big);
     memcpy(big, "mysql://", 8);
     strcpy(big + 8 + 256, "/db");
-    ck_assert_int_eq(store_parse_mysql_url(big, &t, &cause), -1);
+    ck_assert_int_eq(db_mysql_url_parse(big, &t, &cause), -1);
     free(cause);
     cause = NULL;
 
     memset(big, 'a', sizeof big);
     memcpy(big, "mysql://", 8);
     strcpy(big + 8 + 129, "@h/db");
-    ck_assert_int_eq(store_parse_mysql_url(big, &t, &cause), -1);
+    ck_assert_int_eq(db_mysql_url_parse(big, &t, &cause), -1);
     free(cause);
     cause = NULL;
 
     memset(big, 'a', sizeof big);
     memcpy(big, "mysql://h/", 10);
     big[10 + 65] = '\0';
-    ck_assert_int_eq(store_parse_mysql_url(big, &t, &cause), -1);
+    ck_assert_int_eq(db_mysql_url_parse(big, &t, &cause), -1);
     free(cause);
     cause = NULL;
     big[10 + 64] = '\0';
-    ck_assert_int_eq(store_parse_mysql_url(big, &t, &cause), 0);
-    store_mysql_target_free(&t);
+    ck_assert_int_eq(db_mysql_url_parse(big, &t, &cause), 0);
+    db_mysql_target_free(&t);
 }
 END_TEST
 
@@ -374,17 +375,17 @@ tag(const char *name)
 static void
 url_exec(const char *url, const char *sql)
 {
-    struct mysql_target t;
+    struct db_mysql_target t;
     char *cause = NULL;
     MYSQL *db = mysql_init(NULL);
 
-    ck_assert_int_eq(store_parse_mysql_url(url, &t, &cause), 0);
+    ck_assert_int_eq(db_mysql_url_parse(url, &t, &cause), 0);
     ck_assert_msg(mysql_real_connect(db, t.host, t.user, t.password,
                   t.database, (unsigned)t.port, t.socket, 0) != NULL,
                   "connect: %s", mysql_error(db));
     ck_assert_msg(mysql_query(db, sql) == 0, "%s: %s", sql, mysql_error(db));
     mysql_close(db);
-    store_mysql_target_free(&t);
+    db_mysql_target_free(&t);
 }
 
 /* Change a row behind the store's back, as an operator would. */
@@ -974,14 +975,14 @@ END_TEST
 /* Leaf's JDBC URL with leaf.jdbc.username/password. */
 START_TEST(test_mysql_jdbc_url)
 {
-    struct mysql_target t;
+    struct db_mysql_target t;
     char *cause = NULL, url[512];
     struct store *s;
     int64_t max_id, step;
 
-    ck_assert_int_eq(store_parse_mysql_url(be.cfg.mysql_url, &t, &cause), 0);
+    ck_assert_int_eq(db_mysql_url_parse(be.cfg.mysql_url, &t, &cause), 0);
     if (t.socket != NULL || t.user == NULL) {
-        store_mysql_target_free(&t);
+        db_mysql_target_free(&t);
         return;
     }
     snprintf(url, sizeof url, "jdbc:mysql://%s:%d/%s?useUnicode=true&"
@@ -1006,7 +1007,7 @@ START_TEST(test_mysql_jdbc_url)
     ck_assert_ptr_nonnull(strstr(cause, "denied"));
     free(cause);
     store_close(s);
-    store_mysql_target_free(&t);
+    db_mysql_target_free(&t);
 }
 END_TEST
 

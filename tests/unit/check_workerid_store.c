@@ -27,6 +27,7 @@
 #include "sfcodec.h"
 #include "snowflake.h"
 #include "util.h"
+#include "db_mysql_url.h"
 #include "store.h"
 #include "idset.h"
 #include "tcpproxy.h"
@@ -45,7 +46,7 @@ static int64_t lease_ms = 1500;
 /* k8s tcases: params() asks for the fixed worker ID K8S_WORKER */
 static int k8s_mode;
 #define K8S_WORKER 5
-static struct mysql_target mysql_t;     /* from LEAFD_TEST_MYSQL_URL */
+static struct db_mysql_target mysql_t;     /* from LEAFD_TEST_MYSQL_URL */
 
 static void
 setup_tmp(void)
@@ -1571,7 +1572,7 @@ main(void)
     }
     murl = getenv("LEAFD_TEST_MYSQL_URL");
     if (murl != NULL && *murl != '\0' &&
-        store_parse_mysql_url(murl, &mysql_t, &cause) == 0 &&
+        db_mysql_url_parse(murl, &mysql_t, &cause) == 0 &&
         mysql_t.host != NULL) {
         tc = tcase_create("mysql");
         tcase_add_checked_fixture(tc, setup_mysql, teardown_tmp);
@@ -1598,6 +1599,6 @@ main(void)
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     redis_stop();
-    store_mysql_target_free(&mysql_t);
+    db_mysql_target_free(&mysql_t);
     return failed == 0 && !missing ? 0 : 1;
 }

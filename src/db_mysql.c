@@ -1,0 +1,103 @@
+/* db_mysql.c: the MySQL client setup leafd's MySQL users share (see
+ * db_mysql.h): one place sets the connection options, so the segment store
+ * and the worker-ID store cannot drift apart. */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "db_mysql.h"
+
+static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
+static int lib_ok;
+
+static void
+library_init(void)
+{
+    lib_ok = mysql_library_init(0, NULL, NULL) == 0;
+}
+
+int
+db_mysql_library_init(void)
+{
+    pthread_once(&lib_once, library_init);
+    return lib_ok ? 0 : -1;
+}
+
+int
+db_mysql_thread_init(void)
+{
+    if (db_mysql_library_init() == -1)
+        return -1;
+    return mysql_thread_init() == 0 ? 0 : -1;
+}
+
+void
+db_mysql_thread_end(void)
+{
+    if (lib_ok)
+        mysql_thread_end();
+}
+
+void
+db_mysql_library_end(void)
+{
+    if (lib_ok)
+        mysql_library_end();
+}
+
+static void
+set_cause(char **cause, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+set_cause(char **cause, const char *fmt, ...)
+{
+    va_list ap;
+    char *p;
+
+    if (cause == NULL)
+        return;
+    va_start(ap, fmt);
+    if (vasprintf(&p, fmt, ap) < 0) {
+        fprintf(stderr, "leafd: out of memory formatting an error\n");
+        abort();
+    }
+    va_end(ap);
+    *cause = p;
+}
+
+MYSQL *
+db_mysql_connect(const struct db_mysql_target *t, const char *where,
+                 unsigned int timeout_s, char **cause)
+{
+    unsigned int zero = 0;
+    my_bool off = 0;
+    MYSQL *db = mysql_init(NULL);
+
+    if (db == NULL) {
+        set_cause(cause, "mysql %s: mysql_init: out of memory", where);
+        return NULL;
+    }
+    mysql_options(db, MYSQL_OPT_CONNECT_TIMEOUT, &timeout_s);
+    mysql_options(db, MYSQL_OPT_READ_TIMEOUT, &timeout_s);
+    mysql_options(db, MYSQL_OPT_WRITE_TIMEOUT, &timeout_s);
+    mysql_options(db, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    mysql_options(db, MYSQL_OPT_RECONNECT, &off);
+    mysql_options(db, MYSQL_OPT_LOCAL_INFILE, &zero);
+    if (mysql_real_connect(db, t->host, t->user, t->password, t->database,
+                           (unsigned int)t->port, t->socket,
+                           CLIENT_FOUND_ROWS) == NULL) {
+        set_cause(cause, "mysql %s: connect: %s (%u)", where, mysql_error(db),
+                  mysql_errno(db));
+        mysql_close(db);
+        return NULL;
+    }
+    if (mysql_autocommit(db, 0) != 0) {
+        set_cause(cause, "mysql %s: autocommit off: %s (%u)", where,
+                  mysql_error(db), mysql_errno(db));
+        mysql_close(db);
+        return NULL;
+    }
+    return db;
+}

@@ -1,0 +1,33 @@
+/* db_mysql.h: the one MySQL/MariaDB client setup every MySQL user of leafd
+ * shares (the segment stores, the multi-db set, the worker-ID store): the
+ * library's thread calls and a connection with the same options everywhere.
+ *
+ * Threads: every thread that uses the MySQL C API calls
+ * db_mysql_thread_init() before its first call and db_mysql_thread_end()
+ * before it exits; the first init also runs mysql_library_init, once per
+ * process (db_mysql_library_init runs only that). db_mysql_library_end()
+ * is for the very end of main.
+ */
+#ifndef LEAFD_DB_MYSQL_H
+#define LEAFD_DB_MYSQL_H
+
+#include <mysql.h>
+
+#include "db_mysql_url.h"
+
+/* 0, or -1 if the MySQL library cannot start (on this thread). */
+int  db_mysql_library_init(void);
+int  db_mysql_thread_init(void);
+void db_mysql_thread_end(void);
+void db_mysql_library_end(void);
+
+/* A connection to t with leafd's options: connect, read and write
+ * timeouts of timeout_s seconds each, utf8mb4, no automatic reconnect (the
+ * caller reconnects), LOCAL INFILE off, CLIENT_FOUND_ROWS (an UPDATE counts
+ * the rows it matched), autocommit off (every caller runs explicit
+ * transactions). where names the target in *cause. The connection, or NULL
+ * with *cause (cause may be NULL) and nothing to close. */
+MYSQL *db_mysql_connect(const struct db_mysql_target *t, const char *where,
+                        unsigned int timeout_s, char **cause);
+
+#endif
