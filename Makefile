@@ -5,7 +5,7 @@
 #   make test       install what is missing, run every unit and black-box test
 #   make check-asan the unit tests again under AddressSanitizer + UBSan
 #   make bench      benchmark leafd against nginx (and peers) in one run
-#   make lint       cppcheck over every C file of the tree (also in make test)
+#   make lint       cppcheck over every C file, and the layers of src/ (also in make test)
 #
 # Plain make, -MMD dependencies, strict warnings (-Werror with WERROR=1, as CI).
 
@@ -17,20 +17,27 @@ ifeq ($(WERROR),1)
 WARN    += -Werror
 endif
 OPT     ?= -O2 -g
+# src/ holds one folder per layer, lowest first (docs/design.md; make lint
+# refuses an #include that points to a higher one). Headers are included by
+# name, so every folder is on the include path; objects go to build/ flat,
+# since every file name carries its module's full prefix.
+SRCDIRS := core db http snowflake store segment ids api
+SRCINC  := $(SRCDIRS:%=-Isrc/%) -Isrc
+vpath %.c src $(SRCDIRS:%=src/%)
 CFLAGS  += -std=gnu11 $(OPT) $(WARN) -pthread -DTHREADED -D_GNU_SOURCE \
-           -Isrc $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+           $(SRCINC) $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lzookeeper_mt -lhiredis -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
-SRCS    := $(wildcard src/*.c)
-OBJS    := $(SRCS:src/%.c=build/%.o) build/console_assets.o
+SRCS    := $(wildcard src/*.c $(SRCDIRS:%=src/%/*.c))
+OBJS    := $(patsubst %.c,build/%.o,$(notdir $(SRCS))) build/console_assets.o
 LIBOBJS := $(filter-out build/main.o,$(OBJS))
 TESTS   := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/check_*.c))
 TESTBIN := $(TESTS:%=build/tests/%)
 
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
               -fno-sanitize-recover=undefined
-ASAN_OBJS  := $(SRCS:src/%.c=build/asan/%.o) build/console_assets.o
+ASAN_OBJS  := $(patsubst %.c,build/asan/%.o,$(notdir $(SRCS))) build/console_assets.o
 ASAN_LIB   := $(filter-out build/asan/main.o,$(ASAN_OBJS))
 ASAN_TESTS := $(TESTS:%=build/asan/tests/%)
 
@@ -41,7 +48,7 @@ ASAN_TESTS := $(TESTS:%=build/asan/tests/%)
 # readers and simultaneous claims). Suites built around libzookeeper_mt's own
 # threads or the segment store's MySQL client stay in the plain and ASan runs.
 TSAN_FLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
-TSAN_OBJS  := $(SRCS:src/%.c=build/tsan/%.o) build/console_assets.o
+TSAN_OBJS  := $(patsubst %.c,build/tsan/%.o,$(notdir $(SRCS))) build/console_assets.o
 TSAN_LIB   := $(filter-out build/tsan/main.o,$(TSAN_OBJS))
 TSAN_SUITES := check_segment check_snowflake check_http check_idkinds check_resp \
                check_serial check_lease check_workerid_store
@@ -57,20 +64,20 @@ leafd: $(OBJS)
 leafd-asan: $(ASAN_OBJS)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
-build/%.o: src/%.c
+build/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
-# The web console: tools/embed.c turns web/* into C data (src/console.c).
-build/console_assets.c: tools/embed.c web/index.html $(wildcard web/*) src/version.h
+# The web console: tools/embed.c turns web/* into C data (src/api/console.c).
+build/console_assets.c: tools/embed.c web/index.html $(wildcard web/*) src/core/version.h
 	@mkdir -p $(@D)
 	$(CC) -O2 -o build/embed tools/embed.c
-	build/embed $@ src/version.h web/index.html $(filter-out web/index.html,$(wildcard web/*))
+	build/embed $@ src/core/version.h web/index.html $(filter-out web/index.html,$(wildcard web/*))
 
-build/console_assets.o: build/console_assets.c src/console.h
+build/console_assets.o: build/console_assets.c src/api/console.h
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-build/asan/%.o: src/%.c
+build/asan/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -MMD -MP -c -o $@ $<
 
@@ -94,7 +101,7 @@ build/tests/%: tests/unit/%.c $(LIBOBJS) $(TESTLIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests/lib -MMD -MP -o $@ $< $(LIBOBJS) $(TESTLIB) $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
 
-build/tsan/%.o: src/%.c
+build/tsan/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(TSAN_FLAGS) -MMD -MP -c -o $@ $<
 
@@ -109,7 +116,7 @@ build/asan/tests/%: tests/unit/%.c $(ASAN_LIB) $(TESTLIB:build/%=build/asan/%)
 # segment.c with a 4-bit generation, so that a test can wrap it (explicit
 # rules: these binaries link this copy instead of build/segment.o).
 SEGWRAP_DEPS := build/util.o build/log.o
-build/tests/segment_wrap.o: src/segment.c
+build/tests/segment_wrap.o: src/segment/segment.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -DCTR_OFFSET_BITS=60 -MMD -MP -c -o $@ $<
 
@@ -117,7 +124,7 @@ build/tests/check_segment_wrap: tests/unit/check_segment_wrap.c build/tests/segm
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -o $@ $^ $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
 
-build/asan/tests/segment_wrap.o: src/segment.c
+build/asan/tests/segment_wrap.o: src/segment/segment.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -DCTR_OFFSET_BITS=60 -MMD -MP -c -o $@ $<
 
@@ -171,7 +178,9 @@ LINT_DIRS := src tests/unit tests/lib tests/client clients fuzz tools bench
 
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability --inline-suppr \
-		--suppress=missingIncludeSystem -Isrc -Iclients/c $(LINT_DIRS)
+		--suppress=missingIncludeSystem $(SRCINC) -Iclients/c $(LINT_DIRS)
+	python3 tools/check_layers.py --self-test
+	python3 tools/check_layers.py
 
 clean:
 	rm -rf build leafd leafd-asan
@@ -187,7 +196,7 @@ clean:
 #   make compose-check  docker-compose.yml is valid (docker-compose config -q)
 FUZZ_CC      ?= clang
 FUZZ_CFLAGS  := -std=gnu11 -O1 -g -fno-omit-frame-pointer -Wall -Wextra \
-                -Wno-unused-parameter -pthread -DTHREADED -D_GNU_SOURCE -Isrc \
+                -Wno-unused-parameter -pthread -DTHREADED -D_GNU_SOURCE $(SRCINC) \
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined \
                 $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 FUZZ_NAMES   := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
@@ -218,7 +227,7 @@ fuzz: $(FUZZ_BINS)
 fuzz-ci: fuzz
 	@sh fuzz/run.sh
 
-build/fuzz/obj/%.o: src/%.c
+build/fuzz/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c -o $@ $<
 
@@ -271,13 +280,13 @@ chaos: leafd
 	@python3 tests/blackbox/chaos.py --duration=$(or $(DURATION),600)
 
 # --- libleafd-client (clients/c/): IDs made in process from leased ranges.
-# It links leafd's own snowflake decoder (src/sfcodec.c, src/util.c), built
+# It links leafd's own snowflake decoder (src/snowflake/sfcodec.c, src/core/util.c), built
 # again position-independent into the library. Its tests start ./leafd:
 # build/tests/check_client and its ASan and TSan builds (run_unit.sh runs
 # them with the other build/*/tests/check_* suites in make test).
 #   make client          build/libleafd-client.a, its example
 #   make install-client  header and library under PREFIX (/usr/local)
-CLIENT_SRCS := clients/c/leafd_client.c clients/c/lease_parse.c src/sfcodec.c src/util.c
+CLIENT_SRCS := clients/c/leafd_client.c clients/c/lease_parse.c src/snowflake/sfcodec.c src/core/util.c
 CLIENT_CFLAGS = $(CFLAGS) -fPIC -Iclients/c $(shell pkg-config --cflags libcurl 2>/dev/null)
 CLIENT_LIBS := $(shell pkg-config --libs libcurl 2>/dev/null) -pthread
 CLIENT_OBJS := $(patsubst %.c,build/client/%.o,$(notdir $(CLIENT_SRCS)))
@@ -293,7 +302,7 @@ build/client/%.o: clients/c/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CLIENT_CFLAGS) -MMD -MP -c -o $@ $<
 
-build/client/%.o: src/%.c
+build/client/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CLIENT_CFLAGS) -MMD -MP -c -o $@ $<
 

@@ -327,7 +327,7 @@ bench_segment(int64_t block_max, const char *suffix)
 }
 
 /* ---- snowflake mode ----
- * SNOWFLAKE MICROBENCHMARK HOOK: snowflake_next() from src/snowflake.h, one
+ * SNOWFLAKE MICROBENCHMARK HOOK: snowflake_next() from src/snowflake/snowflake.h, one
  * ID per call, a fake fence store (persist always succeeds at once), the
  * keeper thread running, leafd's defaults otherwise (max_borrow_ms 1000,
  * fence_step_ms 3000). Each thread first spends the borrowing allowance

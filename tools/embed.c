@@ -1,5 +1,5 @@
 /* embed.c: turns the web console's files into C data for leafd
- * (build/console_assets.c, see src/console.h). Build-time only.
+ * (build/console_assets.c, see src/api/console.h). Build-time only.
  *
  *   embed OUT.c VERSION_SOURCE web/index.html web/other.ext ...
  *

@@ -686,7 +686,7 @@ leafd_client_stats(struct leafd_client *c, struct leafd_client_stats *st)
     st->lease_size = atomic_load_explicit(&c->last_size, memory_order_relaxed);
 }
 
-/* ---- snowflake IDs: leafd's own decoder (src/sfcodec.c) ---- */
+/* ---- snowflake IDs: leafd's own decoder (src/snowflake/sfcodec.c) ---- */
 
 int
 leafd_snowflake_decode_layout(uint64_t id, int64_t epoch_ms, int timestamp_bits,

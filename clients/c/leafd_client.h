@@ -95,7 +95,7 @@ void leafd_client_stats(struct leafd_client *c, struct leafd_client_stats *st);
 
 /* Snowflake IDs (leafd's snowflake mode): the fields of id under leafd's
  * default layout (Leaf's: epoch 2010-11-04T01:42:54.657Z, 41 bits of time,
- * 10 of worker, 12 of sequence), with leafd's own decoder (src/sfcodec.c).
+ * 10 of worker, 12 of sequence), with leafd's own decoder (src/snowflake/sfcodec.c).
  * Returns 0, or -1 if id is not a valid ID of that layout. */
 struct leafd_snowflake {
     int64_t  timestamp_ms;    /* Unix ms */
