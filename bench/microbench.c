@@ -16,6 +16,9 @@
  * Snowflake mode: snowflake_next for one ID at a time, Leaf's layout (12
  * sequence bits: at most 4,096,000 IDs/s per worker), and a 21-bit sequence
  * layout that the clock never limits (the generator's own cost).
+ * UUIDv7 and ULID: uuid7_next and ulid_next on one generator, one ID per
+ * call (as GET /uuid) from 1 and 2 threads, and 100 per call; the random
+ * bits included (getrandom(2)), as the server pays them.
  *
  * Each figure is the median of RUNS runs of SECONDS (default 5 x 0.5 s).
  * Output, one line per figure, for bench/bench.py:
@@ -32,6 +35,8 @@
 
 #include "segment.h"
 #include "snowflake.h"
+#include "ulid.h"
+#include "uuid7.h"
 
 #define MAX_THREADS 8
 
@@ -126,6 +131,8 @@ struct worker {
     int64_t     batch;                     /* IDs per segment_take */
     struct snowflake *sf;
     int         warm_up;                   /* snowflake: spend the borrowing */
+    struct uuid7_gen *ug;                  /* uuid: one of these two */
+    struct ulid_gen  *lg;
     uint64_t    ids;
     uint64_t    waits;
     uint64_t    errors;                    /* IDs not increasing: a bug */
@@ -404,6 +411,68 @@ bench_snowflake(void)
     snowflake_stop(wide);
 }
 
+/* ---- UUIDv7 and ULID ---- */
+
+#define UUID_BATCH_MAX 100
+
+static void *
+uuid_worker(void *arg)
+{
+    struct worker *w = arg;
+    uint8_t out[UUID_BATCH_MAX][16], prev[16];
+    uint64_t n = 0, errors = 0;
+    size_t k = (size_t)w->batch;
+    double t0;
+
+    memset(prev, 0, sizeof prev);
+    while (!atomic_load(&go))
+        ;
+    t0 = now_s();
+    while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+        for (int i = 0; i < 256; i++) {
+            if ((w->ug != NULL ? uuid7_next(w->ug, k, (struct uuid7 *)out)
+                               : ulid_next(w->lg, k, (struct ulid *)out)) != 0) {
+                errors++;                  /* no random bytes: a failure */
+                continue;
+            }
+            errors += memcmp(prev, out[0], 16) >= 0;
+            memcpy(prev, out[k - 1], 16);
+            n += k;
+        }
+    }
+    w->seconds = now_s() - t0;
+    w->ids = n;
+    w->waits = 0;
+    w->errors = errors;
+    return NULL;
+}
+
+static void
+bench_uuid(void)
+{
+    struct worker ws[MAX_THREADS];
+    struct uuid7_gen *ug = uuid7_gen_new(NULL, NULL);
+    struct ulid_gen *lg = ulid_gen_new(NULL, NULL);
+    static const struct { const char *name; int ulid, threads, batch; } figs[] = {
+        { "uuid7_next", 0, 1, 1 }, { "uuid7_next", 0, 2, 1 },
+        { "uuid7_next_batch100", 0, 1, 100 },
+        { "ulid_next", 1, 1, 1 }, { "ulid_next", 1, 2, 1 },
+        { "ulid_next_batch100", 1, 1, 100 },
+    };
+
+    for (size_t f = 0; f < sizeof figs / sizeof figs[0]; f++) {
+        memset(ws, 0, sizeof ws);
+        for (int i = 0; i < MAX_THREADS; i++) {
+            ws[i].ug = figs[f].ulid ? NULL : ug;
+            ws[i].lg = figs[f].ulid ? lg : NULL;
+            ws[i].batch = figs[f].batch;
+        }
+        report(figs[f].name, uuid_worker, ws, figs[f].threads, 0);
+    }
+    uuid7_gen_free(ug);
+    ulid_gen_free(lg);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -418,7 +487,7 @@ main(int argc, char **argv)
         case 'o': only = optarg; break;
         default:
             fprintf(stderr, "usage: %s [-d SECONDS] [-r RUNS] [-s STEP] "
-                    "[-o segment|snowflake]\n", argv[0]);
+                    "[-o segment|snowflake|uuid]\n", argv[0]);
             return 2;
         }
     }
@@ -432,5 +501,7 @@ main(int argc, char **argv)
     }
     if (only == NULL || strcmp(only, "snowflake") == 0)
         bench_snowflake();
+    if (only == NULL || strcmp(only, "uuid") == 0)
+        bench_uuid();
     return failures ? 1 : 0;
 }

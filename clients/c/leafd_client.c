@@ -15,7 +15,17 @@
  * lease requests, the servers' state and the retired list; `work` wakes
  * the background thread, `done` wakes callers waiting for a lease. The hot
  * path takes no lock. HTTP runs only on the background thread, lock
- * released.
+ * released. clients_lock guards the list of live clients and is taken
+ * before any c->lock.
+ *
+ * Fork: a child must never hand out what its parent holds. pthread_atfork
+ * handlers take clients_lock and every c->lock before fork() (so the child
+ * sees each client in a consistent state) and release them after it; in
+ * the child they drop every tag's current and pending ranges and the
+ * forking thread's blocks (the only thread the child has), and start the
+ * background thread again (with its own libcurl handle: the parent's
+ * connections stay the parent's) when the child first needs a lease. The
+ * parent keeps its ranges. fork() only: a raw clone(2) runs no handler.
  */
 #include <assert.h>
 #include <curl/curl.h>
@@ -67,6 +77,7 @@ struct server {
 
 struct leafd_client {
     uint64_t                    id;       /* names c in thread caches */
+    struct leafd_client        *next_client;  /* clients list (clients_lock) */
     struct leafd_client_options opt;
     pthread_mutex_t             lock;
     pthread_cond_t              work, done;
@@ -75,8 +86,9 @@ struct leafd_client {
     struct server               servers[MAX_SERVERS];
     int                         nservers, preferred;
     int                         stopping;
+    int                         running;  /* thread started (not since a fork) */
     pthread_t                   thread;
-    CURL                       *curl;     /* background thread only */
+    CURL                       *curl;     /* background thread only, once started */
     _Atomic uint64_t            leases, http_requests, failovers;
     _Atomic int64_t             last_size;
 };
@@ -84,7 +96,9 @@ struct leafd_client {
 static _Atomic uint64_t last_client_id;
 static _Thread_local char tl_error[600];
 static _Thread_local struct { uint64_t id; struct tag *t; } tl_cache;
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t clients_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct leafd_client *clients;    /* live clients, for the fork handlers */
 
 static void
 set_error(const char *fmt, const char *a, const char *b)
@@ -147,10 +161,16 @@ tag_valid(const char *s)
     return n > 0;
 }
 
+static void fork_prepare(void);
+static void fork_parent(void);
+static void fork_child(void);
+
 static void
-curl_init_once(void)
+lib_init_once(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (pthread_atfork(fork_prepare, fork_parent, fork_child) != 0)
+        abort();
 }
 
 /* ---- HTTP (background thread) ---- */
@@ -372,6 +392,22 @@ ask_prefetch(struct leafd_client *c, struct tag *t, struct range *r)
     pthread_mutex_unlock(&c->lock);
 }
 
+/* Start the background thread and its libcurl handle if they are not
+ * running (a new client, or the first lease a forked child needs). c->lock
+ * held, or c not yet shared. Returns 0, or -1 when either cannot be made. */
+static int
+start_thread(struct leafd_client *c)
+{
+    if (c->running)
+        return 0;
+    if (c->curl == NULL && (c->curl = curl_easy_init()) == NULL)
+        return -1;
+    if (pthread_create(&c->thread, NULL, background, c) != 0)
+        return -1;
+    c->running = 1;
+    return 0;
+}
+
 /* The current range seen was used up: switch to a pending one, or wait for
  * a lease. Returns 0 to try again, or an error. Never waits past about
  * timeout_ms per server. */
@@ -425,6 +461,12 @@ slow_path(struct leafd_client *c, struct tag *t, struct range *seen)
         if (t->fail_gen != gen0) {
             rc = t->fail_code;
             snprintf(tl_error, sizeof tl_error, "no lease for %.128s: %.320s", t->name, t->fail_msg);
+            break;
+        }
+        if (start_thread(c) != 0) {
+            rc = LEAFD_EUNAVAILABLE;
+            snprintf(tl_error, sizeof tl_error, "no lease for %.128s: the client's "
+                     "thread could not start again after fork()", t->name);
             break;
         }
         t->want = 1;
@@ -590,7 +632,7 @@ leafd_client_new(const char *urls, const struct leafd_client_options *opt,
             *err = "no server URL";
         return NULL;
     }
-    pthread_once(&curl_once, curl_init_once);
+    pthread_once(&lib_once, lib_init_once);
     c = xcalloc1(sizeof *c);
     c->id = atomic_fetch_add(&last_client_id, 1) + 1;
     if (opt != NULL)
@@ -631,14 +673,15 @@ leafd_client_new(const char *urls, const struct leafd_client_options *opt,
             break;
         p = e + 1;
     }
-    c->curl = curl_easy_init();
-    if (c->curl == NULL)
-        abort();
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->work, NULL);
     pthread_cond_init(&c->done, NULL);
-    if (pthread_create(&c->thread, NULL, background, c) != 0)
+    if (start_thread(c) != 0)
         abort();
+    pthread_mutex_lock(&clients_lock);
+    c->next_client = clients;
+    clients = c;
+    pthread_mutex_unlock(&clients_lock);
     return c;
 }
 
@@ -650,11 +693,19 @@ leafd_client_free(struct leafd_client *c)
 
     if (c == NULL)
         return;
+    pthread_mutex_lock(&clients_lock);
+    for (struct leafd_client **pp = &clients; *pp != NULL; pp = &(*pp)->next_client)
+        if (*pp == c) {
+            *pp = c->next_client;
+            break;
+        }
+    pthread_mutex_unlock(&clients_lock);
     pthread_mutex_lock(&c->lock);
     c->stopping = 1;
     pthread_cond_broadcast(&c->work);
     pthread_mutex_unlock(&c->lock);
-    pthread_join(c->thread, NULL);
+    if (c->running)
+        pthread_join(c->thread, NULL);
     for (t = atomic_load(&c->tags); t != NULL; t = tn) {
         tn = t->next_tag;
         for (int i = 0; i < t->npending; i++)
@@ -668,13 +719,73 @@ leafd_client_free(struct leafd_client *c)
     }
     for (int i = 0; i < c->nservers; i++)
         free(c->servers[i].url);
-    curl_easy_cleanup(c->curl);
+    if (c->curl != NULL)
+        curl_easy_cleanup(c->curl);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->work);
     pthread_cond_destroy(&c->done);
     if (tl_cache.id == c->id)
         tl_cache.id = 0;
     free(c);
+}
+
+/* ---- fork (see DESIGN) ---- */
+
+static void
+fork_prepare(void)
+{
+    pthread_mutex_lock(&clients_lock);
+    for (struct leafd_client *c = clients; c != NULL; c = c->next_client)
+        pthread_mutex_lock(&c->lock);
+}
+
+static void
+fork_parent(void)
+{
+    for (struct leafd_client *c = clients; c != NULL; c = c->next_client)
+        pthread_mutex_unlock(&c->lock);
+    pthread_mutex_unlock(&clients_lock);
+}
+
+/* The parent's ranges are retired (never handed out here); the locks, taken
+ * by fork_prepare, are made anew, as the background thread is: it does not
+ * exist in the child. Its libcurl handle is left alone (its connections,
+ * maybe mid-request, are the parent's): a leak of one handle per client and
+ * fork. */
+static void
+client_after_fork(struct leafd_client *c)
+{
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->work, NULL);
+    pthread_cond_init(&c->done, NULL);
+    c->running = 0;
+    c->curl = NULL;
+    for (struct tag *t = atomic_load(&c->tags); t != NULL; t = t->next_tag) {
+        struct range *r = atomic_load(&t->cur);
+
+        if (r != NULL) {
+            r->retired = c->retired;
+            c->retired = r;
+            atomic_store(&t->cur, NULL);
+        }
+        for (int i = 0; i < t->npending; i++) {
+            t->pending[i]->retired = c->retired;
+            c->retired = t->pending[i];
+        }
+        t->npending = 0;
+        t->want = t->fetching = 0;
+    }
+}
+
+static void
+fork_child(void)
+{
+    pthread_mutex_init(&clients_lock, NULL);
+    for (struct leafd_client *c = clients; c != NULL; c = c->next_client)
+        client_after_fork(c);
+    /* The forking thread's blocks are its parent's IDs too. */
+    memset(tl_blocks, 0, sizeof tl_blocks);
+    tl_last = tl_victim = 0;
 }
 
 void

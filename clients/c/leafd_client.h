@@ -26,6 +26,11 @@
  * used-up range (about 48 bytes) is kept until leafd_client_free, so that
  * no thread can ever read a freed one.
  *
+ * Fork: a child never hands out what its parent holds. After fork() the
+ * child drops the ranges (and thread blocks) it inherited and leases fresh
+ * ones at its first call; the parent keeps its own. A client's background
+ * thread starts again in the child on that first lease.
+ *
  * HTTP is libcurl's. Link: -lleafd-client -lcurl -lpthread.
  */
 #ifndef LEAFD_CLIENT_H

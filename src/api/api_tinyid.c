@@ -19,8 +19,9 @@
  * Errors are Tinyid's too, HTTP 200 always: a wrong or missing token is
  * code 5 "token is error" (the Simple forms: an empty body), anything else
  * code 6 with a message (Simple: empty). batchSize over 100000 is cut to
- * 100000 and below 1 gives no ID, as Tinyid does. Only a malformed query
- * (not an integer, a parameter twice) gets leafd's own 400.
+ * 100000 and below 1 gives no ID, as Tinyid does. leafd's own 400 answers
+ * a malformed query (not an integer, a parameter twice) and a batchSize
+ * (after that cut) over segment.lease_max, the bound of every lease.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@
 #include "api.h"
 #include "api_internal.h"
 #include "auth.h"
+#include "config.h"
 #include "util.h"
 
 #define TINYID_BATCH_MAX 100000
@@ -186,6 +188,12 @@ api_tinyid_handle(struct api *a, struct http_conn *c, struct http_request *req,
         }
         if (n > TINYID_BATCH_MAX)
             n = TINYID_BATCH_MAX;
+        if (n > a->cfg->lease_max) {
+            api_reply_error(c, R_TINYID, 400, "invalid_batch_size", NULL,
+                            "batchSize must be an integer of at most %lld "
+                            "(segment.lease_max)", (long long)a->cfg->lease_max);
+            return;
+        }
     }
     if (!req->retry && !req->timed_out) {
         /* Tinyid's canVisit: a bizType, and a token that may use it. */

@@ -120,7 +120,7 @@ static const struct key keys[] = {
     { "segment.count_max", K_INT, OFF(count_max), 1, 100000, "1000", NULL,
       "largest ?count= for /segment" },
     { "segment.lease_max", K_INT, OFF(lease_max), 1, 1000000000, "1000000", NULL,
-      "largest ?size= for /segment/<biz_tag>/lease" },
+      "largest ?size= for /segment/<biz_tag>/lease (and Tinyid batchSize)" },
     { "segment.refresh_ms", K_INT, OFF(refresh_ms), 100, DAY_MS, "60000", NULL,
       "reload the tag list (and DBA step changes) this often" },
     { "segment.negative_ttl_ms", K_INT, OFF(negative_ttl_ms), 100, DAY_MS, "10000", NULL,

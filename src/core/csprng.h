@@ -1,14 +1,16 @@
 /* csprng.h: random bytes for IDs whose uniqueness rests on randomness
  * (UUIDv7, ULID).
  *
- * The bytes come from the kernel's CSPRNG (getrandom(2)), read in blocks into
- * a per-thread buffer so that a request does not pay a system call per ID.
- * A child process never reuses its parent's buffered bytes: a fork bumps a
- * generation (pthread_atfork) and every thread's buffer from before it is
- * thrown away on its next use.
+ * Every call reads the kernel's CSPRNG (getrandom(2)); nothing is buffered
+ * in the process, so a copy of the process (a fork, or a VM clone) holds no
+ * random byte that it could hand out again. After a VM clone the bytes
+ * differ only if the kernel reseeded on the clone (Linux 5.18 and later do
+ * when the hypervisor exposes a VM generation ID); see docs/id-kinds.md.
  *
- * Thread-safety: any thread may call csprng_fill at any time; each thread
- * reads only its own buffer.
+ * csprng_forks counts the forks (pthread_atfork) this process is a child
+ * of, so that a generator can tell that its state was copied.
+ *
+ * Thread-safety: any thread may call either at any time.
  */
 #ifndef LEAFD_CSPRNG_H
 #define LEAFD_CSPRNG_H
@@ -18,5 +20,10 @@
 /* Fill buf with n random bytes. Returns 0, or -1 with errno when the kernel
  * gives no random bytes (then buf holds nothing usable). */
 int csprng_fill(void *buf, size_t n);
+
+/* How many fork()s made this process from the one that first called it (0
+ * in that one). The first call registers the fork handler: call it before
+ * any fork that should count. */
+unsigned csprng_forks(void);
 
 #endif

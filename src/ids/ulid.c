@@ -11,8 +11,14 @@
  *    spin, no repeat. So every ULID is greater (as 128 bits and as text)
  *    than every earlier one of the same generator.
  *  - Across processes and nodes uniqueness rests on the 80 random bits each
- *    millisecond starts from (csprng.c; never reused after fork).
- *  - The mutex is taken once per call, not per ULID.
+ *    millisecond starts from, read from the kernel when the ms starts
+ *    (csprng.c buffers nothing).
+ *  - A forked child does not go on with its parent's (last_ms, random): its
+ *    first ULID starts a new ms (at least last_ms + 1) with fresh bits, as
+ *    on overflow. A copy no fork handler sees (a VM clone) shares them
+ *    until its clock passes last_ms; docs/id-kinds.md.
+ *  - The mutex is taken once per call, not per ULID; getrandom(2) runs
+ *    inside it only when a ms starts.
  */
 #include <assert.h>
 #include <pthread.h>
@@ -28,6 +34,7 @@ struct ulid_gen {
     pthread_mutex_t lock;            /* guards last_ms and rnd */
     int64_t         last_ms;
     uint8_t         rnd[10];         /* the random part of the last ULID */
+    unsigned        forks;           /* csprng_forks() it was last used in */
     ulid_clock_fn   clock;
     void           *clock_arg;
 };
@@ -41,6 +48,7 @@ ulid_gen_new(ulid_clock_fn clock, void *clock_arg)
 
     pthread_mutex_init(&g->lock, NULL);
     g->last_ms = -1;
+    g->forks = csprng_forks();
     g->clock = clock;
     g->clock_arg = clock_arg;
     return g;
@@ -77,6 +85,7 @@ ulid_increment(uint8_t *r)
 int
 ulid_next(struct ulid_gen *g, size_t n, struct ulid *out)
 {
+    unsigned forks = csprng_forks();
     int64_t now;
     size_t i;
     int rc = 0;
@@ -85,7 +94,14 @@ ulid_next(struct ulid_gen *g, size_t n, struct ulid *out)
     if (now < 0 || now > ULID_MAX_MS)
         return -1;
     pthread_mutex_lock(&g->lock);
-    for (i = 0; i < n; i++) {
+    if (g->forks != forks && now <= g->last_ms) {
+        /* A forked child: its parent goes on from (last_ms, rnd), so
+         * start a ms of its own (g->forks is updated when it starts). */
+        if (g->last_ms >= ULID_MAX_MS)
+            rc = -1;
+        now = g->last_ms + 1;
+    }
+    for (i = 0; i < n && rc == 0; i++) {
         uint64_t t;
 
         if (now > g->last_ms) {
@@ -94,6 +110,7 @@ ulid_next(struct ulid_gen *g, size_t n, struct ulid *out)
                 break;
             }
             g->last_ms = now;
+            g->forks = forks;
         } else if (ulid_increment(g->rnd)) {
             /* 2^80 used up in this ms: the next one, ahead of the clock. */
             if (g->last_ms >= ULID_MAX_MS ||

@@ -17,11 +17,16 @@
  *    process.
  *  - Across processes and nodes there is no coordination: uniqueness rests
  *    on the random bits. Each UUID's 32 low bits are fresh bytes from the
- *    kernel's CSPRNG (csprng.c; never reused after fork), and each
- *    millisecond's counter starts at a random point. docs (README, UUIDv7)
- *    give the collision probability.
- *  - The mutex is taken once per call, not per UUID; the random bytes are
- *    read outside it.
+ *    kernel's CSPRNG, read for this call (csprng.c buffers nothing), and
+ *    each millisecond's counter starts at a random point. docs/id-kinds.md
+ *    gives the collision probability.
+ *  - A forked child does not go on with its parent's (last_ms, counter):
+ *    its first UUID starts a new ms (at least last_ms + 1) with a fresh
+ *    seed, as on overflow. A copy no fork handler sees (a VM clone) is
+ *    only as good as the kernel's bytes after it; docs/id-kinds.md.
+ *  - One getrandom(2) per call of up to UUID7_CHUNK UUIDs: the seed and
+ *    the low bits are read before the mutex is taken (a seed read inside it
+ *    only on counter overflow). The mutex is taken once per call.
  */
 #include <assert.h>
 #include <pthread.h>
@@ -34,11 +39,14 @@
 #include "uuid7.h"
 
 #define COUNTER_MAX ((UINT64_C(1) << UUID7_COUNTER_BITS) - 1)
+#define UUID7_CHUNK 256                  /* UUIDs per getrandom(2) */
+#define SEED_BYTES 6
 
 struct uuid7_gen {
     pthread_mutex_t lock;            /* guards last_ms and counter */
     int64_t         last_ms;         /* timestamp of the last UUID issued */
     uint64_t        counter;         /* its counter */
+    unsigned        forks;           /* csprng_forks() it was last used in */
     uuid7_clock_fn  clock;
     void           *clock_arg;
 };
@@ -50,6 +58,7 @@ uuid7_gen_new(uuid7_clock_fn clock, void *clock_arg)
 
     pthread_mutex_init(&g->lock, NULL);
     g->last_ms = -1;
+    g->forks = csprng_forks();
     g->clock = clock;
     g->clock_arg = clock_arg;
     return g;
@@ -73,19 +82,16 @@ uuid7_gen_force(struct uuid7_gen *g, int64_t last_ms, uint64_t counter)
     pthread_mutex_unlock(&g->lock);
 }
 
-/* A fresh counter for a new ms: 41 random bits below a 0 guard bit. */
-static int
-uuid7_seed(uint64_t *counter)
+/* A fresh counter for a new ms from SEED_BYTES random bytes: 41 random
+ * bits below a 0 guard bit. */
+static uint64_t
+uuid7_seed(const uint8_t *r)
 {
-    uint8_t r[8];
     uint64_t v = 0;
 
-    if (csprng_fill(r, 6) < 0)
-        return -1;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < SEED_BYTES; i++)
         v = v << 8 | r[i];
-    *counter = v & (COUNTER_MAX >> 1);
-    return 0;
+    return v & (COUNTER_MAX >> 1);
 }
 
 static void
@@ -109,7 +115,10 @@ uuid7_pack(struct uuid7 *u, int64_t ms, uint64_t c, const uint8_t *rnd)
 int
 uuid7_next(struct uuid7_gen *g, size_t n, struct uuid7 *out)
 {
-    uint8_t rnd[4 * 64];
+    /* The seed of a new ms, then 4 bytes per UUID of the first chunk. */
+    uint8_t rnd[SEED_BYTES + 4 * UUID7_CHUNK], seed[SEED_BYTES];
+    size_t first = n < UUID7_CHUNK ? n : UUID7_CHUNK;
+    unsigned forks = csprng_forks();
     int64_t now;
     size_t i;
     int rc = 0;
@@ -117,32 +126,42 @@ uuid7_next(struct uuid7_gen *g, size_t n, struct uuid7 *out)
     now = g->clock != NULL ? g->clock(g->clock_arg) : util_wall_ms();
     if (now < 0 || now > UUID7_MAX_MS)
         return -1;
+    if (csprng_fill(rnd, SEED_BYTES + 4 * first) < 0)
+        return -1;
     pthread_mutex_lock(&g->lock);
-    for (i = 0; i < n; i++) {
+    if (g->forks != forks && now <= g->last_ms) {
+        /* A forked child: its parent goes on from (last_ms, counter), so
+         * start a ms of its own (g->forks is updated when it starts). */
+        if (g->last_ms >= UUID7_MAX_MS)
+            rc = -1;
+        now = g->last_ms + 1;
+    }
+    for (i = 0; i < n && rc == 0; i++) {
         if (now > g->last_ms) {
-            if (uuid7_seed(&g->counter) < 0) {
-                rc = -1;
-                break;
-            }
+            g->counter = uuid7_seed(rnd);   /* at most once: now is fixed */
             g->last_ms = now;
+            g->forks = forks;
         } else if (g->counter < COUNTER_MAX) {
             g->counter++;
         } else {
             /* Overflow: the next ms, ahead of the clock. */
-            if (g->last_ms >= UUID7_MAX_MS || uuid7_seed(&g->counter) < 0) {
+            if (g->last_ms >= UUID7_MAX_MS || csprng_fill(seed, sizeof seed) < 0) {
                 rc = -1;
                 break;
             }
+            g->counter = uuid7_seed(seed);
             g->last_ms++;
         }
-        /* The random bytes are filled in below, outside the lock. */
-        uuid7_pack(&out[i], g->last_ms, g->counter, (const uint8_t *)"\0\0\0\0");
+        /* The low bits of UUIDs past the first chunk: below, unlocked. */
+        uuid7_pack(&out[i], g->last_ms, g->counter,
+                   i < first ? rnd + SEED_BYTES + 4 * i : (const uint8_t *)"\0\0\0\0");
     }
     pthread_mutex_unlock(&g->lock);
     if (rc < 0)
         return -1;
-    for (i = 0; i < n; i += 64) {
-        size_t k = n - i < 64 ? n - i : 64;
+    /* The first chunk has its low bits already; the rest, chunk by chunk. */
+    for (i = first; i < n; i += UUID7_CHUNK) {
+        size_t k = n - i < UUID7_CHUNK ? n - i : UUID7_CHUNK;
 
         if (csprng_fill(rnd, 4 * k) < 0)
             return -1;

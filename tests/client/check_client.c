@@ -8,6 +8,8 @@
  *   other killed: the client fails over and no ID repeats.
  * - Every server down: the client hands out exactly what its range holds,
  *   then fails with LEAFD_EUNAVAILABLE and a reason, without blocking.
+ * - A process that holds ranges forks while its threads take IDs: the child
+ *   leases fresh ranges, the parent keeps its own, no ID is in both.
  */
 #include <arpa/inet.h>
 #include <check.h>
@@ -27,6 +29,17 @@
 #include "leafd_client.h"
 
 extern char **environ;
+
+#ifdef __SANITIZE_THREAD__
+/* The fork test's child starts the client's thread again after a fork of a
+ * threaded process, which TSan refuses by default. */
+const char *__tsan_default_options(void);
+const char *
+__tsan_default_options(void)
+{
+    return "die_after_fork=0";
+}
+#endif
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define IDS_PER_THREAD 1000000
@@ -327,6 +340,109 @@ START_TEST(all_down_serves_the_rest_then_fails)
 }
 END_TEST
 
+/* ---- fork ---- */
+
+#define FORK_IDS 5000
+
+/* The child's part: FORK_IDS IDs (leafd_next and leafd_next_n mixed) into
+ * path, one int64 each. Exits 0 when it got them all. No check calls here. */
+static void
+fork_child(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    int64_t id, buf[10], n = 0;
+    int rc = LEAFD_OK;
+
+    if (f == NULL)
+        _exit(3);
+    while (n < FORK_IDS && rc == LEAFD_OK) {
+        int64_t got = 0;
+
+        if (n % 100 == 50) {
+            rc = leafd_next_n(cl, "demo", 10, buf, &got);
+        } else {
+            rc = leafd_next(cl, "demo", &id);
+            buf[0] = id;
+            got = rc == LEAFD_OK;
+        }
+        fwrite(buf, sizeof *buf, (size_t)got, f);
+        n += got;
+    }
+    if (rc != LEAFD_OK)
+        fprintf(stderr, "check_client: fork child: %s after %lld IDs\n",
+                leafd_last_error(), (long long)n);
+    fclose(f);
+    _exit(n == FORK_IDS ? 0 : 2);
+}
+
+START_TEST(fork_child_gets_fresh_ranges)
+{
+    int port = free_port();
+    pid_t pid = leafd_start(port), child;
+    struct leafd_client_options o = { .lease_min = 1000, .lease_max = 1000,
+                                      .timeout_ms = 2000 };
+    char url[64], path[320];
+    int64_t id, buf[10], got, child_ids = 0, end = mono_ms() + 120000;
+    pthread_t th[2];
+    FILE *f;
+    int status = 0;
+
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    snprintf(path, sizeof path, "%s/child.ids", workdir);
+    cl = leafd_client_new(url, &o, NULL);
+    ck_assert(cl != NULL);
+    seen_new(400000000);
+    /* The forking thread holds a block, its tag a range (and maybe a
+     * pending one), other threads take IDs all the while. */
+    ck_assert_int_eq(leafd_next(cl, "demo", &id), LEAFD_OK);
+    mark(id);
+    ck_assert_int_eq(leafd_next_n(cl, "demo", 10, buf, &got), LEAFD_OK);
+    for (int i = 0; i < 10; i++)
+        mark(buf[i]);
+    load_stop = 0;
+    load_ids = load_errors = 0;
+    for (int i = 0; i < 2; i++)
+        pthread_create(&th[i], NULL, loader, NULL);
+    usleep(100000);
+    child = fork();
+    ck_assert(child >= 0);
+    if (child == 0)
+        fork_child(path);
+    for (int i = 0; i < FORK_IDS; i++) {
+        ck_assert_msg(leafd_next(cl, "demo", &id) == LEAFD_OK, "%s", leafd_last_error());
+        mark(id);
+    }
+    while (waitpid(child, &status, WNOHANG) == 0) {
+        ck_assert_msg(mono_ms() < end, "the child did not finish");
+        usleep(20000);
+    }
+    load_stop = 1;
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    f = fopen(path, "r");
+    ck_assert(f != NULL);
+    while (fread(&id, sizeof id, 1, f) == 1) {
+        mark(id);
+        child_ids++;
+    }
+    fclose(f);
+    fprintf(stderr, "check_client: fork: the child took %lld IDs, the parent's "
+            "threads %lld; %lld in both\n", (long long)child_ids,
+            (long long)load_ids + FORK_IDS + 11, (long long)dups);
+    ck_assert_int_eq(dups, 0);
+    ck_assert_int_eq(outside, 0);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "the child got %lld of %d IDs (status %d)", (long long)child_ids,
+                  FORK_IDS, status);
+    ck_assert_int_eq(child_ids, FORK_IDS);
+    /* The parent goes on after the child is gone. */
+    ck_assert_int_eq(leafd_next(cl, "demo", &id), LEAFD_OK);
+    leafd_client_free(cl);
+    leafd_kill(pid);
+    free(seen);
+}
+END_TEST
+
 START_TEST(bad_arguments_and_decode)
 {
     struct leafd_snowflake sf;
@@ -361,6 +477,7 @@ main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, bad_arguments_and_decode);
     tcase_add_test(tc, all_down_serves_the_rest_then_fails);
+    tcase_add_test(tc, fork_child_gets_fresh_ranges);
     tcase_add_test(tc, failover_kill_and_restart);
     tcase_add_test(tc, eight_threads_no_duplicate);
     suite_add_tcase(su, tc);

@@ -1,11 +1,14 @@
 /* check_idkinds.c: UUIDv7 and ULID: RFC 9562's example, text forms,
  * decoders' refusals, monotonicity under clock steps and counter overflow,
- * 4 threads x 1M IDs of each kind without a duplicate, and fork. */
+ * 4 threads x 1M IDs of each kind without a duplicate, fork, and a copy
+ * of the process that runs no fork handler (what a VM clone does to it). */
 #include <check.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -318,7 +321,7 @@ START_TEST(ulid_race)
 }
 END_TEST
 
-/* A forked child never sees the random bytes its parent had buffered. */
+/* A forked child reads random bytes of its own (none are buffered). */
 START_TEST(csprng_fork)
 {
     uint8_t a[32], b[32];
@@ -345,6 +348,103 @@ START_TEST(csprng_fork)
 }
 END_TEST
 
+/* ---- copies of a process: IDs made on both sides after it ---- */
+
+#define COPY_IDS 20
+
+struct copy_ids {
+    struct uuid7 u[COPY_IDS];
+    struct ulid  l[COPY_IDS];
+};
+
+/* COPY_IDS of each kind at the fake clock's ms. Returns 0 or -1. */
+static int
+copy_take(struct uuid7_gen *ug, struct ulid_gen *lg, struct copy_ids *out)
+{
+    for (int i = 0; i < COPY_IDS; i++)
+        if (uuid7_next(ug, 1, &out->u[i]) != 0 || ulid_next(lg, 1, &out->l[i]) != 0)
+            return -1;
+    return 0;
+}
+
+/* Both sides of a copy made by copy_fn take IDs at ms after (the parent
+ * took its last one at ms before); returns how many are equal on both. */
+static int
+ids_in_both(pid_t (*copy_fn)(void), int64_t before, int64_t after)
+{
+    struct uuid7_gen *ug = uuid7_gen_new(fake_clock, NULL);
+    struct ulid_gen *lg = ulid_gen_new(fake_clock, NULL);
+    struct copy_ids mine, theirs;
+    struct uuid7 u;
+    struct ulid l;
+    int fd[2], same = 0;
+    pid_t pid;
+
+    atomic_store(&fake_ms, before);
+    ck_assert_int_eq(uuid7_next(ug, 1, &u), 0);
+    ck_assert_int_eq(ulid_next(lg, 1, &l), 0);
+    ck_assert_int_eq(pipe(fd), 0);
+    pid = copy_fn();
+    ck_assert_int_ge(pid, 0);
+    atomic_store(&fake_ms, after);
+    if (pid == 0) {
+        if (copy_take(ug, lg, &theirs) != 0 ||
+            write(fd[1], &theirs, sizeof theirs) != (ssize_t)sizeof theirs)
+            _exit(1);
+        _exit(0);
+    }
+    ck_assert_int_eq(copy_take(ug, lg, &mine), 0);
+    ck_assert_int_eq(read(fd[0], &theirs, sizeof theirs), (ssize_t)sizeof theirs);
+    waitpid(pid, NULL, 0);
+    for (int i = 0; i < COPY_IDS; i++)
+        for (int j = 0; j < COPY_IDS; j++) {
+            same += memcmp(&mine.u[i], &theirs.u[j], 16) == 0;
+            same += memcmp(&mine.l[i], &theirs.l[j], 16) == 0;
+        }
+    close(fd[0]);
+    close(fd[1]);
+    uuid7_gen_free(ug);
+    ulid_gen_free(lg);
+    return same;
+}
+
+static pid_t
+copy_by_fork(void)
+{
+    return fork();
+}
+
+/* The kernel's fork without glibc's: no pthread_atfork handler runs, so
+ * the child is a copy of the process as a VM clone leaves it (on a host
+ * whose kernel reseeds its CSPRNG on the clone). */
+static pid_t
+copy_by_clone(void)
+{
+    return (pid_t)syscall(SYS_clone, (unsigned long)SIGCHLD, 0UL, 0UL, 0UL, 0UL);
+}
+
+/* fork(): both sides go on in the same ms, and in a later one. */
+START_TEST(fork_ids_differ)
+{
+    int same = ids_in_both(copy_by_fork, 7000, 7000);
+
+    ck_assert_msg(same == 0, "fork, same ms: %d IDs made on both sides", same);
+    same = ids_in_both(copy_by_fork, 7000, 7001);
+    ck_assert_msg(same == 0, "fork, next ms: %d IDs made on both sides", same);
+}
+END_TEST
+
+/* A copy that no handler sees: in a later ms, every random bit comes from
+ * the kernel, none from memory that was copied. (In the same ms the copies
+ * share the generator's state; docs/id-kinds.md says what to do.) */
+START_TEST(clone_ids_differ_in_a_later_ms)
+{
+    int same = ids_in_both(copy_by_clone, 9000, 9001);
+
+    ck_assert_msg(same == 0, "clone, next ms: %d IDs made on both sides", same);
+}
+END_TEST
+
 static Suite *
 idkinds_suite(void)
 {
@@ -363,6 +463,8 @@ idkinds_suite(void)
     tcase_add_test(tc, uuid_race);
     tcase_add_test(tc, ulid_race);
     tcase_add_test(tc, csprng_fork);
+    tcase_add_test(tc, fork_ids_differ);
+    tcase_add_test(tc, clone_ids_differ_in_a_later_ms);
     suite_add_tcase(s, tc);
     return s;
 }
