@@ -263,6 +263,15 @@ api_serve_serial(struct api *a, struct http_conn *c, struct http_request *req,
                             "node has none right now", d->code);
             return;
         }
+        if ((uint64_t)worker > serial_digits_max(d->worker_digits)) {
+            /* Not with the widths serials_new sets; never an abort. */
+            serial_count_refused(a->serials, i);
+            api_reply_error(c, R_SERIAL, 503, "serial_unavailable", NULL,
+                            "serial code '%s' prints the worker ID in %d "
+                            "digits, and this node's worker ID %lld has more",
+                            d->code, d->worker_digits, (long long)worker);
+            return;
+        }
     }
     if (req->timed_out) {
         serial_count_refused(a->serials, i);
@@ -299,7 +308,7 @@ api_serve_serial(struct api *a, struct http_conn *c, struct http_request *req,
         char *it;
 
         p = it = item_open(p, fmt, k == 0);
-        p = serial_format(d, &tm, worker, worker >= 0 ? 4 : 0, seq_buf[k],
+        p = serial_format(d, &tm, worker, d->worker_digits, seq_buf[k],
                           d->digits, p);
         p = item_close(p, fmt, it);
     }

@@ -96,6 +96,18 @@ static const char sql_insert_serial[] =
     "VALUES (?, 1, ?, '" STORE_SERIAL_DESCRIPTION "') "
     "ON DUPLICATE KEY UPDATE biz_tag = biz_tag";
 
+/* The floor of a serial row: the largest max_id of the rows its key names
+ * (STORE_SERIAL_FLOOR_MAX patterns; unused ones repeat the first), locked
+ * so that no other load moves them before this one commits. */
+#define MY_LIKE "biz_tag LIKE ? ESCAPE '!'"
+static const char sql_serial_floor[] =
+    "SELECT COALESCE(MAX(max_id), 0) FROM leaf_alloc WHERE " MY_LIKE " OR "
+    MY_LIKE " OR " MY_LIKE " OR " MY_LIKE " OR " MY_LIKE " OR " MY_LIKE " OR "
+    MY_LIKE " OR " MY_LIKE " FOR UPDATE";
+_Static_assert(STORE_SERIAL_FLOOR_MAX == 8, "sql_serial_floor has 8 patterns");
+static const char sql_serial_raise[] =
+    "UPDATE leaf_alloc SET max_id = ? WHERE biz_tag = ? AND max_id < ?";
+
 static const struct store_ops mysql_ops;
 
 static pthread_once_t my_once = PTHREAD_ONCE_INIT;
@@ -510,14 +522,48 @@ struct my_serial_arg {
     int64_t            *max_id;
 };
 
+/* The largest max_id of the rows floor names, into *v (0: none). 0, or -1
+ * after my_fail. */
+static int
+my_serial_floor(struct store_mysql *m, const struct store_serial_floor *floor,
+                long long *v, char **cause)
+{
+    char like[STORE_SERIAL_FLOOR_MAX][STORE_LIKE_MAX];
+    unsigned long len[STORE_SERIAL_FLOOR_MAX];
+    MYSQL_BIND p[STORE_SERIAL_FLOOR_MAX], r[1];
+    MYSQL_STMT *st;
+    int rc;
+
+    assert(floor->n >= 1 && floor->n <= STORE_SERIAL_FLOOR_MAX);
+    for (int i = 0; i < STORE_SERIAL_FLOOR_MAX; i++) {
+        int k = i < floor->n ? i : 0;
+
+        store_like_pattern(floor->row[k].tag, floor->row[k].prefix, like[i]);
+        len[i] = strlen(like[i]);
+        my_bind_str(&p[i], like[i], &len[i]);
+    }
+    my_bind_i64(&r[0], v);
+    if (my_adhoc(m, sql_serial_floor, p, r, &st, "SELECT leaf_alloc (floor)", 0,
+                 cause) == -1)
+        return -1;
+    rc = my_fetch(m, st, "SELECT leaf_alloc (floor)", cause);
+    mysql_stmt_close(st);
+    if (rc == -1)
+        return -1;
+    if (rc == 0)
+        *v = 0;
+    return 0;
+}
+
 static enum store_result
 my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
 {
     const struct my_serial_arg *a = arg;
     int64_t step = a->step, *db_ms = a->db_ms;
     char *tag = a->tag;
+    struct store_serial_floor floor;
     MYSQL_BIND p[2], r[1];
-    long long v_off = a->offset_ms, v_now = 0, v_step = step;
+    long long v_off = a->offset_ms, v_now = 0, v_step = step, v_floor = 0;
     unsigned long tag_len;
     int64_t db_step = 0;
     enum store_result res;
@@ -538,7 +584,7 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
         return STORE_DB_ERROR;
     }
     *db_ms = v_now;
-    if (a->key(a->arg, *db_ms, tag, a->cap) == -1) {
+    if (a->key(a->arg, *db_ms, tag, a->cap, &floor) == -1) {
         if (my_rollback(m, cause) == -1)
             return STORE_DB_ERROR;
         store_set_cause(cause, "no serial row name for database time %lld",
@@ -546,10 +592,22 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
         return STORE_BAD_ARG;
     }
     tag_len = strlen(tag);
+    if (floor.n > 0 && my_serial_floor(m, &floor, &v_floor, cause) == -1)
+        return STORE_DB_ERROR;
     my_bind_str(&p[0], tag, &tag_len);
     my_bind_i64(&p[1], &v_step);
     if (my_exec(m, m->insert_serial, p, NULL, "INSERT leaf_alloc", cause) == -1)
         return STORE_DB_ERROR;
+    if (v_floor > 1) {
+        MYSQL_BIND q[3];
+
+        my_bind_i64(&q[0], &v_floor);
+        my_bind_str(&q[1], tag, &tag_len);
+        my_bind_i64(&q[2], &v_floor);
+        if (my_run(m, sql_serial_raise, q, "UPDATE leaf_alloc (floor)",
+                   cause) == -1)
+            return STORE_DB_ERROR;
+    }
     res = my_alloc_once(m, tag, step, a->max_id, &db_step, cause);
     if (res == STORE_NOT_FOUND) {
         /* Only a row whose tag differs in case blocks ours. */
