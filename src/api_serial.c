@@ -37,18 +37,6 @@ api_serial_key(const char *code, size_t len)
     return api_segment_key(code, len) ^ UINT64_C(0x73657269616c2f2f);
 }
 
-static int
-digits_of(uint64_t max)
-{
-    int d = 1;
-
-    while (max >= 10) {
-        max /= 10;
-        d++;
-    }
-    return d;
-}
-
 static void
 reply_texts(struct http_conn *c, enum api_fmt fmt, const char *start, char *p)
 {
@@ -172,8 +160,8 @@ serial_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
     }
     l = snowflake_layout(a->sf);
     wmask = (l->max_datacenter << l->worker_bits) | l->max_worker;
-    wd = digits_of(wmask);
-    sd = digits_of(l->max_sequence);
+    wd = serial_digits_of(wmask);
+    sd = serial_digits_of(l->max_sequence);
     p = list_open(p, fmt, n);
     for (int64_t k = 0; k < n; k++) {
         uint64_t id = seq_buf[k];

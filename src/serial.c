@@ -244,18 +244,6 @@ zone_falls_back(const struct tzone *z, int64_t from, int64_t to)
 }
 
 static int
-digits_of(uint64_t max)
-{
-    int d = 1;
-
-    while (max >= 10) {
-        max /= 10;
-        d++;
-    }
-    return d;
-}
-
-static int
 def_check(const struct config *cfg, struct serial_code *c, const char *zone,
           char **cause)
 {
@@ -280,9 +268,11 @@ def_check(const struct config *cfg, struct serial_code *c, const char *zone,
         return -1;
     }
     /* Wide enough for every worker ID the layout has (4 at least). */
-    if (d->worker_id)
-        d->worker_digits = digits_of((UINT64_C(1) << cfg->worker_bits) - 1) > 4 ?
-                           digits_of((UINT64_C(1) << cfg->worker_bits) - 1) : 4;
+    if (d->worker_id) {
+        d->worker_digits = serial_digits_of((UINT64_C(1) << cfg->worker_bits) - 1);
+        if (d->worker_digits < 4)
+            d->worker_digits = 4;
+    }
     if (d->source == SERIAL_SRC_SNOWFLAKE) {
         int64_t now = util_wall_ms(), end;
 
@@ -313,9 +303,9 @@ def_check(const struct config *cfg, struct serial_code *c, const char *zone,
         }
         d->reset = SERIAL_RESET_NEVER;
         /* As api_serial.c prints them: datacenter and worker, sequence. */
-        d->worker_digits = digits_of((UINT64_C(1) << (cfg->datacenter_bits +
-                                                      cfg->worker_bits)) - 1);
-        d->digits = digits_of((UINT64_C(1) << cfg->sequence_bits) - 1);
+        d->worker_digits = serial_digits_of((UINT64_C(1) << (cfg->datacenter_bits +
+                                                             cfg->worker_bits)) - 1);
+        d->digits = serial_digits_of((UINT64_C(1) << cfg->sequence_bits) - 1);
         if (strlen(d->prefix) + (size_t)(d->pattern.width + d->worker_digits +
                                          d->digits) > SERIAL_TEXT_MAX) {
             why = xasprintf("%d", SERIAL_TEXT_MAX);

@@ -153,6 +153,18 @@ serial_digits_max(int digits)
     return m - 1;
 }
 
+int
+serial_digits_of(uint64_t max)
+{
+    int d = 1;
+
+    while (max >= 10) {
+        max /= 10;
+        d++;
+    }
+    return d;
+}
+
 char *
 serial_pattern_format(const struct serial_pattern *p, const struct tzone_tm *tm,
                       char *out)

@@ -81,5 +81,7 @@ void serial_period_key(enum serial_reset r, const struct tzone_tm *tm,
 char *serial_pad(char *out, uint64_t v, int digits);
 /* 10^digits - 1: the largest number that many digits hold. */
 uint64_t serial_digits_max(int digits);
+/* The digits max has (1 for 0): the width that holds 0..max. */
+int      serial_digits_of(uint64_t max);
 
 #endif

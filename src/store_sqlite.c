@@ -271,10 +271,9 @@ sqlite_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
     if (low > 1) {
         sqlite3_bind_int64(q->serial_raise, 1, low);
         sqlite_bind_tag(q->serial_raise, 2, tag);
-        if (sqlite3_step(q->serial_raise) != SQLITE_DONE)
-            return sqlite_fail(q, q->serial_raise, "UPDATE leaf_alloc (floor)",
-                               cause);
-        sqlite3_reset(q->serial_raise);
+        if (sqlite_run(q, q->serial_raise, "UPDATE leaf_alloc (floor)",
+                       cause) == -1)
+            return STORE_DB_ERROR;
         sqlite3_clear_bindings(q->serial_raise);
     }
     r = sqlite_alloc_tx(q, tag, step, max_id, &db_step, cause);
