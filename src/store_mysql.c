@@ -53,6 +53,7 @@ struct store_mysql {
     MYSQL_STMT         *now_ms;
     MYSQL_STMT         *insert_serial;
     int                 stale;      /* last failure: connection dead early */
+    unsigned int        last_errno; /* the last failure's server error */
 };
 
 /* Result buffers for get and list (bound to a row of sql_get/sql_list). */
@@ -100,6 +101,7 @@ static const char sql_insert_serial[] =
  * (STORE_SERIAL_FLOOR_MAX patterns; unused ones repeat the first), locked
  * so that no other load moves them before this one commits. */
 #define MY_LIKE "biz_tag LIKE ? ESCAPE '!'"
+#define MY_DEADLOCK_RETRIES 3
 static const char sql_serial_floor[] =
     "SELECT COALESCE(MAX(max_id), 0) FROM leaf_alloc WHERE " MY_LIKE " OR "
     MY_LIKE " OR " MY_LIKE " OR " MY_LIKE " OR " MY_LIKE " OR " MY_LIKE " OR "
@@ -176,6 +178,7 @@ my_fail(struct store_mysql *m, MYSQL_STMT *st, const char *what, char **cause)
     const char *text = st != NULL ? mysql_stmt_error(st) : mysql_error(m->db);
 
     store_set_cause(cause, "mysql %s: %s: %s (%u)", m->where, what, text, err);
+    m->last_errno = err;
     m->stale = my_conn_error(err);
     if (!m->stale && mysql_rollback(m->db) != 0)
         log_warn("ROLLBACK on %s: %s", m->where, mysql_error(m->db));
@@ -591,12 +594,15 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
                         (long long)*db_ms);
         return STORE_BAD_ARG;
     }
+    /* The row first: a second node making the same row waits here for the
+     * first one's commit (a locking read first would let both take the gap
+     * and deadlock on their INSERTs). */
     tag_len = strlen(tag);
-    if (floor.n > 0 && my_serial_floor(m, &floor, &v_floor, cause) == -1)
-        return STORE_DB_ERROR;
     my_bind_str(&p[0], tag, &tag_len);
     my_bind_i64(&p[1], &v_step);
     if (my_exec(m, m->insert_serial, p, NULL, "INSERT leaf_alloc", cause) == -1)
+        return STORE_DB_ERROR;
+    if (floor.n > 0 && my_serial_floor(m, &floor, &v_floor, cause) == -1)
         return STORE_DB_ERROR;
     if (v_floor > 1) {
         MYSQL_BIND q[3];
@@ -623,10 +629,24 @@ mysql_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
                    void *arg, int64_t step, int64_t *db_ms, char *tag,
                    size_t cap, int64_t *max_id, char **cause)
 {
+    struct store_mysql *m = (struct store_mysql *)s;
     struct my_serial_arg a = { offset_ms, key, arg, step, db_ms, tag, cap,
                                max_id };
+    enum store_result r;
 
-    return my_tx((struct store_mysql *)s, my_serial_alloc_once, &a, cause);
+    /* The floor's locks can meet those of a load with another reset (a
+     * rolling change); InnoDB rolls one back, and it runs again. */
+    for (int attempt = 0;; attempt++) {
+        m->last_errno = 0;
+        r = my_tx(m, my_serial_alloc_once, &a, cause);
+        if (r != STORE_DB_ERROR || m->last_errno != ER_LOCK_DEADLOCK ||
+            attempt == MY_DEADLOCK_RETRIES)
+            return r;
+        if (cause != NULL) {
+            free(*cause);
+            *cause = NULL;
+        }
+    }
 }
 
 static void
