@@ -87,14 +87,16 @@ enum store_result store_alloc(struct store *s, const char *tag, int64_t step,
  * clock (MySQL UTC_TIMESTAMP(6), SQLite 'now'; plus offset_ms, which is 0
  * except in tests), turn it into a row name and its floor with
  * key(arg, db_ms, tag, cap, floor) (returns 0, or -1 to refuse:
- * STORE_BAD_ARG), read the largest max_id of the rows the floor names
- * (locking them), create the row with max_id 1 if it is missing (a
- * duplicate from another node is ignored, never an error), raise its max_id
- * to that largest value if it is below, then take `step` as store_alloc
- * does, and commit. So the range starts at or above every max_id the floor
- * names. *db_ms is the clock read, tag the row used. Results as
- * store_alloc; STORE_NOT_FOUND cannot happen (a MySQL row whose tag differs
- * only in case is STORE_BAD_ROW). */
+ * STORE_BAD_ARG), create the row with max_id 1 if it is missing (a
+ * duplicate from another node is ignored, never an error), read the
+ * largest max_id of the rows the floor names (MySQL: SELECT ... FOR
+ * UPDATE; SQLite: inside its write transaction), raise the row's max_id to
+ * that value if it is below, then take `step` as store_alloc does, and
+ * commit. So the range starts at or above every max_id the floor names. A
+ * MySQL deadlock between two such loads is run again (up to 3 times).
+ * *db_ms is the clock read, tag the row used. Results as store_alloc;
+ * STORE_NOT_FOUND cannot happen (a MySQL row whose tag differs only in
+ * case is STORE_BAD_ROW). */
 #define STORE_SERIAL_FLOOR_MAX 8
 struct store_serial_floor {
     int  n;                                /* 0..STORE_SERIAL_FLOOR_MAX */
