@@ -37,18 +37,6 @@ api_serial_key(const char *code, size_t len)
     return api_segment_key(code, len) ^ UINT64_C(0x73657269616c2f2f);
 }
 
-static int
-digits_of(uint64_t max)
-{
-    int d = 1;
-
-    while (max >= 10) {
-        max /= 10;
-        d++;
-    }
-    return d;
-}
-
 static void
 reply_texts(struct http_conn *c, enum api_fmt fmt, const char *start, char *p)
 {
@@ -172,8 +160,8 @@ serial_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
     }
     l = snowflake_layout(a->sf);
     wmask = (l->max_datacenter << l->worker_bits) | l->max_worker;
-    wd = digits_of(wmask);
-    sd = digits_of(l->max_sequence);
+    wd = serial_digits_of(wmask);
+    sd = serial_digits_of(l->max_sequence);
     p = list_open(p, fmt, n);
     for (int64_t k = 0; k < n; k++) {
         uint64_t id = seq_buf[k];
@@ -263,6 +251,15 @@ api_serve_serial(struct api *a, struct http_conn *c, struct http_request *req,
                             "node has none right now", d->code);
             return;
         }
+        if ((uint64_t)worker > serial_digits_max(d->worker_digits)) {
+            /* Not with the widths serials_new sets; never an abort. */
+            serial_count_refused(a->serials, i);
+            api_reply_error(c, R_SERIAL, 503, "serial_unavailable", NULL,
+                            "serial code '%s' prints the worker ID in %d "
+                            "digits, and this node's worker ID %lld has more",
+                            d->code, d->worker_digits, (long long)worker);
+            return;
+        }
     }
     if (req->timed_out) {
         serial_count_refused(a->serials, i);
@@ -299,7 +296,7 @@ api_serve_serial(struct api *a, struct http_conn *c, struct http_request *req,
         char *it;
 
         p = it = item_open(p, fmt, k == 0);
-        p = serial_format(d, &tm, worker, worker >= 0 ? 4 : 0, seq_buf[k],
+        p = serial_format(d, &tm, worker, d->worker_digits, seq_buf[k],
                           d->digits, p);
         p = item_close(p, fmt, it);
     }

@@ -1,12 +1,22 @@
 /* serial.c: serial number definitions and the per-code allocator of
  * sequence ranges (see serial.h).
  *
- * DESIGN: one clock decides the period.
+ * DESIGN: one clock decides the period, and the row is what is printed.
  *  - A range is taken in a transaction that first reads the database's
- *    clock; the period (and so the row "CODE:20261123") is that time's, in
- *    the code's zone. Every node asks the same clock, so there is one
- *    "today" for the cluster, and a row's numbers are unique because the
- *    row's max_id only grows.
+ *    clock; the period is that time's, in the code's zone. Every node asks
+ *    the same clock, so there is one "today" for the cluster, and a row's
+ *    numbers are unique because the row's max_id only grows.
+ *  - The row is named after what its serials print, not after the code:
+ *    the shape (prefix, pattern, worker and sequence widths) and the period
+ *    as the pattern prints it ("serial.pay.y4mod.0.6:20261123"). A code
+ *    renamed, or moved to another zone, prints the same text from the same
+ *    row. A new reset prints the same dates from rows of other periods, so
+ *    every load starts at or above the rows of the same shape whose period
+ *    contains its own or lies in it, and above the rows of the key format
+ *    before this one ("PAY:20261123", "PAY:all") for the same dates
+ *    (serial_row_name's floor; the store takes the maximum in the load's
+ *    transaction). Two codes whose serials could be the same text are
+ *    refused at start (shapes_meet).
  *  - A node keeps ranges of one period only, and drops them when its
  *    estimate of the database's time passes the period's end. The estimate
  *    is the database time of the last load plus the monotonic time since
@@ -37,10 +47,16 @@
 
 #include "config.h"
 #include "serial.h"
+#include "store.h"
 #include "util.h"
 
 #define SERIAL_CODES_MAX 64
 #define HOUR_MS (3600LL * 1000)
+/* Two instants that yy prints alike are 100 years apart: 36524 days at
+ * least, less two days for the zone's offsets. 2^41 ms are 69 years. */
+#define YY_REPEATS_MS ((36524LL - 2) * 24 * HOUR_MS)
+#define YY_BITS_MAX 41
+_Static_assert((1LL << YY_BITS_MAX) < YY_REPEATS_MS, "41 bits last < 100 years");
 
 struct serial_range {
     int64_t next, end;                 /* [next, end) */
@@ -251,6 +267,12 @@ def_check(const struct config *cfg, struct serial_code *c, const char *zone,
                            "snowflake mode (leaf.snowflake.enable = true)%s", "");
         return -1;
     }
+    /* Wide enough for every worker ID the layout has (4 at least). */
+    if (d->worker_id) {
+        d->worker_digits = serial_digits_of((UINT64_C(1) << cfg->worker_bits) - 1);
+        if (d->worker_digits < 4)
+            d->worker_digits = 4;
+    }
     if (d->source == SERIAL_SRC_SNOWFLAKE) {
         int64_t now = util_wall_ms(), end;
 
@@ -280,8 +302,35 @@ def_check(const struct config *cfg, struct serial_code *c, const char *zone,
             return -1;
         }
         d->reset = SERIAL_RESET_NEVER;
+        /* As api_serial.c prints them: datacenter and worker, sequence. */
+        d->worker_digits = serial_digits_of((UINT64_C(1) << (cfg->datacenter_bits +
+                                                             cfg->worker_bits)) - 1);
+        d->digits = serial_digits_of((UINT64_C(1) << cfg->sequence_bits) - 1);
+        if (strlen(d->prefix) + (size_t)(d->pattern.width + d->worker_digits +
+                                         d->digits) > SERIAL_TEXT_MAX) {
+            why = xasprintf("%d", SERIAL_TEXT_MAX);
+            *cause = def_error(c, F_SOURCE, "the snowflake layout's worker and "
+                               "sequence fields make serials longer than %s "
+                               "characters", why);
+            free(why);
+            return -1;
+        }
         /* The time printed must never repeat while the layout lasts. */
         end = cfg->epoch_ms + (int64_t)((1ULL << cfg->timestamp_bits) - 1);
+        if (serial_pattern_has_yy(&d->pattern) &&
+            end - cfg->epoch_ms >= YY_REPEATS_MS) {
+            why = xasprintf("yy repeats every 100 years, and the snowflake "
+                            "layout (snowflake.timestamp_bits = %lld) lasts "
+                            "%lld years, so a printed time would repeat: use "
+                            "yyyy, or at most %d timestamp bits",
+                            (long long)cfg->timestamp_bits,
+                            (long long)((end - cfg->epoch_ms) /
+                                        (36525LL * 24 * HOUR_MS / 100)),
+                            YY_BITS_MAX);
+            *cause = def_error(c, F_PATTERN, "%s", why);
+            free(why);
+            return -1;
+        }
         if (end > now + 200 * 365 * 24 * HOUR_MS)
             end = now + 200 * 365 * 24 * HOUR_MS;
         if (zone_falls_back(d->zone, now, end)) {
@@ -308,6 +357,56 @@ def_check(const struct config *cfg, struct serial_code *c, const char *zone,
         return -1;
     }
     return 0;
+}
+
+/* What each character of d's serials can be: lit[k], or when lit[k] is 0,
+ * one of the digits whose bits dig[k] has. Returns the length. */
+static int
+text_shape(const struct serial_def *d, char *lit, uint16_t *dig)
+{
+    int n = (int)strlen(d->prefix), w;
+
+    assert(n + d->pattern.width + d->worker_digits + d->digits <=
+           SERIAL_TEXT_MAX);
+    for (int k = 0; k < n; k++) {
+        lit[k] = d->prefix[k];
+        dig[k] = 0;
+    }
+    w = serial_pattern_digits(&d->pattern, dig + n);
+    memset(lit + n, 0, (size_t)(w + d->worker_digits + d->digits));
+    n += w;
+    for (int k = 0; k < d->worker_digits + d->digits; k++)
+        dig[n++] = 0x3ff;
+    return n;
+}
+
+/* Can a serial of a and one of b be the same text? (1 unless some
+ * character always differs: a sound test, never a false no.) */
+static int
+shapes_meet(const struct serial_def *a, const struct serial_def *b)
+{
+    char la[SERIAL_TEXT_MAX], lb[SERIAL_TEXT_MAX];
+    uint16_t da[SERIAL_TEXT_MAX], db[SERIAL_TEXT_MAX];
+    int n = text_shape(a, la, da);
+
+    if (text_shape(b, lb, db) != n)
+        return 0;
+    for (int k = 0; k < n; k++) {
+        int meet;
+
+        if (la[k] != 0 && lb[k] != 0)
+            meet = la[k] == lb[k];
+        else if (la[k] != 0 || lb[k] != 0) {
+            char ch = la[k] != 0 ? la[k] : lb[k];
+            uint16_t m = la[k] != 0 ? db[k] : da[k];
+
+            meet = ch >= '0' && ch <= '9' && (m & (1u << (ch - '0')));
+        } else
+            meet = (da[k] & db[k]) != 0;
+        if (!meet)
+            return 0;
+    }
+    return 1;
 }
 
 static struct serial_code *
@@ -406,8 +505,25 @@ serials_new(const struct config *cfg, const struct serial_hooks *hooks,
 
         if (def_check(cfg, c, zones[i][0] ? zones[i] : "UTC", cause) == -1)
             goto error;
-        pthread_mutex_init(&c->lock, NULL);
     }
+    for (size_t i = 0; i < s->n; i++)
+        for (size_t j = 0; j < i; j++)
+            if (shapes_meet(&s->codes[j].def, &s->codes[i].def)) {
+                struct serial_code *c = &s->codes[i];
+                char *why = xasprintf("serial.%s (line %d) and serial.%s can "
+                                      "print the same text (the same length, "
+                                      "and no character where they always "
+                                      "differ), so a serial could be handed "
+                                      "out twice: give one of them a different "
+                                      "prefix", s->codes[j].def.code,
+                                      s->codes[j].first_line, c->def.code);
+
+                *cause = def_error(c, F_PREFIX, "%s", why);
+                free(why);
+                goto error;
+            }
+    for (size_t i = 0; i < s->n; i++)
+        pthread_mutex_init(&s->codes[i].lock, NULL);
     return s;
 
 error:
@@ -526,18 +642,69 @@ serial_period_end(const struct tzone *z, enum serial_reset r, int64_t t)
     return hi;
 }
 
+void
+serial_row_shape(const struct serial_def *d, char *out)
+{
+    char pat[SERIAL_PATTERN_NAME_MAX + 1];
+    int n;
+
+    serial_pattern_name(&d->pattern, pat);
+    n = snprintf(out, SERIAL_ROW_SHAPE_MAX, "serial.%s.%s.%d.%d", d->prefix,
+                 pat, d->worker_digits, d->digits);
+    assert(n > 0 && n < SERIAL_ROW_SHAPE_MAX);
+    for (int k = 7; k < 7 + (int)strlen(d->prefix); k++)
+        out[k] = (char)tolower((unsigned char)out[k]);
+}
+
+static void
+floor_add(struct store_serial_floor *f, int prefix, const char *a,
+          const char *b)
+{
+    int n;
+
+    assert(f->n < STORE_SERIAL_FLOOR_MAX);
+    n = snprintf(f->row[f->n].tag, sizeof f->row[f->n].tag, "%s:%s", a, b);
+    assert(n > 0 && (size_t)n < sizeof f->row[f->n].tag);
+    f->row[f->n++].prefix = prefix;
+}
+
+/* Periods from the longest: a row of reset r shares dates with the rows of
+ * the resets before it in this list (coarser) and after it (finer). */
+static const enum serial_reset coarse_to_fine[] = {
+    SERIAL_RESET_NEVER, SERIAL_RESET_YEAR, SERIAL_RESET_MONTH, SERIAL_RESET_DAY
+};
+
 int
-serial_row_name(void *arg, int64_t db_ms, char *tag, size_t cap)
+serial_row_name(void *arg, int64_t db_ms, char *tag, size_t cap,
+                struct store_serial_floor *floor)
 {
     struct serial_key_arg *ka = arg;
     const struct serial_def *d = &ka->s->codes[ka->i].def;
-    char key[16];
+    char shape[SERIAL_ROW_SHAPE_MAX], period[16], old[16];
+    struct tzone_tm tm;
     int n;
 
-    key_at(d->zone, d->reset, db_ms, key);
-    n = snprintf(tag, cap, "%s:%s", d->code, d->reset == SERIAL_RESET_NEVER ?
-                 "all" : key);
-    return n < 0 || (size_t)n >= cap ? -1 : 0;
+    assert(d->source == SERIAL_SRC_SEGMENT);
+    tzone_local(d->zone, db_ms, &tm);
+    serial_row_shape(d, shape);
+    serial_period_text(&d->pattern, d->reset, &tm, period);
+    n = snprintf(tag, cap, "%s:%s", shape, period);
+    if (n < 0 || (size_t)n >= cap)
+        return -1;
+    /* This period's rows and those in it: the period as a prefix. */
+    serial_period_key(d->reset, &tm, old);
+    floor->n = 0;
+    floor_add(floor, 1, shape, d->reset == SERIAL_RESET_NEVER ? "" : period);
+    floor_add(floor, 1, d->code, old);
+    /* The rows of the periods that contain it. */
+    for (size_t k = 0; coarse_to_fine[k] != d->reset; k++) {
+        serial_period_text(&d->pattern, coarse_to_fine[k], &tm, period);
+        serial_period_key(coarse_to_fine[k], &tm, old);
+        floor_add(floor, 0, shape, period);
+        floor_add(floor, 0, d->code, coarse_to_fine[k] == SERIAL_RESET_NEVER ?
+                  "all" : old);
+    }
+    return 0;
 }
 
 /* ---- the allocator ---- */

@@ -4,10 +4,11 @@
  *
  * A serial is <prefix><time><worker><sequence>, e.g. PAY20261123000123.
  * Two sources:
- *  - segment: the sequence comes from one leaf_alloc row per code and period
- *    ("PAY:20261123"), created on first use (store_serial_alloc). Which
- *    period a range belongs to is decided by the database's clock read in
- *    the transaction that took it; the printed time is in that period.
+ *  - segment: the sequence comes from one leaf_alloc row per printed shape
+ *    and period ("serial.pay.y4mod.0.6:20261123"), created on first use
+ *    (store_serial_alloc). Which period a range belongs to is decided by
+ *    the database's clock read in the transaction that took it; the
+ *    printed time is in that period.
  *  - snowflake: time, worker ID and per-ms sequence of a snowflake ID; no
  *    database (serial_api.c).
  *
@@ -51,9 +52,18 @@ struct serial_def {
     enum serial_reset  reset;       /* segment source */
     int                digits;      /* segment source: sequence digits */
     int                worker_id;   /* print the node's worker ID */
+    int                worker_digits; /* its width (0: none) */
     enum serial_source source;
     int64_t            step;        /* segment source: IDs per load */
 };
+
+/* The shape of d's serials, the part of its row keys before the ':':
+ * "serial.<prefix in lower case>.<pattern name>.<worker digits>.<digits>"
+ * (e.g. "serial.pay.y4mod.0.6"; out holds SERIAL_ROW_SHAPE_MAX bytes). It
+ * is what the serials look like, not the code's name, zone or reset, so
+ * that two definitions that print the same text share rows. */
+#define SERIAL_ROW_SHAPE_MAX (7 + SERIAL_PREFIX_MAX + 1 + SERIAL_PATTERN_NAME_MAX + 6)
+void serial_row_shape(const struct serial_def *d, char *out);
 
 struct serial_hooks {
     /* Load a range for code index i (serial_install / serial_load_failed
@@ -100,13 +110,21 @@ char *serial_format(const struct serial_def *d, const struct tzone_tm *tm,
                     int64_t worker, int worker_digits, uint64_t seq,
                     int seq_digits, char *out);
 
-/* Loader side. The row name of code i at database time db_ms (the
- * store_serial_alloc key callback; arg is a struct serial_key_arg). */
+/* Loader side. The row of code i at database time db_ms, "<shape>:<period
+ * as printed>" (e.g. "serial.pay.y4mod.0.6:20261123"), and its floor: the
+ * rows whose numbers printed text this row's can repeat, so its next range
+ * must start above them (the store_serial_alloc key callback; arg is a
+ * struct serial_key_arg). The floor names the rows of the same shape whose
+ * period contains this one or lies in it (another reset printed the same
+ * dates), and the rows of the key format before this one,
+ * "<code>:<yyyyMMdd...>" or "<code>:all", for the same periods. */
 struct serial_key_arg {
     struct serials *s;
     size_t          i;
 };
-int  serial_row_name(void *arg, int64_t db_ms, char *tag, size_t cap);
+struct store_serial_floor;
+int  serial_row_name(void *arg, int64_t db_ms, char *tag, size_t cap,
+                     struct store_serial_floor *floor);
 /* A load that was sent at monotonic sent_us read db_ms in the database and
  * took [max_id - step, max_id) of the row of db_ms's period. */
 void serial_install(struct serials *s, size_t i, int64_t db_ms,

@@ -5,15 +5,27 @@
 #include "serial_fmt.h"
 #include "util.h"
 
+#define D_ALL 0x3ffu              /* any digit */
+#define D_UPTO(n) ((1u << ((n) + 1)) - 1)
+
+/* In enum serial_token's order. name: the token in a row key (lower case
+ * and prefix-free, so that a key means one pattern even under a
+ * case-blind collation). first: the digits its first character can be. */
 static const struct {
     const char       *text;
     enum serial_token tok;
     int               width;
+    const char       *name;
+    unsigned          first;
 } token_table[] = {
-    { "yyyy", SERIAL_T_YEAR4, 4 }, { "yy", SERIAL_T_YEAR2, 2 },
-    { "MM", SERIAL_T_MONTH, 2 },   { "dd", SERIAL_T_DAY, 2 },
-    { "HH", SERIAL_T_HOUR, 2 },    { "mm", SERIAL_T_MINUTE, 2 },
-    { "ss", SERIAL_T_SECOND, 2 },  { "SSS", SERIAL_T_MILLI, 3 },
+    { "yyyy", SERIAL_T_YEAR4, 4, "y4", D_ALL },
+    { "yy", SERIAL_T_YEAR2, 2, "y2", D_ALL },
+    { "MM", SERIAL_T_MONTH, 2, "mo", D_UPTO(1) },
+    { "dd", SERIAL_T_DAY, 2, "d", D_UPTO(3) },
+    { "HH", SERIAL_T_HOUR, 2, "h", D_UPTO(2) },
+    { "mm", SERIAL_T_MINUTE, 2, "mi", D_UPTO(5) },
+    { "ss", SERIAL_T_SECOND, 2, "s", D_UPTO(6) },     /* a leap second: 60 */
+    { "SSS", SERIAL_T_MILLI, 3, "ms", D_ALL },
 };
 
 int
@@ -78,6 +90,15 @@ has(const struct serial_pattern *p, enum serial_token t)
     return 0;
 }
 
+static int
+has_exactly(const struct serial_pattern *p, enum serial_token t)
+{
+    for (int i = 0; i < p->ntokens; i++)
+        if (p->tokens[i] == t)
+            return 1;
+    return 0;
+}
+
 int
 serial_pattern_covers(const struct serial_pattern *p, enum serial_reset reset)
 {
@@ -104,6 +125,12 @@ serial_pattern_has_ms(const struct serial_pattern *p)
            has(p, SERIAL_T_MILLI);
 }
 
+int
+serial_pattern_has_yy(const struct serial_pattern *p)
+{
+    return has_exactly(p, SERIAL_T_YEAR2);
+}
+
 char *
 serial_pad(char *out, uint64_t v, int digits)
 {
@@ -124,6 +151,18 @@ serial_digits_max(int digits)
     for (int i = 0; i < digits; i++)
         m *= 10;
     return m - 1;
+}
+
+int
+serial_digits_of(uint64_t max)
+{
+    int d = 1;
+
+    while (max >= 10) {
+        max /= 10;
+        d++;
+    }
+    return d;
 }
 
 char *
@@ -192,4 +231,49 @@ serial_period_key(enum serial_reset r, const struct tzone_tm *tm, char *out)
     if (r == SERIAL_RESET_DAY)
         p = serial_pad(p, (uint64_t)tm->day, 2);
     *p = '\0';
+}
+
+int
+serial_pattern_digits(const struct serial_pattern *p, uint16_t *out)
+{
+    int n = 0;
+
+    for (int i = 0; i < p->ntokens; i++) {
+        int k = (int)p->tokens[i];
+
+        assert(token_table[k].tok == p->tokens[i]);
+        for (int j = 0; j < token_table[k].width; j++)
+            out[n++] = (uint16_t)(j == 0 ? token_table[k].first : D_ALL);
+    }
+    assert(n == p->width);
+    return n;
+}
+
+void
+serial_pattern_name(const struct serial_pattern *p, char *out)
+{
+    *out = '\0';
+    for (int i = 0; i < p->ntokens; i++)
+        strcat(out, token_table[p->tokens[i]].name);
+}
+
+void
+serial_period_text(const struct serial_pattern *p, enum serial_reset r,
+                   const struct tzone_tm *tm, char *out)
+{
+    char *q = out;
+
+    if (r == SERIAL_RESET_NEVER) {
+        strcpy(out, "all");
+        return;
+    }
+    if (has_exactly(p, SERIAL_T_YEAR2))
+        q = serial_pad(q, (uint64_t)(tm->year % 100), 2);
+    else
+        q = serial_pad(q, (uint64_t)(tm->year % 10000), 4);
+    if (r == SERIAL_RESET_MONTH || r == SERIAL_RESET_DAY)
+        q = serial_pad(q, (uint64_t)tm->month, 2);
+    if (r == SERIAL_RESET_DAY)
+        q = serial_pad(q, (uint64_t)tm->day, 2);
+    *q = '\0';
 }

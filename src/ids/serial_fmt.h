@@ -46,9 +46,27 @@ int  serial_pattern_covers(const struct serial_pattern *p,
 /* Does it print every field down to the millisecond (yyyy or yy, MM, dd,
  * HH, mm, ss, SSS)? */
 int  serial_pattern_has_ms(const struct serial_pattern *p);
+/* Does it print the year as yy (which repeats every 100 years)? */
+int  serial_pattern_has_yy(const struct serial_pattern *p);
 /* Write the time at out (p->width bytes, no NUL); returns the end. */
 char *serial_pattern_format(const struct serial_pattern *p,
                             const struct tzone_tm *tm, char *out);
+
+/* The digits each character of the printed time can be: out[k] has bit d
+ * set when character k may be the digit d (p->width entries). Returns
+ * p->width. */
+int  serial_pattern_digits(const struct serial_pattern *p, uint16_t *out);
+/* The pattern in a row key: its tokens in order, each as a lower-case name
+ * of which none is the start of another ("yyyyMMdd": "y4mod"), so that two
+ * names are equal, with or without regard to case, exactly when the
+ * patterns are. out: SERIAL_TOKENS_MAX * 2 + 1 bytes. */
+#define SERIAL_PATTERN_NAME_MAX (SERIAL_TOKENS_MAX * 2)
+void serial_pattern_name(const struct serial_pattern *p, char *out);
+/* The period as the pattern prints it, in a row key: year (as yyyy or yy
+ * print it), month, day as far as the reset goes ("20261123", "2611",
+ * "2026"), "all" for never. out: >= 9 bytes. */
+void serial_period_text(const struct serial_pattern *p, enum serial_reset r,
+                        const struct tzone_tm *tm, char *out);
 
 /* "day", "month", "year", "never". 0 or -1. */
 int  serial_reset_parse(const char *s, enum serial_reset *r);
@@ -63,5 +81,7 @@ void serial_period_key(enum serial_reset r, const struct tzone_tm *tm,
 char *serial_pad(char *out, uint64_t v, int digits);
 /* 10^digits - 1: the largest number that many digits hold. */
 uint64_t serial_digits_max(int digits);
+/* The digits max has (1 for 0): the width that holds 0..max. */
+int      serial_digits_of(uint64_t max);
 
 #endif

@@ -1,6 +1,7 @@
 /* store.c: picks a segment store backend and checks arguments before any
  * SQL runs. The backends are store_sqlite.c, store_mysql.c and
  * store_multi.c; MySQL URLs are db_mysql_url.c's. */
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,13 +139,35 @@ struct serial_key_check {
 };
 
 static int
-serial_key_checked(void *arg, int64_t db_ms, char *tag, size_t cap)
+serial_key_checked(void *arg, int64_t db_ms, char *tag, size_t cap,
+                   struct store_serial_floor *floor)
 {
     struct serial_key_check *k = arg;
 
-    if (k->key(k->arg, db_ms, tag, cap) == -1)
+    memset(floor, 0, sizeof *floor);
+    if (k->key(k->arg, db_ms, tag, cap, floor) == -1)
         return -1;
+    assert(floor->n >= 0 && floor->n <= STORE_SERIAL_FLOOR_MAX);
+    for (int i = 0; i < floor->n; i++)
+        if (store_check_tag(floor->row[i].tag, NULL) == -1)
+            return -1;
     return store_check_tag(tag, NULL);
+}
+
+void
+store_like_pattern(const char *tag, int prefix, char *out)
+{
+    size_t n = strnlen(tag, TAG_MAX);
+
+    assert(tag[n] == '\0');
+    for (size_t i = 0; i < n; i++) {
+        if (tag[i] == '%' || tag[i] == '_' || tag[i] == '!')
+            *out++ = '!';
+        *out++ = tag[i];
+    }
+    if (prefix)
+        *out++ = '%';
+    *out = '\0';
 }
 
 enum store_result

@@ -85,15 +85,34 @@ enum store_result store_alloc(struct store *s, const char *tag, int64_t step,
 
 /* Serial numbers (serial.c): in one transaction, read the database's own
  * clock (MySQL UTC_TIMESTAMP(6), SQLite 'now'; plus offset_ms, which is 0
- * except in tests), turn it into a row name with key(arg, db_ms, tag, cap)
- * (e.g. "PAY:20261123"; returns 0, or -1 to refuse: STORE_BAD_ARG), create
- * that row with max_id 1 if it is missing (a duplicate from another node is
- * ignored, never an error), then take `step` as store_alloc does, and
- * commit. *db_ms is the clock read, tag the row used. Results as
- * store_alloc; STORE_NOT_FOUND cannot happen (a MySQL row whose tag differs
- * only in case is STORE_BAD_ROW). */
+ * except in tests), turn it into a row name and its floor with
+ * key(arg, db_ms, tag, cap, floor) (returns 0, or -1 to refuse:
+ * STORE_BAD_ARG), create the row with max_id 1 if it is missing (a
+ * duplicate from another node is ignored, never an error), read the
+ * largest max_id of the rows the floor names (MySQL: SELECT ... FOR
+ * UPDATE; SQLite: inside its write transaction), raise the row's max_id to
+ * that value if it is below, then take `step` as store_alloc does, and
+ * commit. So the range starts at or above every max_id the floor names. A
+ * MySQL deadlock between two such loads is run again (up to 3 times).
+ * *db_ms is the clock read, tag the row used. Results as store_alloc;
+ * STORE_NOT_FOUND cannot happen (a MySQL row whose tag differs only in
+ * case is STORE_BAD_ROW). */
+#define STORE_SERIAL_FLOOR_MAX 8
+struct store_serial_floor {
+    int  n;                                /* 0..STORE_SERIAL_FLOOR_MAX */
+    struct {
+        char tag[TAG_MAX + 1];
+        int  prefix;    /* 1: every row whose tag starts with tag (compared
+                           without regard to ASCII case, as LIKE does);
+                           0: the row tag */
+    } row[STORE_SERIAL_FLOOR_MAX];
+};
 typedef int (*store_serial_key_fn)(void *arg, int64_t db_ms, char *tag,
-                                   size_t cap);
+                                   size_t cap, struct store_serial_floor *floor);
+/* tag as a LIKE pattern with '!' as the escape ("ESCAPE '!'"), '%' after it
+ * when prefix. out holds 2 * TAG_MAX + 2 bytes. */
+#define STORE_LIKE_MAX (2 * TAG_MAX + 2)
+void store_like_pattern(const char *tag, int prefix, char *out);
 /* The description store_serial_alloc writes into every row it creates.
  * It is what marks a serial period's row, whatever its name (segment mode
  * over several databases keeps those rows in the first database alone);

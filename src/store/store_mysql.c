@@ -54,6 +54,7 @@ struct store_mysql {
     MYSQL_STMT         *now_ms;
     MYSQL_STMT         *insert_serial;
     int                 stale;      /* last failure: connection dead early */
+    unsigned int        last_errno; /* the last failure's server error */
 };
 
 /* Result buffers for get and list (bound to a row of sql_get/sql_list). */
@@ -96,6 +97,19 @@ static const char sql_insert_serial[] =
     "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) "
     "VALUES (?, 1, ?, '" STORE_SERIAL_DESCRIPTION "') "
     "ON DUPLICATE KEY UPDATE biz_tag = biz_tag";
+
+/* The floor of a serial row: the largest max_id of the rows its key names
+ * (STORE_SERIAL_FLOOR_MAX patterns; unused ones repeat the first), locked
+ * so that no other load moves them before this one commits. */
+#define MY_LIKE "biz_tag LIKE ? ESCAPE '!'"
+#define MY_DEADLOCK_RETRIES 3
+static const char sql_serial_floor[] =
+    "SELECT COALESCE(MAX(max_id), 0) FROM leaf_alloc WHERE " MY_LIKE " OR "
+    MY_LIKE " OR " MY_LIKE " OR " MY_LIKE " OR " MY_LIKE " OR " MY_LIKE " OR "
+    MY_LIKE " OR " MY_LIKE " FOR UPDATE";
+_Static_assert(STORE_SERIAL_FLOOR_MAX == 8, "sql_serial_floor has 8 patterns");
+static const char sql_serial_raise[] =
+    "UPDATE leaf_alloc SET max_id = ? WHERE biz_tag = ? AND max_id < ?";
 
 static const struct store_ops mysql_ops;
 
@@ -153,6 +167,7 @@ my_fail(struct store_mysql *m, MYSQL_STMT *st, const char *what, char **cause)
     const char *text = st != NULL ? mysql_stmt_error(st) : mysql_error(m->db);
 
     store_set_cause(cause, "mysql %s: %s: %s (%u)", m->where, what, text, err);
+    m->last_errno = err;
     m->stale = my_conn_error(err);
     if (!m->stale && mysql_rollback(m->db) != 0)
         log_warn("ROLLBACK on %s: %s", m->where, mysql_error(m->db));
@@ -477,14 +492,48 @@ struct my_serial_arg {
     int64_t            *max_id;
 };
 
+/* The largest max_id of the rows floor names, into *v (0: none). 0, or -1
+ * after my_fail. */
+static int
+my_serial_floor(struct store_mysql *m, const struct store_serial_floor *floor,
+                long long *v, char **cause)
+{
+    char like[STORE_SERIAL_FLOOR_MAX][STORE_LIKE_MAX];
+    unsigned long len[STORE_SERIAL_FLOOR_MAX];
+    MYSQL_BIND p[STORE_SERIAL_FLOOR_MAX], r[1];
+    MYSQL_STMT *st;
+    int rc;
+
+    assert(floor->n >= 1 && floor->n <= STORE_SERIAL_FLOOR_MAX);
+    for (int i = 0; i < STORE_SERIAL_FLOOR_MAX; i++) {
+        int k = i < floor->n ? i : 0;
+
+        store_like_pattern(floor->row[k].tag, floor->row[k].prefix, like[i]);
+        len[i] = strlen(like[i]);
+        my_bind_str(&p[i], like[i], &len[i]);
+    }
+    my_bind_i64(&r[0], v);
+    if (my_adhoc(m, sql_serial_floor, p, r, &st, "SELECT leaf_alloc (floor)", 0,
+                 cause) == -1)
+        return -1;
+    rc = my_fetch(m, st, "SELECT leaf_alloc (floor)", cause);
+    mysql_stmt_close(st);
+    if (rc == -1)
+        return -1;
+    if (rc == 0)
+        *v = 0;
+    return 0;
+}
+
 static enum store_result
 my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
 {
     const struct my_serial_arg *a = arg;
     int64_t step = a->step, *db_ms = a->db_ms;
     char *tag = a->tag;
+    struct store_serial_floor floor;
     MYSQL_BIND p[2], r[1];
-    long long v_off = a->offset_ms, v_now = 0, v_step = step;
+    long long v_off = a->offset_ms, v_now = 0, v_step = step, v_floor = 0;
     unsigned long tag_len;
     int64_t db_step = 0;
     enum store_result res;
@@ -505,18 +554,33 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
         return STORE_DB_ERROR;
     }
     *db_ms = v_now;
-    if (a->key(a->arg, *db_ms, tag, a->cap) == -1) {
+    if (a->key(a->arg, *db_ms, tag, a->cap, &floor) == -1) {
         if (my_rollback(m, cause) == -1)
             return STORE_DB_ERROR;
         store_set_cause(cause, "no serial row name for database time %lld",
                         (long long)*db_ms);
         return STORE_BAD_ARG;
     }
+    /* The row first: a second node making the same row waits here for the
+     * first one's commit (a locking read first would let both take the gap
+     * and deadlock on their INSERTs). */
     tag_len = strlen(tag);
     my_bind_str(&p[0], tag, &tag_len);
     my_bind_i64(&p[1], &v_step);
     if (my_exec(m, m->insert_serial, p, NULL, "INSERT leaf_alloc", cause) == -1)
         return STORE_DB_ERROR;
+    if (floor.n > 0 && my_serial_floor(m, &floor, &v_floor, cause) == -1)
+        return STORE_DB_ERROR;
+    if (v_floor > 1) {
+        MYSQL_BIND q[3];
+
+        my_bind_i64(&q[0], &v_floor);
+        my_bind_str(&q[1], tag, &tag_len);
+        my_bind_i64(&q[2], &v_floor);
+        if (my_run(m, sql_serial_raise, q, "UPDATE leaf_alloc (floor)",
+                   cause) == -1)
+            return STORE_DB_ERROR;
+    }
     res = my_alloc_once(m, tag, step, a->max_id, &db_step, cause);
     if (res == STORE_NOT_FOUND) {
         /* Only a row whose tag differs in case blocks ours. */
@@ -532,10 +596,24 @@ mysql_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
                    void *arg, int64_t step, int64_t *db_ms, char *tag,
                    size_t cap, int64_t *max_id, char **cause)
 {
+    struct store_mysql *m = (struct store_mysql *)s;
     struct my_serial_arg a = { offset_ms, key, arg, step, db_ms, tag, cap,
                                max_id };
+    enum store_result r;
 
-    return my_tx((struct store_mysql *)s, my_serial_alloc_once, &a, cause);
+    /* The floor's locks can meet those of a load with another reset (a
+     * rolling change); InnoDB rolls one back, and it runs again. */
+    for (int attempt = 0;; attempt++) {
+        m->last_errno = 0;
+        r = my_tx(m, my_serial_alloc_once, &a, cause);
+        if (r != STORE_DB_ERROR || m->last_errno != ER_LOCK_DEADLOCK ||
+            attempt == MY_DEADLOCK_RETRIES)
+            return r;
+        if (cause != NULL) {
+            free(*cause);
+            *cause = NULL;
+        }
+    }
 }
 
 static void

@@ -11,6 +11,7 @@
  * rolled back and the same handle is used again. The file is never
  * re-created behind a running server (that would restart every sequence).
  */
+#include <assert.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,8 @@ struct store_sqlite {
     sqlite3_stmt *insert;
     sqlite3_stmt *now_ms;
     sqlite3_stmt *insert_serial;
+    sqlite3_stmt *serial_floor;
+    sqlite3_stmt *serial_raise;
 };
 
 static const char sql_update[] =
@@ -73,6 +76,19 @@ static const char sql_insert_serial[] =
     "INSERT OR IGNORE INTO leaf_alloc (biz_tag, max_id, step, description, "
     "update_time) VALUES (?1, 1, ?2, '" STORE_SERIAL_DESCRIPTION "', "
     "CURRENT_TIMESTAMP)";
+
+/* The floor of a serial row: the largest max_id of the rows its key names
+ * (STORE_SERIAL_FLOOR_MAX patterns; unused ones repeat the first). */
+#define SQ_LIKE "biz_tag LIKE ? ESCAPE '!'"
+static const char sql_serial_floor[] =
+    "SELECT COALESCE(MAX(max_id), 0) FROM leaf_alloc WHERE "
+    "typeof(max_id) = 'integer' AND (" SQ_LIKE " OR " SQ_LIKE " OR " SQ_LIKE
+    " OR " SQ_LIKE " OR " SQ_LIKE " OR " SQ_LIKE " OR " SQ_LIKE " OR " SQ_LIKE
+    ")";
+_Static_assert(STORE_SERIAL_FLOOR_MAX == 8, "sql_serial_floor has 8 patterns");
+static const char sql_serial_raise[] =
+    "UPDATE leaf_alloc SET max_id = ?1 WHERE biz_tag = ?2 AND "
+    "typeof(max_id) = 'integer' AND max_id < ?1";
 
 static const struct store_ops sqlite_ops;
 
@@ -211,7 +227,9 @@ sqlite_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
                     size_t cap, int64_t *max_id, char **cause)
 {
     struct store_sqlite *q = (struct store_sqlite *)s;
-    int64_t db_step = 0;
+    struct store_serial_floor floor;
+    char like[STORE_LIKE_MAX];
+    int64_t db_step = 0, low = 0;
     enum store_result r;
 
     if (sqlite_run(q, q->begin, "BEGIN IMMEDIATE", cause) == -1)
@@ -222,11 +240,26 @@ sqlite_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
     *db_ms = sqlite3_column_int64(q->now_ms, 0);
     sqlite3_reset(q->now_ms);
     sqlite3_clear_bindings(q->now_ms);
-    if (key(arg, *db_ms, tag, cap) == -1) {
+    if (key(arg, *db_ms, tag, cap, &floor) == -1) {
         sqlite_rollback(q);
         store_set_cause(cause, "no serial row name for database time %lld",
                         (long long)*db_ms);
         return STORE_BAD_ARG;
+    }
+    assert(floor.n >= 0 && floor.n <= STORE_SERIAL_FLOOR_MAX);
+    for (int i = 0; i < STORE_SERIAL_FLOOR_MAX && floor.n > 0; i++) {
+        int k = i < floor.n ? i : 0;
+
+        store_like_pattern(floor.row[k].tag, floor.row[k].prefix, like);
+        sqlite3_bind_text(q->serial_floor, i + 1, like, -1, SQLITE_TRANSIENT);
+    }
+    if (floor.n > 0) {
+        if (sqlite3_step(q->serial_floor) != SQLITE_ROW)
+            return sqlite_fail(q, q->serial_floor, "SELECT leaf_alloc (floor)",
+                               cause);
+        low = sqlite3_column_int64(q->serial_floor, 0);
+        sqlite3_reset(q->serial_floor);
+        sqlite3_clear_bindings(q->serial_floor);
     }
     sqlite_bind_tag(q->insert_serial, 1, tag);
     sqlite3_bind_int64(q->insert_serial, 2, step);
@@ -235,6 +268,14 @@ sqlite_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
                            cause);
     sqlite3_reset(q->insert_serial);
     sqlite3_clear_bindings(q->insert_serial);
+    if (low > 1) {
+        sqlite3_bind_int64(q->serial_raise, 1, low);
+        sqlite_bind_tag(q->serial_raise, 2, tag);
+        if (sqlite_run(q, q->serial_raise, "UPDATE leaf_alloc (floor)",
+                       cause) == -1)
+            return STORE_DB_ERROR;
+        sqlite3_clear_bindings(q->serial_raise);
+    }
     r = sqlite_alloc_tx(q, tag, step, max_id, &db_step, cause);
     if (r == STORE_NOT_FOUND) {
         store_set_cause(cause, "sqlite %s: %s inserted but not found", q->path,
@@ -346,7 +387,8 @@ sqlite_close(struct store *s)
     struct store_sqlite *q = (struct store_sqlite *)s;
     sqlite3_stmt *all[] = { q->begin, q->commit, q->rollback, q->update,
                             q->select, q->get, q->list, q->insert,
-                            q->now_ms, q->insert_serial };
+                            q->now_ms, q->insert_serial, q->serial_floor,
+                            q->serial_raise };
 
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         sqlite3_finalize(all[i]);       /* NULL is a no-op */
@@ -491,7 +533,9 @@ store_sqlite_open(const struct config *cfg, char **cause)
         sqlite_prepare(q, sql_list, &q->list, cause) == -1 ||
         sqlite_prepare(q, sql_insert, &q->insert, cause) == -1 ||
         sqlite_prepare(q, sql_now_ms, &q->now_ms, cause) == -1 ||
-        sqlite_prepare(q, sql_insert_serial, &q->insert_serial, cause) == -1)
+        sqlite_prepare(q, sql_insert_serial, &q->insert_serial, cause) == -1 ||
+        sqlite_prepare(q, sql_serial_floor, &q->serial_floor, cause) == -1 ||
+        sqlite_prepare(q, sql_serial_raise, &q->serial_raise, cause) == -1)
         goto error;
     return &q->base;
 

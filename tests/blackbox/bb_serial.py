@@ -28,6 +28,10 @@ TESTS = [
     "test_two_nodes_mariadb_period_change",
     "test_four_nodes_create_a_row_at_once",
     "test_mariadb_outage",
+    "test_same_text_codes_refused",
+    "test_snowflake_yy_layout_refused",
+    "test_wide_worker_id",
+    "test_old_row_format_carried",
 ]
 
 OFFSET_ENV = "LEAFD_TEST_SERIAL_DB_OFFSET_MS"
@@ -233,13 +237,16 @@ def test_two_nodes_mariadb_period_change(ctx):
     One node's own clock runs an hour ahead (libfaketime): it plays no part."""
     db = ctx.shared_mariadb()
     code = "P%d" % random.randrange(10 ** 8)
+    # The row is the printed shape's: a prefix of this run's own (3 chars).
+    prefix = "P%02d" % random.randrange(100)
+    db.sql("DELETE FROM leaf_alloc WHERE biz_tag LIKE 'serial.%s.%%'" % prefix.lower())
     with Workdir("serial-2nodes") as wd:
         midnight = ms_utc(2026, 11, 30, 16, 0, 0)        # 00:00 in Shanghai
         target = midnight - 4000
         offset = target - now_ms()
         conf = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
                 "segment.mysql.url": db.url, "serial.count_max": "10",
-                "serial.%s.prefix" % code: "PAY", "serial.%s.zone" % code: "Asia/Shanghai",
+                "serial.%s.prefix" % code: prefix, "serial.%s.zone" % code: "Asia/Shanghai",
                 "serial.%s.step" % code: "20000"}
         ahead = {"LD_PRELOAD": faketime_preload(wd.path), "FAKETIME": "+1h",
                  "FAKETIME_DONT_FAKE_MONOTONIC": "1", OFFSET_ENV: str(offset)}
@@ -269,7 +276,7 @@ def test_two_nodes_mariadb_period_change(ctx):
         dates = sorted({s[3:11] for s in flat})
         eq(dates, ["20261130", "20261201"], "the two days")
         for s in flat:
-            check(re.fullmatch(r"PAY\d{8}\d{6}", s), "form of %s" % s)
+            check(re.fullmatch(prefix + r"\d{8}\d{6}", s), "form of %s" % s)
         for n, mine in enumerate(got):
             seen = [b[0][3:11] for b in mine]
             eq(seen, sorted(seen), "node %d never goes back a day (client %d)" % (n % 2, n))
@@ -286,9 +293,10 @@ def test_two_nodes_mariadb_period_change(ctx):
         for day in dates:
             seqs = sorted(int(s[-6:]) for s in flat if s[3:11] == day)
             eq(seqs[0], 1, "day %s starts at 1 (restarts once)" % day)
+        shape = "serial.%s.y4mod.0.6" % prefix.lower()
         rows = db.sql("SELECT biz_tag FROM leaf_alloc WHERE biz_tag LIKE '%s:%%' "
-                      "ORDER BY biz_tag" % code).split()
-        eq(rows, ["%s:20261130" % code, "%s:20261201" % code], "one row per period")
+                      "ORDER BY biz_tag" % shape).split()
+        eq(rows, ["%s:20261130" % shape, "%s:20261201" % shape], "one row per period")
 
 
 def test_four_nodes_create_a_row_at_once(ctx):
@@ -300,14 +308,15 @@ def test_four_nodes_create_a_row_at_once(ctx):
     db = ctx.shared_mariadb()
     base = "Q%d" % random.randrange(10 ** 6)
     codes = ["%s_%d" % (base, k) for k in range(5)]
+    shapes = ["serial.%s.y4mod.0.6" % c.lower() for c in codes]
     with Workdir("serial-4nodes") as wd:
         conf = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
                 "segment.mysql.url": db.url, "serial.count_max": "10"}
         for code in codes:
-            conf["serial.%s.prefix" % code] = "Q"
+            conf["serial.%s.prefix" % code] = code     # prints its own text
             conf["serial.%s.step" % code] = "50"
         nodes = [wd.leafd(conf=conf, name="n%d" % i).start() for i in range(4)]
-        for code in codes:
+        for code, shape in zip(codes, shapes):
             barrier = threading.Barrier(4)
             got = [None] * 4
 
@@ -326,7 +335,7 @@ def test_four_nodes_create_a_row_at_once(ctx):
             firsts = sorted(int(r.json()["ids"][0][-6:]) for r in got)
             eq(firsts, [1, 51, 101, 151], "code %s: one row, a range per node" % code)
             rows = db.sql("SELECT COUNT(*) FROM leaf_alloc WHERE biz_tag LIKE '%s:%%'"
-                          % code).split()
+                          % shape).split()
             eq(rows, ["1"], "one row for %s" % code)
         for n in nodes:
             check("cannot take a range" not in n.log(), "no load failed:\n%s" % n.log())
@@ -365,3 +374,98 @@ def test_mariadb_outage(ctx):
         served += r.json()["ids"]
         eq(len(served), len(set(served)), "no duplicate across the outage")
         eq(d.get("/health").json()["serial"]["db"], "up", "health: db up again")
+
+
+def check_config(wd, lines, want):
+    """--check-config refuses lines with want on stderr, exit 2."""
+    path = os.path.join(wd.path, "check.conf")
+    with open(path, "w") as f:
+        f.write("".join(l + "\n" for l in lines))
+    r = subprocess.run([LEAFD, "-c", path, "--check-config"], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+    eq(r.returncode, 2, "--check-config exit status for %r: %r" % (lines, r.stderr))
+    check(want.encode() in r.stderr, "--check-config names %r: %r" % (want, r.stderr))
+
+
+def test_same_text_codes_refused(ctx):
+    """Issue 20, finding 3(c): two codes whose serials can be the same text
+    (here the default empty prefix, the same pattern and digits) are refused
+    at start and by --check-config, naming both codes. Before the fix both
+    started from 1 and printed the same serials."""
+    with Workdir("serial-same-text") as wd:
+        start_fails(wd, ["serial.A.step = 1000", "serial.B.reset = month",
+                         "serial.B.pattern = yyyyMMdd"],
+                    "bad.conf:4: serial.B.prefix: serial.A (line 3) and serial.B can "
+                    "print the same text")
+        check_config(wd, ["leaf.segment.enable = true", "serial.PAY.prefix = P",
+                          "serial.ORD.prefix = P"],
+                     "serial.PAY (line 2) and serial.ORD can print the same text")
+        # Different prefixes of one length: they always differ there.
+        path = os.path.join(wd.path, "ok.conf")
+        with open(path, "w") as f:
+            f.write("leaf.segment.enable = true\nserial.PAY.prefix = PA\n"
+                    "serial.ORD.prefix = OR\n")
+        r = subprocess.run([LEAFD, "-c", path, "--check-config"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+        eq(r.returncode, 0, "--check-config accepts PA and OR: %r" % r.stderr)
+
+
+def test_snowflake_yy_layout_refused(ctx):
+    """Issue 20, finding 7: yy with a snowflake layout that lasts over 100
+    years would print one time twice; refused, saying what to change."""
+    with Workdir("serial-yy") as wd:
+        check_config(wd, ["leaf.snowflake.enable = true", "snowflake.timestamp_bits = 42",
+                          "snowflake.sequence_bits = 11", "serial.S.source = snowflake",
+                          "serial.S.pattern = yyMMddHHmmssSSS"],
+                     "serial.S.pattern: yy repeats every 100 years, and the snowflake "
+                     "layout (snowflake.timestamp_bits = 42) lasts 139 years, so a "
+                     "printed time would repeat: use yyyy, or at most 41 timestamp bits")
+
+
+def test_wide_worker_id(ctx):
+    """Issue 20, finding 5: a worker ID of 10000 or more (14 worker bits)
+    with serial.<code>.worker_id = true. Before the fix the first serial
+    request aborted the process (an assert in serial_fmt.c); now the worker
+    field is as wide as the layout's largest worker ID (5 digits here)."""
+    with Workdir("serial-wide-worker") as wd:
+        conf = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "true",
+                "snowflake.cache_file": os.path.join(wd.path, "sf.json"),
+                "snowflake.worker_bits": "14", "snowflake.sequence_bits": "8",
+                "snowflake.worker_id": "10000",
+                "serial.W.prefix": "W", "serial.W.worker_id": "true",
+                "serial.N.prefix": "N", "serial.N.worker_id": "true",
+                "serial.N.source": "snowflake", "serial.N.pattern": "yyyyMMddHHmmssSSS"}
+        d = wd.leafd(conf=conf).start()
+        r = d.get("/serial/W?count=3&format=json")
+        check(d.proc.poll() is None, "leafd is still running:\n%s" % d.log())
+        eq(r.status, 200, "status %r" % r)
+        today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d")
+        for k, s in enumerate(r.json()["ids"]):
+            check(re.fullmatch(r"W\d{8}10000\d{6}", s), "form of %s" % s)
+            eq(int(s[14:]), k + 1, "sequence of %s" % s)
+        check(r.json()["ids"][0][1:9] in (today, str(int(today) + 1)), "date")
+        r = d.get("/serial/N?count=2&format=json")
+        eq(r.status, 200, "snowflake source: %r" % r)
+        check(re.fullmatch(r"N\d{17}10000\d{3}", r.json()["ids"][0]), "form of %r" % r.json())
+
+
+def test_old_row_format_carried(ctx):
+    """Rows of the key format before issue 20 ("CODE:20261123") exist in
+    deployed databases: the new row of the same code and day starts above
+    the old row's max_id, not at 1."""
+    db = ctx.shared_mariadb()
+    code = "OLD%d" % random.randrange(10 ** 6)
+    with Workdir("serial-old-rows") as wd:
+        offset = ms_utc(2026, 11, 23, 12) - now_ms()
+        db.sql("INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES "
+               "('%s:20261123', 731, 1000, 'serial period')" % code)
+        conf = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
+                "segment.mysql.url": db.url, "serial.%s.prefix" % code: code,
+                "serial.%s.step" % code: "100"}
+        d = wd.leafd(conf=conf, env={OFFSET_ENV: str(offset)}).start()
+        ids = d.get("/serial/%s?count=5&format=json" % code).json()["ids"]
+        eq([s[:len(code) + 8] for s in ids], [code + "20261123"] * 5, "the day")
+        eq([int(s[-6:]) for s in ids], list(range(731, 736)), "above the old row")
+        rows = db.sql("SELECT biz_tag, max_id FROM leaf_alloc WHERE biz_tag LIKE "
+                      "'serial.%s.%%'" % code.lower()).split()
+        eq(rows, ["serial.%s.y4mod.0.6:20261123" % code.lower(), "831"], "the new row")

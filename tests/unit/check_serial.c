@@ -193,19 +193,114 @@ END_TEST
 START_TEST(row_names)
 {
     struct serials *s = load_ok("serial.PAY.zone = America/New_York\n"
-                                "serial.ALL.reset = never\n");
+                                "serial.PAY.prefix = PAY\n"
+                                "serial.ALL.reset = never\n"
+                                "serial.M.prefix = Mo\nserial.M.reset = month\n"
+                                "serial.M.pattern = yyMMdd\n");
     struct serial_key_arg ka = { s, 0 };
+    struct store_serial_floor f;
     char tag[129];
 
-    /* 03:00Z on the 24th is still the 23rd in New York. */
-    ck_assert_int_eq(serial_row_name(&ka, D23 + 27 * HOUR, tag, sizeof tag), 0);
-    ck_assert_str_eq(tag, "PAY:20261123");
-    ck_assert_int_eq(serial_row_name(&ka, D23 + 29 * HOUR, tag, sizeof tag), 0);
-    ck_assert_str_eq(tag, "PAY:20261124");
+    /* 03:00Z on the 24th is still the 23rd in New York. The key is what is
+     * printed: prefix (lower case), pattern, worker and sequence widths. */
+    ck_assert_int_eq(serial_row_name(&ka, D23 + 27 * HOUR, tag, sizeof tag, &f), 0);
+    ck_assert_str_eq(tag, "serial.pay.y4mod.0.6:20261123");
+    /* Its floor: this day and the rows of its month, year and all time,
+     * in this format and the one before ("PAY:20261123"). */
+    ck_assert_int_eq(f.n, 8);
+    ck_assert_str_eq(f.row[0].tag, "serial.pay.y4mod.0.6:20261123");
+    ck_assert_int_eq(f.row[0].prefix, 1);
+    ck_assert_str_eq(f.row[1].tag, "PAY:20261123");
+    ck_assert_int_eq(f.row[1].prefix, 1);
+    ck_assert_str_eq(f.row[2].tag, "serial.pay.y4mod.0.6:all");
+    ck_assert_str_eq(f.row[3].tag, "PAY:all");
+    ck_assert_str_eq(f.row[4].tag, "serial.pay.y4mod.0.6:2026");
+    ck_assert_str_eq(f.row[5].tag, "PAY:2026");
+    ck_assert_str_eq(f.row[6].tag, "serial.pay.y4mod.0.6:202611");
+    ck_assert_str_eq(f.row[7].tag, "PAY:202611");
+    for (int k = 2; k < 8; k++)
+        ck_assert_int_eq(f.row[k].prefix, 0);
+    ck_assert_int_eq(serial_row_name(&ka, D23 + 29 * HOUR, tag, sizeof tag, &f), 0);
+    ck_assert_str_eq(tag, "serial.pay.y4mod.0.6:20261124");
+    /* Never: every row of its shape, and of its code in the old format. */
     ka.i = 1;
-    ck_assert_int_eq(serial_row_name(&ka, D23, tag, sizeof tag), 0);
-    ck_assert_str_eq(tag, "ALL:all");
-    ck_assert_int_eq(serial_row_name(&ka, D23, tag, 5), -1);
+    ck_assert_int_eq(serial_row_name(&ka, D23, tag, sizeof tag, &f), 0);
+    ck_assert_str_eq(tag, "serial..y4mod.0.6:all");
+    ck_assert_int_eq(f.n, 2);
+    ck_assert_str_eq(f.row[0].tag, "serial..y4mod.0.6:");
+    ck_assert_str_eq(f.row[1].tag, "ALL:");
+    ck_assert_int_eq(f.row[1].prefix, 1);
+    ck_assert_int_eq(serial_row_name(&ka, D23, tag, 5, &f), -1);
+    /* yy prints the year in two digits, and so does the key. */
+    ka.i = 2;
+    ck_assert_int_eq(serial_row_name(&ka, D23, tag, sizeof tag, &f), 0);
+    ck_assert_str_eq(tag, "serial.mo.y2mod.0.6:2611");
+    ck_assert_int_eq(f.n, 6);
+    ck_assert_str_eq(f.row[0].tag, "serial.mo.y2mod.0.6:2611");
+    ck_assert_str_eq(f.row[1].tag, "M:202611");
+    ck_assert_str_eq(f.row[4].tag, "serial.mo.y2mod.0.6:26");
+    serials_free(s);
+}
+END_TEST
+
+/* Issue 20, finding 3: codes whose serials could be the same text are
+ * refused at start, naming both; codes that always differ somewhere pass. */
+START_TEST(colliding_codes_refused)
+{
+    struct serials *s;
+
+    load_bad("serial.A.prefix = P\nserial.B.prefix = P\n",
+             "t.conf:2: serial.B.prefix: serial.A (line 1) and serial.B can print "
+             "the same text");
+    /* The default prefix is empty; the reset does not change the text. */
+    load_bad("serial.A.digits = 6\nserial.B.reset = month\nserial.B.pattern = yyyyMMdd\n",
+             "serial.A (line 1) and serial.B can print the same text");
+    /* A prefix of digits can be a date: "2" + yyyyMMdd + 5 vs yyyyMMdd + 6. */
+    load_bad("serial.A.digits = 6\nserial.B.prefix = 2\nserial.B.digits = 5\n",
+             "serial.A (line 1) and serial.B");
+    /* A segment code and a snowflake one of the same length. */
+    load_bad("serial.A.pattern = yyyyMMddHHmmssSSS\nserial.A.reset = never\n"
+             "serial.A.digits = 8\nserial.S.source = snowflake\n"
+             "serial.S.pattern = yyyyMMddHHmmssSSS\n", "serial.A (line 1) and serial.S");
+    s = load_ok("serial.A.prefix = PA\nserial.B.prefix = PB\n"
+                "serial.C.prefix = PA\nserial.C.digits = 7\n"
+                "serial.D.prefix = 3\nserial.D.digits = 5\n"        /* 3yyyy... */
+                "serial.E.prefix = X-\n"
+                "serial.F.prefix = X\nserial.F.digits = 7\n");
+    ck_assert_int_eq(serials_count(s), 6);
+    serials_free(s);
+}
+END_TEST
+
+/* Issue 20, finding 7: yy with a snowflake layout that outlasts 100 years. */
+START_TEST(snowflake_yy_layout)
+{
+    struct serials *s;
+
+    load_bad("snowflake.timestamp_bits = 42\nsnowflake.sequence_bits = 11\n"
+             "serial.S.source = snowflake\nserial.S.pattern = yyMMddHHmmssSSS\n",
+             "t.conf:4: serial.S.pattern: yy repeats every 100 years, and the "
+             "snowflake layout (snowflake.timestamp_bits = 42) lasts 139 years");
+    s = load_ok("snowflake.timestamp_bits = 42\nsnowflake.sequence_bits = 11\n"
+                "serial.S.source = snowflake\nserial.S.pattern = yyyyMMddHHmmssSSS\n");
+    serials_free(s);
+    s = load_ok("serial.S.source = snowflake\nserial.S.pattern = yyMMddHHmmssSSS\n");
+    serials_free(s);
+}
+END_TEST
+
+/* Issue 20, finding 5: the worker field is as wide as the layout's largest
+ * worker ID (4 digits at least, as before). */
+START_TEST(worker_digits)
+{
+    struct serials *s = load_ok("serial.W.worker_id = true\n");
+
+    ck_assert_int_eq(serials_def(s, 0)->worker_digits, 4);
+    serials_free(s);
+    s = load_ok("snowflake.worker_bits = 14\nsnowflake.sequence_bits = 8\n"
+                "serial.W.worker_id = true\nserial.N.prefix = N\n");
+    ck_assert_int_eq(serials_def(s, 0)->worker_digits, 5);
+    ck_assert_int_eq(serials_def(s, 1)->worker_digits, 0);
     serials_free(s);
 }
 END_TEST
@@ -378,14 +473,33 @@ END_TEST
  * row, the time read is the database's (here the host's), and a refused
  * name changes nothing. */
 static int
-key_day(void *arg, int64_t db_ms, char *tag, size_t cap)
+key_day(void *arg, int64_t db_ms, char *tag, size_t cap,
+        struct store_serial_floor *floor)
 {
     const char *what = arg;
 
+    (void)floor;
     if (strcmp(what, "refuse") == 0)
         return -1;
     snprintf(tag, cap, "%s:%lld", what, (long long)(db_ms / 86400000));
     return 0;
+}
+
+/* One load of code 0 of the definitions text from st: the range's end. */
+static int64_t
+take_def(struct store *st, const char *text, char *tag)
+{
+    /* The database's clock read at noon of 2026-11-23 (UTC). */
+    int64_t offset = D23 + 12 * HOUR - util_wall_ms();
+    struct serials *s = load_ok(text);
+    struct serial_key_arg ka = { s, 0 };
+    int64_t db_ms = 0, max_id = 0;
+    char *cause = NULL;
+
+    ck_assert_int_eq(store_serial_alloc(st, offset, serial_row_name, &ka, 100,
+                                        &db_ms, tag, 129, &max_id, &cause), STORE_OK);
+    serials_free(s);
+    return max_id;
 }
 
 START_TEST(store_sqlite_rows)
@@ -424,6 +538,35 @@ START_TEST(store_sqlite_rows)
     ck_assert_int_eq(store_serial_alloc(st, 0, key_day, "refuse", 50, &db_ms, tag2,
                                         sizeof tag2, &max_id, &cause), STORE_BAD_ARG);
     free(cause);
+    cause = NULL;
+
+    /* Issue 20, finding 3, on the real row keys. A row of the key format
+     * before ("PAY:<today>"): the new row starts above it, not at 1. */
+    {
+        const char *old = "PAY:20261123";
+        char day[129], other[129];
+
+        ck_assert_int_eq(store_insert(st, old, 500, 100, NULL, &cause), STORE_OK);
+        ck_assert_int_eq(take_def(st, "serial.PAY.prefix = PAY\n", day), 600);
+        ck_assert_str_eq(day, "serial.pay.y4mod.0.6:20261123");
+        /* reset day -> month: the month's row starts above the day's. */
+        ck_assert_int_eq(take_def(st, "serial.PAY.prefix = PAY\nserial.PAY.reset = "
+                                  "month\n", other), 700);
+        ck_assert_str_ne(other, day);
+        /* and back: the day's row starts above the month's. */
+        ck_assert_int_eq(take_def(st, "serial.PAY.prefix = PAY\n", other), 800);
+        ck_assert_str_eq(other, day);
+        /* A new name with the same prefix: the same row. */
+        ck_assert_int_eq(take_def(st, "serial.PAY2.prefix = PAY\n", other), 900);
+        ck_assert_str_eq(other, day);
+        /* never takes every row of its shape into account. */
+        ck_assert_int_eq(take_def(st, "serial.PAY.prefix = PAY\nserial.PAY.reset = "
+                                  "never\n", other), 1000);
+        /* Another prefix prints other text: its own rows, from 1 (for
+         * another code: PAY's rows of the format before are in PAY's). */
+        ck_assert_int_eq(take_def(st, "serial.ORD.prefix = PAX\n", other), 101);
+        ck_assert_str_eq(other, "serial.pax.y4mod.0.6:20261123");
+    }
     store_close(st);
     unlink(path);
     snprintf(path, sizeof path, "%s/leaf.db-wal", dir);
@@ -558,6 +701,9 @@ main(void)
     tcase_add_test(tc, demo_without_file);
     tcase_add_test(tc, period_ends);
     tcase_add_test(tc, row_names);
+    tcase_add_test(tc, colliding_codes_refused);
+    tcase_add_test(tc, snowflake_yy_layout);
+    tcase_add_test(tc, worker_digits);
     tcase_add_test(tc, period_change);
     tcase_add_test(tc, database_decides);
     tcase_add_test(tc, exhausted);

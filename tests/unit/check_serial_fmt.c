@@ -97,6 +97,44 @@ END_TEST
 /* 2026-11-01 in New York: 01:00-01:59 local happens twice (EDT, then EST).
  * Every instant of that night maps to the period 20261101, so the day's
  * sequence is not restarted by the repeated hour. */
+/* What row keys and the same-text check read of a pattern. */
+START_TEST(shape_of_patterns)
+{
+    struct serial_pattern p;
+    struct tzone_tm tm = { .year = 2026, .month = 11, .day = 3 };
+    uint16_t dig[SERIAL_TOKENS_MAX * 4];
+    char name[SERIAL_PATTERN_NAME_MAX + 1], key[16];
+
+    ck_assert_int_eq(serial_pattern_parse("ddMMyyyyHHmmssSSS", 17, &p, NULL), 0);
+    serial_pattern_name(&p, name);
+    ck_assert_str_eq(name, "dmoy4hmisms");
+    ck_assert_int_eq(serial_pattern_digits(&p, dig), 17);
+    ck_assert_uint_eq(dig[0], 0xf);            /* day: 0-3 */
+    ck_assert_uint_eq(dig[1], 0x3ff);
+    ck_assert_uint_eq(dig[2], 0x3);            /* month: 0-1 */
+    ck_assert_uint_eq(dig[8], 0x7);            /* hour: 0-2 */
+    ck_assert_uint_eq(dig[10], 0x3f);          /* minute: 0-5 */
+    ck_assert_uint_eq(dig[12], 0x7f);          /* second: 0-6 (a leap second) */
+    /* The period as the pattern prints it, in the canonical order. */
+    serial_period_text(&p, SERIAL_RESET_DAY, &tm, key);
+    ck_assert_str_eq(key, "20261103");
+    serial_period_text(&p, SERIAL_RESET_NEVER, &tm, key);
+    ck_assert_str_eq(key, "all");
+    ck_assert_int_eq(serial_pattern_parse("yyMM", 4, &p, NULL), 0);
+    serial_pattern_name(&p, name);
+    ck_assert_str_eq(name, "y2mo");
+    serial_period_text(&p, SERIAL_RESET_MONTH, &tm, key);
+    ck_assert_str_eq(key, "2611");
+    serial_period_text(&p, SERIAL_RESET_YEAR, &tm, key);
+    ck_assert_str_eq(key, "26");
+    ck_assert(serial_pattern_has_yy(&p));
+    ck_assert_int_eq(serial_digits_of(0), 1);
+    ck_assert_int_eq(serial_digits_of(9999), 4);
+    ck_assert_int_eq(serial_digits_of(16383), 5);
+    ck_assert_int_eq(serial_digits_of(UINT64_MAX), 20);
+}
+END_TEST
+
 START_TEST(dst_fall_back_same_period)
 {
     struct tzone *z = tzone_load("America/New_York", NULL);
@@ -132,6 +170,7 @@ main(void)
     tcase_add_test(tc, pattern_refusals);
     tcase_add_test(tc, period_keys_and_padding);
     tcase_add_test(tc, dst_fall_back_same_period);
+    tcase_add_test(tc, shape_of_patterns);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1149,7 +1149,8 @@ url_with_db(const char *url, const char *name)
 }
 
 static int
-fixed_row_name(void *arg, int64_t db_ms, char *tag, size_t cap)
+fixed_row_name(void *arg, int64_t db_ms, char *tag, size_t cap,
+               struct store_serial_floor *floor)
 {
     snprintf(tag, cap, "%s", (const char *)arg);
     return 0;

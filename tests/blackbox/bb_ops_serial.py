@@ -1,0 +1,239 @@
+"""Operator actions on serial numbers, under load (issue 20's matrix).
+
+Each test changes a serial definition the way an operator does: stop leafd,
+edit the config, start it again against the same database, while several
+client threads take serials all the while (before, and again after, each
+restart). It asserts that no serial text is handed out twice, or that
+leafd refuses the new config with a message that names the codes.
+
+The database's clock is pinned to a fixed date with the test-only
+LEAFD_TEST_SERIAL_DB_OFFSET_MS (see bb_serial.py), so that the dates the
+serials print do not depend on when the test runs. Each test prints with a
+prefix of its own, because rows are named after what their serials print
+and the shared MariaDB keeps them between tests. The clock-step test uses
+the embedded SQLite store, whose clock ('now') is the leafd process's own,
+and steps it with libfaketime across midnight and back."""
+import os
+import random
+import threading
+import time
+
+from bbutil import Client, TestFailure, Workdir, check, eq, faketime_preload, parallel
+
+from bb_serial import OFFSET_ENV, ms_utc, now_ms
+
+TESTS = [
+    "test_reset_change_under_load",
+    "test_code_rename_under_load",
+    "test_prefix_change_under_load",
+    "test_zone_change_under_load",
+    "test_clock_step_during_reset_change",
+]
+
+CLIENTS = 4
+PHASE_S = 2.0
+
+
+def prefix_of_own(tag):
+    """A prefix no other run of the test has used (3 letters + 5 digits)."""
+    return "%s%05d" % (tag, random.randrange(10 ** 5))
+
+
+def load(node, code, seconds=PHASE_S, clients=CLIENTS, during=None):
+    """Several clients take serials of code from node for seconds; during()
+    (if given) runs meanwhile in this thread. Returns the serials. A 503
+    must be serial_unavailable with a message (a clear refusal); anything
+    else fails the test."""
+    got = [[] for _ in range(clients)]
+    refused = [0] * clients
+    errors = []
+    stop = time.time() + seconds
+
+    def client(i):
+        c = Client(node.port)
+        try:
+            while time.time() < stop:
+                r = c.get("/serial/%s?count=%d&format=json" % (code, 1 + i % 3))
+                if r.status == 200:
+                    got[i].extend(r.json()["ids"])
+                elif r.status == 503 and r.json().get("error") == "serial_unavailable" \
+                        and r.json().get("message"):
+                    refused[i] += 1
+                else:
+                    raise TestFailure("client %d: %r" % (i, r))
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            c.close()
+    ts = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for t in ts:
+        t.start()
+    if during is not None:
+        during()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+    flat = [s for g in got for s in g]
+    check(flat, "code %s served nothing in %.1f s (%d refused):\n%s"
+          % (code, seconds, sum(refused), node.log()))
+    return flat
+
+
+def no_repeat(phases):
+    """phases: lists of serials, one per phase. None is handed out twice,
+    within a phase or across them."""
+    seen, twice = {}, []
+    for k, batch in enumerate(phases):
+        for s in batch:
+            if s in seen:
+                twice.append((s, seen[s], k))
+            seen[s] = k
+    if twice:
+        raise TestFailure("%d serials handed out twice (of %d), e.g. %s in phase %d "
+                          "and %d" % ((len(twice), len(seen) + len(twice)) + twice[0]))
+
+
+def mariadb_conf(db, defs, **extra):
+    conf = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
+            "segment.mysql.url": db.url, "serial.count_max": "10"}
+    conf.update(extra)
+    for code, fields in defs.items():
+        for k, v in fields.items():
+            conf["serial.%s.%s" % (code, k)] = v
+    return conf
+
+
+def run_phases(wd, phases, env):
+    """phases: (code, conf) in order; one leafd per phase, stopped before
+    the next starts (the same database). Returns the serials per phase."""
+    out = []
+    for k, (code, conf) in enumerate(phases):
+        d = wd.leafd(conf=conf, name="phase%d" % k, env=env).start()
+        out.append(load(d, code))
+        eq(d.stop(), 0, "phase %d: leafd exit status" % k)
+    return out
+
+
+def pinned(ms):
+    return {OFFSET_ENV: str(ms - now_ms())}
+
+
+def test_reset_change_under_load(ctx):
+    """reset day -> month -> year -> day on one day, restarts between: the
+    month's row starts above the day's, and so on; then a node with reset
+    day and one with month at once. Nothing repeats (before issue 20 each
+    new reset started a row at 1 printing the same text)."""
+    db = ctx.shared_mariadb()
+    pfx = prefix_of_own("RST")
+    base = {"prefix": pfx, "step": "200"}
+    phases = []
+    for reset in ("day", "month", "year", "day"):
+        phases.append(("R", mariadb_conf(db, {"R": dict(base, reset=reset)})))
+    with Workdir("ops-serial-reset") as wd:
+        env = pinned(ms_utc(2026, 11, 23, 12))
+        got = run_phases(wd, phases, env)
+        # A rolling restart: a node with the old reset and one with the new
+        # serve at once. Every load starts above the other reset's row.
+        nodes = [wd.leafd(conf=phases[k][1], name="rolling%d" % k, env=env).start()
+                 for k in (0, 1)]
+        got += parallel(2, lambda k: load(nodes[k], "R", clients=CLIENTS // 2))
+        for n in nodes:
+            # Their loads' locks meet; a deadlock InnoDB breaks runs again.
+            check("cannot take a range" not in n.log(), "a load failed:\n%s" % n.log())
+            eq(n.stop(), 0, "rolling: leafd exit status")
+        no_repeat(got)
+        for batch in got:
+            check(all(s.startswith(pfx + "20261123") for s in batch), "one printed day")
+
+
+def test_code_rename_under_load(ctx):
+    """A code renamed, its prefix kept: the same rows (they are named after
+    what is printed), so nothing repeats. Keeping the old name beside the
+    new one is refused at start, naming both codes."""
+    db = ctx.shared_mariadb()
+    pfx = prefix_of_own("REN")
+    fields = {"prefix": pfx, "step": "200"}
+    phases = [("PAY", mariadb_conf(db, {"PAY": fields})),
+              ("PAYMENT", mariadb_conf(db, {"PAYMENT": fields})),
+              ("PAY", mariadb_conf(db, {"PAY": fields}))]
+    with Workdir("ops-serial-rename") as wd:
+        got = run_phases(wd, phases, pinned(ms_utc(2026, 11, 23, 12)))
+        no_repeat(got)
+        both = wd.leafd(conf=mariadb_conf(db, {"PAY": fields, "PAYMENT": fields}),
+                        name="both")
+        check(both.start(expect_fail=True) != 0, "two codes printing one text started")
+        check("serial.PAY (line" in both.log() and "and serial.PAYMENT can print the "
+              "same text" in both.log(), "the refusal names both codes:\n%s" % both.log())
+
+
+def test_prefix_change_under_load(ctx):
+    """A new prefix prints other text from rows of its own; going back to
+    the old prefix continues the old rows."""
+    db = ctx.shared_mariadb()
+    a, b = prefix_of_own("PFA"), prefix_of_own("PFB")
+    phases = [("P", mariadb_conf(db, {"P": {"prefix": p, "step": "200"}}))
+              for p in (a, b, a)]
+    with Workdir("ops-serial-prefix") as wd:
+        got = run_phases(wd, phases, pinned(ms_utc(2026, 11, 23, 12)))
+        no_repeat(got)
+        check(all(s.startswith(b) for s in got[1]), "the new prefix is printed")
+
+
+def test_zone_change_under_load(ctx):
+    """The zone changed with the database's clock at 20:00 UTC: in Shanghai
+    it is the 24th already, in New York still the 23rd. Each printed date
+    has one row whatever the zone, so going back continues it."""
+    db = ctx.shared_mariadb()
+    pfx = prefix_of_own("TZN")
+    phases = [("Z", mariadb_conf(db, {"Z": {"prefix": pfx, "step": "200", "zone": z}}))
+              for z in ("UTC", "Asia/Shanghai", "America/New_York", "UTC")]
+    with Workdir("ops-serial-zone") as wd:
+        got = run_phases(wd, phases, pinned(ms_utc(2026, 11, 23, 20)))
+        no_repeat(got)
+        days = [sorted({s[len(pfx):len(pfx) + 8] for s in batch}) for batch in got]
+        eq(days, [["20261123"], ["20261124"], ["20261123"], ["20261123"]],
+           "the dates printed per zone")
+
+
+def set_clock(path, offset_s):
+    with open(path + ".tmp", "w") as f:
+        f.write("%+.3f\n" % offset_s)
+    os.rename(path + ".tmp", path)
+
+
+def test_clock_step_during_reset_change(ctx):
+    """The SQLite store reads the leafd process's clock as the database's;
+    under libfaketime it steps across midnight and back while clients load,
+    through a reset change (day -> month -> day) with restarts between.
+    Nothing repeats: a period that comes back continues its own row, and
+    each new reset's row starts above the rows of the other resets."""
+    with Workdir("ops-serial-clock") as wd:
+        ft = os.path.join(wd.path, "faketime.rc")
+        midnight = ms_utc(2026, 11, 24)
+
+        def at(ms):
+            """The offset that puts the process's clock at ms now."""
+            return (ms - now_ms()) / 1000.0
+        set_clock(ft, at(midnight - 3000))
+        env = {"LD_PRELOAD": faketime_preload(wd.path), "FAKETIME_TIMESTAMP_FILE": ft,
+               "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+        conf = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
+                "serial.count_max": "10", "serial.C.prefix": "CLK",
+                "serial.C.step": "100", "segment.wait_ms": "2000"}
+
+        def steps():
+            time.sleep(PHASE_S / 3)
+            set_clock(ft, at(midnight + 5000))          # forward past midnight
+            time.sleep(PHASE_S / 3)
+            set_clock(ft, at(midnight - 2000))          # back into the old day
+        got = []
+        for k, reset in enumerate(("day", "month", "day")):
+            d = wd.leafd(conf=dict(conf, **{"serial.C.reset": reset}), name="c%d" % k,
+                         env=env).start()
+            got.append(load(d, "C", during=steps))
+            eq(d.stop(), 0, "phase %d: leafd exit status" % k)
+            set_clock(ft, at(midnight - 3000))
+        no_repeat(got)
+        days = sorted({s[3:11] for batch in got for s in batch})
+        eq(days, ["20261123", "20261124"], "both days printed")
