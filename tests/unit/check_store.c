@@ -1211,7 +1211,7 @@ START_TEST(test_multi_serial_rows)
                      STORE_OK);
     serial_row(one[0], "PAY:20261123");
     serial_row(one[0], "PAY:all");
-    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, out, &cause) == 0,
+    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, 0, out, &cause) == 0,
                   "init: %s", cause);
     store_thread_init();                /* init ended this thread's */
     be.cfg.mysql_url = urls[1];
@@ -1233,7 +1233,7 @@ START_TEST(test_multi_serial_rows)
     cause = NULL;
     /* init puts it back; the serial rows, in one database, are no reason
      * to refuse the start. */
-    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, out, &cause) == 0,
+    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, 0, out, &cause) == 0,
                   "init again: %s", cause);
     store_thread_init();
     expect_row(one[1], "order:2024", STORE_OK);
