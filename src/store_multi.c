@@ -649,6 +649,8 @@ multi_probe(struct store_multi *m)
                 mm.block_size == want.block_size &&
                 mm.since_block == want.since_block) {
                 mark_up(i);
+                if (atomic_load(&shared.member_id[i]) == 0)
+                    learn_members(m, i);    /* none answered at start */
                 continue;
             }
             if (why == NULL)

@@ -973,7 +973,7 @@ my_meta_check(struct store_mysql *m, const struct multi_meta *want,
                             "prepared by leafd multi-db init", m->where);
         else if (mm.frozen)
             store_set_cause(cause, "mysql %s: frozen by leafd multi-db init "
-                            "(a database is being added); loads resume after",
+                            "(the set is being changed); loads resume after",
                             m->where);
         else
             store_set_cause(cause, "mysql %s is database %lld of %lld (block "
