@@ -52,6 +52,15 @@ class Schemas:
             raise AssertionError("SQL failed: %s: %s" % (stmt, r.stderr.decode()))
         return r.stdout.decode()
 
+    def tag(self, tag, step):
+        """A segment tag in the first database (init copies it)."""
+        self.sql(0, "CREATE TABLE leaf_alloc (biz_tag varchar(128) NOT NULL,"
+                    " max_id bigint NOT NULL, step int NOT NULL, description varchar(256),"
+                    " update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP,"
+                    " PRIMARY KEY (biz_tag))")
+        self.sql(0, "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('%s', 1, %d)"
+                 % (tag, step))
+
     def drop(self):
         for s in self.names:
             self.sql(None, "DROP DATABASE IF EXISTS %s" % s)
@@ -102,6 +111,17 @@ def load_for(nodes, tag, seconds, what, allow_fail=False):
     return load.ids
 
 
+def serve_after(wd, s, urls, tag, ids, what):
+    """Two new nodes on urls, with the first database unreachable so that
+    the others serve: nothing they hand out may be among ids."""
+    nodes = nodes_on(wd, urls, "m")
+    s.off(0)
+    more = load_for(nodes, tag, 2, what)
+    s.on(0)
+    stop_all(nodes)
+    no_repeat(ids + more, what)
+
+
 def floor_refusal(out, what):
     check("--floor" in out and "not in the list" in out,
           "%s: the refusal names the missing database and the floor flag: %s" % (what, out))
@@ -112,10 +132,7 @@ def test_replace_a_lost_database(ctx):
     and init A C runs with an empty C. Today C hands out B's blocks again."""
     with Workdir("ops-multidb-replace") as wd:
         s = Schemas(ctx, wd, 3)
-        s.sql(0, "CREATE TABLE leaf_alloc (biz_tag varchar(128) NOT NULL, max_id bigint NOT NULL,"
-                 " step int NOT NULL, description varchar(256), update_time timestamp NOT NULL"
-                 " DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag))")
-        s.sql(0, "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('rp', 1, 1000)")
+        s.tag('rp', 1000)
         ab = s.urls[:2]
         rc, out = init(ab)
         eq(rc, 0, "init A B: %s" % out)
@@ -135,12 +152,7 @@ def test_replace_a_lost_database(ctx):
             # The procedure: the highest ID any client received, plus one.
             rc, out = init(ac, "--floor=%d" % (max(ids) + 1))
             eq(rc, 0, "init A C --floor: %s" % out)
-        nodes = nodes_on(wd, ac, "m")
-        s.off(0)                        # and loads on C first
-        more = load_for(nodes, "rp", 3, "A and C")
-        s.on(0)
-        stop_all(nodes)
-        no_repeat(ids + more, "across the replacement")
+        serve_after(wd, s, ac, "rp", ids, "across the replacement")
 
 
 SERIAL = {"serial.PAY.prefix": "PAY", "serial.PAY.step": "20", "serial.count_max": "10"}
@@ -168,10 +180,7 @@ def serials(nodes, code, rounds):
 def serial_case(ctx, name, make_list):
     with Workdir(name) as wd:
         s = Schemas(ctx, wd, 3)
-        s.sql(0, "CREATE TABLE leaf_alloc (biz_tag varchar(128) NOT NULL, max_id bigint NOT NULL,"
-                 " step int NOT NULL, description varchar(256), update_time timestamp NOT NULL"
-                 " DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag))")
-        s.sql(0, "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('so', 1, 500)")
+        s.tag('so', 500)
         old = s.urls[:2]
         eq(init(old)[0], 0, "init")
         conf_nodes = [serial_node(wd, old, "n%d" % i) for i in range(2)]
@@ -212,10 +221,7 @@ def test_add_a_database(ctx):
     refuse loads (503) once their databases say the set changed."""
     with Workdir("ops-multidb-add") as wd:
         s = Schemas(ctx, wd, 3)
-        s.sql(0, "CREATE TABLE leaf_alloc (biz_tag varchar(128) NOT NULL, max_id bigint NOT NULL,"
-                 " step int NOT NULL, description varchar(256), update_time timestamp NOT NULL"
-                 " DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag))")
-        s.sql(0, "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('ad', 1, 200)")
+        s.tag('ad', 200)
         eq(init(s.urls[:2])[0], 0, "init A B")
         nodes = nodes_on(wd, s.urls[:2], "n")
         with Load(nodes, "ad") as load:
@@ -227,12 +233,7 @@ def test_add_a_database(ctx):
         for e in load.errors:
             check(e.startswith("503 "), "old nodes refuse with a 503: %s" % e)
         stop_all(nodes)
-        nodes = nodes_on(wd, s.urls, "m")
-        s.off(0)
-        more = load_for(nodes, "ad", 2, "A B C")
-        s.on(0)
-        stop_all(nodes)
-        no_repeat(load.ids + more, "across the addition")
+        serve_after(wd, s, s.urls, "ad", load.ids, "across the addition")
 
 
 def test_remove_a_database(ctx):
@@ -241,10 +242,7 @@ def test_remove_a_database(ctx):
     safe."""
     with Workdir("ops-multidb-remove") as wd:
         s = Schemas(ctx, wd, 3)
-        s.sql(0, "CREATE TABLE leaf_alloc (biz_tag varchar(128) NOT NULL, max_id bigint NOT NULL,"
-                 " step int NOT NULL, description varchar(256), update_time timestamp NOT NULL"
-                 " DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag))")
-        s.sql(0, "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('rm', 1, 300)")
+        s.tag('rm', 300)
         eq(init(s.urls)[0], 0, "init A B C")
         nodes = nodes_on(wd, s.urls, "n")
         ids = load_for(nodes, "rm", 1.5, "A B C")
@@ -260,12 +258,7 @@ def test_remove_a_database(ctx):
             # The procedure: C's highest max_id (every node stopped), plus one.
             rc, out = init(s.urls[:2], "--floor=%d" % (s.top(2) + 1))
             eq(rc, 0, "init A B --floor: %s" % out)
-        nodes = nodes_on(wd, s.urls[:2], "m")
-        s.off(0)
-        more = load_for(nodes, "rm", 2, "A B")
-        s.on(0)
-        stop_all(nodes)
-        no_repeat(ids + more, "across the removal")
+        serve_after(wd, s, s.urls[:2], "rm", ids, "across the removal")
 
 
 def test_restore_from_an_older_dump(ctx):
@@ -274,10 +267,7 @@ def test_restore_from_an_older_dump(ctx):
     "already a set" and B repeats what it handed out after the dump."""
     with Workdir("ops-multidb-restore") as wd:
         s = Schemas(ctx, wd, 2)
-        s.sql(0, "CREATE TABLE leaf_alloc (biz_tag varchar(128) NOT NULL, max_id bigint NOT NULL,"
-                 " step int NOT NULL, description varchar(256), update_time timestamp NOT NULL"
-                 " DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag))")
-        s.sql(0, "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('rs', 1, 400)")
+        s.tag('rs', 400)
         eq(init(s.urls)[0], 0, "init A B")
         nodes = nodes_on(wd, s.urls, "n")
         s.off(0)                        # B serves (and stays preferred)
@@ -296,12 +286,7 @@ def test_restore_from_an_older_dump(ctx):
                             "-P%d" % s.db.port, s.names[1]], stdin=f, check=True, timeout=60)
         rc, out = init(s.urls)
         eq(rc, 0, "init after the restore: %s" % out)
-        nodes = nodes_on(wd, s.urls, "m")
-        s.off(0)
-        more = load_for(nodes, "rs", 2, "B restored")
-        s.on(0)
-        stop_all(nodes)
-        no_repeat(ids + more, "across the restore")
+        serve_after(wd, s, s.urls, "rs", ids, "across the restore")
 
 
 def test_step_over_block_size(ctx):
@@ -310,10 +295,7 @@ def test_step_over_block_size(ctx):
     Now: loads take a block's worth, said once per tag in the log."""
     with Workdir("ops-multidb-step") as wd:
         s = Schemas(ctx, wd, 2)
-        s.sql(0, "CREATE TABLE leaf_alloc (biz_tag varchar(128) NOT NULL, max_id bigint NOT NULL,"
-                 " step int NOT NULL, description varchar(256), update_time timestamp NOT NULL"
-                 " DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag))")
-        s.sql(0, "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('st', 1, 1000)")
+        s.tag('st', 1000)
         eq(init(s.urls)[0], 0, "init")
         nodes = nodes_on(wd, s.urls, "n")
         with Load(nodes, "st", count=100) as load:
@@ -338,10 +320,7 @@ def test_step_change_single_database(ctx):
     nodes serve it: nothing repeats, nothing fails."""
     with Workdir("ops-single-step") as wd:
         s = Schemas(ctx, wd, 1)
-        s.sql(0, "CREATE TABLE leaf_alloc (biz_tag varchar(128) NOT NULL, max_id bigint NOT NULL,"
-                 " step int NOT NULL, description varchar(256), update_time timestamp NOT NULL"
-                 " DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag))")
-        s.sql(0, "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('ss', 1, 100)")
+        s.tag('ss', 100)
         flags = ["--leaf.snowflake.enable=false", "--segment.mysql.url=" + s.urls[0],
                  "--segment.refresh_ms=500", "--segment.max_step=100000"]
         nodes = [wd.leafd(conf={"leaf.segment.enable": "true"}, flags=flags,

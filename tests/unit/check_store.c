@@ -1147,6 +1147,21 @@ url_with_db(const char *url, const char *name)
     return xasprintf("%.*s/%s%s", (int)(db - url), url, name, end);
 }
 
+/* A new empty schema leafd_ck_<what><i>_<pid> on base's server (its name
+ * in name); its URL (malloc'd). */
+static char *
+fresh_schema(const char *base, const char *what, int i, char *name, size_t cap)
+{
+    char sql[256];
+
+    snprintf(name, cap, "leafd_ck_%s%d_%d", what, i, (int)getpid());
+    snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s", name);
+    url_exec(base, sql);
+    snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
+    url_exec(base, sql);
+    return url_with_db(base, name);
+}
+
 static int
 fixed_row_name(void *arg, int64_t db_ms, char *tag, size_t cap)
 {
@@ -1193,14 +1208,8 @@ START_TEST(test_multi_serial_rows)
     int64_t max_id, step;
 
     ck_assert_ptr_nonnull(out);
-    for (int i = 0; i < 2; i++) {
-        snprintf(name[i], sizeof name[i], "leafd_ck_multi%d_%d", i, (int)getpid());
-        snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s", name[i]);
-        url_exec(base, sql);
-        snprintf(sql, sizeof sql, "CREATE DATABASE %s", name[i]);
-        url_exec(base, sql);
-        urls[i] = url_with_db(base, name[i]);
-    }
+    for (int i = 0; i < 2; i++)
+        urls[i] = fresh_schema(base, "multi", i, name[i], sizeof name[i]);
     /* A Leaf database with a segment tag and two serial rows; the second
      * database is an empty schema (init makes its tables). */
     be.cfg.mysql_url = urls[0];
@@ -1306,14 +1315,8 @@ START_TEST(test_multi_init_members)
     FILE *out = tmpfile();
 
     ck_assert_ptr_nonnull(out);
-    for (int i = 0; i < 3; i++) {
-        snprintf(name[i], sizeof name[i], "leafd_ck_mm%d_%d", i, (int)getpid());
-        snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s", name[i]);
-        url_exec(base, sql);
-        snprintf(sql, sizeof sql, "CREATE DATABASE %s", name[i]);
-        url_exec(base, sql);
-        urls[i] = url_with_db(base, name[i]);
-    }
+    for (int i = 0; i < 3; i++)
+        urls[i] = fresh_schema(base, "mm", i, name[i], sizeof name[i]);
     be.cfg.mysql_url = urls[0];
     a = be_open();
     ck_assert_int_eq(store_mysql_prepare_tables(a, &cause), STORE_OK);
