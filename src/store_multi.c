@@ -104,6 +104,8 @@ struct multi_db {
     _Atomic int64_t  retry_at_ms;       /* monotonic */
     _Atomic int64_t  backoff_ms;
     _Atomic uint64_t loads, failures, failovers_to;
+    _Atomic int      behind;            /* multi_behind: no load tries it */
+    _Atomic int64_t  top_seen;          /* its highest max_id known here */
     char             where[160];
     char             last_error[256];   /* shared.lock */
 };
@@ -276,6 +278,73 @@ learn_members(struct store_multi *m, int i)
     free(mem);
 }
 
+static void
+raise_top_seen(int i, int64_t top)
+{
+    int64_t cur = atomic_load(&shared.db[i].top_seen);
+
+    while (top > cur &&
+           !atomic_compare_exchange_weak(&shared.db[i].top_seen, &cur, top))
+        ;
+}
+
+/* 1 with *cause when database i's rows are below the top this process
+ * got from it or another database up recorded for it (restored from an
+ * older copy): its loads would repeat what it handed out since. 0 when
+ * not, or when it cannot tell (a read failed). */
+static int
+multi_behind(struct store_multi *m, int i, char **cause)
+{
+    int64_t id = atomic_load(&shared.member_id[i]), own = 0, seen;
+    struct store_row *rows;
+    size_t nr;
+    char *why = NULL;
+
+    if (store_list(m->sub[i], &rows, &nr, &why) != STORE_OK) {
+        free(why);
+        return 0;
+    }
+    for (size_t k = 0; k < nr; k++)
+        if (!store_row_is_serial(&rows[k]) && rows[k].max_id > own)
+            own = rows[k].max_id;
+    free(rows);
+    seen = atomic_load(&shared.db[i].top_seen);
+    if (seen > own) {
+        store_set_cause(cause, "its rows reach %lld, but this node got IDs up "
+                        "to %lld from it: restored from an older copy? it "
+                        "stays out of loads; run leafd multi-db init with the "
+                        "same list (it sets the set above that), then restart "
+                        "the nodes", (long long)own, (long long)seen);
+        return 1;
+    }
+    for (int j = 0; j < m->n && id != 0; j++) {
+        struct multi_member *mem = NULL;
+        size_t nmem = 0;
+        int behind = 0;
+
+        if (j == i || !atomic_load(&shared.db[j].up))
+            continue;
+        if (store_mysql_members(m->sub[j], 0, &mem, &nmem, &why) == STORE_OK)
+            for (size_t k = 0; k < nmem && !behind; k++)
+                if (mem[k].db_id == id && mem[k].top > own) {
+                    store_set_cause(cause, "its rows reach %lld, but database "
+                                    "%d recorded that it handed out IDs up to "
+                                    "%lld: restored from an older copy? it "
+                                    "stays out of loads; run leafd multi-db "
+                                    "init with the same list (it sets the set "
+                                    "above that), then restart the nodes",
+                                    (long long)own, j, (long long)mem[k].top);
+                    behind = 1;
+                }
+        free(why);
+        why = NULL;
+        free(mem);
+        if (behind)
+            return 1;
+    }
+    return 0;
+}
+
 /* ---- checks at start ---- */
 
 /* Meta rows must say: index i of n, one block size and since_block for
@@ -342,6 +411,16 @@ multi_check(struct store_multi *m, const struct config *cfg, char **cause)
             ref = i;
             learn_members(m, i);
         }
+    }
+    for (int i = 0; i < m->n; i++) {
+        char *why = NULL;
+
+        if (reach[i] && multi_behind(m, i, &why)) {
+            atomic_store(&shared.db[i].behind, 1);
+            mark_down(i, why);
+            reach[i] = 0;
+        }
+        free(why);
     }
     if (shared.want_known && cfg->lease_max > shared.want.block_size) {
         store_set_cause(cause, "segment.lease_max %lld is over the databases' "
@@ -508,7 +587,7 @@ want_for(struct store_multi *m, int i, struct multi_meta *out, char **cause)
 
 /* The databases to try, in order: the one that answered last, the other
  * ones up, then those down whose backoff has passed (tried only when every
- * one up has failed this time). */
+ * one up has failed this time), except one found behind its record. */
 static int
 multi_order(struct store_multi *m, int *order)
 {
@@ -522,6 +601,7 @@ multi_order(struct store_multi *m, int *order)
             order[n++] = i;
     for (int i = 0; i < m->n; i++)
         if (!atomic_load(&shared.db[i].up) &&
+            !atomic_load(&shared.db[i].behind) &&
             atomic_load(&shared.db[i].retry_at_ms) <= now)
             order[n++] = i;
     return n;
@@ -585,6 +665,7 @@ multi_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
             }
             atomic_store(&shared.preferred, i);
             floor_raise(tag, *max_id);
+            raise_top_seen(i, *max_id);
             *db_step = cap_step(tag, *db_step);
             push_top(m, i, *max_id);
             /* [*max_id - step, *max_id): at or above the floor, inside one
@@ -648,10 +729,14 @@ multi_probe(struct store_multi *m)
                 mm.db_index == want.db_index && mm.db_count == want.db_count &&
                 mm.block_size == want.block_size &&
                 mm.since_block == want.since_block) {
-                mark_up(i);
                 if (atomic_load(&shared.member_id[i]) == 0)
                     learn_members(m, i);    /* none answered at start */
-                continue;
+                if (!multi_behind(m, i, &why)) {
+                    atomic_store(&shared.db[i].behind, 0);
+                    mark_up(i);
+                    continue;
+                }
+                atomic_store(&shared.db[i].behind, 1);
             }
             if (why == NULL)
                 why = xstrdup("its leafd_multi_db row differs from this "

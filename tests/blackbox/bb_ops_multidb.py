@@ -23,6 +23,7 @@ TESTS = [
     "test_add_a_database",
     "test_remove_a_database",
     "test_restore_from_an_older_dump",
+    "test_restore_under_load",
     "test_step_over_block_size",
     "test_step_change_single_database",
 ]
@@ -60,6 +61,20 @@ class Schemas:
                     " PRIMARY KEY (biz_tag))")
         self.sql(0, "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('%s', 1, %d)"
                  % (tag, step))
+
+    def dump(self, wd, i):
+        path = os.path.join(wd.path, "dump%d.sql" % i)
+        with open(path, "wb") as f:
+            subprocess.run(["mariadb-dump", "--no-defaults", "-uroot", "-h127.0.0.1",
+                            "-P%d" % self.db.port, self.names[i]], stdout=f, check=True,
+                           timeout=60)
+        return path
+
+    def restore(self, i, path):
+        with open(path, "rb") as f:
+            subprocess.run(["mariadb", "--no-defaults", "-uroot", "-h127.0.0.1",
+                            "-P%d" % self.db.port, self.names[i]], stdin=f, check=True,
+                           timeout=60)
 
     def drop(self):
         for s in self.names:
@@ -275,18 +290,60 @@ def test_restore_from_an_older_dump(ctx):
         s.on(0)
         wait_for(lambda: all(d.get("/health").json()["segment"]["databases"][0]["up"]
                              for d in nodes), timeout=30, what="A back up")
-        dump = os.path.join(wd.path, "b.sql")
-        with open(dump, "wb") as f:
-            subprocess.run(["mariadb-dump", "--no-defaults", "-uroot", "-h127.0.0.1",
-                            "-P%d" % s.db.port, s.names[1]], stdout=f, check=True, timeout=60)
+        dump = s.dump(wd, 1)
         ids += load_for(nodes, "rs", 3, "B after the dump")
         stop_all(nodes)
-        with open(dump, "rb") as f:
-            subprocess.run(["mariadb", "--no-defaults", "-uroot", "-h127.0.0.1",
-                            "-P%d" % s.db.port, s.names[1]], stdin=f, check=True, timeout=60)
+        s.restore(1, dump)
         rc, out = init(s.urls)
         eq(rc, 0, "init after the restore: %s" % out)
         serve_after(wd, s, s.urls, "rs", ids, "across the restore")
+
+
+def db_state(d, i):
+    return d.get("/health").json()["segment"]["databases"][i]
+
+
+def test_restore_under_load(ctx):
+    """B restored from an older dump while two nodes serve (B was down for
+    the restore, as a restore takes it down): the nodes keep it out of
+    loads, saying why, instead of repeating what it handed out since the
+    dump; then the documented procedure (init, restart) brings it back."""
+    with Workdir("ops-multidb-restore-live") as wd:
+        s = Schemas(ctx, wd, 2)
+        s.tag("rl", 400)
+        eq(init(s.urls)[0], 0, "init A B")
+        nodes = nodes_on(wd, s.urls, "n")
+        s.off(0)                        # B serves (and stays preferred)
+        ids = load_for(nodes, "rl", 2, "B")
+        s.on(0)
+        wait_for(lambda: all(db_state(d, 0)["up"] for d in nodes), timeout=30,
+                 what="A back up")
+        dump = s.dump(wd, 1)
+        ids += load_for(nodes, "rl", 3, "B after the dump")
+        with Load(nodes, "rl") as load:
+            s.off(1)                    # B goes down for its restore
+            wait_for(lambda: not any(db_state(d, 1)["up"] for d in nodes), timeout=30,
+                     what="B marked down")
+            s.restore(1, dump)
+            s.sql(1, "DROP TABLE leafd_multi_db_off")
+            time.sleep(4)               # the probes find B answering again
+            s.off(0)                    # only B could serve now
+            time.sleep(3)
+            s.on(0)
+            time.sleep(1)
+        no_repeat(ids + load.ids, "B restored under load")
+        for e in load.errors:
+            check(e.startswith("503 ") and '"error"' in e, "a clear refusal: %s" % e)
+        for d in nodes:
+            st = db_state(d, 1)
+            check(not st["up"] and "restored from an older copy" in st.get("error", ""),
+                  "B kept out, saying why: %s" % st)
+        ids += load.ids
+        stop_all(nodes)
+        rc, out = init(s.urls)
+        eq(rc, 0, "init after the restore: %s" % out)
+        check("restored from an older copy" in out, out)
+        serve_after(wd, s, s.urls, "rl", ids, "B after init")
 
 
 def test_step_over_block_size(ctx):
