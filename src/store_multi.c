@@ -40,6 +40,9 @@
  * operator can say how far it went. A listed database whose own rows are
  * below the top the others recorded for it (restored from an older copy)
  * makes init set the set again above that top, even with the same list.
+ * A node keeps such a database out of loads (multi_behind, at start and
+ * when a probe finds it back): its rows must reach the highest max_id this
+ * process got from it and every top the databases up recorded for it.
  *
  * Upward trend. A load passes the highest max_id this process has received
  * for the tag (any database) as a floor: a node that fails over to a
