@@ -114,15 +114,11 @@ def no_repeat(ids, what):
        % (what, len(ids), len(ids) - len(set(ids))))
 
 
-def load_for(nodes, tag, seconds, what, allow_fail=False):
-    with Load(nodes, tag) as load:
+def load_for(nodes, tag, seconds, what):
+    # 20 IDs a request: Load.check's 1,000 IDs within seconds on a busy machine.
+    with Load(nodes, tag, count=20) as load:
         time.sleep(seconds)
-    if allow_fail:
-        no_repeat(load.ids, what)
-        for e in load.errors:
-            check(e.startswith("503 ") and '"error"' in e, "%s: a clear refusal: %s" % (what, e))
-    else:
-        load.check(what)
+    load.check(what)
     return load.ids
 
 
@@ -199,7 +195,7 @@ def serial_case(ctx, name, make_list):
         old = s.urls[:2]
         eq(init(old)[0], 0, "init")
         conf_nodes = [serial_node(wd, old, "n%d" % i) for i in range(2)]
-        with Load(conf_nodes, "so") as load:
+        with Load(conf_nodes, "so", count=20) as load:
             got = serials(conf_nodes, "PAY", 10)
             time.sleep(1.5)
         load.check("before")
@@ -211,7 +207,7 @@ def serial_case(ctx, name, make_list):
             check("serial" in out, "a refusal that names the serial rows: %s" % out)
             return
         conf_nodes = [serial_node(wd, new, "m%d" % i) for i in range(2)]
-        with Load(conf_nodes, "so") as load:
+        with Load(conf_nodes, "so", count=20) as load:
             got += serials(conf_nodes, "PAY", 10)
             time.sleep(1.5)
         load.check("after")
@@ -239,7 +235,7 @@ def test_add_a_database(ctx):
         s.tag('ad', 200)
         eq(init(s.urls[:2])[0], 0, "init A B")
         nodes = nodes_on(wd, s.urls[:2], "n")
-        with Load(nodes, "ad") as load:
+        with Load(nodes, "ad", count=20) as load:
             time.sleep(1.5)
             rc, out = init(s.urls)
             time.sleep(1.5)
@@ -320,13 +316,15 @@ def test_restore_under_load(ctx):
                  what="A back up")
         dump = s.dump(wd, 1)
         ids += load_for(nodes, "rl", 3, "B after the dump")
-        with Load(nodes, "rl") as load:
+        with Load(nodes, "rl", count=20) as load:
             s.off(1)                    # B goes down for its restore
             wait_for(lambda: not any(db_state(d, 1)["up"] for d in nodes), timeout=30,
                      what="B marked down")
             s.restore(1, dump)
             s.sql(1, "DROP TABLE leafd_multi_db_off")
-            time.sleep(4)               # the probes find B answering again
+            # The probes find B answering again, and behind.
+            wait_for(lambda: all("restored from an older copy" in db_state(d, 1).get("error", "")
+                                 for d in nodes), timeout=30, what="B found behind")
             s.off(0)                    # only B could serve now
             time.sleep(3)
             s.on(0)
