@@ -51,7 +51,7 @@ usage(FILE *out)
     fprintf(out,
         "usage: leafd [-c FILE] [--check-config] [--KEY=VALUE ...]\n"
         "       leafd decode ID [-c FILE] [--KEY=VALUE ...]   (snowflake, UUID or ULID)\n"
-        "       leafd multi-db init URL1 URL2 [URL3 ...] [--block-size=N]\n"
+        "       leafd multi-db init URL1 URL2 [URL3 ...] [--block-size=N] [--floor=ID]\n"
         "                 prepare (or extend) databases for segment.mysql.urls\n"
         "       leafd --help | --version\n"
         "\n"
@@ -385,7 +385,7 @@ main(int argc, char **argv)
     const char *decode_arg = NULL;
     char *multi_urls[STORE_MULTI_MAX + 1];
     int nmulti = -1;
-    int64_t block_size = 10000000;
+    int64_t block_size = 10000000, multi_floor = 0;
     struct event *ev_term, *ev_int, *ev_hup;
 
     memset(&d, 0, sizeof d);
@@ -417,7 +417,7 @@ main(int argc, char **argv)
         } else if (strcmp(a, "multi-db") == 0 && i == 1) {
             if (++i == argc || strcmp(argv[i], "init") != 0) {
                 fprintf(stderr, "leafd: usage: leafd multi-db init URL1 URL2 "
-                        "[URL3 ...] [--block-size=N] [-c FILE]\n");
+                        "[URL3 ...] [--block-size=N] [--floor=ID] [-c FILE]\n");
                 return 2;
             }
             nmulti = 0;
@@ -425,6 +425,12 @@ main(int argc, char **argv)
             if (util_parse_i64(a + 13, strlen(a + 13), 0, &block_size) == -1 ||
                 block_size < 1000 || block_size > ((int64_t)1 << 50)) {
                 fprintf(stderr, "leafd: --block-size must be 1000 to 2^50\n");
+                return 2;
+            }
+        } else if (nmulti >= 0 && strncmp(a, "--floor=", 8) == 0) {
+            if (util_parse_i64(a + 8, strlen(a + 8), 0, &multi_floor) == -1 ||
+                multi_floor < 1) {
+                fprintf(stderr, "leafd: --floor must be an ID of 1 or more\n");
                 return 2;
             }
         } else if (nmulti >= 0 && a[0] != '-') {
@@ -462,7 +468,8 @@ main(int argc, char **argv)
     }
     if (nmulti >= 0) {
         log_init(LOGL_WARN, "");
-        if (store_multi_init(&d.cfg, multi_urls, nmulti, block_size, stdout,
+        if (store_multi_init(&d.cfg, multi_urls, nmulti, block_size,
+                             multi_floor, stdout,
                              &cause) == -1) {
             fprintf(stderr, "leafd: multi-db init: %s\n", cause);
             return 1;

@@ -69,6 +69,23 @@ store_block_owns(const struct multi_meta *mm, int64_t start, int64_t step)
            (start + step - 1) / b == k;
 }
 
+const struct multi_member *
+store_multi_missing(const struct multi_member *rows, size_t n,
+                    const int64_t *ids, int nids)
+{
+    for (size_t k = 0; k < n; k++) {
+        int found = 0;
+
+        if (rows[k].pos < 0)
+            continue;
+        for (int i = 0; i < nids && !found; i++)
+            found = ids[i] == rows[k].db_id;
+        if (!found)
+            return &rows[k];
+    }
+    return NULL;
+}
+
 /* Split segment.mysql.urls at commas (blanks around them ignored). Returns
  * the count, or -1 with *cause. */
 int

@@ -14,6 +14,24 @@ struct multi_meta {
     int     frozen;
 };
 
+/* A member of a set as one database records it (leafd_multi_member): its
+ * identity (random, made by the first multi-db init that saw it), its place
+ * in the set (-1: not a member now), where it was, and the highest max_id
+ * it is known to have handed out (raised after every load on it, in every
+ * database up then). self: the row is this database's own identity. */
+struct multi_member {
+    int64_t db_id, top;
+    int     self, pos;
+    char    where[160];
+};
+
+/* The first member of the set recorded in rows[0, n) (pos >= 0) whose
+ * db_id is none of ids[0, nids): a member the new list lacks. NULL when
+ * every member is there. */
+const struct multi_member *store_multi_missing(const struct multi_member *rows,
+                                               size_t n, const int64_t *ids,
+                                               int nids);
+
 /* The first ID of a range of step IDs that database mm->db_index may hand
  * out at or above from: >= max(from, 1, since_block * block_size), inside
  * one block it owns, the whole range inside that block. -1 when none fits

@@ -65,7 +65,26 @@ enum store_result store_mysql_prepare_tables(struct store *s, char **cause);
 enum store_result store_mysql_freeze(struct store *s, int frozen, char **cause);
 enum store_result store_mysql_switch(struct store *s, const struct store_row *rows,
                                      size_t n, int64_t floor,
-                                     const struct multi_meta *mm, char **cause);
+                                     const struct multi_meta *mm,
+                                     const struct multi_member *set, int nset,
+                                     char **cause);
+/* leafd_multi_member: who is in the set and the highest max_id each member
+ * is known to have handed out (store_multi.c's high-water marks). */
+enum store_result store_mysql_members(struct store *s, int64_t new_id,
+                                      struct multi_member **rows, size_t *n,
+                                      char **cause);
+enum store_result store_mysql_top_push(struct store *s, int64_t db_id,
+                                       int64_t top, char **cause);
+/* A serial's load on the first database of a set: as serial_alloc, after
+ * the meta check of store_mysql_alloc_block in the same transaction. */
+enum store_result store_mysql_serial_alloc_in_set(struct store *s,
+                                                  const struct multi_meta *want,
+                                                  int64_t offset_ms,
+                                                  store_serial_key_fn key,
+                                                  void *arg, int64_t step,
+                                                  int64_t *db_ms, char *tag,
+                                                  size_t cap, int64_t *max_id,
+                                                  char **cause);
 enum store_result store_mysql_ping(struct store *s, char **cause);
 
 /* Copy at most cap - 1 bytes of src[0, len) into dst and NUL-terminate,

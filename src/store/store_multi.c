@@ -28,6 +28,22 @@
  * same command prepares a set the first time (the first URL's rows are
  * copied to the others) and is safe to run twice.
  *
+ * A member init cannot read. Each database has an identity (its self row
+ * in leafd_multi_member) and records the set's members with, for each,
+ * the highest max_id it is known to have handed out ("top"). After every
+ * load, before the range is used, the node raises that database's top in
+ * every other database marked up (push_top). Init takes since_block above
+ * every top any listed database recorded, and refuses a list that lacks a
+ * member of a set one of them belongs to, unless the operator gives
+ * --floor (no ID below it is handed out again): a load the missing member
+ * served while the others were unreachable is in no record, so only the
+ * operator can say how far it went. A listed database whose own rows are
+ * below the top the others recorded for it (restored from an older copy)
+ * makes init set the set again above that top, even with the same list.
+ * A node keeps such a database out of loads (multi_behind, at start and
+ * when a probe finds it back): its rows must reach the highest max_id this
+ * process got from it and every top the databases up recorded for it.
+ *
  * Upward trend. A load passes the highest max_id this process has received
  * for the tag (any database) as a floor: a node that fails over to a
  * database whose counter lags jumps above what it served, never below.
@@ -44,9 +60,19 @@
  * no load waits on a dead database twice. When every database is down,
  * those whose backoff has passed are tried.
  *
+ * A row's step over the block size (a DBA's change at run time) is capped
+ * at the block size for loads, logged once per tag and step (cap_step):
+ * the loader reads the capped step from list, get and alloc alike.
+ *
  * Serial numbers' period rows ("PAY:20261123", "PAY:all") live in the first
  * database alone: a serial's sequence must come from one counter, and
- * blocks would overflow its digits. store_serial_alloc goes to the first
+ * blocks would overflow its digits. A serial load checks the first
+ * database's leafd_multi_db row as a segment load does, in its
+ * transaction, so a node whose list is outdated takes no serial there.
+ * Init merges every listed database's serial rows into the new first
+ * database, each at the greatest value any database has (by key, whatever
+ * the key says), so a reordered list or a new first database goes on from
+ * there. store_serial_alloc goes to the first
  * database and creates its rows with description STORE_SERIAL_DESCRIPTION
  * (store_insert refuses that description for other rows): that description,
  * never the row's name, is what start-up checks and multi-db init leave
@@ -63,6 +89,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "csprng.h"
 #include "log.h"
 #include "store.h"
 #include "store_impl.h"
@@ -80,6 +107,8 @@ struct multi_db {
     _Atomic int64_t  retry_at_ms;       /* monotonic */
     _Atomic int64_t  backoff_ms;
     _Atomic uint64_t loads, failures, failovers_to;
+    _Atomic int      behind;            /* multi_behind: no load tries it */
+    _Atomic int64_t  top_seen;          /* its highest max_id known here */
     char             where[160];
     char             last_error[256];   /* shared.lock */
 };
@@ -87,6 +116,7 @@ struct multi_db {
 struct floor_entry {
     struct floor_entry *next;
     int64_t             max_id;
+    int64_t             capped_step;    /* a row step over the block, said */
     char                tag[TAG_MAX + 1];
 };
 
@@ -99,6 +129,7 @@ static struct {
     int                 want_known;
     _Atomic int         preferred;
     struct multi_db     db[STORE_MULTI_MAX];
+    _Atomic int64_t     member_id[STORE_MULTI_MAX];     /* 0: not known */
     struct floor_entry *floors[FLOOR_BUCKETS];
 } shared = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -156,17 +187,29 @@ floor_slot(const char *tag)
     return &shared.floors[h % FLOOR_BUCKETS];
 }
 
+/* The tag's entry, made when missing. Caller holds shared.lock. */
+static struct floor_entry *
+do_floor_entry(const char *tag)
+{
+    struct floor_entry **slot = floor_slot(tag), *e;
+
+    for (e = *slot; e != NULL; e = e->next)
+        if (strcmp(e->tag, tag) == 0)
+            return e;
+    e = xcalloc(1, sizeof *e);
+    snprintf(e->tag, sizeof e->tag, "%s", tag);
+    e->next = *slot;
+    *slot = e;
+    return e;
+}
+
 static int64_t
 floor_get(const char *tag)
 {
-    int64_t v = 0;
+    int64_t v;
 
     pthread_mutex_lock(&shared.lock);
-    for (struct floor_entry *e = *floor_slot(tag); e != NULL; e = e->next)
-        if (strcmp(e->tag, tag) == 0) {
-            v = e->max_id;
-            break;
-        }
+    v = do_floor_entry(tag)->max_id;
     pthread_mutex_unlock(&shared.lock);
     return v;
 }
@@ -174,28 +217,142 @@ floor_get(const char *tag)
 static void
 floor_raise(const char *tag, int64_t max_id)
 {
-    struct floor_entry **slot, *e;
+    struct floor_entry *e;
 
     pthread_mutex_lock(&shared.lock);
-    slot = floor_slot(tag);
-    for (e = *slot; e != NULL; e = e->next)
-        if (strcmp(e->tag, tag) == 0)
-            break;
-    if (e == NULL) {
-        e = xcalloc(1, sizeof *e);
-        snprintf(e->tag, sizeof e->tag, "%s", tag);
-        e->next = *slot;
-        *slot = e;
-    }
+    e = do_floor_entry(tag);
     if (max_id > e->max_id)
         e->max_id = max_id;
     pthread_mutex_unlock(&shared.lock);
 }
 
+/* The step loads use for a row whose step is step: at most the block size
+ * (a range never crosses a block). A step over it is logged once per tag
+ * and step, not per load. Block size not known yet: step. */
+static int64_t
+cap_step(const char *tag, int64_t step)
+{
+    struct floor_entry *e;
+    int64_t b;
+    int say = 0;
+
+    pthread_mutex_lock(&shared.lock);
+    b = shared.want_known ? shared.want.block_size : 0;
+    if (b > 0 && step > b) {
+        e = do_floor_entry(tag);
+        say = e->capped_step != step;
+        e->capped_step = step;
+    }
+    pthread_mutex_unlock(&shared.lock);
+    if (b <= 0 || step <= b)
+        return step;
+    if (say)
+        log_warn("tag %s: step %lld in leaf_alloc is over the databases' block "
+                 "size %lld: loads take %lld IDs (a range never crosses a "
+                 "block); lower the step to at most %lld", tag,
+                 (long long)step, (long long)b, (long long)b, (long long)b);
+    return b;
+}
+
+/* cap_step on the rows of a list or get: what the loader reads as the
+ * row's step is what a load can take. */
+static void
+cap_rows(struct store_row *rows, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (!store_row_is_serial(&rows[k]))
+            rows[k].step = cap_step(rows[k].biz_tag, rows[k].step);
+}
+
+/* Learn the members' identities from database i's leafd_multi_member
+ * rows (the same list in every database of the set). */
+static void
+learn_members(struct store_multi *m, int i)
+{
+    struct multi_member *mem = NULL;
+    size_t nmem = 0;
+    char *why = NULL;
+
+    if (store_mysql_members(m->sub[i], 0, &mem, &nmem, &why) == STORE_OK)
+        for (size_t k = 0; k < nmem; k++)
+            if (mem[k].pos >= 0 && mem[k].pos < m->n)
+                atomic_store(&shared.member_id[mem[k].pos], mem[k].db_id);
+    free(why);
+    free(mem);
+}
+
+static void
+raise_top_seen(int i, int64_t top)
+{
+    int64_t cur = atomic_load(&shared.db[i].top_seen);
+
+    while (top > cur &&
+           !atomic_compare_exchange_weak(&shared.db[i].top_seen, &cur, top))
+        ;
+}
+
+/* 1 with *cause when database i's rows are below the top this process
+ * got from it or another database up recorded for it (restored from an
+ * older copy): its loads would repeat what it handed out since. 0 when
+ * not, or when it cannot tell (a read failed). */
+static int
+multi_behind(struct store_multi *m, int i, char **cause)
+{
+    int64_t id = atomic_load(&shared.member_id[i]), own = 0, seen;
+    struct store_row *rows;
+    size_t nr;
+    char *why = NULL;
+
+    if (store_list(m->sub[i], &rows, &nr, &why) != STORE_OK) {
+        free(why);
+        return 0;
+    }
+    for (size_t k = 0; k < nr; k++)
+        if (!store_row_is_serial(&rows[k]) && rows[k].max_id > own)
+            own = rows[k].max_id;
+    free(rows);
+    seen = atomic_load(&shared.db[i].top_seen);
+    if (seen > own) {
+        store_set_cause(cause, "its rows reach %lld, but this node got IDs up "
+                        "to %lld from it: restored from an older copy? it "
+                        "stays out of loads; run leafd multi-db init with the "
+                        "same list (it sets the set above that), then restart "
+                        "the nodes", (long long)own, (long long)seen);
+        return 1;
+    }
+    for (int j = 0; j < m->n && id != 0; j++) {
+        struct multi_member *mem = NULL;
+        size_t nmem = 0;
+        int behind = 0;
+
+        if (j == i || !atomic_load(&shared.db[j].up))
+            continue;
+        if (store_mysql_members(m->sub[j], 0, &mem, &nmem, &why) == STORE_OK)
+            for (size_t k = 0; k < nmem && !behind; k++)
+                if (mem[k].db_id == id && mem[k].top > own) {
+                    store_set_cause(cause, "its rows reach %lld, but database "
+                                    "%d recorded that it handed out IDs up to "
+                                    "%lld: restored from an older copy? it "
+                                    "stays out of loads; run leafd multi-db "
+                                    "init with the same list (it sets the set "
+                                    "above that), then restart the nodes",
+                                    (long long)own, j, (long long)mem[k].top);
+                    behind = 1;
+                }
+        free(why);
+        why = NULL;
+        free(mem);
+        if (behind)
+            return 1;
+    }
+    return 0;
+}
+
 /* ---- checks at start ---- */
 
 /* Meta rows must say: index i of n, one block size and since_block for
- * all; tags the same everywhere; no step over the block size. Databases
+ * all; tags the same everywhere (a step over the block size is capped,
+ * cap_step). Databases
  * down now are checked by every load instead (their meta row). */
 static int
 multi_check(struct store_multi *m, const struct config *cfg, char **cause)
@@ -253,8 +410,20 @@ multi_check(struct store_multi *m, const struct config *cfg, char **cause)
             continue;
         }
         reach[i] = 1;
-        if (ref < 0)
+        if (ref < 0) {
             ref = i;
+            learn_members(m, i);
+        }
+    }
+    for (int i = 0; i < m->n; i++) {
+        char *why = NULL;
+
+        if (reach[i] && multi_behind(m, i, &why)) {
+            atomic_store(&shared.db[i].behind, 1);
+            mark_down(i, why);
+            reach[i] = 0;
+        }
+        free(why);
     }
     if (shared.want_known && cfg->lease_max > shared.want.block_size) {
         store_set_cause(cause, "segment.lease_max %lld is over the databases' "
@@ -308,16 +477,8 @@ multi_check(struct store_multi *m, const struct config *cfg, char **cause)
             b++;
         }
     }
-    for (int i = 0; i < m->n && shared.want_known; i++)
-        for (size_t k = 0; k < nrows[i]; k++)
-            if (rows[i][k].step > shared.want.block_size &&
-                !store_row_is_serial(&rows[i][k])) {   /* not in blocks */
-                store_set_cause(cause, "biz_tag '%s' has step %lld in database "
-                                "%d, over the block size %lld", rows[i][k].biz_tag,
-                                (long long)rows[i][k].step, i,
-                                (long long)shared.want.block_size);
-                goto out;
-            }
+    for (int i = 0; i < m->n; i++)
+        cap_rows(rows[i], nrows[i]);    /* said at start, once per tag */
     rc = 0;
 out:
     for (int i = 0; i < m->n; i++)
@@ -429,7 +590,7 @@ want_for(struct store_multi *m, int i, struct multi_meta *out, char **cause)
 
 /* The databases to try, in order: the one that answered last, the other
  * ones up, then those down whose backoff has passed (tried only when every
- * one up has failed this time). */
+ * one up has failed this time), except one found behind its record. */
 static int
 multi_order(struct store_multi *m, int *order)
 {
@@ -443,9 +604,33 @@ multi_order(struct store_multi *m, int *order)
             order[n++] = i;
     for (int i = 0; i < m->n; i++)
         if (!atomic_load(&shared.db[i].up) &&
+            !atomic_load(&shared.db[i].behind) &&
             atomic_load(&shared.db[i].retry_at_ms) <= now)
             order[n++] = i;
     return n;
+}
+
+/* Record in every other database marked up that database i handed out
+ * IDs below top (its leafd_multi_member row), before the range is used:
+ * the high-water mark multi-db init reads when i is missing or behind. A
+ * database that fails is marked down. Nothing when the members are not
+ * known (a set made before leafd_multi_member). */
+static void
+push_top(struct store_multi *m, int i, int64_t top)
+{
+    int64_t id = atomic_load(&shared.member_id[i]);
+
+    if (id == 0)
+        return;
+    for (int j = 0; j < m->n; j++) {
+        char *why = NULL;
+
+        if (j == i || !atomic_load(&shared.db[j].up))
+            continue;
+        if (store_mysql_top_push(m->sub[j], id, top, &why) != STORE_OK)
+            mark_down(j, why);
+        free(why);
+    }
 }
 
 static enum store_result
@@ -483,6 +668,9 @@ multi_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
             }
             atomic_store(&shared.preferred, i);
             floor_raise(tag, *max_id);
+            raise_top_seen(i, *max_id);
+            *db_step = cap_step(tag, *db_step);
+            push_top(m, i, *max_id);
             /* [*max_id - step, *max_id): at or above the floor, inside one
              * block database i owns (its row matched want in the load's
              * transaction). */
@@ -544,8 +732,14 @@ multi_probe(struct store_multi *m)
                 mm.db_index == want.db_index && mm.db_count == want.db_count &&
                 mm.block_size == want.block_size &&
                 mm.since_block == want.since_block) {
-                mark_up(i);
-                continue;
+                if (atomic_load(&shared.member_id[i]) == 0)
+                    learn_members(m, i);    /* none answered at start */
+                if (!multi_behind(m, i, &why)) {
+                    atomic_store(&shared.db[i].behind, 0);
+                    mark_up(i);
+                    continue;
+                }
+                atomic_store(&shared.db[i].behind, 1);
             }
             if (why == NULL)
                 why = xstrdup("its leafd_multi_db row differs from this "
@@ -618,16 +812,25 @@ multi_list(struct store *s, struct store_row **rows, size_t *n, char **cause)
     struct store_multi *m = (struct store_multi *)s;
     struct multi_read rd = { .rows = rows, .n = n };
 
+    enum store_result r;
+
     multi_probe(m);
-    return multi_read(m, list_one, &rd, cause);
+    r = multi_read(m, list_one, &rd, cause);
+    if (r == STORE_OK)
+        cap_rows(*rows, *n);
+    return r;
 }
 
 static enum store_result
 multi_get(struct store *s, const char *tag, struct store_row *row, char **cause)
 {
     struct multi_read rd = { .tag = tag, .row = row };
+    enum store_result r = multi_read((struct store_multi *)s, get_one, &rd,
+                                     cause);
 
-    return multi_read((struct store_multi *)s, get_one, &rd, cause);
+    if (r == STORE_OK)
+        cap_rows(row, 1);
+    return r;
 }
 
 static enum store_result
@@ -636,9 +839,15 @@ multi_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
                    size_t cap, int64_t *max_id, char **cause)
 {
     struct store_multi *m = (struct store_multi *)s;
+    struct multi_meta want;
 
-    return m->sub[0]->ops->serial_alloc(m->sub[0], offset_ms, key, arg, step,
-                                        db_ms, tag, cap, max_id, cause);
+    /* Only while the first database is the first of the set this node
+     * knows: a reordered set's serial rows were merged into another. */
+    if (want_for(m, 0, &want, cause) == -1)
+        return STORE_DB_ERROR;
+    return store_mysql_serial_alloc_in_set(m->sub[0], &want, offset_ms, key,
+                                           arg, step, db_ms, tag, cap, max_id,
+                                           cause);
 }
 
 /* A new tag goes into every database (tests and set-up). */
@@ -762,16 +971,88 @@ row_cmp(const void *a, const void *b)
                   ((const struct store_row *)b)->biz_tag);
 }
 
+/* Merge row into *set (n rows): a new tag appended, an existing one's
+ * max_id raised to the greater of the two. */
+static void
+merge_row(struct store_row **set, size_t *n, const struct store_row *row)
+{
+    for (size_t j = 0; j < *n; j++)
+        if (strcmp((*set)[j].biz_tag, row->biz_tag) == 0) {
+            if (row->max_id > (*set)[j].max_id)
+                (*set)[j].max_id = row->max_id;
+            return;
+        }
+    *set = xrealloc(*set, (*n + 1) * sizeof **set);
+    (*set)[(*n)++] = *row;
+}
+
+/* The highest top recorded for member id in any of the databases' member
+ * rows; 0 when none. */
+static int64_t
+recorded_top(struct multi_member *const *mem, const size_t *nmem, int n,
+             int64_t id)
+{
+    int64_t t = 0;
+
+    for (int i = 0; i < n; i++)
+        for (size_t k = 0; k < nmem[i]; k++)
+            if (mem[i][k].db_id == id && mem[i][k].top > t)
+                t = mem[i][k].top;
+    return t;
+}
+
+/* The refusal when the list lacks a member of the old set: how to find a
+ * floor. */
+static void
+missing_cause(char **cause, const struct multi_member *miss, int64_t top)
+{
+    char rec[96];
+
+    if (top > 0)
+        snprintf(rec, sizeof rec, "the other members recorded that it handed "
+                 "out IDs up to %lld", (long long)top);
+    else
+        snprintf(rec, sizeof rec, "the other members recorded no ID handed "
+                 "out by it");
+    store_set_cause(cause, "database %d of the set (%s) is not in the list: "
+                    "init cannot see how far it handed out IDs, so a new "
+                    "list could hand them out again (%s; loads it served "
+                    "while they were unreachable are not in that record). "
+                    "If it is reachable, put it back in the list, or stop "
+                    "every node and read SELECT MAX(max_id) FROM leaf_alloc "
+                    "on it; if it is lost, take the highest ID your "
+                    "applications received from this set. Then run init "
+                    "again with --floor=N, N above that: no ID below N is "
+                    "handed out again", miss->pos, miss->where, rec);
+}
+
+/* A new identity for a database that has none: random, positive. */
+static int64_t
+new_member_id(void)
+{
+    uint64_t v = 0;
+
+    if (csprng_fill(&v, sizeof v) == -1)
+        abort();
+    v &= (uint64_t)INT64_MAX;
+    return v == 0 ? 1 : (int64_t)v;
+}
+
 int
 store_multi_init(const struct config *cfg, char **urls, int n,
-                 int64_t block_size, FILE *out, char **cause)
+                 int64_t block_size, int64_t floor, FILE *out, char **cause)
 {
     struct store *sub[STORE_MULTI_MAX] = { 0 };
     struct multi_meta mm[STORE_MULTI_MAX];
-    struct store_row *all = NULL;
-    size_t nall = 0;
+    struct multi_member *mem[STORE_MULTI_MAX] = { 0 }, set[STORE_MULTI_MAX];
+    size_t nmem[STORE_MULTI_MAX] = { 0 };
+    int64_t ids[STORE_MULTI_MAX] = { 0 }, own[STORE_MULTI_MAX] = { 0 };
+    struct store_row *all = NULL, *ser = NULL;
+    size_t nall = 0, nser = 0;
+    const struct multi_member *miss = NULL;
+    struct multi_member legacy;
     int64_t top = 1, since;
-    int rc = -1, same = 1;
+    int rc = -1, same = 1, recorded = 0;
     char *why = NULL;
 
     if (n < 2 || n > STORE_MULTI_MAX) {
@@ -795,12 +1076,80 @@ store_multi_init(const struct config *cfg, char **urls, int n,
         if (store_mysql_prepare_tables(sub[i], &why) != STORE_OK)
             goto fail;
         memset(&mm[i], 0, sizeof mm[i]);
-        if (store_mysql_meta_get(sub[i], &mm[i], &why) == STORE_DB_ERROR)
+        if (store_mysql_meta_get(sub[i], &mm[i], &why) == STORE_DB_ERROR ||
+            store_mysql_members(sub[i], new_member_id(), &mem[i], &nmem[i],
+                                &why) != STORE_OK)
             goto fail;
+        for (size_t k = 0; k < nmem[i]; k++) {
+            if (mem[i][k].self)
+                ids[i] = mem[i][k].db_id;
+            recorded |= mem[i][k].pos >= 0;
+        }
+        assert(ids[i] != 0);            /* store_mysql_members made it */
+        for (int j = 0; j < i; j++)
+            if (ids[j] == ids[i]) {
+                store_set_cause(cause, "URLs %d and %d are the same database "
+                                "(%s)", j + 1, i + 1, store_mysql_where(sub[i]));
+                goto out;
+            }
         if (mm[i].db_index != i || mm[i].db_count != n || mm[i].frozen ||
             mm[i].block_size != mm[0].block_size ||
             mm[i].since_block != mm[0].since_block)
             same = 0;
+    }
+    /* Every member of every old set must be in the list, or a floor given. */
+    for (int i = 0; i < n && miss == NULL; i++)
+        miss = store_multi_missing(mem[i], nmem[i], ids, n);
+    for (int i = 0; i < n && miss == NULL && !recorded; i++) {
+        /* A set made before leafd_multi_member: by index. */
+        for (int64_t j = 0; j < mm[i].db_count && miss == NULL; j++) {
+            int found = 0;
+
+            for (int k = 0; k < n && !found; k++)
+                found = mm[k].db_count == mm[i].db_count && mm[k].db_index == j;
+            if (!found) {
+                memset(&legacy, 0, sizeof legacy);
+                legacy.pos = (int)j;
+                snprintf(legacy.where, sizeof legacy.where, "number %lld of "
+                         "%lld", (long long)j, (long long)mm[i].db_count);
+                miss = &legacy;
+            }
+        }
+    }
+    if (miss != NULL && floor <= 0) {
+        missing_cause(cause, miss, recorded_top(mem, nmem, n, miss->db_id));
+        goto out;
+    }
+    if (miss != NULL) {
+        fprintf(out, "leafd multi-db: database %d of the set (%s) is not in "
+                "the list: no ID below the floor %lld is handed out again\n",
+                miss->pos, miss->where, (long long)floor);
+        same = 0;
+    }
+    if (floor > 0 && floor > mm[0].since_block * mm[0].block_size)
+        same = 0;
+    /* Each database's own rows against what the others recorded for it: a
+     * database restored from an older copy is behind. */
+    for (int i = 0; i < n; i++) {
+        struct store_row *rows;
+        size_t nr;
+        int64_t rec;
+
+        if (store_list(sub[i], &rows, &nr, &why) != STORE_OK)
+            goto fail;
+        for (size_t k = 0; k < nr; k++)
+            if (!store_row_is_serial(&rows[k]) && rows[k].max_id > own[i])
+                own[i] = rows[k].max_id;
+        free(rows);
+        rec = recorded_top(mem, nmem, n, ids[i]);
+        if (rec > own[i]) {
+            fprintf(out, "leafd multi-db: database %d (%s) has handed out IDs "
+                    "up to %lld (recorded in the set) but its rows reach only "
+                    "%lld: restored from an older copy? setting the set again "
+                    "above it\n", i, store_mysql_where(sub[i]), (long long)rec,
+                    (long long)own[i]);
+            same = 0;
+        }
     }
     if (same) {
         /* ... and every database has every tag. */
@@ -843,13 +1192,14 @@ store_multi_init(const struct config *cfg, char **urls, int n,
         rc = 0;
         goto out;
     }
-    /* Freeze all: from here no database hands out a range. */
+    /* Freeze all: from here no database hands out a range or a serial. */
     for (int i = 0; i < n; i++) {
         if (store_mysql_freeze(sub[i], 1, &why) != STORE_OK)
             goto fail;
         fprintf(out, "froze database %d (%s)\n", i, store_mysql_where(sub[i]));
     }
-    /* Every tag anywhere, its highest max_id, the first database's step. */
+    /* Every tag anywhere, its highest max_id, the first database's step;
+     * every serial row anywhere, its greatest value. */
     for (int i = 0; i < n; i++) {
         struct store_row *rows;
         size_t nr;
@@ -857,19 +1207,11 @@ store_multi_init(const struct config *cfg, char **urls, int n,
         if (store_list(sub[i], &rows, &nr, &why) != STORE_OK)
             goto fail;
         for (size_t k = 0; k < nr; k++) {
-            size_t j;
-
-            if (store_row_is_serial(&rows[k]))
-                continue;           /* the first database's alone */
-            for (j = 0; j < nall; j++)
-                if (strcmp(all[j].biz_tag, rows[k].biz_tag) == 0)
-                    break;
-            if (j == nall) {
-                all = xrealloc(all, (nall + 1) * sizeof *all);
-                all[nall++] = rows[k];
-            } else if (rows[k].max_id > all[j].max_id) {
-                all[j].max_id = rows[k].max_id;
+            if (store_row_is_serial(&rows[k])) {
+                merge_row(&ser, &nser, &rows[k]);
+                continue;
             }
+            merge_row(&all, &nall, &rows[k]);
             if (rows[k].max_id > top)
                 top = rows[k].max_id;
             if (rows[k].step > block_size) {
@@ -884,7 +1226,15 @@ store_multi_init(const struct config *cfg, char **urls, int n,
     }
     if (nall > 1)
         qsort(all, nall, sizeof *all, row_cmp);
-    /* Above every ID any database ever handed out, under any scheme. */
+    /* Above every ID any database ever handed out, under any scheme, and
+     * every top the members recorded of each other (one now missing too),
+     * and the operator's floor. */
+    for (int i = 0; i < n; i++)
+        for (size_t k = 0; k < nmem[i]; k++)
+            if (mem[i][k].top > top)
+                top = mem[i][k].top;
+    if (floor - 1 > top)
+        top = floor - 1;
     since = top / block_size + 1;
     if (since > INT64_MAX / block_size - 2) {
         store_set_cause(cause, "max_id %lld leaves no room for blocks of %lld",
@@ -892,16 +1242,36 @@ store_multi_init(const struct config *cfg, char **urls, int n,
         goto out;
     }
     for (int i = 0; i < n; i++) {
+        set[i].db_id = ids[i];
+        set[i].top = own[i];
+        set[i].self = 0;
+        set[i].pos = i;
+        snprintf(set[i].where, sizeof set[i].where, "%s",
+                 store_mysql_where(sub[i]));
+    }
+    /* The first database gets the serial rows too, each at the greatest
+     * value any database has for it (they are copied by key, whatever the
+     * key says). */
+    if (nser > 0) {
+        all = xrealloc(all, (nall + nser) * sizeof *all);
+        memcpy(all + nall, ser, nser * sizeof *ser);
+    }
+    for (int i = 0; i < n; i++) {
         struct multi_meta want = { i, n, block_size, since, 0 };
+        size_t rows_i = i == 0 ? nall + nser : nall;
 
-        if (store_mysql_switch(sub[i], all, nall, since * block_size, &want,
-                               &why) != STORE_OK)
+        if (store_mysql_switch(sub[i], all, rows_i, since * block_size, &want,
+                               set, n, &why) != STORE_OK)
             goto fail;
         fprintf(out, "database %d (%s): %zu tag(s), number %d of %d, blocks "
                 "of %lld IDs from block %lld (ID %lld)\n", i,
                 store_mysql_where(sub[i]), nall, i, n, (long long)block_size,
                 (long long)since, (long long)(since * block_size));
     }
+    if (nser > 0)
+        fprintf(out, "database 0 (%s): %zu serial row(s), each at the "
+                "greatest value any database had\n", store_mysql_where(sub[0]),
+                nser);
     fprintf(out, "leafd multi-db: done; start (or restart) every node with "
             "segment.mysql.urls = %s", urls[0]);
     for (int i = 1; i < n; i++)
@@ -916,8 +1286,11 @@ fail:
 out:
     free(why);
     free(all);
-    for (int i = 0; i < n; i++)
+    free(ser);
+    for (int i = 0; i < n; i++) {
+        free(mem[i]);
         store_close(sub[i]);
+    }
     store_thread_end();
     return rc;
 }

@@ -481,7 +481,12 @@ mysql_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
     return my_tx((struct store_mysql *)s, my_alloc_body, &a, cause);
 }
 
+static enum store_result my_meta_check(struct store_mysql *m,
+                                       const struct multi_meta *want,
+                                       struct multi_meta *mm_out, char **cause);
+
 struct my_serial_arg {
+    const struct multi_meta *want;  /* a set's first database; NULL: alone */
     int64_t             offset_ms;
     store_serial_key_fn key;
     void               *arg;
@@ -539,6 +544,12 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
     enum store_result res;
     int rc;
 
+    if (a->want != NULL) {
+        struct multi_meta mm;
+
+        if (my_meta_check(m, a->want, &mm, cause) != STORE_OK)
+            return STORE_DB_ERROR;
+    }
     my_bind_i64(&p[0], &v_off);
     my_bind_i64(&r[0], &v_now);
     if (my_exec(m, m->now_ms, p, r, "SELECT now", cause) == -1)
@@ -591,21 +602,17 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
     return res;
 }
 
+/* A serial load in its own transaction. The floor's locks can meet those
+ * of a load with another reset (a rolling change); InnoDB rolls one back,
+ * and it runs again. */
 static enum store_result
-mysql_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
-                   void *arg, int64_t step, int64_t *db_ms, char *tag,
-                   size_t cap, int64_t *max_id, char **cause)
+my_serial_tx(struct store_mysql *m, struct my_serial_arg *a, char **cause)
 {
-    struct store_mysql *m = (struct store_mysql *)s;
-    struct my_serial_arg a = { offset_ms, key, arg, step, db_ms, tag, cap,
-                               max_id };
     enum store_result r;
 
-    /* The floor's locks can meet those of a load with another reset (a
-     * rolling change); InnoDB rolls one back, and it runs again. */
     for (int attempt = 0;; attempt++) {
         m->last_errno = 0;
-        r = my_tx(m, my_serial_alloc_once, &a, cause);
+        r = my_tx(m, my_serial_alloc_once, a, cause);
         if (r != STORE_DB_ERROR || m->last_errno != ER_LOCK_DEADLOCK ||
             attempt == MY_DEADLOCK_RETRIES)
             return r;
@@ -614,6 +621,30 @@ mysql_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
             *cause = NULL;
         }
     }
+}
+
+static enum store_result
+mysql_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
+                   void *arg, int64_t step, int64_t *db_ms, char *tag,
+                   size_t cap, int64_t *max_id, char **cause)
+{
+    struct my_serial_arg a = { NULL, offset_ms, key, arg, step, db_ms, tag,
+                               cap, max_id };
+
+    return my_serial_tx((struct store_mysql *)s, &a, cause);
+}
+
+enum store_result
+store_mysql_serial_alloc_in_set(struct store *s, const struct multi_meta *want,
+                                int64_t offset_ms, store_serial_key_fn key,
+                                void *arg, int64_t step, int64_t *db_ms,
+                                char *tag, size_t cap, int64_t *max_id,
+                                char **cause)
+{
+    struct my_serial_arg a = { want, offset_ms, key, arg, step, db_ms, tag,
+                               cap, max_id };
+
+    return my_serial_tx((struct store_mysql *)s, &a, cause);
 }
 
 static void
@@ -895,6 +926,14 @@ static const char sql_meta_ddl[] =
     " update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP"
     " ON UPDATE CURRENT_TIMESTAMP,"
     " PRIMARY KEY (id)) ENGINE=InnoDB";
+static const char sql_member_ddl[] =
+    "CREATE TABLE IF NOT EXISTS leafd_multi_member ("
+    " db_id bigint NOT NULL, self tinyint NOT NULL DEFAULT 0,"
+    " pos int NOT NULL DEFAULT -1, location varchar(255) NOT NULL DEFAULT '',"
+    " top bigint NOT NULL DEFAULT 0,"
+    " update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP"
+    " ON UPDATE CURRENT_TIMESTAMP,"
+    " PRIMARY KEY (db_id)) ENGINE=InnoDB";
 static const char sql_alloc_ddl[] =
     "CREATE TABLE IF NOT EXISTS leaf_alloc ("
     " biz_tag varchar(128) NOT NULL DEFAULT '',"
@@ -962,6 +1001,47 @@ store_mysql_meta_get(struct store *s, struct multi_meta *mm, char **cause)
     return my_tx((struct store_mysql *)s, my_meta_get_once, mm, cause);
 }
 
+/* Inside the caller's transaction: the meta row, read in share mode (init's
+ * freeze waits for the transaction), must be want and not frozen. Else
+ * STORE_DB_ERROR, the transaction rolled back. */
+static enum store_result
+my_meta_check(struct store_mysql *m, const struct multi_meta *want,
+              struct multi_meta *mm_out, char **cause)
+{
+    struct multi_meta mm;
+    int rc;
+
+    rc = my_meta_read(m, &mm, 1, cause);
+    if (rc == -1)
+        return STORE_DB_ERROR;
+    if (rc == 0 || mm.frozen || mm.db_index != want->db_index ||
+        mm.db_count != want->db_count || mm.block_size != want->block_size ||
+        mm.since_block != want->since_block) {
+        if (my_rollback(m, cause) == -1)
+            return STORE_DB_ERROR;
+        if (rc == 0)
+            store_set_cause(cause, "mysql %s: no leafd_multi_db row: not "
+                            "prepared by leafd multi-db init", m->where);
+        else if (mm.frozen)
+            store_set_cause(cause, "mysql %s: frozen by leafd multi-db init "
+                            "(the set is being changed); loads resume after",
+                            m->where);
+        else
+            store_set_cause(cause, "mysql %s is database %lld of %lld (block "
+                            "%lld from block %lld), this node expects %lld of "
+                            "%lld (block %lld from %lld): the set was changed; "
+                            "restart this node with the new segment.mysql.urls",
+                            m->where, (long long)mm.db_index,
+                            (long long)mm.db_count, (long long)mm.block_size,
+                            (long long)mm.since_block, (long long)want->db_index,
+                            (long long)want->db_count, (long long)want->block_size,
+                            (long long)want->since_block);
+        return STORE_DB_ERROR;
+    }
+    *mm_out = mm;
+    return STORE_OK;
+}
+
 struct my_block_arg {
     const struct multi_meta *want;
     const char              *tag;
@@ -985,33 +1065,8 @@ my_alloc_block_once(struct store_mysql *m, void *arg, char **cause)
     int64_t start;
     int rc;
 
-    rc = my_meta_read(m, &mm, 1, cause);
-    if (rc == -1)
+    if (my_meta_check(m, want, &mm, cause) != STORE_OK)
         return STORE_DB_ERROR;
-    if (rc == 0 || mm.frozen || mm.db_index != want->db_index ||
-        mm.db_count != want->db_count || mm.block_size != want->block_size ||
-        mm.since_block != want->since_block) {
-        if (my_rollback(m, cause) == -1)
-            return STORE_DB_ERROR;
-        if (rc == 0)
-            store_set_cause(cause, "mysql %s: no leafd_multi_db row: not "
-                            "prepared by leafd multi-db init", m->where);
-        else if (mm.frozen)
-            store_set_cause(cause, "mysql %s: frozen by leafd multi-db init "
-                            "(a database is being added); loads resume after",
-                            m->where);
-        else
-            store_set_cause(cause, "mysql %s is database %lld of %lld (block "
-                            "%lld from block %lld), this node expects %lld of "
-                            "%lld (block %lld from %lld): the set was changed; "
-                            "restart this node with the new segment.mysql.urls",
-                            m->where, (long long)mm.db_index,
-                            (long long)mm.db_count, (long long)mm.block_size,
-                            (long long)mm.since_block, (long long)want->db_index,
-                            (long long)want->db_count, (long long)want->block_size,
-                            (long long)want->since_block);
-        return STORE_DB_ERROR;
-    }
 
     memset(r, 0, sizeof r);
     r[0].buffer_type = MYSQL_TYPE_STRING;
@@ -1075,6 +1130,8 @@ my_prepare_tables_once(struct store_mysql *m, void *arg, char **cause)
     if (my_run(m, sql_alloc_ddl, NULL, "CREATE TABLE leaf_alloc", cause) == -1 ||
         my_run(m, sql_meta_ddl, NULL, "CREATE TABLE leafd_multi_db",
                cause) == -1 ||
+        my_run(m, sql_member_ddl, NULL, "CREATE TABLE leafd_multi_member",
+               cause) == -1 ||
         my_commit(m, cause) == -1)
         return STORE_DB_ERROR;
     return STORE_OK;
@@ -1121,10 +1178,12 @@ store_mysql_freeze(struct store *s, int frozen, char **cause)
 }
 
 struct my_switch_arg {
-    const struct store_row  *rows;
-    size_t                   n;
-    int64_t                  floor;
-    const struct multi_meta *mm;
+    const struct store_row     *rows;
+    size_t                      n;
+    int64_t                     floor;
+    const struct multi_meta    *mm;
+    const struct multi_member  *set;
+    int                         nset;
 };
 
 static enum store_result
@@ -1138,7 +1197,9 @@ my_switch_once(struct store_mysql *m, void *arg, char **cause)
     for (size_t i = 0; i < a->n; i++) {
         const struct store_row *row = &a->rows[i];
 
-        v[0] = row->max_id > a->floor ? row->max_id : a->floor;
+        /* A serial row keeps its own counter: no block floor. */
+        v[0] = store_row_is_serial(row) || row->max_id > a->floor ?
+               row->max_id : a->floor;
         v[1] = row->step;
         tag_len = strlen(row->biz_tag);
         desc_len = strlen(row->description);
@@ -1150,6 +1211,27 @@ my_switch_once(struct store_mysql *m, void *arg, char **cause)
                    "description) VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE "
                    "max_id = GREATEST(max_id, VALUES(max_id))", p,
                    "INSERT leaf_alloc", cause) == -1)
+            return STORE_DB_ERROR;
+    }
+    if (my_run(m, "UPDATE leafd_multi_member SET pos = -1", NULL,
+               "UPDATE leafd_multi_member", cause) == -1)
+        return STORE_DB_ERROR;
+    for (int i = 0; i < a->nset; i++) {
+        const struct multi_member *mb = &a->set[i];
+        unsigned long loc_len = strlen(mb->where);
+
+        v[0] = mb->db_id;
+        v[1] = mb->pos;
+        v[2] = mb->top;
+        my_bind_i64(&p[0], &v[0]);
+        my_bind_i64(&p[1], &v[1]);
+        my_bind_str(&p[2], mb->where, &loc_len);
+        my_bind_i64(&p[3], &v[2]);
+        if (my_run(m, "INSERT INTO leafd_multi_member (db_id, pos, location, "
+                   "top) VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE pos = "
+                   "VALUES(pos), location = VALUES(location), top = "
+                   "GREATEST(top, VALUES(top))", p, "INSERT leafd_multi_member",
+                   cause) == -1)
             return STORE_DB_ERROR;
     }
     v[0] = a->mm->db_index;
@@ -1167,15 +1249,135 @@ my_switch_once(struct store_mysql *m, void *arg, char **cause)
 }
 
 /* In one transaction: every row of rows present with max_id at least
- * floor (inserted with its step and description when missing, raised
- * otherwise), and the meta row set to mm (unfrozen). */
+ * floor (a serial row: at least its own; inserted with its step and
+ * description when missing, raised otherwise), the members set[] (every
+ * other member row's pos -1, tops only raised), and the meta row set to
+ * mm (unfrozen). */
 enum store_result
 store_mysql_switch(struct store *s, const struct store_row *rows, size_t n,
-                   int64_t floor, const struct multi_meta *mm, char **cause)
+                   int64_t floor, const struct multi_meta *mm,
+                   const struct multi_member *set, int nset, char **cause)
 {
-    struct my_switch_arg a = { rows, n, floor, mm };
+    struct my_switch_arg a = { rows, n, floor, mm, set, nset };
 
     return my_tx((struct store_mysql *)s, my_switch_once, &a, cause);
+}
+
+struct my_members_arg {
+    int64_t                new_id;
+    struct multi_member  **rows;
+    size_t                *n;
+};
+
+static enum store_result
+my_members_once(struct store_mysql *m, void *arg, char **cause)
+{
+    const struct my_members_arg *a = arg;
+    MYSQL_STMT *st;
+    MYSQL_BIND p[1], r[5];
+    long long v[4] = { 0 }, id = a->new_id;
+    char loc[256];
+    unsigned long loc_len = 0;
+    size_t cap = 0;
+    int rc;
+
+    *a->rows = NULL;
+    *a->n = 0;
+    if (id != 0) {
+        my_bind_i64(&p[0], &id);
+        if (my_run(m, "INSERT INTO leafd_multi_member (db_id, self) SELECT ?, "
+                   "1 FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM "
+                   "leafd_multi_member WHERE self = 1)", p,
+                   "INSERT leafd_multi_member", cause) == -1)
+            return STORE_DB_ERROR;
+    }
+    for (int i = 0; i < 4; i++)
+        my_bind_i64(&r[i], &v[i]);
+    memset(&r[4], 0, sizeof r[4]);
+    r[4].buffer_type = MYSQL_TYPE_STRING;
+    r[4].buffer = loc;
+    r[4].buffer_length = sizeof loc;
+    r[4].length = &loc_len;
+    rc = my_adhoc(m, "SELECT db_id, self, pos, top, location FROM "
+                  "leafd_multi_member ORDER BY pos, db_id", NULL, r, &st,
+                  "SELECT leafd_multi_member", ER_NO_SUCH_TABLE, cause);
+    if (rc == -1)
+        return STORE_DB_ERROR;
+    while (rc == 0) {
+        struct multi_member *mb;
+        int f = my_fetch(m, st, "SELECT leafd_multi_member", cause);
+
+        if (f == -1) {
+            mysql_stmt_close(st);
+            free(*a->rows);
+            *a->rows = NULL;
+            *a->n = 0;
+            return STORE_DB_ERROR;
+        }
+        if (f == 0)
+            break;
+        if (*a->n == cap) {
+            cap = cap ? cap * 2 : 8;
+            *a->rows = xrealloc(*a->rows, cap * sizeof **a->rows);
+        }
+        mb = &(*a->rows)[(*a->n)++];
+        mb->db_id = v[0];
+        mb->self = (int)v[1];
+        mb->pos = (int)v[2];
+        mb->top = v[3];
+        store_copy_text(mb->where, sizeof mb->where, loc,
+                        loc_len < sizeof loc ? loc_len : sizeof loc - 1);
+    }
+    if (rc == 0)
+        mysql_stmt_close(st);
+    if (my_commit(m, cause) == -1) {
+        free(*a->rows);
+        *a->rows = NULL;
+        *a->n = 0;
+        return STORE_DB_ERROR;
+    }
+    return STORE_OK;
+}
+
+/* The leafd_multi_member rows (none when the table is missing), after
+ * giving this database the identity new_id when it has none (new_id 0:
+ * read only). *rows malloc'd. */
+enum store_result
+store_mysql_members(struct store *s, int64_t new_id, struct multi_member **rows,
+                    size_t *n, char **cause)
+{
+    struct my_members_arg a = { new_id, rows, n };
+
+    return my_tx((struct store_mysql *)s, my_members_once, &a, cause);
+}
+
+struct my_top_arg {
+    int64_t db_id, top;
+};
+
+static enum store_result
+my_top_once(struct store_mysql *m, void *arg, char **cause)
+{
+    const struct my_top_arg *a = arg;
+    MYSQL_BIND p[2];
+    long long v[2] = { a->top, a->db_id };
+
+    my_bind_i64(&p[0], &v[0]);
+    my_bind_i64(&p[1], &v[1]);
+    if (my_run(m, "UPDATE leafd_multi_member SET top = GREATEST(top, ?) "
+               "WHERE db_id = ?", p, "UPDATE leafd_multi_member", cause) == -1 ||
+        my_commit(m, cause) == -1)
+        return STORE_DB_ERROR;
+    return STORE_OK;
+}
+
+/* Raise the recorded top of member db_id to at least top. */
+enum store_result
+store_mysql_top_push(struct store *s, int64_t db_id, int64_t top, char **cause)
+{
+    struct my_top_arg a = { db_id, top };
+
+    return my_tx((struct store_mysql *)s, my_top_once, &a, cause);
 }
 
 /* A cheap probe: connect if needed, and ping. */

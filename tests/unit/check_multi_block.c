@@ -1,5 +1,6 @@
 /* check_multi_block.c: which IDs each database of a multi-db set may hand
- * out (store_block_start), and the URL list (store_multi_split). */
+ * out (store_block_start), the URL list (store_multi_split), and a
+ * member missing from a new list (store_multi_missing). */
 #include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -88,6 +89,30 @@ START_TEST(test_block_owns)
 }
 END_TEST
 
+START_TEST(test_missing)
+{
+    /* A's record of the set {A=11, B=22} (and an old member 33, pos -1). */
+    struct multi_member rows[] = {
+        { .db_id = 11, .pos = 0, .self = 1 },
+        { .db_id = 22, .pos = 1, .top = 4000 },
+        { .db_id = 33, .pos = -1 },
+    };
+    int64_t ab[] = { 11, 22 }, ba[] = { 22, 11 }, ac[] = { 11, 44 },
+            abc[] = { 11, 22, 44 };
+    const struct multi_member *miss;
+
+    ck_assert_ptr_null(store_multi_missing(rows, 3, ab, 2));
+    ck_assert_ptr_null(store_multi_missing(rows, 3, ba, 2));    /* reordered */
+    ck_assert_ptr_null(store_multi_missing(rows, 3, abc, 3));   /* added */
+    miss = store_multi_missing(rows, 3, ac, 2);                 /* B replaced */
+    ck_assert_ptr_nonnull(miss);
+    ck_assert_int_eq(miss->db_id, 22);
+    ck_assert_int_eq(miss->top, 4000);
+    ck_assert_ptr_nonnull(store_multi_missing(rows, 3, ab, 1)); /* removed */
+    ck_assert_ptr_null(store_multi_missing(rows, 0, ac, 2));    /* new set */
+}
+END_TEST
+
 START_TEST(test_split)
 {
     char *u[8], *cause = NULL;
@@ -122,6 +147,7 @@ main(void)
     tcase_add_test(tc, test_block_start_random);
     tcase_add_test(tc, test_block_owns);
     tcase_add_test(tc, test_split);
+    tcase_add_test(tc, test_missing);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1148,6 +1148,21 @@ url_with_db(const char *url, const char *name)
     return xasprintf("%.*s/%s%s", (int)(db - url), url, name, end);
 }
 
+/* A new empty schema leafd_ck_<what><i>_<pid> on base's server (its name
+ * in name); its URL (malloc'd). */
+static char *
+fresh_schema(const char *base, const char *what, int i, char *name, size_t cap)
+{
+    char sql[256];
+
+    snprintf(name, cap, "leafd_ck_%s%d_%d", what, i, (int)getpid());
+    snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s", name);
+    url_exec(base, sql);
+    snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
+    url_exec(base, sql);
+    return url_with_db(base, name);
+}
+
 static int
 fixed_row_name(void *arg, int64_t db_ms, char *tag, size_t cap,
                struct store_serial_floor *floor)
@@ -1195,14 +1210,8 @@ START_TEST(test_multi_serial_rows)
     int64_t max_id, step;
 
     ck_assert_ptr_nonnull(out);
-    for (int i = 0; i < 2; i++) {
-        snprintf(name[i], sizeof name[i], "leafd_ck_multi%d_%d", i, (int)getpid());
-        snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s", name[i]);
-        url_exec(base, sql);
-        snprintf(sql, sizeof sql, "CREATE DATABASE %s", name[i]);
-        url_exec(base, sql);
-        urls[i] = url_with_db(base, name[i]);
-    }
+    for (int i = 0; i < 2; i++)
+        urls[i] = fresh_schema(base, "multi", i, name[i], sizeof name[i]);
     /* A Leaf database with a segment tag and two serial rows; the second
      * database is an empty schema (init makes its tables). */
     be.cfg.mysql_url = urls[0];
@@ -1213,7 +1222,7 @@ START_TEST(test_multi_serial_rows)
                      STORE_OK);
     serial_row(one[0], "PAY:20261123");
     serial_row(one[0], "PAY:all");
-    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, out, &cause) == 0,
+    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, 0, out, &cause) == 0,
                   "init: %s", cause);
     store_thread_init();                /* init ended this thread's */
     be.cfg.mysql_url = urls[1];
@@ -1235,7 +1244,7 @@ START_TEST(test_multi_serial_rows)
     cause = NULL;
     /* init puts it back; the serial rows, in one database, are no reason
      * to refuse the start. */
-    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, out, &cause) == 0,
+    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, 0, out, &cause) == 0,
                   "init again: %s", cause);
     store_thread_init();
     expect_row(one[1], "order:2024", STORE_OK);
@@ -1263,7 +1272,22 @@ START_TEST(test_multi_serial_rows)
         ck_assert_str_eq(rows[0].biz_tag, "order:2024");
         free(rows);
     }
-    /* A serial's new period: the first database's alone. */
+    /* A serial's new period: the first database's alone, and only while
+     * its leafd_multi_db row is what this node expects (frozen: refused,
+     * as init freezes it to merge the serial rows). */
+    {
+        char got[TAG_MAX + 1];
+        int64_t db_ms;
+
+        ck_assert_int_eq(store_serial_alloc(m, 0, fixed_row_name,
+                                            (void *)"PAY:20261124", 10, &db_ms,
+                                            got, sizeof got, &max_id, &cause),
+                         STORE_DB_ERROR);
+        ck_assert_msg(strstr(cause, "frozen") != NULL, "%s", cause);
+        free(cause);
+        cause = NULL;
+    }
+    ck_assert_int_eq(store_mysql_freeze(one[0], 0, &cause), STORE_OK);
     serial_row(m, "PAY:20261124");
     expect_row(one[0], "PAY:20261124", STORE_OK);
     expect_row(one[1], "PAY:20261124", STORE_NOT_FOUND);
@@ -1271,6 +1295,68 @@ START_TEST(test_multi_serial_rows)
     store_close(m);
     for (int i = 0; i < 2; i++) {
         store_close(one[i]);
+        snprintf(sql, sizeof sql, "DROP DATABASE %s", name[i]);
+        url_exec(base, sql);
+        free(urls[i]);
+    }
+    fclose(out);
+}
+END_TEST
+
+/* multi-db init against real databases: a list that lacks a member of
+ * the set is refused, naming the floor flag; with --floor no ID below it
+ * is handed out; a reordered list keeps the serial rows (merged into the
+ * new first database at their greatest value). */
+START_TEST(test_multi_init_members)
+{
+    const char *base = be.cfg.mysql_url;
+    const int64_t block = 1000;
+    char *urls[3], *list[2], *cause = NULL, sql[256], name[3][64];
+    struct store *a, *c;
+    struct store_row row;
+    FILE *out = tmpfile();
+
+    ck_assert_ptr_nonnull(out);
+    for (int i = 0; i < 3; i++)
+        urls[i] = fresh_schema(base, "mm", i, name[i], sizeof name[i]);
+    be.cfg.mysql_url = urls[0];
+    a = be_open();
+    ck_assert_int_eq(store_mysql_prepare_tables(a, &cause), STORE_OK);
+    ck_assert_int_eq(store_insert(a, "mm", 1, 10, NULL, &cause), STORE_OK);
+    serial_row(a, "PAY:all");
+    serial_row(a, "PAY:all");               /* max_id 21 */
+    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, 0, out, &cause) == 0,
+                  "init A B: %s", cause);
+    store_thread_init();
+    /* B lost, C in its place: refused, the message says how. */
+    list[0] = urls[0];
+    list[1] = urls[2];
+    ck_assert_int_eq(store_multi_init(&be.cfg, list, 2, block, 0, out, &cause), -1);
+    store_thread_init();
+    ck_assert_msg(strstr(cause, "database 1 of the set") != NULL &&
+                  strstr(cause, "--floor=N") != NULL, "%s", cause);
+    free(cause);
+    cause = NULL;
+    ck_assert_msg(store_multi_init(&be.cfg, list, 2, block, 123456, out,
+                                   &cause) == 0, "init A C --floor: %s", cause);
+    store_thread_init();
+    be.cfg.mysql_url = urls[2];
+    c = be_open();
+    ck_assert_int_eq(store_get(c, "mm", &row, &cause), STORE_OK);
+    ck_assert_int_ge(row.max_id, 123456);
+    /* Reordered (C first): C gets the serial row at its value. */
+    list[0] = urls[2];
+    list[1] = urls[0];
+    ck_assert_msg(store_multi_init(&be.cfg, list, 2, block, 0, out, &cause) == 0,
+                  "init C A: %s", cause);
+    store_thread_init();
+    ck_assert_int_eq(store_get(c, "PAY:all", &row, &cause), STORE_OK);
+    ck_assert_int_eq(row.max_id, 21);
+    ck_assert(store_row_is_serial(&row));
+
+    store_close(a);
+    store_close(c);
+    for (int i = 0; i < 3; i++) {
         snprintf(sql, sizeof sql, "DROP DATABASE %s", name[i]);
         url_exec(base, sql);
         free(urls[i]);
@@ -1325,6 +1411,7 @@ store_suite(void)
         tcase_add_test(tc, test_mysql_restart);
         tcase_add_test(tc, test_mysql_hung);
         tcase_add_test(tc, test_multi_serial_rows);
+        tcase_add_test(tc, test_multi_init_members);
         tcase_set_timeout(tc, 180);
         suite_add_tcase(su, tc);
     } else {
