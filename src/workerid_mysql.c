@@ -258,6 +258,27 @@ wm_claim_wanted(const struct wlease_claim *c, const struct wm_row *rows,
     return WLEASE_OK;
 }
 
+/* The identity is UNIQUE: before it takes another worker ID, its row for
+ * worker gets a placeholder identity, released, its fence kept. 0, or -1
+ * after wm_fail. */
+static int
+wm_move_out(struct wmysql *m, long long worker, char **cause)
+{
+    MYSQL_BIND p[2];
+    MYSQL_STMT *st;
+    char moved[32];
+    unsigned long ml;
+
+    snprintf(moved, sizeof moved, "~moved:%lld", worker);
+    ml = strlen(moved);
+    wm_str(&p[0], moved, ml, &ml);
+    wm_i64(&p[1], &worker);
+    if ((st = wm_run(m, wm_sql_move, p, NULL, cause)) == NULL)
+        return -1;
+    mysql_stmt_close(st);
+    return 0;
+}
+
 static int
 wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
               int64_t *fence_ms, char **cause)
@@ -267,7 +288,7 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
     MYSQL_BIND r[6], p[5];
     unsigned long il = 0, nl = 0, idl, inl;
     MYSQL_STMT *st;
-    long long now, wid, hbv, fv, epoch = -1;
+    long long now, wid, hbv, fv, epoch = -1, past_max = -1;
     size_t n = 0, cap = 0;
     int64_t take = -1, tfence = 0;
     int fr, insert = 0, has_epoch = 0, epoch_ok = 1, rc = WLEASE_DOWN;
@@ -328,30 +349,18 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         if (rc != WLEASE_OK)
             goto rollback;
         rc = WLEASE_DOWN;
-        if (move >= 0) {
-            char moved[32];
-            unsigned long ml;
-            long long mw = move;
-
-            /* the identity is UNIQUE: its old row gets a placeholder */
-            snprintf(moved, sizeof moved, "~moved:%lld", mw);
-            ml = strlen(moved);
-            wm_str(&p[0], moved, ml, &ml);
-            wm_i64(&p[1], &mw);
-            if ((st = wm_run(m, wm_sql_move, p, NULL, cause)) == NULL) {
-                free(rows);
-                return WLEASE_DOWN;
-            }
-            mysql_stmt_close(st);
+        if (move >= 0 && wm_move_out(m, move, cause) == -1) {
+            free(rows);
+            return WLEASE_DOWN;
         }
         take = c->want_worker;
         tfence = at >= 0 ? rows[at].fence : 0;
         insert = at < 0;
     }
-    /* this identity's row */
+    /* this identity's row; one past the layout's highest worker ID
+     * (worker_bits lowered) is freed below, as the identity is UNIQUE */
     for (size_t i = 0; take < 0 && i < n; i++) {
-        if (strcmp(rows[i].ident, c->identity) != 0 ||
-            (uint64_t)rows[i].worker > c->max_worker)
+        if (strcmp(rows[i].ident, c->identity) != 0)
             continue;
         if (strcmp(rows[i].inst, c->nonce) != 0 &&
             strcmp(rows[i].inst, c->prev_nonce) != 0 &&
@@ -363,6 +372,10 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
                                c->identity, rows[i].inst, now - rows[i].hb);
             rc = WLEASE_REFUSED;
             goto rollback;
+        }
+        if ((uint64_t)rows[i].worker > c->max_worker) {
+            past_max = rows[i].worker;
+            continue;
         }
         take = rows[i].worker;
         tfence = rows[i].fence;
@@ -392,6 +405,16 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
                            c->max_worker + 1, c->max_worker);
         rc = WLEASE_REFUSED;
         goto rollback;
+    }
+    if (past_max >= 0) {
+        log_warn("snowflake: %s held worker ID %lld in leaf_worker, past "
+                 "the layout's highest %" PRIu64 " (worker_bits lowered): "
+                 "freeing that row (fence kept), taking %" PRId64,
+                 c->identity, past_max, c->max_worker, take);
+        if (wm_move_out(m, past_max, cause) == -1) {
+            free(rows);
+            return WLEASE_DOWN;
+        }
     }
     /* no row (never used, or lost with the table): every fence a node held
      * under a lost row was written before the epoch */

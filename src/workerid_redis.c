@@ -28,7 +28,8 @@ struct wredis {
  * Free: no hash, released, or lease expired on the store's clock; and in
  * every case the fence below the taker's clock. A wanted ID that this
  * identity holds is taken back whatever its lease; the identity's other ID,
- * if any, is released (its fence kept).
+ * if any, is released (its fence kept), as is its ID past maxw (after
+ * worker_bits was lowered) when it takes one within.
  * P epoch is the store's clock when a claim first found it missing: every
  * hash a node held before that was written before it, so an ID with no
  * hash (never used, or lost with the data) gates on epoch +
@@ -45,14 +46,18 @@ static const char wr_claim_lua[] =
 "local epoch = tonumber(redis.call('GET', p .. 'epoch'))\n"
 "if not epoch then return {-5, 0} end\n"
 "local unknown = epoch + tonumber(ARGV[9])\n"
+"local mine = tonumber(redis.call('GET', p .. 'id:' .. ident))\n"
 "local function take(id, fence, hashless)\n"
 "  if hashless and unknown > fence then fence = unknown end\n"
+"  if mine and mine > maxw and redis.call('HGET', p .. 'w:' .. mine,"
+" 'identity') == ident then\n"
+"    redis.call('HSET', p .. 'w:' .. mine, 'released', '1')\n"
+"  end\n"
 "  redis.call('HSET', p .. 'w:' .. id, 'identity', ident, 'instance', nonce,"
 " 'fence', fmt(fence), 'hb', fmt(snow), 'released', '0')\n"
 "  redis.call('SET', p .. 'id:' .. ident, id)\n"
 "  return {id, fence, hashless and epoch or -1}\n"
 "end\n"
-"local mine = tonumber(redis.call('GET', p .. 'id:' .. ident))\n"
 "local want = tonumber(ARGV[8])\n"
 "if want >= 0 then\n"
 "  local h = redis.call('HMGET', p .. 'w:' .. want, 'identity', 'instance',"

@@ -1256,6 +1256,61 @@ k8s_tests(TCase *tc)
     tcase_add_test(tc, store_down_while_running);
 }
 
+/* A row for identity at worker, its lease long expired, as a run under a
+ * wider layout left it: leaf_worker's row, or Redis's hash and id: key. */
+static void
+plant_stale(const char *prefix, int64_t worker, const char *identity)
+{
+    int64_t now = store_ms(), fence = now - 1000, hb = now - 3 * lease_ms;
+
+    if (store_kind == ST_MYSQL) {
+        char q[300];
+        snprintf(q, sizeof q, "INSERT INTO leaf_worker VALUES (%" PRId64
+                 ", '%s', 'oldrun', %" PRId64 ", %" PRId64 ", 0)", worker,
+                 identity, fence, hb);
+        ck_assert_int_eq(mysql_exec(q), 0);
+        return;
+    }
+    freeReplyObject(redis_cmd("HSET %sw:%" PRId64 " identity %s instance "
+                              "oldrun fence %" PRId64 " hb %" PRId64
+                              " released 0", prefix, worker, identity, fence,
+                              hb));
+    freeReplyObject(redis_cmd("SET %sid:%s %" PRId64, prefix, identity,
+                              worker));
+}
+
+/* worker_bits lowered: the identity's row (worker ID 700) is past the new
+ * highest (255). The claim ends at once with an ID within (the lowest
+ * free, 0), and frees the old row (its fence kept), rather than retrying
+ * for ever on leaf_worker's UNIQUE identity. */
+START_TEST(bits_lowered_row_past_max)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *who;
+    struct wlease_params p = params("10.0.0.1:1", c1);
+    struct wlease *l;
+
+    plant_stale(pfx, 700, "10.0.0.1:1");
+    p.max_worker = 255;
+    p.release_on_stop = 1;          /* a clean stop before the raise */
+    l = open_ok(&p, pfx);
+    ck_assert_int_eq(worker_of(l), 0);
+    who = store_holder(pfx, 0);
+    ck_assert_str_eq(who, "10.0.0.1:1");
+    free(who);
+    who = store_holder(pfx, 700);
+    ck_assert_msg(strstr(who, "(released)") != NULL, "%s", who);
+    free(who);
+    wlease_close(l);
+    /* raised again: the same identity keeps the ID it holds now */
+    p.max_worker = 1023;
+    l = open_ok(&p, pfx);
+    ck_assert_int_eq(worker_of(l), 0);
+    wlease_close(l);
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
 static void
 store_tests(TCase *tc)
 {
@@ -1273,6 +1328,7 @@ store_tests(TCase *tc)
     tcase_add_test(tc, clock_off_at_start);
     tcase_add_test(tc, clock_off_while_running);
     tcase_add_test(tc, readers_while_keeping);
+    tcase_add_test(tc, bits_lowered_row_past_max);
 }
 
 /* Redis lost its data (the keys gone): the holder's next fence write finds
