@@ -1156,8 +1156,14 @@ START_TEST(k8s_restart_without_cache)
     ck_assert_int_eq(w, K8S_WORKER);
     /* the store's fence, at or past what was issued, is the gate */
     ck_assert_int_ge(f, last);
-    atomic_store(&clk, util_wall_ms());
+    /* the new process's clock where the last run's was (however long the
+     * restart took): nothing until it passes the gate */
+    atomic_store(&clk, last - 20);
     sf = sf_on(l, &clk, 1000);
+    issue_range(sf, &clk, last, 5, &s2);
+    ck_assert_uint_eq(s2.n, 0);
+    ck_assert_str_eq(s2.last_code, "fence_not_passed");
+    atomic_store(&clk, f - 20);
     issue_range(sf, &clk, f + 20, 5, &s2);
     ck_assert_int_gt(s2.n, 0);
     for (size_t i = 0; i < s2.n; i++)
@@ -1421,8 +1427,8 @@ START_TEST(epoch_set_on_new_store)
     wlease_close(b);
 
     wlease_get(a, &w, &f);
-    atomic_store(&clk, util_wall_ms());
-    ck_assert_int_lt(atomic_load(&clk), f);
+    /* the clock at the claim (injected: B's claim may take any time) */
+    atomic_store(&clk, epoch);
     sf = sf_on(a, &clk, EP_STEP);
     snowflake_state_json(sf, &st);
     ck_assert_msg(strstr(st.p, "\"status\":\"fence_not_passed\"") != NULL,
@@ -1469,8 +1475,9 @@ START_TEST(epoch_after_wipe)
             a_max = id_ms(ia.v[i]);
 
     store_wipe();
-    atomic_store(&clkb, util_wall_ms());
-    ck_assert_int_lt(atomic_load(&clkb), a_max);
+    /* B's clock behind what A issued (injected: the wipe and B's start
+     * may take any time) */
+    atomic_store(&clkb, a_max - 100);
     lb = open_ok(&pb, pfx);
     epoch = store_epoch(pfx);
     wlease_get(lb, &wb, &fb);
@@ -1481,14 +1488,16 @@ START_TEST(epoch_after_wipe)
     issue_range(sb, &clkb, atomic_load(&clkb), 10, &ib);
     ck_assert_uint_eq(ib.n, 0);
     ck_assert_str_eq(ib.last_code, "fence_not_passed");
+    atomic_store(&clkb, fb - 20);
     issue_range(sb, &clkb, fb + 50, 10, &ib);
     ck_assert_uint_gt(ib.n, 0);
     for (size_t i = 0; i < ib.n; i++)
         ck_assert_int_gt(id_ms(ib.v[i]), a_max);
     ck_assert_uint_eq(idset_common(&ia, &ib), 0);
 
-    /* A's next write (the heartbeat) finds B's nonce */
-    for (int i = 0; i < 40 && strcmp(ia.last_code, "worker_id_lost") != 0;
+    /* A's next write (the heartbeat) finds B's nonce; a bound on tries,
+     * not on time */
+    for (int i = 0; i < 400 && strcmp(ia.last_code, "worker_id_lost") != 0;
          i++) {
         usleep(50 * 1000);
         atomic_store(&clka, util_wall_ms() + 150);
