@@ -76,6 +76,14 @@ int  workerid_tick(struct workerid *w, int64_t now_ms);
 int  workerid_k8s_ordinal(const char *name, int64_t offset,
                           uint64_t max_worker, int64_t *worker, char **cause);
 
+/* The identity a pod holds its worker ID under in a fence store:
+ * "<namespace>/<name>", or name alone when ns is NULL or "" (no namespace
+ * known), into buf. ns must be a DNS label (1..63 of a-z, 0-9, '-', not
+ * starting or ending with '-'), as Kubernetes names namespaces. 0, or -1
+ * with *cause when it is not or the identity does not fit in size. */
+int  workerid_k8s_identity(const char *name, const char *ns, char *buf,
+                           size_t size, char **cause);
+
 /* First non-loopback IPv4 address of an interface that is up, as text in
  * buf (>= 16 bytes). 0, or -1 when there is none. */
 int  workerid_local_ipv4(char *buf, size_t size);

@@ -48,7 +48,10 @@
  *     with the store down. The same identity (the pod name) takes it back
  *     even from a live lease and gates on its fence: a process of that name
  *     still running confirms no further fence (its writes find another
- *     nonce), so it issues nothing past what the taker gates on.
+ *     nonce), so it issues nothing past what the taker gates on. The pod's
+ *     identity is "<namespace>/<pod>" (pods of one name in two namespaces
+ *     are two identities); the bare pod name, a run's identity before
+ *     namespaces, is its alias and counts as the same.
  *   - Every fence write also reads the store's clock; the offset from ours
  *     (the middle of the round trip) past max_clock_offset_ms, less half
  *     the round trip, refuses the start, and while running refuses IDs
@@ -77,6 +80,7 @@ struct wlease {
     struct wlease_params p;         /* strings below are our own copies */
     struct wlease_store  st;
     char            *identity;
+    char            *alias;         /* "" none */
     char            *cache_path;
     char            *leaf_name;
     char            *ip;
@@ -160,6 +164,7 @@ wl_claim(struct wlease *l, char **cause)
     int rc;
 
     c.identity = l->identity;
+    c.alias = l->alias;
     c.nonce = l->nonce;
     c.prev_nonce = l->prev_nonce;
     c.prev_worker = l->prev_worker;
@@ -205,10 +210,12 @@ wlease_open(const struct wlease_params *p, const struct wlease_store *store,
     l->p = *p;
     l->st = *store;
     l->identity = xstrdup(p->identity != NULL ? p->identity : "");
+    l->alias = xstrdup(p->alias != NULL ? p->alias : "");
     l->cache_path = xstrdup(p->cache_path != NULL ? p->cache_path : "");
     l->leaf_name = xstrdup(p->leaf_name != NULL ? p->leaf_name : "");
     l->ip = xstrdup(p->ip != NULL ? p->ip : "");
     l->p.identity = l->identity;
+    l->p.alias = l->alias;
     l->p.cache_path = l->cache_path;
     l->p.leaf_name = l->leaf_name;
     l->p.ip = l->ip;
@@ -302,6 +309,7 @@ wlease_close(struct wlease *l)
     if (l->st.close != NULL)
         l->st.close(l->st.arg);
     free(l->identity);
+    free(l->alias);
     free(l->cache_path);
     free(l->leaf_name);
     free(l->ip);

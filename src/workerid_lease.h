@@ -23,7 +23,10 @@
 
 /* What a store's claim is given. */
 struct wlease_claim {
-    const char *identity;   /* "<ip>:<port>", or the k8s pod name */
+    const char *identity;   /* "<ip>:<port>", or "<namespace>/<pod>" */
+    const char *alias;      /* "", or the identity's former name (k8s:
+                               the bare pod name): a wanted ID it holds is
+                               this identity's own */
     const char *nonce;      /* this process */
     const char *prev_nonce; /* the cache file's (our last run), or "" */
     int64_t     prev_worker;/* the cache file's worker ID, or -1 */
@@ -83,6 +86,7 @@ struct wlease_store {
 
 struct wlease_params {
     const char *identity;
+    const char *alias;          /* wlease_claim's; NULL: none */
     const char *cache_path;
     const char *leaf_name;
     const char *ip;

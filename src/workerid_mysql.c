@@ -235,7 +235,11 @@ wm_claim_wanted(const struct wlease_claim *c, const struct wm_row *rows,
         else if (strcmp(w->ident, c->identity) == 0)
             *move = w->worker;
     }
-    if (*row >= 0 && strcmp(rows[*row].ident, c->identity) != 0) {
+    /* the alias (k8s: the bare pod name of a run before namespaces) is
+     * this identity's former name: its row is ours to take back */
+    if (*row >= 0 && strcmp(rows[*row].ident, c->identity) != 0 &&
+        (c->alias == NULL || c->alias[0] == '\0' ||
+         strcmp(rows[*row].ident, c->alias) != 0)) {
         const struct wm_row *w = &rows[*row];
         if (!w->released && now - w->hb < c->lease_ms) {
             *cause = xasprintf("snowflake worker ID %" PRId64 " is held by "

@@ -20,7 +20,8 @@ struct wredis {
 };
 
 /* ARGV: prefix, identity, nonce, prev_nonce, taker_now_ms, lease_ms,
- * max_worker, want (-1: any), unknown_gate_ms. Returns {worker, fence,
+ * max_worker, want (-1: any), unknown_gate_ms, alias (the identity's
+ * former name, whose wanted ID is its own; "" none). Returns {worker, fence,
  * epoch} (epoch -1 unless the ID had no hash) or {-2, hb} (a live twin) or
  * {-1, in use} or {-5, 0} (the epoch key is not a number); for a wanted ID
  * also {-3, hb, identity} (held live by that identity) or {-4, fence} (its
@@ -64,9 +65,11 @@ static const char wr_claim_lua[] =
 " 'fence', 'hb', 'released')\n"
 "  local fence = tonumber(h[3]) or 0\n"
 "  if h[1] and h[1] ~= ident then\n"
-"    local hb = tonumber(h[4]) or 0\n"
-"    if h[5] ~= '1' and snow - hb < lease then return {-3, hb, h[1]} end\n"
-"    if fence >= now then return {-4, fence} end\n"
+"    if h[1] ~= ARGV[10] then\n"
+"      local hb = tonumber(h[4]) or 0\n"
+"      if h[5] ~= '1' and snow - hb < lease then return {-3, hb, h[1]} end\n"
+"      if fence >= now then return {-4, fence} end\n"
+"    end\n"
 "    if redis.call('GET', p .. 'id:' .. h[1]) == tostring(want) then\n"
 "      redis.call('DEL', p .. 'id:' .. h[1])\n"
 "    end\n"
@@ -222,7 +225,8 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
     struct wredis *r = arg;
     char now[24], lease[24], maxw[24], want[24], unknown[24];
     const char *a[] = { r->prefix, c->identity, c->nonce, c->prev_nonce,
-                        now, lease, maxw, want, unknown };
+                        now, lease, maxw, want, unknown,
+                        c->alias != NULL ? c->alias : "" };
     redisReply *rep;
     int64_t x, y, epoch = -1;
 
@@ -231,7 +235,7 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
     snprintf(maxw, sizeof maxw, "%" PRIu64, c->max_worker);
     snprintf(want, sizeof want, "%" PRId64, c->want_worker);
     snprintf(unknown, sizeof unknown, "%" PRId64, c->unknown_gate_ms);
-    rep = wr_eval(r, wr_claim_lua, 0, 9, a, cause);
+    rep = wr_eval(r, wr_claim_lua, 0, 10, a, cause);
     if (rep == NULL)
         return WLEASE_DOWN;
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||

@@ -1247,6 +1247,93 @@ START_TEST(k8s_offset_changed)
 }
 END_TEST
 
+/* The fence a persist confirmed (SNOWFLAKE_PERSIST_*) for l, fence_ms. */
+static int
+persist_at(struct wlease *l, int64_t fence_ms)
+{
+    struct snowflake_backend b;
+    char *cause = NULL;
+    int rc;
+
+    wlease_backend(l, &b);
+    rc = b.persist(b.arg, fence_ms, &cause);
+    free(cause);
+    return rc;
+}
+
+/* Pods of one name in two namespaces on one store are two identities
+ * ("<namespace>/<pod>", as sfconfig.c builds them): the second is refused,
+ * naming the first, which keeps its worker ID; the bare pod name made them
+ * one identity, each taking the ID from the other at its start, for ever
+ * (worker_id_lost). */
+START_TEST(k8s_namespaces_apart)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *c2 = tmp_path("2"),
+         *cause = NULL;
+    struct wlease_params pa = params("prod/web-2", c1),
+                         pb = params("stage/web-2", c2);
+    struct wlease *a = open_ok(&pa, pfx), *b;
+
+    ck_assert_int_eq(worker_of(a), K8S_WORKER);
+    b = open_at(&pb, store_port(), pfx, &cause);
+    ck_assert_ptr_null(b);
+    ck_assert_msg(strstr(cause, "is held by prod/web-2") != NULL &&
+                  strstr(cause, "stage/web-2 cannot have it") != NULL, "%s",
+                  cause);
+    free(cause);
+    ck_assert_int_eq(persist_at(a, util_wall_ms() + 1000),
+                     SNOWFLAKE_PERSIST_OK);
+    wlease_close(a);
+    free(pfx);
+    free(c1);
+    free(c2);
+}
+END_TEST
+
+/* A pod upgraded from the bare-name identity ("web-2") to
+ * "<namespace>/<pod>" takes its own row back at once, even from the old
+ * run's live lease, and gates on its fence; the old run confirms nothing
+ * more. Without the alias it would be refused until the lease ran out. A
+ * pod of that name in another namespace is refused once the row is
+ * "prod/web-2"'s. */
+START_TEST(k8s_upgrade_from_bare_name)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *c2 = tmp_path("2"),
+         *c3 = tmp_path("3"), *cause = NULL, *who;
+    struct wlease_params po = params("web-2", c1),
+                         pn = params("prod/web-2", c2),
+                         ps = params("stage/web-2", c3);
+    struct wlease *o = open_ok(&po, pfx), *n;
+    int64_t fence = util_wall_ms() + 2000, w, f;
+
+    ck_assert_int_eq(persist_at(o, fence), SNOWFLAKE_PERSIST_OK);
+    ck_assert_ptr_null(open_at(&pn, store_port(), pfx, &cause));
+    ck_assert_msg(strstr(cause, "is held by web-2") != NULL, "%s", cause);
+    free(cause);
+    cause = NULL;
+    pn.alias = "web-2";
+    n = open_ok(&pn, pfx);
+    wlease_get(n, &w, &f);
+    ck_assert_int_eq(w, K8S_WORKER);
+    ck_assert_int_ge(f, fence);
+    who = store_holder(pfx, K8S_WORKER);
+    ck_assert_str_eq(who, "prod/web-2");
+    free(who);
+    ck_assert_int_eq(persist_at(o, fence + 1000), SNOWFLAKE_PERSIST_FAILED);
+    ps.alias = "web-2";
+    ck_assert_ptr_null(open_at(&ps, store_port(), pfx, &cause));
+    ck_assert_msg(strstr(cause, "is held by prod/web-2") != NULL, "%s",
+                  cause);
+    free(cause);
+    wlease_close(o);
+    wlease_close(n);
+    free(pfx);
+    free(c1);
+    free(c2);
+    free(c3);
+}
+END_TEST
+
 /* The k8s tcases: these, and the store down at start / while running as
  * for any store. */
 static void
@@ -1257,6 +1344,8 @@ k8s_tests(TCase *tc)
     tcase_add_test(tc, k8s_restart_without_cache);
     tcase_add_test(tc, k8s_other_holder_refused);
     tcase_add_test(tc, k8s_offset_changed);
+    tcase_add_test(tc, k8s_namespaces_apart);
+    tcase_add_test(tc, k8s_upgrade_from_bare_name);
     tcase_add_test(tc, store_down_at_start);
     tcase_add_test(tc, store_back_after_start);
     tcase_add_test(tc, store_down_while_running);
