@@ -109,6 +109,9 @@ struct wlease {
     _Atomic uint64_t writes_ok;
     _Atomic uint64_t writes_fail;
     char            *last_error;    /* guarded by mu */
+    char            *gate_note;     /* the store's epoch_note, guarded by
+                                       mu; for the gate gate_note_at */
+    int64_t          gate_note_at;
     pthread_mutex_t  mu;
 };
 
@@ -176,6 +179,15 @@ wl_claim(struct wlease *l, char **cause)
     rc = l->st.claim(l->st.arg, &c, &worker, &fence, cause);
     if (rc != WLEASE_OK)
         return rc;
+    if (l->st.epoch_note != NULL) {
+        int64_t at = -1;
+        char *note = l->st.epoch_note(l->st.arg, &at);
+        pthread_mutex_lock(&l->mu);
+        free(l->gate_note);
+        l->gate_note = note;
+        l->gate_note_at = at;
+        pthread_mutex_unlock(&l->mu);
+    }
     assert(worker >= 0 && (uint64_t)worker <= l->p.max_worker);
     assert(!l->p.fixed_worker || worker == l->p.worker_id);
     if (fence > l->start_fence)
@@ -316,6 +328,7 @@ wlease_close(struct wlease *l)
     free(l->source);
     free(l->prev_nonce);
     free(l->last_error);
+    free(l->gate_note);
     pthread_mutex_destroy(&l->mu);
     free(l);
 }
@@ -500,6 +513,22 @@ wl_clock_offset(void *arg, int64_t *offset_ms)
     return atomic_load(&l->measured) ? 0 : -1;
 }
 
+/* The store's note on the epoch gate, while gate is that one (a cache
+ * file's later fence, a later claim's, is not). */
+static int
+wl_gate_note(void *arg, int64_t gate, char *buf, size_t size)
+{
+    struct wlease *l = arg;
+    int have;
+
+    pthread_mutex_lock(&l->mu);
+    have = l->gate_note != NULL && l->gate_note_at == gate;
+    if (have)
+        snprintf(buf, size, "%s", l->gate_note);
+    pthread_mutex_unlock(&l->mu);
+    return have;
+}
+
 static void
 wl_close(void *arg)
 {
@@ -610,6 +639,7 @@ wlease_backend(struct wlease *l, struct snowflake_backend *b)
     b->source = wl_source;
     b->clock_offset = wl_clock_offset;
     b->lease_until = wl_lease_until;
+    b->gate_note = wl_gate_note;
     b->close = wl_close;
     b->arg = l;
 }

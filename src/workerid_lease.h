@@ -81,6 +81,11 @@ struct wlease_store {
     char *(*node)(void *s);
     void (*state_json)(void *s, struct sbuf *out);
     void (*metrics)(void *s, struct sbuf *out);
+    /* Optional (NULL: none). After a claim that returned WLEASE_OK with
+     * the epoch gate as the fence (the store had no record of the ID):
+     * that gate, and what it is and how to skip it, for the operator
+     * (malloc'd); else NULL. Called on the claiming thread. */
+    char *(*epoch_note)(void *s, int64_t *gate);
     void *arg;
 };
 

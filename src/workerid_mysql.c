@@ -69,6 +69,8 @@ struct wmysql {
     char         *where;
     unsigned int  timeout_s;
     unsigned int  last_errno;   /* of the last wm_fail, 0 none */
+    char         *note;         /* the last claim's epoch gate: why */
+    int64_t       note_gate;
     MYSQL        *db;
 };
 
@@ -455,6 +457,21 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         return WLEASE_DOWN;
     }
     free(rows);
+    free(m->note);
+    m->note = NULL;
+    if (insert && tfence == epoch + c->unknown_gate_ms) {
+        m->note = xasprintf("mysql has no record of this worker ID since "
+                            "its epoch %lld (leaf_worker's epoch row, "
+                            "worker_id %d, set by the first claim on a new or "
+                            "truncated table), and a node may have issued up "
+                            "to the epoch + fence_step + max_borrow + "
+                            "max_clock_offset under a lost row; it ends by "
+                            "itself. Only on a table nothing was ever issued "
+                            "from, `UPDATE leaf_worker SET fence_ms = 0 WHERE "
+                            "worker_id = %d` skips it (docs/operations.md)",
+                            epoch, WM_EPOCH_WORKER, WM_EPOCH_WORKER);
+        m->note_gate = tfence;
+    }
     if (insert && tfence >= c->now_ms)
         log_warn("snowflake: mysql has no record of worker ID %" PRId64
                  " since %lld (leaf_worker's epoch row: a new or truncated "
@@ -563,6 +580,17 @@ wm_release(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     return wm_update_held(m, wm_sql_release, p, cause);
 }
 
+static char *
+wm_epoch_note(void *arg, int64_t *gate)
+{
+    struct wmysql *m = arg;
+    char *note = m->note;
+
+    *gate = m->note_gate;
+    m->note = NULL;
+    return note;
+}
+
 static void
 wm_close(void *arg)
 {
@@ -571,6 +599,7 @@ wm_close(void *arg)
     if (m == NULL)
         return;
     wm_drop(m);
+    free(m->note);
     store_mysql_target_free(&m->t);
     free(m->where);
     free(m);
@@ -613,6 +642,7 @@ workerid_mysql_store(const char *url, const char *user, const char *password,
     out->fence = wm_fence;
     out->release = wm_release;
     out->close = wm_close;
+    out->epoch_note = wm_epoch_note;
     out->arg = m;
     return 0;
 }

@@ -17,6 +17,8 @@ struct wredis {
     char          *prefix;
     int64_t        timeout_ms;
     redisContext  *c;
+    char          *note;        /* the last claim's epoch gate: why */
+    int64_t        note_gate;
 };
 
 /* ARGV: prefix, identity, nonce, prev_nonce, taker_now_ms, lease_ms,
@@ -298,9 +300,34 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
                  "waiting until %" PRId64 " (%" PRId64 " ms) before issuing, "
                  "past anything a node could have issued before", x, epoch,
                  r->prefix, y, y - c->now_ms + 1);
+    free(r->note);
+    r->note = NULL;
+    if (epoch >= 0 && y == epoch + c->unknown_gate_ms) {
+        r->note = xasprintf("redis has no record of this worker ID since "
+                            "its epoch %" PRId64 " (set by the first claim "
+                            "on a new or wiped store), and a node may have "
+                            "issued up to the epoch + fence_step + "
+                            "max_borrow + max_clock_offset under a lost "
+                            "record; it ends by itself. Only on a store "
+                            "nothing was ever issued from, `SET %sepoch 0` "
+                            "skips it (docs/operations.md)", epoch,
+                            r->prefix);
+        r->note_gate = y;
+    }
     *worker = x;
     *fence_ms = y;
     return WLEASE_OK;
+}
+
+static char *
+wr_epoch_note(void *arg, int64_t *gate)
+{
+    struct wredis *r = arg;
+    char *note = r->note;
+
+    *gate = r->note_gate;
+    r->note = NULL;
+    return note;
 }
 
 static int
@@ -372,6 +399,7 @@ wr_close(void *arg)
         return;
     wr_drop(r);
     workerid_redis_url_free(&r->u);
+    free(r->note);
     free(r->prefix);
     free(r);
 }
@@ -399,6 +427,7 @@ workerid_redis_store(const char *url, const char *prefix, int64_t timeout_ms,
     out->fence = wr_fence;
     out->release = wr_release;
     out->close = wr_close;
+    out->epoch_note = wr_epoch_note;
     out->arg = r;
     return 0;
 }

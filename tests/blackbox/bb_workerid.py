@@ -198,6 +198,11 @@ def gated_on_epoch(d, store, worker, epoch):
     if time.time() * 1000 < epoch + 1900:
         eq(resp.status, 503, "nothing before the gate")
         eq(resp.json()["error"], "fence_not_passed", "why")
+        msg = resp.json()["message"]
+        check("new/wiped-store epoch gate %d" % (epoch + 2000) in msg and
+              "may have been issued" not in msg and
+              ("SET " if store == "redis" else "UPDATE leaf_worker") in msg,
+              "the 503 names the new-store gate and how to skip it: %s" % msg)
     check("%s has no record of worker ID %d since %d" % (store, worker, epoch) in d.log(),
           "the wait logged: %s" % d.log())
     got = first_ids(d, 10, "IDs once past the gate")

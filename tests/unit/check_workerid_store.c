@@ -1604,6 +1604,63 @@ START_TEST(epoch_after_wipe)
 }
 END_TEST
 
+/* The refusal before a new store's epoch gate names that gate (no ID was
+ * issued up to it), when it ends and how to skip it safely; a gate that
+ * is a persisted fence keeps its own text. */
+START_TEST(epoch_gate_message)
+{
+    char *pfx = fresh_prefix_raw(), *c1 = tmp_path("1"), *skip;
+    struct wlease_params p = ep_params("10.0.0.1:1", c1);
+    struct wlease *l;
+    _Atomic int64_t clk;
+    struct snowflake *sf;
+    struct snowflake_refusal why;
+    struct idset s = {0};
+    uint64_t id;
+    int64_t epoch, w, f;
+    char gate[64];
+
+    l = open_ok(&p, pfx);
+    epoch = store_epoch(pfx);
+    wlease_get(l, &w, &f);
+    ck_assert_int_eq(f, epoch + EP_GATE);
+    atomic_store(&clk, epoch);
+    sf = sf_on(l, &clk, EP_STEP);
+    ck_assert_int_ne(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_OK);
+    ck_assert_str_eq(why.code, "fence_not_passed");
+    snprintf(gate, sizeof gate, "new/wiped-store epoch gate %" PRId64
+             ", when IDs start", f);
+    ck_assert_msg(strstr(why.message, gate) != NULL, "%s", why.message);
+    skip = store_kind == ST_MYSQL ?
+        xstrdup("`UPDATE leaf_worker SET fence_ms = 0 WHERE worker_id = -1`") :
+        xasprintf("`SET %sepoch 0`", pfx);
+    ck_assert_msg(strstr(why.message, skip) != NULL &&
+                  strstr(why.message, "nothing was ever issued from") !=
+                  NULL && strstr(why.message, "may have been issued") ==
+                  NULL, "%s", why.message);
+    free(skip);
+    atomic_store(&clk, f + 1);
+    issue_range(sf, &clk, f + 20, 1, &s);
+    ck_assert_uint_gt(s.n, 0);
+    snowflake_stop(sf);
+
+    /* the same node again: its gate is the fence its run confirmed */
+    l = open_ok(&p, pfx);
+    wlease_get(l, &w, &f);
+    ck_assert_int_gt(f, epoch + EP_GATE);
+    atomic_store(&clk, epoch);
+    sf = sf_on(l, &clk, EP_STEP);
+    ck_assert_int_ne(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_OK);
+    ck_assert_msg(strstr(why.message, "epoch gate") == NULL &&
+                  strstr(why.message, "persisted fence") != NULL, "%s",
+                  why.message);
+    snowflake_stop(sf);
+    free(s.v);
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
 /* An epoch the operator set to 0 (a new store nothing was ever issued
  * from): the gate of an ID with no record is 0 + EP_GATE, long past, so
  * IDs at once. */
@@ -1712,6 +1769,7 @@ main(void)
         tcase_add_test(tc, epoch_set_on_new_store);
         tcase_add_test(tc, epoch_after_wipe);
         tcase_add_test(tc, epoch_zero_no_wait);
+        tcase_add_test(tc, epoch_gate_message);
         suite_add_tcase(s, tc);
         tc = tcase_create("redis-k8s");
         tcase_add_checked_fixture(tc, setup_redis_k8s, teardown_tmp);
@@ -1733,6 +1791,7 @@ main(void)
         tcase_add_test(tc, epoch_set_on_new_store);
         tcase_add_test(tc, epoch_after_wipe);
         tcase_add_test(tc, epoch_zero_no_wait);
+        tcase_add_test(tc, epoch_gate_message);
         tcase_add_test(tc, mysql_epoch_bad);
         suite_add_tcase(s, tc);
         tc = tcase_create("mysql-k8s");
