@@ -14,6 +14,7 @@
 #include "snowflake.h"
 #include "util.h"
 #include "workerid.h"
+#include "workerid_cache.h"
 #include "workerid_lease.h"
 #include "workerid_mysql.h"
 #include "workerid_redis.h"
@@ -285,6 +286,9 @@ sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
                                          cfg->leaf_name, p.port);
     p.datacenter_id = cfg->datacenter_id;
     p.max_worker = l->max_worker;
+    workerid_cache_layout(l->epoch_ms, l->timestamp_bits, l->datacenter_bits,
+                          l->worker_bits, l->sequence_bits, p.layout,
+                          sizeof p.layout);
     p.heartbeat_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 3000;
     /* ZooKeeper (Leaf's rule): a held node goes to nobody else unless
      * snowflake.takeover; then the lease is takeover_age_ms */
@@ -369,6 +373,9 @@ sfconfig_workerid_open(const struct config *cfg, const struct sfcodec_layout *l,
             (long long)cfg->datacenter_id, (long long)p.worker_id);
     p.datacenter_id = cfg->datacenter_id;
     p.max_worker = l->max_worker;
+    workerid_cache_layout(l->epoch_ms, l->timestamp_bits, l->datacenter_bits,
+                          l->worker_bits, l->sequence_bits, p.layout,
+                          sizeof p.layout);
     w = workerid_open_params(&p, cause);
     free(cache);
     return w;

@@ -15,7 +15,7 @@
  * The fence: every persist writes the cache file (temp file, fsync, rename,
  * fsync of the directory); a start gates on the file's fence. The cache
  * file is JSON: {"format":1,"leaf_name","source","ip","port","worker_id",
- * "datacenter_id","fence","zk_node","nonce"} (workerid_cache.h); its
+ * "datacenter_id","fence","zk_node","nonce","layout"} (workerid_cache.h); its
  * default path is ./leafd-snowflake-<leaf.name>-worker-<dc>-<id>.json.
  *
  * Ownership: workerid_open_params returns a struct workerid; once handed to
@@ -49,6 +49,9 @@ struct workerid_params {
                                      (workerid_k8s_ordinal): named "k8s" */
     int64_t     datacenter_id;
     uint64_t    max_worker;
+    char        layout[64];       /* workerid_cache_layout's, recorded in
+                                     and checked against the cache file;
+                                     "": none */
 };
 
 /* From explicit parameters (sfconfig.c fills them from the config). Fails

@@ -256,7 +256,8 @@ wlease_open(const struct wlease_params *p, const struct wlease_store *store,
         goto error;
     }
     crc = workerid_cache_read(l->cache_path, &c, cause);
-    if (crc == -1)
+    if (crc == -1 || (crc == 0 && workerid_cache_layout_check(
+                          l->cache_path, &c, l->p.layout, cause) == -1))
         goto error;
     l->prev_nonce = xstrdup(crc == 0 && c.nonce != NULL ? c.nonce : "");
     l->prev_worker = crc == 0 ? c.worker_id : -1;
@@ -400,6 +401,7 @@ wl_persist(void *arg, int64_t fence_ms, char **cause)
     c.datacenter_id = l->p.datacenter_id;
     c.fence_ms = fence_ms;
     c.nonce = l->nonce;
+    c.layout = l->p.layout;
     node = l->st.node != NULL ? l->st.node(l->st.arg) : NULL;
     c.zk_node = node != NULL ? node : (char *)"";
     rc = workerid_cache_write(l->cache_path, &c, cause);

@@ -114,6 +114,9 @@ struct wlease_params {
                                    issued under a record the store lost */
     const char *source;         /* /snowflake/state's source while an ID
                                    is held (NULL: the store's) */
+    char        layout[64];     /* workerid_cache_layout's, recorded in
+                                   and checked against the cache file;
+                                   "": none */
     snowflake_clock_fn clock;   /* the taker's clock; NULL: wall clock */
     void       *clock_arg;
 };
