@@ -623,6 +623,16 @@ wl_metrics(void *arg, struct sbuf *out)
         l->st.metrics(l->st.arg, out);
 }
 
+char *
+wlease_note_take(struct wlease_note *n, int64_t *gate)
+{
+    char *text = n->text;
+
+    *gate = n->gate;
+    n->text = NULL;
+    return text;
+}
+
 void *
 wlease_store_arg(struct wlease *l)
 {

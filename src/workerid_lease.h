@@ -89,6 +89,16 @@ struct wlease_store {
     void *arg;
 };
 
+/* A store's epoch_note between its claim and the call (malloc'd text or
+ * NULL, and the gate it is about). */
+struct wlease_note {
+    char    *text;
+    int64_t  gate;
+};
+
+/* epoch_note's body: hand over n's text and gate, leaving n empty. */
+char *wlease_note_take(struct wlease_note *n, int64_t *gate);
+
 struct wlease_params {
     const char *identity;
     const char *alias;          /* wlease_claim's; NULL: none */

@@ -69,8 +69,7 @@ struct wmysql {
     char         *where;
     unsigned int  timeout_s;
     unsigned int  last_errno;   /* of the last wm_fail, 0 none */
-    char         *note;         /* the last claim's epoch gate: why */
-    int64_t       note_gate;
+    struct wlease_note note;    /* the last claim's epoch gate: why */
     MYSQL        *db;
 };
 
@@ -457,10 +456,10 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         return WLEASE_DOWN;
     }
     free(rows);
-    free(m->note);
-    m->note = NULL;
+    free(m->note.text);
+    m->note.text = NULL;
     if (insert && tfence == epoch + c->unknown_gate_ms) {
-        m->note = xasprintf("mysql has no record of this worker ID since "
+        m->note.text = xasprintf("mysql has no record of this worker ID since "
                             "its epoch %lld (leaf_worker's epoch row, "
                             "worker_id %d, set by the first claim on a new or "
                             "truncated table), and a node may have issued up "
@@ -470,7 +469,7 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
                             "from, `UPDATE leaf_worker SET fence_ms = 0 WHERE "
                             "worker_id = %d` skips it (docs/operations.md)",
                             epoch, WM_EPOCH_WORKER, WM_EPOCH_WORKER);
-        m->note_gate = tfence;
+        m->note.gate = tfence;
     }
     if (insert && tfence >= c->now_ms)
         log_warn("snowflake: mysql has no record of worker ID %" PRId64
@@ -583,12 +582,7 @@ wm_release(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
 static char *
 wm_epoch_note(void *arg, int64_t *gate)
 {
-    struct wmysql *m = arg;
-    char *note = m->note;
-
-    *gate = m->note_gate;
-    m->note = NULL;
-    return note;
+    return wlease_note_take(&((struct wmysql *)arg)->note, gate);
 }
 
 static void
@@ -599,7 +593,7 @@ wm_close(void *arg)
     if (m == NULL)
         return;
     wm_drop(m);
-    free(m->note);
+    free(m->note.text);
     store_mysql_target_free(&m->t);
     free(m->where);
     free(m);

@@ -17,8 +17,7 @@ struct wredis {
     char          *prefix;
     int64_t        timeout_ms;
     redisContext  *c;
-    char          *note;        /* the last claim's epoch gate: why */
-    int64_t        note_gate;
+    struct wlease_note note;    /* the last claim's epoch gate: why */
 };
 
 /* ARGV: prefix, identity, nonce, prev_nonce, taker_now_ms, lease_ms,
@@ -300,10 +299,10 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
                  "waiting until %" PRId64 " (%" PRId64 " ms) before issuing, "
                  "past anything a node could have issued before", x, epoch,
                  r->prefix, y, y - c->now_ms + 1);
-    free(r->note);
-    r->note = NULL;
+    free(r->note.text);
+    r->note.text = NULL;
     if (epoch >= 0 && y == epoch + c->unknown_gate_ms) {
-        r->note = xasprintf("redis has no record of this worker ID since "
+        r->note.text = xasprintf("redis has no record of this worker ID since "
                             "its epoch %" PRId64 " (set by the first claim "
                             "on a new or wiped store), and a node may have "
                             "issued up to the epoch + fence_step + "
@@ -312,7 +311,7 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
                             "nothing was ever issued from, `SET %sepoch 0` "
                             "skips it (docs/operations.md)", epoch,
                             r->prefix);
-        r->note_gate = y;
+        r->note.gate = y;
     }
     *worker = x;
     *fence_ms = y;
@@ -322,12 +321,7 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
 static char *
 wr_epoch_note(void *arg, int64_t *gate)
 {
-    struct wredis *r = arg;
-    char *note = r->note;
-
-    *gate = r->note_gate;
-    r->note = NULL;
-    return note;
+    return wlease_note_take(&((struct wredis *)arg)->note, gate);
 }
 
 static int
@@ -399,7 +393,7 @@ wr_close(void *arg)
         return;
     wr_drop(r);
     workerid_redis_url_free(&r->u);
-    free(r->note);
+    free(r->note.text);
     free(r->prefix);
     free(r);
 }

@@ -20,6 +20,15 @@
 #include "workerid.h"
 #include "workerid_lease.h"
 
+static void
+rm_tree(const char *dir)
+{
+    char cmd[128];
+
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
 START_TEST(ordinals)
 {
     int64_t w = -1;
@@ -100,11 +109,7 @@ START_TEST(source_from_config)
     config_free(&c);
     free(ov[3]);
     free(cache);
-    {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        ck_assert_int_eq(system(cmd), 0);
-    }
+    rm_tree(dir);
 }
 END_TEST
 
@@ -159,11 +164,7 @@ START_TEST(fence_store_from_config)
     free(cause);
     config_free(&c);
     free(ov[5]);
-    {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        ck_assert_int_eq(system(cmd), 0);
-    }
+    rm_tree(dir);
 }
 END_TEST
 
@@ -244,11 +245,7 @@ START_TEST(fence_store_namespace_from_config)
     unsetenv("LEAFD_TEST_NS");
     config_free(&c);
     free(ov[5]);
-    {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        ck_assert_int_eq(system(cmd), 0);
-    }
+    rm_tree(dir);
 }
 END_TEST
 
