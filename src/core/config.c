@@ -195,6 +195,8 @@ static const struct key keys[] = {
       "worker ID store for worker_source = mysql (and k8s.fence_store = mysql), as segment.mysql.url (empty: segment.mysql.url, else leaf.jdbc.url)" },
     { "snowflake.k8s.ordinal_env", K_STR, OFF(k8s_ordinal_env), 0, 128, "", NULL,
       "k8s: the variable holding the pod name (empty: the hostname); its trailing -<n> is the ordinal" },
+    { "snowflake.k8s.namespace_env", K_STR, OFF(k8s_namespace_env), 0, 128, "", NULL,
+      "k8s with a fence_store: the variable holding the pod's namespace (downward API metadata.namespace; empty: the service account's namespace file); the identity is <namespace>/<pod>" },
     { "snowflake.k8s.ordinal_offset", K_INT, OFF(k8s_ordinal_offset), 0, (1LL << 22) - 1, "0", NULL,
       "k8s: worker ID = ordinal + this (several StatefulSets in one layout)" },
     { "snowflake.k8s.fence_store", K_ENUM, OFF(k8s_fence_store), 0, 0, "none", k8s_fence_names,

@@ -109,6 +109,7 @@ struct config {
     char    *sf_redis_prefix;      /* snowflake.redis.prefix */
     char    *sf_mysql_url;         /* snowflake.mysql.url */
     char    *k8s_ordinal_env;      /* snowflake.k8s.ordinal_env */
+    char    *k8s_namespace_env;    /* snowflake.k8s.namespace_env */
     int64_t  k8s_ordinal_offset;   /* snowflake.k8s.ordinal_offset */
     int      k8s_fence_store;      /* snowflake.k8s.fence_store: enum k8s_fence_store */
     int      release_on_stop;      /* snowflake.release_on_stop */

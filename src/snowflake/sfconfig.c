@@ -14,6 +14,7 @@
 #include "snowflake.h"
 #include "util.h"
 #include "workerid.h"
+#include "workerid_cache.h"
 #include "workerid_lease.h"
 #include "workerid_mysql.h"
 #include "workerid_redis.h"
@@ -63,6 +64,52 @@ sfconfig_k8s_worker(const struct config *cfg, uint64_t max_worker,
     if (name != buf)
         snprintf(buf, size, "%s", name);
     return 0;
+}
+
+#define SFCONFIG_K8S_NS_FILE \
+    "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+/* The pod's identity in a fence store into ident (which holds the pod
+ * name): "<namespace>/<pod>", the namespace from snowflake.k8s.
+ * namespace_env, else the service account's namespace file; *alias gets
+ * the bare pod name, the identity of a run before namespaces, whose row
+ * the pod takes back as its own. No namespace known: the bare name, alias
+ * "", with a warning. 0, or -1 with *cause. */
+static int
+sfconfig_k8s_identity(const struct config *cfg, char *ident, size_t size,
+                      char *alias, size_t alias_size, char **cause)
+{
+    char nsbuf[128] = "";
+    const char *ns = NULL;
+
+    snprintf(alias, alias_size, "%s", ident);
+    if (cfg->k8s_namespace_env[0] != '\0') {
+        ns = getenv(cfg->k8s_namespace_env);
+        if (ns == NULL) {
+            *cause = xasprintf("snowflake.k8s.namespace_env: %s is not set",
+                               cfg->k8s_namespace_env);
+            return -1;
+        }
+    } else {
+        FILE *f = fopen(SFCONFIG_K8S_NS_FILE, "r");
+        if (f != NULL) {
+            if (fgets(nsbuf, sizeof nsbuf, f) != NULL) {
+                nsbuf[strcspn(nsbuf, "\r\n")] = '\0';
+                ns = nsbuf;
+            }
+            fclose(f);
+        }
+    }
+    if (ns == NULL || *ns == '\0') {
+        log_warn("snowflake: no namespace for pod %s (neither "
+                 "snowflake.k8s.namespace_env nor %s): its identity in the "
+                 "fence store is the bare pod name, which a pod of the same "
+                 "name in another namespace on that store shares", alias,
+                 SFCONFIG_K8S_NS_FILE);
+        alias[0] = '\0';
+        return 0;
+    }
+    return workerid_k8s_identity(alias, ns, ident, size, cause);
 }
 
 /* ZooKeeper: named, or auto with an address. */
@@ -205,7 +252,7 @@ sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
 {
     struct wlease_params p;
     struct wlease_store st;
-    char ip[64], ident[256], *cache = NULL;
+    char ip[64], ident[256], alias[256] = "", *cache = NULL;
     struct wlease *w;
     int zk = sfconfig_uses_zk(cfg);
 
@@ -215,8 +262,11 @@ sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
     if (sfconfig_k8s_store(cfg)) {
         /* the worker ID is the pod's; the store holds it for the pod name */
         if (sfconfig_k8s_worker(cfg, l->max_worker, ident, sizeof ident,
-                                &p.worker_id, cause) == -1)
+                                &p.worker_id, cause) == -1 ||
+            sfconfig_k8s_identity(cfg, ident, sizeof ident, alias,
+                                  sizeof alias, cause) == -1)
             return NULL;
+        p.alias = alias;
         p.fixed_worker = 1;
         p.source = "k8s";
     } else {
@@ -236,6 +286,9 @@ sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
                                          cfg->leaf_name, p.port);
     p.datacenter_id = cfg->datacenter_id;
     p.max_worker = l->max_worker;
+    workerid_cache_layout(l->epoch_ms, l->timestamp_bits, l->datacenter_bits,
+                          l->worker_bits, l->sequence_bits, p.layout,
+                          sizeof p.layout);
     p.heartbeat_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 3000;
     /* ZooKeeper (Leaf's rule): a held node goes to nobody else unless
      * snowflake.takeover; then the lease is takeover_age_ms */
@@ -320,6 +373,9 @@ sfconfig_workerid_open(const struct config *cfg, const struct sfcodec_layout *l,
             (long long)cfg->datacenter_id, (long long)p.worker_id);
     p.datacenter_id = cfg->datacenter_id;
     p.max_worker = l->max_worker;
+    workerid_cache_layout(l->epoch_ms, l->timestamp_bits, l->datacenter_bits,
+                          l->worker_bits, l->sequence_bits, p.layout,
+                          sizeof p.layout);
     w = workerid_open_params(&p, cause);
     free(cache);
     return w;

@@ -390,8 +390,20 @@ snowflake_next(struct snowflake *sf, uint32_t n, uint64_t *out,
     gate = atomic_load_explicit(&sf->gate, memory_order_relaxed);
     if (now <= gate) {
         int64_t gap = gate - now + 1;
-        if (util_mono_ms() + gap <=
-            atomic_load_explicit(&sf->gate_deadline, memory_order_relaxed))
+        int kind = util_mono_ms() + gap <=
+                   atomic_load_explicit(&sf->gate_deadline,
+                                        memory_order_relaxed)
+                   ? SNOWFLAKE_WAIT : SNOWFLAKE_REFUSE;
+        char note[400];
+
+        /* the non-OK path only: the note takes the backend's lock */
+        if (sf->backend.gate_note != NULL &&
+            sf->backend.gate_note(sf->backend.arg, gate, note, sizeof note))
+            return sf_answer(sf, why, kind, SF_C_FENCE_NOT_PASSED, gap,
+                             "the clock is %" PRId64 " ms behind the "
+                             "new/wiped-store epoch gate %" PRId64 ", when "
+                             "IDs start: %s", gap, gate, note);
+        if (kind == SNOWFLAKE_WAIT)
             return sf_answer(sf, why, SNOWFLAKE_WAIT, SF_C_FENCE_NOT_PASSED,
                              gap,
                              "waiting %" PRId64 " ms for the clock to pass "

@@ -70,7 +70,7 @@ struct snowflake_refusal {
     const char *code;
     int64_t     wait_ms;
     int         retry_after_s;
-    char        message[200];
+    char        message[512];
 };
 
 typedef int64_t (*snowflake_clock_fn)(void *arg);          /* ms since 1970 */
@@ -137,6 +137,10 @@ struct snowflake_backend {
      * request path refuses (worker_lease_expired) from then on, also while
      * the keeper is stuck in a store call. May be NULL. */
     int64_t (*lease_until)(void *arg);
+    /* Why the start gate is gate when it is not a persisted fence (a
+     * store's new/wiped-store epoch gate): 1 with the text in buf, else 0.
+     * For the refusal before the clock passes it. May be NULL. */
+    int  (*gate_note)(void *arg, int64_t gate, char *buf, size_t size);
     void (*close)(void *arg);
     void *arg;
 };

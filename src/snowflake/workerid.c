@@ -74,6 +74,11 @@ workerid_open_params(const struct workerid_params *p, char **cause)
     crc = workerid_cache_read(p->cache_path, &c, cause);
     if (crc == -1)
         return NULL;
+    if (crc == 0 && workerid_cache_layout_check(p->cache_path, &c, p->layout,
+                                                cause) == -1) {
+        workerid_cache_free(&c);
+        return NULL;
+    }
     if (crc == 0) {
         log_info("snowflake cache file %s: worker ID %" PRId64 ", fence %"
                  PRId64, p->cache_path, c.worker_id, c.fence_ms);
@@ -135,6 +140,7 @@ workerid_persist(struct workerid *w, int64_t fence_ms, char **cause)
     c.fence_ms = fence_ms;
     c.zk_node = (char *)"";
     c.nonce = (char *)"";
+    c.layout = w->p.layout;
     if (workerid_cache_write(w->cache_path, &c, cause) == -1)
         return SNOWFLAKE_PERSIST_FAILED;
     return SNOWFLAKE_PERSIST_OK;

@@ -15,7 +15,7 @@
  * The fence: every persist writes the cache file (temp file, fsync, rename,
  * fsync of the directory); a start gates on the file's fence. The cache
  * file is JSON: {"format":1,"leaf_name","source","ip","port","worker_id",
- * "datacenter_id","fence","zk_node","nonce"} (workerid_cache.h); its
+ * "datacenter_id","fence","zk_node","nonce","layout"} (workerid_cache.h); its
  * default path is ./leafd-snowflake-<leaf.name>-worker-<dc>-<id>.json.
  *
  * Ownership: workerid_open_params returns a struct workerid; once handed to
@@ -49,6 +49,9 @@ struct workerid_params {
                                      (workerid_k8s_ordinal): named "k8s" */
     int64_t     datacenter_id;
     uint64_t    max_worker;
+    char        layout[64];       /* workerid_cache_layout's, recorded in
+                                     and checked against the cache file;
+                                     "": none */
 };
 
 /* From explicit parameters (sfconfig.c fills them from the config). Fails
@@ -75,6 +78,14 @@ int  workerid_tick(struct workerid *w, int64_t now_ms);
  * *cause when there is no ordinal or the sum is past max_worker. */
 int  workerid_k8s_ordinal(const char *name, int64_t offset,
                           uint64_t max_worker, int64_t *worker, char **cause);
+
+/* The identity a pod holds its worker ID under in a fence store:
+ * "<namespace>/<name>", or name alone when ns is NULL or "" (no namespace
+ * known), into buf. ns must be a DNS label (1..63 of a-z, 0-9, '-', not
+ * starting or ending with '-'), as Kubernetes names namespaces. 0, or -1
+ * with *cause when it is not or the identity does not fit in size. */
+int  workerid_k8s_identity(const char *name, const char *ns, char *buf,
+                           size_t size, char **cause);
 
 /* First non-loopback IPv4 address of an interface that is up, as text in
  * buf (>= 16 bytes). 0, or -1 when there is none. */

@@ -1,6 +1,7 @@
 /* workerid_cache.c: the snowflake cache file: worker ID, fence and instance
  * nonce, written atomically (see workerid_cache.h).
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -24,6 +25,7 @@ workerid_cache_free(struct workerid_cache *c)
     free(c->ip);
     free(c->zk_node);
     free(c->nonce);
+    free(c->layout);
     memset(c, 0, sizeof *c);
     c->worker_id = -1;
 }
@@ -110,6 +112,7 @@ workerid_cache_read(const char *path, struct workerid_cache *c, char **cause)
     c->ip = opt_str(root, "ip");
     c->zk_node = opt_str(root, "zk_node");
     c->nonce = opt_str(root, "nonce");
+    c->layout = opt_str(root, "layout");
     rc = 0;
     goto out;
 
@@ -162,6 +165,10 @@ workerid_cache_write(const char *path, const struct workerid_cache *c,
     sbuf_json_str(&b, c->zk_node != NULL ? c->zk_node : "");
     sbuf_puts(&b, ",\"nonce\":");
     sbuf_json_str(&b, c->nonce != NULL ? c->nonce : "");
+    if (c->layout != NULL && *c->layout != '\0') {
+        sbuf_puts(&b, ",\"layout\":");
+        sbuf_json_str(&b, c->layout);
+    }
     sbuf_puts(&b, "}\n");
 
     tmp = xasprintf("%s.tmp", path);
@@ -218,4 +225,64 @@ out:
     free(dir);
     sbuf_free(&b);
     return rc;
+}
+
+void
+workerid_cache_layout(int64_t epoch_ms, int timestamp_bits,
+                      int datacenter_bits, int worker_bits,
+                      int sequence_bits, char *buf, size_t size)
+{
+    snprintf(buf, size, "%" PRId64 ":%d/%d/%d/%d", epoch_ms, timestamp_bits,
+             datacenter_bits, worker_bits, sequence_bits);
+}
+
+/* "<epoch>:<t>/<d>/<w>/<s>": 0 with the epoch and the timestamp's shift
+ * (d + w + s), or -1. */
+static int
+cache_layout_parse(const char *s, int64_t *epoch, int *shift)
+{
+    long long e;
+    int t, d, w, q, end = 0;
+
+    if (sscanf(s, "%lld:%d/%d/%d/%d%n", &e, &t, &d, &w, &q, &end) != 5 ||
+        s[end] != '\0' || t < 1 || d < 0 || w < 0 || q < 1 ||
+        t + d + w + q != 63)
+        return -1;
+    *epoch = e;
+    *shift = d + w + q;
+    return 0;
+}
+
+int
+workerid_cache_layout_check(const char *path, const struct workerid_cache *c,
+                            const char *layout, char **cause)
+{
+    int64_t e0, e1;
+    int s0, s1;
+
+    if (c->layout == NULL || *c->layout == '\0' ||
+        strcmp(c->layout, layout) == 0)
+        return 0;
+    if (cache_layout_parse(layout, &e1, &s1) == -1) {
+        assert(!"workerid_cache_layout gave an unparsable layout");
+        s1 = 0;
+    }
+    if (cache_layout_parse(c->layout, &e0, &s0) == 0 && e0 == e1 &&
+        s1 > s0)
+        return 0;
+    *cause = xasprintf("snowflake layout changed since the last run: the "
+                       "cache file %s was written under %s (epoch_ms:"
+                       "timestamp/datacenter/worker/sequence bits), the "
+                       "config gives %s. IDs of the new layout can equal "
+                       "IDs already issued: only bits moved out of "
+                       "timestamp_bits, with the same epoch_ms, keep every "
+                       "new ID above the old ones. Bits moved into "
+                       "timestamp_bits, or a later epoch_ms, are never "
+                       "safe. Otherwise (worker_bits traded with "
+                       "sequence_bits, an earlier epoch_ms): stop every "
+                       "node of the old layout, wait until the clock is past "
+                       "the highest fence in their cache files, remove "
+                       "those files, then start the nodes on the new layout "
+                       "(docs/operations.md)", path, c->layout, layout);
+    return -1;
 }

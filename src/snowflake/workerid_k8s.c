@@ -1,12 +1,14 @@
 /* workerid_k8s.c: a snowflake worker ID from a Kubernetes StatefulSet pod's
  * ordinal (see workerid.h). Pure, so it can be tested and fuzzed alone. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "util.h"
 #include "workerid.h"
 
 #define WK_NAME_MAX 253         /* a DNS name, as a pod's hostname is */
+#define WK_NS_MAX   63          /* a DNS label, as a namespace is */
 
 int
 workerid_k8s_ordinal(const char *name, int64_t offset, uint64_t max_worker,
@@ -37,5 +39,32 @@ workerid_k8s_ordinal(const char *name, int64_t offset, uint64_t max_worker,
         return -1;
     }
     *worker = ord + offset;
+    return 0;
+}
+
+int
+workerid_k8s_identity(const char *name, const char *ns, char *buf,
+                      size_t size, char **cause)
+{
+    size_t len = ns != NULL ? strnlen(ns, WK_NS_MAX + 1) : 0;
+    int n, label = len <= WK_NS_MAX;
+
+    for (size_t i = 0; label && i < len; i++) {
+        char ch = ns[i];
+        label = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+                (ch == '-' && i > 0 && i < len - 1);
+    }
+    if (!label) {
+        *cause = xasprintf("the pod's namespace \"%.63s\" is not a DNS "
+                           "label (1..63 of a-z, 0-9, '-')", ns);
+        return -1;
+    }
+    n = len > 0 ? snprintf(buf, size, "%s/%s", ns, name)
+                : snprintf(buf, size, "%s", name);
+    if (n < 0 || (size_t)n >= size) {
+        *cause = xasprintf("the pod's identity %s/%s is over %zu bytes",
+                           len > 0 ? ns : "", name, size - 1);
+        return -1;
+    }
     return 0;
 }

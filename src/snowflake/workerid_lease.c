@@ -48,7 +48,10 @@
  *     with the store down. The same identity (the pod name) takes it back
  *     even from a live lease and gates on its fence: a process of that name
  *     still running confirms no further fence (its writes find another
- *     nonce), so it issues nothing past what the taker gates on.
+ *     nonce), so it issues nothing past what the taker gates on. The pod's
+ *     identity is "<namespace>/<pod>" (pods of one name in two namespaces
+ *     are two identities); the bare pod name, a run's identity before
+ *     namespaces, is its alias and counts as the same.
  *   - Every fence write also reads the store's clock; the offset from ours
  *     (the middle of the round trip) past max_clock_offset_ms, less half
  *     the round trip, refuses the start, and while running refuses IDs
@@ -77,6 +80,7 @@ struct wlease {
     struct wlease_params p;         /* strings below are our own copies */
     struct wlease_store  st;
     char            *identity;
+    char            *alias;         /* "" none */
     char            *cache_path;
     char            *leaf_name;
     char            *ip;
@@ -105,6 +109,9 @@ struct wlease {
     _Atomic uint64_t writes_ok;
     _Atomic uint64_t writes_fail;
     char            *last_error;    /* guarded by mu */
+    char            *gate_note;     /* the store's epoch_note, guarded by
+                                       mu; for the gate gate_note_at */
+    int64_t          gate_note_at;
     pthread_mutex_t  mu;
 };
 
@@ -160,6 +167,7 @@ wl_claim(struct wlease *l, char **cause)
     int rc;
 
     c.identity = l->identity;
+    c.alias = l->alias;
     c.nonce = l->nonce;
     c.prev_nonce = l->prev_nonce;
     c.prev_worker = l->prev_worker;
@@ -171,6 +179,15 @@ wl_claim(struct wlease *l, char **cause)
     rc = l->st.claim(l->st.arg, &c, &worker, &fence, cause);
     if (rc != WLEASE_OK)
         return rc;
+    if (l->st.epoch_note != NULL) {
+        int64_t at = -1;
+        char *note = l->st.epoch_note(l->st.arg, &at);
+        pthread_mutex_lock(&l->mu);
+        free(l->gate_note);
+        l->gate_note = note;
+        l->gate_note_at = at;
+        pthread_mutex_unlock(&l->mu);
+    }
     assert(worker >= 0 && (uint64_t)worker <= l->p.max_worker);
     assert(!l->p.fixed_worker || worker == l->p.worker_id);
     if (fence > l->start_fence)
@@ -205,10 +222,12 @@ wlease_open(const struct wlease_params *p, const struct wlease_store *store,
     l->p = *p;
     l->st = *store;
     l->identity = xstrdup(p->identity != NULL ? p->identity : "");
+    l->alias = xstrdup(p->alias != NULL ? p->alias : "");
     l->cache_path = xstrdup(p->cache_path != NULL ? p->cache_path : "");
     l->leaf_name = xstrdup(p->leaf_name != NULL ? p->leaf_name : "");
     l->ip = xstrdup(p->ip != NULL ? p->ip : "");
     l->p.identity = l->identity;
+    l->p.alias = l->alias;
     l->p.cache_path = l->cache_path;
     l->p.leaf_name = l->leaf_name;
     l->p.ip = l->ip;
@@ -237,7 +256,8 @@ wlease_open(const struct wlease_params *p, const struct wlease_store *store,
         goto error;
     }
     crc = workerid_cache_read(l->cache_path, &c, cause);
-    if (crc == -1)
+    if (crc == -1 || (crc == 0 && workerid_cache_layout_check(
+                          l->cache_path, &c, l->p.layout, cause) == -1))
         goto error;
     l->prev_nonce = xstrdup(crc == 0 && c.nonce != NULL ? c.nonce : "");
     l->prev_worker = crc == 0 ? c.worker_id : -1;
@@ -302,12 +322,14 @@ wlease_close(struct wlease *l)
     if (l->st.close != NULL)
         l->st.close(l->st.arg);
     free(l->identity);
+    free(l->alias);
     free(l->cache_path);
     free(l->leaf_name);
     free(l->ip);
     free(l->source);
     free(l->prev_nonce);
     free(l->last_error);
+    free(l->gate_note);
     pthread_mutex_destroy(&l->mu);
     free(l);
 }
@@ -379,6 +401,7 @@ wl_persist(void *arg, int64_t fence_ms, char **cause)
     c.datacenter_id = l->p.datacenter_id;
     c.fence_ms = fence_ms;
     c.nonce = l->nonce;
+    c.layout = l->p.layout;
     node = l->st.node != NULL ? l->st.node(l->st.arg) : NULL;
     c.zk_node = node != NULL ? node : (char *)"";
     rc = workerid_cache_write(l->cache_path, &c, cause);
@@ -492,6 +515,22 @@ wl_clock_offset(void *arg, int64_t *offset_ms)
     return atomic_load(&l->measured) ? 0 : -1;
 }
 
+/* The store's note on the epoch gate, while gate is that one (a cache
+ * file's later fence, a later claim's, is not). */
+static int
+wl_gate_note(void *arg, int64_t gate, char *buf, size_t size)
+{
+    struct wlease *l = arg;
+    int have;
+
+    pthread_mutex_lock(&l->mu);
+    have = l->gate_note != NULL && l->gate_note_at == gate;
+    if (have)
+        snprintf(buf, size, "%s", l->gate_note);
+    pthread_mutex_unlock(&l->mu);
+    return have;
+}
+
 static void
 wl_close(void *arg)
 {
@@ -584,6 +623,16 @@ wl_metrics(void *arg, struct sbuf *out)
         l->st.metrics(l->st.arg, out);
 }
 
+char *
+wlease_note_take(struct wlease_note *n, int64_t *gate)
+{
+    char *text = n->text;
+
+    *gate = n->gate;
+    n->text = NULL;
+    return text;
+}
+
 void *
 wlease_store_arg(struct wlease *l)
 {
@@ -602,6 +651,7 @@ wlease_backend(struct wlease *l, struct snowflake_backend *b)
     b->source = wl_source;
     b->clock_offset = wl_clock_offset;
     b->lease_until = wl_lease_until;
+    b->gate_note = wl_gate_note;
     b->close = wl_close;
     b->arg = l;
 }

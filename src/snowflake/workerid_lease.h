@@ -23,7 +23,10 @@
 
 /* What a store's claim is given. */
 struct wlease_claim {
-    const char *identity;   /* "<ip>:<port>", or the k8s pod name */
+    const char *identity;   /* "<ip>:<port>", or "<namespace>/<pod>" */
+    const char *alias;      /* "", or the identity's former name (k8s:
+                               the bare pod name): a wanted ID it holds is
+                               this identity's own */
     const char *nonce;      /* this process */
     const char *prev_nonce; /* the cache file's (our last run), or "" */
     int64_t     prev_worker;/* the cache file's worker ID, or -1 */
@@ -78,11 +81,27 @@ struct wlease_store {
     char *(*node)(void *s);
     void (*state_json)(void *s, struct sbuf *out);
     void (*metrics)(void *s, struct sbuf *out);
+    /* Optional (NULL: none). After a claim that returned WLEASE_OK with
+     * the epoch gate as the fence (the store had no record of the ID):
+     * that gate, and what it is and how to skip it, for the operator
+     * (malloc'd); else NULL. Called on the claiming thread. */
+    char *(*epoch_note)(void *s, int64_t *gate);
     void *arg;
 };
 
+/* A store's epoch_note between its claim and the call (malloc'd text or
+ * NULL, and the gate it is about). */
+struct wlease_note {
+    char    *text;
+    int64_t  gate;
+};
+
+/* epoch_note's body: hand over n's text and gate, leaving n empty. */
+char *wlease_note_take(struct wlease_note *n, int64_t *gate);
+
 struct wlease_params {
     const char *identity;
+    const char *alias;          /* wlease_claim's; NULL: none */
     const char *cache_path;
     const char *leaf_name;
     const char *ip;
@@ -105,6 +124,9 @@ struct wlease_params {
                                    issued under a record the store lost */
     const char *source;         /* /snowflake/state's source while an ID
                                    is held (NULL: the store's) */
+    char        layout[64];     /* workerid_cache_layout's, recorded in
+                                   and checked against the cache file;
+                                   "": none */
     snowflake_clock_fn clock;   /* the taker's clock; NULL: wall clock */
     void       *clock_arg;
 };

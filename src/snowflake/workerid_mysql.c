@@ -69,6 +69,7 @@ struct wmysql {
     char         *where;
     unsigned int  timeout_s;
     unsigned int  last_errno;   /* of the last wm_fail, 0 none */
+    struct wlease_note note;    /* the last claim's epoch gate: why */
     MYSQL        *db;
 };
 
@@ -218,7 +219,11 @@ wm_claim_wanted(const struct wlease_claim *c, const struct wm_row *rows,
         else if (strcmp(w->ident, c->identity) == 0)
             *move = w->worker;
     }
-    if (*row >= 0 && strcmp(rows[*row].ident, c->identity) != 0) {
+    /* the alias (k8s: the bare pod name of a run before namespaces) is
+     * this identity's former name: its row is ours to take back */
+    if (*row >= 0 && strcmp(rows[*row].ident, c->identity) != 0 &&
+        (c->alias == NULL || c->alias[0] == '\0' ||
+         strcmp(rows[*row].ident, c->alias) != 0)) {
         const struct wm_row *w = &rows[*row];
         if (!w->released && now - w->hb < c->lease_ms) {
             *cause = xasprintf("snowflake worker ID %" PRId64 " is held by "
@@ -241,6 +246,27 @@ wm_claim_wanted(const struct wlease_claim *c, const struct wm_row *rows,
     return WLEASE_OK;
 }
 
+/* The identity is UNIQUE: before it takes another worker ID, its row for
+ * worker gets a placeholder identity, released, its fence kept. 0, or -1
+ * after wm_fail. */
+static int
+wm_move_out(struct wmysql *m, long long worker, char **cause)
+{
+    MYSQL_BIND p[2];
+    MYSQL_STMT *st;
+    char moved[32];
+    unsigned long ml;
+
+    snprintf(moved, sizeof moved, "~moved:%lld", worker);
+    ml = strlen(moved);
+    wm_str(&p[0], moved, ml, &ml);
+    wm_i64(&p[1], &worker);
+    if ((st = wm_run(m, wm_sql_move, p, NULL, cause)) == NULL)
+        return -1;
+    mysql_stmt_close(st);
+    return 0;
+}
+
 static int
 wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
               int64_t *fence_ms, char **cause)
@@ -250,7 +276,7 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
     MYSQL_BIND r[6], p[5];
     unsigned long il = 0, nl = 0, idl, inl;
     MYSQL_STMT *st;
-    long long now, wid, hbv, fv, epoch = -1;
+    long long now, wid, hbv, fv, epoch = -1, past_max = -1;
     size_t n = 0, cap = 0;
     int64_t take = -1, tfence = 0;
     int fr, insert = 0, has_epoch = 0, epoch_ok = 1, rc = WLEASE_DOWN;
@@ -311,30 +337,18 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         if (rc != WLEASE_OK)
             goto rollback;
         rc = WLEASE_DOWN;
-        if (move >= 0) {
-            char moved[32];
-            unsigned long ml;
-            long long mw = move;
-
-            /* the identity is UNIQUE: its old row gets a placeholder */
-            snprintf(moved, sizeof moved, "~moved:%lld", mw);
-            ml = strlen(moved);
-            wm_str(&p[0], moved, ml, &ml);
-            wm_i64(&p[1], &mw);
-            if ((st = wm_run(m, wm_sql_move, p, NULL, cause)) == NULL) {
-                free(rows);
-                return WLEASE_DOWN;
-            }
-            mysql_stmt_close(st);
+        if (move >= 0 && wm_move_out(m, move, cause) == -1) {
+            free(rows);
+            return WLEASE_DOWN;
         }
         take = c->want_worker;
         tfence = at >= 0 ? rows[at].fence : 0;
         insert = at < 0;
     }
-    /* this identity's row */
+    /* this identity's row; one past the layout's highest worker ID
+     * (worker_bits lowered) is freed below, as the identity is UNIQUE */
     for (size_t i = 0; take < 0 && i < n; i++) {
-        if (strcmp(rows[i].ident, c->identity) != 0 ||
-            (uint64_t)rows[i].worker > c->max_worker)
+        if (strcmp(rows[i].ident, c->identity) != 0)
             continue;
         if (strcmp(rows[i].inst, c->nonce) != 0 &&
             strcmp(rows[i].inst, c->prev_nonce) != 0 &&
@@ -346,6 +360,10 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
                                c->identity, rows[i].inst, now - rows[i].hb);
             rc = WLEASE_REFUSED;
             goto rollback;
+        }
+        if ((uint64_t)rows[i].worker > c->max_worker) {
+            past_max = rows[i].worker;
+            continue;
         }
         take = rows[i].worker;
         tfence = rows[i].fence;
@@ -375,6 +393,16 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
                            c->max_worker + 1, c->max_worker);
         rc = WLEASE_REFUSED;
         goto rollback;
+    }
+    if (past_max >= 0) {
+        log_warn("snowflake: %s held worker ID %lld in leaf_worker, past "
+                 "the layout's highest %" PRIu64 " (worker_bits lowered): "
+                 "freeing that row (fence kept), taking %" PRId64,
+                 c->identity, past_max, c->max_worker, take);
+        if (wm_move_out(m, past_max, cause) == -1) {
+            free(rows);
+            return WLEASE_DOWN;
+        }
     }
     /* no row (never used, or lost with the table): every fence a node held
      * under a lost row was written before the epoch */
@@ -411,6 +439,21 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         return WLEASE_DOWN;
     }
     free(rows);
+    free(m->note.text);
+    m->note.text = NULL;
+    if (insert && tfence == epoch + c->unknown_gate_ms) {
+        m->note.text = xasprintf("mysql has no record of this worker ID since "
+                            "its epoch %lld (leaf_worker's epoch row, "
+                            "worker_id %d, set by the first claim on a new or "
+                            "truncated table), and a node may have issued up "
+                            "to the epoch + fence_step + max_borrow + "
+                            "max_clock_offset under a lost row; it ends by "
+                            "itself. Only on a table nothing was ever issued "
+                            "from, `UPDATE leaf_worker SET fence_ms = 0 WHERE "
+                            "worker_id = %d` skips it (docs/operations.md)",
+                            epoch, WM_EPOCH_WORKER, WM_EPOCH_WORKER);
+        m->note.gate = tfence;
+    }
     if (insert && tfence >= c->now_ms)
         log_warn("snowflake: mysql has no record of worker ID %" PRId64
                  " since %lld (leaf_worker's epoch row: a new or truncated "
@@ -519,6 +562,12 @@ wm_release(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     return wm_update_held(m, wm_sql_release, p, cause);
 }
 
+static char *
+wm_epoch_note(void *arg, int64_t *gate)
+{
+    return wlease_note_take(&((struct wmysql *)arg)->note, gate);
+}
+
 static void
 wm_close(void *arg)
 {
@@ -527,6 +576,7 @@ wm_close(void *arg)
     if (m == NULL)
         return;
     wm_drop(m);
+    free(m->note.text);
     db_mysql_target_free(&m->t);
     free(m->where);
     free(m);
@@ -569,6 +619,7 @@ workerid_mysql_store(const char *url, const char *user, const char *password,
     out->fence = wm_fence;
     out->release = wm_release;
     out->close = wm_close;
+    out->epoch_note = wm_epoch_note;
     out->arg = m;
     return 0;
 }

@@ -17,10 +17,12 @@ struct wredis {
     char          *prefix;
     int64_t        timeout_ms;
     redisContext  *c;
+    struct wlease_note note;    /* the last claim's epoch gate: why */
 };
 
 /* ARGV: prefix, identity, nonce, prev_nonce, taker_now_ms, lease_ms,
- * max_worker, want (-1: any), unknown_gate_ms. Returns {worker, fence,
+ * max_worker, want (-1: any), unknown_gate_ms, alias (the identity's
+ * former name, whose wanted ID is its own; "" none). Returns {worker, fence,
  * epoch} (epoch -1 unless the ID had no hash) or {-2, hb} (a live twin) or
  * {-1, in use} or {-5, 0} (the epoch key is not a number); for a wanted ID
  * also {-3, hb, identity} (held live by that identity) or {-4, fence} (its
@@ -28,7 +30,8 @@ struct wredis {
  * Free: no hash, released, or lease expired on the store's clock; and in
  * every case the fence below the taker's clock. A wanted ID that this
  * identity holds is taken back whatever its lease; the identity's other ID,
- * if any, is released (its fence kept).
+ * if any, is released (its fence kept), as is its ID past maxw (after
+ * worker_bits was lowered) when it takes one within.
  * P epoch is the store's clock when a claim first found it missing: every
  * hash a node held before that was written before it, so an ID with no
  * hash (never used, or lost with the data) gates on epoch +
@@ -45,23 +48,29 @@ static const char wr_claim_lua[] =
 "local epoch = tonumber(redis.call('GET', p .. 'epoch'))\n"
 "if not epoch then return {-5, 0} end\n"
 "local unknown = epoch + tonumber(ARGV[9])\n"
+"local mine = tonumber(redis.call('GET', p .. 'id:' .. ident))\n"
 "local function take(id, fence, hashless)\n"
 "  if hashless and unknown > fence then fence = unknown end\n"
+"  if mine and mine > maxw and redis.call('HGET', p .. 'w:' .. mine,"
+" 'identity') == ident then\n"
+"    redis.call('HSET', p .. 'w:' .. mine, 'released', '1')\n"
+"  end\n"
 "  redis.call('HSET', p .. 'w:' .. id, 'identity', ident, 'instance', nonce,"
 " 'fence', fmt(fence), 'hb', fmt(snow), 'released', '0')\n"
 "  redis.call('SET', p .. 'id:' .. ident, id)\n"
 "  return {id, fence, hashless and epoch or -1}\n"
 "end\n"
-"local mine = tonumber(redis.call('GET', p .. 'id:' .. ident))\n"
 "local want = tonumber(ARGV[8])\n"
 "if want >= 0 then\n"
 "  local h = redis.call('HMGET', p .. 'w:' .. want, 'identity', 'instance',"
 " 'fence', 'hb', 'released')\n"
 "  local fence = tonumber(h[3]) or 0\n"
 "  if h[1] and h[1] ~= ident then\n"
-"    local hb = tonumber(h[4]) or 0\n"
-"    if h[5] ~= '1' and snow - hb < lease then return {-3, hb, h[1]} end\n"
-"    if fence >= now then return {-4, fence} end\n"
+"    if h[1] ~= ARGV[10] then\n"
+"      local hb = tonumber(h[4]) or 0\n"
+"      if h[5] ~= '1' and snow - hb < lease then return {-3, hb, h[1]} end\n"
+"      if fence >= now then return {-4, fence} end\n"
+"    end\n"
 "    if redis.call('GET', p .. 'id:' .. h[1]) == tostring(want) then\n"
 "      redis.call('DEL', p .. 'id:' .. h[1])\n"
 "    end\n"
@@ -217,7 +226,8 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
     struct wredis *r = arg;
     char now[24], lease[24], maxw[24], want[24], unknown[24];
     const char *a[] = { r->prefix, c->identity, c->nonce, c->prev_nonce,
-                        now, lease, maxw, want, unknown };
+                        now, lease, maxw, want, unknown,
+                        c->alias != NULL ? c->alias : "" };
     redisReply *rep;
     int64_t x, y, epoch = -1;
 
@@ -226,7 +236,7 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
     snprintf(maxw, sizeof maxw, "%" PRIu64, c->max_worker);
     snprintf(want, sizeof want, "%" PRId64, c->want_worker);
     snprintf(unknown, sizeof unknown, "%" PRId64, c->unknown_gate_ms);
-    rep = wr_eval(r, wr_claim_lua, 0, 9, a, cause);
+    rep = wr_eval(r, wr_claim_lua, 0, 10, a, cause);
     if (rep == NULL)
         return WLEASE_DOWN;
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||
@@ -289,9 +299,29 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
                  "waiting until %" PRId64 " (%" PRId64 " ms) before issuing, "
                  "past anything a node could have issued before", x, epoch,
                  r->prefix, y, y - c->now_ms + 1);
+    free(r->note.text);
+    r->note.text = NULL;
+    if (epoch >= 0 && y == epoch + c->unknown_gate_ms) {
+        r->note.text = xasprintf("redis has no record of this worker ID since "
+                            "its epoch %" PRId64 " (set by the first claim "
+                            "on a new or wiped store), and a node may have "
+                            "issued up to the epoch + fence_step + "
+                            "max_borrow + max_clock_offset under a lost "
+                            "record; it ends by itself. Only on a store "
+                            "nothing was ever issued from, `SET %sepoch 0` "
+                            "skips it (docs/operations.md)", epoch,
+                            r->prefix);
+        r->note.gate = y;
+    }
     *worker = x;
     *fence_ms = y;
     return WLEASE_OK;
+}
+
+static char *
+wr_epoch_note(void *arg, int64_t *gate)
+{
+    return wlease_note_take(&((struct wredis *)arg)->note, gate);
 }
 
 static int
@@ -363,6 +393,7 @@ wr_close(void *arg)
         return;
     wr_drop(r);
     workerid_redis_url_free(&r->u);
+    free(r->note.text);
     free(r->prefix);
     free(r);
 }
@@ -390,6 +421,7 @@ workerid_redis_store(const char *url, const char *prefix, int64_t timeout_ms,
     out->fence = wr_fence;
     out->release = wr_release;
     out->close = wr_close;
+    out->epoch_note = wr_epoch_note;
     out->arg = r;
     return 0;
 }

@@ -10,8 +10,10 @@ ID refused, Redis down at start and while running) and in MySQL (a
 throwaway MariaDB); a new Redis store (no epoch key) or a new leaf_worker
 table (no epoch row) makes the first claim wait past its epoch +
 fence_step + max_borrow + max_clock_offset, with 503 fence_not_passed
-meanwhile. Without redis-server or MariaDB those tests skip (under CI=1
-they fail)."""
+meanwhile (its message naming the new-store gate); a pod's identity in the
+store is <namespace>/<pod> (an upgrade from the bare pod name keeps its
+worker ID, the same name in another namespace is refused). Without
+redis-server or MariaDB those tests skip (under CI=1 they fail)."""
 import os
 import time
 
@@ -26,6 +28,7 @@ TESTS = [
     "test_k8s_fence_in_mysql",
     "test_mysql_new_table_waits",
     "test_k8s_fence_store_down",
+    "test_k8s_namespaces_in_redis",
 ]
 
 
@@ -124,7 +127,9 @@ def test_redis_new_store_waits(ctx):
         r = wd.redis()
         t0 = time.time()
         d = node(wd, r, "10.3.0.1", extra=["--snowflake.max_clock_offset_ms=500"]).start()
-        epoch = int(r.cli("-n", "2", "GET", "leafd:snowflake:epoch"))
+        # leafd may listen before its first claim has set the epoch
+        epoch = int(wait_for(lambda: r.cli("-n", "2", "GET", "leafd:snowflake:epoch"),
+                             10, what="the epoch key"))
         check(abs(epoch - t0 * 1000) < 5000, "epoch is about now: %d" % epoch)
         gated_on_epoch(d, "redis", 0, epoch)
 
@@ -198,6 +203,11 @@ def gated_on_epoch(d, store, worker, epoch):
     if time.time() * 1000 < epoch + 1900:
         eq(resp.status, 503, "nothing before the gate")
         eq(resp.json()["error"], "fence_not_passed", "why")
+        msg = resp.json()["message"]
+        check("new/wiped-store epoch gate %d" % (epoch + 2000) in msg and
+              "may have been issued" not in msg and
+              ("SET " if store == "redis" else "UPDATE leaf_worker") in msg,
+              "the 503 names the new-store gate and how to skip it: %s" % msg)
     check("%s has no record of worker ID %d since %d" % (store, worker, epoch) in d.log(),
           "the wait logged: %s" % d.log())
     got = first_ids(d, 10, "IDs once past the gate")
@@ -242,8 +252,9 @@ def test_mysql_new_table_waits(ctx):
         t0 = time.time()
         d = pod(wd, None, "web2", "web-2", db=db,
                 extra=["--snowflake.max_clock_offset_ms=500"]).start()
-        epoch = int(db.sql("SELECT fence_ms FROM leaf_worker WHERE worker_id = -1"
-                           " AND identity = '~epoch'").strip())
+        epoch = int(wait_for(lambda: db.sql(
+            "SELECT fence_ms FROM leaf_worker WHERE worker_id = -1"
+            " AND identity = '~epoch'").strip(), 10, what="the epoch row"))
         check(abs(epoch - t0 * 1000) < 5000, "epoch is about now: %d" % epoch)
         gated_on_epoch(d, "mysql", 12, epoch)
 
@@ -299,3 +310,40 @@ def test_k8s_fence_store_down(ctx):
         j = d.get("/snowflake").json()
         check(j["error"] in ("fence_unconfirmed", "worker_lease_expired"),
               "a JSON 503 that says why: %r" % j)
+
+
+def ns_pod(wd, r, name, ns):
+    """pod() in namespace ns (snowflake.k8s.namespace_env, as the manifest's
+    POD_NAMESPACE); ns None: no namespace known, the bare pod name."""
+    d = pod(wd, r, name, "web-2")
+    if ns is not None:
+        d.flags.append("--snowflake.k8s.namespace_env=MY_NS")
+        d.env["MY_NS"] = ns
+    return d
+
+
+def test_k8s_namespaces_in_redis(ctx):
+    """Pod web-2 upgraded from the bare-name identity takes its own worker ID
+    back at once as prod/web-2 (even from its last run's live lease); web-2 of
+    namespace stage on the same store is refused, naming prod/web-2, and
+    prod/web-2 keeps serving (before: each took the ID from the other)."""
+    with Workdir("wid-k8s-ns") as wd:
+        r = wd.redis(epoch0=EPOCH0)
+        old = ns_pod(wd, r, "web2", None).start()
+        eq(state(old)["identity"], "web-2", "no namespace: the bare pod name")
+        eq(old.get("/snowflake").status, 200, "serving")
+        old.kill9()                     # its lease still live
+        prod = ns_pod(wd, r, "web2", "prod").start()
+        st = state(prod)
+        eq(st["identity"], "prod/web-2", "identity: namespace/pod")
+        eq(st["worker_id"], 12, "its own worker ID back")
+        eq(r.cli("-n", "2", "HGET", "leafd:snowflake:w:12", "identity"), "prod/web-2",
+           "redis holds worker ID 12 for prod/web-2")
+        first_ids(prod, 10, "IDs from prod/web-2")
+        stage = ns_pod(wd, r, "web2-stage", "stage")
+        rc = stage.start(expect_fail=True)
+        check(rc != 0 and "held by prod/web-2" in stage.log() and
+              "stage/web-2 cannot have it" in stage.log(),
+              "the same pod name in another namespace refused: %s" % stage.log())
+        eq(prod.get("/snowflake").status, 200, "prod/web-2 still serving")
+        eq(prod.stop(), 0, "clean stop")

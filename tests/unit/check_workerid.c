@@ -246,6 +246,65 @@ base_config(struct config *cfg, const char *cache)
     cfg->takeover_age_ms = 600000;
 }
 
+/* The cache file records the layout. A restart on another layout is
+ * refused, naming both, unless every new ID is above every old one: bits
+ * moved out of timestamp_bits (worker_bits raised), the same epoch. */
+START_TEST(layout_change_checked)
+{
+    char *path = tmp_path("layout.json"), *cause = NULL;
+    struct config cfg;
+    struct snowflake *sf;
+    struct snowflake_refusal why;
+    struct workerid_cache c;
+    uint64_t ids[10], last;
+    static const int64_t refused[][3] = {   /* timestamp, worker, sequence */
+        { 42, 9, 12 },                      /* worker_bits lowered */
+        { 41, 9, 13 },                      /* ... into the sequence */
+        { 41, 11, 11 },                     /* raised from the sequence */
+    };
+
+    base_config(&cfg, path);
+    sf = sfconfig_start(&cfg, 8123, NULL, NULL, &cause);
+    ck_assert_msg(sf != NULL, "%s", cause);
+    ck_assert_int_eq(snowflake_next(sf, 10, ids, &why), SNOWFLAKE_OK);
+    last = ids[9];
+    snowflake_stop(sf);
+    ck_assert_int_eq(workerid_cache_read(path, &c, &cause), 0);
+    ck_assert_str_eq(c.layout, "1288834974657:41/0/10/12");
+    workerid_cache_free(&c);
+
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        cfg.timestamp_bits = refused[i][0];
+        cfg.worker_bits = refused[i][1];
+        cfg.sequence_bits = refused[i][2];
+        ck_assert_ptr_null(sfconfig_start(&cfg, 8123, NULL, NULL, &cause));
+        ck_assert_msg(strstr(cause, "snowflake layout changed") != NULL &&
+                      strstr(cause, "1288834974657:41/0/10/12") != NULL,
+                      "%s", cause);
+        free(cause);
+        cause = NULL;
+    }
+    /* worker_bits raised out of timestamp_bits: every ID above the old */
+    cfg.timestamp_bits = 40;
+    cfg.worker_bits = 11;
+    cfg.sequence_bits = 12;
+    sf = sfconfig_start(&cfg, 8123, NULL, NULL, &cause);
+    ck_assert_msg(sf != NULL, "%s", cause);
+    while (snowflake_next(sf, 10, ids, &why) != SNOWFLAKE_OK)
+        usleep(1000);
+    ck_assert_uint_gt(ids[0], last);
+    snowflake_stop(sf);
+    /* and back (lowered into timestamp_bits): refused */
+    cfg.timestamp_bits = 41;
+    cfg.worker_bits = 10;
+    ck_assert_ptr_null(sfconfig_start(&cfg, 8123, NULL, NULL, &cause));
+    ck_assert_msg(strstr(cause, "1288834974657:40/0/11/12") != NULL, "%s",
+                  cause);
+    free(cause);
+    free(path);
+}
+END_TEST
+
 START_TEST(start_static_and_restart)
 {
     char *path = tmp_path("start.json"), *cause = NULL, *reason = NULL;
@@ -1736,6 +1795,7 @@ workerid_suite(void)
     tcase_add_test(tc, cache_corrupt);
     tcase_add_test(tc, static_source);
     tcase_add_test(tc, start_static_and_restart);
+    tcase_add_test(tc, layout_change_checked);
     suite_add_tcase(s, tc);
 
     zk_addr = getenv("LEAFD_TEST_ZK");

@@ -20,6 +20,15 @@
 #include "workerid.h"
 #include "workerid_lease.h"
 
+static void
+rm_tree(const char *dir)
+{
+    char cmd[128];
+
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
 START_TEST(ordinals)
 {
     int64_t w = -1;
@@ -100,11 +109,7 @@ START_TEST(source_from_config)
     config_free(&c);
     free(ov[3]);
     free(cache);
-    {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        ck_assert_int_eq(system(cmd), 0);
-    }
+    rm_tree(dir);
 }
 END_TEST
 
@@ -159,11 +164,88 @@ START_TEST(fence_store_from_config)
     free(cause);
     config_free(&c);
     free(ov[5]);
-    {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        ck_assert_int_eq(system(cmd), 0);
+    rm_tree(dir);
+}
+END_TEST
+
+/* A fence store's pod identity is "<namespace>/<pod>"; no namespace: the
+ * bare pod name; a namespace that is not a DNS label is refused. */
+START_TEST(identity_with_namespace)
+{
+    char buf[64], *cause = NULL;
+    const char *bad[] = { "Prod", "-prod", "prod-", "pr/od", "pr od",
+        "a234567890123456789012345678901234567890123456789012345678901234" };
+
+    ck_assert_int_eq(workerid_k8s_identity("web-2", "prod", buf, sizeof buf,
+                                           &cause), 0);
+    ck_assert_str_eq(buf, "prod/web-2");
+    ck_assert_int_eq(workerid_k8s_identity("web-2", "", buf, sizeof buf,
+                                           &cause), 0);
+    ck_assert_str_eq(buf, "web-2");
+    ck_assert_int_eq(workerid_k8s_identity("web-2", NULL, buf, sizeof buf,
+                                           &cause), 0);
+    ck_assert_str_eq(buf, "web-2");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg(workerid_k8s_identity("web-2", bad[i], buf, sizeof buf,
+                                            &cause) == -1, "%s", bad[i]);
+        ck_assert_ptr_nonnull(strstr(cause, "not a DNS label"));
+        free(cause);
+        cause = NULL;
     }
+    ck_assert_int_eq(workerid_k8s_identity("web-2", "prod", buf, 10, &cause),
+                     -1);
+    ck_assert_ptr_nonnull(strstr(cause, "over 9 bytes"));
+    free(cause);
+}
+END_TEST
+
+/* snowflake.k8s.namespace_env (the downward API's metadata.namespace):
+ * the fence store's identity is "<namespace>/<pod>"; the variable named
+ * but not set refuses the start. */
+START_TEST(fence_store_namespace_from_config)
+{
+    struct config c;
+    struct sfcodec_layout l;
+    struct wlease *w;
+    struct snowflake_backend b;
+    struct sbuf out;
+    char *cause = NULL, dir[] = "/tmp/leafd-k8s-XXXXXX", *ov[7];
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ov[0] = "--snowflake.worker_source=k8s";
+    ov[1] = "--snowflake.k8s.ordinal_env=LEAFD_TEST_POD";
+    ov[2] = "--snowflake.k8s.namespace_env=LEAFD_TEST_NS";
+    ov[3] = "--snowflake.k8s.fence_store=redis";
+    ov[4] = "--snowflake.redis.url=redis://127.0.0.1:1";  /* nobody there */
+    ov[5] = xasprintf("--snowflake.cache_file=%s/sf.json", dir);
+    ck_assert_msg(config_load(&c, NULL, ov, 6, &cause) == 0, "%s", cause);
+    ck_assert_int_eq(sfconfig_layout(&l, &c, -1, &cause), 0);
+    setenv("LEAFD_TEST_POD", "leafd-3", 1);
+    unsetenv("LEAFD_TEST_NS");
+    ck_assert_ptr_null(sfconfig_lease_open(&c, &l, 8080, &cause));
+    ck_assert_msg(strstr(cause, "LEAFD_TEST_NS is not set") != NULL, "%s",
+                  cause);
+    free(cause);
+    cause = NULL;
+    setenv("LEAFD_TEST_NS", "prod", 1);
+    w = sfconfig_lease_open(&c, &l, 8080, &cause);
+    ck_assert_msg(w != NULL, "%s", cause);
+    wlease_backend(w, &b);
+    memset(&out, 0, sizeof out);
+    b.state_json(b.arg, &out);
+    sbuf_append(&out, "", 1);
+    ck_assert_msg(strstr(out.p, "\"identity\":\"prod/leafd-3\"") != NULL,
+                  "%s", out.p);
+    sbuf_free(&out);
+    wlease_close(w);
+    setenv("LEAFD_TEST_NS", "Prod", 1);
+    ck_assert_ptr_null(sfconfig_lease_open(&c, &l, 8080, &cause));
+    ck_assert_msg(strstr(cause, "not a DNS label") != NULL, "%s", cause);
+    free(cause);
+    unsetenv("LEAFD_TEST_NS");
+    config_free(&c);
+    free(ov[5]);
+    rm_tree(dir);
 }
 END_TEST
 
@@ -244,6 +326,8 @@ main(void)
     tcase_add_test(tc, ordinals);
     tcase_add_test(tc, source_from_config);
     tcase_add_test(tc, fence_store_from_config);
+    tcase_add_test(tc, identity_with_namespace);
+    tcase_add_test(tc, fence_store_namespace_from_config);
     if (system("python3 -c 'import yaml' >/dev/null 2>&1") == 0) {
         tcase_add_test(tc, manifest);
     } else {

@@ -1157,8 +1157,14 @@ START_TEST(k8s_restart_without_cache)
     ck_assert_int_eq(w, K8S_WORKER);
     /* the store's fence, at or past what was issued, is the gate */
     ck_assert_int_ge(f, last);
-    atomic_store(&clk, util_wall_ms());
+    /* the new process's clock where the last run's was (however long the
+     * restart took): nothing until it passes the gate */
+    atomic_store(&clk, last - 20);
     sf = sf_on(l, &clk, 1000);
+    issue_range(sf, &clk, last, 5, &s2);
+    ck_assert_uint_eq(s2.n, 0);
+    ck_assert_str_eq(s2.last_code, "fence_not_passed");
+    atomic_store(&clk, f - 20);
     issue_range(sf, &clk, f + 20, 5, &s2);
     ck_assert_int_gt(s2.n, 0);
     for (size_t i = 0; i < s2.n; i++)
@@ -1242,6 +1248,93 @@ START_TEST(k8s_offset_changed)
 }
 END_TEST
 
+/* The fence a persist confirmed (SNOWFLAKE_PERSIST_*) for l, fence_ms. */
+static int
+persist_at(struct wlease *l, int64_t fence_ms)
+{
+    struct snowflake_backend b;
+    char *cause = NULL;
+    int rc;
+
+    wlease_backend(l, &b);
+    rc = b.persist(b.arg, fence_ms, &cause);
+    free(cause);
+    return rc;
+}
+
+/* Pods of one name in two namespaces on one store are two identities
+ * ("<namespace>/<pod>", as sfconfig.c builds them): the second is refused,
+ * naming the first, which keeps its worker ID; the bare pod name made them
+ * one identity, each taking the ID from the other at its start, for ever
+ * (worker_id_lost). */
+START_TEST(k8s_namespaces_apart)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *c2 = tmp_path("2"),
+         *cause = NULL;
+    struct wlease_params pa = params("prod/web-2", c1),
+                         pb = params("stage/web-2", c2);
+    struct wlease *a = open_ok(&pa, pfx), *b;
+
+    ck_assert_int_eq(worker_of(a), K8S_WORKER);
+    b = open_at(&pb, store_port(), pfx, &cause);
+    ck_assert_ptr_null(b);
+    ck_assert_msg(strstr(cause, "is held by prod/web-2") != NULL &&
+                  strstr(cause, "stage/web-2 cannot have it") != NULL, "%s",
+                  cause);
+    free(cause);
+    ck_assert_int_eq(persist_at(a, util_wall_ms() + 1000),
+                     SNOWFLAKE_PERSIST_OK);
+    wlease_close(a);
+    free(pfx);
+    free(c1);
+    free(c2);
+}
+END_TEST
+
+/* A pod upgraded from the bare-name identity ("web-2") to
+ * "<namespace>/<pod>" takes its own row back at once, even from the old
+ * run's live lease, and gates on its fence; the old run confirms nothing
+ * more. Without the alias it would be refused until the lease ran out. A
+ * pod of that name in another namespace is refused once the row is
+ * "prod/web-2"'s. */
+START_TEST(k8s_upgrade_from_bare_name)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *c2 = tmp_path("2"),
+         *c3 = tmp_path("3"), *cause = NULL, *who;
+    struct wlease_params po = params("web-2", c1),
+                         pn = params("prod/web-2", c2),
+                         ps = params("stage/web-2", c3);
+    struct wlease *o = open_ok(&po, pfx), *n;
+    int64_t fence = util_wall_ms() + 2000, w, f;
+
+    ck_assert_int_eq(persist_at(o, fence), SNOWFLAKE_PERSIST_OK);
+    ck_assert_ptr_null(open_at(&pn, store_port(), pfx, &cause));
+    ck_assert_msg(strstr(cause, "is held by web-2") != NULL, "%s", cause);
+    free(cause);
+    cause = NULL;
+    pn.alias = "web-2";
+    n = open_ok(&pn, pfx);
+    wlease_get(n, &w, &f);
+    ck_assert_int_eq(w, K8S_WORKER);
+    ck_assert_int_ge(f, fence);
+    who = store_holder(pfx, K8S_WORKER);
+    ck_assert_str_eq(who, "prod/web-2");
+    free(who);
+    ck_assert_int_eq(persist_at(o, fence + 1000), SNOWFLAKE_PERSIST_FAILED);
+    ps.alias = "web-2";
+    ck_assert_ptr_null(open_at(&ps, store_port(), pfx, &cause));
+    ck_assert_msg(strstr(cause, "is held by prod/web-2") != NULL, "%s",
+                  cause);
+    free(cause);
+    wlease_close(o);
+    wlease_close(n);
+    free(pfx);
+    free(c1);
+    free(c2);
+    free(c3);
+}
+END_TEST
+
 /* The k8s tcases: these, and the store down at start / while running as
  * for any store. */
 static void
@@ -1252,10 +1345,67 @@ k8s_tests(TCase *tc)
     tcase_add_test(tc, k8s_restart_without_cache);
     tcase_add_test(tc, k8s_other_holder_refused);
     tcase_add_test(tc, k8s_offset_changed);
+    tcase_add_test(tc, k8s_namespaces_apart);
+    tcase_add_test(tc, k8s_upgrade_from_bare_name);
     tcase_add_test(tc, store_down_at_start);
     tcase_add_test(tc, store_back_after_start);
     tcase_add_test(tc, store_down_while_running);
 }
+
+/* A row for identity at worker, its lease long expired, as a run under a
+ * wider layout left it: leaf_worker's row, or Redis's hash and id: key. */
+static void
+plant_stale(const char *prefix, int64_t worker, const char *identity)
+{
+    int64_t now = store_ms(), fence = now - 1000, hb = now - 3 * lease_ms;
+
+    if (store_kind == ST_MYSQL) {
+        char q[300];
+        snprintf(q, sizeof q, "INSERT INTO leaf_worker VALUES (%" PRId64
+                 ", '%s', 'oldrun', %" PRId64 ", %" PRId64 ", 0)", worker,
+                 identity, fence, hb);
+        ck_assert_int_eq(mysql_exec(q), 0);
+        return;
+    }
+    freeReplyObject(redis_cmd("HSET %sw:%" PRId64 " identity %s instance "
+                              "oldrun fence %" PRId64 " hb %" PRId64
+                              " released 0", prefix, worker, identity, fence,
+                              hb));
+    freeReplyObject(redis_cmd("SET %sid:%s %" PRId64, prefix, identity,
+                              worker));
+}
+
+/* worker_bits lowered: the identity's row (worker ID 700) is past the new
+ * highest (255). The claim ends at once with an ID within (the lowest
+ * free, 0), and frees the old row (its fence kept), rather than retrying
+ * for ever on leaf_worker's UNIQUE identity. */
+START_TEST(bits_lowered_row_past_max)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *who;
+    struct wlease_params p = params("10.0.0.1:1", c1);
+    struct wlease *l;
+
+    plant_stale(pfx, 700, "10.0.0.1:1");
+    p.max_worker = 255;
+    p.release_on_stop = 1;          /* a clean stop before the raise */
+    l = open_ok(&p, pfx);
+    ck_assert_int_eq(worker_of(l), 0);
+    who = store_holder(pfx, 0);
+    ck_assert_str_eq(who, "10.0.0.1:1");
+    free(who);
+    who = store_holder(pfx, 700);
+    ck_assert_msg(strstr(who, "(released)") != NULL, "%s", who);
+    free(who);
+    wlease_close(l);
+    /* raised again: the same identity keeps the ID it holds now */
+    p.max_worker = 1023;
+    l = open_ok(&p, pfx);
+    ck_assert_int_eq(worker_of(l), 0);
+    wlease_close(l);
+    free(pfx);
+    free(c1);
+}
+END_TEST
 
 static void
 store_tests(TCase *tc)
@@ -1274,6 +1424,7 @@ store_tests(TCase *tc)
     tcase_add_test(tc, clock_off_at_start);
     tcase_add_test(tc, clock_off_while_running);
     tcase_add_test(tc, readers_while_keeping);
+    tcase_add_test(tc, bits_lowered_row_past_max);
 }
 
 /* Redis lost its data (the keys gone): the holder's next fence write finds
@@ -1366,8 +1517,8 @@ START_TEST(epoch_set_on_new_store)
     wlease_close(b);
 
     wlease_get(a, &w, &f);
-    atomic_store(&clk, util_wall_ms());
-    ck_assert_int_lt(atomic_load(&clk), f);
+    /* the clock at the claim (injected: B's claim may take any time) */
+    atomic_store(&clk, epoch);
     sf = sf_on(a, &clk, EP_STEP);
     snowflake_state_json(sf, &st);
     ck_assert_msg(strstr(st.p, "\"status\":\"fence_not_passed\"") != NULL,
@@ -1414,8 +1565,9 @@ START_TEST(epoch_after_wipe)
             a_max = id_ms(ia.v[i]);
 
     store_wipe();
-    atomic_store(&clkb, util_wall_ms());
-    ck_assert_int_lt(atomic_load(&clkb), a_max);
+    /* B's clock behind what A issued (injected: the wipe and B's start
+     * may take any time) */
+    atomic_store(&clkb, a_max - 100);
     lb = open_ok(&pb, pfx);
     epoch = store_epoch(pfx);
     wlease_get(lb, &wb, &fb);
@@ -1426,14 +1578,16 @@ START_TEST(epoch_after_wipe)
     issue_range(sb, &clkb, atomic_load(&clkb), 10, &ib);
     ck_assert_uint_eq(ib.n, 0);
     ck_assert_str_eq(ib.last_code, "fence_not_passed");
+    atomic_store(&clkb, fb - 20);
     issue_range(sb, &clkb, fb + 50, 10, &ib);
     ck_assert_uint_gt(ib.n, 0);
     for (size_t i = 0; i < ib.n; i++)
         ck_assert_int_gt(id_ms(ib.v[i]), a_max);
     ck_assert_uint_eq(idset_common(&ia, &ib), 0);
 
-    /* A's next write (the heartbeat) finds B's nonce */
-    for (int i = 0; i < 40 && strcmp(ia.last_code, "worker_id_lost") != 0;
+    /* A's next write (the heartbeat) finds B's nonce; a bound on tries,
+     * not on time */
+    for (int i = 0; i < 400 && strcmp(ia.last_code, "worker_id_lost") != 0;
          i++) {
         usleep(50 * 1000);
         atomic_store(&clka, util_wall_ms() + 150);
@@ -1448,6 +1602,63 @@ START_TEST(epoch_after_wipe)
     free(pfx);
     free(c1);
     free(c2);
+}
+END_TEST
+
+/* The refusal before a new store's epoch gate names that gate (no ID was
+ * issued up to it), when it ends and how to skip it safely; a gate that
+ * is a persisted fence keeps its own text. */
+START_TEST(epoch_gate_message)
+{
+    char *pfx = fresh_prefix_raw(), *c1 = tmp_path("1"), *skip;
+    struct wlease_params p = ep_params("10.0.0.1:1", c1);
+    struct wlease *l;
+    _Atomic int64_t clk;
+    struct snowflake *sf;
+    struct snowflake_refusal why;
+    struct idset s = {0};
+    uint64_t id;
+    int64_t epoch, w, f;
+    char gate[64];
+
+    l = open_ok(&p, pfx);
+    epoch = store_epoch(pfx);
+    wlease_get(l, &w, &f);
+    ck_assert_int_eq(f, epoch + EP_GATE);
+    atomic_store(&clk, epoch);
+    sf = sf_on(l, &clk, EP_STEP);
+    ck_assert_int_ne(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_OK);
+    ck_assert_str_eq(why.code, "fence_not_passed");
+    snprintf(gate, sizeof gate, "new/wiped-store epoch gate %" PRId64
+             ", when IDs start", f);
+    ck_assert_msg(strstr(why.message, gate) != NULL, "%s", why.message);
+    skip = store_kind == ST_MYSQL ?
+        xstrdup("`UPDATE leaf_worker SET fence_ms = 0 WHERE worker_id = -1`") :
+        xasprintf("`SET %sepoch 0`", pfx);
+    ck_assert_msg(strstr(why.message, skip) != NULL &&
+                  strstr(why.message, "nothing was ever issued from") !=
+                  NULL && strstr(why.message, "may have been issued") ==
+                  NULL, "%s", why.message);
+    free(skip);
+    atomic_store(&clk, f + 1);
+    issue_range(sf, &clk, f + 20, 1, &s);
+    ck_assert_uint_gt(s.n, 0);
+    snowflake_stop(sf);
+
+    /* the same node again: its gate is the fence its run confirmed */
+    l = open_ok(&p, pfx);
+    wlease_get(l, &w, &f);
+    ck_assert_int_gt(f, epoch + EP_GATE);
+    atomic_store(&clk, epoch);
+    sf = sf_on(l, &clk, EP_STEP);
+    ck_assert_int_ne(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_OK);
+    ck_assert_msg(strstr(why.message, "epoch gate") == NULL &&
+                  strstr(why.message, "persisted fence") != NULL, "%s",
+                  why.message);
+    snowflake_stop(sf);
+    free(s.v);
+    free(pfx);
+    free(c1);
 }
 END_TEST
 
@@ -1559,6 +1770,7 @@ main(void)
         tcase_add_test(tc, epoch_set_on_new_store);
         tcase_add_test(tc, epoch_after_wipe);
         tcase_add_test(tc, epoch_zero_no_wait);
+        tcase_add_test(tc, epoch_gate_message);
         suite_add_tcase(s, tc);
         tc = tcase_create("redis-k8s");
         tcase_add_checked_fixture(tc, setup_redis_k8s, teardown_tmp);
@@ -1580,6 +1792,7 @@ main(void)
         tcase_add_test(tc, epoch_set_on_new_store);
         tcase_add_test(tc, epoch_after_wipe);
         tcase_add_test(tc, epoch_zero_no_wait);
+        tcase_add_test(tc, epoch_gate_message);
         tcase_add_test(tc, mysql_epoch_bad);
         suite_add_tcase(s, tc);
         tc = tcase_create("mysql-k8s");
