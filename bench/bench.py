@@ -30,7 +30,7 @@ sees the same machine noise):
              here: leafd_next IDs/s per thread (1 and 2 threads), its HTTP
              requests per million IDs; and leases/s over HTTP (wrk on
              /segment/demo/lease?size=1000, in the http section). Baselines
-             in the same run: segment_take_local (microbench) and nginx.
+             in the same run: segment_take (microbench) and nginx.
   footprint  leafd's RSS with 10,000 tags loaded (bench/footprint.py), and the
              time from fork to the first ID served on the embedded default.
   DB load    opt-in (DBLOAD=1, or make bench-dbload): leaf_alloc transactions
@@ -657,15 +657,10 @@ def main():
             p(row(label, n, "", fmt_rate(per) + "/thr", "", "", "", ("%.1fns" if ns >= 1 else "%.3fns") % ns,
                   ratio, goal, met))
 
-        mrow("  segment_take_local (in process), 1 ID", "segment_take", 1, ">= 100M/thr")
-        mrow("  segment_take_local, 2 threads on one tag", "segment_take_shared_tag", 2,
-             ">= 100M/thr")
-        mrow("  segment_take_local, 2 threads, a tag each", "segment_take_tag_each", 2,
-             ">= 100M/thr")
-        mrow("  segment_take_local, 1000 IDs per call", "segment_take_count1000", 1)
-        mrow("  segment_take (as the server), 1 ID", "segment_take_shared", 1)
-        mrow("  segment_take, 2 threads on one tag", "segment_take_shared_tag_shared", 2)
-        mrow("  segment_take, 2 threads, a tag each", "segment_take_tag_each_shared", 2)
+        mrow("  segment_take (in process, as the server), 1 ID", "segment_take", 1)
+        mrow("  segment_take, 2 threads on one tag", "segment_take_shared_tag", 2)
+        mrow("  segment_take, 2 threads, a tag each", "segment_take_tag_each", 2)
+        mrow("  segment_take, 1000 IDs per call", "segment_take_count1000", 1)
         # SNOWFLAKE MICROBENCHMARK: build/microbench's snowflake_next figures.
         mrow("  snowflake_next, 1 ID, Leaf layout", "snowflake_next", 1)
         mrow("  snowflake_next, 1 ID, Leaf layout", "snowflake_next", 2)
@@ -680,7 +675,7 @@ def main():
 
     if client:
         p("C client, in process (build/clientbench: leafd_next on one tag against a local "
-          "leafd; vs base: / segment_take_local in the same run)")
+          "leafd; vs base: / segment_take in the same run)")
         for n in threads:
             vals = [c[n] for c in client if n in c]
             if not vals:

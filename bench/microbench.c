@@ -8,11 +8,9 @@
  * limits). Worker threads take one ID at a time (a zeroed struct
  * segment_take, the tag looked up by name) and check that each thread's IDs
  * increase. Measured:
- *   segment_take_local  1 thread, 2 threads on one tag, 2 threads a tag each,
- *                       1 thread with 1000 IDs per call; thread blocks of up
- *                       to 64 (the in-process call: figures "segment_take*")
- *   segment_take        the same three single-ID figures, every ID from the
- *                       shared counter, as the server takes them ("_shared")
+ *   segment_take        1 thread, 2 threads on one tag, 2 threads a tag each,
+ *                       1 thread with 1000 IDs per call: every ID from the
+ *                       shared counter, as the server takes them
  * Snowflake mode: snowflake_next for one ID at a time, Leaf's layout (12
  * sequence bits: at most 4,096,000 IDs/s per worker), and a 21-bit sequence
  * layout that the clock never limits (the generator's own cost).
@@ -72,7 +70,12 @@ median(double *v, int n)
 /* ---- the fake loader: installs a segment as soon as one is asked for ---- */
 
 static struct segments *segs;
-static int segs_local;                    /* segment_take_local, else segment_take */
+/* segment_take through a pointer: cppcheck's whole-program check cannot
+ * see that segment_take writes a fresh take's other fields before it reads
+ * them (a false positive), and a memset per call would cost the figure
+ * ~6 ns that the server does not pay. */
+static enum segment_result (*take_fn)(struct segments *, const char *, size_t,
+                                      int64_t, struct segment_take *) = segment_take;
 static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t load_cv = PTHREAD_COND_INITIALIZER;
 static struct segment_tag *load_queue[64];
@@ -164,8 +167,7 @@ segment_worker(void *arg)
             st.nranges = 0;
             /* cppcheck: segment_take writes st.limit before reading it, and
              * nranges >= 1 on SEGMENT_OK (false positives) */
-            if ((segs_local ? segment_take_local : segment_take)(segs, w->tag, w->tag_len,
-                                                                 w->batch, &st) != SEGMENT_OK) { // cppcheck-suppress uninitvar
+            if (take_fn(segs, w->tag, w->tag_len, w->batch, &st) != SEGMENT_OK) { // cppcheck-suppress uninitvar
                 waits++;                   /* both buffers empty: retry */
                 continue;
             }
@@ -267,16 +269,13 @@ report(const char *name, void *(*fn)(void *), struct worker *ws, int nthreads,
 
 /* ---- segment mode ---- */
 
-/* block_max 64: segment_take_local with thread blocks (in process only).
- * block_max 1: segment_take, every ID from the shared counter, which is what
- * the server does; suffix "_shared". */
+/* segment_take, every ID from the shared counter, as the server takes
+ * them. */
 static void
-bench_segment(int64_t block_max, const char *suffix)
+bench_segment(void)
 {
     struct segment_options o = { .prefetch_percent = 10, .max_step = big_step,
-                                 .duration_ms = 900000, .negative_ttl_ms = 10000,
-                                 .block_max = block_max };
-    char name[64];
+                                 .duration_ms = 900000, .negative_ttl_ms = 10000 };
     struct segment_hooks h = { .load = fake_load, .lookup = fake_lookup };
     static const char *names[] = { "bench-a", "bench-b" };
     struct store_row rows[2];
@@ -284,7 +283,6 @@ bench_segment(int64_t block_max, const char *suffix)
     pthread_t loader;
 
     segs = segments_new(&o, &h);
-    segs_local = block_max > 1;
     loader_stop = 0;
     memset(rows, 0, sizeof rows);
     for (int i = 0; i < 2; i++) {
@@ -309,18 +307,13 @@ bench_segment(int64_t block_max, const char *suffix)
         ws[i].tag_len = strlen(names[0]);
         ws[i].batch = 1;
     }
-    snprintf(name, sizeof name, "segment_take%s", suffix);
-    report(name, segment_worker, ws, 1, 0);
-    snprintf(name, sizeof name, "segment_take_shared_tag%s", suffix);
-    report(name, segment_worker, ws, 2, 0);
+    report("segment_take", segment_worker, ws, 1, 0);
+    report("segment_take_shared_tag", segment_worker, ws, 2, 0);
     ws[1].tag = names[1];
     ws[1].tag_len = strlen(names[1]);
-    snprintf(name, sizeof name, "segment_take_tag_each%s", suffix);
-    report(name, segment_worker, ws, 2, 0);
-    if (block_max > 1) {
-        ws[0].batch = 1000;
-        report("segment_take_count1000", segment_worker, ws, 1, 0);
-    }
+    report("segment_take_tag_each", segment_worker, ws, 2, 0);
+    ws[0].batch = 1000;
+    report("segment_take_count1000", segment_worker, ws, 1, 0);
 
     pthread_mutex_lock(&load_mu);
     loader_stop = 1;
@@ -496,8 +489,7 @@ main(int argc, char **argv)
         return 2;
     }
     if (only == NULL || strcmp(only, "segment") == 0) {
-        bench_segment(64, "");
-        bench_segment(1, "_shared");
+        bench_segment();
     }
     if (only == NULL || strcmp(only, "snowflake") == 0)
         bench_snowflake();

@@ -2,13 +2,12 @@
  *
  * Each input is a single-threaded program of operations on one struct
  * segments with two tags and a fake loader: take (single IDs and batches,
- * through segment_take and segment_take_local), continue an unfinished take,
- * install the pending load (with another node's range taken in between, or
- * not), fail it, mark the row broken, refresh (maybe with a new step), give
- * thread blocks back, lease (from the buffers, or the table for the rest:
- * segment_lease), advance the clocks. A model keeps every range ever
+ * through segment_take), continue an unfinished take, install the pending
+ * load (with another node's range taken in between, or not), fail it, mark
+ * the row broken, refresh (maybe with a new step), lease (from the buffers,
+ * or the table for the rest: segment_lease), advance the clock. A model keeps every range ever
  * installed and every ID ever handed out. Checked after every operation:
- *  - no ID is handed out twice (IDs still held in thread blocks included);
+ *  - no ID is handed out twice;
  *  - every ID lies in a range that was installed for its tag;
  *  - an answer has exactly the IDs asked for, in increasing ranges, at most
  *    SEGMENT_MAX_RANGES of them;
@@ -35,7 +34,7 @@ static const char *const names[2] = { "a", "b" };
 
 /* The fake loader and clocks. */
 static struct segment_tag *pending[2];     /* a load asked for, per tag */
-static int64_t now_ms_v, now_us_v;
+static int64_t now_ms_v;
 
 static int
 tag_index(const struct segment_tag *t)
@@ -61,12 +60,6 @@ static int64_t
 clock_ms(void)
 {
     return now_ms_v;
-}
-
-static int64_t
-clock_us(void)
-{
-    return now_us_v;
 }
 
 /* The model: per ID, the run (input) that installed it for which tag, and
@@ -111,10 +104,9 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct segment_options o = { .prefetch_percent = 50, .max_step = 64,
-                                 .duration_ms = 1000, .negative_ttl_ms = 1000,
-                                 .block_max = 8 };
+                                 .duration_ms = 1000, .negative_ttl_ms = 1000 };
     struct segment_hooks h = { .load = fake_load, .lookup = fake_lookup,
-                               .now_ms = clock_ms, .now_us = clock_us };
+                               .now_ms = clock_ms };
     struct segment_take open_take[2];       /* an unfinished take per tag */
     int64_t open_n[2] = { 0, 0 };
     struct store_row rows[2];
@@ -131,7 +123,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     run_stamp++;
     db_max = 1;
     now_ms_v = 1000000;
-    now_us_v = 1000;
     s = segments_new(&o, &h);
     memset(rows, 0, sizeof rows);
     for (int i = 0; i < 2; i++) {
@@ -221,7 +212,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             rows[tag].step = row_step[tag];
             segment_refresh(s, rows, 2, segments_generation(s));
             break;
-        case 6:                         /* a lease; or in-process single IDs */
+        case 6:                         /* a lease; or single IDs in a row */
             if (arg & 2) {
                 int from_db = -1;
                 int64_t got = 0;
@@ -254,31 +245,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
             for (int i = 0; i <= (arg >> 1); i++) {
                 memset(&st, 0, sizeof st);
-                r = segment_take_local(s, names[tag], 1, 1, &st);
+                r = segment_take(s, names[tag], 1, 1, &st);
                 if (r != SEGMENT_OK)
                     break;
                 check_answer(tag, 1, &st);
             }
             break;
-        case 7:                         /* time passes; or blocks go back */
-            if (arg & 1) {
-                segment_thread_release(s);
-            } else {
-                now_ms_v += (int64_t)(arg >> 1) * 100;
-                now_us_v += arg >> 1;
-            }
+        case 7:                         /* time passes */
+            now_ms_v += (int64_t)(arg >> 1) * 100;
             break;
         }
-        /* IDs still held in this thread's blocks were issued too. */
-        {
-            struct segment_range held[16];
-            size_t nh = segment_thread_held(s, held, 16);
-
-            for (size_t i = 0; i < nh; i++)
-                FUZZ_ASSERT(held[i].count >= 0 && held[i].count <= o.block_max);
-        }
     }
-    segment_thread_release(s);
     segments_free(s);
     return 0;
 }

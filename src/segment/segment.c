@@ -42,35 +42,6 @@
  *   current one is used up: still unique, but two requests in a row from one
  *   client are not guaranteed to increase; IDs trend upward, as in Leaf.)
  *
- * DESIGN: thread blocks (in process only)
- *
- * segment_take hands every ID straight from the shared counter: one locked
- * add per call, no thread-local state, so an ID is served as soon as it is
- * taken and the guarantees above hold as written (no gap within a segment).
- * HTTP and every other server path use only segment_take.
- *
- * segment_take_local is the explicit in-process call for a thread that
- * takes single IDs of one tag in a loop (a caller that embeds leafd's
- * allocator; bench/microbench.c). It takes IDs from the shared counter in
- * thread blocks: one fetch_add of up to block_max IDs, handed out by later
- * calls on the same thread with a plain increment. The block size adapts
- * at each refill: doubled while the last block went at >= 1 ID/us, else
- * halved. What holds for it:
- * - No repeat: a block is a range of offsets one fetch_add gave to one
- *   thread (the same argument as above); only that thread reads it.
- * - A block is used only while its slot is current and in the same
- *   incarnation (tblock_live compares the slot's 64-bit seq, which never
- *   repeats), so a block's IDs never follow the next segment's. A stale
- *   block's rest is given back if the incarnation is the same and nobody
- *   took after it (a CAS on the counter), else dropped: a gap of at most
- *   block_max - 1 IDs, never a repeat. segment_thread_release gives back
- *   what a thread holds (call it before the thread ends). A block takes at
- *   most about an eighth of what is left in the slot.
- * - One thread's IDs increase; threads taking at once interleave in blocks
- *   instead of one ID at a time.
- * - A block's IDs count as issued (/metrics, /cache) when the block is
- *   taken, not when the caller uses them.
- *
  * The registry maps names to tags with lock-free reads: an open-addressing
  * table of pointers, written under a mutex, grown by publishing a new table.
  * Tags are never freed while running (a tag deleted from the database is
@@ -160,7 +131,6 @@ struct negative {
 #define NEGATIVE_MAX 4096
 
 struct segments {
-    uint64_t               id;                /* names this instance to thread blocks */
     struct segment_options opt;
     struct segment_hooks   hooks;
 
@@ -176,8 +146,6 @@ struct segments {
 };
 
 #define PENDING_MAX 1024
-
-static _Atomic uint64_t segments_last_id;     /* ids of struct segments */
 
 /* Up to 8 bytes of s as one word, with two overlapping loads: for a given
  * len the word determines the bytes, so equal words mean equal strings. */
@@ -241,7 +209,6 @@ segments_new(const struct segment_options *opt, const struct segment_hooks *hook
 {
     struct segments *s = xcalloc(1, sizeof *s);
 
-    s->id = atomic_fetch_add(&segments_last_id, 1) + 1;
     s->opt = *opt;
     s->hooks = *hooks;
     atomic_store(&s->table, table_new(64));
@@ -554,23 +521,11 @@ slot_left(struct segment_tag *t, int i)
     return v.len - off;
 }
 
-/* Where a take_fast came from, so that a block can give back what it did not
- * use (tblock_give_back). */
-struct take_origin {
-    int      slot;
-    uint64_t seq;                  /* the slot's incarnation (64 bits: the
-                                      24-bit gen in ctr wraps, seq never) */
-    uint64_t ctr;                  /* the counter before our add */
-    uint64_t want;                 /* what we added */
-};
-
 /* Take up to want IDs from the current slot. Returns how many were taken
- * into *start (0: the slot is used up or being refilled). A block (want is
- * only what a thread would like to hold) takes at most an eighth of what is
- * left, so that blocks rarely outlive their segment (tblock_live). */
+ * into *start (0: the slot is used up or being refilled). */
 static inline int64_t
-take_fast(struct segments *s, struct segment_tag *t, int64_t want, int block,
-          int64_t *start, struct take_origin *o)
+take_fast(struct segments *s, struct segment_tag *t, int64_t want,
+          int64_t *start)
 {
     int c = atomic_load(&t->cur);
     struct segment_slot *sl = &t->slot[c];
@@ -585,10 +540,6 @@ take_fast(struct segments *s, struct segment_tag *t, int64_t want, int block,
     x = atomic_load(ctr);
     if ((x >> CTR_OFFSET_BITS) != v.gen || (int64_t)(x & CTR_OFFSET_MASK) >= v.len)
         return 0;
-    if (block && want > 1) {
-        int64_t eighth = (v.len - (int64_t)(x & CTR_OFFSET_MASK)) / 8;
-        want = want < eighth ? want : eighth > 1 ? eighth : 1;
-    }
     x = atomic_fetch_add(ctr, (uint64_t)want);
     xgen = x >> CTR_OFFSET_BITS;
     if (xgen != v.gen) {
@@ -605,10 +556,6 @@ take_fast(struct segments *s, struct segment_tag *t, int64_t want, int block,
         return 0;
     got = v.len - off < want ? v.len - off : want;
     *start = v.start + off;
-    o->slot = c;
-    o->seq = v.seq;
-    o->ctr = x;
-    o->want = (uint64_t)want;
     /* Prefetch once prefetch_percent of this range is used. */
     if ((off + got) * 100 >= v.len * s->opt.prefetch_percent &&
         !atomic_load(&t->next_ready) && !atomic_load(&t->loading))
@@ -645,205 +592,29 @@ take_slow(struct segments *s, struct segment_tag *t)
     return again;
 }
 
-/* ---- thread blocks: single IDs taken ahead by a thread, in process only
- * (DESIGN: thread blocks) ---- */
-
-/* A thread's block of one tag's IDs. Thread-local: only its thread reads or
- * writes it, so handing out an ID from it is a plain increment. */
-struct tblock {
-    uint64_t            owner;     /* segments.id the block belongs to; 0: none */
-    struct segment_tag *tag;
-    uint64_t            hash;      /* tag->hash, compared before tag is read */
-    size_t              name_len;  /* tag->name_len */
-    uint64_t            word;      /* load_short(tag->name) if name_len <= 8 */
-    int64_t             next;      /* IDs [next, end) are this thread's */
-    int64_t             end;
-    int64_t             size;      /* IDs the last refill asked for */
-    int64_t             stamp_us;  /* when the last refill was taken */
-    int64_t             first;     /* first ID of the last refill */
-    struct take_origin  origin;    /* where the last refill came from */
-};
-
-#define TBLOCK_WAYS 64                /* per thread, picked by the name's hash */
-
-static _Thread_local struct tblock tblocks[TBLOCK_WAYS];
-static _Thread_local struct tblock *tblock_last;    /* the block used last */
-
-/* The block for hash h in this thread, if it holds tag name of s. */
-static inline struct tblock *
-tblock_find(struct segments *s, const char *name, size_t len, uint64_t h)
-{
-    struct tblock *r = &tblocks[h & (TBLOCK_WAYS - 1)];
-
-    /* owner first: a block of a freed struct segments is never dereferenced. */
-    if (r->owner != s->id || r->hash != h || r->tag->name_len != len ||
-        !name_eq(r->tag->name, name, len))
-        return NULL;
-    return r;
-}
-
-/* A block is used only while the incarnation it came from is the current
- * one, so its IDs are never handed out after the next segment's. The
- * incarnation is named by the slot's seq, which never repeats (the 24-bit
- * gen would, after 2^24 refills of an idle thread's block). */
-static inline int
-tblock_live(const struct tblock *r)
-{
-    struct segment_tag *t = r->tag;
-    int c = r->origin.slot;
-
-    return r->next < r->end &&
-           atomic_load_explicit(&t->cur, memory_order_relaxed) == c &&
-           atomic_load_explicit(&t->slot[c].seq, memory_order_relaxed) ==
-               r->origin.seq;
-}
-
-/* Give back the IDs r holds: possible while the incarnation is the same
- * and nobody took from it after r's refill (its counter still reads what
- * our add left). Otherwise they are dropped: a gap of at most block_max - 1
- * IDs, never a repeat. (A refill that starts between the seq check and the
- * CAS stores the counter last: the CAS then fails, or lands first and is
- * overwritten.) */
-static void
-tblock_give_back(struct tblock *r)
-{
-    if (r->next < r->end) {
-        struct take_origin *o = &r->origin;
-        uint64_t expect = o->ctr + o->want;
-
-        if (atomic_load(&r->tag->slot[o->slot].seq) == o->seq)
-            atomic_compare_exchange_strong(&r->tag->ctr[o->slot], &expect,
-                                           o->ctr + (uint64_t)(r->next - r->first));
-        r->next = r->end;
-    }
-}
-
-/* Hand out one ID of t through this thread's block (refilling it). Returns 0
- * when the current slot cannot give one: the caller goes the common way. */
-static int
-tblock_take(struct segments *s, struct segment_tag *t, uint64_t h, int64_t *id)
-{
-    struct tblock *r = &tblocks[h & (TBLOCK_WAYS - 1)];
-    int64_t now, size, start, got;
-    struct take_origin o;
-
-    if (r->owner != s->id || r->tag != t) {
-        if (r->owner == s->id)
-            tblock_give_back(r);       /* another tag of this hash: its turn */
-        memset(r, 0, sizeof *r);
-        r->owner = s->id;
-        r->tag = t;
-        r->hash = h;
-        r->name_len = t->name_len;
-        r->word = t->name_len <= 8 ? load_short(t->name, t->name_len) : 0;
-    }
-    if (tblock_live(r)) {
-        tblock_last = r;
-        *id = r->next++;
-        return 1;
-    }
-    tblock_give_back(r);               /* its segment is no longer current */
-    /* Adapt: double while the last block went at >= 1 ID per microsecond,
-     * else halve. */
-    now = s->hooks.now_us ? s->hooks.now_us() : util_mono_us();
-    size = r->size;
-    if (size > 0 && now - r->stamp_us < size)
-        size = size * 2 > s->opt.block_max ? s->opt.block_max : size * 2;
-    else
-        size = size / 2 > 1 ? size / 2 : 1;
-    got = take_fast(s, t, size, 1, &start, &o);
-    if (got == 0)
-        return 0;
-    r->size = size;
-    r->stamp_us = now;
-    r->first = start;
-    r->origin = o;
-    r->next = start + 1;
-    r->end = start + got;
-    tblock_last = r;
-    *id = start;
-    return 1;
-}
-
-void
-segment_thread_release(struct segments *s)
-{
-    for (int i = 0; i < TBLOCK_WAYS; i++)
-        if (tblocks[i].owner == s->id) {
-            tblock_give_back(&tblocks[i]);
-            memset(&tblocks[i], 0, sizeof tblocks[i]);
-        }
-    tblock_last = NULL;
-}
-
-size_t
-segment_thread_held(struct segments *s, struct segment_range *out, size_t max)
-{
-    size_t n = 0;
-
-    for (int i = 0; i < TBLOCK_WAYS && n < max; i++)
-        if (tblocks[i].owner == s->id && tblock_live(&tblocks[i])) {
-            out[n].start = tblocks[i].next;
-            out[n].count = tblocks[i].end - tblocks[i].next;
-            n++;
-        }
-    return n;
-}
-
 static enum segment_result take_common(struct segments *s, const char *name,
                                        size_t len, int64_t n,
-                                       struct segment_take *st, int local);
+                                       struct segment_take *st);
 
 enum segment_result
 segment_take(struct segments *s, const char *name, size_t len, int64_t n,
              struct segment_take *st)
 {
-    return take_common(s, name, len, n, st, 0);
+    return take_common(s, name, len, n, st);
 }
 
-enum segment_result
-segment_take_local(struct segments *s, const char *name, size_t len, int64_t n,
-                   struct segment_take *st)
-{
-    struct tblock *r = tblock_last;
-
-    /* The common case: the same tag as this thread's last take, with IDs
-     * left in its block. No hash, no shared write, no call. */
-    if (st->tag == NULL && n == 1 && r != NULL && r->owner == s->id &&
-        r->name_len == len &&
-        (len <= 8 ? load_short(name, len) == r->word
-                  : name_eq(r->tag->name, name, len)) &&
-        tblock_live(r) &&
-        !atomic_load_explicit(&r->tag->gone, memory_order_relaxed)) {
-        st->tag = r->tag;
-        st->want = 0;
-        st->nranges = 1;
-        st->ranges[0].start = r->next++;
-        st->ranges[0].count = 1;
-        return SEGMENT_OK;
-    }
-    return take_common(s, name, len, n, st, 1);
-}
-
-/* local: the caller is segment_take_local (thread blocks allowed). */
 static __attribute__((noinline)) enum segment_result
 take_common(struct segments *s, const char *name, size_t len, int64_t n,
-            struct segment_take *st, int local)
+            struct segment_take *st)
 {
     struct segment_tag *t = st->tag;
 
-    local = local && s->opt.block_max > 1 && n == 1;
     if (t == NULL) {
         uint64_t h = name_hash(name, len);
-        struct tblock *r = local ? tblock_find(s, name, len, h) : NULL;
 
-        if (r != NULL) {
-            t = r->tag;
-        } else {
-            t = registry_find(s, name, len, h);
-            if (t == NULL)
-                return unknown_tag(s, name, len);
-        }
+        t = registry_find(s, name, len, h);
+        if (t == NULL)
+            return unknown_tag(s, name, len);
         st->tag = t;
         st->want = n;
         st->nranges = 0;
@@ -858,25 +629,17 @@ take_common(struct segments *s, const char *name, size_t len, int64_t n,
         }
         if (n > st->limit)
             return SEGMENT_TOO_LARGE;
-        if (local && !atomic_load(&t->gone) &&
-            tblock_take(s, t, h, &st->ranges[0].start)) {
-            st->ranges[0].count = 1;
-            st->nranges = 1;
-            st->want = 0;
-            return SEGMENT_OK;
-        }
     }
     if (atomic_load(&t->gone) && st->nranges == 0)
         return SEGMENT_UNKNOWN;
 
     while (st->want > 0) {
-        struct take_origin o;
         int64_t start, got;
 
         /* Never take what the answer could not hold. */
         if (st->nranges == SEGMENT_MAX_RANGES)
             return SEGMENT_TOO_LARGE;
-        got = take_fast(s, t, st->want, 0, &start, &o);
+        got = take_fast(s, t, st->want, &start);
         if (got > 0) {
             struct segment_range *last = st->nranges ? &st->ranges[st->nranges - 1] : NULL;
             if (last != NULL && last->start + last->count == start) {
@@ -959,7 +722,7 @@ segment_lease(struct segments *s, const char *name, size_t len, int64_t n,
         return SEGMENT_OK;
     }
     before = st->want;
-    res = take_common(s, name, len, st->want, st, 0);
+    res = take_common(s, name, len, st->want, st);
     atomic_fetch_add(&t->leased, before - st->want);
     if (res == SEGMENT_BROKEN || res == SEGMENT_UNKNOWN)
         return res;

@@ -5,11 +5,10 @@
  * (loader.c answers them on its own threads) and is told the results through
  * segment_install / segment_tag_found / segment_tag_missing / segment_refresh.
  *
- * Thread-safety: segment_take and segment_take_local may be called from any
- * number of threads at once; taking from a ready segment is an atomic add
- * (no lock, no allocation, no syscall), or for segment_take_local a
- * thread-local increment (thread blocks). Everything else takes the tag's
- * mutex or the registry's.
+ * Thread-safety: segment_take may be called from any number of threads at
+ * once; taking from a ready segment is an atomic add (no lock, no
+ * allocation, no syscall). Everything else takes the tag's mutex or the
+ * registry's.
  */
 #ifndef LEAFD_SEGMENT_H
 #define LEAFD_SEGMENT_H
@@ -32,7 +31,6 @@ struct segment_hooks {
     void (*lookup)(void *arg, const char *name);
     void *arg;
     int64_t (*now_ms)(void);         /* clock for step adaptation; NULL: wall */
-    int64_t (*now_us)(void);         /* clock for thread blocks; NULL: monotonic */
 };
 
 struct segment_options {
@@ -40,8 +38,6 @@ struct segment_options {
     int64_t max_step;                /* adaptive step ceiling */
     int64_t duration_ms;             /* adaptive target lifetime of a segment */
     int64_t negative_ttl_ms;         /* unknown-tag cache TTL */
-    int64_t block_max;               /* segment_take_local: most IDs a thread
-                                        takes ahead; 0 or 1: none */
 };
 
 /* Up to this many ranges make one answer (a batch may span segments). */
@@ -88,21 +84,6 @@ void segments_free(struct segments *s);                /* NULL: no-op */
  * row's step) is refused with SEGMENT_TOO_LARGE before any ID is taken. */
 enum segment_result segment_take(struct segments *s, const char *name,
                                  size_t len, int64_t n, struct segment_take *st);
-
-/* In process only (segment.c, DESIGN: thread blocks): as segment_take, but
- * a thread taking single IDs of one tag at more than one per microsecond
- * takes them from the shared counter in blocks of up to block_max and hands
- * them out from a thread-local copy. The server never calls it. */
-enum segment_result segment_take_local(struct segments *s, const char *name,
-                                       size_t len, int64_t n,
-                                       struct segment_take *st);
-/* These act on the calling thread's blocks of s only. release: give back
- * what can be given back (the rest is dropped: a gap, never a repeat); call
- * it before a thread that used segment_take_local ends. held: list the IDs
- * held, up to max ranges; returns how many. */
-void segment_thread_release(struct segments *s);
-size_t segment_thread_held(struct segments *s, struct segment_range *out,
-                           size_t max);
 
 /* Leases (segment.c, DESIGN: leases). Start (st zeroed) or continue a
  * lease of n IDs of tag name (n <= 0: the row's step). contiguous: the

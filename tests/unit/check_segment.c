@@ -38,34 +38,15 @@ fake_clock(void)
     return fake_now;
 }
 
-/* The blocks' microsecond clock: stands still unless a test moves it, so
- * every refill looks fast and blocks grow whatever the machine's speed (a
- * real clock would make them depend on it: TSan, valgrind, a loaded CI). */
-static _Atomic int64_t fake_us = 1000;
-
-static int64_t
-fake_clock_us(void)
-{
-    return fake_us;
-}
-
-static struct segments *
-mk_blocks(int prefetch, int64_t block_max)
-{
-    struct segment_options o = { .prefetch_percent = prefetch, .max_step = 1000000,
-                                 .duration_ms = 900000, .negative_ttl_ms = 10000,
-                                 .block_max = block_max };
-    struct segment_hooks h = { .load = fake_load, .lookup = fake_lookup,
-                               .now_ms = fake_clock, .now_us = fake_clock_us };
-    nload = nlookup = 0;
-    return segments_new(&o, &h);
-}
-
-/* Blocks off: every ID from the shared counter. */
 static struct segments *
 mk(int prefetch)
 {
-    return mk_blocks(prefetch, 0);
+    struct segment_options o = { .prefetch_percent = prefetch, .max_step = 1000000,
+                                 .duration_ms = 900000, .negative_ttl_ms = 10000 };
+    struct segment_hooks h = { .load = fake_load, .lookup = fake_lookup,
+                               .now_ms = fake_clock };
+    nload = nlookup = 0;
+    return segments_new(&o, &h);
 }
 
 static struct store_row
@@ -94,7 +75,7 @@ take1(struct segments *s, const char *name, enum segment_result *res)
 {
     struct segment_take st;
     memset(&st, 0, sizeof st);
-    *res = segment_take_local(s, name, strlen(name), 1, &st);
+    *res = segment_take(s, name, strlen(name), 1, &st);
     return *res == SEGMENT_OK ? st.ranges[0].start : -1;
 }
 
@@ -279,7 +260,6 @@ END_TEST
 
 /* Many threads take at once while a "loader" thread installs segments. */
 #define NTHREADS 4
-#define BLOCK_HELD_MAX 64
 #define PER_THREAD 200000
 static struct segments *race_s;
 static int64_t *race_ids[NTHREADS];
@@ -297,7 +277,7 @@ race_taker(void *arg)
         memset(&st, 0, sizeof st);
         if (n > PER_THREAD - got)
             n = PER_THREAD - got;
-        while (segment_take_local(race_s, "t", 1, n, &st) == SEGMENT_WAIT)
+        while (segment_take(race_s, "t", 1, n, &st) == SEGMENT_WAIT)
             ;   /* spin: the loader thread installs */
         for (int i = 0; i < st.nranges; i++)
             for (int64_t k = 0; k < st.ranges[i].count; k++)
@@ -333,38 +313,24 @@ cmp64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* What a thread holds in blocks when it is done (blocks on only). */
-static struct segment_range race_held[NTHREADS][BLOCK_HELD_MAX];
-static size_t race_nheld[NTHREADS];
-
-static void *
-race_taker_then_held(void *arg)
-{
-    int me = (int)(intptr_t)arg;
-
-    race_taker(arg);
-    race_nheld[me] = segment_thread_held(race_s, race_held[me], BLOCK_HELD_MAX);
-    return NULL;
-}
-
-/* Blocks the race; returns every ID handed out or still held, sorted, and
- * checks that none repeats. */
+/* Runs the race; returns every ID handed out, sorted, and checks that none
+ * repeats. */
 static int64_t *
-race_blocks(int64_t block_max, size_t *np)
+race_run(size_t *np)
 {
     struct store_row rw = row("t", 1, 1000);
     pthread_t th[NTHREADS], lt;
-    int64_t *all = malloc(sizeof(int64_t) * NTHREADS * (PER_THREAD + BLOCK_HELD_MAX * 64));
+    int64_t *all = malloc(sizeof(int64_t) * NTHREADS * PER_THREAD);
     size_t n = 0;
 
-    race_s = mk_blocks(10, block_max);
+    race_s = mk(10);
     db_max = 1;
     race_done = 0;
     segment_refresh(race_s, &rw, 1, segments_generation(race_s));
     pthread_create(&lt, NULL, race_loader, NULL);
     for (int i = 0; i < NTHREADS; i++) {
         race_ids[i] = malloc(sizeof(int64_t) * PER_THREAD);
-        pthread_create(&th[i], NULL, race_taker_then_held, (void *)(intptr_t)i);
+        pthread_create(&th[i], NULL, race_taker, (void *)(intptr_t)i);
     }
     for (int i = 0; i < NTHREADS; i++)
         pthread_join(th[i], NULL);
@@ -376,10 +342,6 @@ race_blocks(int64_t block_max, size_t *np)
         memcpy(all + n, race_ids[i], sizeof(int64_t) * PER_THREAD);
         n += PER_THREAD;
         free(race_ids[i]);
-        /* Held IDs were never handed out: they join the set to check. */
-        for (size_t k = 0; k < race_nheld[i]; k++)
-            for (int64_t j = 0; j < race_held[i][k].count; j++)
-                all[n++] = race_held[i][k].start + j;
     }
     qsort(all, n, sizeof *all, cmp64);
     for (size_t k = 1; k < n; k++)
@@ -392,7 +354,7 @@ race_blocks(int64_t block_max, size_t *np)
 START_TEST(threads_no_duplicate_no_gap)
 {
     size_t n;
-    int64_t *all = race_blocks(0, &n);
+    int64_t *all = race_run(&n);
 
     /* Ranges are contiguous here (one node, fixed step), so below the
      * highest ID handed out the only gaps are the ones segment.c's DESIGN
@@ -409,238 +371,6 @@ START_TEST(threads_no_duplicate_no_gap)
         printf("check_segment: %lld IDs lost to stalled takers (allowed)\n",
                (long long)(all[n - 1] - (int64_t)n));
     free(all);
-}
-END_TEST
-
-/* The same race with blocks on: no duplicate; what is missing below the
- * highest ID was dropped from a block whose segment stopped being current,
- * each piece shorter than a block. */
-START_TEST(threads_with_runs_no_duplicate)
-{
-    size_t n, gaps = 0;
-    int64_t *all = race_blocks(64, &n);
-
-    for (size_t k = 1; k < n; k++) {
-        if (all[k] - all[k - 1] > 1) {
-            ck_assert_msg(all[k] - all[k - 1] - 1 < 64, "gap of %lld after %lld",
-                          (long long)(all[k] - all[k - 1] - 1), (long long)all[k - 1]);
-            gaps++;
-        }
-    }
-    /* At most one dropped block per thread per segment (1,000 IDs each). */
-    ck_assert_int_le((int64_t)gaps, (int64_t)(NTHREADS * (all[n - 1] / 1000 + 1)));
-    /* (How many are dropped depends on how often a thread holding a block
-     * is preempted: ~0.05% here on an idle machine, a few % under load.) */
-    free(all);
-}
-END_TEST
-
-/* Take singles as fast as possible until this thread holds a block. (No
- * check assertion inside the loop: each one writes to check's pipe, and a
- * thread that slow never takes a block.) */
-static int64_t
-take_until_held(struct segments *s, int64_t expect_first)
-{
-    struct segment_range held[BLOCK_HELD_MAX];
-    enum segment_result r = SEGMENT_OK;
-    int64_t id = 0, bad = -1;
-    size_t nheld = 0;
-    int i;
-
-    for (i = 0; i < 100000 && nheld == 0 && r == SEGMENT_OK; i++) {
-        id = take1(s, "t", &r);
-        if (id != expect_first + i && bad < 0)
-            bad = id;                          /* one taker: consecutive */
-        nheld = segment_thread_held(s, held, BLOCK_HELD_MAX);
-    }
-    ck_assert_int_eq(r, SEGMENT_OK);
-    ck_assert_int_eq(bad, -1);
-    ck_assert_msg(nheld > 0, "a thread taking in a tight loop never took a block");
-    ck_assert_int_eq(held[0].start, id + 1);
-    return id;
-}
-
-static struct segments *blocks_s;
-static int64_t blocks_other;
-
-static void *
-take_one_thread(void *arg)
-{
-    enum segment_result r;
-
-    (void)arg;
-    blocks_other = take1(blocks_s, "t", &r);
-    return NULL;
-}
-
-START_TEST(blocks_give_back_on_release)
-{
-    struct store_row rw = row("t", 1, 100000);
-    struct segment_range held[BLOCK_HELD_MAX];
-    enum segment_result r;
-    pthread_t th;
-    int64_t last;
-
-    blocks_s = mk_blocks(90, 64);
-    segment_refresh(blocks_s, &rw, 1, segments_generation(blocks_s));
-    take1(blocks_s, "t", &r);
-    db_max = 1;
-    serve_load(blocks_s, load_req[0]);          /* [1, 100001) */
-    last = take_until_held(blocks_s, 1);
-    segment_thread_release(blocks_s);
-    ck_assert_uint_eq(segment_thread_held(blocks_s, held, BLOCK_HELD_MAX), 0);
-    /* Nobody took meanwhile: the rest went back, no gap. */
-    pthread_create(&th, NULL, take_one_thread, NULL);
-    pthread_join(th, NULL);
-    ck_assert_int_eq(blocks_other, last + 1);
-    ck_assert_int_eq(take1(blocks_s, "t", &r), last + 2);
-    segments_free(blocks_s);
-}
-END_TEST
-
-START_TEST(blocks_stay_off_at_low_rate)
-{
-    struct store_row rw = row("t", 1, 1000);
-    struct segment_range held[BLOCK_HELD_MAX];
-    struct segments *s = mk_blocks(90, 64);
-    enum segment_result r;
-
-    segment_refresh(s, &rw, 1, segments_generation(s));
-    take1(s, "t", &r);
-    db_max = 1;
-    serve_load(s, load_req[0]);
-    /* One ID every 2 us (an HTTP thread's pace is ~10 us): never a block. */
-    for (int i = 1; i <= 200; i++) {
-        fake_us += 2;
-        ck_assert_int_eq(take1(s, "t", &r), i);
-        ck_assert_uint_eq(segment_thread_held(s, held, BLOCK_HELD_MAX), 0);
-    }
-    /* Faster than 1 per us: blocks. */
-    for (int i = 0; i < 3; i++)
-        take1(s, "t", &r);
-    ck_assert_uint_gt(segment_thread_held(s, held, BLOCK_HELD_MAX), 0);
-    segments_free(s);
-}
-END_TEST
-
-/* Issue 9 item 8: pipelined HTTP requests arrive far faster than one per
- * microsecond. segment_take, the only call the server makes, never takes a
- * thread block at any rate: every ID comes straight from the counter, so
- * the IDs are contiguous and nothing is held when the thread stops. */
-START_TEST(segment_take_never_takes_blocks)
-{
-    struct store_row rw = row("t", 1, 1000);
-    struct segment_range held[BLOCK_HELD_MAX];
-    struct segments *s = mk_blocks(90, 64);
-    struct segment_take st;
-
-    segment_refresh(s, &rw, 1, segments_generation(s));
-    memset(&st, 0, sizeof st);
-    ck_assert_int_eq(segment_take(s, "t", 1, 1, &st), SEGMENT_WAIT);
-    db_max = 1;
-    serve_load(s, load_req[0]);
-    for (int i = 1; i <= 500; i++) {      /* the clock stands still */
-        memset(&st, 0, sizeof st);
-        ck_assert_int_eq(segment_take(s, "t", 1, 1, &st), SEGMENT_OK);
-        ck_assert_int_eq(st.ranges[0].start, i);
-        ck_assert_uint_eq(segment_thread_held(s, held, BLOCK_HELD_MAX), 0);
-    }
-    segments_free(s);
-}
-END_TEST
-
-static void *
-take_past_switch(void *arg)
-{
-    enum segment_result r;
-    int64_t next_start = *(int64_t *)arg, id;
-
-    do {
-        id = take1(blocks_s, "t", &r);
-        ck_assert_int_eq(r, SEGMENT_OK);
-    } while (id < next_start);
-    blocks_other = id;
-    return NULL;
-}
-
-START_TEST(stale_block_is_dropped_at_switch)
-{
-    struct store_row rw = row("t", 1, 1000);
-    enum segment_result r;
-    pthread_t th;
-    int64_t next_start, id;
-
-    blocks_s = mk_blocks(10, 64);
-    segment_refresh(blocks_s, &rw, 1, segments_generation(blocks_s));
-    take1(blocks_s, "t", &r);
-    db_max = 1;
-    serve_load(blocks_s, load_req[0]);          /* [1, 1001) */
-    {
-        struct segment_take st;               /* a batch: no block */
-        memset(&st, 0, sizeof st);
-        ck_assert_int_eq(segment_take(blocks_s, "t", 1, 200, &st), SEGMENT_OK);
-        ck_assert_int_eq(st.ranges[0].start, 1);
-    }
-    ck_assert_int_eq(nload, 2);               /* prefetch asked for the next */
-    take_until_held(blocks_s, 201);
-    db_max += 5000;                           /* another node took some */
-    serve_load(blocks_s, load_req[1]);          /* [6001, 7001) */
-    next_start = db_max - 1000;
-    /* Another thread uses up the first segment and switches. */
-    pthread_create(&th, NULL, take_past_switch, &next_start);
-    pthread_join(th, NULL);
-    ck_assert_int_eq(blocks_other, next_start);
-    /* This thread's block of the old segment is not used any more. */
-    id = take1(blocks_s, "t", &r);
-    ck_assert_int_gt(id, blocks_other);
-    ck_assert_int_lt(id, db_max);
-    segments_free(blocks_s);
-}
-END_TEST
-
-START_TEST(blocks_of_two_instances_do_not_mix)
-{
-    struct store_row rw = row("t", 1, 100000);
-    struct segments *a = mk_blocks(90, 64), *b;
-    enum segment_result r;
-    int64_t ia = 0, ib = 0;
-
-    segment_refresh(a, &rw, 1, segments_generation(a));
-    take1(a, "t", &r);
-    db_max = 1;
-    serve_load(a, load_req[0]);               /* a: [1, 100001) */
-    b = mk_blocks(90, 64);
-    segment_refresh(b, &rw, 1, segments_generation(b));
-    take1(b, "t", &r);
-    db_max = 500000;
-    serve_load(b, load_req[0]);               /* b: [500000, 600000) */
-    /* "t" of a and "t" of b share this thread's block slot: bursts of each,
-     * with a block held at the end of every burst. */
-    for (int burst = 0; burst < 20; burst++) {
-        struct segments *x = burst % 2 ? b : a;
-        int64_t *last = burst % 2 ? &ib : &ia;
-        struct segment_range held[BLOCK_HELD_MAX];
-
-        for (int i = 0; i < 300; i++) {
-            int64_t id = take1(x, "t", &r);
-            ck_assert_int_gt(id, *last);
-            if (x == a)
-                ck_assert_int_lt(id, 100001);
-            else
-                ck_assert_int_ge(id, 500000);
-            *last = id;
-        }
-        ck_assert_uint_eq(segment_thread_held(x, held, BLOCK_HELD_MAX), 1);
-        ck_assert_uint_eq(segment_thread_held(x == a ? b : a, held, BLOCK_HELD_MAX), 0);
-    }
-    /* Last burst on a: its block is held. A freed instance's blocks are never
-     * read again (ASan would tell). */
-    for (int i = 0; i < 300; i++)
-        ck_assert_int_gt(take1(a, "t", &r), ia);
-    segments_free(a);
-    for (int i = 0; i < 1000; i++)
-        ck_assert_int_gt(take1(b, "t", &r), ib);
-    segments_free(b);
 }
 END_TEST
 
@@ -858,14 +588,8 @@ main(void)
     tcase_add_test(tc, batch_across_segment_end);
     tcase_add_test(tc, batch_spanning_two_ready_segments_with_gap);
     tcase_add_test(tc, threads_no_duplicate_no_gap);
-    tcase_add_test(tc, threads_with_runs_no_duplicate);
-    tcase_add_test(tc, blocks_give_back_on_release);
-    tcase_add_test(tc, blocks_stay_off_at_low_rate);
-    tcase_add_test(tc, segment_take_never_takes_blocks);
     tcase_add_test(tc, batch_over_the_range_limit);
     tcase_add_test(tc, step_grows_once_per_installed_segment);
-    tcase_add_test(tc, stale_block_is_dropped_at_switch);
-    tcase_add_test(tc, blocks_of_two_instances_do_not_mix);
     tcase_add_test(tc, step_adaptation);
     tcase_add_test(tc, step_adapts_with_clock_and_dba_change);
     tcase_add_test(tc, deleted_tag_is_unknown);
