@@ -25,8 +25,9 @@ struct segment_tag;
 
 /* Opens one store per thread and loads the tag list once (a database that is
  * down at start is logged and retried, not fatal). NULL with *cause only on a
- * configuration error. The loader's hooks must be given to segments_new: use
- * loader_hooks() before creating the segments, then loader_start. */
+ * configuration error. Then: segments_new with loader_hook_load and
+ * loader_hook_lookup as its hooks (arg: the loader), loader_attach, and
+ * loader_start. */
 struct loader *loader_new(const struct config *cfg, char **cause);
 /* wake(arg, tag, len) runs after each piece of work: tag is the biz_tag a
  * load concerned, or NULL when anything may have changed. */

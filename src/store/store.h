@@ -1,7 +1,8 @@
 /* store.h: where segment mode keeps its leaf_alloc table.
  *
- * One interface, two backends: store_sqlite.c (the embedded default) and
- * store_mysql.c (MySQL/MariaDB through MariaDB Connector/C). The table is
+ * One interface, three backends: store_sqlite.c (the embedded default),
+ * store_mysql.c (MySQL/MariaDB, through db_mysql.c's client setup) and
+ * store_multi.c (several MySQL databases in disjoint blocks). The table is
  * Leaf's: biz_tag, max_id, step, description, update_time.
  *
  * A struct store is one connection and is used by one thread at a time (each
@@ -11,8 +12,9 @@
  * database is down". On anything but STORE_OK, *cause is set to a malloc'd
  * message naming the peer's own error text (caller frees; cause may be
  * NULL). After an error the next call reconnects
- * by itself (mysql; no backoff, that is the caller's). The store does not log
- * the errors it returns.
+ * by itself (mysql; no backoff, that is the caller's). A store does not log
+ * the errors it returns; the multi store logs a member's changes of state
+ * (down, back, kept out of loads) once each.
  *
  * Tags are exact bytes: 1..TAG_MAX (checked before any SQL), compared
  * byte-for-byte even where MySQL's collation would match "Demo" to "demo".
