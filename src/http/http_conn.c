@@ -84,98 +84,6 @@
 
 static int conn_run(struct http_conn *c);
 
-static void *
-pool_get(struct http_pool *pool, size_t size)
-{
-    void *b = pool->head;
-
-    if (b == NULL)
-        return xmalloc(size);
-    memcpy(&pool->head, b, sizeof(void *));
-    pool->n--;
-    return b;
-}
-
-static void
-pool_put(struct http_pool *pool, void *b)
-{
-    if (pool->n >= HTTP_POOL_MAX) {
-        free(b);
-        return;
-    }
-    memcpy(b, &pool->head, sizeof(void *));
-    pool->head = b;
-    pool->n++;
-}
-
-void
-http_pool_drain(struct http_pool *pool)
-{
-    void *b;
-
-    while ((b = pool->head) != NULL) {
-        memcpy(&pool->head, b, sizeof(void *));
-        free(b);
-    }
-    pool->n = 0;
-}
-
-/* ---- status lines ---- */
-
-#define HTTP_STATUS_LIST \
-    X(100, "Continue") X(200, "OK") X(201, "Created") X(202, "Accepted") \
-    X(204, "No Content") X(301, "Moved Permanently") X(302, "Found") \
-    X(304, "Not Modified") X(400, "Bad Request") X(401, "Unauthorized") \
-    X(403, "Forbidden") X(404, "Not Found") X(405, "Method Not Allowed") \
-    X(408, "Request Timeout") X(409, "Conflict") X(411, "Length Required") \
-    X(413, "Content Too Large") X(414, "URI Too Long") \
-    X(415, "Unsupported Media Type") X(422, "Unprocessable Content") \
-    X(429, "Too Many Requests") X(431, "Request Header Fields Too Large") \
-    X(500, "Internal Server Error") X(501, "Not Implemented") \
-    X(502, "Bad Gateway") X(503, "Service Unavailable") \
-    X(504, "Gateway Timeout") X(505, "HTTP Version Not Supported")
-
-const char *
-http_status_text(int status)
-{
-    switch (status) {
-#define X(code, text) case code: return text;
-    HTTP_STATUS_LIST
-#undef X
-    default:
-        return "Unknown";
-    }
-}
-
-/* Writes "HTTP/1.1 <code> <text>\r\n" at p; returns the end. */
-static char *
-http_status_line(char *p, int status)
-{
-    const char *s;
-    size_t n;
-
-    switch (status) {
-#define X(code, text) \
-    case code: \
-        s = "HTTP/1.1 " #code " " text "\r\n"; \
-        n = sizeof("HTTP/1.1 " #code " " text "\r\n") - 1; \
-        break;
-    HTTP_STATUS_LIST
-#undef X
-    default:
-        if (status < 100 || status > 999)
-            status = 500;
-        memcpy(p, "HTTP/1.1 ", 9);
-        p[9] = (char)('0' + status / 100);
-        p[10] = (char)('0' + status / 10 % 10);
-        p[11] = (char)('0' + status % 10);
-        memcpy(p + 12, " Unknown\r\n", 10);
-        return p + 22;
-    }
-    memcpy(p, s, n);
-    return p + n;
-}
-
 /* ---- connection plumbing ---- */
 
 static void
@@ -305,10 +213,10 @@ http_conn_free(struct http_conn *c)
     close(c->fd);                   /* after the counters: the peer sees EOF
                                        only once the stats agree */
     if (c->in != NULL)
-        pool_put(&t->inpool, c->in);
+        http_pool_put(&t->inpool, c->in);
     if (c->out != NULL) {
         if (c->out_cap == HTTP_OUT_CAP)
-            pool_put(&t->outpool, c->out);
+            http_pool_put(&t->outpool, c->out);
         else
             free(c->out);
     }
@@ -320,136 +228,6 @@ http_conn_free(struct http_conn *c)
     free(c);
     if (t->stopping && t->nconns == 0)
         event_base_loopbreak(t->base);
-}
-
-/* Room for need more bytes in the output buffer. */
-static void
-conn_reserve(struct http_conn *c, size_t need)
-{
-    struct http_thread *t = c->t;
-    size_t cap;
-    char *p;
-
-    if (c->out == NULL) {
-        c->out = pool_get(&t->outpool, HTTP_OUT_CAP);
-        c->out_cap = HTTP_OUT_CAP;
-        c->out_off = c->out_len = 0;
-    }
-    if (c->out_len + need > c->out_cap) {
-        cap = c->out_cap * 2;
-        if (cap < c->out_len + need)
-            cap = c->out_len + need;
-        if (c->out_cap == HTTP_OUT_CAP) {
-            p = xmalloc(cap);
-            memcpy(p, c->out, c->out_len);
-            pool_put(&t->outpool, c->out);
-            c->out = p;
-        } else {
-            c->out = xrealloc(c->out, cap);
-        }
-        c->out_cap = cap;
-    }
-}
-
-/* Append a whole response to the output buffer. */
-static void
-conn_respond(struct http_conn *c, int status, const char *content_type,
-             const char *extra_headers, const char *body, size_t len,
-             int head_only, int close)
-{
-    size_t ctlen = content_type != NULL ? strlen(content_type) : 0;
-    size_t exlen = extra_headers != NULL ? strlen(extra_headers) : 0;
-    int no_body = status < 200 || status == 204 || status == 304;
-    char *p;
-
-    conn_reserve(c, 32 + 64 + 16 + ctlen + 40 + 28 + exlen + 2 + len);
-    p = http_status_line(c->out + c->out_len, status);
-    if (content_type != NULL) {
-        memcpy(p, "Content-Type: ", 14);
-        memcpy(p + 14, content_type, ctlen);
-        p += 14 + ctlen;
-        *p++ = '\r';
-        *p++ = '\n';
-    }
-    if (!no_body) {
-        memcpy(p, "Content-Length: ", 16);
-        p = util_u64_dec(p + 16, len);
-        *p++ = '\r';
-        *p++ = '\n';
-    }
-    if (close) {
-        memcpy(p, "Connection: close\r\n", 19);
-        p += 19;
-        c->closing = 1;
-    } else if (c->req.msg.version_minor == 0) {
-        memcpy(p, "Connection: keep-alive\r\n", 24);
-        p += 24;
-    }
-    if (exlen > 0) {
-        memcpy(p, extra_headers, exlen);
-        p += exlen;
-    }
-    *p++ = '\r';
-    *p++ = '\n';
-    if (!head_only && !no_body && len > 0) {
-        memcpy(p, body, len);
-        p += len;
-    }
-    c->out_len = (size_t)(p - c->out);
-}
-
-/* Append raw bytes to the output buffer (RESP answers). */
-static void
-conn_append(struct http_conn *c, const char *data, size_t len)
-{
-    conn_reserve(c, len);
-    memcpy(c->out + c->out_len, data, len);
-    c->out_len += len;
-}
-
-/* An error the layer answers itself, then close: a JSON body over HTTP, a
- * RESP error ("-ERR <message>") over RESP. */
-static void
-conn_error(struct http_conn *c, int status, const char *code,
-           const char *message)
-{
-    char body[256];
-    int n;
-
-    if (c->resp != NULL) {
-        n = snprintf(body, sizeof body, "-ERR %s\r\n", message);
-        if (n < 0 || (size_t)n >= sizeof body)
-            n = 0;
-        conn_append(c, body, (size_t)n);
-        c->closing = 1;
-        return;
-    }
-
-    n = snprintf(body, sizeof body, "{\"error\":\"%s\",\"message\":\"%s\"}",
-                 code, message);
-    if (n < 0 || (size_t)n >= sizeof body)
-        n = 0;
-    conn_respond(c, status, "application/json", NULL, body, (size_t)n, 0, 1);
-}
-
-static void
-conn_parse_error(struct http_conn *c, enum http_parse_result r)
-{
-    switch (r) {
-    case HTTP_PARSE_URI_TOO_LONG:
-        conn_error(c, 414, "uri_too_long", "request target too long");
-        break;
-    case HTTP_PARSE_HEADERS_TOO_LARGE:
-        conn_error(c, 431, "headers_too_large", "request head too large");
-        break;
-    case HTTP_PARSE_BAD_VERSION:
-        conn_error(c, 505, "version_not_supported", "only HTTP/1.0 and "
-                   "HTTP/1.1 are supported");
-        break;
-    default:
-        conn_error(c, 400, "bad_request", "malformed request");
-        break;
-    }
 }
 
 /* The request is answered: forget it. */
@@ -484,7 +262,7 @@ conn_call(struct http_conn *c)
             log_error("handler neither answered nor parked %s %.*s",
                       http_method_name(c->req.msg.method),
                       (int)c->req.msg.target_len, c->req.msg.target);
-        conn_error(c, 500, "internal", "request not answered");
+        http_out_error(c, 500, "internal", "request not answered");
         conn_end_request(c);
         return;
     }
@@ -541,12 +319,12 @@ conn_process_resp(struct http_conn *c)
 
                 snprintf(msg, sizeof msg, "Protocol error: a command must "
                          "fit in %zu bytes", s->in_cap);
-                conn_error(c, 400, "bad_request", msg);
+                http_out_error(c, 400, "bad_request", msg);
             }
             break;
         }
         if (r == RESP_PARSE_ERROR) {
-            conn_error(c, 400, "bad_request", err);
+            http_out_error(c, 400, "bad_request", err);
             break;
         }
         c->in_off += used;
@@ -591,16 +369,16 @@ conn_process(struct http_conn *c)
         if (r == HTTP_PARSE_INCOMPLETE)
             break;
         if (r != HTTP_PARSE_OK) {
-            conn_parse_error(c, r);
+            http_out_parse_error(c, r);
             break;
         }
         if (msg->chunked) {
-            conn_error(c, 400, "bad_request", "Transfer-Encoding is not "
+            http_out_error(c, 400, "bad_request", "Transfer-Encoding is not "
                        "supported; send no body or a Content-Length");
             break;
         }
         if (msg->content_length > (int64_t)cfg->max_body_bytes) {
-            conn_error(c, 413, "body_too_large", "request body too large");
+            http_out_error(c, 413, "body_too_large", "request body too large");
             break;
         }
         c->in_off += msg->head_len;
@@ -629,7 +407,7 @@ conn_flush(struct http_conn *c)
     c->out_off += (size_t)n;
     if (c->out_off == c->out_len) {
         if (c->out_cap == HTTP_OUT_CAP)
-            pool_put(&t->outpool, c->out);
+            http_pool_put(&t->outpool, c->out);
         else
             free(c->out);
         c->out = NULL;
@@ -662,7 +440,7 @@ conn_linger(struct http_conn *c)
     shutdown(c->fd, SHUT_WR);
     c->lingering = 1;
     if (c->in != NULL) {
-        pool_put(&t->inpool, c->in);
+        http_pool_put(&t->inpool, c->in);
         c->in = NULL;
         c->in_off = c->in_len = 0;
     }
@@ -699,7 +477,7 @@ conn_update(struct http_conn *c)
     }
 
     if (c->in != NULL && !c->req_active && c->in_off == c->in_len) {
-        pool_put(&t->inpool, c->in);
+        http_pool_put(&t->inpool, c->in);
         c->in = NULL;
         c->in_off = c->in_len = 0;
     }
@@ -835,7 +613,7 @@ conn_read_cb(evutil_socket_t fd, short what, void *arg)
         return;
     }
     if (c->in == NULL) {
-        c->in = pool_get(&t->inpool, t->s->in_cap);
+        c->in = http_pool_get(&t->inpool, t->s->in_cap);
         c->in_off = c->in_len = 0;
     } else if (!c->req_active && c->in_off > 0) {
         memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
@@ -883,7 +661,7 @@ conn_timeout(struct http_conn *c)
     ctr_add(&t->timeouts, 1);
     if (!c->wev_on && (c->in_len > c->in_off || c->body_left > 0)) {
         /* A slow request: say why, best effort, without waiting. */
-        conn_error(c, 408, "request_timeout", "request not received in time");
+        http_out_error(c, 408, "request_timeout", "request not received in time");
         (void)conn_flush(c);
     }
     http_conn_free(c);
@@ -968,33 +746,6 @@ http_conn_new(struct http_thread *t, int fd, enum http_proto proto)
     conn_rev(c, 1);
 }
 
-/* Over max_connections: one non-blocking send of a fixed 503, then close at
- * once, so a flood holds no descriptor past this call and no memory. */
-void
-http_conn_reject(struct http_thread *t, int fd, enum http_proto proto)
-{
-    static const char resp_msg[] = "-ERR max number of clients reached\r\n";
-#define HTTP_REJECT_BODY \
-    "{\"error\":\"too_many_connections\",\"message\":\"connection limit reached\"}\n"
-    static const char msg[] =
-        "HTTP/1.1 503 Service Unavailable\r\n"
-        "Content-Type: application/json\r\n"
-        "Content-Length: 70\r\n"
-        "Connection: close\r\n"
-        "Retry-After: 1\r\n"
-        "\r\n" HTTP_REJECT_BODY;
-    ssize_t n;
-
-    _Static_assert(sizeof HTTP_REJECT_BODY - 1 == 70, "Content-Length");
-    ctr_add(&t->rejected, 1);
-    if (proto == HTTP_PROTO_RESP)
-        n = send(fd, resp_msg, sizeof resp_msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-    else
-        n = send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-    (void)n;
-    close(fd);
-}
-
 int
 http_conn_idle(const struct http_conn *c)
 {
@@ -1016,12 +767,12 @@ http_reply(struct http_conn *c, int status, const char *content_type,
     }
     if (c->resp != NULL) {
         log_error("http_reply(%d) on a RESP connection", status);
-        conn_error(c, 500, "internal", "internal error: an HTTP answer to a "
+        http_out_error(c, 500, "internal", "internal error: an HTTP answer to a "
                    "RESP command");
         conn_end_request(c);
         return;
     }
-    conn_respond(c, status, content_type, extra_headers, body, len,
+    http_out_respond(c, status, content_type, extra_headers, body, len,
                  msg->method == HTTP_HEAD,
                  !msg->keep_alive || c->t->stopping || c->eof);
     conn_end_request(c);
@@ -1035,7 +786,7 @@ http_reply_resp(struct http_conn *c, const char *data, size_t len,
         log_error("http_reply_resp outside the handler of a live RESP command");
         return;
     }
-    conn_append(c, data, len);
+    http_out_append(c, data, len);
     if (close_after || c->t->stopping)
         c->closing = 1;
     conn_end_request(c);

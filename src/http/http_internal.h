@@ -195,6 +195,24 @@ void http_conn_free(struct http_conn *c);
 void http_conn_retry(struct http_conn *c, int timed_out);
 void http_conn_send_queued(struct http_thread *t);
 int  http_conn_idle(const struct http_conn *c);
+/* The output side (http_out.c). Buffers: from the thread's pool, or
+ * malloc'd when it is empty; back to it (freed past HTTP_POOL_MAX). */
+void *http_pool_get(struct http_pool *pool, size_t size);
+void  http_pool_put(struct http_pool *pool, void *b);
 void http_pool_drain(struct http_pool *pool);
+/* "HTTP/1.1 <code> <text>\r\n" at p; returns the end. */
+char *http_status_line(char *p, int status);
+/* Room for need more bytes in c's output buffer; a whole response, or raw
+ * bytes (RESP), appended to it; an error the layer answers itself (a JSON
+ * body over HTTP, "-ERR <message>" over RESP), then close; the error for a
+ * request the parser refused. */
+void http_out_reserve(struct http_conn *c, size_t need);
+void http_out_respond(struct http_conn *c, int status, const char *content_type,
+                      const char *extra_headers, const char *body, size_t len,
+                      int head_only, int close);
+void http_out_append(struct http_conn *c, const char *data, size_t len);
+void http_out_error(struct http_conn *c, int status, const char *code,
+                    const char *message);
+void http_out_parse_error(struct http_conn *c, enum http_parse_result r);
 
 #endif

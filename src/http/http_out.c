@@ -1,0 +1,264 @@
+/* http_out.c: the output side of a connection (see http_internal.h): the
+ * per-thread buffer pools, status lines, whole HTTP responses and raw RESP
+ * bytes appended to a connection's output buffer, the errors the layer
+ * answers itself, and the fixed 503 at the connection cap. Sending is
+ * http_conn.c's.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "http.h"
+#include "http_internal.h"
+#include "util.h"
+
+void *
+http_pool_get(struct http_pool *pool, size_t size)
+{
+    void *b = pool->head;
+
+    if (b == NULL)
+        return xmalloc(size);
+    memcpy(&pool->head, b, sizeof(void *));
+    pool->n--;
+    return b;
+}
+
+void
+http_pool_put(struct http_pool *pool, void *b)
+{
+    if (pool->n >= HTTP_POOL_MAX) {
+        free(b);
+        return;
+    }
+    memcpy(b, &pool->head, sizeof(void *));
+    pool->head = b;
+    pool->n++;
+}
+
+void
+http_pool_drain(struct http_pool *pool)
+{
+    void *b;
+
+    while ((b = pool->head) != NULL) {
+        memcpy(&pool->head, b, sizeof(void *));
+        free(b);
+    }
+    pool->n = 0;
+}
+
+/* ---- status lines ---- */
+
+#define HTTP_STATUS_LIST \
+    X(100, "Continue") X(200, "OK") X(201, "Created") X(202, "Accepted") \
+    X(204, "No Content") X(301, "Moved Permanently") X(302, "Found") \
+    X(304, "Not Modified") X(400, "Bad Request") X(401, "Unauthorized") \
+    X(403, "Forbidden") X(404, "Not Found") X(405, "Method Not Allowed") \
+    X(408, "Request Timeout") X(409, "Conflict") X(411, "Length Required") \
+    X(413, "Content Too Large") X(414, "URI Too Long") \
+    X(415, "Unsupported Media Type") X(422, "Unprocessable Content") \
+    X(429, "Too Many Requests") X(431, "Request Header Fields Too Large") \
+    X(500, "Internal Server Error") X(501, "Not Implemented") \
+    X(502, "Bad Gateway") X(503, "Service Unavailable") \
+    X(504, "Gateway Timeout") X(505, "HTTP Version Not Supported")
+
+const char *
+http_status_text(int status)
+{
+    switch (status) {
+#define X(code, text) case code: return text;
+    HTTP_STATUS_LIST
+#undef X
+    default:
+        return "Unknown";
+    }
+}
+
+/* Writes "HTTP/1.1 <code> <text>\r\n" at p; returns the end. */
+char *
+http_status_line(char *p, int status)
+{
+    const char *s;
+    size_t n;
+
+    switch (status) {
+#define X(code, text) \
+    case code: \
+        s = "HTTP/1.1 " #code " " text "\r\n"; \
+        n = sizeof("HTTP/1.1 " #code " " text "\r\n") - 1; \
+        break;
+    HTTP_STATUS_LIST
+#undef X
+    default:
+        if (status < 100 || status > 999)
+            status = 500;
+        memcpy(p, "HTTP/1.1 ", 9);
+        p[9] = (char)('0' + status / 100);
+        p[10] = (char)('0' + status / 10 % 10);
+        p[11] = (char)('0' + status % 10);
+        memcpy(p + 12, " Unknown\r\n", 10);
+        return p + 22;
+    }
+    memcpy(p, s, n);
+    return p + n;
+}
+
+/* Room for need more bytes in the output buffer. */
+void
+http_out_reserve(struct http_conn *c, size_t need)
+{
+    struct http_thread *t = c->t;
+    size_t cap;
+    char *p;
+
+    if (c->out == NULL) {
+        c->out = http_pool_get(&t->outpool, HTTP_OUT_CAP);
+        c->out_cap = HTTP_OUT_CAP;
+        c->out_off = c->out_len = 0;
+    }
+    if (c->out_len + need > c->out_cap) {
+        cap = c->out_cap * 2;
+        if (cap < c->out_len + need)
+            cap = c->out_len + need;
+        if (c->out_cap == HTTP_OUT_CAP) {
+            p = xmalloc(cap);
+            memcpy(p, c->out, c->out_len);
+            http_pool_put(&t->outpool, c->out);
+            c->out = p;
+        } else {
+            c->out = xrealloc(c->out, cap);
+        }
+        c->out_cap = cap;
+    }
+}
+
+/* Append a whole response to the output buffer. */
+void
+http_out_respond(struct http_conn *c, int status, const char *content_type,
+             const char *extra_headers, const char *body, size_t len,
+             int head_only, int close)
+{
+    size_t ctlen = content_type != NULL ? strlen(content_type) : 0;
+    size_t exlen = extra_headers != NULL ? strlen(extra_headers) : 0;
+    int no_body = status < 200 || status == 204 || status == 304;
+    char *p;
+
+    http_out_reserve(c, 32 + 64 + 16 + ctlen + 40 + 28 + exlen + 2 + len);
+    p = http_status_line(c->out + c->out_len, status);
+    if (content_type != NULL) {
+        memcpy(p, "Content-Type: ", 14);
+        memcpy(p + 14, content_type, ctlen);
+        p += 14 + ctlen;
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    if (!no_body) {
+        memcpy(p, "Content-Length: ", 16);
+        p = util_u64_dec(p + 16, len);
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    if (close) {
+        memcpy(p, "Connection: close\r\n", 19);
+        p += 19;
+        c->closing = 1;
+    } else if (c->req.msg.version_minor == 0) {
+        memcpy(p, "Connection: keep-alive\r\n", 24);
+        p += 24;
+    }
+    if (exlen > 0) {
+        memcpy(p, extra_headers, exlen);
+        p += exlen;
+    }
+    *p++ = '\r';
+    *p++ = '\n';
+    if (!head_only && !no_body && len > 0) {
+        memcpy(p, body, len);
+        p += len;
+    }
+    c->out_len = (size_t)(p - c->out);
+}
+
+/* Append raw bytes to the output buffer (RESP answers). */
+void
+http_out_append(struct http_conn *c, const char *data, size_t len)
+{
+    http_out_reserve(c, len);
+    memcpy(c->out + c->out_len, data, len);
+    c->out_len += len;
+}
+
+/* An error the layer answers itself, then close: a JSON body over HTTP, a
+ * RESP error ("-ERR <message>") over RESP. */
+void
+http_out_error(struct http_conn *c, int status, const char *code,
+           const char *message)
+{
+    char body[256];
+    int n;
+
+    if (c->resp != NULL) {
+        n = snprintf(body, sizeof body, "-ERR %s\r\n", message);
+        if (n < 0 || (size_t)n >= sizeof body)
+            n = 0;
+        http_out_append(c, body, (size_t)n);
+        c->closing = 1;
+        return;
+    }
+
+    n = snprintf(body, sizeof body, "{\"error\":\"%s\",\"message\":\"%s\"}",
+                 code, message);
+    if (n < 0 || (size_t)n >= sizeof body)
+        n = 0;
+    http_out_respond(c, status, "application/json", NULL, body, (size_t)n, 0, 1);
+}
+
+void
+http_out_parse_error(struct http_conn *c, enum http_parse_result r)
+{
+    switch (r) {
+    case HTTP_PARSE_URI_TOO_LONG:
+        http_out_error(c, 414, "uri_too_long", "request target too long");
+        break;
+    case HTTP_PARSE_HEADERS_TOO_LARGE:
+        http_out_error(c, 431, "headers_too_large", "request head too large");
+        break;
+    case HTTP_PARSE_BAD_VERSION:
+        http_out_error(c, 505, "version_not_supported", "only HTTP/1.0 and "
+                   "HTTP/1.1 are supported");
+        break;
+    default:
+        http_out_error(c, 400, "bad_request", "malformed request");
+        break;
+    }
+}
+
+/* Over max_connections: one non-blocking send of a fixed 503, then close at
+ * once, so a flood holds no descriptor past this call and no memory. */
+void
+http_conn_reject(struct http_thread *t, int fd, enum http_proto proto)
+{
+    static const char resp_msg[] = "-ERR max number of clients reached\r\n";
+#define HTTP_REJECT_BODY \
+    "{\"error\":\"too_many_connections\",\"message\":\"connection limit reached\"}\n"
+    static const char msg[] =
+        "HTTP/1.1 503 Service Unavailable\r\n"
+        "Content-Type: application/json\r\n"
+        "Content-Length: 70\r\n"
+        "Connection: close\r\n"
+        "Retry-After: 1\r\n"
+        "\r\n" HTTP_REJECT_BODY;
+    ssize_t n;
+
+    _Static_assert(sizeof HTTP_REJECT_BODY - 1 == 70, "Content-Length");
+    ctr_add(&t->rejected, 1);
+    if (proto == HTTP_PROTO_RESP)
+        n = send(fd, resp_msg, sizeof resp_msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    else
+        n = send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)n;
+    close(fd);
+}
