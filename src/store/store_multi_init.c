@@ -1,0 +1,369 @@
+/* store_multi_init.c: `leafd multi-db init` (store_multi_init): prepare a
+ * set of databases or change it without repeating an ID, and the check that
+ * a single MySQL store is no member of a set (store_single_check). The
+ * scheme and why it holds: store_multi.c's DESIGN comment.
+ */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "csprng.h"
+#include "store.h"
+#include "store_impl.h"
+#include "multi_block.h"
+#include "util.h"
+
+static int
+row_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct store_row *)a)->biz_tag,
+                  ((const struct store_row *)b)->biz_tag);
+}
+
+/* Merge row into *set (n rows): a new tag appended, an existing one's
+ * max_id raised to the greater of the two. */
+static void
+merge_row(struct store_row **set, size_t *n, const struct store_row *row)
+{
+    for (size_t j = 0; j < *n; j++)
+        if (strcmp((*set)[j].biz_tag, row->biz_tag) == 0) {
+            if (row->max_id > (*set)[j].max_id)
+                (*set)[j].max_id = row->max_id;
+            return;
+        }
+    *set = xrealloc(*set, (*n + 1) * sizeof **set);
+    (*set)[(*n)++] = *row;
+}
+
+/* The highest top recorded for member id in any of the databases' member
+ * rows; 0 when none. */
+static int64_t
+recorded_top(struct multi_member *const *mem, const size_t *nmem, int n,
+             int64_t id)
+{
+    int64_t t = 0;
+
+    for (int i = 0; i < n; i++)
+        for (size_t k = 0; k < nmem[i]; k++)
+            if (mem[i][k].db_id == id && mem[i][k].top > t)
+                t = mem[i][k].top;
+    return t;
+}
+
+/* The refusal when the list lacks a member of the old set: how to find a
+ * floor. */
+static void
+missing_cause(char **cause, const struct multi_member *miss, int64_t top)
+{
+    char rec[96];
+
+    if (top > 0)
+        snprintf(rec, sizeof rec, "the other members recorded that it handed "
+                 "out IDs up to %lld", (long long)top);
+    else
+        snprintf(rec, sizeof rec, "the other members recorded no ID handed "
+                 "out by it");
+    store_set_cause(cause, "database %d of the set (%s) is not in the list: "
+                    "init cannot see how far it handed out IDs, so a new "
+                    "list could hand them out again (%s; loads it served "
+                    "while they were unreachable are not in that record). "
+                    "If it is reachable, put it back in the list, or stop "
+                    "every node and read SELECT MAX(max_id) FROM leaf_alloc "
+                    "on it; if it is lost, take the highest ID your "
+                    "applications received from this set. Then run init "
+                    "again with --floor=N, N above that: no ID below N is "
+                    "handed out again", miss->pos, miss->where, rec);
+}
+
+/* A new identity for a database that has none: random, positive. */
+static int64_t
+new_member_id(void)
+{
+    uint64_t v = 0;
+
+    if (csprng_fill(&v, sizeof v) == -1)
+        abort();
+    v &= (uint64_t)INT64_MAX;
+    return v == 0 ? 1 : (int64_t)v;
+}
+
+int
+store_multi_init(const struct config *cfg, char **urls, int n,
+                 int64_t block_size, int64_t floor, FILE *out, char **cause)
+{
+    struct store *sub[STORE_MULTI_MAX] = { 0 };
+    struct multi_meta mm[STORE_MULTI_MAX];
+    struct multi_member *mem[STORE_MULTI_MAX] = { 0 }, set[STORE_MULTI_MAX];
+    size_t nmem[STORE_MULTI_MAX] = { 0 };
+    int64_t ids[STORE_MULTI_MAX] = { 0 }, own[STORE_MULTI_MAX] = { 0 };
+    struct store_row *all = NULL, *ser = NULL;
+    size_t nall = 0, nser = 0;
+    const struct multi_member *miss = NULL;
+    struct multi_member legacy;
+    int64_t top = 1, since;
+    int rc = -1, same = 1, recorded = 0;
+    char *why = NULL;
+
+    if (n < 2 || n > STORE_MULTI_MAX) {
+        store_set_cause(cause, "multi-db init needs 2 to %d database URLs",
+                        STORE_MULTI_MAX);
+        return -1;
+    }
+    if (block_size < cfg->max_step) {
+        store_set_cause(cause, "block size %lld is below segment.max_step %lld",
+                        (long long)block_size, (long long)cfg->max_step);
+        return -1;
+    }
+    if (store_thread_init() == -1) {
+        store_set_cause(cause, "mysql library init failed");
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        sub[i] = store_mysql_open_url(cfg, urls[i], "multi-db URL", cause);
+        if (sub[i] == NULL)
+            goto out;
+        if (store_mysql_prepare_tables(sub[i], &why) != STORE_OK)
+            goto fail;
+        memset(&mm[i], 0, sizeof mm[i]);
+        if (store_mysql_meta_get(sub[i], &mm[i], &why) == STORE_DB_ERROR ||
+            store_mysql_members(sub[i], new_member_id(), &mem[i], &nmem[i],
+                                &why) != STORE_OK)
+            goto fail;
+        for (size_t k = 0; k < nmem[i]; k++) {
+            if (mem[i][k].self)
+                ids[i] = mem[i][k].db_id;
+            recorded |= mem[i][k].pos >= 0;
+        }
+        assert(ids[i] != 0);            /* store_mysql_members made it */
+        for (int j = 0; j < i; j++)
+            if (ids[j] == ids[i]) {
+                store_set_cause(cause, "URLs %d and %d are the same database "
+                                "(%s)", j + 1, i + 1, store_mysql_where(sub[i]));
+                goto out;
+            }
+        if (mm[i].db_index != i || mm[i].db_count != n || mm[i].frozen ||
+            mm[i].block_size != mm[0].block_size ||
+            mm[i].since_block != mm[0].since_block)
+            same = 0;
+    }
+    /* Every member of every old set must be in the list, or a floor given. */
+    for (int i = 0; i < n && miss == NULL; i++)
+        miss = store_multi_missing(mem[i], nmem[i], ids, n);
+    for (int i = 0; i < n && miss == NULL && !recorded; i++) {
+        /* A set made before leafd_multi_member: by index. */
+        for (int64_t j = 0; j < mm[i].db_count && miss == NULL; j++) {
+            int found = 0;
+
+            for (int k = 0; k < n && !found; k++)
+                found = mm[k].db_count == mm[i].db_count && mm[k].db_index == j;
+            if (!found) {
+                memset(&legacy, 0, sizeof legacy);
+                legacy.pos = (int)j;
+                snprintf(legacy.where, sizeof legacy.where, "number %lld of "
+                         "%lld", (long long)j, (long long)mm[i].db_count);
+                miss = &legacy;
+            }
+        }
+    }
+    if (miss != NULL && floor <= 0) {
+        missing_cause(cause, miss, recorded_top(mem, nmem, n, miss->db_id));
+        goto out;
+    }
+    if (miss != NULL) {
+        fprintf(out, "leafd multi-db: database %d of the set (%s) is not in "
+                "the list: no ID below the floor %lld is handed out again\n",
+                miss->pos, miss->where, (long long)floor);
+        same = 0;
+    }
+    if (floor > 0 && floor > mm[0].since_block * mm[0].block_size)
+        same = 0;
+    /* Each database's own rows against what the others recorded for it: a
+     * database restored from an older copy is behind. */
+    for (int i = 0; i < n; i++) {
+        struct store_row *rows;
+        size_t nr;
+        int64_t rec;
+
+        if (store_list(sub[i], &rows, &nr, &why) != STORE_OK)
+            goto fail;
+        for (size_t k = 0; k < nr; k++)
+            if (!store_row_is_serial(&rows[k]) && rows[k].max_id > own[i])
+                own[i] = rows[k].max_id;
+        free(rows);
+        rec = recorded_top(mem, nmem, n, ids[i]);
+        if (rec > own[i]) {
+            fprintf(out, "leafd multi-db: database %d (%s) has handed out IDs "
+                    "up to %lld (recorded in the set) but its rows reach only "
+                    "%lld: restored from an older copy? setting the set again "
+                    "above it\n", i, store_mysql_where(sub[i]), (long long)rec,
+                    (long long)own[i]);
+            same = 0;
+        }
+    }
+    if (same) {
+        /* ... and every database has every tag. */
+        size_t n0 = 0;
+
+        for (int i = 0; i < n && same; i++) {
+            struct store_row *rows;
+            size_t nr;
+
+            if (store_list(sub[i], &rows, &nr, &why) != STORE_OK)
+                goto fail;
+            {
+                size_t w = 0;
+
+                for (size_t k = 0; k < nr; k++)
+                    if (!store_row_is_serial(&rows[k]))
+                        rows[w++] = rows[k];
+                nr = w;
+            }
+            if (i == 0) {
+                all = rows;
+                n0 = nr;
+                continue;
+            }
+            same = nr == n0;
+            for (size_t k = 0; k < nr && same; k++)
+                same = strcmp(rows[k].biz_tag, all[k].biz_tag) == 0;
+            free(rows);
+        }
+        free(all);
+        all = NULL;
+        if (!same)
+            fprintf(out, "leafd multi-db: the databases' tags differ: "
+                    "setting them again\n");
+    }
+    if (same) {
+        fprintf(out, "leafd multi-db: the %d databases are already a set "
+                "(block size %lld from block %lld); nothing to do\n", n,
+                (long long)mm[0].block_size, (long long)mm[0].since_block);
+        rc = 0;
+        goto out;
+    }
+    /* Freeze all: from here no database hands out a range or a serial. */
+    for (int i = 0; i < n; i++) {
+        if (store_mysql_freeze(sub[i], 1, &why) != STORE_OK)
+            goto fail;
+        fprintf(out, "froze database %d (%s)\n", i, store_mysql_where(sub[i]));
+    }
+    /* Every tag anywhere, its highest max_id, the first database's step;
+     * every serial row anywhere, its greatest value. */
+    for (int i = 0; i < n; i++) {
+        struct store_row *rows;
+        size_t nr;
+
+        if (store_list(sub[i], &rows, &nr, &why) != STORE_OK)
+            goto fail;
+        for (size_t k = 0; k < nr; k++) {
+            if (store_row_is_serial(&rows[k])) {
+                merge_row(&ser, &nser, &rows[k]);
+                continue;
+            }
+            merge_row(&all, &nall, &rows[k]);
+            if (rows[k].max_id > top)
+                top = rows[k].max_id;
+            if (rows[k].step > block_size) {
+                store_set_cause(cause, "biz_tag '%s' has step %lld in database "
+                                "%d, over the block size %lld", rows[k].biz_tag,
+                                (long long)rows[k].step, i, (long long)block_size);
+                free(rows);
+                goto out;
+            }
+        }
+        free(rows);
+    }
+    if (nall > 1)
+        qsort(all, nall, sizeof *all, row_cmp);
+    /* Above every ID any database ever handed out, under any scheme, and
+     * every top the members recorded of each other (one now missing too),
+     * and the operator's floor. */
+    for (int i = 0; i < n; i++)
+        for (size_t k = 0; k < nmem[i]; k++)
+            if (mem[i][k].top > top)
+                top = mem[i][k].top;
+    if (floor - 1 > top)
+        top = floor - 1;
+    since = top / block_size + 1;
+    if (since > INT64_MAX / block_size - 2) {
+        store_set_cause(cause, "max_id %lld leaves no room for blocks of %lld",
+                        (long long)top, (long long)block_size);
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        set[i].db_id = ids[i];
+        set[i].top = own[i];
+        set[i].self = 0;
+        set[i].pos = i;
+        snprintf(set[i].where, sizeof set[i].where, "%s",
+                 store_mysql_where(sub[i]));
+    }
+    /* The first database gets the serial rows too, each at the greatest
+     * value any database has for it (they are copied by key, whatever the
+     * key says). */
+    if (nser > 0) {
+        all = xrealloc(all, (nall + nser) * sizeof *all);
+        memcpy(all + nall, ser, nser * sizeof *ser);
+    }
+    for (int i = 0; i < n; i++) {
+        struct multi_meta want = { i, n, block_size, since, 0 };
+        size_t rows_i = i == 0 ? nall + nser : nall;
+
+        if (store_mysql_switch(sub[i], all, rows_i, since * block_size, &want,
+                               set, n, &why) != STORE_OK)
+            goto fail;
+        fprintf(out, "database %d (%s): %zu tag(s), number %d of %d, blocks "
+                "of %lld IDs from block %lld (ID %lld)\n", i,
+                store_mysql_where(sub[i]), nall, i, n, (long long)block_size,
+                (long long)since, (long long)(since * block_size));
+    }
+    if (nser > 0)
+        fprintf(out, "database 0 (%s): %zu serial row(s), each at the "
+                "greatest value any database had\n", store_mysql_where(sub[0]),
+                nser);
+    fprintf(out, "leafd multi-db: done; start (or restart) every node with "
+            "segment.mysql.urls = %s", urls[0]);
+    for (int i = 1; i < n; i++)
+        fprintf(out, ",%s", urls[i]);
+    fprintf(out, "\n");
+    rc = 0;
+    goto out;
+
+fail:
+    store_set_cause(cause, "%s (databases frozen by this run stay frozen: "
+                    "run the command again)", why ? why : "?");
+out:
+    free(why);
+    free(all);
+    free(ser);
+    for (int i = 0; i < n; i++) {
+        free(mem[i]);
+        store_close(sub[i]);
+    }
+    store_thread_end();
+    return rc;
+}
+
+/* Single database: refuse one that is part of a set. */
+int
+store_single_check(struct store *s, char **cause)
+{
+    struct multi_meta mm;
+    char *why = NULL;
+
+    if (strcmp(store_kind_name(s), "mysql") != 0)
+        return 0;
+    if (store_mysql_meta_get(s, &mm, &why) == STORE_OK && mm.db_count >= 2) {
+        store_set_cause(cause, "mysql %s is database %lld of a set of %lld "
+                        "(leafd multi-db init): list them all in "
+                        "segment.mysql.urls; one alone would repeat IDs",
+                        store_mysql_where(s), (long long)mm.db_index,
+                        (long long)mm.db_count);
+        free(why);
+        return -1;
+    }
+    free(why);
+    return 0;
+}
