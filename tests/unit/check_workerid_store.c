@@ -1538,6 +1538,228 @@ START_TEST(mysql_epoch_bad)
 }
 END_TEST
 
+/* --- the store goes back in time (a snapshot or a dump restored) --------- */
+
+static pid_t rdb_pid;       /* the rollback tests' own redis-server */
+
+/* A redis-server of the test's own on redis_port, its RDB file
+ * tmpdir/snap.rdb (read at start, written only by SAVE). */
+static void
+rdb_redis_start(void)
+{
+    char port[16];
+
+    snprintf(port, sizeof port, "%d", redis_port);
+    rdb_pid = fork();
+    if (rdb_pid == 0) {
+        execlp("redis-server", "redis-server", "--port", port, "--bind",
+               "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
+               tmpdir, "--dbfilename", "snap.rdb", "--loglevel", "warning",
+               (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 200 && !port_open(redis_port); i++)
+        usleep(50000);
+    ck_assert_msg(port_open(redis_port), "redis-server --dir %s", tmpdir);
+}
+
+static void
+rdb_redis_stop(void)
+{
+    if (rdb_pid > 0) {
+        kill(rdb_pid, SIGTERM);     /* --save '': no save at shutdown */
+        waitpid(rdb_pid, NULL, 0);
+        rdb_pid = 0;
+    }
+}
+
+/* The mariadb client tools' options for the test's database. */
+static char *
+mysql_cli_args(void)
+{
+    return xasprintf("-h127.0.0.1 -P%d -u'%s' %s%s%s '%s'", mysql_t.port,
+                     mysql_t.user, mysql_t.password ? "-p'" : "",
+                     mysql_t.password ? mysql_t.password : "",
+                     mysql_t.password ? "'" : "", mysql_t.database);
+}
+
+/* The store's state now, to go back to: SAVE (an RDB), or mariadb-dump of
+ * leaf_worker. */
+static void
+store_snapshot(void)
+{
+    char *args, *cmd;
+
+    if (store_kind == ST_REDIS) {
+        freeReplyObject(redis_cmd("SAVE"));
+        return;
+    }
+    args = mysql_cli_args();
+    cmd = xasprintf("mariadb-dump %s leaf_worker > %s/dump.sql", args,
+                    tmpdir);
+    ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    free(cmd);
+    free(args);
+}
+
+/* Back to the snapshot: redis-server restarted from the RDB, or the dump
+ * restored (DROP TABLE, CREATE TABLE, INSERT: the server keeps running). */
+static void
+store_restore(void)
+{
+    char *args, *cmd;
+
+    if (store_kind == ST_REDIS) {
+        rdb_redis_stop();
+        rdb_redis_start();
+        return;
+    }
+    args = mysql_cli_args();
+    cmd = xasprintf("mariadb %s < %s/dump.sql", args, tmpdir);
+    ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    free(cmd);
+    free(args);
+}
+
+/* A holds ID 0 and heartbeats; the store is saved, A keeps writing for
+ * more than a lease, then the store goes back to the save: A's record is
+ * there, its heartbeat stale. A issued at T.. T+100 just before; B (another
+ * identity, its clock at T: clocks differ by some ms) starts before A's
+ * next write. B must not get ID 0 before a lease has passed since the store
+ * went back (A writes within it), nor issue under it what A did; A's next
+ * write notices its record went back and writes it again. */
+START_TEST(store_back_in_time)
+{
+    char *pfx, *c1 = tmp_path("1"), *c2 = tmp_path("2");
+    struct wlease_params pa = ep_params("10.0.0.1:1", c1),
+                         pb = ep_params("10.0.0.2:1", c2);
+    struct wlease *la, *lb;
+    struct snowflake *sa, *sb;
+    _Atomic int64_t clka, clkb;
+    struct idset ia = {0}, ib = {0};
+    int64_t wa, fa, wb, fb, until, t;
+
+    if (store_kind == ST_REDIS) {
+        redis_port = free_port();
+        rdb_redis_start();
+    }
+    pa.lease_ms = pb.lease_ms = 1500;
+    pfx = fresh_prefix();
+    la = open_ok(&pa, pfx);
+    wlease_get(la, &wa, &fa);
+    ck_assert_int_eq(wa, 0);
+    atomic_store(&clka, util_wall_ms());
+    sa = sf_on(la, &clka, EP_STEP);
+    issue_range(sa, &clka, atomic_load(&clka) + 5, 10, &ia);
+    ck_assert_uint_gt(ia.n, 0);
+    store_snapshot();
+
+    /* A keeps its lease (heartbeats every 100 ms) past a lease */
+    until = util_mono_ms() + pa.lease_ms + 500;
+    while (util_mono_ms() < until) {
+        usleep(50 * 1000);
+        atomic_store(&clka, util_wall_ms());
+        issue_range(sa, &clka, atomic_load(&clka), 1, &ia);
+    }
+    t = util_wall_ms();
+    atomic_store(&clka, t);
+    issue_range(sa, &clka, t + 100, 10, &ia);
+    ck_assert_uint_gt(ia.n, 1000);
+    store_restore();
+
+    lb = open_ok(&pb, pfx);
+    wlease_get(lb, &wb, &fb);
+    atomic_store(&clkb, fb >= t ? fb + 1 : t);
+    sb = sf_on(lb, &clkb, EP_STEP);
+    issue_range(sb, &clkb, atomic_load(&clkb) + 100, 10, &ib);
+    ck_assert_uint_gt(ib.n, 0);
+    ck_assert_msg(idset_common(&ia, &ib) == 0, "%zu IDs issued by both A and "
+                  "B (B got worker ID %" PRId64 ", fence %" PRId64 ")",
+                  idset_common(&ia, &ib), wb, fb);
+
+    /* A's next write finds its own record older than what it wrote: written
+     * again, A keeps ID 0 */
+    for (int i = 0; i < 10; i++) {
+        usleep(50 * 1000);
+        atomic_store(&clka, util_wall_ms() + 200);
+        issue_range(sa, &clka, atomic_load(&clka), 1, &ia);
+    }
+    ck_assert_str_ne(ia.last_code, "worker_id_lost");
+    ck_assert_int_ne(wb, 0);
+    ck_assert_uint_eq(idset_common(&ia, &ib), 0);
+    snowflake_stop(sa);
+    snowflake_stop(sb);
+    rdb_redis_stop();
+    free(ia.v);
+    free(ib.v);
+    free(pfx);
+    free(c1);
+    free(c2);
+}
+END_TEST
+
+/* Only one worker ID, so B's only choice is A's, whose record the store
+ * lost by going back: B gets none while A heartbeats (its claim waits a
+ * lease after the store went back, then finds A's lease renewed). */
+START_TEST(store_back_in_time_one_id)
+{
+    char *pfx, *c1 = tmp_path("1"), *c2 = tmp_path("2"), *cause = NULL;
+    struct wlease_params pa = ep_params("10.0.0.1:1", c1),
+                         pb = ep_params("10.0.0.2:1", c2);
+    struct wlease *la, *lb;
+    struct snowflake *sa;
+    _Atomic int64_t clka;
+    struct idset ia = {0};
+    struct snowflake_backend b;
+    int64_t wb, fb, until;
+
+    if (store_kind == ST_REDIS) {
+        redis_port = free_port();
+        rdb_redis_start();
+    }
+    pa.max_worker = pb.max_worker = 0;
+    pa.lease_ms = pb.lease_ms = 1500;
+    pfx = fresh_prefix();
+    la = open_ok(&pa, pfx);
+    atomic_store(&clka, util_wall_ms());
+    sa = sf_on(la, &clka, EP_STEP);
+    issue_range(sa, &clka, atomic_load(&clka) + 5, 10, &ia);
+    store_snapshot();
+    until = util_mono_ms() + pa.lease_ms + 500;
+    while (util_mono_ms() < until) {
+        usleep(50 * 1000);
+        atomic_store(&clka, util_wall_ms());
+        issue_range(sa, &clka, atomic_load(&clka), 1, &ia);
+    }
+    store_restore();
+
+    /* B starts without a worker ID (the claim is put off, not refused) */
+    lb = open_at(&pb, store_port(), pfx, &cause);
+    ck_assert_msg(lb != NULL, "%s", cause);
+    wlease_get(lb, &wb, &fb);
+    ck_assert_int_eq(wb, -1);
+    /* A's heartbeats go on: B keeps trying, and never gets ID 0 */
+    wlease_backend(lb, &b);
+    until = util_mono_ms() + pa.lease_ms + 1000;
+    while (util_mono_ms() < until) {
+        usleep(50 * 1000);
+        atomic_store(&clka, util_wall_ms());
+        issue_range(sa, &clka, atomic_load(&clka), 1, &ia);
+        b.tick(b.arg, util_wall_ms());
+        wlease_get(lb, &wb, &fb);
+        ck_assert_int_eq(wb, -1);
+    }
+    ck_assert_str_ne(ia.last_code, "worker_id_lost");
+    wlease_close(lb);
+    snowflake_stop(sa);
+    rdb_redis_stop();
+    free(ia.v);
+    free(pfx);
+    free(c1);
+    free(c2);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -1558,6 +1780,8 @@ main(void)
         tcase_add_test(tc, epoch_set_on_new_store);
         tcase_add_test(tc, epoch_after_wipe);
         tcase_add_test(tc, epoch_zero_no_wait);
+        tcase_add_test(tc, store_back_in_time);
+        tcase_add_test(tc, store_back_in_time_one_id);
         suite_add_tcase(s, tc);
         tc = tcase_create("redis-k8s");
         tcase_add_checked_fixture(tc, setup_redis_k8s, teardown_tmp);
@@ -1580,6 +1804,8 @@ main(void)
         tcase_add_test(tc, epoch_after_wipe);
         tcase_add_test(tc, epoch_zero_no_wait);
         tcase_add_test(tc, mysql_epoch_bad);
+        tcase_add_test(tc, store_back_in_time);
+        tcase_add_test(tc, store_back_in_time_one_id);
         suite_add_tcase(s, tc);
         tc = tcase_create("mysql-k8s");
         tcase_add_checked_fixture(tc, setup_mysql_k8s, teardown_tmp);
