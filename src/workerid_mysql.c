@@ -17,9 +17,13 @@
  * The epoch row's heartbeat_ms is `since`: when the table last went back
  * in time, as far as leafd saw it. A restore keeps the server running, so
  * leafd sees it in two ways: the table's CREATE_TIME (a dump restored by
- * DROP TABLE, CREATE TABLE, INSERT, as mariadb-dump writes it: since is
- * at least that), and a holder whose row's heartbeat_ms is not the one it
- * last wrote (it sets since to the server's clock then). A row whose
+ * DROP TABLE, CREATE TABLE, INSERT, as mariadb-dump writes it), noted in
+ * the epoch row's instance as "@<ms>" by the first claim that sees it;
+ * another one there means the table was created again since: since is
+ * the end of that second; and a holder whose row's heartbeat_ms is not the
+ * one it last wrote (it sets since to the server's clock then). An epoch
+ * row without a marker (the operator's, or an older leafd's) gets one and
+ * keeps its since. A row whose
  * heartbeat is older than since is free only a lease after since (its
  * holder, if alive, writes it within that, or has stopped), and is taken
  * gated on since + unknown_gate_ms, as a missing row is. Rows put back
@@ -81,6 +85,11 @@ static const char wm_sql_created[] =
     "SELECT CAST(UNIX_TIMESTAMP(CREATE_TIME) AS SIGNED) * 1000"
     " FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()"
     " AND TABLE_NAME = 'leaf_worker'";
+/* the epoch row's instance: "@<CREATE_TIME ms>" of the table it was
+ * seen in, and since */
+static const char wm_sql_marker[] =
+    "UPDATE leaf_worker SET instance = ?, heartbeat_ms = ?"
+    " WHERE worker_id = -1 AND identity = '" WM_EPOCH_IDENT "'";
 /* the table went back in time: since (the epoch row's heartbeat_ms) now */
 static const char wm_sql_since[] =
     "UPDATE leaf_worker SET heartbeat_ms = GREATEST(heartbeat_ms, ?)"
@@ -265,11 +274,10 @@ wm_epoch_insert(struct wmysql *m, long long *epoch, char **cause)
 static char *
 wm_waiting(long long until)
 {
-    return xasprintf("leaf_worker went back in time (a dump restored; or "
-                     "every node was stopped): a worker ID whose row is "
-                     "older may still be held by a live node; not taking "
-                     "one before server time %lld (a lease after; "
-                     "docs/operations.md)", until);
+    return xasprintf("leaf_worker went back in time (a dump restored): a "
+                     "worker ID whose row is older may still be held by a "
+                     "live node; not taking one before server time %lld (a "
+                     "lease after; docs/operations.md)", until);
 }
 
 struct wm_row {
@@ -332,6 +340,7 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
     unsigned long il = 0, nl = 0, idl, inl;
     MYSQL_STMT *st;
     long long now, wid, hbv, fv, epoch = -1, since = 0, since_end, created;
+    char marker[WM_NONCE_MAX + 1] = "", seen[WM_NONCE_MAX + 1];
     size_t n = 0, cap = 0;
     int64_t take = -1, tfence = 0;
     int fr, insert = 0, has_epoch = 0, epoch_ok = 1, rc = WLEASE_DOWN;
@@ -361,6 +370,7 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
                 has_epoch = 1;
                 epoch = row.fence;
                 since = row.hb;
+                snprintf(marker, sizeof marker, "%s", row.inst);
                 epoch_ok = strcmp(row.ident, WM_EPOCH_IDENT) == 0 &&
                            row.fence >= 0;
             }
@@ -388,18 +398,34 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
     assert(epoch >= 0);
     if (!has_epoch)
         since = epoch;      /* wm_epoch_insert's heartbeat_ms */
-    /* a table created (a dump restored: DROP, CREATE, INSERT) after since
-     * holds rows from before its creation */
+    /* a table created again (a dump restored: DROP, CREATE, INSERT) since
+     * the epoch row's marker was written holds rows from before: since is
+     * the end of the second its CREATE_TIME names */
     if (wm_created(m, &created, cause) == -1) {
         free(rows);
         return WLEASE_DOWN;
     }
-    /* since_end: since, or the end of the second CREATE_TIME names */
-    since_end = since;
-    if (created > since) {
-        since = created;
-        since_end = created + 999;
+    snprintf(seen, sizeof seen, "@%lld", created);
+    if (created > 0 && strcmp(marker, seen) != 0) {
+        MYSQL_BIND mp[2];
+        unsigned long sl = strlen(seen);
+
+        if (marker[0] == '@' && created + 999 > since) {
+            log_warn("snowflake: leaf_worker was created again at %lld "
+                     "(a dump restored?): no worker ID whose row is older "
+                     "before a lease has passed", created);
+            since = created + 999;
+        }
+        wm_str(&mp[0], seen, sl, &sl);
+        wm_i64(&mp[1], &since);
+        if ((st = wm_run(m, wm_sql_marker, mp, NULL, cause)) == NULL) {
+            free(rows);
+            return WLEASE_DOWN;
+        }
+        mysql_stmt_close(st);
     }
+    since_end = since;
+    assert(since_end >= since);
 
     if (c->want_worker >= 0) {
         int64_t at, move;
@@ -473,8 +499,15 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         }
     }
     if (take < 0 && waiting) {
+        /* WLEASE_DOWN: a lease later it is free; the marker and since
+         * written above are kept */
+        free(rows);
+        if (mysql_commit(m->db) != 0) {
+            wm_fail(m, NULL, "COMMIT", cause);
+            return WLEASE_DOWN;
+        }
         *cause = wm_waiting(since_end + c->lease_ms);
-        goto rollback;      /* WLEASE_DOWN: a lease later it is free */
+        return WLEASE_DOWN;
     }
     if (take < 0) {
         *cause = xasprintf("no free snowflake worker ID in leaf_worker: all "

@@ -351,16 +351,6 @@ fresh_prefix(void)
 {
     char *p = fresh_prefix_raw();
 
-    /* a table's rows gate on its creation too (a dump restored), and the
-     * suite's is new: wait until that is past the tests' gates (EP_GATE,
-     * below 1000) */
-    while (store_kind == ST_MYSQL &&
-           store_ms() <= mysql_i64("SELECT CAST(UNIX_TIMESTAMP(CREATE_TIME) "
-                                   "AS SIGNED) * 1000 FROM information_schema"
-                                   ".TABLES WHERE TABLE_SCHEMA = DATABASE() "
-                                   "AND TABLE_NAME = 'leaf_worker'") + 999 +
-                         1000)
-        usleep(50 * 1000);
     if (store_kind == ST_MYSQL)
         ck_assert_int_eq(mysql_exec("INSERT INTO leaf_worker (worker_id, "
                                     "identity, instance, fence_ms, "
@@ -1322,7 +1312,6 @@ END_TEST
 #define EP_STEP     300
 #define EP_OFFSET   250
 #define EP_GATE     (EP_STEP + 10 + EP_OFFSET)
-_Static_assert(EP_GATE < 1000, "fresh_prefix waits 1000 ms past a new table");
 
 static struct wlease_params
 ep_params(const char *identity, const char *cache)
@@ -1477,8 +1466,7 @@ START_TEST(epoch_zero_no_wait)
     ck_assert_int_eq(store_epoch(pfx), 0);
     wlease_get(l, &w, &f);
     ck_assert_int_eq(w, 0);
-    ck_assert_int_lt(f, store_ms());    /* EP_GATE, or past the table's
-                                           creation + EP_GATE */
+    ck_assert_int_eq(f, EP_GATE);
     atomic_store(&clk, util_wall_ms());
     sf = sf_on(l, &clk, EP_STEP);
     issue_range(sf, &clk, atomic_load(&clk), 1, &s);
