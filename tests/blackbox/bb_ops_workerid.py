@@ -200,6 +200,19 @@ def c_worker(c):
     return wait_for(got, 30, step=0.1, what="C's worker ID")[0]
 
 
+def third_not_live(wd, load, c, a, b, wa, wb, what):
+    """C joins the load right after the store went back: no ID twice, C
+    took neither live node's worker ID, and A and B kept theirs."""
+    join_third(wd, load, c)
+    grows(load, 3000, 60, "IDs after the restore")
+    wc = c_worker(c)
+    load.assert_unique(what)
+    check(wc not in (wa, wb), "C took a live node's worker ID %r (A %r, B %r)"
+          % (wc, wa, wb))
+    eq(state(a)["worker_id"], wa, "A keeps its worker ID")
+    eq(state(b)["worker_id"], wb, "B keeps its worker ID")
+
+
 def test_redis_restart_without_persistence(ctx):
     """Redis restarted empty under A and B: their next heartbeat finds the
     hash gone (503 worker_id_lost); C, started at once, gates on the new
@@ -233,15 +246,8 @@ def test_redis_restore_older_rdb(ctx):
         grows(load, 1000, 30, "IDs after the save")
         r.stop()
         r.start()               # from the RDB
-        c = redis_node(wd, r, "10.7.0.3")
-        join_third(wd, load, c)
-        grows(load, 3000, 60, "IDs after the restore")
-        wc = c_worker(c)
-        load.assert_unique("redis restored from an older RDB")
-        check(wc not in (wa, wb), "C took a live node's worker ID %r (A %r, B %r)"
-              % (wc, wa, wb))
-        eq(state(a)["worker_id"], wa, "A keeps its worker ID")
-        eq(state(b)["worker_id"], wb, "B keeps its worker ID")
+        third_not_live(wd, load, redis_node(wd, r, "10.7.0.3"), a, b, wa, wb,
+                       "redis restored from an older RDB")
         check("went back in time" in a.log() + b.log(),
               "A or B logs that its record went back in time")
 
@@ -306,15 +312,8 @@ def test_mysql_restore_older_dump(ctx):
         with open(dump, "rb") as f:
             subprocess.run(["mariadb", "--no-defaults", "-uroot", "-h127.0.0.1",
                             "-P%d" % db.port, "leaf"], stdin=f, check=True, timeout=60)
-        c = mysql_node(wd, db, "10.7.0.3")
-        join_third(wd, load, c)
-        grows(load, 3000, 60, "IDs after the restore")
-        wc = c_worker(c)
-        load.assert_unique("leaf_worker restored from an older dump")
-        check(wc not in (wa, wb), "C took a live node's worker ID %r (A %r, B %r)"
-              % (wc, wa, wb))
-        eq(state(a)["worker_id"], wa, "A keeps its worker ID")
-        eq(state(b)["worker_id"], wb, "B keeps its worker ID")
+        third_not_live(wd, load, mysql_node(wd, db, "10.7.0.3"), a, b, wa, wb,
+                       "leaf_worker restored from an older dump")
 
 
 def test_zookeeper_data_dir_lost(ctx):

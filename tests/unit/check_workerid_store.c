@@ -1621,6 +1621,53 @@ store_restore(void)
     free(args);
 }
 
+/* The store that goes back: the test's own redis-server for Redis; a
+ * fresh prefix (or leaf_worker) on it. */
+static char *
+back_store_start(void)
+{
+    if (store_kind == ST_REDIS) {
+        redis_port = free_port();
+        rdb_redis_start();
+    }
+    return fresh_prefix();
+}
+
+/* A issues at its clock, which follows the wall clock, every 50 ms for ms
+ * (so its keeper heartbeats). */
+static void
+keep_issuing(struct snowflake *sa, _Atomic int64_t *clka, struct idset *ia,
+             int64_t ms)
+{
+    int64_t until = util_mono_ms() + ms;
+
+    while (util_mono_ms() < until) {
+        usleep(50 * 1000);
+        atomic_store(clka, util_wall_ms());
+        issue_range(sa, clka, atomic_load(clka), 1, ia);
+    }
+}
+
+/* A (pa) claims worker ID 0 and issues; the store is saved; A keeps its
+ * lease (heartbeats every 100 ms) for more than a lease after. A's
+ * generator, on its clock *clka, what it issued in *ia. */
+static struct snowflake *
+hold_past_snapshot(const struct wlease_params *pa, const char *pfx,
+                   _Atomic int64_t *clka, struct idset *ia)
+{
+    struct wlease *la = open_ok(pa, pfx);
+    struct snowflake *sa;
+
+    ck_assert_int_eq(worker_of(la), 0);
+    atomic_store(clka, util_wall_ms());
+    sa = sf_on(la, clka, EP_STEP);
+    issue_range(sa, clka, atomic_load(clka) + 5, 10, ia);
+    ck_assert_uint_gt(ia->n, 0);
+    store_snapshot();
+    keep_issuing(sa, clka, ia, pa->lease_ms + 500);
+    return sa;
+}
+
 /* A holds ID 0 and heartbeats; the store is saved, A keeps writing for
  * more than a lease, then the store goes back to the save: A's record is
  * there, its heartbeat stale. A issued at T.. T+100 just before; B (another
@@ -1633,34 +1680,15 @@ START_TEST(store_back_in_time)
     char *pfx, *c1 = tmp_path("1"), *c2 = tmp_path("2");
     struct wlease_params pa = ep_params("10.0.0.1:1", c1),
                          pb = ep_params("10.0.0.2:1", c2);
-    struct wlease *la, *lb;
+    struct wlease *lb;
     struct snowflake *sa, *sb;
     _Atomic int64_t clka, clkb;
     struct idset ia = {0}, ib = {0};
-    int64_t wa, fa, wb, fb, until, t;
+    int64_t wb, fb, t;
 
-    if (store_kind == ST_REDIS) {
-        redis_port = free_port();
-        rdb_redis_start();
-    }
     pa.lease_ms = pb.lease_ms = 1500;
-    pfx = fresh_prefix();
-    la = open_ok(&pa, pfx);
-    wlease_get(la, &wa, &fa);
-    ck_assert_int_eq(wa, 0);
-    atomic_store(&clka, util_wall_ms());
-    sa = sf_on(la, &clka, EP_STEP);
-    issue_range(sa, &clka, atomic_load(&clka) + 5, 10, &ia);
-    ck_assert_uint_gt(ia.n, 0);
-    store_snapshot();
-
-    /* A keeps its lease (heartbeats every 100 ms) past a lease */
-    until = util_mono_ms() + pa.lease_ms + 500;
-    while (util_mono_ms() < until) {
-        usleep(50 * 1000);
-        atomic_store(&clka, util_wall_ms());
-        issue_range(sa, &clka, atomic_load(&clka), 1, &ia);
-    }
+    pfx = back_store_start();
+    sa = hold_past_snapshot(&pa, pfx, &clka, &ia);
     t = util_wall_ms();
     atomic_store(&clka, t);
     issue_range(sa, &clka, t + 100, 10, &ia);
@@ -1679,11 +1707,7 @@ START_TEST(store_back_in_time)
 
     /* A's next write finds its own record older than what it wrote: written
      * again, A keeps ID 0 */
-    for (int i = 0; i < 10; i++) {
-        usleep(50 * 1000);
-        atomic_store(&clka, util_wall_ms() + 200);
-        issue_range(sa, &clka, atomic_load(&clka), 1, &ia);
-    }
+    keep_issuing(sa, &clka, &ia, 500);
     ck_assert_str_ne(ia.last_code, "worker_id_lost");
     ck_assert_int_ne(wb, 0);
     ck_assert_uint_eq(idset_common(&ia, &ib), 0);
@@ -1706,31 +1730,17 @@ START_TEST(store_back_in_time_one_id)
     char *pfx, *c1 = tmp_path("1"), *c2 = tmp_path("2"), *cause = NULL;
     struct wlease_params pa = ep_params("10.0.0.1:1", c1),
                          pb = ep_params("10.0.0.2:1", c2);
-    struct wlease *la, *lb;
+    struct wlease *lb;
     struct snowflake *sa;
     _Atomic int64_t clka;
     struct idset ia = {0};
     struct snowflake_backend b;
     int64_t wb, fb, until;
 
-    if (store_kind == ST_REDIS) {
-        redis_port = free_port();
-        rdb_redis_start();
-    }
     pa.max_worker = pb.max_worker = 0;
     pa.lease_ms = pb.lease_ms = 1500;
-    pfx = fresh_prefix();
-    la = open_ok(&pa, pfx);
-    atomic_store(&clka, util_wall_ms());
-    sa = sf_on(la, &clka, EP_STEP);
-    issue_range(sa, &clka, atomic_load(&clka) + 5, 10, &ia);
-    store_snapshot();
-    until = util_mono_ms() + pa.lease_ms + 500;
-    while (util_mono_ms() < until) {
-        usleep(50 * 1000);
-        atomic_store(&clka, util_wall_ms());
-        issue_range(sa, &clka, atomic_load(&clka), 1, &ia);
-    }
+    pfx = back_store_start();
+    sa = hold_past_snapshot(&pa, pfx, &clka, &ia);
     store_restore();
 
     /* B starts without a worker ID (the claim is put off, not refused) */
