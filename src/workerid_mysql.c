@@ -16,19 +16,19 @@
  *
  * The epoch row's heartbeat_ms is `since`: when the table last went back
  * in time, as far as leafd saw it. A restore keeps the server running, so
- * leafd sees it in two ways: the table's CREATE_TIME (a dump restored by
- * DROP TABLE, CREATE TABLE, INSERT, as mariadb-dump writes it), noted in
+ * leafd sees it in two ways. The table's CREATE_TIME (a dump restored by
+ * DROP TABLE, CREATE TABLE, INSERT, as mariadb-dump writes it) is noted in
  * the epoch row's instance as "@<ms>" by the first claim that sees it;
- * another one there means the table was created again since: since is
- * the end of that second; and a holder whose row's heartbeat_ms is not the
- * one it last wrote (it sets since to the server's clock then). An epoch
- * row without a marker (the operator's, or an older leafd's) gets one and
- * keeps its since. A row whose
- * heartbeat is older than since is free only a lease after since (its
- * holder, if alive, writes it within that, or has stopped), and is taken
- * gated on since + unknown_gate_ms, as a missing row is. Rows put back
- * into the same table (a data-only restore) or a lagging replica promoted
- * are seen only by the holders' next writes. */
+ * another one there means the table was created again since, and since
+ * becomes the end of that second. A holder whose row's heartbeat_ms is
+ * older than the one it last wrote sets since to the server's clock. An
+ * epoch row without a note (the operator's, or an older leafd's) gets one
+ * and keeps its since. A row whose heartbeat is older than since is free
+ * only a lease after since (its holder, if alive, writes it within that,
+ * or has stopped), and is taken gated on since + unknown_gate_ms, as a
+ * missing row is. Rows put back into the same table (a data-only restore)
+ * or a lagging replica promoted are seen only by the holders' next
+ * writes. */
 #include <mysql.h>
 #include <assert.h>
 #include <inttypes.h>
@@ -76,11 +76,12 @@ static const char wm_sql_move[] =
 static const char wm_sql_fence[] =
     "UPDATE leaf_worker SET fence_ms = ?, heartbeat_ms = ?"
     " WHERE worker_id = ? AND instance = ? AND released = 0";
-/* the fence write while the row holds the heartbeat this holder wrote */
+/* the fence write while the row holds the heartbeat this holder wrote
+ * last, or a later one (a write that landed though its answer was lost) */
 static const char wm_sql_fence_same[] =
     "UPDATE leaf_worker SET fence_ms = ?, heartbeat_ms = ?"
     " WHERE worker_id = ? AND instance = ? AND released = 0"
-    " AND heartbeat_ms = ?";
+    " AND heartbeat_ms >= ?";
 static const char wm_sql_created[] =
     "SELECT CAST(UNIX_TIMESTAMP(CREATE_TIME) AS SIGNED) * 1000"
     " FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()"
@@ -655,7 +656,7 @@ wm_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
         return rc;
     }
     /* the row as this holder left it (the usual case), else WM_BACK: still
-     * ours but not as we wrote it, a restored row: since is now */
+     * ours but older than we wrote it, a restored row: since is now */
     if ((st = wm_run(m, wm_sql_fence_same, p, NULL, cause)) == NULL)
         return WLEASE_DOWN;
     same = mysql_stmt_affected_rows(st) == 1;
@@ -682,8 +683,8 @@ wm_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     }
     if (!same)
         log_warn("snowflake: leaf_worker's row of worker ID %" PRId64 " went "
-                 "back in time (its heartbeat_ms is not the %lld this node "
-                 "wrote: a dump restored); written again with fence %"
+                 "back in time (its heartbeat_ms is older than the %lld this "
+                 "node wrote: a dump restored); written again with fence %"
                  PRId64 ", and other nodes take no worker ID whose row is "
                  "older for a lease", worker, last, fence_ms);
     m->held_hb = now;
