@@ -291,8 +291,7 @@ struct wm_row {
  * identity holds under another worker ID (to free first), or -1. */
 static int
 wm_claim_wanted(const struct wlease_claim *c, const struct wm_row *rows,
-                size_t n, long long now, long long since,
-                long long since_end, int64_t *row,
+                size_t n, long long now, long long since, int64_t *row,
                 int64_t *move, char **cause)
 {
     *row = -1;
@@ -306,8 +305,8 @@ wm_claim_wanted(const struct wlease_claim *c, const struct wm_row *rows,
     }
     if (*row >= 0 && strcmp(rows[*row].ident, c->identity) != 0) {
         const struct wm_row *w = &rows[*row];
-        if (w->hb < since && now - since_end < c->lease_ms) {
-            *cause = wm_waiting(since_end + c->lease_ms);
+        if (w->hb < since && now - since < c->lease_ms) {
+            *cause = wm_waiting(since + c->lease_ms);
             return WLEASE_DOWN;
         }
         if (w->hb >= since && !w->released && now - w->hb < c->lease_ms) {
@@ -340,7 +339,7 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
     MYSQL_BIND r[6], p[5];
     unsigned long il = 0, nl = 0, idl, inl;
     MYSQL_STMT *st;
-    long long now, wid, hbv, fv, epoch = -1, since = 0, since_end, created;
+    long long now, wid, hbv, fv, epoch = -1, since = 0, created;
     char marker[WM_NONCE_MAX + 1] = "", seen[WM_NONCE_MAX + 1];
     size_t n = 0, cap = 0;
     int64_t take = -1, tfence = 0;
@@ -425,14 +424,11 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         }
         mysql_stmt_close(st);
     }
-    since_end = since;
-    assert(since_end >= since);
 
     if (c->want_worker >= 0) {
         int64_t at, move;
 
-        rc = wm_claim_wanted(c, rows, n, now, since, since_end, &at, &move,
-                             cause);
+        rc = wm_claim_wanted(c, rows, n, now, since, &at, &move, cause);
         if (rc != WLEASE_OK)
             goto rollback;
         rc = WLEASE_DOWN;
@@ -484,9 +480,9 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         if (i < n && (uint64_t)rows[i].worker == expect) {
             int old = rows[i].hb < since;
 
-            if (old && now - since_end < c->lease_ms)
+            if (old && now - since < c->lease_ms)
                 waiting = 1;
-            if ((old ? now - since_end >= c->lease_ms :
+            if ((old ? now - since >= c->lease_ms :
                  rows[i].released || now - rows[i].hb >= c->lease_ms) &&
                 rows[i].fence < c->now_ms &&
                 strcmp(rows[i].ident, c->identity) != 0) {
@@ -507,7 +503,7 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
             wm_fail(m, NULL, "COMMIT", cause);
             return WLEASE_DOWN;
         }
-        *cause = wm_waiting(since_end + c->lease_ms);
+        *cause = wm_waiting(since + c->lease_ms);
         return WLEASE_DOWN;
     }
     if (take < 0) {
@@ -527,8 +523,8 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
     for (size_t i = 0; i < n; i++)
         if (rows[i].worker == take && rows[i].hb < since)
             gate_since = 1;
-    if ((insert || gate_since) && since_end + c->unknown_gate_ms > tfence)
-        tfence = since_end + c->unknown_gate_ms;
+    if ((insert || gate_since) && since + c->unknown_gate_ms > tfence)
+        tfence = since + c->unknown_gate_ms;
     idl = strlen(c->identity);
     inl = strlen(c->nonce);
     wid = take;
