@@ -275,8 +275,8 @@ wlease_open(const struct wlease_params *p, const struct wlease_store *store,
             goto error;
         }
     } else {
-        log_warn("snowflake: %s unreachable at start (%s); no worker ID "
-                 "until it is", l->st.name, *cause);
+        log_warn("snowflake: no worker ID from %s at start (%s); none until "
+                 "a claim in the background succeeds", l->st.name, *cause);
         wl_set_error(l, *cause);
         free(*cause);
         *cause = NULL;
