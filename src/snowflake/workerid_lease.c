@@ -39,8 +39,18 @@
  *     a claim first found no epoch: Redis's <prefix>epoch key, MySQL's
  *     sentinel row in leaf_worker, lost with the other rows) +
  *     unknown_gate_ms: the fences of any node that held it were written
- *     before the epoch. ZooKeeper keeps no epoch and gates such an ID on
- *     nothing.
+ *     before the epoch. ZooKeeper's new nodes gate on their parent's
+ *     creation + unknown_gate_ms, which a lost data directory renews.
+ *   - A store that went back in time (Redis restarted from an older RDB or
+ *     a lagging replica promoted; leaf_worker restored from a dump) keeps
+ *     records older than what their holders wrote since. The store notes
+ *     when (`since`: Redis's P server, when a claim or write sees another
+ *     run_id/replid; MySQL, when a claim sees the table's CREATE_TIME differ
+ *     from the one the epoch row notes; both, when a holder
+ *     finds its own record older than its last write, which it then
+ *     writes again). A record older than since is free only a lease after
+ *     it (a live holder writes within that, or has stopped issuing), and
+ *     is taken gated on since + unknown_gate_ms, as a lost one is.
  *   - A fixed worker ID (k8s: the pod's ordinal + offset) is the same rule
  *     with the claim limited to that one ID: held live by another identity,
  *     the claim is refused (the start fails, naming the holder); free but
@@ -285,8 +295,8 @@ wlease_open(const struct wlease_params *p, const struct wlease_store *store,
             goto error;
         }
     } else {
-        log_warn("snowflake: %s unreachable at start (%s); no worker ID "
-                 "until it is", l->st.name, *cause);
+        log_warn("snowflake: no worker ID from %s at start (%s); none until "
+                 "a claim in the background succeeds", l->st.name, *cause);
         wl_set_error(l, *cause);
         free(*cause);
         *cause = NULL;

@@ -43,10 +43,12 @@ struct wlease_claim {
                                gate keeps a stale run's IDs apart). */
     int64_t     unknown_gate_ms;/* Redis and MySQL: an ID the store has
                                    no record of (never used, or lost with
-                                   the store's data) gates on the store's
-                                   epoch (when its record began) + this;
-                                   the ZooKeeper store has no epoch and
-                                   ignores it */
+                                   the store's data), or whose record is
+                                   older than the store's last going back
+                                   in time, gates on the store's epoch
+                                   (when its record began) or that time +
+                                   this; ZooKeeper: a new node gates on its
+                                   parent's creation + this */
 };
 
 enum {

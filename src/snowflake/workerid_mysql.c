@@ -12,7 +12,23 @@
  * can be "~epoch": a node's is "ip:port" and a pod's ends in its ordinal,
  * both ending in a digit. Every read of the rows leaves out worker IDs
  * below 0; the fence and release writes name the holder's own worker ID
- * and nonce, never the sentinel's. */
+ * and nonce, never the sentinel's.
+ *
+ * The epoch row's heartbeat_ms is `since`: when the table last went back
+ * in time, as far as leafd saw it. A restore keeps the server running, so
+ * leafd sees it in two ways. The table's CREATE_TIME (a dump restored by
+ * DROP TABLE, CREATE TABLE, INSERT, as mariadb-dump writes it) is noted in
+ * the epoch row's instance as "@<ms>" by the first claim that sees it;
+ * another one there means the table was created again since, and since
+ * becomes the end of that second. A holder whose row's heartbeat_ms is
+ * older than the one it last wrote sets since to the server's clock. An
+ * epoch row without a note (the operator's, or an older leafd's) gets one
+ * and keeps its since. A row whose heartbeat is older than since is free
+ * only a lease after since (its holder, if alive, writes it within that,
+ * or has stopped), and is taken gated on since + unknown_gate_ms, as a
+ * missing row is. Rows put back into the same table (a data-only restore)
+ * or a lagging replica promoted are seen only by the holders' next
+ * writes. */
 #include <mysql.h>
 #include <assert.h>
 #include <inttypes.h>
@@ -60,6 +76,25 @@ static const char wm_sql_move[] =
 static const char wm_sql_fence[] =
     "UPDATE leaf_worker SET fence_ms = ?, heartbeat_ms = ?"
     " WHERE worker_id = ? AND instance = ? AND released = 0";
+/* the fence write while the row holds the heartbeat this holder wrote
+ * last, or a later one (a write that landed though its answer was lost) */
+static const char wm_sql_fence_same[] =
+    "UPDATE leaf_worker SET fence_ms = ?, heartbeat_ms = ?"
+    " WHERE worker_id = ? AND instance = ? AND released = 0"
+    " AND heartbeat_ms >= ?";
+static const char wm_sql_created[] =
+    "SELECT CAST(UNIX_TIMESTAMP(CREATE_TIME) AS SIGNED) * 1000"
+    " FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()"
+    " AND TABLE_NAME = 'leaf_worker'";
+/* the epoch row's instance: "@<CREATE_TIME ms>" of the table it was
+ * seen in, and since */
+static const char wm_sql_marker[] =
+    "UPDATE leaf_worker SET instance = ?, heartbeat_ms = ?"
+    " WHERE worker_id = -1 AND identity = '" WM_EPOCH_IDENT "'";
+/* the table went back in time: since (the epoch row's heartbeat_ms) now */
+static const char wm_sql_since[] =
+    "UPDATE leaf_worker SET heartbeat_ms = GREATEST(heartbeat_ms, ?)"
+    " WHERE worker_id = -1 AND identity = '" WM_EPOCH_IDENT "'";
 static const char wm_sql_release[] =
     "UPDATE leaf_worker SET fence_ms = ?, released = 1"
     " WHERE worker_id = ? AND instance = ?";
@@ -71,6 +106,8 @@ struct wmysql {
     unsigned int  last_errno;   /* of the last wm_fail, 0 none */
     struct wlease_note note;    /* the last claim's epoch gate: why */
     MYSQL        *db;
+    long long     held;         /* the worker ID last claimed, -1 none */
+    long long     held_hb;      /* the heartbeat_ms last written for it */
 };
 
 static void
@@ -179,6 +216,27 @@ wm_now(struct wmysql *m, long long *now, char **cause)
     return 0;
 }
 
+/* When leaf_worker was created, on the server's clock in ms, the start of
+ * that second (information_schema keeps seconds; 0 when it does not say):
+ * 0, or -1 after wm_fail. */
+static int
+wm_created(struct wmysql *m, long long *ms, char **cause)
+{
+    MYSQL_BIND r[1];
+    MYSQL_STMT *st;
+    my_bool null = 0;
+
+    *ms = 0;
+    wm_i64(&r[0], ms);
+    r[0].is_null = &null;
+    if ((st = wm_run(m, wm_sql_created, NULL, r, cause)) == NULL)
+        return -1;
+    if (mysql_stmt_fetch(st) != 0 || null)
+        *ms = 0;
+    mysql_stmt_close(st);
+    return 0;
+}
+
 /* Insert the epoch row, the server's clock read now (after the table was
  * locked: past every write that a lost row held): 0, or -1 after wm_fail. */
 static int
@@ -197,6 +255,16 @@ wm_epoch_insert(struct wmysql *m, long long *epoch, char **cause)
     return 0;
 }
 
+/* The cause of a claim put off until the server's clock `until`. */
+static char *
+wm_waiting(long long until)
+{
+    return xasprintf("leaf_worker went back in time (a dump restored): a "
+                     "worker ID whose row is older may still be held by a "
+                     "live node; not taking one before server time %lld (a "
+                     "lease after; docs/operations.md)", until);
+}
+
 struct wm_row {
     long long     worker, fence, hb, released;
     char          ident[WM_IDENT_MAX + 1], inst[WM_NONCE_MAX + 1];
@@ -207,8 +275,8 @@ struct wm_row {
  * identity holds under another worker ID (to free first), or -1. */
 static int
 wm_claim_wanted(const struct wlease_claim *c, const struct wm_row *rows,
-                size_t n, long long now, int64_t *row, int64_t *move,
-                char **cause)
+                size_t n, long long now, long long since, int64_t *row,
+                int64_t *move, char **cause)
 {
     *row = -1;
     *move = -1;
@@ -225,7 +293,11 @@ wm_claim_wanted(const struct wlease_claim *c, const struct wm_row *rows,
         (c->alias == NULL || c->alias[0] == '\0' ||
          strcmp(rows[*row].ident, c->alias) != 0)) {
         const struct wm_row *w = &rows[*row];
-        if (!w->released && now - w->hb < c->lease_ms) {
+        if (w->hb < since && now - since < c->lease_ms) {
+            *cause = wm_waiting(since + c->lease_ms);
+            return WLEASE_DOWN;
+        }
+        if (w->hb >= since && !w->released && now - w->hb < c->lease_ms) {
             *cause = xasprintf("snowflake worker ID %" PRId64 " is held by "
                                "%s (instance %s) in leaf_worker, its lease "
                                "live (heartbeat %lld ms ago); %s cannot "
@@ -276,10 +348,13 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
     MYSQL_BIND r[6], p[5];
     unsigned long il = 0, nl = 0, idl, inl;
     MYSQL_STMT *st;
-    long long now, wid, hbv, fv, epoch = -1, past_max = -1;
+    long long now, wid, hbv, fv, epoch = -1, since = 0, created;
+    long long past_max = -1, past_fence = 0;
+    char marker[WM_NONCE_MAX + 1] = "", seen[WM_NONCE_MAX + 1];
     size_t n = 0, cap = 0;
     int64_t take = -1, tfence = 0;
     int fr, insert = 0, has_epoch = 0, epoch_ok = 1, rc = WLEASE_DOWN;
+    int waiting = 0, gate_since = 0;
 
     if (strlen(c->identity) > WM_IDENT_MAX || strlen(c->nonce) >
         WM_NONCE_MAX) {
@@ -304,6 +379,8 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
             if (row.worker == WM_EPOCH_WORKER) {
                 has_epoch = 1;
                 epoch = row.fence;
+                since = row.hb;
+                snprintf(marker, sizeof marker, "%s", row.inst);
                 epoch_ok = strcmp(row.ident, WM_EPOCH_IDENT) == 0 &&
                            row.fence >= 0;
             }
@@ -329,11 +406,39 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         return WLEASE_DOWN;
     }
     assert(epoch >= 0);
+    if (!has_epoch)
+        since = epoch;      /* wm_epoch_insert's heartbeat_ms */
+    /* a table created again (a dump restored: DROP, CREATE, INSERT) since
+     * the epoch row's marker was written holds rows from before: since is
+     * the end of the second its CREATE_TIME names */
+    if (wm_created(m, &created, cause) == -1) {
+        free(rows);
+        return WLEASE_DOWN;
+    }
+    snprintf(seen, sizeof seen, "@%lld", created);
+    if (created > 0 && strcmp(marker, seen) != 0) {
+        MYSQL_BIND mp[2];
+        unsigned long sl = strlen(seen);
+
+        if (marker[0] == '@' && created + 999 > since) {
+            log_warn("snowflake: leaf_worker was created again at %lld "
+                     "(a dump restored?): no worker ID whose row is older "
+                     "before a lease has passed", created);
+            since = created + 999;
+        }
+        wm_str(&mp[0], seen, sl, &sl);
+        wm_i64(&mp[1], &since);
+        if ((st = wm_run(m, wm_sql_marker, mp, NULL, cause)) == NULL) {
+            free(rows);
+            return WLEASE_DOWN;
+        }
+        mysql_stmt_close(st);
+    }
 
     if (c->want_worker >= 0) {
         int64_t at, move;
 
-        rc = wm_claim_wanted(c, rows, n, now, &at, &move, cause);
+        rc = wm_claim_wanted(c, rows, n, now, since, &at, &move, cause);
         if (rc != WLEASE_OK)
             goto rollback;
         rc = WLEASE_DOWN;
@@ -363,18 +468,25 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         }
         if ((uint64_t)rows[i].worker > c->max_worker) {
             past_max = rows[i].worker;
+            past_fence = rows[i].fence;
             continue;
         }
         take = rows[i].worker;
         tfence = rows[i].fence;
         break;
     }
-    /* else the lowest free: a gap, released, or lease expired; and its
-     * fence below the taker's clock */
+    /* else the lowest free: a gap, released, or lease expired (a lease
+     * after since for a row older than since); and its fence below the
+     * taker's clock */
     for (size_t i = 0, expect = 0; take < 0 && expect <= c->max_worker;
          expect++) {
         if (i < n && (uint64_t)rows[i].worker == expect) {
-            if ((rows[i].released || now - rows[i].hb >= c->lease_ms) &&
+            int old = rows[i].hb < since;
+
+            if (old && now - since < c->lease_ms)
+                waiting = 1;
+            if ((old ? now - since >= c->lease_ms :
+                 rows[i].released || now - rows[i].hb >= c->lease_ms) &&
                 rows[i].fence < c->now_ms &&
                 strcmp(rows[i].ident, c->identity) != 0) {
                 take = rows[i].worker;
@@ -385,6 +497,17 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
             take = (int64_t)expect;
             insert = 1;
         }
+    }
+    if (take < 0 && waiting) {
+        /* WLEASE_DOWN: a lease later it is free; the marker and since
+         * written above are kept */
+        free(rows);
+        if (mysql_commit(m->db) != 0) {
+            wm_fail(m, NULL, "COMMIT", cause);
+            return WLEASE_DOWN;
+        }
+        *cause = wm_waiting(since + c->lease_ms);
+        return WLEASE_DOWN;
     }
     if (take < 0) {
         *cause = xasprintf("no free snowflake worker ID in leaf_worker: all "
@@ -403,11 +526,22 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
             free(rows);
             return WLEASE_DOWN;
         }
+        /* this identity issued up to that fence under the old layout: its
+         * new ID waits past it too */
+        if (past_fence > tfence)
+            tfence = past_fence;
     }
     /* no row (never used, or lost with the table): every fence a node held
      * under a lost row was written before the epoch */
     if (insert && epoch + c->unknown_gate_ms > tfence)
         tfence = epoch + c->unknown_gate_ms;
+    /* a row older than since, or none: its holder may have issued up to
+     * anything it confirmed before since */
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].worker == take && rows[i].hb < since)
+            gate_since = 1;
+    if ((insert || gate_since) && since + c->unknown_gate_ms > tfence)
+        tfence = since + c->unknown_gate_ms;
     idl = strlen(c->identity);
     inl = strlen(c->nonce);
     wid = take;
@@ -439,19 +573,23 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         return WLEASE_DOWN;
     }
     free(rows);
+    m->held = take;
+    m->held_hb = now;
     free(m->note.text);
     m->note.text = NULL;
-    if (insert && tfence == epoch + c->unknown_gate_ms) {
+    if (insert && (tfence == epoch + c->unknown_gate_ms ||
+                   tfence == since + c->unknown_gate_ms)) {
         m->note.text = xasprintf("mysql has no record of this worker ID since "
-                            "its epoch %lld (leaf_worker's epoch row, "
-                            "worker_id %d, set by the first claim on a new or "
-                            "truncated table), and a node may have issued up "
-                            "to the epoch + fence_step + max_borrow + "
-                            "max_clock_offset under a lost row; it ends by "
-                            "itself. Only on a table nothing was ever issued "
-                            "from, `UPDATE leaf_worker SET fence_ms = 0 WHERE "
-                            "worker_id = %d` skips it (docs/operations.md)",
-                            epoch, WM_EPOCH_WORKER, WM_EPOCH_WORKER);
+                            "%lld (leaf_worker's epoch row, worker_id %d: "
+                            "a new, truncated or re-created table), and a "
+                            "node may have issued up to that + fence_step + "
+                            "max_borrow + max_clock_offset under a lost row; "
+                            "it ends by itself. Only on a table nothing was "
+                            "ever issued from, `UPDATE leaf_worker SET "
+                            "fence_ms = 0 WHERE worker_id = %d` skips it "
+                            "(docs/operations.md)",
+                            tfence - c->unknown_gate_ms, WM_EPOCH_WORKER,
+                            WM_EPOCH_WORKER);
         m->note.gate = tfence;
     }
     if (insert && tfence >= c->now_ms)
@@ -528,10 +666,11 @@ wm_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
          int64_t *store_ms, char **cause)
 {
     struct wmysql *m = arg;
-    MYSQL_BIND p[4];
-    long long f = fence_ms, now, w = worker;
+    MYSQL_BIND p[5], sp[1];
+    long long f = fence_ms, now, w = worker, last = m->held_hb;
     unsigned long nl = strlen(nonce);
-    int rc;
+    MYSQL_STMT *st;
+    int same, rc;
 
     if (wm_connect(m, cause) == -1 || wm_now(m, &now, cause) == -1)
         return WLEASE_DOWN;
@@ -539,10 +678,48 @@ wm_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     wm_i64(&p[1], &now);
     wm_i64(&p[2], &w);
     wm_str(&p[3], (char *)nonce, nl, &nl);
-    rc = wm_update_held(m, wm_sql_fence, p, cause);
-    if (rc == WLEASE_OK)
-        *store_ms = now;
-    return rc;
+    wm_i64(&p[4], &last);
+    if (m->held != worker) {
+        rc = wm_update_held(m, wm_sql_fence, p, cause);
+        if (rc == WLEASE_OK)
+            *store_ms = now;
+        return rc;
+    }
+    /* the row as this holder left it (the usual case), else WM_BACK: still
+     * ours but older than we wrote it, a restored row: since is now */
+    if ((st = wm_run(m, wm_sql_fence_same, p, NULL, cause)) == NULL)
+        return WLEASE_DOWN;
+    same = mysql_stmt_affected_rows(st) == 1;
+    mysql_stmt_close(st);
+    if (!same) {
+        if ((st = wm_run(m, wm_sql_fence, p, NULL, cause)) == NULL)
+            return WLEASE_DOWN;
+        rc = mysql_stmt_affected_rows(st) == 1;
+        mysql_stmt_close(st);
+        if (!rc) {
+            mysql_rollback(m->db);
+            *cause = xstrdup("leaf_worker row is held by another instance "
+                             "now");
+            return WLEASE_LOST;
+        }
+        wm_i64(&sp[0], &now);
+        if ((st = wm_run(m, wm_sql_since, sp, NULL, cause)) == NULL)
+            return WLEASE_DOWN;
+        mysql_stmt_close(st);
+    }
+    if (mysql_commit(m->db) != 0) {
+        wm_fail(m, NULL, "COMMIT", cause);
+        return WLEASE_DOWN;
+    }
+    if (!same)
+        log_warn("snowflake: leaf_worker's row of worker ID %" PRId64 " went "
+                 "back in time (its heartbeat_ms is older than the %lld this "
+                 "node wrote: a dump restored); written again with fence %"
+                 PRId64 ", and other nodes take no worker ID whose row is "
+                 "older for a lease", worker, last, fence_ms);
+    m->held_hb = now;
+    *store_ms = now;
+    return WLEASE_OK;
 }
 
 static int
@@ -610,6 +787,7 @@ workerid_mysql_store(const char *url, const char *user, const char *password,
     else
         m->where = xasprintf("%s:%d/%s", m->t.host, m->t.port,
                              m->t.database);
+    m->held = -1;
     m->timeout_s = (unsigned int)(timeout_ms + 999) / 1000;
     if (m->timeout_s < 1)
         m->timeout_s = 1;

@@ -9,6 +9,13 @@
  *                    epoch: a new or wiped store. An ID with no hash gates
  *                    on it + the claim's unknown_gate_ms (an operator may
  *                    SET it to 0 on a new store nothing was issued from)
+ *   P server         hash: id (the server's INFO run_id:master_replid at
+ *                    the last claim or fence write), since (the store's
+ *                    clock, ms, when it last went back in time: another
+ *                    server seen, or a holder's record found older than
+ *                    its last write); a hash whose hb is older is free
+ *                    only a lease after since and gates on since +
+ *                    unknown_gate_ms
  * Claim, fence write and release are each one Lua script (EVAL), so they
  * are atomic; the claim reuses the identity's ID or takes the lowest free
  * one and never wraps, or takes exactly a wanted one (k8s) or refuses.

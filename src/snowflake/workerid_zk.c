@@ -32,6 +32,11 @@
  *     the cache file's nonce) and not released is watched for two
  *     heartbeats first; if it changes, a twin with our identity is alive
  *     and the claim is refused for good.
+ *   - A new node gates on forever's ctime + unknown_gate_ms: a ZooKeeper
+ *     that lost its data directory creates forever again after the last
+ *     write of any node it lost, and gives their sequence numbers (worker
+ *     IDs) out again. A ZooKeeper restored from an older snapshot keeps an
+ *     old forever, so this does not cover it (docs/operations.md).
  * The store's clock is the node's mtime, read from every fence write's
  * Stat.
  */
@@ -348,6 +353,27 @@ wz_claim_node(struct wzk *z, const struct wlease_claim *cl,
     return WLEASE_OK;
 }
 
+/* The gate of a new node: forever's ctime (the server's clock when it was
+ * created) + unknown_gate_ms. A ZooKeeper that lost its data (the data
+ * directory gone) hands out sequence numbers from 0 again, the worker IDs
+ * of nodes still running; forever is created anew then, after every write
+ * of theirs, so the gate is past every fence they held. ZOK or the error
+ * with *cause. */
+static int
+wz_forever_gate(struct wzk *z, const struct wlease_claim *cl, int64_t *gate,
+                char **cause)
+{
+    struct Stat st;
+    char *d = NULL;
+    int len = 0, rc;
+
+    rc = zk_get(z->zk, z->forever, &d, &len, &st, z->op_timeout_ms, cause);
+    free(d);
+    if (rc == ZOK)
+        *gate = st.ctime + cl->unknown_gate_ms;
+    return rc;
+}
+
 /* The claim (see workerid_zk.h for the order). */
 static int
 wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
@@ -357,7 +383,7 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
     char *path, *data, *created = NULL;
     int n = 0, rc, len, pick = -1;
     int takeover = z->p.takeover && cl->lease_ms > 0;
-    int64_t now = cl->now_ms, seq;
+    int64_t now = cl->now_ms, seq, gate = 0;
 
     path = xasprintf("/snowflake/%s", z->leaf_name);
     if (wz_ensure_path(z, "/snowflake", cause) != ZOK ||
@@ -428,9 +454,11 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
     }
     wz_children_free(c, n);
 
-    /* 4. a new node */
+    /* 4. a new node, past what a lost one held (wz_forever_gate) */
+    if (wz_forever_gate(z, cl, &gate, cause) != ZOK)
+        return WLEASE_DOWN;
     path = xasprintf("%s/%s:%d-", z->forever, z->ip, z->p.port);
-    data = wz_node_data(z, now, 0, &len);
+    data = wz_node_data(z, gate > now ? gate : now, 0, &len);
     rc = zk_create(z->zk, path, data, len, ZOO_PERSISTENT_SEQUENTIAL,
                    &created, z->op_timeout_ms, cause);
     free(data);
@@ -453,9 +481,15 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
         return WLEASE_REFUSED;
     }
     log_info("registered %s: worker ID %" PRId64, created, seq);
-    wz_hold(z, created, seq, 0, WZ_OWN, now);
+    if (gate > now)
+        log_warn("%s was created at ZooKeeper time %" PRId64 " (a new or "
+                 "wiped ZooKeeper): no IDs from %s until %" PRId64 " (%"
+                 PRId64 " ms), past anything a node could have issued under "
+                 "a node ZooKeeper lost", z->forever, gate -
+                 cl->unknown_gate_ms, created, gate, gate - now);
+    wz_hold(z, created, seq, 0, WZ_OWN, gate > now ? gate : now);
     *worker = seq;
-    *fence_ms = now;
+    *fence_ms = gate > now ? gate : now;
     return WLEASE_OK;
 }
 

@@ -509,6 +509,8 @@ def test_console_zookeeper_in_browser(ctx):
                            "snowflake.cache_file": os.path.join(wd.path, "sf.json")}).start()
         st = wait_for(lambda: (lambda j: j if j.get("heartbeat_age_ms") is not None else None)(
             d.get("/snowflake/state").json()), what="a first heartbeat")
+        # a new forever: /health is 503 until its creation + the gate passes
+        wait_for(lambda: d.get("/health").status == 200, 30, step=0.1, what="healthy")
         drv = browser_or_skip()
         if drv is None:
             return

@@ -38,6 +38,14 @@ def zk_conf(wd, zk, name, **extra):
     return conf
 
 
+def serving(d):
+    """d's first 200 to /snowflake: a new node under a new forever (a fresh
+    ZooKeeper) waits past its creation + fence step + borrow + clock limit
+    (workerid_zk.c), 503 fence_not_passed meanwhile."""
+    return wait_for(lambda: (lambda r: r if r.status == 200 else None)(d.get("/snowflake")),
+                    timeout=30, step=0.1, what="the first IDs")
+
+
 def state(d):
     r = d.get("/snowflake/state")
     eq(r.status, 200, "state status %r" % r)
@@ -122,6 +130,8 @@ def test_zk_three_nodes_distinct_worker_ids(ctx):
         nodes = [wd.leafd(conf=zk_conf(wd, zk, "n%d" % i), name="n%d" % i).start()
                  for i in range(3)]
         wids = [state(n)["worker_id"] for n in nodes]
+        for n in nodes:
+            serving(n)
         eq(len(set(wids)), 3, "three distinct worker IDs %r" % wids)
         for n, w in zip(nodes, wids):
             eq(state(n)["source"], "zookeeper", "source")
@@ -140,7 +150,7 @@ def test_zk_restart_keeps_worker_id(ctx):
         zk = wd.zookeeper()
         d = wd.leafd(conf=zk_conf(wd, zk, "a"), name="a").start()
         w = state(d)["worker_id"]
-        last = int(d.get("/snowflake").text)
+        last = int(serving(d).text)
         eq(d.stop(), 0, "stop")
         d2 = wd.leafd(conf=zk_conf(wd, zk, "a"), name="a", port=d.port).start()
         eq(state(d2)["worker_id"], w, "same worker ID after restart")
@@ -183,7 +193,7 @@ def test_zk_down_at_start_waits_for_it(ctx):
         conf = zk_conf(wd, zk, "c", **{"snowflake.zk_session_timeout_ms": "2000"})
         d = wd.leafd(conf=conf, name="c").start()
         w = state(d)["worker_id"]
-        last = int(d.get("/snowflake").text)
+        last = int(serving(d).text)
         d.stop()
         zk.stop()
         d2 = wd.leafd(conf=conf, name="c", port=d.port).start()
@@ -206,6 +216,7 @@ def test_zk_stopped_and_restarted_while_serving(ctx):
                                        "snowflake.zk_session_timeout_ms": "4000"})
         d = wd.leafd(conf=conf, name="b").start()
         node = state(d)["zk_node"]
+        serving(d)
         ids, failures = [], []
         stop = threading.Event()
 
@@ -381,6 +392,7 @@ def test_zk_release_on_stop_and_state(ctx):
         check('leafd_snowflake_heartbeat_age_seconds{source="zookeeper"}' in m,
               "heartbeat age by source in /metrics")
         check("leafd_snowflake_zk_session_state 2" in m, "session state in /metrics")
+        serving(a)
         ids = a.get("/snowflake?count=100").ids()
         w = st["worker_id"]
         eq(a.stop(), 0, "clean stop")

@@ -252,9 +252,10 @@ def test_mysql_new_table_waits(ctx):
         t0 = time.time()
         d = pod(wd, None, "web2", "web-2", db=db,
                 extra=["--snowflake.max_clock_offset_ms=500"]).start()
-        epoch = int(wait_for(lambda: db.sql(
-            "SELECT fence_ms FROM leaf_worker WHERE worker_id = -1"
-            " AND identity = '~epoch'").strip(), 10, what="the epoch row"))
+        # leafd listens before its first claim has committed
+        epoch = int(wait_for(lambda: db.sql("SELECT fence_ms FROM leaf_worker WHERE"
+                                            " worker_id = -1 AND identity = '~epoch'")
+                             .strip(), 30, step=0.1, what="the epoch row"))
         check(abs(epoch - t0 * 1000) < 5000, "epoch is about now: %d" % epoch)
         gated_on_epoch(d, "mysql", 12, epoch)
 

@@ -409,6 +409,7 @@ struct zkt_params {
     int64_t     takeover_age_ms;
     int         release_on_stop;
     int64_t     max_clock_offset_ms;
+    int64_t     unknown_gate_ms;
     snowflake_clock_fn clock;
     void       *clock_arg;
 };
@@ -444,6 +445,7 @@ zkt_open(const struct zkt_params *p, char **cause)
     lp.lease_ms = p->takeover ? p->takeover_age_ms : 0;
     lp.release_on_stop = p->release_on_stop;
     lp.max_clock_offset_ms = p->max_clock_offset_ms;
+    lp.unknown_gate_ms = p->unknown_gate_ms;
     lp.clock = p->clock;
     lp.clock_arg = p->clock_arg;
     return wlease_open(&lp, &st, cause);
@@ -899,6 +901,21 @@ START_TEST(zk_down_at_start_no_cache)
 }
 END_TEST
 
+/* The first IDs of a generator on a new leaf_name: its forever node is
+ * new, so they wait past its creation + fence step + borrow + clock limit
+ * (workerid_zk.c); SNOWFLAKE_OK within 60 s, else the last result. */
+static int
+first_ids(struct snowflake *sf, uint64_t *ids, struct snowflake_refusal *why)
+{
+    int64_t until = util_mono_ms() + 60000;
+    int rc;
+
+    while ((rc = snowflake_next(sf, 10, ids, why)) != SNOWFLAKE_OK &&
+           util_mono_ms() < until)
+        usleep(50 * 1000);
+    return rc;
+}
+
 START_TEST(zk_snowflake_start)
 {
     char *name = fresh_name(), *cache = tmp_path("c.json"), *cause = NULL;
@@ -919,7 +936,7 @@ START_TEST(zk_snowflake_start)
     cfg.heartbeat_ms = 200;
     sf = sfconfig_start(&cfg, 7600, NULL, NULL, &cause);
     ck_assert_msg(sf != NULL, "%s", cause);
-    ck_assert_int_eq(snowflake_next(sf, 10, ids, &why), SNOWFLAKE_OK);
+    ck_assert_int_eq(first_ids(sf, ids, &why), SNOWFLAKE_OK);
     snowflake_state_json(sf, &b);
     j = json_loads(b.p, 0, &err);
     ck_assert_msg(j != NULL, "%s", b.p);
@@ -1094,6 +1111,52 @@ START_TEST(zk_outage)
     wlease_close(w);
     free(node);
     free(cache);
+    free(name);
+}
+END_TEST
+
+static int64_t test_clock(void *arg);
+
+/* ZooKeeper loses its data directory under a live holder: A holds a fence
+ * ahead of its clock; ZooKeeper is stopped, its data wiped, started. B
+ * (another identity, its clock where A's was: clocks differ) registers and
+ * gets A's sequence number, so its gate must be past A's fence: the new
+ * forever's creation + unknown_gate_ms. */
+START_TEST(zk_data_dir_lost)
+{
+    char *name = fresh_name(), *ca = tmp_path("a.json"),
+         *cb = tmp_path("b.json"), *cmd;
+    struct zkt_params pa = zk_params(name, "10.0.0.9", 7800, ca),
+                      pb = zk_params(name, "10.0.0.10", 7801, cb);
+    struct wlease *a, *b;
+    _Atomic int64_t clkb;
+    int64_t wa, fa, wb, fb, a_fence, t;
+
+    pa.unknown_gate_ms = pb.unknown_gate_ms = 3000 + 100;
+    a = open_ok(&pa);
+    wlease_get(a, &wa, &fa);
+    t = util_wall_ms();
+    a_fence = t + 3000;                 /* one fence step ahead */
+    ck_assert_int_eq(zkt_persist(a, a_fence, NULL), SNOWFLAKE_PERSIST_OK);
+
+    ck_assert_int_eq(zk_ctl("stop"), 0);
+    cmd = xasprintf("rm -rf '%s'/data/*", getenv("LEAFD_TEST_ZK_DIR"));
+    ck_assert_int_eq(system(cmd), 0);
+    free(cmd);
+    ck_assert_int_eq(zk_ctl("start"), 0);
+
+    atomic_store(&clkb, t);
+    pb.clock = test_clock;
+    pb.clock_arg = &clkb;
+    b = open_ok(&pb);
+    ck_assert_int_eq(wlease_get(b, &wb, &fb), 0);
+    ck_assert_msg(wb != wa || fb > a_fence, "B got A's worker ID %" PRId64
+                  " with fence %" PRId64 ", at or below A's confirmed fence %"
+                  PRId64 ": IDs up to it issued twice", wb, fb, a_fence);
+    wlease_close(b);
+    wlease_close(a);
+    free(ca);
+    free(cb);
     free(name);
 }
 END_TEST
@@ -1689,7 +1752,7 @@ START_TEST(zk_state_and_release_via_config)
     cfg.release_on_stop = 1;
     sf = sfconfig_start(&cfg, 7610, NULL, NULL, &cause);
     ck_assert_msg(sf != NULL, "%s", cause);
-    ck_assert_int_eq(snowflake_next(sf, 10, ids, &why), SNOWFLAKE_OK);
+    ck_assert_int_eq(first_ids(sf, ids, &why), SNOWFLAKE_OK);
     usleep(500000);
     snowflake_state_json(sf, &b);
     j = json_loads(b.p, 0, &err);
@@ -1826,9 +1889,10 @@ workerid_suite(void)
     tcase_add_test(tc, zk_release_on_stop);
     tcase_add_test(tc, zk_released_without_nonce_not_claimed);
     tcase_add_test(tc, zk_state_and_release_via_config);
-    if (getenv("LEAFD_TEST_ZK_DIR") != NULL)
+    if (getenv("LEAFD_TEST_ZK_DIR") != NULL) {
         tcase_add_test(tc, zk_outage);
-    else {
+        tcase_add_test(tc, zk_data_dir_lost);
+    } else {
         printf("check_workerid: LEAFD_TEST_ZK_DIR not set: %s the "
                "ZooKeeper outage test\n",
                in_ci() ? "CI=1, so FAILING: cannot run" : "skipping");

@@ -1750,6 +1750,241 @@ START_TEST(mysql_epoch_bad)
 }
 END_TEST
 
+/* --- the store goes back in time (a snapshot or a dump restored) --------- */
+
+static pid_t rdb_pid;       /* the rollback tests' own redis-server */
+
+/* A redis-server of the test's own on redis_port, its RDB file
+ * tmpdir/snap.rdb (read at start, written only by SAVE). */
+static void
+rdb_redis_start(void)
+{
+    char port[16];
+
+    snprintf(port, sizeof port, "%d", redis_port);
+    rdb_pid = fork();
+    if (rdb_pid == 0) {
+        execlp("redis-server", "redis-server", "--port", port, "--bind",
+               "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
+               tmpdir, "--dbfilename", "snap.rdb", "--loglevel", "warning",
+               (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 200 && !port_open(redis_port); i++)
+        usleep(50000);
+    ck_assert_msg(port_open(redis_port), "redis-server --dir %s", tmpdir);
+}
+
+static void
+rdb_redis_stop(void)
+{
+    if (rdb_pid > 0) {
+        kill(rdb_pid, SIGTERM);     /* --save '': no save at shutdown */
+        waitpid(rdb_pid, NULL, 0);
+        rdb_pid = 0;
+    }
+}
+
+/* The mariadb client tools' options for the test's database. */
+static char *
+mysql_cli_args(void)
+{
+    return xasprintf("-h127.0.0.1 -P%d -u'%s' %s%s%s '%s'", mysql_t.port,
+                     mysql_t.user, mysql_t.password ? "-p'" : "",
+                     mysql_t.password ? mysql_t.password : "",
+                     mysql_t.password ? "'" : "", mysql_t.database);
+}
+
+/* The store's state now, to go back to: SAVE (an RDB), or mariadb-dump of
+ * leaf_worker. */
+static void
+store_snapshot(void)
+{
+    char *args, *cmd;
+
+    if (store_kind == ST_REDIS) {
+        freeReplyObject(redis_cmd("SAVE"));
+        return;
+    }
+    args = mysql_cli_args();
+    cmd = xasprintf("mariadb-dump %s leaf_worker > %s/dump.sql", args,
+                    tmpdir);
+    ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    free(cmd);
+    free(args);
+}
+
+/* Back to the snapshot: redis-server restarted from the RDB, or the dump
+ * restored (DROP TABLE, CREATE TABLE, INSERT: the server keeps running). */
+static void
+store_restore(void)
+{
+    char *args, *cmd;
+
+    if (store_kind == ST_REDIS) {
+        rdb_redis_stop();
+        rdb_redis_start();
+        return;
+    }
+    args = mysql_cli_args();
+    cmd = xasprintf("mariadb %s < %s/dump.sql", args, tmpdir);
+    ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    free(cmd);
+    free(args);
+}
+
+/* The store that goes back: the test's own redis-server for Redis; a
+ * fresh prefix (or leaf_worker) on it. */
+static char *
+back_store_start(void)
+{
+    if (store_kind == ST_REDIS) {
+        redis_port = free_port();
+        rdb_redis_start();
+    }
+    return fresh_prefix();
+}
+
+/* A issues at its clock, which follows the wall clock, every 50 ms for ms
+ * (so its keeper heartbeats). */
+static void
+keep_issuing(struct snowflake *sa, _Atomic int64_t *clka, struct idset *ia,
+             int64_t ms)
+{
+    int64_t until = util_mono_ms() + ms;
+
+    while (util_mono_ms() < until) {
+        usleep(50 * 1000);
+        atomic_store(clka, util_wall_ms());
+        issue_range(sa, clka, atomic_load(clka), 1, ia);
+    }
+}
+
+/* A (pa) claims worker ID 0 and issues; the store is saved; A keeps its
+ * lease (heartbeats every 100 ms) for more than a lease after. A's
+ * generator, on its clock *clka, what it issued in *ia. */
+static struct snowflake *
+hold_past_snapshot(const struct wlease_params *pa, const char *pfx,
+                   _Atomic int64_t *clka, struct idset *ia)
+{
+    struct wlease *la = open_ok(pa, pfx);
+    struct snowflake *sa;
+
+    ck_assert_int_eq(worker_of(la), 0);
+    atomic_store(clka, util_wall_ms());
+    sa = sf_on(la, clka, EP_STEP);
+    issue_range(sa, clka, atomic_load(clka) + 5, 10, ia);
+    ck_assert_uint_gt(ia->n, 0);
+    store_snapshot();
+    keep_issuing(sa, clka, ia, pa->lease_ms + 500);
+    return sa;
+}
+
+/* A holds ID 0 and heartbeats; the store is saved, A keeps writing for
+ * more than a lease, then the store goes back to the save: A's record is
+ * there, its heartbeat stale. A issued at T.. T+100 just before; B (another
+ * identity, its clock at T: clocks differ by some ms) starts before A's
+ * next write. B must not get ID 0 before a lease has passed since the store
+ * went back (A writes within it), nor issue under it what A did; A's next
+ * write notices its record went back and writes it again. */
+START_TEST(store_back_in_time)
+{
+    char *pfx, *c1 = tmp_path("1"), *c2 = tmp_path("2");
+    struct wlease_params pa = ep_params("10.0.0.1:1", c1),
+                         pb = ep_params("10.0.0.2:1", c2);
+    struct wlease *lb;
+    struct snowflake *sa, *sb;
+    _Atomic int64_t clka, clkb;
+    struct idset ia = {0}, ib = {0};
+    int64_t wb, fb, t;
+    size_t n0;
+
+    pa.lease_ms = pb.lease_ms = 1500;
+    pfx = back_store_start();
+    sa = hold_past_snapshot(&pa, pfx, &clka, &ia);
+    t = util_wall_ms();
+    atomic_store(&clka, t);
+    n0 = ia.n;
+    issue_range(sa, &clka, t + 100, 10, &ia);
+    ck_assert_uint_gt(ia.n, n0);
+    store_restore();
+
+    lb = open_ok(&pb, pfx);
+    wlease_get(lb, &wb, &fb);
+    atomic_store(&clkb, fb >= t ? fb + 1 : t);
+    sb = sf_on(lb, &clkb, EP_STEP);
+    issue_range(sb, &clkb, atomic_load(&clkb) + 100, 10, &ib);
+    ck_assert_uint_gt(ib.n, 0);
+    ck_assert_msg(idset_common(&ia, &ib) == 0, "%zu IDs issued by both A and "
+                  "B (B got worker ID %" PRId64 ", fence %" PRId64 ")",
+                  idset_common(&ia, &ib), wb, fb);
+
+    /* A's next write finds its own record older than what it wrote: written
+     * again, A keeps ID 0 */
+    keep_issuing(sa, &clka, &ia, 500);
+    ck_assert_str_ne(ia.last_code, "worker_id_lost");
+    ck_assert_int_ne(wb, 0);
+    ck_assert_uint_eq(idset_common(&ia, &ib), 0);
+    snowflake_stop(sa);
+    snowflake_stop(sb);
+    rdb_redis_stop();
+    free(ia.v);
+    free(ib.v);
+    free(pfx);
+    free(c1);
+    free(c2);
+}
+END_TEST
+
+/* Only one worker ID, so B's only choice is A's, whose record the store
+ * lost by going back: B gets none while A heartbeats (its claim waits a
+ * lease after the store went back, then finds A's lease renewed). */
+START_TEST(store_back_in_time_one_id)
+{
+    char *pfx, *c1 = tmp_path("1"), *c2 = tmp_path("2"), *cause = NULL;
+    struct wlease_params pa = ep_params("10.0.0.1:1", c1),
+                         pb = ep_params("10.0.0.2:1", c2);
+    struct wlease *lb;
+    struct snowflake *sa;
+    _Atomic int64_t clka;
+    struct idset ia = {0};
+    struct snowflake_backend b;
+    int64_t wb, fb, until;
+
+    pa.max_worker = pb.max_worker = 0;
+    /* A must keep its lease through the test's own pauses */
+    pa.lease_ms = pb.lease_ms = 3000;
+    pfx = back_store_start();
+    sa = hold_past_snapshot(&pa, pfx, &clka, &ia);
+    store_restore();
+
+    /* B starts without a worker ID (the claim is put off, not refused) */
+    lb = open_at(&pb, store_port(), pfx, &cause);
+    ck_assert_msg(lb != NULL, "%s", cause);
+    wlease_get(lb, &wb, &fb);
+    ck_assert_int_eq(wb, -1);
+    /* A's heartbeats go on: B keeps trying, and never gets ID 0 */
+    wlease_backend(lb, &b);
+    until = util_mono_ms() + pa.lease_ms + 1000;
+    while (util_mono_ms() < until) {
+        usleep(50 * 1000);
+        atomic_store(&clka, util_wall_ms());
+        issue_range(sa, &clka, atomic_load(&clka), 1, &ia);
+        b.tick(b.arg, util_wall_ms());
+        wlease_get(lb, &wb, &fb);
+        ck_assert_int_eq(wb, -1);
+    }
+    ck_assert_str_ne(ia.last_code, "worker_id_lost");
+    wlease_close(lb);
+    snowflake_stop(sa);
+    rdb_redis_stop();
+    free(ia.v);
+    free(pfx);
+    free(c1);
+    free(c2);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -1771,6 +2006,8 @@ main(void)
         tcase_add_test(tc, epoch_after_wipe);
         tcase_add_test(tc, epoch_zero_no_wait);
         tcase_add_test(tc, epoch_gate_message);
+        tcase_add_test(tc, store_back_in_time);
+        tcase_add_test(tc, store_back_in_time_one_id);
         suite_add_tcase(s, tc);
         tc = tcase_create("redis-k8s");
         tcase_add_checked_fixture(tc, setup_redis_k8s, teardown_tmp);
@@ -1794,6 +2031,8 @@ main(void)
         tcase_add_test(tc, epoch_zero_no_wait);
         tcase_add_test(tc, epoch_gate_message);
         tcase_add_test(tc, mysql_epoch_bad);
+        tcase_add_test(tc, store_back_in_time);
+        tcase_add_test(tc, store_back_in_time_one_id);
         suite_add_tcase(s, tc);
         tc = tcase_create("mysql-k8s");
         tcase_add_checked_fixture(tc, setup_mysql_k8s, teardown_tmp);

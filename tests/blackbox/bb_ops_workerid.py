@@ -1,0 +1,365 @@
+"""Operator actions on a shared worker-ID store, under load (issue 20's
+matrix, the worker-ID rows): two or more leafd nodes take snowflake IDs from
+Redis, MySQL or ZooKeeper while client threads take IDs from every node all
+the time; the action happens meanwhile, and a node started right after it
+joins the load. Each test asserts that no ID was issued twice across the
+nodes, and that whatever was refused was refused with a 503 and a JSON error
+code (never a crash):
+  - Redis: a restart without persistence, a restore from an older RDB (the
+    store goes back in time under live nodes), FLUSHALL;
+  - MySQL: TRUNCATE leaf_worker, a restore of leaf_worker from an older
+    mariadb-dump;
+  - ZooKeeper: its data directory lost (stopped, wiped, started);
+  - a clock step (libfaketime) on the node started after a Redis restore.
+Without redis-server, MariaDB or ZooKeeper those tests skip (under CI=1 they
+fail)."""
+import os
+import shutil
+import subprocess
+import threading
+import time
+
+from bbutil import Client, Workdir, check, eq, faketime_preload, wait_for
+
+TESTS = [
+    "test_redis_restart_without_persistence",
+    "test_redis_restore_older_rdb",
+    "test_redis_flushall",
+    "test_mysql_truncate",
+    "test_mysql_restore_older_dump",
+    "test_zookeeper_data_dir_lost",
+    "test_redis_restore_with_clock_step",
+]
+
+# Small and quick: a 3 s lease, 200 ms heartbeats, 500 ms fence steps; the
+# gate of an ID the store lost is 500 + 1000 (borrow) + 500 (clock limit).
+LEASE_MS = 3000
+COMMON = ["--leaf.segment.enable=false", "--leaf.snowflake.enable=true",
+          "--snowflake.heartbeat_ms=200", "--snowflake.fence_step_ms=500",
+          "--snowflake.max_clock_offset_ms=500",
+          "--snowflake.takeover_age_ms=%d" % LEASE_MS,
+          "--snowflake.worker_bits=3", "--snowflake.sequence_bits=19"]
+PREFIX = "leafd:snowflake:"
+
+
+class Load:
+    """Client threads taking IDs from every node (nodes may be added while it
+    runs) until stop(); the IDs, and the refusals by status and code."""
+
+    def __init__(self, threads=4, count=50):
+        self.nodes = []
+        self.ids = []
+        self.refused = {}
+        self.bad = []
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.count = count
+        self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True)
+                        for i in range(threads)]
+
+    def add(self, d):
+        with self.lock:
+            self.nodes.append(d.port)
+
+    def start(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def _run(self, i):
+        clients = {}
+        n = i
+        while not self.done.is_set():
+            with self.lock:
+                ports = list(self.nodes)
+            if not ports:
+                time.sleep(0.01)
+                continue
+            port = ports[n % len(ports)]
+            n += 1
+            c = clients.get(port) or clients.setdefault(port, Client(port, timeout=10))
+            try:
+                r = c.get("/snowflake?count=%d" % self.count)
+            except OSError:
+                c.close()
+                clients.pop(port, None)
+                time.sleep(0.02)
+                continue
+            if r.status == 200:
+                got = r.ids()
+                with self.lock:
+                    self.ids.extend((port, x) for x in got)
+                continue
+            try:
+                code = r.json().get("error")
+            except ValueError:
+                code = None
+            with self.lock:
+                if r.status != 503 or not code:
+                    self.bad.append((r.status, r.text[:200]))
+                key = "%d %s" % (r.status, code)
+                self.refused[key] = self.refused.get(key, 0) + 1
+            time.sleep(0.01)
+        for c in clients.values():
+            c.close()
+
+    def issued(self):
+        with self.lock:
+            return len(self.ids)
+
+    def stop(self):
+        self.done.set()
+        for t in self.threads:
+            t.join(30)
+
+    def assert_unique(self, what):
+        """No ID twice, across every node; every refusal a 503 with a code."""
+        self.stop()
+        seen = {}
+        twice = 0
+        ports = set()
+        for port, x in self.ids:
+            if x in seen:
+                twice += 1
+                ports.add((seen[x], port))
+            else:
+                seen[x] = port
+        check(not self.bad, "%s: refusals that are not 503 + JSON code: %r"
+              % (what, self.bad[:5]))
+        check(twice == 0, "%s: %d IDs issued twice (node ports %r); refusals %r"
+              % (what, twice, sorted(ports)[:4], self.refused))
+        check(len(seen) > 0, "%s: no IDs at all" % what)
+        return len(seen)
+
+
+def grows(load, by, timeout=30, what="IDs issued"):
+    n0 = load.issued()
+    wait_for(lambda: load.issued() >= n0 + by, timeout, step=0.05, what=what)
+
+
+def redis_node(wd, r, ip, name=None, env=None, preload=None, extra=()):
+    flags = COMMON + list(extra) + ["--snowflake.worker_source=redis",
+                      "--snowflake.redis.url=redis://127.0.0.1:%d/2" % r.port,
+                      "--snowflake.ip=%s" % ip, "--leaf.snowflake.port=7000",
+                      "--snowflake.cache_file=%s.json" % (name or ip)]
+    return wd.leafd(flags=flags, name=name or ip, env=env, preload=preload)
+
+
+def mysql_node(wd, db, ip, extra=()):
+    flags = COMMON + list(extra) + ["--snowflake.worker_source=mysql",
+                      "--snowflake.mysql.url=%s" % db.url,
+                      "--snowflake.ip=%s" % ip, "--leaf.snowflake.port=7000",
+                      "--snowflake.cache_file=%s.json" % ip]
+    return wd.leafd(flags=flags, name=ip)
+
+
+def zk_node(wd, zk, ip):
+    flags = COMMON + ["--snowflake.worker_source=zookeeper",
+                      "--leaf.snowflake.zk.address=%s" % zk.address,
+                      "--leaf.name=ops", "--snowflake.zk_session_timeout_ms=4000",
+                      "--snowflake.ip=%s" % ip, "--leaf.snowflake.port=7000",
+                      "--snowflake.cache_file=%s.json" % ip]
+    return wd.leafd(flags=flags, name=ip)
+
+
+def state(d):
+    r = d.get("/snowflake/state")
+    eq(r.status, 200, "state")
+    return r.json()
+
+
+def two_nodes_loaded(wd, make):
+    """Nodes A and B (from make(ip)) serving, and a load on both that has
+    issued IDs."""
+    a = make("10.7.0.1").start()
+    b = make("10.7.0.2").start()
+    load = Load().start()
+    load.add(a)
+    load.add(b)
+    grows(load, 2000, 60, "the first IDs from A and B")
+    return a, b, load
+
+
+def redis_two_nodes(wd, r, extra=()):
+    return two_nodes_loaded(wd, lambda ip: redis_node(wd, r, ip, extra=extra))
+
+
+# The restore tests: A and B heartbeat once a second, so that C, started at
+# once, usually claims before their next write finds what the restore did
+# (the case the rule is for; it holds whatever the order).
+SLOW_HB = ["--snowflake.heartbeat_ms=1000"]
+
+
+def join_third(wd, load, c):
+    """C started right after the action, into the load; its worker ID (or
+    None while it has none)."""
+    c.start()
+    load.add(c)
+    return state(c).get("worker_id")
+
+
+def c_worker(c):
+    """C's worker ID once it has one."""
+    def got():
+        w = state(c).get("worker_id")
+        return (w,) if w is not None and w >= 0 else None
+    return wait_for(got, 30, step=0.1, what="C's worker ID")[0]
+
+
+def third_not_live(wd, load, c, a, b, wa, wb, what):
+    """C joins the load right after the store went back: no ID twice, C
+    took neither live node's worker ID, and A and B kept theirs."""
+    join_third(wd, load, c)
+    grows(load, 3000, 60, "IDs after the restore")
+    wc = c_worker(c)
+    load.assert_unique(what)
+    check(wc not in (wa, wb), "C took a live node's worker ID %r (A %r, B %r)"
+          % (wc, wa, wb))
+    eq(state(a)["worker_id"], wa, "A keeps its worker ID")
+    eq(state(b)["worker_id"], wb, "B keeps its worker ID")
+
+
+def test_redis_restart_without_persistence(ctx):
+    """Redis restarted empty under A and B: their next heartbeat finds the
+    hash gone (503 worker_id_lost); C, started at once, gates on the new
+    epoch; no ID twice."""
+    with Workdir("ops-wid-redis-restart") as wd:
+        r = wd.redis(epoch0=[(2, PREFIX)])
+        r.epoch0 = []           # the restart comes back with nothing
+        a, b, load = redis_two_nodes(wd, r)
+        r.stop()
+        r.wipe()
+        r.start()
+        join_third(wd, load, redis_node(wd, r, "10.7.0.3"))
+        grows(load, 2000, 60, "IDs after the restart")
+        wait_for(lambda: state(a)["status"] != "ok" or state(a)["worker_id"] is None,
+                 10, what="A noticing its hash gone")
+        load.assert_unique("redis restarted without persistence")
+
+
+def test_redis_restore_older_rdb(ctx):
+    """An RDB saved while A and B run; more than a lease later Redis is
+    restarted from it: A's and B's hashes are there with stale heartbeats.
+    C, started before their next write, takes neither worker ID (they write
+    within a lease, and C's claim waits that long for a hash older than the
+    restart): no ID twice, and A and B keep theirs."""
+    with Workdir("ops-wid-redis-rdb") as wd:
+        r = wd.redis(epoch0=[(2, PREFIX)])
+        a, b, load = redis_two_nodes(wd, r, SLOW_HB)
+        wa, wb = state(a)["worker_id"], state(b)["worker_id"]
+        r.cli("SAVE")
+        time.sleep(LEASE_MS / 1000.0 + 1)
+        grows(load, 1000, 30, "IDs after the save")
+        r.stop()
+        r.start()               # from the RDB
+        third_not_live(wd, load, redis_node(wd, r, "10.7.0.3"), a, b, wa, wb,
+                       "redis restored from an older RDB")
+        check("went back in time" in a.log() + b.log(),
+              "A or B logs that its record went back in time")
+
+
+def test_redis_flushall(ctx):
+    """FLUSHALL under A and B: both lose their worker IDs at their next
+    write (503 worker_id_lost); C gates on the new epoch."""
+    with Workdir("ops-wid-redis-flush") as wd:
+        r = wd.redis(epoch0=[(2, PREFIX)])
+        a, b, load = redis_two_nodes(wd, r)
+        r.cli("FLUSHALL")
+        join_third(wd, load, redis_node(wd, r, "10.7.0.3"))
+        grows(load, 2000, 60, "IDs after FLUSHALL")
+        wait_for(lambda: a.get("/snowflake").status == 503, 10,
+                 what="A refusing after FLUSHALL")
+        check("worker_id_lost" in a.get("/snowflake").text, "A: worker_id_lost")
+        load.assert_unique("redis FLUSHALL")
+
+
+def truncate(db):
+    """TRUNCATE TABLE leaf_worker; again when MariaDB answers 1146 (no such
+    table), which it did once here while the nodes' claims held the table
+    (TRUNCATE is a DROP and a CREATE in InnoDB)."""
+    for i in range(3):
+        try:
+            return db.sql("TRUNCATE TABLE leaf_worker")
+        except Exception as e:
+            if "1146" not in str(e) or i == 2:
+                raise
+            time.sleep(0.2)
+
+
+def test_mysql_truncate(ctx):
+    """TRUNCATE TABLE leaf_worker under A and B: their next heartbeat finds
+    no row (503 worker_id_lost); C gates on the new epoch row."""
+    with Workdir("ops-wid-mysql-trunc") as wd:
+        db = wd.mariadb().worker_epoch0()
+        a, b, load = two_nodes_loaded(wd, lambda ip: mysql_node(wd, db, ip))
+        truncate(db)
+        join_third(wd, load, mysql_node(wd, db, "10.7.0.3"))
+        grows(load, 2000, 60, "IDs after TRUNCATE")
+        wait_for(lambda: a.get("/snowflake").status == 503, 10,
+                 what="A refusing after TRUNCATE")
+        load.assert_unique("TRUNCATE leaf_worker")
+
+
+def test_mysql_restore_older_dump(ctx):
+    """leaf_worker dumped while A and B run, restored more than a lease
+    later: C, started at once, takes neither worker ID; A and B write their
+    rows again and keep them; no ID twice."""
+    with Workdir("ops-wid-mysql-dump") as wd:
+        db = wd.mariadb().worker_epoch0()
+        a, b, load = two_nodes_loaded(wd, lambda ip: mysql_node(wd, db, ip, SLOW_HB))
+        wa, wb = state(a)["worker_id"], state(b)["worker_id"]
+        dump = os.path.join(wd.path, "leaf_worker.sql")
+        with open(dump, "wb") as f:
+            subprocess.run(["mariadb-dump", "--no-defaults", "-uroot", "-h127.0.0.1",
+                            "-P%d" % db.port, "leaf", "leaf_worker"],
+                           stdout=f, check=True, timeout=60)
+        time.sleep(LEASE_MS / 1000.0 + 1)
+        grows(load, 1000, 30, "IDs after the dump")
+        with open(dump, "rb") as f:
+            subprocess.run(["mariadb", "--no-defaults", "-uroot", "-h127.0.0.1",
+                            "-P%d" % db.port, "leaf"], stdin=f, check=True, timeout=60)
+        third_not_live(wd, load, mysql_node(wd, db, "10.7.0.3"), a, b, wa, wb,
+                       "leaf_worker restored from an older dump")
+
+
+def test_zookeeper_data_dir_lost(ctx):
+    """ZooKeeper stopped, its data directory wiped, started: A and B cannot
+    confirm fences (503 fence_unconfirmed, then worker_id_lost); C registers
+    sequence 0 again, a live worker ID, but gates past the new forever's
+    creation + fence step + borrow + clock limit: no ID twice."""
+    with Workdir("ops-wid-zk-wipe") as wd:
+        zk = wd.zookeeper()
+        a, b, load = two_nodes_loaded(wd, lambda ip: zk_node(wd, zk, ip))
+        zk.stop()
+        data = os.path.join(zk.dir, "data")
+        shutil.rmtree(data)
+        os.makedirs(data)
+        zk.start()
+        join_third(wd, load, zk_node(wd, zk, "10.7.0.3"))
+        grows(load, 2000, 60, "IDs after the wipe")
+        load.assert_unique("ZooKeeper data directory lost")
+
+
+def test_redis_restore_with_clock_step(ctx):
+    """The RDB restore again, and C's clock (libfaketime) stepped 2 s back
+    after it started: C refuses or waits, and nothing repeats."""
+    with Workdir("ops-wid-redis-rdb-clock") as wd:
+        r = wd.redis(epoch0=[(2, PREFIX)])
+        a, b, load = redis_two_nodes(wd, r)
+        r.cli("SAVE")
+        time.sleep(LEASE_MS / 1000.0 + 1)
+        r.stop()
+        r.start()
+        ft = os.path.join(wd.path, "faketime.rc")
+        with open(ft, "w") as f:
+            f.write("+0\n")
+        c = redis_node(wd, r, "10.7.0.3", env={"FAKETIME_TIMESTAMP_FILE": ft,
+                                                "FAKETIME_NO_CACHE": "1",
+                                                "FAKETIME_DONT_FAKE_MONOTONIC": "1"},
+                       preload=faketime_preload(wd.path))
+        join_third(wd, load, c)
+        grows(load, 1000, 60, "IDs after the restore")
+        with open(ft, "w") as f:
+            f.write("-2\n")
+        grows(load, 2000, 60, "IDs after C's clock step")
+        load.assert_unique("redis restore and a clock step")
