@@ -656,8 +656,10 @@ serial_row_shape(const struct serial_def *d, char *out)
         out[k] = (char)tolower((unsigned char)out[k]);
 }
 
+/* raise: a row of the key format before ("<code>:<period>"), which a node
+ * of the version before still advances: the load raises it too. */
 static void
-floor_add(struct store_serial_floor *f, int prefix, const char *a,
+floor_add(struct store_serial_floor *f, int prefix, int raise, const char *a,
           const char *b)
 {
     int n;
@@ -665,7 +667,8 @@ floor_add(struct store_serial_floor *f, int prefix, const char *a,
     assert(f->n < STORE_SERIAL_FLOOR_MAX);
     n = snprintf(f->row[f->n].tag, sizeof f->row[f->n].tag, "%s:%s", a, b);
     assert(n > 0 && (size_t)n < sizeof f->row[f->n].tag);
-    f->row[f->n++].prefix = prefix;
+    f->row[f->n].prefix = prefix;
+    f->row[f->n++].raise = raise;
 }
 
 /* Periods from the longest: a row of reset r shares dates with the rows of
@@ -694,14 +697,14 @@ serial_row_name(void *arg, int64_t db_ms, char *tag, size_t cap,
     /* This period's rows and those in it: the period as a prefix. */
     serial_period_key(d->reset, &tm, old);
     floor->n = 0;
-    floor_add(floor, 1, shape, d->reset == SERIAL_RESET_NEVER ? "" : period);
-    floor_add(floor, 1, d->code, old);
+    floor_add(floor, 1, 0, shape, d->reset == SERIAL_RESET_NEVER ? "" : period);
+    floor_add(floor, 1, 1, d->code, old);
     /* The rows of the periods that contain it. */
     for (size_t k = 0; coarse_to_fine[k] != d->reset; k++) {
         serial_period_text(&d->pattern, coarse_to_fine[k], &tm, period);
         serial_period_key(coarse_to_fine[k], &tm, old);
-        floor_add(floor, 0, shape, period);
-        floor_add(floor, 0, d->code, coarse_to_fine[k] == SERIAL_RESET_NEVER ?
+        floor_add(floor, 0, 0, shape, period);
+        floor_add(floor, 0, 1, d->code, coarse_to_fine[k] == SERIAL_RESET_NEVER ?
                   "all" : old);
     }
     return 0;

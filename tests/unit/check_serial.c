@@ -502,13 +502,12 @@ take_def(struct store *st, const char *text, char *tag)
     return max_id;
 }
 
-START_TEST(store_sqlite_rows)
+/* A SQLite store in a new directory dir (a mkdtemp template). */
+static struct store *
+tmp_store(char *dir)
 {
-    char dir[] = "/tmp/check_serial.XXXXXX", path[64], tag[129], tag2[129];
-    char *cause = NULL;
+    char path[64], *cause = NULL;
     struct store *st;
-    int64_t db_ms = 0, max_id = 0, now = util_wall_ms();
-    struct store_row row;
 
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/leaf.db", dir);
@@ -520,6 +519,31 @@ START_TEST(store_sqlite_rows)
     ck_assert_int_eq(store_thread_init(), 0);
     st = store_open(&cfg, &cause);
     ck_assert_msg(st != NULL, "%s", cause ? cause : "");
+    return st;
+}
+
+static void
+tmp_store_close(struct store *st, const char *dir)
+{
+    static const char *const files[] = { "leaf.db", "leaf.db-wal", "leaf.db-shm" };
+    char path[64];
+
+    store_close(st);
+    for (size_t k = 0; k < 3; k++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[k]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+START_TEST(store_sqlite_rows)
+{
+    char dir[] = "/tmp/check_serial.XXXXXX", tag[129], tag2[129];
+    char *cause = NULL;
+    int64_t db_ms = 0, max_id = 0, now = util_wall_ms();
+    struct store_row row;
+    struct store *st = tmp_store(dir);
+
     ck_assert_int_eq(store_serial_alloc(st, 0, key_day, "PAY", 50, &db_ms, tag,
                                         sizeof tag, &max_id, &cause), STORE_OK);
     ck_assert_int_eq(max_id, 51);                       /* [1, 51) */
@@ -567,13 +591,41 @@ START_TEST(store_sqlite_rows)
         ck_assert_int_eq(take_def(st, "serial.ORD.prefix = PAX\n", other), 101);
         ck_assert_str_eq(other, "serial.pax.y4mod.0.6:20261123");
     }
-    store_close(st);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/leaf.db-wal", dir);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/leaf.db-shm", dir);
-    unlink(path);
-    rmdir(dir);
+    tmp_store_close(st, dir);
+}
+END_TEST
+
+/* Issue 20, finding 3, review hole 1: a rolling upgrade. A node of the
+ * version before advances "PAY:20261123" alone (UPDATE max_id = max_id +
+ * step, as store_alloc does); new nodes load from the new row, whose floor
+ * reads the old one. Interleaved, no two ranges meet. */
+START_TEST(old_node_interleaved)
+{
+    char dir[] = "/tmp/check_serial.XXXXXX", tag[129], *cause = NULL;
+    struct store *st = tmp_store(dir);
+    int64_t lo[8], hi[8], db_step = 0;
+    int n = 0;
+
+    ck_assert_int_eq(store_insert(st, "PAY:20261123", 1, 100, NULL, &cause),
+                     STORE_OK);
+    for (int round = 0; round < 4; round++) {
+        /* the old node */
+        ck_assert_int_eq(store_alloc(st, "PAY:20261123", 100, &hi[n], &db_step,
+                                     &cause), STORE_OK);
+        lo[n] = hi[n] - 100;
+        n++;
+        /* a new node (take_def loads 100 at noon of 2026-11-23) */
+        hi[n] = take_def(st, "serial.PAY.prefix = PAY\n", tag);
+        lo[n] = hi[n] - 100;
+        n++;
+    }
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < a; b++)
+            ck_assert_msg(hi[a] <= lo[b] || hi[b] <= lo[a],
+                          "ranges [%lld, %lld) and [%lld, %lld) meet",
+                          (long long)lo[b], (long long)hi[b], (long long)lo[a],
+                          (long long)hi[a]);
+    tmp_store_close(st, dir);
 }
 END_TEST
 
@@ -711,6 +763,7 @@ main(void)
     tcase_add_test(tc, printed_time_never_back);
     tcase_add_test(tc, race_take_install);
     tcase_add_test(tc, store_sqlite_rows);
+    tcase_add_test(tc, old_node_interleaved);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
