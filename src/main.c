@@ -282,7 +282,8 @@ start(struct leafd *d, char **cause)
         sh.arg = d->serial_loader;
         serials_set_hooks(d->serials, &sh);
         serial_loader_attach(d->serial_loader, d->serials, wake_serial, d);
-        if (serial_loader_start(d->serial_loader, cause) == -1)
+        if (serial_loader_check(d->serial_loader, cause) == -1 ||
+            serial_loader_start(d->serial_loader, cause) == -1)
             return -1;
     }
     d->api = api_new(cfg, d->segs, d->loader, NULL, threads);

@@ -125,6 +125,10 @@ void store_like_pattern(const char *tag, int prefix, char *out);
 /* 1 when row is a serial period's row (its description), else 0. Such a
  * row is never a segment tag: the loader leaves it out. */
 int store_row_is_serial(const struct store_row *row);
+/* The serial rows (store_row_is_serial) of the database that holds them
+ * (a set's first), as store_list gives them. */
+enum store_result store_serial_rows(struct store *s, struct store_row **rows,
+                                    size_t *n, char **cause);
 enum store_result store_serial_alloc(struct store *s, int64_t offset_ms,
                                      store_serial_key_fn key, void *arg,
                                      int64_t step, int64_t *db_ms, char *tag,

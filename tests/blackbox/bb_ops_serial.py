@@ -28,6 +28,7 @@ TESTS = [
     "test_prefix_change_under_load",
     "test_zone_change_under_load",
     "test_clock_step_during_reset_change",
+    "test_shape_change_same_text",
 ]
 
 CLIENTS = 4
@@ -237,3 +238,47 @@ def test_clock_step_during_reset_change(ctx):
         no_repeat(got)
         days = sorted({s[3:11] for batch in got for s in batch})
         eq(days, ["20261123", "20261124"], "both days printed")
+
+
+def test_shape_change_same_text(ctx):
+    """A definition changed so that another shape prints the same text:
+    prefix X + yyyyMMdd vs X20 + yyMMdd (X2026112300000N both), and
+    yyyyMMdd + 8 digits vs yyyyMMddHH + 6 digits at 00:30 (the hour 00 and
+    the first two sequence digits). Their rows have different names, so
+    each would count from 1: leafd refuses the start while the old shape's
+    row is in a period that can still be printed, naming the row and the
+    code, and starts once that period is over everywhere."""
+    with Workdir("ops-serial-shape") as wd:
+        base = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
+                "serial.count_max": "10"}
+        for k, (old, new) in enumerate([
+                ({"prefix": "X"}, {"prefix": "X20", "pattern": "yyMMdd"}),
+                ({"prefix": "Y", "digits": "8"},
+                 {"prefix": "Y", "pattern": "yyyyMMddHH", "digits": "6"})]):
+            conf = [dict(base, **{"serial.S.%s" % f: v for f, v in d.items()})
+                    for d in (old, new)]
+            env = pinned(ms_utc(2026, 11, 23, 0, 30))
+            d = wd.leafd(conf=conf[0], name="old%d" % k, env=env).start()
+            got = [load(d, "S")]
+            eq(d.stop(), 0, "old definition: leafd exit status")
+            d = wd.leafd(conf=conf[1], name="new%d" % k, env=env)
+            try:
+                d.start()               # raises when leafd exits instead
+                started = True
+            except TestFailure:
+                started = False
+            if started:
+                got.append(load(d, "S"))
+                d.stop()
+                no_repeat(got)          # fails: the same text twice
+                raise TestFailure("case %d: the new shape started while the old "
+                                  "row's day can be printed" % k)
+            row = "serial.%s.y4mod.0.%s:20261123" % (old["prefix"].lower(),
+                                                      old.get("digits", "6"))
+            check(row in d.log() and "serial.S" in d.log() and "prefix" in d.log(),
+                  "the refusal names the row and the code:\n%s" % d.log())
+            # Two days on, no zone prints the 23rd: it starts.
+            d = wd.leafd(conf=conf[1], name="later%d" % k,
+                         env=pinned(ms_utc(2026, 11, 25, 0, 30))).start()
+            load(d, "S")
+            eq(d.stop(), 0, "later: leafd exit status")

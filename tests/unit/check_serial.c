@@ -220,6 +220,9 @@ START_TEST(row_names)
     ck_assert_str_eq(f.row[7].tag, "PAY:202611");
     for (int k = 2; k < 8; k++)
         ck_assert_int_eq(f.row[k].prefix, 0);
+    /* The old format's rows are raised by the load too. */
+    for (int k = 0; k < 8; k++)
+        ck_assert_int_eq(f.row[k].raise, k % 2);
     ck_assert_int_eq(serial_row_name(&ka, D23 + 29 * HOUR, tag, sizeof tag, &f), 0);
     ck_assert_str_eq(tag, "serial.pay.y4mod.0.6:20261124");
     /* Never: every row of its shape, and of its code in the old format. */
@@ -240,6 +243,83 @@ START_TEST(row_names)
     ck_assert_str_eq(f.row[1].tag, "M:202611");
     ck_assert_str_eq(f.row[4].tag, "serial.mo.y2mod.0.6:26");
     serials_free(s);
+}
+END_TEST
+
+/* Issue 20, finding 3, review hole 2: a row of another shape that can
+ * print the same text as a code, in a period some zone can still print,
+ * stands in its way; a row of the same shape, of a period over everywhere,
+ * or whose text always differs somewhere does not. */
+static int
+in_the_way(const char *text, const char *tag, int64_t now, char **cause)
+{
+    struct serials *s = load_ok(text);
+    struct store_row row;
+    int r;
+
+    memset(&row, 0, sizeof row);
+    snprintf(row.biz_tag, sizeof row.biz_tag, "%s", tag);
+    snprintf(row.description, sizeof row.description, "%s",
+             STORE_SERIAL_DESCRIPTION);
+    *cause = NULL;
+    r = serial_rows_check(s, 0, &row, 1, now, cause);
+    serials_free(s);
+    return r;
+}
+
+START_TEST(rows_of_other_shapes)
+{
+    const char *day = "serial.pay.y4mod.0.6:20261123";
+    int64_t noon = D23 + 12 * HOUR;
+    char *cause = NULL;
+
+    /* PAY20 + yyMMdd prints PAY20261123000001 as PAY + yyyyMMdd does. */
+    ck_assert_int_eq(in_the_way("serial.N.prefix = PAY20\nserial.N.pattern = "
+                                "yyMMdd\n", day, noon, &cause), -1);
+    ck_assert_msg(strstr(cause, "serial.N: the database's row "
+                         "serial.pay.y4mod.0.6:20261123") != NULL &&
+                  strstr(cause, "prefix") != NULL, "%s", cause);
+    free(cause);
+    /* The prefix's case is not known from the key: Pay20 too. */
+    ck_assert_int_eq(in_the_way("serial.N.prefix = Pay20\nserial.N.pattern = "
+                                "yyMMdd\n", day, noon, &cause), -1);
+    free(cause);
+    /* yyyyMMddHH + 4 digits; the worker ID (4 digits) + 6 for 10 digits. */
+    ck_assert_int_eq(in_the_way("serial.N.prefix = PAY\nserial.N.pattern = "
+                                "yyyyMMddHH\nserial.N.digits = 4\n", day, noon,
+                                &cause), -1);
+    free(cause);
+    ck_assert_int_eq(in_the_way("serial.N.prefix = PAY\nserial.N.worker_id = "
+                                "true\n", "serial.pay.y4mod.0.10:20261123",
+                                noon, &cause), -1);
+    free(cause);
+    /* An "all" row is never over; a year's row lasts its year. */
+    ck_assert_int_eq(in_the_way("serial.N.prefix = PAY20\nserial.N.pattern = "
+                                "yyMMdd\n", "serial.pay.y4mod.0.6:all",
+                                noon + 400 * 24 * HOUR, &cause), -1);
+    free(cause);
+    ck_assert_int_eq(in_the_way("serial.N.prefix = PAY20\nserial.N.pattern = "
+                                "yyMMdd\n", "serial.pay.y4mod.0.6:2026",
+                                noon + 30 * 24 * HOUR, &cause), -1);
+    free(cause);
+    /* The 23rd is over everywhere at 12:00Z on the 24th (UTC-12's
+     * midnight), plus an hour for the clocks: 13:00Z. */
+    ck_assert_int_eq(in_the_way("serial.N.prefix = PAY20\nserial.N.pattern = "
+                                "yyMMdd\n", day, D23 + 37 * HOUR - 1, &cause), -1);
+    free(cause);
+    ck_assert_int_eq(in_the_way("serial.N.prefix = PAY20\nserial.N.pattern = "
+                                "yyMMdd\n", day, D23 + 37 * HOUR, &cause), 0);
+    /* The same shape is the code's own row; another prefix always differs;
+     * and so does another length. */
+    ck_assert_int_eq(in_the_way("serial.N.prefix = PAY\n", day, noon, &cause), 0);
+    ck_assert_int_eq(in_the_way("serial.N.prefix = PAX\nserial.N.reset = "
+                                "month\n", day, noon, &cause), 0);
+    ck_assert_int_eq(in_the_way("serial.N.prefix = PAY\nserial.N.digits = 7\n",
+                                day, noon, &cause), 0);
+    /* A row that is not a key of this format is not looked at. */
+    ck_assert_int_eq(in_the_way("serial.N.prefix = PAY20\nserial.N.pattern = "
+                                "yyMMdd\n", "serial.pay.zz.0.6:20261123", noon,
+                                &cause), 0);
 }
 END_TEST
 
@@ -764,6 +844,7 @@ main(void)
     tcase_add_test(tc, race_take_install);
     tcase_add_test(tc, store_sqlite_rows);
     tcase_add_test(tc, old_node_interleaved);
+    tcase_add_test(tc, rows_of_other_shapes);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
