@@ -29,6 +29,7 @@ TESTS = [
     "test_zone_change_under_load",
     "test_clock_step_during_reset_change",
     "test_shape_change_same_text",
+    "test_snowflake_zone_change",
 ]
 
 CLIENTS = 4
@@ -282,3 +283,50 @@ def test_shape_change_same_text(ctx):
                          env=pinned(ms_utc(2026, 11, 25, 0, 30))).start()
             load(d, "S")
             eq(d.stop(), 0, "later: leafd exit status")
+
+
+def test_snowflake_zone_change(ctx):
+    """source = snowflake prints the ID's millisecond in local time. Moved
+    from Asia/Tokyo (UTC+9) to Asia/Shanghai (UTC+8), the node prints the
+    local times of the last hour again, with the same worker and sequence
+    fields. Here the second start's clock is one hour on (libfaketime), so
+    it prints exactly the local times the first printed: leafd refuses the
+    start, naming both zones and what to do; with a new prefix it starts."""
+    with Workdir("ops-serial-sfzone") as wd:
+        ft = os.path.join(wd.path, "faketime.rc")
+        set_clock(ft, 0)
+        env = {"LD_PRELOAD": faketime_preload(wd.path), "FAKETIME_TIMESTAMP_FILE": ft,
+               "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+
+        def conf(zone, prefix="SFZ"):
+            return {"leaf.segment.enable": "false", "leaf.snowflake.enable": "true",
+                    "snowflake.cache_file": os.path.join(wd.path, "sf.json"),
+                    "snowflake.worker_id": "7", "serial.count_max": "1000",
+                    "serial.Z.prefix": prefix, "serial.Z.source": "snowflake",
+                    "serial.Z.pattern": "yyyyMMddHHmmssSSS", "serial.Z.zone": zone}
+        d = wd.leafd(conf=conf("Asia/Tokyo"), name="tokyo", env=env).start()
+        t1 = now_ms()
+        got = [load(d, "Z")]
+        eq(d.stop(), 0, "tokyo: leafd exit status")
+        # One hour after t1 (fake), as Shanghai prints it: Tokyo's t1 again.
+        set_clock(ft, 3600 - (now_ms() - t1) / 1000.0)
+        d = wd.leafd(conf=conf("Asia/Shanghai"), name="shanghai", env=env)
+        try:
+            d.start()
+            started = True
+        except TestFailure:
+            started = False
+        if started:
+            got.append(load(d, "Z"))
+            d.stop()
+            no_repeat(got)
+            raise TestFailure("the move to a zone behind started")
+        log = d.log()
+        check("serial.Z.zone: Asia/Shanghai (UTC+08:00 now) is behind Asia/Tokyo "
+              "(UTC+09:00 now)" in log and "Change the prefix with the zone" in log,
+              "the refusal names both zones and what to do:\n%s" % log)
+        d = wd.leafd(conf=conf("Asia/Shanghai", "SFY"), name="newprefix",
+                     env=env).start()
+        got.append(load(d, "Z"))
+        eq(d.stop(), 0, "new prefix: leafd exit status")
+        no_repeat(got)

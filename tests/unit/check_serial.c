@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "serial.h"
+#include "serial_zones.h"
 #include "store.h"
 #include "tzone.h"
 #include "util.h"
@@ -320,6 +321,53 @@ START_TEST(rows_of_other_shapes)
     ck_assert_int_eq(in_the_way("serial.N.prefix = PAY20\nserial.N.pattern = "
                                 "yyMMdd\n", "serial.pay.zz.0.6:20261123", noon,
                                 &cause), 0);
+}
+END_TEST
+
+/* Issue 20, finding 3, review hole 3: a snowflake serial's zone moved to
+ * one behind it (Tokyo UTC+9 -> Shanghai UTC+8) is refused; ahead of it,
+ * or with a new prefix, it is recorded. */
+static int
+zones(const char *path, const char *zone, const char *prefix, char **cause)
+{
+    char text[256];
+    struct serials *s;
+    int r;
+
+    snprintf(text, sizeof text, "serial.Z.source = snowflake\nserial.Z.pattern = "
+             "yyyyMMddHHmmssSSS\nserial.Z.zone = %s\nserial.Z.prefix = %s\n",
+             zone, prefix);
+    s = load_ok(text);
+    *cause = NULL;
+    r = serial_zones_check(s, path, D23, cause);
+    serials_free(s);
+    return r;
+}
+
+START_TEST(snowflake_zone_behind)
+{
+    char dir[] = "/tmp/check_serial.XXXXXX", path[64], *cause = NULL;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/z", dir);
+    ck_assert_int_eq(zones(path, "Asia/Tokyo", "A", &cause), 0);
+    ck_assert_int_eq(zones(path, "Asia/Shanghai", "A", &cause), -1);
+    ck_assert_msg(strstr(cause, "serial.Z.zone: Asia/Shanghai (UTC+08:00 now) is "
+                         "behind Asia/Tokyo (UTC+09:00 now)") != NULL &&
+                  strstr(cause, "Change the prefix with the zone") != NULL &&
+                  strstr(cause, path) != NULL, "%s", cause);
+    free(cause);
+    /* A new prefix is another shape; Shanghai -> Tokyo moves ahead. */
+    ck_assert_int_eq(zones(path, "Asia/Shanghai", "B", &cause), 0);
+    ck_assert_int_eq(zones(path, "Asia/Tokyo", "B", &cause), 0);
+    /* and back is refused again; A's line was kept. */
+    ck_assert_int_eq(zones(path, "Asia/Shanghai", "B", &cause), -1);
+    free(cause);
+    ck_assert_int_eq(zones(path, "Asia/Shanghai", "A", &cause), -1);
+    free(cause);
+    ck_assert_int_eq(zones(path, "Asia/Tokyo", "A", &cause), 0);
+    unlink(path);
+    rmdir(dir);
 }
 END_TEST
 
@@ -845,6 +893,7 @@ main(void)
     tcase_add_test(tc, store_sqlite_rows);
     tcase_add_test(tc, old_node_interleaved);
     tcase_add_test(tc, rows_of_other_shapes);
+    tcase_add_test(tc, snowflake_zone_behind);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
