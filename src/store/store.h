@@ -96,7 +96,8 @@ enum store_result store_alloc(struct store *s, const char *tag, int64_t step,
  * store_alloc does, and commit. So the range starts at or above every
  * max_id the floor names, and a node of the version before, which still
  * advances a raised row alone, takes its next range above this one. A
- * MySQL deadlock between two such loads is run again (up to 3 times).
+ * MySQL deadlock between two such loads is run again (up to 8 times, after
+ * a random pause of a few ms, on the same connection).
  * *db_ms is the clock read, tag the row used. Results as store_alloc;
  * STORE_NOT_FOUND cannot happen (a MySQL row whose tag differs only in
  * case is STORE_BAD_ROW). */

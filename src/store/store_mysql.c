@@ -104,7 +104,7 @@ static const char sql_insert_serial[] =
  * (STORE_SERIAL_FLOOR_MAX patterns; unused ones repeat the first), locked
  * so that no other load moves them before this one commits. */
 #define MY_LIKE "biz_tag LIKE ? ESCAPE '!'"
-#define MY_DEADLOCK_RETRIES 3
+#define MY_DEADLOCK_RETRIES 8
 static const char sql_serial_floor[] =
     "SELECT COALESCE(MAX(max_id), 0) FROM leaf_alloc WHERE " MY_LIKE " OR "
     MY_LIKE " OR " MY_LIKE " OR " MY_LIKE " OR " MY_LIKE " OR " MY_LIKE " OR "
