@@ -120,6 +120,19 @@ def no_repeat(phases):
                           "and %d" % ((len(twice), len(seen) + len(twice)) + twice[0]))
 
 
+def must_refuse(d, code, got, what):
+    """Start d, which must refuse to start. If it serves instead, load it
+    and report the serials handed out twice (the harm), else what."""
+    try:
+        d.start()               # raises when leafd exits instead
+    except TestFailure:
+        return
+    got.append(load(d, code))
+    d.stop()
+    no_repeat(got)
+    raise TestFailure(what)
+
+
 def mariadb_conf(db, defs, **extra):
     conf = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
             "segment.mysql.url": db.url, "serial.count_max": "10"}
@@ -294,17 +307,8 @@ def test_shape_change_same_text(ctx):
             got = [load(d, "S")]
             eq(d.stop(), 0, "old definition: leafd exit status")
             d = wd.leafd(conf=conf[1], name="new%d" % k, env=env)
-            try:
-                d.start()               # raises when leafd exits instead
-                started = True
-            except TestFailure:
-                started = False
-            if started:
-                got.append(load(d, "S"))
-                d.stop()
-                no_repeat(got)          # fails: the same text twice
-                raise TestFailure("case %d: the new shape started while the old "
-                                  "row's day can be printed" % k)
+            must_refuse(d, "S", got, "case %d: the new shape started while the old "
+                        "row's day can be printed" % k)
             row = "serial.%s.y4mod.0.%s:20261123" % (old["prefix"].lower(),
                                                       old.get("digits", "6"))
             check(row in d.log() and "serial.S" in d.log() and "prefix" in d.log(),
@@ -342,16 +346,7 @@ def test_snowflake_zone_change(ctx):
         # One hour after t1 (fake), as Shanghai prints it: Tokyo's t1 again.
         set_clock(ft, 3600 - (now_ms() - t1) / 1000.0)
         d = wd.leafd(conf=conf("Asia/Shanghai"), name="shanghai", env=env)
-        try:
-            d.start()
-            started = True
-        except TestFailure:
-            started = False
-        if started:
-            got.append(load(d, "Z"))
-            d.stop()
-            no_repeat(got)
-            raise TestFailure("the move to a zone behind started")
+        must_refuse(d, "Z", got, "the move to a zone behind started")
         log = d.log()
         check("serial.Z.zone: Asia/Shanghai (UTC+08:00 now) is behind Asia/Tokyo "
               "(UTC+09:00 now)" in log and "Change the prefix with the zone" in log,
