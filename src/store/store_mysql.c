@@ -549,7 +549,7 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
     const struct my_serial_arg *a = arg;
     int64_t step = a->step, *db_ms = a->db_ms;
     char *tag = a->tag;
-    struct store_serial_floor floor;
+    struct store_serial_floor floor = { .n = 0 };
     MYSQL_BIND p[2], r[1];
     long long v_off = a->offset_ms, v_now = 0, v_step = step, v_floor = 0;
     unsigned long tag_len;

@@ -232,7 +232,7 @@ sqlite_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
                     size_t cap, int64_t *max_id, char **cause)
 {
     struct store_sqlite *q = (struct store_sqlite *)s;
-    struct store_serial_floor floor;
+    struct store_serial_floor floor = { .n = 0 };
     char like[STORE_LIKE_MAX];
     int64_t db_step = 0, low = 0;
     enum store_result r;
