@@ -26,6 +26,7 @@
 #include "segment.h"
 #include "serial.h"
 #include "serial_loader.h"
+#include "serial_zones.h"
 #include "sfconfig.h"
 #include "snowflake.h"
 #include "store.h"
@@ -273,6 +274,14 @@ start(struct leafd *d, char **cause)
     d->serials = serials_new(cfg, NULL, cause);
     if (d->serials == NULL)
         return -1;
+    {
+        char *zones = serial_zones_path(cfg);
+        int rc = serial_zones_check(d->serials, zones, util_wall_ms(), cause);
+
+        free(zones);
+        if (rc == -1)
+            return -1;
+    }
     if (serials_need_store(d->serials)) {
         struct serial_hooks sh = { .load = serial_loader_want };
 
@@ -282,7 +291,8 @@ start(struct leafd *d, char **cause)
         sh.arg = d->serial_loader;
         serials_set_hooks(d->serials, &sh);
         serial_loader_attach(d->serial_loader, d->serials, wake_serial, d);
-        if (serial_loader_start(d->serial_loader, cause) == -1)
+        if (serial_loader_check(d->serial_loader, cause) == -1 ||
+            serial_loader_start(d->serial_loader, cause) == -1)
             return -1;
     }
     d->api = api_new(cfg, d->segs, d->loader, NULL, threads);

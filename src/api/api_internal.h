@@ -67,7 +67,7 @@ static const int status_codes[] = { 200, 400, 401, 403, 404, 405, 503 };
 static const char *const codes_503[] = {
     "ids_exhausted", "tag_lookup_unavailable", "bad_leaf_alloc_row",
     "batch_fragmented", "random_unavailable", "serial_exhausted",
-    "serial_unavailable", "other"
+    "serial_unavailable", "serial_refused", "other"
 };
 #define NCODES_503 (sizeof codes_503 / sizeof codes_503[0])
 

@@ -106,8 +106,14 @@ list_close(char *p, enum api_fmt fmt)
 static void
 reply_unavailable(struct api *a, struct http_conn *c, const char *code)
 {
-    char err[256];
+    char err[512];
 
+    if (a->serial_loader != NULL &&
+        serial_loader_refusal(a->serial_loader, code, err, sizeof err)) {
+        api_reply_error(c, R_SERIAL, 503, "serial_refused", "Retry-After: 60\r\n",
+                        "no serial for code '%s': %s", code, err);
+        return;
+    }
     if (a->serial_loader != NULL && !serial_loader_db_up(a->serial_loader)) {
         serial_loader_last_error(a->serial_loader, err, sizeof err);
         api_reply_error(c, R_SERIAL, 503, "serial_unavailable", "Retry-After: 1\r\n",

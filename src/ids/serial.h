@@ -125,6 +125,17 @@ struct serial_key_arg {
 struct store_serial_floor;
 int  serial_row_name(void *arg, int64_t db_ms, char *tag, size_t cap,
                      struct store_serial_floor *floor);
+/* Does a row of the database stand in the way of code i? rows are the
+ * serial rows (store_serial_rows). A row of another shape whose serials
+ * can be the same text as code i's (serial.h's row key parsed back; the
+ * prefix compared without regard to case) and whose period some zone may
+ * still print at now_ms (its last day's end at UTC-12 plus an hour; "all"
+ * always; yy read as 20yy) is one: -1 with *cause (malloc'd) naming the
+ * row, the code and what to do. Else 0. */
+struct store_row;
+int  serial_rows_check(const struct serials *s, size_t i,
+                       const struct store_row *rows, size_t n, int64_t now_ms,
+                       char **cause);
 /* A load that was sent at monotonic sent_us read db_ms in the database and
  * took [max_id - step, max_id) of the row of db_ms's period. */
 void serial_install(struct serials *s, size_t i, int64_t db_ms,

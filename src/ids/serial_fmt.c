@@ -257,6 +257,31 @@ serial_pattern_name(const struct serial_pattern *p, char *out)
         strcat(out, token_table[p->tokens[i]].name);
 }
 
+int
+serial_pattern_from_name(const char *name, size_t len, struct serial_pattern *p)
+{
+    size_t i = 0;
+
+    memset(p, 0, sizeof *p);
+    while (i < len) {
+        size_t k, n = 0;
+
+        /* The names are prefix-free: at most one starts here. */
+        for (k = 0; k < sizeof token_table / sizeof token_table[0]; k++) {
+            n = strlen(token_table[k].name);
+            if (n <= len - i && memcmp(name + i, token_table[k].name, n) == 0)
+                break;
+        }
+        if (k == sizeof token_table / sizeof token_table[0] ||
+            p->ntokens == SERIAL_TOKENS_MAX)
+            return -1;
+        p->tokens[p->ntokens++] = token_table[k].tok;
+        p->width += token_table[k].width;
+        i += n;
+    }
+    return 0;
+}
+
 void
 serial_period_text(const struct serial_pattern *p, enum serial_reset r,
                    const struct tzone_tm *tm, char *out)

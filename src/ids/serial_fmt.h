@@ -62,6 +62,10 @@ int  serial_pattern_digits(const struct serial_pattern *p, uint16_t *out);
  * patterns are. out: SERIAL_TOKENS_MAX * 2 + 1 bytes. */
 #define SERIAL_PATTERN_NAME_MAX (SERIAL_TOKENS_MAX * 2)
 void serial_pattern_name(const struct serial_pattern *p, char *out);
+/* The pattern of a name serial_pattern_name made (len bytes, lower case).
+ * 0, or -1 when it is not one. */
+int  serial_pattern_from_name(const char *name, size_t len,
+                              struct serial_pattern *p);
 /* The period as the pattern prints it, in a row key: year (as yyyy or yy
  * print it), month, day as far as the reset goes ("20261123", "2611",
  * "2026"), "all" for never. out: >= 9 bytes. */

@@ -21,6 +21,8 @@
 #include "util.h"
 
 #define BACKOFF_MIN_MS 50
+#define REFUSED_RETRY_MS 1000       /* a refused code's next look */
+#define REFUSAL_MAX 512
 
 struct serial_loader {
     const struct config *cfg;
@@ -36,6 +38,9 @@ struct serial_loader {
     pthread_cond_t       cond;
     int                  stop;
     unsigned char       *wanted;           /* per code */
+    int64_t             *retry_at;         /* per code: not before (mono ms) */
+    char               (*checked)[TAG_MAX + 1]; /* per code: its row checked */
+    char               (*refusal)[REFUSAL_MAX]; /* per code: why refused */
     int64_t              backoff_ms;
     atomic_int           db_up;
     uint64_t             errors;
@@ -80,6 +85,9 @@ serial_loader_attach(struct serial_loader *l, struct serials *serials,
 {
     l->serials = serials;
     l->wanted = xcalloc(serials_count(serials) + 1, 1);
+    l->retry_at = xcalloc(serials_count(serials) + 1, sizeof *l->retry_at);
+    l->checked = xcalloc(serials_count(serials) + 1, sizeof *l->checked);
+    l->refusal = xcalloc(serials_count(serials) + 1, sizeof *l->refusal);
     l->wake = wake;
     l->wake_arg = arg;
 }
@@ -95,7 +103,69 @@ serial_loader_want(void *arg, size_t i)
     pthread_mutex_unlock(&l->lock);
 }
 
-/* One load of code i. Returns 0, or -1 to back off. */
+enum rows_check { ROWS_CLEAR, ROWS_REFUSED, ROWS_DB_ERROR };
+
+/* Do the database's serial rows stand in the way of code i (all codes
+ * when i is the count) at now_ms? *cause on anything but ROWS_CLEAR. */
+static enum rows_check
+rows_check(struct serial_loader *l, size_t i, int64_t now_ms, char **cause)
+{
+    struct store_row *rows = NULL;
+    size_t n = 0, nc = serials_count(l->serials);
+    enum rows_check res = ROWS_CLEAR;
+
+    if (store_serial_rows(l->store, &rows, &n, cause) != STORE_OK)
+        return ROWS_DB_ERROR;
+    for (size_t k = i < nc ? i : 0; k < nc && res == ROWS_CLEAR; k++) {
+        if (serial_rows_check(l->serials, k, rows, n, now_ms, cause) == -1)
+            res = ROWS_REFUSED;
+        if (i < nc)
+            break;
+    }
+    free(rows);
+    return res;
+}
+
+int
+serial_loader_check(struct serial_loader *l, char **cause)
+{
+    char *why = NULL;
+
+    switch (rows_check(l, serials_count(l->serials),
+                       util_wall_ms() + l->offset_ms, &why)) {
+    case ROWS_CLEAR:
+        return 0;
+    case ROWS_REFUSED:
+        *cause = why;
+        return -1;
+    case ROWS_DB_ERROR:
+        break;
+    }
+    log_warn("serial: cannot read the serial rows now (%s); each code's row "
+             "is checked against them when it is first used", why ? why : "?");
+    free(why);
+    return 0;
+}
+
+/* Code i is refused (cause, taken): its requests are answered with it, and
+ * it is looked at again in REFUSED_RETRY_MS, alone. */
+static void
+refuse(struct serial_loader *l, size_t i, char *cause)
+{
+    pthread_mutex_lock(&l->lock);
+    if (strcmp(l->refusal[i], cause) != 0)
+        log_error("%s", cause);
+    snprintf(l->refusal[i], sizeof l->refusal[i], "%s", cause);
+    l->wanted[i] = 1;
+    l->retry_at[i] = util_mono_ms() + REFUSED_RETRY_MS;
+    pthread_mutex_unlock(&l->lock);
+    free(cause);
+}
+
+/* One load of code i. Returns 0, or -1 to back off. A code refused by
+ * another shape's row is looked at again (without a load) before its
+ * next load; a load of a row not yet checked is checked before its range
+ * is used (a row another node made since the start). */
 static int
 load_one(struct serial_loader *l, size_t i)
 {
@@ -103,11 +173,32 @@ load_one(struct serial_loader *l, size_t i)
     struct serial_key_arg ka = { l->serials, i };
     char tag[TAG_MAX + 1], *cause = NULL;
     int64_t sent = util_mono_us(), db_ms = 0, max_id = 0;
-    enum store_result r;
+    enum store_result r = STORE_OK;
+    enum rows_check rc = ROWS_CLEAR;
 
-    r = store_serial_alloc(l->store, l->offset_ms, serial_row_name, &ka, d->step,
-                           &db_ms, tag, sizeof tag, &max_id, &cause);
+    if (l->refusal[i][0] != '\0')
+        rc = rows_check(l, i, util_wall_ms() + l->offset_ms, &cause);
+    if (rc == ROWS_CLEAR)
+        r = store_serial_alloc(l->store, l->offset_ms, serial_row_name, &ka,
+                               d->step, &db_ms, tag, sizeof tag, &max_id, &cause);
+    if (rc == ROWS_CLEAR && r == STORE_OK && strcmp(tag, l->checked[i]) != 0) {
+        rc = rows_check(l, i, db_ms, &cause);
+        if (rc == ROWS_CLEAR)
+            snprintf(l->checked[i], sizeof l->checked[i], "%s", tag);
+    }
+    if (rc == ROWS_REFUSED) {
+        refuse(l, i, cause);
+        return 0;
+    }
+    if (rc == ROWS_DB_ERROR)
+        r = STORE_DB_ERROR;
     if (r == STORE_OK) {
+        pthread_mutex_lock(&l->lock);
+        if (l->refusal[i][0] != '\0')
+            log_info("serial %s: no row of another shape is in its way now",
+                     d->code);
+        l->refusal[i][0] = '\0';
+        pthread_mutex_unlock(&l->lock);
         serial_install(l->serials, i, db_ms, sent, max_id, d->step);
         pthread_mutex_lock(&l->lock);
         if (!atomic_load(&l->db_up))
@@ -135,6 +226,23 @@ load_one(struct serial_loader *l, size_t i)
     return -1;
 }
 
+/* l->lock held: wait up to ms for a signal (unless stopping). */
+static void
+wait_ms(struct serial_loader *l, int64_t ms)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    if (!l->stop)
+        pthread_cond_timedwait(&l->cond, &l->lock, &ts);
+}
+
 static void *
 loader_main(void *arg)
 {
@@ -144,32 +252,30 @@ loader_main(void *arg)
     store_thread_init();
     pthread_mutex_lock(&l->lock);
     while (!l->stop) {
+        int64_t now = util_mono_ms(), wait_until = INT64_MAX;
         size_t i;
 
-        for (i = 0; i < n && !l->wanted[i]; i++)
-            ;
+        for (i = 0; i < n; i++) {
+            if (l->wanted[i] && l->retry_at[i] <= now)
+                break;
+            if (l->wanted[i] && l->retry_at[i] < wait_until)
+                wait_until = l->retry_at[i];
+        }
         if (i == n) {
-            pthread_cond_wait(&l->cond, &l->lock);
+            if (wait_until == INT64_MAX)
+                pthread_cond_wait(&l->cond, &l->lock);
+            else
+                wait_ms(l, wait_until - now);
             continue;
         }
         l->wanted[i] = 0;
         pthread_mutex_unlock(&l->lock);
         if (load_one(l, i) == -1) {
-            struct timespec ts;
-
             /* Wake whoever waits: the answer is "database down" now. */
             if (l->wake != NULL)
                 l->wake(l->wake_arg, serials_def(l->serials, i)->code);
             pthread_mutex_lock(&l->lock);
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += (time_t)(l->backoff_ms / 1000);
-            ts.tv_nsec += (long)(l->backoff_ms % 1000) * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            if (!l->stop)
-                pthread_cond_timedwait(&l->cond, &l->lock, &ts);
+            wait_ms(l, l->backoff_ms);
             continue;
         }
         if (l->wake != NULL)
@@ -215,6 +321,9 @@ serial_loader_free(struct serial_loader *l)
     pthread_mutex_destroy(&l->lock);
     pthread_cond_destroy(&l->cond);
     free(l->wanted);
+    free(l->retry_at);
+    free(l->checked);
+    free(l->refusal);
     free(l);
 }
 
@@ -230,6 +339,22 @@ serial_loader_last_error(struct serial_loader *l, char *out, size_t cap)
     pthread_mutex_lock(&l->lock);
     snprintf(out, cap, "%s", l->last_error);
     pthread_mutex_unlock(&l->lock);
+}
+
+int
+serial_loader_refusal(struct serial_loader *l, const char *code, char *out,
+                      size_t cap)
+{
+    long i = serials_find(l->serials, code, strlen(code));
+    int refused = 0;
+
+    pthread_mutex_lock(&l->lock);
+    if (i >= 0 && l->refusal[i][0] != '\0') {
+        snprintf(out, cap, "%s", l->refusal[i]);
+        refused = 1;
+    }
+    pthread_mutex_unlock(&l->lock);
+    return refused;
 }
 
 const char *

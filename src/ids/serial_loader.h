@@ -29,6 +29,13 @@ struct serial_loader *serial_loader_new(const struct config *cfg, char **cause);
 /* The codes to load for, and the wake; before serial_loader_start. */
 void serial_loader_attach(struct serial_loader *l, struct serials *serials,
                           void (*wake)(void *arg, const char *code), void *arg);
+/* Before serial_loader_start: does a row of the database, of another shape,
+ * stand in the way of a code (serial_rows_check)? -1 with *cause naming
+ * the row and the code; 0 when none does, or when the rows cannot be read
+ * now (logged: each code's row is checked when it is first used, and a
+ * refused code answers 503 with the reason until the row is out of its
+ * way, looked at again every second). */
+int  serial_loader_check(struct serial_loader *l, char **cause);
 int  serial_loader_start(struct serial_loader *l, char **cause);
 void serial_loader_stop(struct serial_loader *l);
 void serial_loader_free(struct serial_loader *l);
@@ -39,6 +46,9 @@ void serial_loader_want(void *arg, size_t i);
 /* Did the last database call succeed? (one relaxed load) */
 int  serial_loader_db_up(struct serial_loader *l);
 void serial_loader_last_error(struct serial_loader *l, char *out, size_t cap);
+/* Is code refused by a row of another shape? 1 with the reason in out. */
+int  serial_loader_refusal(struct serial_loader *l, const char *code,
+                           char *out, size_t cap);
 const char *serial_loader_store(const struct serial_loader *l);
 
 #endif

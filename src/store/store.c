@@ -245,6 +245,22 @@ store_insert(struct store *s, const char *tag, int64_t max_id, int64_t step,
     return s->ops->insert(s, tag, max_id, step, description, cause);
 }
 
+enum store_result
+store_serial_rows(struct store *s, struct store_row **rows, size_t *n,
+                  char **cause)
+{
+    size_t k = 0;
+    enum store_result r = store_list(store_multi_serial_home(s), rows, n, cause);
+
+    if (r != STORE_OK)
+        return r;
+    for (size_t j = 0; j < *n; j++)
+        if (store_row_is_serial(&(*rows)[j]))
+            (*rows)[k++] = (*rows)[j];
+    *n = k;
+    return STORE_OK;
+}
+
 int
 store_row_is_serial(const struct store_row *row)
 {

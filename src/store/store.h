@@ -93,9 +93,13 @@ enum store_result store_alloc(struct store *s, const char *tag, int64_t step,
  * duplicate from another node is ignored, never an error), read the
  * largest max_id of the rows the floor names (MySQL: SELECT ... FOR
  * UPDATE; SQLite: inside its write transaction), raise the row's max_id to
- * that value if it is below, then take `step` as store_alloc does, and
- * commit. So the range starts at or above every max_id the floor names. A
- * MySQL deadlock between two such loads is run again (up to 3 times).
+ * that value if it is below, raise the floor's rows marked raise to at
+ * least the end of the range about to be taken, then take `step` as
+ * store_alloc does, and commit. So the range starts at or above every
+ * max_id the floor names, and a node of the version before, which still
+ * advances a raised row alone, takes its next range above this one. A
+ * MySQL deadlock between two such loads is run again (up to 8 times, after
+ * a random pause of a few ms, on the same connection).
  * *db_ms is the clock read, tag the row used. Results as store_alloc;
  * STORE_NOT_FOUND cannot happen (a MySQL row whose tag differs only in
  * case is STORE_BAD_ROW). */
@@ -107,6 +111,7 @@ struct store_serial_floor {
         int  prefix;    /* 1: every row whose tag starts with tag (compared
                            without regard to ASCII case, as LIKE does);
                            0: the row tag */
+        int  raise;     /* 1: raised to the range's end as well */
     } row[STORE_SERIAL_FLOOR_MAX];
 };
 typedef int (*store_serial_key_fn)(void *arg, int64_t db_ms, char *tag,
@@ -123,6 +128,10 @@ void store_like_pattern(const char *tag, int prefix, char *out);
 /* 1 when row is a serial period's row (its description), else 0. Such a
  * row is never a segment tag: the loader leaves it out. */
 int store_row_is_serial(const struct store_row *row);
+/* The serial rows (store_row_is_serial) of the database that holds them
+ * (a set's first), as store_list gives them. */
+enum store_result store_serial_rows(struct store *s, struct store_row **rows,
+                                    size_t *n, char **cause);
 enum store_result store_serial_alloc(struct store *s, int64_t offset_ms,
                                      store_serial_key_fn key, void *arg,
                                      int64_t step, int64_t *db_ms, char *tag,

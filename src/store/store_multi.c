@@ -895,6 +895,12 @@ static const struct store_ops multi_ops = {
     .close = multi_close,
 };
 
+struct store *
+store_multi_serial_home(struct store *s)
+{
+    return s->ops == &multi_ops ? ((struct store_multi *)s)->sub[0] : s;
+}
+
 /* ---- status ---- */
 
 int

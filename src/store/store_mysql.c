@@ -25,8 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
+#include "csprng.h"
 #include "db_mysql.h"
 #include "log.h"
 #include "store.h"
@@ -102,7 +104,7 @@ static const char sql_insert_serial[] =
  * (STORE_SERIAL_FLOOR_MAX patterns; unused ones repeat the first), locked
  * so that no other load moves them before this one commits. */
 #define MY_LIKE "biz_tag LIKE ? ESCAPE '!'"
-#define MY_DEADLOCK_RETRIES 3
+#define MY_DEADLOCK_RETRIES 8
 static const char sql_serial_floor[] =
     "SELECT COALESCE(MAX(max_id), 0) FROM leaf_alloc WHERE " MY_LIKE " OR "
     MY_LIKE " OR " MY_LIKE " OR " MY_LIKE " OR " MY_LIKE " OR " MY_LIKE " OR "
@@ -110,6 +112,10 @@ static const char sql_serial_floor[] =
 _Static_assert(STORE_SERIAL_FLOOR_MAX == 8, "sql_serial_floor has 8 patterns");
 static const char sql_serial_raise[] =
     "UPDATE leaf_alloc SET max_id = ? WHERE biz_tag = ? AND max_id < ?";
+/* A floor row marked raise, to the end of the range about to be taken
+ * (its rows are locked by the floor's read). */
+static const char sql_serial_raise_old[] =
+    "UPDATE leaf_alloc SET max_id = GREATEST(max_id, ?) WHERE " MY_LIKE;
 
 static const struct store_ops mysql_ops;
 
@@ -159,19 +165,26 @@ my_conn_error(unsigned int err)
 }
 
 /* A database error: record it with the server's text (from st, or the
- * connection when st is NULL), roll back, disconnect. Returns -1. */
+ * connection when st is NULL), roll back, disconnect (but not after a
+ * deadlock: InnoDB rolled back the transaction, the connection and its
+ * statements are fine). Returns -1. */
 static int
 my_fail(struct store_mysql *m, MYSQL_STMT *st, const char *what, char **cause)
 {
     unsigned int err = st != NULL ? mysql_stmt_errno(st) : mysql_errno(m->db);
     const char *text = st != NULL ? mysql_stmt_error(st) : mysql_error(m->db);
+    int dead;
 
     store_set_cause(cause, "mysql %s: %s: %s (%u)", m->where, what, text, err);
     m->last_errno = err;
     m->stale = my_conn_error(err);
-    if (!m->stale && mysql_rollback(m->db) != 0)
+    dead = m->stale;
+    if (!dead && mysql_rollback(m->db) != 0) {
         log_warn("ROLLBACK on %s: %s", m->where, mysql_error(m->db));
-    my_disconnect(m);
+        dead = 1;
+    }
+    if (err != ER_LOCK_DEADLOCK || dead)
+        my_disconnect(m);
     return -1;
 }
 
@@ -536,7 +549,7 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
     const struct my_serial_arg *a = arg;
     int64_t step = a->step, *db_ms = a->db_ms;
     char *tag = a->tag;
-    struct store_serial_floor floor;
+    struct store_serial_floor floor = { .n = 0 };
     MYSQL_BIND p[2], r[1];
     long long v_off = a->offset_ms, v_now = 0, v_step = step, v_floor = 0;
     unsigned long tag_len;
@@ -592,6 +605,25 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
                    cause) == -1)
             return STORE_DB_ERROR;
     }
+    /* The floor counts the row itself, so the range will be [max(floor,
+     * 1), that + step). An overflow is refused by the take. */
+    assert(floor.n == 0 || floor.row[0].raise == 0);
+    for (int i = 0; i < floor.n && v_floor <= INT64_MAX - step; i++) {
+        char like[STORE_LIKE_MAX];
+        unsigned long like_len;
+        long long v_end = (v_floor > 1 ? v_floor : 1) + step;
+        MYSQL_BIND q[2];
+
+        if (!floor.row[i].raise)
+            continue;
+        store_like_pattern(floor.row[i].tag, floor.row[i].prefix, like);
+        like_len = strlen(like);
+        my_bind_i64(&q[0], &v_end);
+        my_bind_str(&q[1], like, &like_len);
+        if (my_run(m, sql_serial_raise_old, q, "UPDATE leaf_alloc (old rows)",
+                   cause) == -1)
+            return STORE_DB_ERROR;
+    }
     res = my_alloc_once(m, tag, step, a->max_id, &db_step, cause);
     if (res == STORE_NOT_FOUND) {
         /* Only a row whose tag differs in case blocks ours. */
@@ -604,13 +636,16 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
 
 /* A serial load in its own transaction. The floor's locks can meet those
  * of a load with another reset (a rolling change); InnoDB rolls one back,
- * and it runs again. */
+ * and it runs again after a random pause (1..20 ms times the attempt), so
+ * that the two loads do not meet again in step. */
 static enum store_result
 my_serial_tx(struct store_mysql *m, struct my_serial_arg *a, char **cause)
 {
     enum store_result r;
 
     for (int attempt = 0;; attempt++) {
+        unsigned char rnd = 0;
+
         m->last_errno = 0;
         r = my_tx(m, my_serial_alloc_once, a, cause);
         if (r != STORE_DB_ERROR || m->last_errno != ER_LOCK_DEADLOCK ||
@@ -620,6 +655,9 @@ my_serial_tx(struct store_mysql *m, struct my_serial_arg *a, char **cause)
             free(*cause);
             *cause = NULL;
         }
+        if (csprng_fill(&rnd, 1) == -1)
+            rnd = 0;
+        usleep((useconds_t)((1 + rnd % 20) * (attempt + 1)) * 1000);
     }
 }
 

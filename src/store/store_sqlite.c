@@ -50,6 +50,7 @@ struct store_sqlite {
     sqlite3_stmt *insert_serial;
     sqlite3_stmt *serial_floor;
     sqlite3_stmt *serial_raise;
+    sqlite3_stmt *serial_raise_old;
 };
 
 static const char sql_update[] =
@@ -89,6 +90,10 @@ _Static_assert(STORE_SERIAL_FLOOR_MAX == 8, "sql_serial_floor has 8 patterns");
 static const char sql_serial_raise[] =
     "UPDATE leaf_alloc SET max_id = ?1 WHERE biz_tag = ?2 AND "
     "typeof(max_id) = 'integer' AND max_id < ?1";
+/* A floor row marked raise, to the end of the range about to be taken. */
+static const char sql_serial_raise_old[] =
+    "UPDATE leaf_alloc SET max_id = MAX(max_id, ?1) WHERE " SQ_LIKE " AND "
+    "typeof(max_id) = 'integer'";
 
 static const struct store_ops sqlite_ops;
 
@@ -227,7 +232,7 @@ sqlite_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
                     size_t cap, int64_t *max_id, char **cause)
 {
     struct store_sqlite *q = (struct store_sqlite *)s;
-    struct store_serial_floor floor;
+    struct store_serial_floor floor = { .n = 0 };
     char like[STORE_LIKE_MAX];
     int64_t db_step = 0, low = 0;
     enum store_result r;
@@ -275,6 +280,21 @@ sqlite_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
                        cause) == -1)
             return STORE_DB_ERROR;
         sqlite3_clear_bindings(q->serial_raise);
+    }
+    /* The floor counts the row itself (its shape and period come first),
+     * so the range will be [max(low, 1), that + step); the write lock is
+     * held to the commit. An overflow is refused by the take. */
+    assert(floor.n == 0 || floor.row[0].raise == 0);
+    for (int i = 0; i < floor.n && low <= INT64_MAX - step; i++) {
+        if (!floor.row[i].raise)
+            continue;
+        store_like_pattern(floor.row[i].tag, floor.row[i].prefix, like);
+        sqlite3_bind_int64(q->serial_raise_old, 1, (low > 1 ? low : 1) + step);
+        sqlite3_bind_text(q->serial_raise_old, 2, like, -1, SQLITE_TRANSIENT);
+        if (sqlite_run(q, q->serial_raise_old, "UPDATE leaf_alloc (old rows)",
+                       cause) == -1)
+            return STORE_DB_ERROR;
+        sqlite3_clear_bindings(q->serial_raise_old);
     }
     r = sqlite_alloc_tx(q, tag, step, max_id, &db_step, cause);
     if (r == STORE_NOT_FOUND) {
@@ -388,7 +408,7 @@ sqlite_close(struct store *s)
     sqlite3_stmt *all[] = { q->begin, q->commit, q->rollback, q->update,
                             q->select, q->get, q->list, q->insert,
                             q->now_ms, q->insert_serial, q->serial_floor,
-                            q->serial_raise };
+                            q->serial_raise, q->serial_raise_old };
 
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         sqlite3_finalize(all[i]);       /* NULL is a no-op */
@@ -535,7 +555,9 @@ store_sqlite_open(const struct config *cfg, char **cause)
         sqlite_prepare(q, sql_now_ms, &q->now_ms, cause) == -1 ||
         sqlite_prepare(q, sql_insert_serial, &q->insert_serial, cause) == -1 ||
         sqlite_prepare(q, sql_serial_floor, &q->serial_floor, cause) == -1 ||
-        sqlite_prepare(q, sql_serial_raise, &q->serial_raise, cause) == -1)
+        sqlite_prepare(q, sql_serial_raise, &q->serial_raise, cause) == -1 ||
+        sqlite_prepare(q, sql_serial_raise_old, &q->serial_raise_old,
+                       cause) == -1)
         goto error;
     return &q->base;
 

@@ -28,6 +28,9 @@ TESTS = [
     "test_prefix_change_under_load",
     "test_zone_change_under_load",
     "test_clock_step_during_reset_change",
+    "test_rolling_upgrade_old_node",
+    "test_shape_change_same_text",
+    "test_snowflake_zone_change",
 ]
 
 CLIENTS = 4
@@ -39,20 +42,35 @@ def prefix_of_own(tag):
     return "%s%05d" % (tag, random.randrange(10 ** 5))
 
 
+MIN_SERVED = 50          # a phase takes at least this many serials
+MAX_PHASE_S = 90.0      # however slow the machine, then it fails
+
+
+def wait_for(cond, what, timeout=MAX_PHASE_S):
+    """Poll cond() until it holds; fail naming what after timeout s."""
+    end = time.time() + timeout
+    while not cond():
+        if time.time() > end:
+            raise TestFailure("waited %.0f s for %s" % (timeout, what))
+        time.sleep(0.02)
+
+
 def load(node, code, seconds=PHASE_S, clients=CLIENTS, during=None):
-    """Several clients take serials of code from node for seconds; during()
-    (if given) runs meanwhile in this thread. Returns the serials. A 503
-    must be serial_unavailable with a message (a clear refusal); anything
-    else fails the test."""
+    """Several clients take serials of code from node for at least seconds
+    and until MIN_SERVED are taken (a busy machine may serve the first one
+    late); during(taken) (if given) runs meanwhile in this thread, taken()
+    being the serials so far. Returns the serials. A 503 must be
+    serial_unavailable with a message (a clear refusal); anything else
+    fails the test."""
     got = [[] for _ in range(clients)]
     refused = [0] * clients
     errors = []
-    stop = time.time() + seconds
+    done = threading.Event()
 
     def client(i):
         c = Client(node.port)
         try:
-            while time.time() < stop:
+            while not done.is_set():
                 r = c.get("/serial/%s?count=%d&format=json" % (code, 1 + i % 3))
                 if r.status == 200:
                     got[i].extend(r.json()["ids"])
@@ -65,19 +83,27 @@ def load(node, code, seconds=PHASE_S, clients=CLIENTS, during=None):
             errors.append(e)
         finally:
             c.close()
+
+    def taken():
+        return [s for g in got for s in list(g)]
     ts = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    start = time.time()
     for t in ts:
         t.start()
-    if during is not None:
-        during()
-    for t in ts:
-        t.join()
+    try:
+        if during is not None:
+            during(taken)
+        wait_for(lambda: errors or (time.time() >= start + seconds and
+                                    len(taken()) >= MIN_SERVED),
+                 "%d serials of code %s (%d refused):\n%s"
+                 % (MIN_SERVED, code, sum(refused), node.log()))
+    finally:
+        done.set()
+        for t in ts:
+            t.join()
     if errors:
         raise errors[0]
-    flat = [s for g in got for s in g]
-    check(flat, "code %s served nothing in %.1f s (%d refused):\n%s"
-          % (code, seconds, sum(refused), node.log()))
-    return flat
+    return taken()
 
 
 def no_repeat(phases):
@@ -92,6 +118,19 @@ def no_repeat(phases):
     if twice:
         raise TestFailure("%d serials handed out twice (of %d), e.g. %s in phase %d "
                           "and %d" % ((len(twice), len(seen) + len(twice)) + twice[0]))
+
+
+def must_refuse(d, code, got, what):
+    """Start d, which must refuse to start. If it serves instead, load it
+    and report the serials handed out twice (the harm), else what."""
+    try:
+        d.start()               # raises when leafd exits instead
+    except TestFailure:
+        return
+    got.append(load(d, code))
+    d.stop()
+    no_repeat(got)
+    raise TestFailure(what)
 
 
 def mariadb_conf(db, defs, **extra):
@@ -215,25 +254,140 @@ def test_clock_step_during_reset_change(ctx):
         def at(ms):
             """The offset that puts the process's clock at ms now."""
             return (ms - now_ms()) / 1000.0
-        set_clock(ft, at(midnight - 3000))
+        # Well before midnight while leafd starts (however slowly), then
+        # 30 s before it once it serves.
+        set_clock(ft, at(midnight - 600000))
         env = {"LD_PRELOAD": faketime_preload(wd.path), "FAKETIME_TIMESTAMP_FILE": ft,
                "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
         conf = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
                 "serial.count_max": "10", "serial.C.prefix": "CLK",
                 "serial.C.step": "100", "segment.wait_ms": "2000"}
 
-        def steps():
-            time.sleep(PHASE_S / 3)
+        def steps(taken):
+            """Each step once the clients have printed what it is for."""
+            wait_for(lambda: len(taken()) >= 20, "serials before midnight")
             set_clock(ft, at(midnight + 5000))          # forward past midnight
-            time.sleep(PHASE_S / 3)
+            wait_for(lambda: any(s[3:11] == "20261124" for s in taken()),
+                     "a serial of the new day")
+            n = len(taken())
             set_clock(ft, at(midnight - 2000))          # back into the old day
+            wait_for(lambda: len(taken()) >= n + 20, "serials after the step back")
         got = []
         for k, reset in enumerate(("day", "month", "day")):
             d = wd.leafd(conf=dict(conf, **{"serial.C.reset": reset}), name="c%d" % k,
                          env=env).start()
+            set_clock(ft, at(midnight - 30000))
             got.append(load(d, "C", during=steps))
             eq(d.stop(), 0, "phase %d: leafd exit status" % k)
-            set_clock(ft, at(midnight - 3000))
+            set_clock(ft, at(midnight - 600000))
         no_repeat(got)
         days = sorted({s[3:11] for batch in got for s in batch})
         eq(days, ["20261123", "20261124"], "both days printed")
+
+
+def test_shape_change_same_text(ctx):
+    """A definition changed so that another shape prints the same text:
+    prefix X + yyyyMMdd vs X20 + yyMMdd (X2026112300000N both), and
+    yyyyMMdd + 8 digits vs yyyyMMddHH + 6 digits at 00:30 (the hour 00 and
+    the first two sequence digits). Their rows have different names, so
+    each would count from 1: leafd refuses the start while the old shape's
+    row is in a period that can still be printed, naming the row and the
+    code, and starts once that period is over everywhere."""
+    with Workdir("ops-serial-shape") as wd:
+        base = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
+                "serial.count_max": "10"}
+        for k, (old, new) in enumerate([
+                ({"prefix": "X"}, {"prefix": "X20", "pattern": "yyMMdd"}),
+                ({"prefix": "Y", "digits": "8"},
+                 {"prefix": "Y", "pattern": "yyyyMMddHH", "digits": "6"})]):
+            conf = [dict(base, **{"serial.S.%s" % f: v for f, v in d.items()})
+                    for d in (old, new)]
+            env = pinned(ms_utc(2026, 11, 23, 0, 30))
+            d = wd.leafd(conf=conf[0], name="old%d" % k, env=env).start()
+            got = [load(d, "S")]
+            eq(d.stop(), 0, "old definition: leafd exit status")
+            d = wd.leafd(conf=conf[1], name="new%d" % k, env=env)
+            must_refuse(d, "S", got, "case %d: the new shape started while the old "
+                        "row's day can be printed" % k)
+            row = "serial.%s.y4mod.0.%s:20261123" % (old["prefix"].lower(),
+                                                      old.get("digits", "6"))
+            check(row in d.log() and "serial.S" in d.log() and "prefix" in d.log(),
+                  "the refusal names the row and the code:\n%s" % d.log())
+            # Two days on, no zone prints the 23rd: it starts.
+            d = wd.leafd(conf=conf[1], name="later%d" % k,
+                         env=pinned(ms_utc(2026, 11, 25, 0, 30))).start()
+            load(d, "S")
+            eq(d.stop(), 0, "later: leafd exit status")
+
+
+def test_snowflake_zone_change(ctx):
+    """source = snowflake prints the ID's millisecond in local time. Moved
+    from Asia/Tokyo (UTC+9) to Asia/Shanghai (UTC+8), the node prints the
+    local times of the last hour again, with the same worker and sequence
+    fields. Here the second start's clock is one hour on (libfaketime), so
+    it prints exactly the local times the first printed: leafd refuses the
+    start, naming both zones and what to do; with a new prefix it starts."""
+    with Workdir("ops-serial-sfzone") as wd:
+        ft = os.path.join(wd.path, "faketime.rc")
+        set_clock(ft, 0)
+        env = {"LD_PRELOAD": faketime_preload(wd.path), "FAKETIME_TIMESTAMP_FILE": ft,
+               "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+
+        def conf(zone, prefix="SFZ"):
+            return {"leaf.segment.enable": "false", "leaf.snowflake.enable": "true",
+                    "snowflake.cache_file": os.path.join(wd.path, "sf.json"),
+                    "snowflake.worker_id": "7", "serial.count_max": "1000",
+                    "serial.Z.prefix": prefix, "serial.Z.source": "snowflake",
+                    "serial.Z.pattern": "yyyyMMddHHmmssSSS", "serial.Z.zone": zone}
+        d = wd.leafd(conf=conf("Asia/Tokyo"), name="tokyo", env=env).start()
+        t1 = now_ms()
+        got = [load(d, "Z")]
+        eq(d.stop(), 0, "tokyo: leafd exit status")
+        # One hour after t1 (fake), as Shanghai prints it: Tokyo's t1 again.
+        set_clock(ft, 3600 - (now_ms() - t1) / 1000.0)
+        d = wd.leafd(conf=conf("Asia/Shanghai"), name="shanghai", env=env)
+        must_refuse(d, "Z", got, "the move to a zone behind started")
+        log = d.log()
+        check("serial.Z.zone: Asia/Shanghai (UTC+08:00 now) is behind Asia/Tokyo "
+              "(UTC+09:00 now)" in log and "Change the prefix with the zone" in log,
+              "the refusal names both zones and what to do:\n%s" % log)
+        d = wd.leafd(conf=conf("Asia/Shanghai", "SFY"), name="newprefix",
+                     env=env).start()
+        got.append(load(d, "Z"))
+        eq(d.stop(), 0, "new prefix: leafd exit status")
+        no_repeat(got)
+
+
+def test_rolling_upgrade_old_node(ctx):
+    """A rolling upgrade from the key format before issue 20: a node of the
+    old version still advances "CODE:20261123" alone (UPDATE max_id =
+    max_id + step, then SELECT, as it did), while a new node loads from
+    "serial.<shape>:20261123", whose floor reads the old row. Each new
+    load raises the old row to the end of its range, so the old node's
+    ranges and the new node's never meet."""
+    db = ctx.shared_mariadb()
+    code = prefix_of_own("UPG")
+    old = "%s:20261123" % code
+    db.sql("INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES "
+           "('%s', 1, 20, 'serial period')" % old)
+    with Workdir("ops-serial-upgrade") as wd:
+        conf = mariadb_conf(db, {code: {"prefix": code, "step": "20"}})
+        d = wd.leafd(conf=conf, env=pinned(ms_utc(2026, 11, 23, 12))).start()
+        old_ranges = []
+
+        def old_node(taken):
+            # The old node's loads, interleaved with the new node's.
+            while len(old_ranges) < 15 or len(taken()) < MIN_SERVED:
+                m = int(db.sql("START TRANSACTION; UPDATE leaf_alloc SET max_id = "
+                               "max_id + 20 WHERE biz_tag = '%s'; SELECT max_id FROM "
+                               "leaf_alloc WHERE biz_tag = '%s'; COMMIT;"
+                               % (old, old)).split()[0])
+                old_ranges.append((m - 20, m))
+        got = load(d, code, during=old_node)
+        eq(d.stop(), 0, "leafd exit status")
+    seqs = sorted(int(s[-6:]) for s in got)
+    for lo, hi in old_ranges:
+        both = [q for q in seqs if lo <= q < hi]
+        check(not both, "the old node's range [%d, %d) was also the new node's: %s"
+              % (lo, hi, both[:5]))
+    no_repeat([got])

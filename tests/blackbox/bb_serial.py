@@ -237,9 +237,10 @@ def test_two_nodes_mariadb_period_change(ctx):
     One node's own clock runs an hour ahead (libfaketime): it plays no part."""
     db = ctx.shared_mariadb()
     code = "P%d" % random.randrange(10 ** 8)
-    # The row is the printed shape's: a prefix of this run's own (3 chars).
-    prefix = "P%02d" % random.randrange(100)
-    db.sql("DELETE FROM leaf_alloc WHERE biz_tag LIKE 'serial.%s.%%'" % prefix.lower())
+    # The row is the printed shape's: a prefix of this run's own (pid and
+    # a random number), so that concurrent runs never share a row.
+    prefix = "P%07d%06d" % (os.getpid() % 10 ** 7, random.randrange(10 ** 6))
+    dt = slice(len(prefix), len(prefix) + 8)        # the date printed
     with Workdir("serial-2nodes") as wd:
         midnight = ms_utc(2026, 11, 30, 16, 0, 0)        # 00:00 in Shanghai
         target = midnight - 4000
@@ -273,25 +274,25 @@ def test_two_nodes_mariadb_period_change(ctx):
         flat = [s for node in got for batch in node for s in batch]
         check(len(flat) > 200, "enough serials: %d" % len(flat))
         eq(len(set(flat)), len(flat), "no duplicate across the two nodes")
-        dates = sorted({s[3:11] for s in flat})
+        dates = sorted({s[dt] for s in flat})
         eq(dates, ["20261130", "20261201"], "the two days")
         for s in flat:
             check(re.fullmatch(prefix + r"\d{8}\d{6}", s), "form of %s" % s)
         for n, mine in enumerate(got):
-            seen = [b[0][3:11] for b in mine]
+            seen = [b[0][dt] for b in mine]
             eq(seen, sorted(seen), "node %d never goes back a day (client %d)" % (n % 2, n))
             for b, (sent, answered) in zip(mine, when[n]):
-                eq(len({s[3:11] for s in b}), 1, "a batch is of one day")
+                eq(len({s[dt] for s in b}), 1, "a batch is of one day")
                 # The day is the database's: never the old day well after
                 # its midnight, never the new one well before.
-                if b[0][3:11] == "20261130":
+                if b[0][dt] == "20261130":
                     check(sent < midnight + 250, "old day asked %d ms after the "
                           "database's midnight" % (sent - midnight))
                 else:
                     check(answered > midnight - 250, "new day answered %d ms before "
                           "the database's midnight" % (midnight - answered))
         for day in dates:
-            seqs = sorted(int(s[-6:]) for s in flat if s[3:11] == day)
+            seqs = sorted(int(s[-6:]) for s in flat if s[dt] == day)
             eq(seqs[0], 1, "day %s starts at 1 (restarts once)" % day)
         shape = "serial.%s.y4mod.0.6" % prefix.lower()
         rows = db.sql("SELECT biz_tag FROM leaf_alloc WHERE biz_tag LIKE '%s:%%' "

@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "serial.h"
+#include "serial_zones.h"
 #include "store.h"
 #include "tzone.h"
 #include "util.h"
@@ -220,6 +221,9 @@ START_TEST(row_names)
     ck_assert_str_eq(f.row[7].tag, "PAY:202611");
     for (int k = 2; k < 8; k++)
         ck_assert_int_eq(f.row[k].prefix, 0);
+    /* The old format's rows are raised by the load too. */
+    for (int k = 0; k < 8; k++)
+        ck_assert_int_eq(f.row[k].raise, k % 2);
     ck_assert_int_eq(serial_row_name(&ka, D23 + 29 * HOUR, tag, sizeof tag, &f), 0);
     ck_assert_str_eq(tag, "serial.pay.y4mod.0.6:20261124");
     /* Never: every row of its shape, and of its code in the old format. */
@@ -240,6 +244,130 @@ START_TEST(row_names)
     ck_assert_str_eq(f.row[1].tag, "M:202611");
     ck_assert_str_eq(f.row[4].tag, "serial.mo.y2mod.0.6:26");
     serials_free(s);
+}
+END_TEST
+
+/* Issue 20, finding 3, review hole 2: a row of another shape that can
+ * print the same text as a code, in a period some zone can still print,
+ * stands in its way; a row of the same shape, of a period over everywhere,
+ * or whose text always differs somewhere does not. */
+static int
+in_the_way(const char *text, const char *tag, int64_t now, char **cause)
+{
+    struct serials *s = load_ok(text);
+    struct store_row row;
+    int r;
+
+    memset(&row, 0, sizeof row);
+    snprintf(row.biz_tag, sizeof row.biz_tag, "%s", tag);
+    snprintf(row.description, sizeof row.description, "%s",
+             STORE_SERIAL_DESCRIPTION);
+    *cause = NULL;
+    r = serial_rows_check(s, 0, &row, 1, now, cause);
+    serials_free(s);
+    return r;
+}
+
+START_TEST(rows_of_other_shapes)
+{
+    const char *day = "serial.pay.y4mod.0.6:20261123";
+    int64_t noon = D23 + 12 * HOUR;
+    char *cause = NULL;
+
+    /* PAY20 + yyMMdd prints PAY20261123000001 as PAY + yyyyMMdd does. */
+    ck_assert_int_eq(in_the_way("serial.N.prefix = PAY20\nserial.N.pattern = "
+                                "yyMMdd\n", day, noon, &cause), -1);
+    ck_assert_msg(strstr(cause, "serial.N: the database's row "
+                         "serial.pay.y4mod.0.6:20261123") != NULL &&
+                  strstr(cause, "prefix") != NULL, "%s", cause);
+    free(cause);
+    /* The prefix's case is not known from the key: Pay20 too. */
+    ck_assert_int_eq(in_the_way("serial.N.prefix = Pay20\nserial.N.pattern = "
+                                "yyMMdd\n", day, noon, &cause), -1);
+    free(cause);
+    /* yyyyMMddHH + 4 digits; the worker ID (4 digits) + 6 for 10 digits. */
+    ck_assert_int_eq(in_the_way("serial.N.prefix = PAY\nserial.N.pattern = "
+                                "yyyyMMddHH\nserial.N.digits = 4\n", day, noon,
+                                &cause), -1);
+    free(cause);
+    ck_assert_int_eq(in_the_way("serial.N.prefix = PAY\nserial.N.worker_id = "
+                                "true\n", "serial.pay.y4mod.0.10:20261123",
+                                noon, &cause), -1);
+    free(cause);
+    /* An "all" row is never over; a year's row lasts its year. */
+    ck_assert_int_eq(in_the_way("serial.N.prefix = PAY20\nserial.N.pattern = "
+                                "yyMMdd\n", "serial.pay.y4mod.0.6:all",
+                                noon + 400 * 24 * HOUR, &cause), -1);
+    free(cause);
+    ck_assert_int_eq(in_the_way("serial.N.prefix = PAY20\nserial.N.pattern = "
+                                "yyMMdd\n", "serial.pay.y4mod.0.6:2026",
+                                noon + 30 * 24 * HOUR, &cause), -1);
+    free(cause);
+    /* The 23rd is over everywhere at 12:00Z on the 24th (UTC-12's
+     * midnight), plus an hour for the clocks: 13:00Z. */
+    ck_assert_int_eq(in_the_way("serial.N.prefix = PAY20\nserial.N.pattern = "
+                                "yyMMdd\n", day, D23 + 37 * HOUR - 1, &cause), -1);
+    free(cause);
+    ck_assert_int_eq(in_the_way("serial.N.prefix = PAY20\nserial.N.pattern = "
+                                "yyMMdd\n", day, D23 + 37 * HOUR, &cause), 0);
+    /* The same shape is the code's own row; another prefix always differs;
+     * and so does another length. */
+    ck_assert_int_eq(in_the_way("serial.N.prefix = PAY\n", day, noon, &cause), 0);
+    ck_assert_int_eq(in_the_way("serial.N.prefix = PAX\nserial.N.reset = "
+                                "month\n", day, noon, &cause), 0);
+    ck_assert_int_eq(in_the_way("serial.N.prefix = PAY\nserial.N.digits = 7\n",
+                                day, noon, &cause), 0);
+    /* A row that is not a key of this format is not looked at. */
+    ck_assert_int_eq(in_the_way("serial.N.prefix = PAY20\nserial.N.pattern = "
+                                "yyMMdd\n", "serial.pay.zz.0.6:20261123", noon,
+                                &cause), 0);
+}
+END_TEST
+
+/* Issue 20, finding 3, review hole 3: a snowflake serial's zone moved to
+ * one behind it (Tokyo UTC+9 -> Shanghai UTC+8) is refused; ahead of it,
+ * or with a new prefix, it is recorded. */
+static int
+zones(const char *path, const char *zone, const char *prefix, char **cause)
+{
+    char text[256];
+    struct serials *s;
+    int r;
+
+    snprintf(text, sizeof text, "serial.Z.source = snowflake\nserial.Z.pattern = "
+             "yyyyMMddHHmmssSSS\nserial.Z.zone = %s\nserial.Z.prefix = %s\n",
+             zone, prefix);
+    s = load_ok(text);
+    *cause = NULL;
+    r = serial_zones_check(s, path, D23, cause);
+    serials_free(s);
+    return r;
+}
+
+START_TEST(snowflake_zone_behind)
+{
+    char dir[] = "/tmp/check_serial.XXXXXX", path[64], *cause = NULL;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/z", dir);
+    ck_assert_int_eq(zones(path, "Asia/Tokyo", "A", &cause), 0);
+    ck_assert_int_eq(zones(path, "Asia/Shanghai", "A", &cause), -1);
+    ck_assert_msg(strstr(cause, "serial.Z.zone: Asia/Shanghai (UTC+08:00 now) is "
+                         "behind Asia/Tokyo (UTC+09:00 now)") != NULL &&
+                  strstr(cause, "Change the prefix with the zone") != NULL &&
+                  strstr(cause, path) != NULL, "%s", cause);
+    free(cause);
+    /* A new prefix is another shape; Shanghai -> Tokyo moves ahead. */
+    ck_assert_int_eq(zones(path, "Asia/Shanghai", "B", &cause), 0);
+    ck_assert_int_eq(zones(path, "Asia/Tokyo", "B", &cause), 0);
+    /* and back is refused again; A's line was kept. */
+    ck_assert_int_eq(zones(path, "Asia/Shanghai", "B", &cause), -1);
+    free(cause);
+    ck_assert_int_eq(zones(path, "Asia/Shanghai", "A", &cause), -1);
+    free(cause);
+    ck_assert_int_eq(zones(path, "Asia/Tokyo", "A", &cause), 0);
+    unlink(path);
+    rmdir(dir);
 }
 END_TEST
 
@@ -502,13 +630,12 @@ take_def(struct store *st, const char *text, char *tag)
     return max_id;
 }
 
-START_TEST(store_sqlite_rows)
+/* A SQLite store in a new directory dir (a mkdtemp template). */
+static struct store *
+tmp_store(char *dir)
 {
-    char dir[] = "/tmp/check_serial.XXXXXX", path[64], tag[129], tag2[129];
-    char *cause = NULL;
+    char path[64], *cause = NULL;
     struct store *st;
-    int64_t db_ms = 0, max_id = 0, now = util_wall_ms();
-    struct store_row row;
 
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/leaf.db", dir);
@@ -520,6 +647,31 @@ START_TEST(store_sqlite_rows)
     ck_assert_int_eq(store_thread_init(), 0);
     st = store_open(&cfg, &cause);
     ck_assert_msg(st != NULL, "%s", cause ? cause : "");
+    return st;
+}
+
+static void
+tmp_store_close(struct store *st, const char *dir)
+{
+    static const char *const files[] = { "leaf.db", "leaf.db-wal", "leaf.db-shm" };
+    char path[64];
+
+    store_close(st);
+    for (size_t k = 0; k < 3; k++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[k]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+START_TEST(store_sqlite_rows)
+{
+    char dir[] = "/tmp/check_serial.XXXXXX", tag[129], tag2[129];
+    char *cause = NULL;
+    int64_t db_ms = 0, max_id = 0, now = util_wall_ms();
+    struct store_row row;
+    struct store *st = tmp_store(dir);
+
     ck_assert_int_eq(store_serial_alloc(st, 0, key_day, "PAY", 50, &db_ms, tag,
                                         sizeof tag, &max_id, &cause), STORE_OK);
     ck_assert_int_eq(max_id, 51);                       /* [1, 51) */
@@ -567,13 +719,41 @@ START_TEST(store_sqlite_rows)
         ck_assert_int_eq(take_def(st, "serial.ORD.prefix = PAX\n", other), 101);
         ck_assert_str_eq(other, "serial.pax.y4mod.0.6:20261123");
     }
-    store_close(st);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/leaf.db-wal", dir);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/leaf.db-shm", dir);
-    unlink(path);
-    rmdir(dir);
+    tmp_store_close(st, dir);
+}
+END_TEST
+
+/* Issue 20, finding 3, review hole 1: a rolling upgrade. A node of the
+ * version before advances "PAY:20261123" alone (UPDATE max_id = max_id +
+ * step, as store_alloc does); new nodes load from the new row, whose floor
+ * reads the old one. Interleaved, no two ranges meet. */
+START_TEST(old_node_interleaved)
+{
+    char dir[] = "/tmp/check_serial.XXXXXX", tag[129], *cause = NULL;
+    struct store *st = tmp_store(dir);
+    int64_t lo[8], hi[8], db_step = 0;
+    int n = 0;
+
+    ck_assert_int_eq(store_insert(st, "PAY:20261123", 1, 100, NULL, &cause),
+                     STORE_OK);
+    for (int round = 0; round < 4; round++) {
+        /* the old node */
+        ck_assert_int_eq(store_alloc(st, "PAY:20261123", 100, &hi[n], &db_step,
+                                     &cause), STORE_OK);
+        lo[n] = hi[n] - 100;
+        n++;
+        /* a new node (take_def loads 100 at noon of 2026-11-23) */
+        hi[n] = take_def(st, "serial.PAY.prefix = PAY\n", tag);
+        lo[n] = hi[n] - 100;
+        n++;
+    }
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < a; b++)
+            ck_assert_msg(hi[a] <= lo[b] || hi[b] <= lo[a],
+                          "ranges [%lld, %lld) and [%lld, %lld) meet",
+                          (long long)lo[b], (long long)hi[b], (long long)lo[a],
+                          (long long)hi[a]);
+    tmp_store_close(st, dir);
 }
 END_TEST
 
@@ -711,6 +891,9 @@ main(void)
     tcase_add_test(tc, printed_time_never_back);
     tcase_add_test(tc, race_take_install);
     tcase_add_test(tc, store_sqlite_rows);
+    tcase_add_test(tc, old_node_interleaved);
+    tcase_add_test(tc, rows_of_other_shapes);
+    tcase_add_test(tc, snowflake_zone_behind);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
