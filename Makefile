@@ -281,17 +281,29 @@ chaos: leafd
 
 # --- libleafd-client (clients/c/): IDs made in process from leased ranges.
 # It links leafd's own snowflake decoder (src/snowflake/sfcodec.c, src/core/util.c), built
-# again position-independent into the library. Its tests start ./leafd:
-# build/tests/check_client and its ASan and TSan builds (run_unit.sh runs
-# them with the other build/*/tests/check_* suites in make test).
+# again position-independent into the library. The objects are linked into
+# one (ld -r) without the functions the API does not reach (--gc-sections:
+# util.c's aborting x* allocators are left out), whose symbols are all made
+# local but the leafd_ API (objcopy), so the library never clashes with a
+# program's own xmalloc or util_*; tests/client/check_exports.sh then
+# refuses an archive that exports any other symbol or calls abort(). Its tests start ./leafd: build/tests/check_client and its
+# ASan and TSan builds, each linked against its own build of the archive,
+# with the library's allocations, threads and libcurl handles routed
+# through the test's fault injection (CLIENT_WRAP); run_unit.sh runs them
+# with the other build/*/tests/check_* suites in make test.
 #   make client          build/libleafd-client.a, its example
 #   make install-client  header and library under PREFIX (/usr/local)
 CLIENT_SRCS := clients/c/leafd_client.c clients/c/lease_parse.c src/snowflake/sfcodec.c src/core/util.c
-CLIENT_CFLAGS = $(CFLAGS) -fPIC -Iclients/c $(shell pkg-config --cflags libcurl 2>/dev/null)
+CLIENT_CFLAGS = $(CFLAGS) -fPIC -ffunction-sections -fdata-sections -Iclients/c \
+                $(shell pkg-config --cflags libcurl 2>/dev/null)
 CLIENT_LIBS := $(shell pkg-config --libs libcurl 2>/dev/null) -pthread
 CLIENT_OBJS := $(patsubst %.c,build/client/%.o,$(notdir $(CLIENT_SRCS)))
 CLIENT_TESTS := build/tests/check_client build/asan/tests/check_client \
                 build/tsan/tests/check_client
+CLIENT_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=pthread_create \
+               -Wl,--wrap=pthread_atfork,--wrap=curl_easy_init
+# The API: the functions leafd_client.h declares.
+CLIENT_API := $(shell grep -oP '\bleafd_\w+(?=\x28)' clients/c/leafd_client.h | sort -u)
 PREFIX ?= /usr/local
 
 .PHONY: client install-client
@@ -306,28 +318,60 @@ build/client/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CLIENT_CFLAGS) -MMD -MP -c -o $@ $<
 
-build/libleafd-client.a: $(CLIENT_OBJS)
-	rm -f $@
-	ar rcs $@ $^
+build/asan/client/%.o: clients/c/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CLIENT_CFLAGS) $(ASAN_FLAGS) -MMD -MP -c -o $@ $<
+
+build/asan/client/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CLIENT_CFLAGS) $(ASAN_FLAGS) -MMD -MP -c -o $@ $<
+
+build/tsan/client/%.o: clients/c/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CLIENT_CFLAGS) $(TSAN_FLAGS) -MMD -MP -c -o $@ $<
+
+build/tsan/client/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CLIENT_CFLAGS) $(TSAN_FLAGS) -MMD -MP -c -o $@ $<
+
+# $(1): the objects. One object (ld -r) of what the API reaches, only
+# leafd_* left global, archived and checked; a failed check deletes it.
+define client_archive
+	rm -f $@ $(@:.a=.o)
+	$(LD) -r --gc-sections $(CLIENT_API:%=-u %) -o $(@:.a=.o) $(1)
+	objcopy --wildcard --keep-global-symbol='leafd_*' $(@:.a=.o)
+	ar rcs $@ $(@:.a=.o)
+	sh tests/client/check_exports.sh $@ clients/c/leafd_client.h || { rm -f $@; exit 1; }
+endef
+
+build/libleafd-client.a: $(CLIENT_OBJS) tests/client/check_exports.sh clients/c/leafd_client.h
+	$(call client_archive,$(CLIENT_OBJS))
+
+build/asan/libleafd-client.a: $(CLIENT_OBJS:build/%=build/asan/%) tests/client/check_exports.sh
+	$(call client_archive,$(CLIENT_OBJS:build/%=build/asan/%))
+
+build/tsan/libleafd-client.a: $(CLIENT_OBJS:build/%=build/tsan/%) tests/client/check_exports.sh
+	$(call client_archive,$(CLIENT_OBJS:build/%=build/tsan/%))
 
 build/leafd-client-example: clients/c/example.c build/libleafd-client.a
 	$(CC) $(CLIENT_CFLAGS) -o $@ $< build/libleafd-client.a $(CLIENT_LIBS)
 
-build/tests/check_client: tests/client/check_client.c $(CLIENT_SRCS) clients/c/leafd_client.h clients/c/lease_parse.h
+build/tests/check_client: tests/client/check_client.c build/libleafd-client.a clients/c/leafd_client.h
 	@mkdir -p $(@D)
-	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(CLIENT_SRCS) $(CHECK_LIBS) $(CLIENT_LIBS) -lm
+	$(CC) $(CLIENT_CFLAGS) -o $@ $< build/libleafd-client.a $(CLIENT_WRAP) $(CHECK_LIBS) $(CLIENT_LIBS) -lm
 
-build/asan/tests/check_client: tests/client/check_client.c $(CLIENT_SRCS) clients/c/leafd_client.h
+build/asan/tests/check_client: tests/client/check_client.c build/asan/libleafd-client.a clients/c/leafd_client.h
 	@mkdir -p $(@D)
-	$(CC) $(CLIENT_CFLAGS) $(ASAN_FLAGS) -o $@ $< $(CLIENT_SRCS) $(CHECK_LIBS) $(CLIENT_LIBS) -lm
+	$(CC) $(CLIENT_CFLAGS) $(ASAN_FLAGS) -o $@ $< build/asan/libleafd-client.a $(CLIENT_WRAP) $(CHECK_LIBS) $(CLIENT_LIBS) -lm
 
-build/tsan/tests/check_client: tests/client/check_client.c $(CLIENT_SRCS) clients/c/leafd_client.h
+build/tsan/tests/check_client: tests/client/check_client.c build/tsan/libleafd-client.a clients/c/leafd_client.h
 	@mkdir -p $(@D)
-	$(CC) $(CLIENT_CFLAGS) $(TSAN_FLAGS) -o $@ $< $(CLIENT_SRCS) $(CHECK_LIBS) $(CLIENT_LIBS) -lm
+	$(CC) $(CLIENT_CFLAGS) $(TSAN_FLAGS) -o $@ $< build/tsan/libleafd-client.a $(CLIENT_WRAP) $(CHECK_LIBS) $(CLIENT_LIBS) -lm
 
 install-client: build/libleafd-client.a
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib
 	install -m 644 clients/c/leafd_client.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 build/libleafd-client.a $(DESTDIR)$(PREFIX)/lib/
 
--include $(CLIENT_OBJS:.o=.d)
+-include $(CLIENT_OBJS:.o=.d) $(CLIENT_OBJS:build/%.o=build/asan/%.d) \
+         $(CLIENT_OBJS:build/%.o=build/tsan/%.d)

@@ -26,6 +26,12 @@
  * background thread again (with its own libcurl handle: the parent's
  * connections stay the parent's) when the child first needs a lease. The
  * parent keeps its ranges. fork() only: a raw clone(2) runs no handler.
+ *
+ * Out of memory: the library never aborts. A failed allocation (or thread,
+ * or libcurl handle) is LEAFD_ENOMEM to the caller; in the background
+ * thread it is a failed lease (the IDs leafd leased are a gap), asked for
+ * again by the next caller that needs one. Snowflake decoding allocates
+ * nothing (sfcodec_layout_set, sfcodec_decode_id).
  */
 #include <assert.h>
 #include <curl/curl.h>
@@ -96,7 +102,8 @@ struct leafd_client {
 static _Atomic uint64_t last_client_id;
 static _Thread_local char tl_error[600];
 static _Thread_local struct { uint64_t id; struct tag *t; } tl_cache;
-static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
+static int lib_ready;                   /* lib_lock: lib_init succeeded */
 static pthread_mutex_t clients_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct leafd_client *clients;    /* live clients, for the fork handlers */
 
@@ -121,6 +128,7 @@ leafd_strerror(int code)
     case LEAFD_EUNAVAILABLE: return "no ID left and no server gave a lease";
     case LEAFD_EUNKNOWN_TAG: return "unknown biz_tag";
     case LEAFD_EREFUSED: return "the server refused the lease";
+    case LEAFD_ENOMEM: return "out of memory";
     }
     return "unknown error";
 }
@@ -132,16 +140,6 @@ now_ms(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void *
-xcalloc1(size_t n)
-{
-    void *p = calloc(1, n);
-
-    if (p == NULL)
-        abort();
-    return p;
 }
 
 static int
@@ -165,12 +163,23 @@ static void fork_prepare(void);
 static void fork_parent(void);
 static void fork_child(void);
 
-static void
-lib_init_once(void)
+/* libcurl's global state and the fork handlers, once per process; a
+ * failure is tried again by the next leafd_client_new. Returns 0 or -1. */
+static int
+lib_init(void)
 {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    if (pthread_atfork(fork_prepare, fork_parent, fork_child) != 0)
-        abort();
+    int rc = 0;
+
+    pthread_mutex_lock(&lib_lock);
+    if (!lib_ready) {
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
+            pthread_atfork(fork_prepare, fork_parent, fork_child) != 0)
+            rc = -1;
+        else
+            lib_ready = 1;
+    }
+    pthread_mutex_unlock(&lib_lock);
+    return rc;
 }
 
 /* ---- HTTP (background thread) ---- */
@@ -195,7 +204,8 @@ on_body(char *p, size_t size, size_t nmemb, void *arg)
 }
 
 /* The ranges of a text lease answer, as struct ranges. Returns how many,
- * or -1. */
+ * -1 for a text that is not a lease answer, or -2 when out of memory
+ * (nothing in out then). */
 static int
 parse_ranges(const char *s, size_t len, struct range **out, int max, int64_t want)
 {
@@ -203,7 +213,11 @@ parse_ranges(const char *s, size_t len, struct range **out, int max, int64_t wan
     int n = lease_parse(s, len, want, lr, max < SEGMENT_RANGES_MAX ? max : SEGMENT_RANGES_MAX);
 
     for (int i = 0; i < n; i++) {
-        out[i] = xcalloc1(sizeof *out[i]);
+        if ((out[i] = calloc(1, sizeof *out[i])) == NULL) {
+            while (i-- > 0)
+                free(out[i]);
+            return -2;
+        }
         out[i]->start = lr[i].start;
         out[i]->end = lr[i].end;
         atomic_store(&out[i]->next, lr[i].start);
@@ -213,23 +227,29 @@ parse_ranges(const char *s, size_t len, struct range **out, int max, int64_t wan
 
 /* Lease size IDs of tag from one server. Returns LEAFD_OK with *nr ranges,
  * 1 when the server failed (try the next), or a LEAFD_E* code that no
- * other server would answer differently. */
+ * other server would answer differently (LEAFD_ENOMEM: this process is out
+ * of memory; the server is not to blame). */
 static int
 lease_from(struct leafd_client *c, struct server *sv, const char *tag, int64_t size,
            struct range **out, int *nr, char *why, size_t whylen)
 {
     char url[1200], auth[300];
-    struct curl_slist *hdr = NULL;
+    struct curl_slist *hdr, *more;
     struct resp r = { .len = 0 };
     long status = 0;
     CURLcode cc;
 
     snprintf(url, sizeof url, "%s/segment/%s/lease?size=%lld", sv->url, tag,
              (long long)size);
-    hdr = curl_slist_append(hdr, "Accept: text/plain");
+    if ((hdr = curl_slist_append(NULL, "Accept: text/plain")) == NULL)
+        goto oom;
     if (c->opt.token != NULL) {
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", c->opt.token);
-        hdr = curl_slist_append(hdr, auth);
+        if ((more = curl_slist_append(hdr, auth)) == NULL) {
+            curl_slist_free_all(hdr);
+            goto oom;
+        }
+        hdr = more;
     }
     curl_easy_setopt(c->curl, CURLOPT_URL, url);
     curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, hdr);
@@ -242,6 +262,8 @@ lease_from(struct leafd_client *c, struct server *sv, const char *tag, int64_t s
     atomic_fetch_add(&c->http_requests, 1);
     cc = curl_easy_perform(c->curl);
     curl_slist_free_all(hdr);
+    if (cc == CURLE_OUT_OF_MEMORY)
+        goto oom;
     if (cc != CURLE_OK) {
         snprintf(why, whylen, "%s: %s", sv->url, curl_easy_strerror(cc));
         return 1;
@@ -251,6 +273,11 @@ lease_from(struct leafd_client *c, struct server *sv, const char *tag, int64_t s
         *nr = parse_ranges(r.buf, r.len, out, SEGMENT_RANGES_MAX, size);
         if (*nr > 0)
             return LEAFD_OK;
+        if (*nr == -2) {
+            snprintf(why, whylen, "out of memory (the %lld IDs %s leased are lost)",
+                     (long long)size, sv->url);
+            return LEAFD_ENOMEM;
+        }
         snprintf(why, whylen, "%s: not a lease answer", sv->url);
         return 1;
     }
@@ -260,6 +287,10 @@ lease_from(struct leafd_client *c, struct server *sv, const char *tag, int64_t s
     if (status >= 400 && status < 500)
         return LEAFD_EREFUSED;
     return 1;                           /* 5xx: this server cannot now */
+
+oom:
+    snprintf(why, whylen, "out of memory (before asking %s)", sv->url);
+    return LEAFD_ENOMEM;
 }
 
 /* One lease over the servers, each tried at most once, skipping those that
@@ -343,27 +374,35 @@ background(void *arg)
 
 /* ---- tags and the hot path ---- */
 
-static struct tag *
-tag_get(struct leafd_client *c, const char *name)
+/* The tag name of c into *out, made on first use. Returns LEAFD_OK,
+ * LEAFD_EINVAL for a bad name or LEAFD_ENOMEM (with tl_error). */
+static int
+tag_get(struct leafd_client *c, const char *name, struct tag **out)
 {
     struct tag *t;
 
-    if (tl_cache.id == c->id && strcmp(tl_cache.t->name, name) == 0)
-        return tl_cache.t;
+    if (tl_cache.id == c->id && strcmp(tl_cache.t->name, name) == 0) {
+        *out = tl_cache.t;
+        return LEAFD_OK;
+    }
     for (t = atomic_load(&c->tags); t != NULL; t = t->next_tag)
         if (strcmp(t->name, name) == 0)
             break;
     if (t == NULL) {
         if (!tag_valid(name)) {
             set_error("biz_tag must be 1 to 128 characters of [A-Za-z0-9._:-]%s%s", "", "");
-            return NULL;
+            return LEAFD_EINVAL;
         }
         pthread_mutex_lock(&c->lock);
         for (t = atomic_load(&c->tags); t != NULL; t = t->next_tag)
             if (strcmp(t->name, name) == 0)
                 break;
         if (t == NULL) {
-            t = xcalloc1(sizeof *t);
+            if ((t = calloc(1, sizeof *t)) == NULL) {
+                pthread_mutex_unlock(&c->lock);
+                set_error("out of memory for biz_tag %.128s%s", name, "");
+                return LEAFD_ENOMEM;
+            }
             snprintf(t->name, sizeof t->name, "%s", name);
             t->size = c->opt.lease_min;
             t->next_tag = atomic_load(&c->tags);
@@ -373,7 +412,8 @@ tag_get(struct leafd_client *c, const char *name)
     }
     tl_cache.id = c->id;
     tl_cache.t = t;
-    return t;
+    *out = t;
+    return LEAFD_OK;
 }
 
 /* Ask the background thread for the next range (once per range). */
@@ -394,18 +434,19 @@ ask_prefetch(struct leafd_client *c, struct tag *t, struct range *r)
 
 /* Start the background thread and its libcurl handle if they are not
  * running (a new client, or the first lease a forked child needs). c->lock
- * held, or c not yet shared. Returns 0, or -1 when either cannot be made. */
-static int
+ * held, or c not yet shared. Returns NULL, or why either cannot be made
+ * (out of memory or threads). */
+static const char *
 start_thread(struct leafd_client *c)
 {
     if (c->running)
-        return 0;
+        return NULL;
     if (c->curl == NULL && (c->curl = curl_easy_init()) == NULL)
-        return -1;
+        return "out of memory: libcurl could not make a handle";
     if (pthread_create(&c->thread, NULL, background, c) != 0)
-        return -1;
+        return "out of memory: the client's thread could not start";
     c->running = 1;
-    return 0;
+    return NULL;
 }
 
 /* The current range seen was used up: switch to a pending one, or wait for
@@ -416,6 +457,7 @@ slow_path(struct leafd_client *c, struct tag *t, struct range *seen)
 {
     int64_t wait_ms = (int64_t)c->opt.timeout_ms * (c->nservers + 1) + 100;
     struct timespec deadline;
+    const char *why;
     uint64_t gen0;
     int rc = 0;
 
@@ -463,10 +505,10 @@ slow_path(struct leafd_client *c, struct tag *t, struct range *seen)
             snprintf(tl_error, sizeof tl_error, "no lease for %.128s: %.320s", t->name, t->fail_msg);
             break;
         }
-        if (start_thread(c) != 0) {
-            rc = LEAFD_EUNAVAILABLE;
-            snprintf(tl_error, sizeof tl_error, "no lease for %.128s: the client's "
-                     "thread could not start again after fork()", t->name);
+        if ((why = start_thread(c)) != NULL) {
+            rc = LEAFD_ENOMEM;
+            snprintf(tl_error, sizeof tl_error, "no lease for %.128s after fork(): %s",
+                     t->name, why);
             break;
         }
         t->want = 1;
@@ -489,6 +531,7 @@ leafd_next_n(struct leafd_client *c, const char *tag, int64_t n, int64_t *ids,
 {
     struct tag *t;
     int64_t have = 0;
+    int rc;
 
     if (got != NULL)
         *got = 0;
@@ -496,9 +539,8 @@ leafd_next_n(struct leafd_client *c, const char *tag, int64_t n, int64_t *ids,
         set_error("invalid argument%s%s", "", "");
         return LEAFD_EINVAL;
     }
-    t = tag_get(c, tag);
-    if (t == NULL)
-        return LEAFD_EINVAL;
+    if ((rc = tag_get(c, tag, &t)) != LEAFD_OK)
+        return rc;
     while (have < n) {
         struct range *r = atomic_load_explicit(&t->cur, memory_order_acquire);
 
@@ -520,11 +562,8 @@ leafd_next_n(struct leafd_client *c, const char *tag, int64_t n, int64_t *ids,
                 continue;
             }
         }
-        {
-            int rc = slow_path(c, t, r);
-            if (rc != 0)
-                return rc;
-        }
+        if ((rc = slow_path(c, t, r)) != 0)
+            return rc;
     }
     return LEAFD_OK;
 }
@@ -551,14 +590,14 @@ next_refill(struct leafd_client *c, const char *tag, int64_t *id)
 {
     struct tblock *b = NULL;
     struct tag *t;
+    int rc;
 
     if (c == NULL || tag == NULL || id == NULL) {
         set_error("invalid argument%s%s", "", "");
         return LEAFD_EINVAL;
     }
-    t = tag_get(c, tag);
-    if (t == NULL)
-        return LEAFD_EINVAL;
+    if ((rc = tag_get(c, tag, &t)) != LEAFD_OK)
+        return rc;
     for (int i = 0; i < TL_WAYS; i++)
         if (tl_blocks[i].cid == c->id && tl_blocks[i].t == t) {
             b = &tl_blocks[i];
@@ -596,11 +635,8 @@ next_refill(struct leafd_client *c, const char *tag, int64_t *id)
                 return LEAFD_OK;
             }
         }
-        {
-            int rc = slow_path(c, t, r);
-            if (rc != 0)
-                return rc;
-        }
+        if ((rc = slow_path(c, t, r)) != 0)
+            return rc;
     }
 }
 
@@ -625,15 +661,23 @@ leafd_client_new(const char *urls, const struct leafd_client_options *opt,
                  const char **err)
 {
     struct leafd_client *c;
-    const char *p;
+    const char *p, *why = NULL;
 
     if (urls == NULL || *urls == '\0') {
         if (err)
             *err = "no server URL";
         return NULL;
     }
-    pthread_once(&lib_once, lib_init_once);
-    c = xcalloc1(sizeof *c);
+    if (lib_init() != 0) {
+        if (err)
+            *err = "out of memory: libcurl or the fork handlers could not be set up";
+        return NULL;
+    }
+    if ((c = calloc(1, sizeof *c)) == NULL) {
+        if (err)
+            *err = "out of memory";
+        return NULL;
+    }
     c->id = atomic_fetch_add(&last_client_id, 1) + 1;
     if (opt != NULL)
         c->opt = *opt;
@@ -659,14 +703,13 @@ leafd_client_new(const char *urls, const struct leafd_client_options *opt,
             n--;
         if (n == 0 || n > 1000 || c->nservers == MAX_SERVERS ||
             (strncmp(p, "http://", 7) != 0 && strncmp(p, "https://", 8) != 0)) {
-            if (err)
-                *err = "URLs must be 1 to 16 comma-separated http:// or https:// base URLs";
-            for (int i = 0; i < c->nservers; i++)
-                free(c->servers[i].url);
-            free(c);
-            return NULL;
+            why = "URLs must be 1 to 16 comma-separated http:// or https:// base URLs";
+            goto fail;
         }
-        c->servers[c->nservers].url = xcalloc1(n + 1);
+        if ((c->servers[c->nservers].url = calloc(1, n + 1)) == NULL) {
+            why = "out of memory";
+            goto fail;
+        }
         memcpy(c->servers[c->nservers].url, p, n);
         c->nservers++;
         if (e == NULL)
@@ -676,13 +719,27 @@ leafd_client_new(const char *urls, const struct leafd_client_options *opt,
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->work, NULL);
     pthread_cond_init(&c->done, NULL);
-    if (start_thread(c) != 0)
-        abort();
+    if ((why = start_thread(c)) != NULL) {
+        pthread_mutex_destroy(&c->lock);
+        pthread_cond_destroy(&c->work);
+        pthread_cond_destroy(&c->done);
+        goto fail;
+    }
     pthread_mutex_lock(&clients_lock);
     c->next_client = clients;
     clients = c;
     pthread_mutex_unlock(&clients_lock);
     return c;
+
+fail:
+    if (err)
+        *err = why;
+    for (int i = 0; i < c->nservers; i++)
+        free(c->servers[i].url);
+    if (c->curl != NULL)
+        curl_easy_cleanup(c->curl);
+    free(c);
+    return NULL;
 }
 
 void
@@ -781,6 +838,10 @@ static void
 fork_child(void)
 {
     pthread_mutex_init(&clients_lock, NULL);
+    /* A handler runs only once lib_init registered it, after libcurl's
+     * setup: the child's library is ready, whatever lib_lock's state was. */
+    pthread_mutex_init(&lib_lock, NULL);
+    lib_ready = 1;
     for (struct leafd_client *c = clients; c != NULL; c = c->next_client)
         client_after_fork(c);
     /* The forking thread's blocks are its parent's IDs too. */
@@ -797,7 +858,25 @@ leafd_client_stats(struct leafd_client *c, struct leafd_client_stats *st)
     st->lease_size = atomic_load_explicit(&c->last_size, memory_order_relaxed);
 }
 
-/* ---- snowflake IDs: leafd's own decoder (src/snowflake/sfcodec.c) ---- */
+/* ---- snowflake IDs: leafd's own decoder (src/snowflake/sfcodec.c), the
+ * parts of it that allocate nothing ---- */
+
+static const char *
+layout_why(enum sfcodec_layout_check r)
+{
+    switch (r) {
+    case SFCODEC_LAYOUT_OK: return "ok";
+    case SFCODEC_LAYOUT_BITS_RANGE:
+        return "snowflake layout: bits out of range (timestamp and sequence 1 to 62, "
+               "worker 0 to 62)";
+    case SFCODEC_LAYOUT_BITS_SUM: return "snowflake layout: the bits must sum to 63";
+    case SFCODEC_LAYOUT_EPOCH_NEGATIVE: return "snowflake layout: the epoch is negative";
+    case SFCODEC_LAYOUT_EPOCH_FUTURE: return "snowflake layout: the epoch is in the future";
+    case SFCODEC_LAYOUT_RAN_OUT: return "snowflake layout: its timestamp ran out";
+    case SFCODEC_LAYOUT_IN_MARGIN: break;       /* no margin asked */
+    }
+    return "snowflake layout: bad layout";
+}
 
 int
 leafd_snowflake_decode_layout(uint64_t id, int64_t epoch_ms, int timestamp_bits,
@@ -807,21 +886,19 @@ leafd_snowflake_decode_layout(uint64_t id, int64_t epoch_ms, int timestamp_bits,
     struct sfcodec_layout l;
     struct sfcodec_decoded d;
     struct timespec ts;
-    char text[24], *cause = NULL;
+    enum sfcodec_layout_check r;
     int64_t now;
 
     clock_gettime(CLOCK_REALTIME, &ts);
     now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-    if (sfcodec_layout_init(&l, epoch_ms, timestamp_bits, 0, worker_bits,
-                            sequence_bits, now, 0, &cause) == -1) {
-        snprintf(tl_error, sizeof tl_error, "%s", cause ? cause : "bad layout");
-        free(cause);
+    r = sfcodec_layout_set(&l, epoch_ms, timestamp_bits, 0, worker_bits, sequence_bits,
+                           now, 0);
+    if (r != SFCODEC_LAYOUT_OK) {
+        set_error("%s%s", layout_why(r), "");
         return -1;
     }
-    snprintf(text, sizeof text, "%llu", (unsigned long long)id);
-    if (sfcodec_decode(&l, text, strlen(text), &d, &cause) == -1) {
-        snprintf(tl_error, sizeof tl_error, "%s", cause ? cause : "not an ID");
-        free(cause);
+    if (sfcodec_decode_id(&l, id, &d) == -1) {
+        set_error("not an ID: bit 63 is set%s%s", "", "");
         return -1;
     }
     out->timestamp_ms = d.timestamp_ms;

@@ -31,6 +31,16 @@
  * ones at its first call; the parent keeps its own. A client's background
  * thread starts again in the child on that first lease.
  *
+ * Out of memory: the library never aborts the process. A failed
+ * allocation, thread or libcurl handle is LEAFD_ENOMEM (leafd_next,
+ * leafd_next_n) or NULL with *err (leafd_client_new); when the background
+ * thread cannot hold a lease it is a failed lease (its IDs are a gap),
+ * leased again when a caller next needs one. Decoding allocates nothing.
+ *
+ * Symbols: the library defines only leafd_-prefixed global symbols (the
+ * functions below); its internals, leafd's snowflake decoder among them,
+ * are local to it, so they never clash with the program's own.
+ *
  * HTTP is libcurl's. Link: -lleafd-client -lcurl -lpthread.
  */
 #ifndef LEAFD_CLIENT_H
@@ -52,6 +62,7 @@ enum {
     LEAFD_EUNAVAILABLE = -2,    /* no ID left and no server gave a lease */
     LEAFD_EUNKNOWN_TAG = -3,    /* the server says the biz_tag does not exist */
     LEAFD_EREFUSED     = -4,    /* the server refused (token, bad row): 4xx */
+    LEAFD_ENOMEM       = -5,    /* out of memory (or threads): try again later */
 };
 
 struct leafd_client_options {
@@ -68,15 +79,17 @@ struct leafd_client_options {
 
 /* urls: comma-separated base URLs, e.g. "http://10.0.0.1:8080,http://10.0.0.2:8080"
  * (at most 16). opt NULL or fields 0: defaults. Starts the background
- * thread; contacts no server yet. NULL on a bad argument, with *err (may be
- * NULL) set to a static message. */
+ * thread; contacts no server yet. NULL on a bad argument or out of memory,
+ * with *err (may be NULL) set to a static message. */
 struct leafd_client *leafd_client_new(const char *urls,
                                       const struct leafd_client_options *opt,
                                       const char **err);
 /* Stops the background thread and frees everything. NULL: no-op. */
 void leafd_client_free(struct leafd_client *c);
 
-/* One ID of tag into *id. LEAFD_OK, or an error (nothing written). */
+/* One ID of tag into *id. LEAFD_OK, or an error (nothing written):
+ * LEAFD_EINVAL, LEAFD_EUNAVAILABLE, LEAFD_EUNKNOWN_TAG, LEAFD_EREFUSED,
+ * LEAFD_ENOMEM. */
 int leafd_next(struct leafd_client *c, const char *tag, int64_t *id);
 /* n IDs of tag into ids[0..n): all or nothing is reported, but on an error
  * after some IDs were taken *got says how many are valid in ids (they are

@@ -2,6 +2,7 @@
  * rendering IDs (see sfcodec.h). Pure: no clock of its own, no I/O, no
  * threads; the decode fuzzer links it alone.
  */
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,39 +44,22 @@ sfcodec_format_utc(int64_t unix_ms, char *buf, size_t size)
     sfcodec_format(unix_ms, buf, size, 0);
 }
 
-int
-sfcodec_layout_init(struct sfcodec_layout *l, int64_t epoch_ms,
-                    int timestamp_bits, int datacenter_bits, int worker_bits,
-                    int sequence_bits, int64_t now_ms, int64_t margin_days,
-                    char **cause)
+enum sfcodec_layout_check
+sfcodec_layout_set(struct sfcodec_layout *l, int64_t epoch_ms,
+                   int timestamp_bits, int datacenter_bits, int worker_bits,
+                   int sequence_bits, int64_t now_ms, int64_t margin_days)
 {
-    char date[40];
     int64_t end;
 
     memset(l, 0, sizeof *l);
     if (timestamp_bits < 1 || sequence_bits < 1 || worker_bits < 0 ||
         datacenter_bits < 0 || timestamp_bits > 62 || sequence_bits > 62 ||
-        worker_bits > 62 || datacenter_bits > 62) {
-        *cause = xasprintf("snowflake layout: bits out of range (timestamp "
-                           "%d, datacenter %d, worker %d, sequence %d; "
-                           "timestamp and sequence need at least 1)",
-                           timestamp_bits, datacenter_bits, worker_bits,
-                           sequence_bits);
-        return -1;
-    }
-    if (timestamp_bits + datacenter_bits + worker_bits + sequence_bits != 63) {
-        *cause = xasprintf("snowflake layout: timestamp %d + datacenter %d + "
-                           "worker %d + sequence %d bits = %d, must be 63",
-                           timestamp_bits, datacenter_bits, worker_bits,
-                           sequence_bits, timestamp_bits + datacenter_bits +
-                           worker_bits + sequence_bits);
-        return -1;
-    }
-    if (epoch_ms < 0) {
-        *cause = xasprintf("snowflake layout: epoch %" PRId64 " is negative",
-                           epoch_ms);
-        return -1;
-    }
+        worker_bits > 62 || datacenter_bits > 62)
+        return SFCODEC_LAYOUT_BITS_RANGE;
+    if (timestamp_bits + datacenter_bits + worker_bits + sequence_bits != 63)
+        return SFCODEC_LAYOUT_BITS_SUM;
+    if (epoch_ms < 0)
+        return SFCODEC_LAYOUT_EPOCH_NEGATIVE;
     l->epoch_ms = epoch_ms;
     l->timestamp_bits = timestamp_bits;
     l->datacenter_bits = datacenter_bits;
@@ -90,21 +74,60 @@ sfcodec_layout_init(struct sfcodec_layout *l, int64_t epoch_ms,
     l->max_sequence = (UINT64_C(1) << sequence_bits) - 1;
 
     if (now_ms < 0)
-        return 0;
+        return SFCODEC_LAYOUT_OK;
     end = sfcodec_layout_end_ms(l);
-    sfcodec_format_utc(end, date, sizeof date);
-    if (epoch_ms > now_ms) {
+    if (epoch_ms > now_ms)
+        return SFCODEC_LAYOUT_EPOCH_FUTURE;
+    if (end <= now_ms)
+        return SFCODEC_LAYOUT_RAN_OUT;
+    if (margin_days > 0 && (end - now_ms) / 86400000 < margin_days)
+        return SFCODEC_LAYOUT_IN_MARGIN;
+    return SFCODEC_LAYOUT_OK;
+}
+
+int
+sfcodec_layout_init(struct sfcodec_layout *l, int64_t epoch_ms,
+                    int timestamp_bits, int datacenter_bits, int worker_bits,
+                    int sequence_bits, int64_t now_ms, int64_t margin_days,
+                    char **cause)
+{
+    char date[40];
+
+    switch (sfcodec_layout_set(l, epoch_ms, timestamp_bits, datacenter_bits,
+                               worker_bits, sequence_bits, now_ms,
+                               margin_days)) {
+    case SFCODEC_LAYOUT_OK:
+        return 0;
+    case SFCODEC_LAYOUT_BITS_RANGE:
+        *cause = xasprintf("snowflake layout: bits out of range (timestamp "
+                           "%d, datacenter %d, worker %d, sequence %d; "
+                           "timestamp and sequence need at least 1)",
+                           timestamp_bits, datacenter_bits, worker_bits,
+                           sequence_bits);
+        return -1;
+    case SFCODEC_LAYOUT_BITS_SUM:
+        *cause = xasprintf("snowflake layout: timestamp %d + datacenter %d + "
+                           "worker %d + sequence %d bits = %d, must be 63",
+                           timestamp_bits, datacenter_bits, worker_bits,
+                           sequence_bits, timestamp_bits + datacenter_bits +
+                           worker_bits + sequence_bits);
+        return -1;
+    case SFCODEC_LAYOUT_EPOCH_NEGATIVE:
+        *cause = xasprintf("snowflake layout: epoch %" PRId64 " is negative",
+                           epoch_ms);
+        return -1;
+    case SFCODEC_LAYOUT_EPOCH_FUTURE:
         *cause = xasprintf("snowflake layout: epoch %" PRId64 " is in the "
                            "future (now %" PRId64 ")", epoch_ms, now_ms);
         return -1;
-    }
-    if (end <= now_ms) {
+    case SFCODEC_LAYOUT_RAN_OUT:
+        sfcodec_format_utc(sfcodec_layout_end_ms(l), date, sizeof date);
         *cause = xasprintf("snowflake layout: the %d-bit timestamp from epoch "
                            "%" PRId64 " ran out on %s", timestamp_bits,
                            epoch_ms, date);
         return -1;
-    }
-    if (margin_days > 0 && (end - now_ms) / 86400000 < margin_days) {
+    case SFCODEC_LAYOUT_IN_MARGIN:
+        sfcodec_format_utc(sfcodec_layout_end_ms(l), date, sizeof date);
         *cause = xasprintf("snowflake layout: the %d-bit timestamp from epoch "
                            "%" PRId64 " runs out on %s, within the %" PRId64
                            "-day margin (snowflake.expiry_margin_days); use "
@@ -112,7 +135,8 @@ sfcodec_layout_init(struct sfcodec_layout *l, int64_t epoch_ms,
                            timestamp_bits, epoch_ms, date, margin_days);
         return -1;
     }
-    return 0;
+    assert(!"sfcodec_layout_set: unknown result");
+    return -1;
 }
 
 int64_t
@@ -183,10 +207,20 @@ sfcodec_decode(const struct sfcodec_layout *l, const char *s, size_t len,
         *cause = xstrdup("ID out of range (over 2^64)");
         return -1;
     }
-    if (v > (uint64_t)INT64_MAX) {
+    if (sfcodec_decode_id(l, v, d) == -1) {
         *cause = xstrdup("not an ID: bit 63 is set");
         return -1;
     }
+    return 0;
+}
+
+int
+sfcodec_decode_id(const struct sfcodec_layout *l, uint64_t v,
+                  struct sfcodec_decoded *d)
+{
+    memset(d, 0, sizeof *d);
+    if (v > (uint64_t)INT64_MAX)
+        return -1;
     d->id = v;
     d->timestamp_ms = (int64_t)(v >> l->timestamp_shift) + l->epoch_ms;
     d->datacenter_id = (v >> l->datacenter_shift) & l->max_datacenter;

@@ -9,6 +9,9 @@
  *
  * Ownership: no allocation except the malloc'd *cause strings and
  * sfcodec_layout_describe's result; the caller frees them.
+ * sfcodec_layout_set, sfcodec_decode_id and sfcodec_format_utc never
+ * allocate (libleafd-client decodes with them alone: it may not abort on
+ * out-of-memory).
  * Failure values: 0 or -1 with *cause.
  * Thread-safety: every function may be called from any thread at once (a
  * layout is read-only once set up).
@@ -46,6 +49,25 @@ int  sfcodec_layout_init(struct sfcodec_layout *l, int64_t epoch_ms,
                          int timestamp_bits, int datacenter_bits,
                          int worker_bits, int sequence_bits, int64_t now_ms,
                          int64_t margin_days, char **cause);
+/* What sfcodec_layout_set found. */
+enum sfcodec_layout_check {
+    SFCODEC_LAYOUT_OK,
+    SFCODEC_LAYOUT_BITS_RANGE,      /* a width below its minimum or over 62 */
+    SFCODEC_LAYOUT_BITS_SUM,        /* the widths do not sum to 63 */
+    SFCODEC_LAYOUT_EPOCH_NEGATIVE,
+    SFCODEC_LAYOUT_EPOCH_FUTURE,
+    SFCODEC_LAYOUT_RAN_OUT,         /* the timestamp ran out before now_ms */
+    SFCODEC_LAYOUT_IN_MARGIN,       /* it runs out within margin_days */
+};
+/* sfcodec_layout_init's checks without the message: sets up *l and
+ * returns SFCODEC_LAYOUT_OK, or the first check that failed. */
+enum sfcodec_layout_check sfcodec_layout_set(struct sfcodec_layout *l,
+                                             int64_t epoch_ms,
+                                             int timestamp_bits,
+                                             int datacenter_bits,
+                                             int worker_bits,
+                                             int sequence_bits, int64_t now_ms,
+                                             int64_t margin_days);
 /* The last ms (since the Unix epoch) the timestamp field can hold. */
 int64_t sfcodec_layout_end_ms(const struct sfcodec_layout *l);
 /* One line for the start log: bits, epoch, highest worker ID, IDs per ms and
@@ -72,6 +94,9 @@ struct sfcodec_decoded {
  * zero, no overflow, bit 63 clear. Returns 0 or -1 with *cause. */
 int  sfcodec_decode(const struct sfcodec_layout *l, const char *s, size_t len,
                struct sfcodec_decoded *d, char **cause);
+/* The fields of the ID id. Returns 0, or -1 when bit 63 is set. */
+int  sfcodec_decode_id(const struct sfcodec_layout *l, uint64_t id,
+                       struct sfcodec_decoded *d);
 /* {"id":"...","timestamp":ms,"time":"...","worker_id":n,"sequence":n
  *  [,"datacenter_id":n]} appended to b. */
 void sfcodec_decoded_json(const struct sfcodec_decoded *d, struct sbuf *b);

@@ -10,9 +10,16 @@
  *   then fails with LEAFD_EUNAVAILABLE and a reason, without blocking.
  * - A process that holds ranges forks while its threads take IDs: the child
  *   leases fresh ranges, the parent keeps its own, no ID is in both.
+ * - Out of memory (fault injection, below): every allocation, thread,
+ *   libcurl handle and fork-handler registration of the library fails in
+ *   turn; the caller gets NULL or LEAFD_ENOMEM, never an abort, and the
+ *   client works again once memory is back.
+ *
+ * It links build/libleafd-client.a, the archive users get.
  */
 #include <arpa/inet.h>
 #include <check.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -26,9 +33,103 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
+
 #include "leafd_client.h"
 
 extern char **environ;
+
+/* ---- fault injection ----
+ * The Makefile links this test with -Wl,--wrap=malloc,--wrap=calloc,... so
+ * every such call of the library (and of this file and libcheck, linked
+ * statically as well) goes through the wrappers below. alloc_budget >= 0:
+ * that many more allocations succeed, then each one fails until it is set
+ * back to -1. Nothing here allocates while a failure is armed except the
+ * library: the tests disarm before they assert. */
+static _Atomic long alloc_budget = -1;
+static _Atomic int fail_thread, fail_curl, fail_atfork;
+
+void *__real_malloc(size_t size);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t size);
+int __real_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *),
+                          void *arg);
+int __real_pthread_atfork(void (*prepare)(void), void (*parent)(void),
+                          void (*child)(void));
+CURL *__real_curl_easy_init(void);
+void *__wrap_malloc(size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t size);
+int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *),
+                          void *arg);
+int __wrap_pthread_atfork(void (*prepare)(void), void (*parent)(void),
+                          void (*child)(void));
+CURL *__wrap_curl_easy_init(void);
+
+/* A program's own functions with the names of the library's internals
+ * (util.c's allocator, the lease parser): linked beside the archive, they
+ * must not clash with it (it exports only leafd_ symbols). */
+void *xmalloc(size_t size);
+int lease_parse(void);
+
+void *
+xmalloc(size_t size)
+{
+    return __real_malloc(size);
+}
+
+int
+lease_parse(void)
+{
+    return 0;
+}
+
+static int
+alloc_fails(void)
+{
+    long b = atomic_load(&alloc_budget);
+
+    while (b > 0 && !atomic_compare_exchange_weak(&alloc_budget, &b, b - 1))
+        ;
+    return b == 0;
+}
+
+void *
+__wrap_malloc(size_t size)
+{
+    return alloc_fails() ? NULL : __real_malloc(size);
+}
+
+void *
+__wrap_calloc(size_t n, size_t size)
+{
+    return alloc_fails() ? NULL : __real_calloc(n, size);
+}
+
+void *
+__wrap_realloc(void *p, size_t size)
+{
+    return alloc_fails() ? NULL : __real_realloc(p, size);
+}
+
+int
+__wrap_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *),
+                      void *arg)
+{
+    return fail_thread ? EAGAIN : __real_pthread_create(t, a, fn, arg);
+}
+
+int
+__wrap_pthread_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void))
+{
+    return fail_atfork ? ENOMEM : __real_pthread_atfork(prepare, parent, child);
+}
+
+CURL *
+__wrap_curl_easy_init(void)
+{
+    return fail_curl ? NULL : __real_curl_easy_init();
+}
 
 #ifdef __SANITIZE_THREAD__
 /* The fork test's child starts the client's thread again after a fork of a
@@ -465,6 +566,124 @@ START_TEST(bad_arguments_and_decode)
 }
 END_TEST
 
+/* ---- out of memory ---- */
+
+START_TEST(out_of_memory_in_client_new)
+{
+    struct leafd_client *c = NULL;
+    const char *err;
+    long k;
+
+    /* The fork handlers cannot be registered: this client fails, the next
+     * call tries again (check runs each test in a process of its own, so
+     * the library is not set up yet here). */
+    err = NULL;
+    fail_atfork = 1;
+    c = leafd_client_new("http://127.0.0.1:1", NULL, &err);
+    fail_atfork = 0;
+    ck_assert(c == NULL);
+    ck_assert_msg(err != NULL && strstr(err, "out of memory") != NULL, "%s", err);
+    /* Each allocation of leafd_client_new fails in turn. */
+    for (k = 0; c == NULL; k++) {
+        ck_assert_msg(k < 100, "leafd_client_new never succeeded");
+        err = NULL;
+        alloc_budget = k;
+        c = leafd_client_new("http://127.0.0.1:1,http://127.0.0.1:2/", NULL, &err);
+        alloc_budget = -1;
+        ck_assert_msg(c != NULL || (err != NULL && strstr(err, "out of memory") != NULL),
+                      "allocation %ld failed: %s", k, err);
+    }
+    ck_assert_msg(k >= 4, "only %ld allocations failed in turn", k - 1);   /* c, 2 URLs */
+    leafd_client_free(c);
+    /* No thread, no libcurl handle. */
+    err = NULL;
+    fail_thread = 1;
+    c = leafd_client_new("http://127.0.0.1:1", NULL, &err);
+    fail_thread = 0;
+    ck_assert(c == NULL);
+    ck_assert_msg(err != NULL && strstr(err, "thread") != NULL, "%s", err);
+    err = NULL;
+    fail_curl = 1;
+    c = leafd_client_new("http://127.0.0.1:1", NULL, &err);
+    fail_curl = 0;
+    ck_assert(c == NULL);
+    ck_assert_msg(err != NULL && strstr(err, "libcurl") != NULL, "%s", err);
+    c = leafd_client_new("http://127.0.0.1:1", NULL, &err);
+    ck_assert(c != NULL);
+    leafd_client_free(c);
+}
+END_TEST
+
+START_TEST(out_of_memory_in_next)
+{
+    int port = free_port();
+    pid_t pid = leafd_start(port);
+    struct leafd_client_options o = { .lease_min = 1000, .lease_max = 1000 };
+    struct leafd_client_stats st;
+    static int64_t ids[4000];
+    char url[64];
+    int64_t got = 0, n;
+    int rc;
+
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    cl = leafd_client_new(url, &o, NULL);
+    ck_assert(cl != NULL);
+    /* A new tag cannot be made. */
+    alloc_budget = 0;
+    rc = leafd_next(cl, "demo", &ids[0]);
+    alloc_budget = -1;
+    ck_assert_int_eq(rc, LEAFD_ENOMEM);
+    ck_assert_msg(strstr(leafd_last_error(), "out of memory") != NULL, "%s",
+                  leafd_last_error());
+    ck_assert_str_eq(leafd_strerror(LEAFD_ENOMEM), "out of memory");
+    ck_assert_int_eq(leafd_next(cl, "demo", &ids[0]), LEAFD_OK);
+    /* The background thread cannot hold the next lease: the caller gets
+     * what the range held, then LEAFD_ENOMEM. */
+    alloc_budget = 0;
+    rc = leafd_next_n(cl, "demo", 2000, ids + 1, &got);
+    alloc_budget = -1;
+    ck_assert_msg(rc == LEAFD_ENOMEM, "%d: %s", rc, leafd_last_error());
+    ck_assert_msg(strstr(leafd_last_error(), "out of memory") != NULL, "%s",
+                  leafd_last_error());
+    ck_assert_msg(got > 0 && got < 1000, "%lld IDs before the failure", (long long)got);
+    /* Memory is back: the next call leases again (the server was not taken
+     * for dead), and no ID came twice. */
+    n = 1 + got;
+    ck_assert_msg(leafd_next_n(cl, "demo", 2000, ids + n, NULL) == LEAFD_OK, "%s",
+                  leafd_last_error());
+    n += 2000;
+    seen_new(100000000);
+    for (int64_t i = 0; i < n; i++)
+        mark(ids[i]);
+    ck_assert_int_eq(dups, 0);
+    ck_assert_int_eq(outside, 0);
+    leafd_client_stats(cl, &st);
+    ck_assert_int_eq(st.failovers, 0);
+    leafd_client_free(cl);
+    leafd_kill(pid);
+    free(seen);
+}
+END_TEST
+
+START_TEST(decode_allocates_nothing)
+{
+    struct leafd_snowflake sf;
+    int bad_id, bad_layout, good;
+
+    alloc_budget = 0;
+    bad_id = leafd_snowflake_decode(UINT64_C(1) << 63, &sf);
+    bad_layout = leafd_snowflake_decode_layout(1, 1288834974657LL, 41, 10, 11, &sf);
+    good = leafd_snowflake_decode((UINT64_C(1000) << 22) | (5 << 12) | 7, &sf);
+    alloc_budget = -1;
+    ck_assert_int_eq(bad_id, -1);
+    ck_assert_int_eq(bad_layout, -1);
+    ck_assert_msg(strstr(leafd_last_error(), "63") != NULL, "%s", leafd_last_error());
+    ck_assert_int_eq(good, 0);
+    ck_assert_int_eq(sf.worker_id, 5);
+    ck_assert_int_eq(sf.sequence, 7);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -476,6 +695,9 @@ main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, bad_arguments_and_decode);
+    tcase_add_test(tc, out_of_memory_in_client_new);
+    tcase_add_test(tc, decode_allocates_nothing);
+    tcase_add_test(tc, out_of_memory_in_next);
     tcase_add_test(tc, all_down_serves_the_rest_then_fails);
     tcase_add_test(tc, fork_child_gets_fresh_ranges);
     tcase_add_test(tc, failover_kill_and_restart);
