@@ -588,7 +588,7 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
                             "ever issued from, `UPDATE leaf_worker SET "
                             "fence_ms = 0 WHERE worker_id = %d` skips it "
                             "(docs/operations.md)",
-                            tfence - c->unknown_gate_ms, WM_EPOCH_WORKER,
+                            (long long)(tfence - c->unknown_gate_ms), WM_EPOCH_WORKER,
                             WM_EPOCH_WORKER);
         m->note.gate = tfence;
     }
