@@ -53,61 +53,14 @@
 
 #include "config.h"
 #include "serial.h"
+#include "serial_internal.h"
 #include "store.h"
 #include "util.h"
 
-#define SERIAL_CODES_MAX 64
-#define HOUR_MS (3600LL * 1000)
-/* Two instants that yy prints alike are 100 years apart: 36524 days at
- * least, less two days for the zone's offsets. 2^41 ms are 69 years. */
-#define YY_REPEATS_MS ((36524LL - 2) * 24 * HOUR_MS)
-#define YY_BITS_MAX 41
-_Static_assert((1LL << YY_BITS_MAX) < YY_REPEATS_MS, "41 bits last < 100 years");
-
-struct serial_range {
-    int64_t next, end;                 /* [next, end) */
-};
-
-/* Which line set each field (0: the default). */
-enum serial_field {
-    F_PREFIX, F_PATTERN, F_ZONE, F_RESET, F_DIGITS, F_WORKER_ID, F_SOURCE,
-    F_STEP, F_COUNT
-};
-static const char *const field_names[F_COUNT] = {
-    "prefix", "pattern", "zone", "reset", "digits", "worker_id", "source", "step"
-};
-
-struct serial_code {
-    struct serial_def def;
-    const char       *file;            /* where it was defined, for errors */
-    int               line[F_COUNT];
-    int               first_line;
-
-    pthread_mutex_t   lock;            /* guards everything below */
-    int               have;            /* a period is held */
-    char              period[16];      /* its key, "20261123" */
-    int64_t           end_ms;          /* database time it ends */
-    int64_t           db_ms;           /* the last load's database time */
-    int64_t           sent_us;         /* and when it was sent (monotonic) */
-    int64_t           last_ms;         /* the latest time printed */
-    struct serial_range cur, next;
-    int               exhausted;       /* the period's row reached the limit */
-    int               loading;
-
-    _Atomic uint64_t  issued, refused, loads, periods;
-};
-
-struct serials {
-    struct serial_hooks hooks;
-    size_t              n;
-    int64_t             count_max;
-    struct serial_code  codes[SERIAL_CODES_MAX];
-};
-
 /* ---- definitions ---- */
 
-static int
-name_ok(const char *s, size_t len, size_t max)
+int
+serial_name_ok(const char *s, size_t len, size_t max)
 {
     if (len == 0 || len > max)
         return 0;
@@ -171,7 +124,7 @@ field_set(struct serial_code *c, enum serial_field f, const char *v,
 
     switch (f) {
     case F_PREFIX:
-        if (*v != '\0' && !name_ok(v, strlen(v), SERIAL_PREFIX_MAX)) {
+        if (*v != '\0' && !serial_name_ok(v, strlen(v), SERIAL_PREFIX_MAX)) {
             *cause = def_error(c, f, "\"%s\" is not 0 to 16 characters of "
                                "[A-Za-z0-9_-]", v);
             return -1;
@@ -365,60 +318,6 @@ def_check(const struct config *cfg, struct serial_code *c, const char *zone,
     return 0;
 }
 
-/* What each character of d's serials can be: lit[k], or when lit[k] is 0,
- * one of the digits whose bits dig[k] has. Returns the length. */
-static int
-text_shape(const struct serial_def *d, char *lit, uint16_t *dig)
-{
-    int n = (int)strlen(d->prefix), w;
-
-    assert(n + d->pattern.width + d->worker_digits + d->digits <=
-           SERIAL_TEXT_MAX);
-    for (int k = 0; k < n; k++) {
-        lit[k] = d->prefix[k];
-        dig[k] = 0;
-    }
-    w = serial_pattern_digits(&d->pattern, dig + n);
-    memset(lit + n, 0, (size_t)(w + d->worker_digits + d->digits));
-    n += w;
-    for (int k = 0; k < d->worker_digits + d->digits; k++)
-        dig[n++] = 0x3ff;
-    return n;
-}
-
-/* Can a serial of a and one of b be the same text? (1 unless some
- * character always differs: a sound test, never a false no.) fold: the
- * prefixes' letters are compared without regard to case (b's prefix is a
- * row key's, in lower case). */
-static int
-shapes_meet(const struct serial_def *a, const struct serial_def *b, int fold)
-{
-    char la[SERIAL_TEXT_MAX], lb[SERIAL_TEXT_MAX];
-    uint16_t da[SERIAL_TEXT_MAX], db[SERIAL_TEXT_MAX];
-    int n = text_shape(a, la, da);
-
-    if (text_shape(b, lb, db) != n)
-        return 0;
-    for (int k = 0; k < n; k++) {
-        int meet;
-
-        if (la[k] != 0 && lb[k] != 0)
-            meet = la[k] == lb[k] ||
-                   (fold && tolower((unsigned char)la[k]) ==
-                            tolower((unsigned char)lb[k]));
-        else if (la[k] != 0 || lb[k] != 0) {
-            char ch = la[k] != 0 ? la[k] : lb[k];
-            uint16_t m = la[k] != 0 ? db[k] : da[k];
-
-            meet = ch >= '0' && ch <= '9' && (m & (1u << (ch - '0')));
-        } else
-            meet = (da[k] & db[k]) != 0;
-        if (!meet)
-            return 0;
-    }
-    return 1;
-}
-
 static struct serial_code *
 code_get(struct serials *s, const char *code, size_t len, const char *file,
          int line, char **cause)
@@ -468,7 +367,7 @@ serials_new(const struct config *cfg, const struct serial_hooks *hooks,
         struct serial_code *c;
         int f;
 
-        if (dot == NULL || !name_ok(code, (size_t)(dot - code), SERIAL_CODE_MAX)) {
+        if (dot == NULL || !serial_name_ok(code, (size_t)(dot - code), SERIAL_CODE_MAX)) {
             *cause = xasprintf("%s:%d: %s: expected serial.<code>.<field> with a "
                                "code of 1 to %d characters of [A-Za-z0-9_-]",
                                l->file, l->line, l->key, SERIAL_CODE_MAX);
@@ -518,7 +417,7 @@ serials_new(const struct config *cfg, const struct serial_hooks *hooks,
     }
     for (size_t i = 0; i < s->n; i++)
         for (size_t j = 0; j < i; j++)
-            if (shapes_meet(&s->codes[j].def, &s->codes[i].def, 0)) {
+            if (serial_shapes_meet(&s->codes[j].def, &s->codes[i].def, 0)) {
                 struct serial_code *c = &s->codes[i];
                 char *why = xasprintf("serial.%s (line %d) and serial.%s can "
                                       "print the same text (the same length, "
@@ -593,252 +492,6 @@ serials_find(const struct serials *s, const char *code, size_t len)
     return -1;
 }
 
-/* ---- periods ---- */
-
-static void
-key_at(const struct tzone *z, enum serial_reset r, int64_t t, char *key)
-{
-    struct tzone_tm tm;
-
-    tzone_local(z, t, &tm);
-    serial_period_key(r, &tm, key);
-}
-
-int64_t
-serial_period_end(const struct tzone *z, enum serial_reset r, int64_t t)
-{
-    struct tzone_tm tm;
-    char k[16], kk[16];
-    int64_t days, guess, lo = t, hi;
-
-    if (r == SERIAL_RESET_NEVER)
-        return INT64_MAX;
-    tzone_local(z, t, &tm);
-    serial_period_key(r, &tm, k);
-    /* The next period's first local midnight at today's offset. */
-    if (r == SERIAL_RESET_DAY)
-        days = tzone_days_from_civil(tm.year, tm.month, tm.day) + 1;
-    else if (r == SERIAL_RESET_MONTH)
-        days = tzone_days_from_civil(tm.month == 12 ? tm.year + 1 : tm.year,
-                                     tm.month == 12 ? 1 : tm.month + 1, 1);
-    else
-        days = tzone_days_from_civil(tm.year + 1, 1, 1);
-    guess = (days * 86400 - tm.utoff) * 1000;
-    /* Bracket the change: offsets move by hours, at most about a day. */
-    if (guess - 26 * HOUR_MS > lo) {
-        key_at(z, r, guess - 26 * HOUR_MS, kk);
-        if (strcmp(kk, k) == 0)
-            lo = guess - 26 * HOUR_MS;
-    }
-    hi = guess + 26 * HOUR_MS;
-    for (int i = 0;; i++) {
-        key_at(z, r, hi, kk);
-        if (strcmp(kk, k) != 0)
-            break;
-        if (i == 100)
-            return hi;          /* ends no later than this: safe, early */
-        hi += 26 * HOUR_MS;
-    }
-    /* key(lo) == k, key(hi) != k: the first change between. */
-    while (hi - lo > 1) {
-        int64_t mid = lo + (hi - lo) / 2;
-
-        key_at(z, r, mid, kk);
-        if (strcmp(kk, k) == 0)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return hi;
-}
-
-void
-serial_row_shape(const struct serial_def *d, char *out)
-{
-    char pat[SERIAL_PATTERN_NAME_MAX + 1];
-    int n;
-
-    serial_pattern_name(&d->pattern, pat);
-    n = snprintf(out, SERIAL_ROW_SHAPE_MAX, "serial.%s.%s.%d.%d", d->prefix,
-                 pat, d->worker_digits, d->digits);
-    assert(n > 0 && n < SERIAL_ROW_SHAPE_MAX);
-    for (int k = 7; k < 7 + (int)strlen(d->prefix); k++)
-        out[k] = (char)tolower((unsigned char)out[k]);
-}
-
-/* raise: a row of the key format before ("<code>:<period>"), which a node
- * of the version before still advances: the load raises it too. */
-static void
-floor_add(struct store_serial_floor *f, int prefix, int raise, const char *a,
-          const char *b)
-{
-    int n;
-
-    assert(f->n < STORE_SERIAL_FLOOR_MAX);
-    n = snprintf(f->row[f->n].tag, sizeof f->row[f->n].tag, "%s:%s", a, b);
-    assert(n > 0 && (size_t)n < sizeof f->row[f->n].tag);
-    f->row[f->n].prefix = prefix;
-    f->row[f->n++].raise = raise;
-}
-
-/* Periods from the longest: a row of reset r shares dates with the rows of
- * the resets before it in this list (coarser) and after it (finer). */
-static const enum serial_reset coarse_to_fine[] = {
-    SERIAL_RESET_NEVER, SERIAL_RESET_YEAR, SERIAL_RESET_MONTH, SERIAL_RESET_DAY
-};
-
-int
-serial_row_name(void *arg, int64_t db_ms, char *tag, size_t cap,
-                struct store_serial_floor *floor)
-{
-    struct serial_key_arg *ka = arg;
-    const struct serial_def *d = &ka->s->codes[ka->i].def;
-    char shape[SERIAL_ROW_SHAPE_MAX], period[16], old[16];
-    struct tzone_tm tm;
-    int n;
-
-    assert(d->source == SERIAL_SRC_SEGMENT);
-    tzone_local(d->zone, db_ms, &tm);
-    serial_row_shape(d, shape);
-    serial_period_text(&d->pattern, d->reset, &tm, period);
-    n = snprintf(tag, cap, "%s:%s", shape, period);
-    if (n < 0 || (size_t)n >= cap)
-        return -1;
-    /* This period's rows and those in it: the period as a prefix. */
-    serial_period_key(d->reset, &tm, old);
-    floor->n = 0;
-    floor_add(floor, 1, 0, shape, d->reset == SERIAL_RESET_NEVER ? "" : period);
-    floor_add(floor, 1, 1, d->code, old);
-    /* The rows of the periods that contain it. */
-    for (size_t k = 0; coarse_to_fine[k] != d->reset; k++) {
-        serial_period_text(&d->pattern, coarse_to_fine[k], &tm, period);
-        serial_period_key(coarse_to_fine[k], &tm, old);
-        floor_add(floor, 0, 0, shape, period);
-        floor_add(floor, 0, 1, d->code, coarse_to_fine[k] == SERIAL_RESET_NEVER ?
-                  "all" : old);
-    }
-    return 0;
-}
-
-/* ---- rows of other shapes ---- */
-
-/* A small decimal at *p up to the byte stop; -1 if none or over max. */
-static int
-key_int(const char **p, char stop, int max)
-{
-    int v = 0, n = 0;
-
-    for (; **p >= '0' && **p <= '9' && n < 3; (*p)++, n++)
-        v = v * 10 + (**p - '0');
-    if (n == 0 || **p != stop || v > max)
-        return -1;
-    (*p)++;
-    return v;
-}
-
-/* The shape of a row key "serial.<prefix>.<pattern>.<worker>.<digits>:"
- * into d (prefix, pattern, widths); *period points after the ':'. 0, or
- * -1 when tag is not such a key. */
-static int
-row_shape_parse(const char *tag, struct serial_def *d, const char **period)
-{
-    const char *p = tag + 7, *dot;
-
-    memset(d, 0, sizeof *d);
-    if (strncmp(tag, "serial.", 7) != 0 || (dot = strchr(p, '.')) == NULL ||
-        dot - p > SERIAL_PREFIX_MAX || (dot > p && !name_ok(p, (size_t)(dot - p),
-                                                           SERIAL_PREFIX_MAX)))
-        return -1;
-    memcpy(d->prefix, p, (size_t)(dot - p));
-    p = dot + 1;
-    if ((dot = strchr(p, '.')) == NULL ||
-        serial_pattern_from_name(p, (size_t)(dot - p), &d->pattern) == -1)
-        return -1;
-    p = dot + 1;
-    d->worker_digits = key_int(&p, '.', 7);
-    d->digits = key_int(&p, ':', 19);
-    if (d->worker_digits < 0 || d->digits < 1 ||
-        strlen(d->prefix) + (size_t)(d->pattern.width + d->worker_digits +
-                                     d->digits) > SERIAL_TEXT_MAX)
-        return -1;
-    *period = p;
-    return 0;
-}
-
-/* The first ms at which no zone's local date is in the period of a row
- * (as serial_period_text wrote it: "all", yyyy or yy, then month and day
- * as far as the reset goes): its last day's end at UTC-12, plus an hour
- * for the hosts' clocks. yy is read as 20yy. INT64_MAX for "all" or a
- * period that does not parse (kept: never a false "over"). */
-static int64_t
-row_period_over(const struct serial_def *d, const char *period)
-{
-    int yd = serial_pattern_has_yy(&d->pattern) ? 2 : 4;
-    size_t len = strlen(period);
-    int64_t v[3] = { 0, 0, 0 }, day;
-
-    if (len != (size_t)yd && len != (size_t)yd + 2 && len != (size_t)yd + 4)
-        return INT64_MAX;
-    for (size_t k = 0; k < len; k++) {
-        size_t f = k < (size_t)yd ? 0 : 1 + (k - (size_t)yd) / 2;
-
-        if (period[k] < '0' || period[k] > '9')
-            return INT64_MAX;
-        v[f] = v[f] * 10 + (period[k] - '0');
-    }
-    if ((len > (size_t)yd && (v[1] < 1 || v[1] > 12)) ||
-        (len > (size_t)yd + 2 && (v[2] < 1 || v[2] > 31)))
-        return INT64_MAX;
-    if (yd == 2)
-        v[0] += 2000;
-    if (len == (size_t)yd)                          /* a year */
-        day = tzone_days_from_civil(v[0] + 1, 1, 1);
-    else if (len == (size_t)yd + 2)                 /* a month */
-        day = tzone_days_from_civil(v[1] == 12 ? v[0] + 1 : v[0],
-                                    v[1] == 12 ? 1 : (int)v[1] + 1, 1);
-    else                                            /* a day */
-        day = tzone_days_from_civil(v[0], (int)v[1], (int)v[2]) + 1;
-    return day * 24 * HOUR_MS + 13 * HOUR_MS;
-}
-
-int
-serial_rows_check(const struct serials *s, size_t i,
-                  const struct store_row *rows, size_t n, int64_t now_ms,
-                  char **cause)
-{
-    const struct serial_def *d = &s->codes[i].def;
-    char shape[SERIAL_ROW_SHAPE_MAX];
-
-    if (d->source != SERIAL_SRC_SEGMENT)
-        return 0;
-    serial_row_shape(d, shape);
-    for (size_t k = 0; k < n; k++) {
-        struct serial_def other;
-        const char *period;
-        size_t len = strlen(shape);
-
-        if (!store_row_is_serial(&rows[k]) ||
-            row_shape_parse(rows[k].biz_tag, &other, &period) == -1 ||
-            (strncasecmp(rows[k].biz_tag, shape, len) == 0 &&
-             rows[k].biz_tag[len] == ':') ||
-            !shapes_meet(d, &other, 1) ||
-            row_period_over(&other, period) <= now_ms)
-            continue;
-        *cause = xasprintf("serial.%s: the database's row %s was made by a "
-                           "definition of another shape whose serials can be "
-                           "the same text as serial.%s's (the same length, and "
-                           "no character where they always differ), and its "
-                           "period (%s) is not over, so a serial could be "
-                           "handed out twice: keep the old definition until "
-                           "that period is over everywhere (a day's row: the "
-                           "next day, 13:00 UTC), or give serial.%s a prefix "
-                           "that cannot print that row's text",
-                           d->code, rows[k].biz_tag, d->code, period, d->code);
-        return -1;
-    }
-    return 0;
-}
-
 /* ---- the allocator ---- */
 
 static int64_t
@@ -866,7 +519,7 @@ serial_install(struct serials *s, size_t i, int64_t db_ms, int64_t sent_us,
     int64_t end;
 
     assert(step >= 1 && max_id - step >= 1);
-    key_at(d->zone, d->reset, db_ms, key);
+    serial_key_at(d->zone, d->reset, db_ms, key);
     end = serial_period_end(d->zone, d->reset, db_ms);
     assert(end > db_ms);
     if (r.end > limit + 1) {
