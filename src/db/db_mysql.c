@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "db_mysql.h"
 
@@ -100,4 +101,37 @@ db_mysql_connect(const struct db_mysql_target *t, const char *where,
         return NULL;
     }
     return db;
+}
+
+void
+db_mysql_bind_i64(MYSQL_BIND *b, long long *v)
+{
+    memset(b, 0, sizeof *b);
+    b->buffer_type = MYSQL_TYPE_LONGLONG;
+    b->buffer = v;
+}
+
+void
+db_mysql_bind_str(MYSQL_BIND *b, char *s, unsigned long cap,
+                  unsigned long *len)
+{
+    memset(b, 0, sizeof *b);
+    b->buffer_type = MYSQL_TYPE_STRING;
+    b->buffer = s;
+    b->buffer_length = cap;
+    b->length = len;
+}
+
+char *
+db_mysql_cause(const char *where, const char *what, MYSQL *db,
+               MYSQL_STMT *st, unsigned int *err)
+{
+    const char *text = st != NULL ? mysql_stmt_error(st) : mysql_error(db);
+    unsigned int e = st != NULL ? mysql_stmt_errno(st) : mysql_errno(db);
+    char *out = NULL;
+
+    if (err != NULL)
+        *err = e;
+    set_cause(&out, "mysql %s: %s: %s (%u)", where, what, text, e);
+    return out;
 }

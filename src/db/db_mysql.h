@@ -30,4 +30,18 @@ void db_mysql_library_end(void);
 MYSQL *db_mysql_connect(const struct db_mysql_target *t, const char *where,
                         unsigned int timeout_s, char **cause);
 
+/* Parameters and results of a prepared statement: an integer at *v; a
+ * string in s (cap bytes) whose length is *len (in: a parameter's length;
+ * out: a result's). */
+void db_mysql_bind_i64(MYSQL_BIND *b, long long *v);
+void db_mysql_bind_str(MYSQL_BIND *b, char *s, unsigned long cap,
+                       unsigned long *len);
+
+/* The failure of what (a statement's text or a step's name) on where, with
+ * the server's own text and number: from st, or from db when st is NULL.
+ * *err (may be NULL) gets the number. A malloc'd "mysql <where>: <what>:
+ * <text> (<errno>)". */
+char *db_mysql_cause(const char *where, const char *what, MYSQL *db,
+                     MYSQL_STMT *st, unsigned int *err);
+
 #endif

@@ -122,11 +122,7 @@ wm_drop(struct wmysql *m)
 static int
 wm_fail(struct wmysql *m, MYSQL_STMT *st, const char *what, char **cause)
 {
-    const char *text = st != NULL ? mysql_stmt_error(st) : mysql_error(m->db);
-    unsigned int err = st != NULL ? mysql_stmt_errno(st) : mysql_errno(m->db);
-
-    *cause = xasprintf("mysql %s: %s: %s (%u)", m->where, what, text, err);
-    m->last_errno = err;
+    *cause = db_mysql_cause(m->where, what, m->db, st, &m->last_errno);
     if (st != NULL)
         mysql_stmt_close(st);
     mysql_rollback(m->db);
@@ -159,24 +155,6 @@ wm_run(struct wmysql *m, const char *sql, MYSQL_BIND *params,
     return st;
 }
 
-static void
-wm_i64(MYSQL_BIND *b, long long *v)
-{
-    memset(b, 0, sizeof *b);
-    b->buffer_type = MYSQL_TYPE_LONGLONG;
-    b->buffer = v;
-}
-
-static void
-wm_str(MYSQL_BIND *b, char *s, unsigned long cap, unsigned long *len)
-{
-    memset(b, 0, sizeof *b);
-    b->buffer_type = MYSQL_TYPE_STRING;
-    b->buffer = s;
-    b->buffer_length = cap;
-    b->length = len;
-}
-
 static int
 wm_connect(struct wmysql *m, char **cause)
 {
@@ -207,7 +185,7 @@ wm_now(struct wmysql *m, long long *now, char **cause)
     MYSQL_BIND r[1];
     MYSQL_STMT *st;
 
-    wm_i64(&r[0], now);
+    db_mysql_bind_i64(&r[0], now);
     if ((st = wm_run(m, wm_sql_now, NULL, r, cause)) == NULL)
         return -1;
     if (mysql_stmt_fetch(st) != 0)
@@ -227,7 +205,7 @@ wm_created(struct wmysql *m, long long *ms, char **cause)
     my_bool null = 0;
 
     *ms = 0;
-    wm_i64(&r[0], ms);
+    db_mysql_bind_i64(&r[0], ms);
     r[0].is_null = &null;
     if ((st = wm_run(m, wm_sql_created, NULL, r, cause)) == NULL)
         return -1;
@@ -247,8 +225,8 @@ wm_epoch_insert(struct wmysql *m, long long *epoch, char **cause)
 
     if (wm_now(m, epoch, cause) == -1)
         return -1;
-    wm_i64(&p[0], epoch);
-    wm_i64(&p[1], epoch);
+    db_mysql_bind_i64(&p[0], epoch);
+    db_mysql_bind_i64(&p[1], epoch);
     if ((st = wm_run(m, wm_sql_epoch_insert, p, NULL, cause)) == NULL)
         return -1;
     mysql_stmt_close(st);
@@ -331,8 +309,8 @@ wm_move_out(struct wmysql *m, long long worker, char **cause)
 
     snprintf(moved, sizeof moved, "~moved:%lld", worker);
     ml = strlen(moved);
-    wm_str(&p[0], moved, ml, &ml);
-    wm_i64(&p[1], &worker);
+    db_mysql_bind_str(&p[0], moved, ml, &ml);
+    db_mysql_bind_i64(&p[1], &worker);
     if ((st = wm_run(m, wm_sql_move, p, NULL, cause)) == NULL)
         return -1;
     mysql_stmt_close(st);
@@ -364,12 +342,12 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
     if (wm_connect(m, cause) == -1 || wm_now(m, &now, cause) == -1)
         return WLEASE_DOWN;
     memset(&row, 0, sizeof row);
-    wm_i64(&r[0], &row.worker);
-    wm_str(&r[1], row.ident, sizeof row.ident, &il);
-    wm_str(&r[2], row.inst, sizeof row.inst, &nl);
-    wm_i64(&r[3], &row.fence);
-    wm_i64(&r[4], &row.hb);
-    wm_i64(&r[5], &row.released);
+    db_mysql_bind_i64(&r[0], &row.worker);
+    db_mysql_bind_str(&r[1], row.ident, sizeof row.ident, &il);
+    db_mysql_bind_str(&r[2], row.inst, sizeof row.inst, &nl);
+    db_mysql_bind_i64(&r[3], &row.fence);
+    db_mysql_bind_i64(&r[4], &row.hb);
+    db_mysql_bind_i64(&r[5], &row.released);
     if ((st = wm_run(m, wm_sql_lock_all, NULL, r, cause)) == NULL)
         return WLEASE_DOWN;
     while ((fr = mysql_stmt_fetch(st)) == 0 || fr == MYSQL_DATA_TRUNCATED) {
@@ -426,8 +404,8 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
                      "before a lease has passed", created);
             since = created + 999;
         }
-        wm_str(&mp[0], seen, sl, &sl);
-        wm_i64(&mp[1], &since);
+        db_mysql_bind_str(&mp[0], seen, sl, &sl);
+        db_mysql_bind_i64(&mp[1], &since);
         if ((st = wm_run(m, wm_sql_marker, mp, NULL, cause)) == NULL) {
             free(rows);
             return WLEASE_DOWN;
@@ -548,18 +526,18 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
     hbv = now;
     fv = tfence;
     if (insert) {
-        wm_i64(&p[0], &wid);
-        wm_str(&p[1], (char *)c->identity, idl, &idl);
-        wm_str(&p[2], (char *)c->nonce, inl, &inl);
-        wm_i64(&p[3], &fv);
-        wm_i64(&p[4], &hbv);
+        db_mysql_bind_i64(&p[0], &wid);
+        db_mysql_bind_str(&p[1], (char *)c->identity, idl, &idl);
+        db_mysql_bind_str(&p[2], (char *)c->nonce, inl, &inl);
+        db_mysql_bind_i64(&p[3], &fv);
+        db_mysql_bind_i64(&p[4], &hbv);
         st = wm_run(m, wm_sql_insert, p, NULL, cause);
     } else {
         /* a taken-over row loses its old identity with this update */
-        wm_str(&p[0], (char *)c->identity, idl, &idl);
-        wm_str(&p[1], (char *)c->nonce, inl, &inl);
-        wm_i64(&p[2], &hbv);
-        wm_i64(&p[3], &wid);
+        db_mysql_bind_str(&p[0], (char *)c->identity, idl, &idl);
+        db_mysql_bind_str(&p[1], (char *)c->nonce, inl, &inl);
+        db_mysql_bind_i64(&p[2], &hbv);
+        db_mysql_bind_i64(&p[3], &wid);
         st = wm_run(m, wm_sql_take, p, NULL, cause);
     }
     if (st == NULL) {
@@ -674,11 +652,11 @@ wm_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
 
     if (wm_connect(m, cause) == -1 || wm_now(m, &now, cause) == -1)
         return WLEASE_DOWN;
-    wm_i64(&p[0], &f);
-    wm_i64(&p[1], &now);
-    wm_i64(&p[2], &w);
-    wm_str(&p[3], (char *)nonce, nl, &nl);
-    wm_i64(&p[4], &last);
+    db_mysql_bind_i64(&p[0], &f);
+    db_mysql_bind_i64(&p[1], &now);
+    db_mysql_bind_i64(&p[2], &w);
+    db_mysql_bind_str(&p[3], (char *)nonce, nl, &nl);
+    db_mysql_bind_i64(&p[4], &last);
     if (m->held != worker) {
         rc = wm_update_held(m, wm_sql_fence, p, cause);
         if (rc == WLEASE_OK)
@@ -702,7 +680,7 @@ wm_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
                              "now");
             return WLEASE_LOST;
         }
-        wm_i64(&sp[0], &now);
+        db_mysql_bind_i64(&sp[0], &now);
         if ((st = wm_run(m, wm_sql_since, sp, NULL, cause)) == NULL)
             return WLEASE_DOWN;
         mysql_stmt_close(st);
@@ -733,9 +711,9 @@ wm_release(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
 
     if (wm_connect(m, cause) == -1)
         return WLEASE_DOWN;
-    wm_i64(&p[0], &f);
-    wm_i64(&p[1], &w);
-    wm_str(&p[2], (char *)nonce, nl, &nl);
+    db_mysql_bind_i64(&p[0], &f);
+    db_mysql_bind_i64(&p[1], &w);
+    db_mysql_bind_str(&p[2], (char *)nonce, nl, &nl);
     return wm_update_held(m, wm_sql_release, p, cause);
 }
 
