@@ -632,6 +632,27 @@ push_top(struct store_multi *m, int i, int64_t top)
     }
 }
 
+/* Copy the serial row tag (max_id, after a load on the first database)
+ * into every other database marked up, before the range is used: init
+ * merges the copies into the new first database when the first one is
+ * gone or restored from an older dump. A database that fails is marked
+ * down. */
+static void
+push_serial(struct store_multi *m, const char *tag, int64_t max_id,
+            int64_t step)
+{
+    for (int j = 1; j < m->n; j++) {
+        char *why = NULL;
+
+        if (!atomic_load(&shared.db[j].up))
+            continue;
+        if (store_mysql_serial_copy(m->sub[j], tag, max_id, step, &why) !=
+            STORE_OK)
+            mark_down(j, why);
+        free(why);
+    }
+}
+
 static enum store_result
 multi_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
             int64_t *db_step, char **cause)
@@ -840,13 +861,17 @@ multi_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
     struct store_multi *m = (struct store_multi *)s;
     struct multi_meta want;
 
+    enum store_result r;
+
     /* Only while the first database is the first of the set this node
      * knows: a reordered set's serial rows were merged into another. */
     if (want_for(m, 0, &want, cause) == -1)
         return STORE_DB_ERROR;
-    return store_mysql_serial_alloc_in_set(m->sub[0], &want, offset_ms, key,
-                                           arg, step, db_ms, tag, cap, max_id,
-                                           cause);
+    r = store_mysql_serial_alloc_in_set(m->sub[0], &want, offset_ms, key, arg,
+                                        step, db_ms, tag, cap, max_id, cause);
+    if (r == STORE_OK)
+        push_serial(m, tag, *max_id, step);
+    return r;
 }
 
 /* A new tag goes into every database (tests and set-up). */

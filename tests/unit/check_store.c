@@ -1222,7 +1222,7 @@ START_TEST(test_multi_serial_rows)
                      STORE_OK);
     serial_row(one[0], "PAY:20261123");
     serial_row(one[0], "PAY:all");
-    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, 0, out, &cause) == 0,
+    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, 0, 0, out, &cause) == 0,
                   "init: %s", cause);
     store_thread_init();                /* init ended this thread's */
     be.cfg.mysql_url = urls[1];
@@ -1244,7 +1244,7 @@ START_TEST(test_multi_serial_rows)
     cause = NULL;
     /* init puts it back; the serial rows, in one database, are no reason
      * to refuse the start. */
-    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, 0, out, &cause) == 0,
+    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, 0, 0, out, &cause) == 0,
                   "init again: %s", cause);
     store_thread_init();
     expect_row(one[1], "order:2024", STORE_OK);
@@ -1325,19 +1325,19 @@ START_TEST(test_multi_init_members)
     ck_assert_int_eq(store_insert(a, "mm", 1, 10, NULL, &cause), STORE_OK);
     serial_row(a, "PAY:all");
     serial_row(a, "PAY:all");               /* max_id 21 */
-    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, 0, out, &cause) == 0,
+    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, 0, 0, out, &cause) == 0,
                   "init A B: %s", cause);
     store_thread_init();
     /* B lost, C in its place: refused, the message says how. */
     list[0] = urls[0];
     list[1] = urls[2];
-    ck_assert_int_eq(store_multi_init(&be.cfg, list, 2, block, 0, out, &cause), -1);
+    ck_assert_int_eq(store_multi_init(&be.cfg, list, 2, block, 0, 0, out, &cause), -1);
     store_thread_init();
     ck_assert_msg(strstr(cause, "database 1 of the set") != NULL &&
                   strstr(cause, "--floor=N") != NULL, "%s", cause);
     free(cause);
     cause = NULL;
-    ck_assert_msg(store_multi_init(&be.cfg, list, 2, block, 123456, out,
+    ck_assert_msg(store_multi_init(&be.cfg, list, 2, block, 123456, 0, out,
                                    &cause) == 0, "init A C --floor: %s", cause);
     store_thread_init();
     be.cfg.mysql_url = urls[2];
@@ -1347,7 +1347,7 @@ START_TEST(test_multi_init_members)
     /* Reordered (C first): C gets the serial row at its value. */
     list[0] = urls[2];
     list[1] = urls[0];
-    ck_assert_msg(store_multi_init(&be.cfg, list, 2, block, 0, out, &cause) == 0,
+    ck_assert_msg(store_multi_init(&be.cfg, list, 2, block, 0, 0, out, &cause) == 0,
                   "init C A: %s", cause);
     store_thread_init();
     ck_assert_int_eq(store_get(c, "PAY:all", &row, &cause), STORE_OK);
