@@ -39,7 +39,10 @@
  * served while the others were unreachable is in no record, so only the
  * operator can say how far it went. A listed database whose own rows are
  * below the top the others recorded for it (restored from an older copy)
- * makes init set the set again above that top, even with the same list.
+ * makes init set the set again above that top, even with the same list;
+ * so does a set without member records (made before leafd_multi_member:
+ * no listed database has a member row with pos >= 0), whose members init
+ * then writes.
  * A node keeps such a database out of loads (multi_behind, at start and
  * when a probe finds it back): its rows must reach the highest max_id this
  * process got from it and every top the databases up recorded for it.
@@ -64,15 +67,24 @@
  * at the block size for loads, logged once per tag and step (cap_step):
  * the loader reads the capped step from list, get and alloc alike.
  *
- * Serial numbers' period rows ("PAY:20261123", "PAY:all") live in the first
- * database alone: a serial's sequence must come from one counter, and
- * blocks would overflow its digits. A serial load checks the first
- * database's leafd_multi_db row as a segment load does, in its
+ * Serial numbers' period rows ("PAY:20261123", "PAY:all") are loaded from
+ * the first database alone: a serial's sequence must come from one
+ * counter, and blocks would overflow its digits. A serial load checks the
+ * first database's leafd_multi_db row as a segment load does, in its
  * transaction, so a node whose list is outdated takes no serial there.
- * Init merges every listed database's serial rows into the new first
- * database, each at the greatest value any database has (by key, whatever
- * the key says), so a reordered list or a new first database goes on from
- * there. store_serial_alloc goes to the first
+ * After each serial load, before the range is used, the node copies the
+ * row's max_id into every other database marked up (push_serial, an
+ * upsert that only raises it). Init merges every listed database's serial
+ * rows (the first one's and the copies) into every database of the new
+ * set, each at the greatest value any of them has (by key, whatever the
+ * key says), so a reordered list, a new first database, a first database
+ * removed or restored from an older dump goes on from there. It refuses a
+ * list whose old first database is missing, or behind its record, while
+ * no other listed database holds a copy of a serial row, unless the
+ * operator accepts that serials start again (--accept-serial-restart). A
+ * serial load the first database served while the others were
+ * unreachable has no copy: like a block top, only the operator knows it.
+ * store_serial_alloc goes to the first
  * database and creates its rows with description STORE_SERIAL_DESCRIPTION
  * (store_insert refuses that description for other rows): that description,
  * never the row's name, is what start-up checks and multi-db init leave

@@ -175,7 +175,7 @@ store_multi_init(const struct config *cfg, char **urls, int n,
             recorded |= mem[i][k].pos >= 0;
         }
         if (ids[i] == 0) {
-            store_set_cause(cause, "database %d (%s): its leafd_multi_member "
+            store_set_cause(cause, "URL %d (%s): its leafd_multi_member "
                             "row with self = 1 has db_id 0: give it a random "
                             "positive db_id (UPDATE leafd_multi_member SET "
                             "db_id = ... WHERE self = 1) and run init again",
@@ -185,7 +185,7 @@ store_multi_init(const struct config *cfg, char **urls, int n,
         if (mm[i].db_count < 0 || mm[i].db_count > STORE_MULTI_MAX ||
             mm[i].db_index < 0 || (mm[i].db_count > 0 &&
                                    mm[i].db_index >= mm[i].db_count)) {
-            store_set_cause(cause, "database %d (%s): its leafd_multi_db row "
+            store_set_cause(cause, "URL %d (%s): its leafd_multi_db row "
                             "says number %lld of %lld: a set has 2 to %d "
                             "databases; correct the row by hand",
                             i + 1, store_mysql_where(sub[i]),
