@@ -323,27 +323,7 @@ def test_legacy_set_restore(ctx):
     dropped in both): init A B must write the members, or the nodes record
     no top and the restore procedure repeats B's IDs (the reviewer: 53,240
     of 209,140 IDs twice)."""
-    with Workdir("ops-multidb-legacy") as wd:
-        s = Schemas(ctx, wd, 2)
-        s.tag('lg', 400)
-        eq(init(s.urls)[0], 0, "init A B")
-        for i in range(2):
-            s.sql(i, "DROP TABLE leafd_multi_member")
-        rc, out = init(s.urls)
-        eq(rc, 0, "init on the old set: %s" % out)
-        nodes = nodes_on(wd, s.urls, "n")
-        s.off(0)                        # B serves (and stays preferred)
-        ids = load_for(nodes, "lg", 2, "B")
-        s.on(0)
-        wait_for(lambda: all(db_state(d, 0)["up"] for d in nodes), timeout=30,
-                 what="A back up")
-        dump = s.dump(wd, 1)
-        ids += load_for(nodes, "lg", 3, "B after the dump")
-        stop_all(nodes)
-        s.restore(1, dump)
-        rc, out = init(s.urls)
-        eq(rc, 0, "init after the restore: %s" % out)
-        serve_after(wd, s, s.urls, "lg", ids, "across the restore of an old set")
+    restore_b_case(ctx, "ops-multidb-legacy", "lg", legacy=True)
 
 
 def test_add_a_database(ctx):
@@ -392,27 +372,46 @@ def test_remove_a_database(ctx):
         serve_after(wd, s, s.urls[:2], "rm", ids, "across the removal")
 
 
+def b_dumped_under_load(wd, s, tag):
+    """Two nodes on A B with B serving (A unreachable a while, so B stays
+    preferred), B dumped, B serving on: (nodes, IDs, dump)."""
+    nodes = nodes_on(wd, s.urls, "n")
+    s.off(0)                            # B serves (and stays preferred)
+    ids = load_for(nodes, tag, 2, "B")
+    s.on(0)
+    wait_for(lambda: all(db_state(d, 0)["up"] for d in nodes), timeout=30,
+             what="A back up")
+    dump = s.dump(wd, 1)
+    ids += load_for(nodes, tag, 3, "B after the dump")
+    return nodes, ids, dump
+
+
 def test_restore_from_an_older_dump(ctx):
     """B dumped, B serves on, B restored from the dump; the procedure runs
     init with the same list before the nodes start again. Today init says
     "already a set" and B repeats what it handed out after the dump."""
-    with Workdir("ops-multidb-restore") as wd:
+    restore_b_case(ctx, "ops-multidb-restore", "rs")
+
+
+def restore_b_case(ctx, name, tag, legacy=False):
+    """B restored from an older dump, then init with the same list: nothing
+    B hands out after it repeats. legacy: the set made without member
+    records (leafd_multi_member dropped in both, init run again)."""
+    with Workdir(name) as wd:
         s = Schemas(ctx, wd, 2)
-        s.tag('rs', 400)
+        s.tag(tag, 400)
         eq(init(s.urls)[0], 0, "init A B")
-        nodes = nodes_on(wd, s.urls, "n")
-        s.off(0)                        # B serves (and stays preferred)
-        ids = load_for(nodes, "rs", 2, "B")
-        s.on(0)
-        wait_for(lambda: all(d.get("/health").json()["segment"]["databases"][0]["up"]
-                             for d in nodes), timeout=30, what="A back up")
-        dump = s.dump(wd, 1)
-        ids += load_for(nodes, "rs", 3, "B after the dump")
+        if legacy:
+            for i in range(2):
+                s.sql(i, "DROP TABLE leafd_multi_member")
+            rc, out = init(s.urls)
+            eq(rc, 0, "init on the old set: %s" % out)
+        nodes, ids, dump = b_dumped_under_load(wd, s, tag)
         stop_all(nodes)
         s.restore(1, dump)
         rc, out = init(s.urls)
         eq(rc, 0, "init after the restore: %s" % out)
-        serve_after(wd, s, s.urls, "rs", ids, "across the restore")
+        serve_after(wd, s, s.urls, tag, ids, "across the restore")
 
 
 def db_state(d, i):
@@ -428,14 +427,7 @@ def test_restore_under_load(ctx):
         s = Schemas(ctx, wd, 2)
         s.tag("rl", 400)
         eq(init(s.urls)[0], 0, "init A B")
-        nodes = nodes_on(wd, s.urls, "n")
-        s.off(0)                        # B serves (and stays preferred)
-        ids = load_for(nodes, "rl", 2, "B")
-        s.on(0)
-        wait_for(lambda: all(db_state(d, 0)["up"] for d in nodes), timeout=30,
-                 what="A back up")
-        dump = s.dump(wd, 1)
-        ids += load_for(nodes, "rl", 3, "B after the dump")
+        nodes, ids, dump = b_dumped_under_load(wd, s, "rl")
         with Load(nodes, "rl", count=20) as load:
             s.off(1)                    # B goes down for its restore
             wait_for(lambda: not any(db_state(d, 1)["up"] for d in nodes), timeout=30,
