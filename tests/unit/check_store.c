@@ -1381,6 +1381,58 @@ START_TEST(test_multi_init_members)
 }
 END_TEST
 
+/* Rows init reads are database content: a leafd_multi_db row with a set
+ * size out of range and a self row with db_id 0 are refused with a cause,
+ * never an assert or a loop bound; a top pushed for a member a database
+ * has no row for is recorded all the same. */
+START_TEST(test_multi_init_hostile_rows)
+{
+    const char *base = be.cfg.mysql_url;
+    char *urls[2], *cause = NULL, sql[256], name[2][64];
+    struct multi_member *mem = NULL;
+    size_t nmem = 0;
+    struct store *b;
+    FILE *out = tmpfile();
+    int found = 0;
+
+    ck_assert_ptr_nonnull(out);
+    for (int i = 0; i < 2; i++)
+        urls[i] = fresh_schema(base, "mh", i, name[i], sizeof name[i]);
+    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, 1000, 0, 0, out, &cause) == 0,
+                  "init A B: %s", cause);
+    store_thread_init();
+    url_exec(urls[0], "UPDATE leafd_multi_db SET db_count = 1000000");
+    ck_assert_int_eq(store_multi_init(&be.cfg, urls, 2, 1000, 0, 0, out, &cause), -1);
+    store_thread_init();
+    ck_assert_msg(strstr(cause, "a set has 2 to") != NULL, "%s", cause);
+    free(cause);
+    cause = NULL;
+    url_exec(urls[0], "UPDATE leafd_multi_db SET db_count = 2");
+
+    be.cfg.mysql_url = urls[1];
+    b = be_open();
+    ck_assert_int_eq(store_mysql_top_push(b, 4242, 99, &cause), STORE_OK);
+    ck_assert_int_eq(store_mysql_members(b, 0, &mem, &nmem, &cause), STORE_OK);
+    for (size_t k = 0; k < nmem; k++)
+        found |= mem[k].db_id == 4242 && mem[k].top == 99 && mem[k].pos == -1;
+    ck_assert_msg(found, "the pushed top is recorded");
+    free(mem);
+    store_close(b);
+
+    url_exec(urls[0], "UPDATE leafd_multi_member SET db_id = 0 WHERE self = 1");
+    ck_assert_int_eq(store_multi_init(&be.cfg, urls, 2, 1000, 0, 0, out, &cause), -1);
+    store_thread_init();
+    ck_assert_msg(strstr(cause, "db_id 0") != NULL, "%s", cause);
+    free(cause);
+    for (int i = 0; i < 2; i++) {
+        snprintf(sql, sizeof sql, "DROP DATABASE %s", name[i]);
+        url_exec(base, sql);
+        free(urls[i]);
+    }
+    fclose(out);
+}
+END_TEST
+
 static void
 add_behaviour(TCase *tc)
 {
@@ -1428,6 +1480,7 @@ store_suite(void)
         tcase_add_test(tc, test_mysql_hung);
         tcase_add_test(tc, test_multi_serial_rows);
         tcase_add_test(tc, test_multi_init_members);
+        tcase_add_test(tc, test_multi_init_hostile_rows);
         tcase_set_timeout(tc, 180);
         suite_add_tcase(su, tc);
     } else {
