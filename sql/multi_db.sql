@@ -46,7 +46,8 @@ INSERT INTO leafd_multi_db (id, db_index, db_count, block_size, since_block, fro
 -- 3. Read every tag's max_id on every database; since_block =
 --    max(highest max_id anywhere, every recorded top, floor - 1)
 --    / block_size + 1. Serial rows ('serial period') of every database are
---    merged, the greatest max_id per biz_tag, into the new first database.
+--    merged, the greatest max_id per biz_tag, into every database of the
+--    new set (the first one's counters, the others' copies).
 
 -- 4. On database r, one transaction: every tag present and at least at the
 --    start of since_block, and the row set; for each tag (step and
@@ -69,4 +70,10 @@ UPDATE leafd_multi_db SET db_index = ?, db_count = ?, block_size = ?,
 --   -- that start + step stays inside that block
 --   UPDATE leaf_alloc SET max_id = start + step WHERE biz_tag = ?;
 -- After the load, before the range is served, on every other database up:
---   UPDATE leafd_multi_member SET top = GREATEST(top, ?) WHERE db_id = ?;
+--   INSERT INTO leafd_multi_member (db_id, top) VALUES (?, ?)
+--     ON DUPLICATE KEY UPDATE top = GREATEST(top, VALUES(top));
+-- After a serial load on the first database, before the range is served,
+-- on every other database up (the copy of the serial row):
+--   INSERT INTO leaf_alloc (biz_tag, max_id, step, description)
+--     VALUES (?, ?, ?, 'serial period') ON DUPLICATE KEY UPDATE max_id =
+--     IF(description = 'serial period', GREATEST(max_id, VALUES(max_id)), max_id);

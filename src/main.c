@@ -53,6 +53,7 @@ usage(FILE *out)
         "usage: leafd [-c FILE] [--check-config] [--KEY=VALUE ...]\n"
         "       leafd decode ID [-c FILE] [--KEY=VALUE ...]   (snowflake, UUID or ULID)\n"
         "       leafd multi-db init URL1 URL2 [URL3 ...] [--block-size=N] [--floor=ID]\n"
+        "                 [--accept-serial-restart]\n"
         "                 prepare (or extend) databases for segment.mysql.urls\n"
         "       leafd --help | --version\n"
         "\n"
@@ -394,7 +395,7 @@ main(int argc, char **argv)
     char *cause = NULL;
     const char *decode_arg = NULL;
     char *multi_urls[STORE_MULTI_MAX + 1];
-    int nmulti = -1;
+    int nmulti = -1, serial_restart_ok = 0;
     int64_t block_size = 10000000, multi_floor = 0;
     struct event *ev_term, *ev_int, *ev_hup;
 
@@ -427,7 +428,8 @@ main(int argc, char **argv)
         } else if (strcmp(a, "multi-db") == 0 && i == 1) {
             if (++i == argc || strcmp(argv[i], "init") != 0) {
                 fprintf(stderr, "leafd: usage: leafd multi-db init URL1 URL2 "
-                        "[URL3 ...] [--block-size=N] [--floor=ID] [-c FILE]\n");
+                        "[URL3 ...] [--block-size=N] [--floor=ID] "
+                        "[--accept-serial-restart] [-c FILE]\n");
                 return 2;
             }
             nmulti = 0;
@@ -443,6 +445,8 @@ main(int argc, char **argv)
                 fprintf(stderr, "leafd: --floor must be an ID of 1 or more\n");
                 return 2;
             }
+        } else if (nmulti >= 0 && strcmp(a, "--accept-serial-restart") == 0) {
+            serial_restart_ok = 1;
         } else if (nmulti >= 0 && a[0] != '-') {
             if (nmulti == STORE_MULTI_MAX) {
                 fprintf(stderr, "leafd: multi-db init takes at most %d URLs\n",
@@ -479,7 +483,7 @@ main(int argc, char **argv)
     if (nmulti >= 0) {
         log_init(LOGL_WARN, "");
         if (store_multi_init(&d.cfg, multi_urls, nmulti, block_size,
-                             multi_floor, stdout,
+                             multi_floor, serial_restart_ok, stdout,
                              &cause) == -1) {
             fprintf(stderr, "leafd: multi-db init: %s\n", cause);
             return 1;

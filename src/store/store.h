@@ -166,11 +166,13 @@ void store_multi_metrics(struct sbuf *b);
 /* leafd multi-db init URL...: prepare or change a set (see DESIGN);
  * progress to out. floor > 0: no ID below it is handed out again (the
  * operator's word for a member missing from urls, which is refused
+ * otherwise). serial_restart_ok: the set's first database may be missing
+ * or behind with no copy of its serial rows in the list (refused
  * otherwise). 0, or -1 with *cause. */
 #include <stdio.h>
 int  store_multi_init(const struct config *cfg, char **urls, int n,
-                      int64_t block_size, int64_t floor, FILE *out,
-                      char **cause);
+                      int64_t block_size, int64_t floor, int serial_restart_ok,
+                      FILE *out, char **cause);
 /* A single MySQL store must not be one database of a set: -1 with
  * *cause if it is (0 when it is not, or cannot tell now). */
 int  store_single_check(struct store *s, char **cause);

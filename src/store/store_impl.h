@@ -77,6 +77,13 @@ enum store_result store_mysql_members(struct store *s, int64_t new_id,
                                       char **cause);
 enum store_result store_mysql_top_push(struct store *s, int64_t db_id,
                                        int64_t top, char **cause);
+/* A copy of a serial row of the first database in another database of
+ * the set (store_multi.c): its max_id raised to at least max_id, made
+ * with the serial description when missing. Init merges the copies when
+ * the first database is gone or behind. */
+enum store_result store_mysql_serial_copy(struct store *s, const char *tag,
+                                          int64_t max_id, int64_t step,
+                                          char **cause);
 /* A serial's load on the first database of a set: as serial_alloc, after
  * the meta check of store_mysql_alloc_block in the same transaction. */
 enum store_result store_mysql_serial_alloc_in_set(struct store *s,

@@ -39,7 +39,10 @@
  * served while the others were unreachable is in no record, so only the
  * operator can say how far it went. A listed database whose own rows are
  * below the top the others recorded for it (restored from an older copy)
- * makes init set the set again above that top, even with the same list.
+ * makes init set the set again above that top, even with the same list;
+ * so does a set without member records (made before leafd_multi_member:
+ * no listed database has a member row with pos >= 0), whose members init
+ * then writes.
  * A node keeps such a database out of loads (multi_behind, at start and
  * when a probe finds it back): its rows must reach the highest max_id this
  * process got from it and every top the databases up recorded for it.
@@ -64,15 +67,24 @@
  * at the block size for loads, logged once per tag and step (cap_step):
  * the loader reads the capped step from list, get and alloc alike.
  *
- * Serial numbers' period rows ("PAY:20261123", "PAY:all") live in the first
- * database alone: a serial's sequence must come from one counter, and
- * blocks would overflow its digits. A serial load checks the first
- * database's leafd_multi_db row as a segment load does, in its
+ * Serial numbers' period rows ("PAY:20261123", "PAY:all") are loaded from
+ * the first database alone: a serial's sequence must come from one
+ * counter, and blocks would overflow its digits. A serial load checks the
+ * first database's leafd_multi_db row as a segment load does, in its
  * transaction, so a node whose list is outdated takes no serial there.
- * Init merges every listed database's serial rows into the new first
- * database, each at the greatest value any database has (by key, whatever
- * the key says), so a reordered list or a new first database goes on from
- * there. store_serial_alloc goes to the first
+ * After each serial load, before the range is used, the node copies the
+ * row's max_id into every other database marked up (push_serial, an
+ * upsert that only raises it). Init merges every listed database's serial
+ * rows (the first one's and the copies) into every database of the new
+ * set, each at the greatest value any of them has (by key, whatever the
+ * key says), so a reordered list, a new first database, a first database
+ * removed or restored from an older dump goes on from there. It refuses a
+ * list whose old first database is missing, or behind its record, while
+ * no other listed database holds a copy of a serial row, unless the
+ * operator accepts that serials start again (--accept-serial-restart). A
+ * serial load the first database served while the others were
+ * unreachable has no copy: like a block top, only the operator knows it.
+ * store_serial_alloc goes to the first
  * database and creates its rows with description STORE_SERIAL_DESCRIPTION
  * (store_insert refuses that description for other rows): that description,
  * never the row's name, is what start-up checks and multi-db init leave
@@ -632,6 +644,27 @@ push_top(struct store_multi *m, int i, int64_t top)
     }
 }
 
+/* Copy the serial row tag (max_id, after a load on the first database)
+ * into every other database marked up, before the range is used: init
+ * merges the copies into the new first database when the first one is
+ * gone or restored from an older dump. A database that fails is marked
+ * down. */
+static void
+push_serial(struct store_multi *m, const char *tag, int64_t max_id,
+            int64_t step)
+{
+    for (int j = 1; j < m->n; j++) {
+        char *why = NULL;
+
+        if (!atomic_load(&shared.db[j].up))
+            continue;
+        if (store_mysql_serial_copy(m->sub[j], tag, max_id, step, &why) !=
+            STORE_OK)
+            mark_down(j, why);
+        free(why);
+    }
+}
+
 static enum store_result
 multi_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
             int64_t *db_step, char **cause)
@@ -840,13 +873,17 @@ multi_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
     struct store_multi *m = (struct store_multi *)s;
     struct multi_meta want;
 
+    enum store_result r;
+
     /* Only while the first database is the first of the set this node
      * knows: a reordered set's serial rows were merged into another. */
     if (want_for(m, 0, &want, cause) == -1)
         return STORE_DB_ERROR;
-    return store_mysql_serial_alloc_in_set(m->sub[0], &want, offset_ms, key,
-                                           arg, step, db_ms, tag, cap, max_id,
-                                           cause);
+    r = store_mysql_serial_alloc_in_set(m->sub[0], &want, offset_ms, key, arg,
+                                        step, db_ms, tag, cap, max_id, cause);
+    if (r == STORE_OK)
+        push_serial(m, tag, *max_id, step);
+    return r;
 }
 
 /* A new tag goes into every database (tests and set-up). */

@@ -3,7 +3,6 @@
  * a single MySQL store is no member of a set (store_single_check). The
  * scheme and why it holds: store_multi.c's DESIGN comment.
  */
-#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +34,18 @@ merge_row(struct store_row **set, size_t *n, const struct store_row *row)
         }
     *set = xrealloc(*set, (*n + 1) * sizeof **set);
     (*set)[(*n)++] = *row;
+}
+
+/* 1 when the serial row copy is above its row in rows[0, n) (the first
+ * database's), or the row is missing there. */
+static int
+serial_behind(const struct store_row *rows, size_t n,
+              const struct store_row *copy)
+{
+    for (size_t k = 0; k < n; k++)
+        if (strcmp(rows[k].biz_tag, copy->biz_tag) == 0)
+            return rows[k].max_id < copy->max_id;
+    return 1;
 }
 
 /* The highest top recorded for member id in any of the databases' member
@@ -77,6 +88,30 @@ missing_cause(char **cause, const struct multi_member *miss, int64_t top)
                     "handed out again", miss->pos, miss->where, rec);
 }
 
+/* The refusal when the set's first database (its serial rows) is missing
+ * or behind and no listed database holds copies of its serial rows. */
+static void
+serial_cause(char **cause, const char *where, int missing)
+{
+    store_set_cause(cause, "database 0 of the set (%s) held its serial "
+                    "numbers' rows and %s, and no listed database holds a "
+                    "copy of them (nodes copy every serial row to the other "
+                    "databases after each serial load; none are there when "
+                    "the set issued no serial since, or its nodes ran an "
+                    "older leafd): serials would start again at 1 and repeat. "
+                    "If it is reachable, %s; else, raise each serial row "
+                    "(%s) in one listed database above the last serial your "
+                    "applications received. If the set issues no serial "
+                    "with source = segment, or you accept that they start "
+                    "again, run init again with --accept-serial-restart",
+                    where, missing ? "is not in the list" :
+                    "is behind its record (restored from an older copy?)",
+                    missing ? "put it back in the list: init merges its "
+                    "serial rows into the new first database" :
+                    "restore its newest copy first",
+                    "description '" STORE_SERIAL_DESCRIPTION "'");
+}
+
 /* A new identity for a database that has none: random, positive. */
 static int64_t
 new_member_id(void)
@@ -91,19 +126,22 @@ new_member_id(void)
 
 int
 store_multi_init(const struct config *cfg, char **urls, int n,
-                 int64_t block_size, int64_t floor, FILE *out, char **cause)
+                 int64_t block_size, int64_t floor, int serial_restart_ok,
+                 FILE *out, char **cause)
 {
     struct store *sub[STORE_MULTI_MAX] = { 0 };
     struct multi_meta mm[STORE_MULTI_MAX];
     struct multi_member *mem[STORE_MULTI_MAX] = { 0 }, set[STORE_MULTI_MAX];
     size_t nmem[STORE_MULTI_MAX] = { 0 };
     int64_t ids[STORE_MULTI_MAX] = { 0 }, own[STORE_MULTI_MAX] = { 0 };
-    struct store_row *all = NULL, *ser = NULL;
-    size_t nall = 0, nser = 0;
+    struct store_row *all = NULL, *ser = NULL, *ser0 = NULL;
+    size_t nall = 0, nser = 0, nser0 = 0, copies = 0;
     const struct multi_member *miss = NULL;
     struct multi_member legacy;
     int64_t top = 1, since;
-    int rc = -1, same = 1, recorded = 0;
+    int rc = -1, same = 1, recorded = 0, was_first[STORE_MULTI_MAX] = { 0 };
+    int first_missing = 0, first_behind = -1;
+    char first_where[160] = "";
     char *why = NULL;
 
     if (n < 2 || n > STORE_MULTI_MAX) {
@@ -136,7 +174,25 @@ store_multi_init(const struct config *cfg, char **urls, int n,
                 ids[i] = mem[i][k].db_id;
             recorded |= mem[i][k].pos >= 0;
         }
-        assert(ids[i] != 0);            /* store_mysql_members made it */
+        if (ids[i] == 0) {
+            store_set_cause(cause, "URL %d (%s): its leafd_multi_member "
+                            "row with self = 1 has db_id 0: give it a random "
+                            "positive db_id (UPDATE leafd_multi_member SET "
+                            "db_id = ... WHERE self = 1) and run init again",
+                            i + 1, store_mysql_where(sub[i]));
+            goto out;
+        }
+        if (mm[i].db_count < 0 || mm[i].db_count > STORE_MULTI_MAX ||
+            mm[i].db_index < 0 || (mm[i].db_count > 0 &&
+                                   mm[i].db_index >= mm[i].db_count)) {
+            store_set_cause(cause, "URL %d (%s): its leafd_multi_db row "
+                            "says number %lld of %lld: a set has 2 to %d "
+                            "databases; correct the row by hand",
+                            i + 1, store_mysql_where(sub[i]),
+                            (long long)mm[i].db_index,
+                            (long long)mm[i].db_count, STORE_MULTI_MAX);
+            goto out;
+        }
         for (int j = 0; j < i; j++)
             if (ids[j] == ids[i]) {
                 store_set_cause(cause, "URLs %d and %d are the same database "
@@ -167,6 +223,36 @@ store_multi_init(const struct config *cfg, char **urls, int n,
             }
         }
     }
+    /* The first database of an old set: it held the serial rows. */
+    for (int i = 0; i < n; i++)
+        for (size_t k = 0; k < nmem[i]; k++) {
+            int found = 0;
+
+            if (mem[i][k].pos != 0)
+                continue;
+            for (int j = 0; j < n; j++)
+                if (ids[j] == mem[i][k].db_id)
+                    found = was_first[j] = 1;
+            if (!found && !first_missing) {
+                first_missing = 1;
+                snprintf(first_where, sizeof first_where, "%s",
+                         mem[i][k].where);
+            }
+        }
+    for (int i = 0; i < n && !recorded; i++) {
+        int found = 0;
+
+        if (mm[i].db_count < 2)
+            continue;
+        for (int j = 0; j < n; j++)
+            if (mm[j].db_count == mm[i].db_count && mm[j].db_index == 0)
+                found = was_first[j] = 1;
+        if (!found && !first_missing) {
+            first_missing = 1;
+            snprintf(first_where, sizeof first_where, "number 0 of %lld",
+                     (long long)mm[i].db_count);
+        }
+    }
     if (miss != NULL && floor <= 0) {
         missing_cause(cause, miss, recorded_top(mem, nmem, n, miss->db_id));
         goto out;
@@ -188,9 +274,25 @@ store_multi_init(const struct config *cfg, char **urls, int n,
 
         if (store_list(sub[i], &rows, &nr, &why) != STORE_OK)
             goto fail;
-        for (size_t k = 0; k < nr; k++)
-            if (!store_row_is_serial(&rows[k]) && rows[k].max_id > own[i])
-                own[i] = rows[k].max_id;
+        for (size_t k = 0; k < nr; k++) {
+            if (!store_row_is_serial(&rows[k])) {
+                if (rows[k].max_id > own[i])
+                    own[i] = rows[k].max_id;
+                continue;
+            }
+            copies += !was_first[i];
+            if (i == 0)
+                merge_row(&ser0, &nser0, &rows[k]);
+            else if (same && serial_behind(ser0, nser0, &rows[k])) {
+                fprintf(out, "leafd multi-db: database 0 (%s)'s serial row %s "
+                        "is behind its copy in database %d (%s): restored "
+                        "from an older copy? setting the set again, each "
+                        "serial row at the greatest value\n",
+                        store_mysql_where(sub[0]), rows[k].biz_tag, i,
+                        store_mysql_where(sub[i]));
+                same = 0;
+            }
+        }
         free(rows);
         rec = recorded_top(mem, nmem, n, ids[i]);
         if (rec > own[i]) {
@@ -200,7 +302,33 @@ store_multi_init(const struct config *cfg, char **urls, int n,
                     "above it\n", i, store_mysql_where(sub[i]), (long long)rec,
                     (long long)own[i]);
             same = 0;
+            if (was_first[i] && first_behind < 0)
+                first_behind = i;
         }
+    }
+    /* Serial rows live in the first database: one gone or behind needs
+     * copies of them elsewhere, or the operator's word. */
+    if ((first_missing || first_behind >= 0) && copies == 0) {
+        const char *w = first_missing ? first_where :
+                        store_mysql_where(sub[first_behind]);
+
+        if (!serial_restart_ok) {
+            serial_cause(cause, w, first_missing);
+            goto out;
+        }
+        fprintf(out, "leafd multi-db: database 0 of the set (%s) %s and no "
+                "listed database holds copies of its serial rows: serials "
+                "start again (--accept-serial-restart)\n", w, first_missing ?
+                "is not in the list" : "is behind its record");
+    }
+    for (int i = 0; i < n && !recorded; i++)
+        if (mm[i].db_count >= 2)
+            recorded = -1;              /* a set, without member records */
+    if (recorded == -1) {
+        fprintf(out, "leafd multi-db: no listed database records the set's "
+                "members (leafd_multi_member, a set made by an older leafd): "
+                "writing them\n");
+        same = 0;
     }
     if (same) {
         /* ... and every database has every tag. */
@@ -249,6 +377,15 @@ store_multi_init(const struct config *cfg, char **urls, int n,
             goto fail;
         fprintf(out, "froze database %d (%s)\n", i, store_mysql_where(sub[i]));
     }
+    /* The tops again: a load that ended before the freeze raised them. */
+    for (int i = 0; i < n; i++) {
+        free(mem[i]);
+        mem[i] = NULL;
+        nmem[i] = 0;
+        if (store_mysql_members(sub[i], 0, &mem[i], &nmem[i], &why) !=
+            STORE_OK)
+            goto fail;
+    }
     /* Every tag anywhere, its highest max_id, the first database's step;
      * every serial row anywhere, its greatest value. */
     for (int i = 0; i < n; i++) {
@@ -284,6 +421,10 @@ store_multi_init(const struct config *cfg, char **urls, int n,
         for (size_t k = 0; k < nmem[i]; k++)
             if (mem[i][k].top > top)
                 top = mem[i][k].top;
+    if (floor > 0 && floor - 1 < top)
+        fprintf(out, "leafd multi-db: the floor %lld is below what the "
+                "databases hold or recorded (IDs up to %lld): the set starts "
+                "above that instead\n", (long long)floor, (long long)top);
     if (floor - 1 > top)
         top = floor - 1;
     since = top / block_size + 1;
@@ -300,18 +441,16 @@ store_multi_init(const struct config *cfg, char **urls, int n,
         snprintf(set[i].where, sizeof set[i].where, "%s",
                  store_mysql_where(sub[i]));
     }
-    /* The first database gets the serial rows too, each at the greatest
-     * value any database has for it (they are copied by key, whatever the
-     * key says). */
+    /* Every database gets the serial rows too, each at the greatest value
+     * any database has for it (they are copied by key, whatever the key
+     * says): the first one's counters, the others' copies. */
     if (nser > 0) {
         all = xrealloc(all, (nall + nser) * sizeof *all);
         memcpy(all + nall, ser, nser * sizeof *ser);
     }
     for (int i = 0; i < n; i++) {
         struct multi_meta want = { i, n, block_size, since, 0 };
-        size_t rows_i = i == 0 ? nall + nser : nall;
-
-        if (store_mysql_switch(sub[i], all, rows_i, since * block_size, &want,
+        if (store_mysql_switch(sub[i], all, nall + nser, since * block_size, &want,
                                set, n, &why) != STORE_OK)
             goto fail;
         fprintf(out, "database %d (%s): %zu tag(s), number %d of %d, blocks "
@@ -321,8 +460,8 @@ store_multi_init(const struct config *cfg, char **urls, int n,
     }
     if (nser > 0)
         fprintf(out, "database 0 (%s): %zu serial row(s), each at the "
-                "greatest value any database had\n", store_mysql_where(sub[0]),
-                nser);
+                "greatest value any database had (copies in the others)\n",
+                store_mysql_where(sub[0]), nser);
     fprintf(out, "leafd multi-db: done; start (or restart) every node with "
             "segment.mysql.urls = %s", urls[0]);
     for (int i = 1; i < n; i++)
@@ -338,6 +477,7 @@ out:
     free(why);
     free(all);
     free(ser);
+    free(ser0);
     for (int i = 0; i < n; i++) {
         free(mem[i]);
         store_close(sub[i]);

@@ -1398,24 +1398,68 @@ my_top_once(struct store_mysql *m, void *arg, char **cause)
 {
     const struct my_top_arg *a = arg;
     MYSQL_BIND p[2];
-    long long v[2] = { a->top, a->db_id };
+    long long v[2] = { a->db_id, a->top };
 
     my_bind_i64(&p[0], &v[0]);
     my_bind_i64(&p[1], &v[1]);
-    if (my_run(m, "UPDATE leafd_multi_member SET top = GREATEST(top, ?) "
-               "WHERE db_id = ?", p, "UPDATE leafd_multi_member", cause) == -1 ||
+    /* An upsert: a member row missing here (a database that lost it)
+     * gets one (pos -1: a record, not a place in the set). */
+    if (my_run(m, "INSERT INTO leafd_multi_member (db_id, top) VALUES (?, ?) "
+               "ON DUPLICATE KEY UPDATE top = GREATEST(top, VALUES(top))", p,
+               "INSERT leafd_multi_member (top)", cause) == -1 ||
         my_commit(m, cause) == -1)
         return STORE_DB_ERROR;
     return STORE_OK;
 }
 
-/* Raise the recorded top of member db_id to at least top. */
+/* Raise the recorded top of member db_id to at least top (the row made
+ * when missing). */
 enum store_result
 store_mysql_top_push(struct store *s, int64_t db_id, int64_t top, char **cause)
 {
     struct my_top_arg a = { db_id, top };
 
     return my_tx((struct store_mysql *)s, my_top_once, &a, cause);
+}
+
+struct my_serial_copy_arg {
+    const char *tag;
+    int64_t     max_id, step;
+};
+
+static enum store_result
+my_serial_copy_once(struct store_mysql *m, void *arg, char **cause)
+{
+    const struct my_serial_copy_arg *a = arg;
+    MYSQL_BIND p[3];
+    long long v_max = a->max_id, v_step = a->step;
+    unsigned long tag_len = strlen(a->tag);
+
+    my_bind_str(&p[0], a->tag, &tag_len);
+    my_bind_i64(&p[1], &v_max);
+    my_bind_i64(&p[2], &v_step);
+    /* Only a serial row is raised: a segment tag of the same name (a
+     * DBA's row) is left as it is. */
+    if (my_run(m, "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) "
+               "VALUES (?, ?, ?, '" STORE_SERIAL_DESCRIPTION "') ON DUPLICATE "
+               "KEY UPDATE max_id = IF(description = '" STORE_SERIAL_DESCRIPTION
+               "', GREATEST(max_id, VALUES(max_id)), max_id)", p,
+               "INSERT leaf_alloc (serial copy)", cause) == -1 ||
+        my_commit(m, cause) == -1)
+        return STORE_DB_ERROR;
+    return STORE_OK;
+}
+
+/* The copy of a serial row: tag's max_id raised to at least max_id (the
+ * row made, with step and the serial description, when missing). */
+enum store_result
+store_mysql_serial_copy(struct store *s, const char *tag, int64_t max_id,
+                        int64_t step, char **cause)
+{
+    struct my_serial_copy_arg a = { tag, max_id, step };
+
+    assert(tag != NULL && strlen(tag) <= TAG_MAX && max_id >= 1 && step >= 1);
+    return my_tx((struct store_mysql *)s, my_serial_copy_once, &a, cause);
 }
 
 /* A cheap probe: connect if needed, and ping. */

@@ -24,6 +24,11 @@ TESTS = [
     "test_remove_a_database",
     "test_restore_from_an_older_dump",
     "test_restore_under_load",
+    "test_remove_first_database_keeps_serials",
+    "test_replace_first_database_keeps_serials",
+    "test_first_database_lost_without_copies",
+    "test_restore_first_database_keeps_serials",
+    "test_legacy_set_restore",
     "test_step_over_block_size",
     "test_step_change_single_database",
 ]
@@ -171,8 +176,9 @@ SERIAL = {"serial.PAY.prefix": "PAY", "serial.PAY.step": "20", "serial.count_max
 
 def serial_node(wd, urls, name):
     flags = ["--leaf.snowflake.enable=false", "--segment.mysql.urls=" + ",".join(urls),
-             "--segment.db_timeout_ms=1000", "--segment.max_step=2000",
-             "--segment.lease_max=50000", "--segment.refresh_ms=500"]
+             "--segment.db_timeout_ms=1000", "--segment.wait_ms=3000",
+             "--segment.max_step=2000", "--segment.lease_max=50000",
+             "--segment.refresh_ms=500"]
     conf = dict(SERIAL)
     conf["leaf.segment.enable"] = "true"
     return wd.leafd(conf=conf, flags=flags, name=name).start()
@@ -226,6 +232,101 @@ def test_new_first_database_keeps_serials(ctx):
     serial_case(ctx, "ops-multidb-newfirst", lambda s: [s.urls[2], s.urls[0], s.urls[1]])
 
 
+def serial_round(wd, urls, name, tag):
+    """Two serial nodes on urls under segment load: 100 serials of PAY
+    and the IDs of tag."""
+    nodes = [serial_node(wd, urls, "%s%d" % (name, i)) for i in range(2)]
+    with Load(nodes, tag, count=20) as load:
+        got = serials(nodes, "PAY", 10)
+        time.sleep(1.5)
+    load.check(name)
+    stop_all(nodes)
+    return got, load.ids
+
+
+def first_gone_case(ctx, name, old_n, new_list):
+    """Serials issued on a set of old_n databases, then init with a list
+    that lacks the first one (new_list(s)): serials go on, none repeats."""
+    with Workdir(name) as wd:
+        s = Schemas(ctx, wd, 3)
+        s.tag('fg', 500)
+        old = s.urls[:old_n]
+        eq(init(old)[0], 0, "init")
+        got, ids = serial_round(wd, old, "n", "fg")
+        new = new_list(s)
+        # The procedure: every node stopped, the floor above the first
+        # database's rows (the test reads them even when "lost").
+        rc, out = init(new, "--floor=%d" % (max(ids) + 1))
+        eq(rc, 0, "init without the first database: %s" % out)
+        more, ids2 = serial_round(wd, new, "m", "fg")
+        no_repeat(got + more, "serials across the change (%d before, %d after)"
+                  % (len(got), len(more)))
+        no_repeat(ids + ids2, "IDs across the change")
+
+
+def test_remove_first_database_keeps_serials(ctx):
+    """Issue 20 (second review): init A B C, serials, init B C --floor:
+    serial rows lived in A alone; today PAY<today>000001 again."""
+    first_gone_case(ctx, "ops-multidb-rmfirst", 3, lambda s: s.urls[1:3])
+
+
+def test_replace_first_database_keeps_serials(ctx):
+    """init A B, serials, A lost for good (dropped), init C B --floor with
+    an empty C: today serials start again."""
+    def lose_a(s):
+        s.sql(None, "DROP DATABASE %s; CREATE DATABASE %s" % (s.names[0], s.names[0]))
+        return [s.urls[2], s.urls[1]]
+    first_gone_case(ctx, "ops-multidb-replfirst", 2, lose_a)
+
+
+def test_first_database_lost_without_copies(ctx):
+    """The first database lost, and no copy of its serial rows anywhere (its
+    nodes ran an older leafd; simulated by deleting B's copies): init
+    refuses, saying what to do, unless --accept-serial-restart."""
+    with Workdir("ops-multidb-nocopies") as wd:
+        s = Schemas(ctx, wd, 3)
+        s.tag('nc', 500)
+        eq(init(s.urls[:2])[0], 0, "init A B")
+        got, ids = serial_round(wd, s.urls[:2], "n", "nc")
+        s.sql(1, "DELETE FROM leaf_alloc WHERE description = 'serial period'")
+        s.sql(None, "DROP DATABASE %s; CREATE DATABASE %s" % (s.names[0], s.names[0]))
+        new = [s.urls[2], s.urls[1]]
+        rc, out = init(new, "--floor=%d" % (max(ids) + 1))
+        check(rc != 0 and "serial" in out and "--accept-serial-restart" in out
+              and "not in the list" in out,
+              "init refuses, naming the serial rows and the flag: rc %d: %s" % (rc, out))
+        rc, out = init(new, "--floor=%d" % (max(ids) + 1), "--accept-serial-restart")
+        eq(rc, 0, "init --accept-serial-restart: %s" % out)
+        check("serials start again" in out, "init says what it accepted: %s" % out)
+
+
+def test_restore_first_database_keeps_serials(ctx):
+    """init A B, serials, A dumped, more serials, A restored from the dump,
+    init A B (the documented procedure): today its serial rows go back to
+    the dump's values and repeat."""
+    with Workdir("ops-multidb-restfirst") as wd:
+        s = Schemas(ctx, wd, 2)
+        s.tag('rf', 500)
+        eq(init(s.urls)[0], 0, "init A B")
+        got, ids = serial_round(wd, s.urls, "n", "rf")
+        dump = s.dump(wd, 0)
+        more, ids2 = serial_round(wd, s.urls, "m", "rf")
+        s.restore(0, dump)
+        rc, out = init(s.urls)
+        eq(rc, 0, "init after the restore: %s" % out)
+        last, ids3 = serial_round(wd, s.urls, "o", "rf")
+        no_repeat(got + more + last, "serials across the restore of the first database")
+        no_repeat(ids + ids2 + ids3, "IDs across the restore")
+
+
+def test_legacy_set_restore(ctx):
+    """A set made before leafd_multi_member existed (simulated: the table
+    dropped in both): init A B must write the members, or the nodes record
+    no top and the restore procedure repeats B's IDs (the reviewer: 53,240
+    of 209,140 IDs twice)."""
+    restore_b_case(ctx, "ops-multidb-legacy", "lg", legacy=True)
+
+
 def test_add_a_database(ctx):
     """Add a database (the documented procedure: init with the new list
     while the old nodes run, then restart them with it): the old nodes
@@ -272,27 +373,46 @@ def test_remove_a_database(ctx):
         serve_after(wd, s, s.urls[:2], "rm", ids, "across the removal")
 
 
+def b_dumped_under_load(wd, s, tag):
+    """Two nodes on A B with B serving (A unreachable a while, so B stays
+    preferred), B dumped, B serving on: (nodes, IDs, dump)."""
+    nodes = nodes_on(wd, s.urls, "n")
+    s.off(0)                            # B serves (and stays preferred)
+    ids = load_for(nodes, tag, 2, "B")
+    s.on(0)
+    wait_for(lambda: all(db_state(d, 0)["up"] for d in nodes), timeout=30,
+             what="A back up")
+    dump = s.dump(wd, 1)
+    ids += load_for(nodes, tag, 3, "B after the dump")
+    return nodes, ids, dump
+
+
 def test_restore_from_an_older_dump(ctx):
     """B dumped, B serves on, B restored from the dump; the procedure runs
     init with the same list before the nodes start again. Today init says
     "already a set" and B repeats what it handed out after the dump."""
-    with Workdir("ops-multidb-restore") as wd:
+    restore_b_case(ctx, "ops-multidb-restore", "rs")
+
+
+def restore_b_case(ctx, name, tag, legacy=False):
+    """B restored from an older dump, then init with the same list: nothing
+    B hands out after it repeats. legacy: the set made without member
+    records (leafd_multi_member dropped in both, init run again)."""
+    with Workdir(name) as wd:
         s = Schemas(ctx, wd, 2)
-        s.tag('rs', 400)
+        s.tag(tag, 400)
         eq(init(s.urls)[0], 0, "init A B")
-        nodes = nodes_on(wd, s.urls, "n")
-        s.off(0)                        # B serves (and stays preferred)
-        ids = load_for(nodes, "rs", 2, "B")
-        s.on(0)
-        wait_for(lambda: all(d.get("/health").json()["segment"]["databases"][0]["up"]
-                             for d in nodes), timeout=30, what="A back up")
-        dump = s.dump(wd, 1)
-        ids += load_for(nodes, "rs", 3, "B after the dump")
+        if legacy:
+            for i in range(2):
+                s.sql(i, "DROP TABLE leafd_multi_member")
+            rc, out = init(s.urls)
+            eq(rc, 0, "init on the old set: %s" % out)
+        nodes, ids, dump = b_dumped_under_load(wd, s, tag)
         stop_all(nodes)
         s.restore(1, dump)
         rc, out = init(s.urls)
         eq(rc, 0, "init after the restore: %s" % out)
-        serve_after(wd, s, s.urls, "rs", ids, "across the restore")
+        serve_after(wd, s, s.urls, tag, ids, "across the restore")
 
 
 def db_state(d, i):
@@ -308,14 +428,7 @@ def test_restore_under_load(ctx):
         s = Schemas(ctx, wd, 2)
         s.tag("rl", 400)
         eq(init(s.urls)[0], 0, "init A B")
-        nodes = nodes_on(wd, s.urls, "n")
-        s.off(0)                        # B serves (and stays preferred)
-        ids = load_for(nodes, "rl", 2, "B")
-        s.on(0)
-        wait_for(lambda: all(db_state(d, 0)["up"] for d in nodes), timeout=30,
-                 what="A back up")
-        dump = s.dump(wd, 1)
-        ids += load_for(nodes, "rl", 3, "B after the dump")
+        nodes, ids, dump = b_dumped_under_load(wd, s, "rl")
         with Load(nodes, "rl", count=20) as load:
             s.off(1)                    # B goes down for its restore
             wait_for(lambda: not any(db_state(d, 1)["up"] for d in nodes), timeout=30,

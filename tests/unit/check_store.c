@@ -1196,10 +1196,25 @@ expect_row(struct store *s, const char *name, enum store_result want)
     free(cause);
 }
 
+/* name in first, and its copy in other: a serial row at the same max_id. */
+static void
+expect_serial_copy(struct store *first, struct store *other, const char *name)
+{
+    struct store_row a, b;
+    char *cause = NULL;
+
+    ck_assert_msg(store_get(first, name, &a, &cause) == STORE_OK &&
+                  store_get(other, name, &b, &cause) == STORE_OK, "%s: %s",
+                  name, cause ? cause : "missing");
+    ck_assert(store_row_is_serial(&a) && store_row_is_serial(&b));
+    ck_assert_int_eq(a.max_id, b.max_id);
+}
+
 /* Serial rows are told by their description, never their name: a segment
  * tag named like a serial period's row ("order:2024") is copied to every
  * database by multi-db init, checked at start and fails over; serial rows
- * ("PAY:20261123", "PAY:all") stay in the first database alone. */
+ * ("PAY:20261123", "PAY:all") are loaded from the first database alone,
+ * the others hold copies (init's, and one after every serial load). */
 START_TEST(test_multi_serial_rows)
 {
     const char *base = be.cfg.mysql_url;
@@ -1222,15 +1237,14 @@ START_TEST(test_multi_serial_rows)
                      STORE_OK);
     serial_row(one[0], "PAY:20261123");
     serial_row(one[0], "PAY:all");
-    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, 0, out, &cause) == 0,
+    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, 0, 0, out, &cause) == 0,
                   "init: %s", cause);
     store_thread_init();                /* init ended this thread's */
     be.cfg.mysql_url = urls[1];
     one[1] = be_open();
     expect_row(one[1], "order:2024", STORE_OK);
-    expect_row(one[1], "PAY:20261123", STORE_NOT_FOUND);
-    expect_row(one[1], "PAY:all", STORE_NOT_FOUND);
-    expect_row(one[0], "PAY:all", STORE_OK);
+    expect_serial_copy(one[0], one[1], "PAY:20261123");
+    expect_serial_copy(one[0], one[1], "PAY:all");
 
     /* Start-up checks it as any tag: missing in one database, refused. */
     url_exec(urls[1], "DELETE FROM leaf_alloc WHERE biz_tag = 'order:2024'");
@@ -1244,7 +1258,7 @@ START_TEST(test_multi_serial_rows)
     cause = NULL;
     /* init puts it back; the serial rows, in one database, are no reason
      * to refuse the start. */
-    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, 0, out, &cause) == 0,
+    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, 0, 0, out, &cause) == 0,
                   "init again: %s", cause);
     store_thread_init();
     expect_row(one[1], "order:2024", STORE_OK);
@@ -1262,14 +1276,17 @@ START_TEST(test_multi_serial_rows)
     ck_assert_int_eq((max_id - 10) / block % 2, 1);
     /* Reads go to the database that answered last, now database 1. */
     expect_row(m, "order:2024", STORE_OK);
-    expect_row(m, "PAY:all", STORE_NOT_FOUND);
     {
         struct store_row *rows;
-        size_t n;
+        size_t n, tags = 0;
 
         ck_assert_int_eq(store_list(m, &rows, &n, &cause), STORE_OK);
-        ck_assert_int_eq(n, 1);
-        ck_assert_str_eq(rows[0].biz_tag, "order:2024");
+        for (size_t k = 0; k < n; k++)
+            if (!store_row_is_serial(&rows[k])) {
+                ck_assert_str_eq(rows[k].biz_tag, "order:2024");
+                tags++;
+            }
+        ck_assert_int_eq(tags, 1);
         free(rows);
     }
     /* A serial's new period: the first database's alone, and only while
@@ -1289,8 +1306,7 @@ START_TEST(test_multi_serial_rows)
     }
     ck_assert_int_eq(store_mysql_freeze(one[0], 0, &cause), STORE_OK);
     serial_row(m, "PAY:20261124");
-    expect_row(one[0], "PAY:20261124", STORE_OK);
-    expect_row(one[1], "PAY:20261124", STORE_NOT_FOUND);
+    expect_serial_copy(one[0], one[1], "PAY:20261124");
 
     store_close(m);
     for (int i = 0; i < 2; i++) {
@@ -1325,19 +1341,19 @@ START_TEST(test_multi_init_members)
     ck_assert_int_eq(store_insert(a, "mm", 1, 10, NULL, &cause), STORE_OK);
     serial_row(a, "PAY:all");
     serial_row(a, "PAY:all");               /* max_id 21 */
-    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, 0, out, &cause) == 0,
+    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, block, 0, 0, out, &cause) == 0,
                   "init A B: %s", cause);
     store_thread_init();
     /* B lost, C in its place: refused, the message says how. */
     list[0] = urls[0];
     list[1] = urls[2];
-    ck_assert_int_eq(store_multi_init(&be.cfg, list, 2, block, 0, out, &cause), -1);
+    ck_assert_int_eq(store_multi_init(&be.cfg, list, 2, block, 0, 0, out, &cause), -1);
     store_thread_init();
     ck_assert_msg(strstr(cause, "database 1 of the set") != NULL &&
                   strstr(cause, "--floor=N") != NULL, "%s", cause);
     free(cause);
     cause = NULL;
-    ck_assert_msg(store_multi_init(&be.cfg, list, 2, block, 123456, out,
+    ck_assert_msg(store_multi_init(&be.cfg, list, 2, block, 123456, 0, out,
                                    &cause) == 0, "init A C --floor: %s", cause);
     store_thread_init();
     be.cfg.mysql_url = urls[2];
@@ -1347,7 +1363,7 @@ START_TEST(test_multi_init_members)
     /* Reordered (C first): C gets the serial row at its value. */
     list[0] = urls[2];
     list[1] = urls[0];
-    ck_assert_msg(store_multi_init(&be.cfg, list, 2, block, 0, out, &cause) == 0,
+    ck_assert_msg(store_multi_init(&be.cfg, list, 2, block, 0, 0, out, &cause) == 0,
                   "init C A: %s", cause);
     store_thread_init();
     ck_assert_int_eq(store_get(c, "PAY:all", &row, &cause), STORE_OK);
@@ -1357,6 +1373,58 @@ START_TEST(test_multi_init_members)
     store_close(a);
     store_close(c);
     for (int i = 0; i < 3; i++) {
+        snprintf(sql, sizeof sql, "DROP DATABASE %s", name[i]);
+        url_exec(base, sql);
+        free(urls[i]);
+    }
+    fclose(out);
+}
+END_TEST
+
+/* Rows init reads are database content: a leafd_multi_db row with a set
+ * size out of range and a self row with db_id 0 are refused with a cause,
+ * never an assert or a loop bound; a top pushed for a member a database
+ * has no row for is recorded all the same. */
+START_TEST(test_multi_init_hostile_rows)
+{
+    const char *base = be.cfg.mysql_url;
+    char *urls[2], *cause = NULL, sql[256], name[2][64];
+    struct multi_member *mem = NULL;
+    size_t nmem = 0;
+    struct store *b;
+    FILE *out = tmpfile();
+    int found = 0;
+
+    ck_assert_ptr_nonnull(out);
+    for (int i = 0; i < 2; i++)
+        urls[i] = fresh_schema(base, "mh", i, name[i], sizeof name[i]);
+    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, 1000, 0, 0, out, &cause) == 0,
+                  "init A B: %s", cause);
+    store_thread_init();
+    url_exec(urls[0], "UPDATE leafd_multi_db SET db_count = 1000000");
+    ck_assert_int_eq(store_multi_init(&be.cfg, urls, 2, 1000, 0, 0, out, &cause), -1);
+    store_thread_init();
+    ck_assert_msg(strstr(cause, "a set has 2 to") != NULL, "%s", cause);
+    free(cause);
+    cause = NULL;
+    url_exec(urls[0], "UPDATE leafd_multi_db SET db_count = 2");
+
+    be.cfg.mysql_url = urls[1];
+    b = be_open();
+    ck_assert_int_eq(store_mysql_top_push(b, 4242, 99, &cause), STORE_OK);
+    ck_assert_int_eq(store_mysql_members(b, 0, &mem, &nmem, &cause), STORE_OK);
+    for (size_t k = 0; k < nmem; k++)
+        found |= mem[k].db_id == 4242 && mem[k].top == 99 && mem[k].pos == -1;
+    ck_assert_msg(found, "the pushed top is recorded");
+    free(mem);
+    store_close(b);
+
+    url_exec(urls[0], "UPDATE leafd_multi_member SET db_id = 0 WHERE self = 1");
+    ck_assert_int_eq(store_multi_init(&be.cfg, urls, 2, 1000, 0, 0, out, &cause), -1);
+    store_thread_init();
+    ck_assert_msg(strstr(cause, "db_id 0") != NULL, "%s", cause);
+    free(cause);
+    for (int i = 0; i < 2; i++) {
         snprintf(sql, sizeof sql, "DROP DATABASE %s", name[i]);
         url_exec(base, sql);
         free(urls[i]);
@@ -1412,6 +1480,7 @@ store_suite(void)
         tcase_add_test(tc, test_mysql_hung);
         tcase_add_test(tc, test_multi_serial_rows);
         tcase_add_test(tc, test_multi_init_members);
+        tcase_add_test(tc, test_multi_init_hostile_rows);
         tcase_set_timeout(tc, 180);
         suite_add_tcase(su, tc);
     } else {
