@@ -33,31 +33,8 @@
 #include "log.h"
 #include "store.h"
 #include "store_impl.h"
+#include "store_mysql_internal.h"
 #include "multi_block.h"
-
-#define MY_TIMEOUT_S   5        /* when db_timeout_ms <= 0 */
-#define MY_TAG_BUF     (TAG_MAX * 4 + 1)          /* varchar(128), utf8mb4 */
-#define MY_DESC_BUF    (STORE_DESC_MAX * 4 + 1)   /* varchar(256), utf8mb4 */
-#define MY_USER_MAX     128
-#define MY_PASSWORD_MAX 256
-
-struct store_mysql {
-    struct store        base;
-    struct db_mysql_target t;
-    char               *where;      /* "host:port/db" for messages */
-    unsigned int        timeout_s;
-    int64_t             timeout_ms;
-    MYSQL              *db;         /* NULL: not connected */
-    MYSQL_STMT         *update;
-    MYSQL_STMT         *select;
-    MYSQL_STMT         *get;
-    MYSQL_STMT         *list;
-    MYSQL_STMT         *insert;
-    MYSQL_STMT         *now_ms;
-    MYSQL_STMT         *insert_serial;
-    int                 stale;      /* last failure: connection dead early */
-    unsigned int        last_errno; /* the last failure's server error */
-};
 
 /* Result buffers for get and list (bound to a row of sql_get/sql_list). */
 struct my_rowbuf {
@@ -117,8 +94,6 @@ static const char sql_serial_raise[] =
 static const char sql_serial_raise_old[] =
     "UPDATE leaf_alloc SET max_id = GREATEST(max_id, ?) WHERE " MY_LIKE;
 
-static const struct store_ops mysql_ops;
-
 /* The store's thread calls are the MySQL library's (db_mysql.c); they are
  * harmless with SQLite. */
 int
@@ -139,8 +114,8 @@ store_library_end(void)
     db_mysql_library_end();
 }
 
-static void
-my_disconnect(struct store_mysql *m)
+void
+store_my_disconnect(struct store_mysql *m)
 {
     MYSQL_STMT **all[] = { &m->update, &m->select, &m->get, &m->list,
                            &m->insert, &m->now_ms, &m->insert_serial };
@@ -168,14 +143,17 @@ my_conn_error(unsigned int err)
  * connection when st is NULL), roll back, disconnect (but not after a
  * deadlock: InnoDB rolled back the transaction, the connection and its
  * statements are fine). Returns -1. */
-static int
-my_fail(struct store_mysql *m, MYSQL_STMT *st, const char *what, char **cause)
+int
+store_my_fail(struct store_mysql *m, MYSQL_STMT *st, const char *what, char **cause)
 {
-    unsigned int err = st != NULL ? mysql_stmt_errno(st) : mysql_errno(m->db);
-    const char *text = st != NULL ? mysql_stmt_error(st) : mysql_error(m->db);
+    unsigned int err;
+    char *why = db_mysql_cause(m->where, what, m->db, st, &err);
     int dead;
 
-    store_set_cause(cause, "mysql %s: %s: %s (%u)", m->where, what, text, err);
+    if (cause != NULL)
+        *cause = why;
+    else
+        free(why);
     m->last_errno = err;
     m->stale = my_conn_error(err);
     dead = m->stale;
@@ -184,17 +162,17 @@ my_fail(struct store_mysql *m, MYSQL_STMT *st, const char *what, char **cause)
         dead = 1;
     }
     if (err != ER_LOCK_DEADLOCK || dead)
-        my_disconnect(m);
+        store_my_disconnect(m);
     return -1;
 }
 
 /* End a transaction that changed nothing (not found, duplicate, refused).
- * Returns 0, or -1 after my_fail. */
-static int
-my_rollback(struct store_mysql *m, char **cause)
+ * Returns 0, or -1 after store_my_fail. */
+int
+store_my_rollback(struct store_mysql *m, char **cause)
 {
     if (mysql_rollback(m->db) != 0)
-        return my_fail(m, NULL, "ROLLBACK", cause);
+        return store_my_fail(m, NULL, "ROLLBACK", cause);
     return 0;
 }
 
@@ -203,19 +181,19 @@ my_prepare(struct store_mysql *m, const char *sql, MYSQL_STMT **st,
            char **cause)
 {
     if ((*st = mysql_stmt_init(m->db)) == NULL)
-        return my_fail(m, NULL, "mysql_stmt_init", cause);
+        return store_my_fail(m, NULL, "mysql_stmt_init", cause);
     if (mysql_stmt_prepare(*st, sql, strlen(sql)) != 0) {
         char what[64];
         snprintf(what, sizeof what, "prepare \"%.40s...\"", sql);
-        return my_fail(m, *st, what, cause);
+        return store_my_fail(m, *st, what, cause);
     }
     return 0;
 }
 
 /* Connect; with statements, prepare the statements every call uses (they
  * need leaf_alloc to exist). */
-static int
-my_connect(struct store_mysql *m, int statements, char **cause)
+int
+store_my_connect(struct store_mysql *m, int statements, char **cause)
 {
     if ((m->db = db_mysql_connect(&m->t, m->where, m->timeout_s, cause)) == NULL)
         return -1;
@@ -235,13 +213,13 @@ my_connect(struct store_mysql *m, int statements, char **cause)
 
 /* Before an attempt: connect if needed; *reused says the connection is
  * from an earlier call. */
-static int
-my_begin(struct store_mysql *m, int *reused, int64_t *t0, char **cause)
+int
+store_my_begin(struct store_mysql *m, int *reused, int64_t *t0, char **cause)
 {
     *reused = m->db != NULL;
     m->stale = 0;
     *t0 = util_mono_ms();
-    if (m->db == NULL && my_connect(m, 1, cause) == -1)
+    if (m->db == NULL && store_my_connect(m, 1, cause) == -1)
         return -1;
     return 0;
 }
@@ -265,44 +243,26 @@ my_retry(struct store_mysql *m, int attempt, int reused, int64_t t0,
     return 1;
 }
 
-static void
-my_bind_i64(MYSQL_BIND *b, long long *v)
-{
-    memset(b, 0, sizeof *b);
-    b->buffer_type = MYSQL_TYPE_LONGLONG;
-    b->buffer = v;
-}
-
-static void
-my_bind_str(MYSQL_BIND *b, const char *s, unsigned long *len)
-{
-    memset(b, 0, sizeof *b);
-    b->buffer_type = MYSQL_TYPE_STRING;
-    b->buffer = (void *)s;
-    b->buffer_length = *len;
-    b->length = len;
-}
-
 /* Execute st with params bound; stores the result set if it has one. */
 static int
 my_exec(struct store_mysql *m, MYSQL_STMT *st, MYSQL_BIND *params,
         MYSQL_BIND *results, const char *what, char **cause)
 {
     if (params != NULL && mysql_stmt_bind_param(st, params) != 0)
-        return my_fail(m, st, what, cause);
+        return store_my_fail(m, st, what, cause);
     if (mysql_stmt_execute(st) != 0)
-        return my_fail(m, st, what, cause);
+        return store_my_fail(m, st, what, cause);
     if (results != NULL) {
         if (mysql_stmt_bind_result(st, results) != 0 ||
             mysql_stmt_store_result(st) != 0)
-            return my_fail(m, st, what, cause);
+            return store_my_fail(m, st, what, cause);
     }
     return 0;
 }
 
-/* Fetch the next row: 1 row, 0 no more, -1 error (after my_fail). */
-static int
-my_fetch(struct store_mysql *m, MYSQL_STMT *st, const char *what,
+/* Fetch the next row: 1 row, 0 no more, -1 error (after store_my_fail). */
+int
+store_my_fetch(struct store_mysql *m, MYSQL_STMT *st, const char *what,
          char **cause)
 {
     int rc = mysql_stmt_fetch(st);
@@ -311,21 +271,21 @@ my_fetch(struct store_mysql *m, MYSQL_STMT *st, const char *what,
         return 1;       /* truncation: lengths say so; checked by callers */
     if (rc == MYSQL_NO_DATA)
         return 0;
-    return my_fail(m, st, what, cause);
+    return store_my_fail(m, st, what, cause);
 }
 
 /* One statement prepared for this call: executed with p, its result (when
- * r) stored for my_fetch. 0 with *st to close; 1 when the prepare failed
+ * r) stored for store_my_fetch. 0 with *st to close; 1 when the prepare failed
  * with error absent (e.g. ER_NO_SUCH_TABLE; 0: none), *st closed and the
- * transaction still usable; -1 after my_fail (*st closed). */
-static int
-my_adhoc(struct store_mysql *m, const char *sql, MYSQL_BIND *p, MYSQL_BIND *r,
+ * transaction still usable; -1 after store_my_fail (*st closed). */
+int
+store_my_adhoc(struct store_mysql *m, const char *sql, MYSQL_BIND *p, MYSQL_BIND *r,
          MYSQL_STMT **st, const char *what, unsigned int absent, char **cause)
 {
     int rc;
 
     if ((*st = mysql_stmt_init(m->db)) == NULL)
-        return my_fail(m, NULL, "mysql_stmt_init", cause);
+        return store_my_fail(m, NULL, "mysql_stmt_init", cause);
     if (mysql_stmt_prepare(*st, sql, strlen(sql)) != 0) {
         if (absent == 0 || mysql_stmt_errno(*st) != absent)
             goto fail;
@@ -341,55 +301,53 @@ my_adhoc(struct store_mysql *m, const char *sql, MYSQL_BIND *p, MYSQL_BIND *r,
     return 0;
 
 fail:
-    rc = my_fail(m, *st, what, cause);
+    rc = store_my_fail(m, *st, what, cause);
     mysql_stmt_close(*st);
     *st = NULL;
     return rc;
 }
 
 /* A statement without a result, prepared for this call. 0, or -1 after
- * my_fail. */
-static int
-my_run(struct store_mysql *m, const char *sql, MYSQL_BIND *p, const char *what,
+ * store_my_fail. */
+int
+store_my_run(struct store_mysql *m, const char *sql, MYSQL_BIND *p, const char *what,
        char **cause)
 {
     MYSQL_STMT *st;
 
-    if (my_adhoc(m, sql, p, NULL, &st, what, 0, cause) == -1)
+    if (store_my_adhoc(m, sql, p, NULL, &st, what, 0, cause) == -1)
         return -1;
     mysql_stmt_close(st);
     return 0;
 }
 
-/* COMMIT. 0, or -1 after my_fail: it may have committed all the same, so
+/* COMMIT. 0, or -1 after store_my_fail: it may have committed all the same, so
  * the call is not run again (my_retry). */
-static int
-my_commit(struct store_mysql *m, char **cause)
+int
+store_my_commit(struct store_mysql *m, char **cause)
 {
     if (mysql_commit(m->db) == 0)
         return 0;
-    my_fail(m, NULL, "COMMIT", cause);
+    store_my_fail(m, NULL, "COMMIT", cause);
     m->stale = 0;
     return -1;
 }
 
-/* The body of a call, inside the transaction my_tx opened; it ends it
- * (my_commit, my_rollback or my_fail). */
-typedef enum store_result (*my_tx_fn)(struct store_mysql *m, void *arg,
-                                      char **cause);
+/* The body of a call, inside the transaction store_my_tx opened; it ends it
+ * (store_my_commit, store_my_rollback or store_my_fail). */
 
 /* One call as one transaction: connect if needed and run body; run it once
  * more when a connection kept from an earlier call was found dead at once
  * (my_retry). */
-static enum store_result
-my_tx(struct store_mysql *m, my_tx_fn body, void *arg, char **cause)
+enum store_result
+store_my_tx(struct store_mysql *m, my_tx_fn body, void *arg, char **cause)
 {
     int reused;
     int64_t t0;
     enum store_result rc;
 
     for (int attempt = 0;; attempt++) {
-        if (my_begin(m, &reused, &t0, cause) == -1)
+        if (store_my_begin(m, &reused, &t0, cause) == -1)
             return STORE_DB_ERROR;
         rc = body(m, arg, cause);
         if (rc != STORE_DB_ERROR || !my_retry(m, attempt, reused, t0, cause))
@@ -409,9 +367,9 @@ my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
     int rc;
 
     /* max_id <= INT64_MAX - step: refuse a range that would overflow. */
-    my_bind_i64(&p[0], &v_step);
-    my_bind_str(&p[1], tag, &tag_len);
-    my_bind_i64(&p[2], &v_limit);
+    db_mysql_bind_i64(&p[0], &v_step);
+    store_my_bind_str(&p[1], tag, &tag_len);
+    db_mysql_bind_i64(&p[2], &v_limit);
     if (my_exec(m, m->update, p, NULL, "UPDATE leaf_alloc", cause) == -1)
         return STORE_DB_ERROR;
     changed = mysql_stmt_affected_rows(m->update);
@@ -421,11 +379,11 @@ my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
     r[0].buffer = r_tag;
     r[0].buffer_length = sizeof r_tag;
     r[0].length = &r_tag_len;
-    my_bind_i64(&r[1], &v_max);
-    my_bind_i64(&r[2], &v_dbstep);
+    db_mysql_bind_i64(&r[1], &v_max);
+    db_mysql_bind_i64(&r[2], &v_dbstep);
     if (my_exec(m, m->select, p + 1, r, "SELECT leaf_alloc", cause) == -1)
         return STORE_DB_ERROR;
-    rc = my_fetch(m, m->select, "SELECT leaf_alloc", cause);
+    rc = store_my_fetch(m, m->select, "SELECT leaf_alloc", cause);
     if (rc == -1)
         return STORE_DB_ERROR;
     mysql_stmt_free_result(m->select);
@@ -437,7 +395,7 @@ my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
     }
 
     if (changed == 0) {
-        if (my_rollback(m, cause) == -1)
+        if (store_my_rollback(m, cause) == -1)
             return STORE_DB_ERROR;
         if (rc == 0)
             return STORE_NOT_FOUND;
@@ -450,7 +408,7 @@ my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
     if (rc == 1 && v_max - v_step < 1) {
         /* A negative or zero max_id: IDs below 1 would read as huge
          * unsigned numbers to some clients. */
-        if (my_rollback(m, cause) == -1)
+        if (store_my_rollback(m, cause) == -1)
             return STORE_DB_ERROR;
         store_set_cause(cause, "the range of %s would start at %lld (max_id "
                         "%lld, step %lld): IDs start at 1", tag, v_max - v_step,
@@ -458,13 +416,13 @@ my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
         return STORE_BAD_ROW;
     }
     if (rc == 0) {
-        if (my_rollback(m, cause) == -1)
+        if (store_my_rollback(m, cause) == -1)
             return STORE_DB_ERROR;
         store_set_cause(cause, "mysql %s: %s updated but not found",
                         m->where, tag);
         return STORE_DB_ERROR;
     }
-    if (my_commit(m, cause) == -1)
+    if (store_my_commit(m, cause) == -1)
         return STORE_DB_ERROR;      /* either way the range is not used */
     *max_id = v_max;
     *db_step = v_dbstep;
@@ -491,12 +449,9 @@ mysql_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
 {
     struct my_alloc_arg a = { tag, step, max_id, db_step };
 
-    return my_tx((struct store_mysql *)s, my_alloc_body, &a, cause);
+    return store_my_tx((struct store_mysql *)s, my_alloc_body, &a, cause);
 }
 
-static enum store_result my_meta_check(struct store_mysql *m,
-                                       const struct multi_meta *want,
-                                       struct multi_meta *mm_out, char **cause);
 
 struct my_serial_arg {
     const struct multi_meta *want;  /* a set's first database; NULL: alone */
@@ -511,7 +466,7 @@ struct my_serial_arg {
 };
 
 /* The largest max_id of the rows floor names, into *v (0: none). 0, or -1
- * after my_fail. */
+ * after store_my_fail. */
 static int
 my_serial_floor(struct store_mysql *m, const struct store_serial_floor *floor,
                 long long *v, char **cause)
@@ -528,13 +483,13 @@ my_serial_floor(struct store_mysql *m, const struct store_serial_floor *floor,
 
         store_like_pattern(floor->row[k].tag, floor->row[k].prefix, like[i]);
         len[i] = strlen(like[i]);
-        my_bind_str(&p[i], like[i], &len[i]);
+        store_my_bind_str(&p[i], like[i], &len[i]);
     }
-    my_bind_i64(&r[0], v);
-    if (my_adhoc(m, sql_serial_floor, p, r, &st, "SELECT leaf_alloc (floor)", 0,
+    db_mysql_bind_i64(&r[0], v);
+    if (store_my_adhoc(m, sql_serial_floor, p, r, &st, "SELECT leaf_alloc (floor)", 0,
                  cause) == -1)
         return -1;
-    rc = my_fetch(m, st, "SELECT leaf_alloc (floor)", cause);
+    rc = store_my_fetch(m, st, "SELECT leaf_alloc (floor)", cause);
     mysql_stmt_close(st);
     if (rc == -1)
         return -1;
@@ -560,26 +515,26 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
     if (a->want != NULL) {
         struct multi_meta mm;
 
-        if (my_meta_check(m, a->want, &mm, cause) != STORE_OK)
+        if (store_my_meta_check(m, a->want, &mm, cause) != STORE_OK)
             return STORE_DB_ERROR;
     }
-    my_bind_i64(&p[0], &v_off);
-    my_bind_i64(&r[0], &v_now);
+    db_mysql_bind_i64(&p[0], &v_off);
+    db_mysql_bind_i64(&r[0], &v_now);
     if (my_exec(m, m->now_ms, p, r, "SELECT now", cause) == -1)
         return STORE_DB_ERROR;
-    rc = my_fetch(m, m->now_ms, "SELECT now", cause);
+    rc = store_my_fetch(m, m->now_ms, "SELECT now", cause);
     if (rc == -1)
         return STORE_DB_ERROR;
     mysql_stmt_free_result(m->now_ms);
     if (rc == 0) {
-        if (my_rollback(m, cause) == -1)
+        if (store_my_rollback(m, cause) == -1)
             return STORE_DB_ERROR;
         store_set_cause(cause, "mysql %s: SELECT now gave no row", m->where);
         return STORE_DB_ERROR;
     }
     *db_ms = v_now;
     if (a->key(a->arg, *db_ms, tag, a->cap, &floor) == -1) {
-        if (my_rollback(m, cause) == -1)
+        if (store_my_rollback(m, cause) == -1)
             return STORE_DB_ERROR;
         store_set_cause(cause, "no serial row name for database time %lld",
                         (long long)*db_ms);
@@ -589,8 +544,8 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
      * first one's commit (a locking read first would let both take the gap
      * and deadlock on their INSERTs). */
     tag_len = strlen(tag);
-    my_bind_str(&p[0], tag, &tag_len);
-    my_bind_i64(&p[1], &v_step);
+    store_my_bind_str(&p[0], tag, &tag_len);
+    db_mysql_bind_i64(&p[1], &v_step);
     if (my_exec(m, m->insert_serial, p, NULL, "INSERT leaf_alloc", cause) == -1)
         return STORE_DB_ERROR;
     if (floor.n > 0 && my_serial_floor(m, &floor, &v_floor, cause) == -1)
@@ -598,10 +553,10 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
     if (v_floor > 1) {
         MYSQL_BIND q[3];
 
-        my_bind_i64(&q[0], &v_floor);
-        my_bind_str(&q[1], tag, &tag_len);
-        my_bind_i64(&q[2], &v_floor);
-        if (my_run(m, sql_serial_raise, q, "UPDATE leaf_alloc (floor)",
+        db_mysql_bind_i64(&q[0], &v_floor);
+        store_my_bind_str(&q[1], tag, &tag_len);
+        db_mysql_bind_i64(&q[2], &v_floor);
+        if (store_my_run(m, sql_serial_raise, q, "UPDATE leaf_alloc (floor)",
                    cause) == -1)
             return STORE_DB_ERROR;
     }
@@ -618,9 +573,9 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
             continue;
         store_like_pattern(floor.row[i].tag, floor.row[i].prefix, like);
         like_len = strlen(like);
-        my_bind_i64(&q[0], &v_end);
-        my_bind_str(&q[1], like, &like_len);
-        if (my_run(m, sql_serial_raise_old, q, "UPDATE leaf_alloc (old rows)",
+        db_mysql_bind_i64(&q[0], &v_end);
+        store_my_bind_str(&q[1], like, &like_len);
+        if (store_my_run(m, sql_serial_raise_old, q, "UPDATE leaf_alloc (old rows)",
                    cause) == -1)
             return STORE_DB_ERROR;
     }
@@ -647,7 +602,7 @@ my_serial_tx(struct store_mysql *m, struct my_serial_arg *a, char **cause)
         unsigned char rnd = 0;
 
         m->last_errno = 0;
-        r = my_tx(m, my_serial_alloc_once, a, cause);
+        r = store_my_tx(m, my_serial_alloc_once, a, cause);
         if (r != STORE_DB_ERROR || m->last_errno != ER_LOCK_DEADLOCK ||
             attempt == MY_DEADLOCK_RETRIES)
             return r;
@@ -695,8 +650,8 @@ my_bind_row(struct my_rowbuf *rb)
     b[0].buffer = rb->tag;
     b[0].buffer_length = sizeof rb->tag;
     b[0].length = &rb->tag_len;
-    my_bind_i64(&b[1], &rb->max_id);
-    my_bind_i64(&b[2], &rb->step);
+    db_mysql_bind_i64(&b[1], &rb->max_id);
+    db_mysql_bind_i64(&b[2], &rb->step);
     b[3].buffer_type = MYSQL_TYPE_STRING;
     b[3].buffer = rb->desc;
     b[3].buffer_length = sizeof rb->desc;
@@ -747,18 +702,18 @@ my_get_once(struct store_mysql *m, void *arg, char **cause)
     MYSQL_BIND p[1];
     int rc = -1;
 
-    my_bind_str(&p[0], tag, &tag_len);
+    store_my_bind_str(&p[0], tag, &tag_len);
     my_bind_row(rb);
     if (my_exec(m, m->get, p, rb->bind, "SELECT leaf_alloc", cause) == -1)
         goto out;
-    rc = my_fetch(m, m->get, "SELECT leaf_alloc", cause);
+    rc = store_my_fetch(m, m->get, "SELECT leaf_alloc", cause);
     if (rc == -1)
         goto out;
     mysql_stmt_free_result(m->get);
     rc = rc == 1 && rb->tag_len == tag_len &&
         memcmp(rb->tag, tag, tag_len) == 0 && my_row(rb, row) == 0 ? 0 : 1;
     if (mysql_commit(m->db) != 0)
-        rc = my_fail(m, NULL, "COMMIT", cause);
+        rc = store_my_fail(m, NULL, "COMMIT", cause);
 out:
     free(rb);
     return rc == 0 ? STORE_OK : rc == 1 ? STORE_NOT_FOUND : STORE_DB_ERROR;
@@ -770,7 +725,7 @@ mysql_get(struct store *s, const char *tag, struct store_row *row,
 {
     struct my_get_arg a = { tag, row };
 
-    return my_tx((struct store_mysql *)s, my_get_once, &a, cause);
+    return store_my_tx((struct store_mysql *)s, my_get_once, &a, cause);
 }
 
 struct my_list_arg {
@@ -790,7 +745,7 @@ my_list_once(struct store_mysql *m, void *arg, char **cause)
     my_bind_row(rb);
     if (my_exec(m, m->list, NULL, rb->bind, "SELECT leaf_alloc", cause) == -1)
         goto out;
-    while ((rc = my_fetch(m, m->list, "SELECT leaf_alloc", cause)) == 1) {
+    while ((rc = store_my_fetch(m, m->list, "SELECT leaf_alloc", cause)) == 1) {
         if (len == cap) {
             cap = cap ? cap * 2 : 16;
             v = xrealloc(v, cap * sizeof *v);
@@ -805,7 +760,7 @@ my_list_once(struct store_mysql *m, void *arg, char **cause)
         goto out;
     mysql_stmt_free_result(m->list);
     if (mysql_commit(m->db) != 0) {
-        rc = my_fail(m, NULL, "COMMIT", cause);
+        rc = store_my_fail(m, NULL, "COMMIT", cause);
         goto out;
     }
     *a->rows = v;
@@ -822,7 +777,7 @@ mysql_list(struct store *s, struct store_row **rows, size_t *n, char **cause)
 {
     struct my_list_arg a = { rows, n };
 
-    return my_tx((struct store_mysql *)s, my_list_once, &a, cause);
+    return store_my_tx((struct store_mysql *)s, my_list_once, &a, cause);
 }
 
 struct my_insert_arg {
@@ -842,19 +797,19 @@ my_insert_once(struct store_mysql *m, void *arg, char **cause)
     unsigned long desc_len = description != NULL ? strlen(description) : 0;
     my_bool desc_null = description == NULL;
 
-    my_bind_str(&p[0], tag, &tag_len);
-    my_bind_i64(&p[1], &v_max);
-    my_bind_i64(&p[2], &v_step);
-    my_bind_str(&p[3], description != NULL ? description : "", &desc_len);
+    store_my_bind_str(&p[0], tag, &tag_len);
+    db_mysql_bind_i64(&p[1], &v_max);
+    db_mysql_bind_i64(&p[2], &v_step);
+    store_my_bind_str(&p[3], description != NULL ? description : "", &desc_len);
     p[3].is_null = &desc_null;
     if (mysql_stmt_bind_param(m->insert, p) != 0)
-        return my_fail(m, m->insert, "INSERT leaf_alloc", cause);
+        return store_my_fail(m, m->insert, "INSERT leaf_alloc", cause);
     if (mysql_stmt_execute(m->insert) != 0) {
         if (mysql_stmt_errno(m->insert) == ER_DUP_ENTRY)
-            return my_rollback(m, cause) == -1 ? STORE_DB_ERROR : STORE_EXISTS;
-        return my_fail(m, m->insert, "INSERT leaf_alloc", cause);
+            return store_my_rollback(m, cause) == -1 ? STORE_DB_ERROR : STORE_EXISTS;
+        return store_my_fail(m, m->insert, "INSERT leaf_alloc", cause);
     }
-    if (my_commit(m, cause) == -1)
+    if (store_my_commit(m, cause) == -1)
         return STORE_DB_ERROR;
     return STORE_OK;
 }
@@ -865,7 +820,7 @@ mysql_insert(struct store *s, const char *tag, int64_t max_id, int64_t step,
 {
     struct my_insert_arg a = { tag, max_id, step, description };
 
-    return my_tx((struct store_mysql *)s, my_insert_once, &a, cause);
+    return store_my_tx((struct store_mysql *)s, my_insert_once, &a, cause);
 }
 
 static void
@@ -873,11 +828,21 @@ mysql_close_store(struct store *s)
 {
     struct store_mysql *m = (struct store_mysql *)s;
 
-    my_disconnect(m);
+    store_my_disconnect(m);
     db_mysql_target_free(&m->t);
     free(m->where);
     free(m);
 }
+
+static const struct store_ops mysql_ops = {
+    .name = "mysql",
+    .alloc = mysql_alloc,
+    .get = mysql_get,
+    .list = mysql_list,
+    .insert = mysql_insert,
+    .serial_alloc = mysql_serial_alloc,
+    .close = mysql_close_store,
+};
 
 static int
 nonempty(const char *s)
@@ -953,536 +918,3 @@ store_mysql_open_url(const struct config *cfg, const char *url,
     return &m->base;
 }
 
-/* ---- several databases (store_multi.c) ---- */
-
-static const char sql_meta_ddl[] =
-    "CREATE TABLE IF NOT EXISTS leafd_multi_db ("
-    " id tinyint NOT NULL DEFAULT 1,"
-    " db_index int NOT NULL, db_count int NOT NULL,"
-    " block_size bigint NOT NULL, since_block bigint NOT NULL,"
-    " frozen tinyint NOT NULL DEFAULT 0,"
-    " update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP"
-    " ON UPDATE CURRENT_TIMESTAMP,"
-    " PRIMARY KEY (id)) ENGINE=InnoDB";
-static const char sql_member_ddl[] =
-    "CREATE TABLE IF NOT EXISTS leafd_multi_member ("
-    " db_id bigint NOT NULL, self tinyint NOT NULL DEFAULT 0,"
-    " pos int NOT NULL DEFAULT -1, location varchar(255) NOT NULL DEFAULT '',"
-    " top bigint NOT NULL DEFAULT 0,"
-    " update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP"
-    " ON UPDATE CURRENT_TIMESTAMP,"
-    " PRIMARY KEY (db_id)) ENGINE=InnoDB";
-static const char sql_alloc_ddl[] =
-    "CREATE TABLE IF NOT EXISTS leaf_alloc ("
-    " biz_tag varchar(128) NOT NULL DEFAULT '',"
-    " max_id bigint(20) NOT NULL DEFAULT '1',"
-    " step int(11) NOT NULL,"
-    " description varchar(256) DEFAULT NULL,"
-    " update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP"
-    " ON UPDATE CURRENT_TIMESTAMP,"
-    " PRIMARY KEY (biz_tag)) ENGINE=InnoDB";
-
-const char *
-store_mysql_where(const struct store *s)
-{
-    return ((const struct store_mysql *)s)->where;
-}
-
-static const char sql_meta_get[] =
-    "SELECT db_index, db_count, block_size, since_block, frozen "
-    "FROM leafd_multi_db WHERE id = 1";
-static const char sql_meta_get_shared[] =
-    "SELECT db_index, db_count, block_size, since_block, frozen "
-    "FROM leafd_multi_db WHERE id = 1 LOCK IN SHARE MODE";
-
-/* The leafd_multi_db row: 1 found, 0 no table or no row, -1 error. */
-static int
-my_meta_read(struct store_mysql *m, struct multi_meta *mm, int lock,
-             char **cause)
-{
-    MYSQL_STMT *st;
-    MYSQL_BIND r[5];
-    long long v[5] = { 0 };
-    int rc;
-
-    for (int i = 0; i < 5; i++)
-        my_bind_i64(&r[i], &v[i]);
-    rc = my_adhoc(m, lock ? sql_meta_get_shared : sql_meta_get, NULL, r, &st,
-                  "SELECT leafd_multi_db", ER_NO_SUCH_TABLE, cause);
-    if (rc != 0)
-        return rc == 1 ? 0 : -1;
-    rc = my_fetch(m, st, "SELECT leafd_multi_db", cause);
-    mysql_stmt_close(st);
-    if (rc == 1) {
-        mm->db_index = v[0];
-        mm->db_count = v[1];
-        mm->block_size = v[2];
-        mm->since_block = v[3];
-        mm->frozen = (int)v[4];
-    }
-    return rc;
-}
-
-static enum store_result
-my_meta_get_once(struct store_mysql *m, void *arg, char **cause)
-{
-    int rc = my_meta_read(m, arg, 0, cause);
-
-    if (rc == -1 || my_commit(m, cause) == -1)
-        return STORE_DB_ERROR;
-    return rc == 1 ? STORE_OK : STORE_NOT_FOUND;
-}
-
-enum store_result
-store_mysql_meta_get(struct store *s, struct multi_meta *mm, char **cause)
-{
-    return my_tx((struct store_mysql *)s, my_meta_get_once, mm, cause);
-}
-
-/* Inside the caller's transaction: the meta row, read in share mode (init's
- * freeze waits for the transaction), must be want and not frozen. Else
- * STORE_DB_ERROR, the transaction rolled back. */
-static enum store_result
-my_meta_check(struct store_mysql *m, const struct multi_meta *want,
-              struct multi_meta *mm_out, char **cause)
-{
-    struct multi_meta mm;
-    int rc;
-
-    rc = my_meta_read(m, &mm, 1, cause);
-    if (rc == -1)
-        return STORE_DB_ERROR;
-    if (rc == 0 || mm.frozen || mm.db_index != want->db_index ||
-        mm.db_count != want->db_count || mm.block_size != want->block_size ||
-        mm.since_block != want->since_block) {
-        if (my_rollback(m, cause) == -1)
-            return STORE_DB_ERROR;
-        if (rc == 0)
-            store_set_cause(cause, "mysql %s: no leafd_multi_db row: not "
-                            "prepared by leafd multi-db init", m->where);
-        else if (mm.frozen)
-            store_set_cause(cause, "mysql %s: frozen by leafd multi-db init "
-                            "(the set is being changed); loads resume after",
-                            m->where);
-        else
-            store_set_cause(cause, "mysql %s is database %lld of %lld (block "
-                            "%lld from block %lld), this node expects %lld of "
-                            "%lld (block %lld from %lld): the set was changed; "
-                            "restart this node with the new segment.mysql.urls",
-                            m->where, (long long)mm.db_index,
-                            (long long)mm.db_count, (long long)mm.block_size,
-                            (long long)mm.since_block, (long long)want->db_index,
-                            (long long)want->db_count, (long long)want->block_size,
-                            (long long)want->since_block);
-        return STORE_DB_ERROR;
-    }
-    *mm_out = mm;
-    return STORE_OK;
-}
-
-struct my_block_arg {
-    const struct multi_meta *want;
-    const char              *tag;
-    int64_t                  step, floor;
-    int64_t                 *max_id, *db_step;
-};
-
-static enum store_result
-my_alloc_block_once(struct store_mysql *m, void *arg, char **cause)
-{
-    const struct my_block_arg *a = arg;
-    const struct multi_meta *want = a->want;
-    const char *tag = a->tag;
-    int64_t step = a->step, floor = a->floor;
-    struct multi_meta mm;
-    MYSQL_STMT *st;
-    MYSQL_BIND p[2], r[3];
-    long long v_max = 0, v_step = 0, v_new;
-    unsigned long tag_len = strlen(tag), r_tag_len = 0;
-    char r_tag[MY_TAG_BUF];
-    int64_t start;
-    int rc;
-
-    if (my_meta_check(m, want, &mm, cause) != STORE_OK)
-        return STORE_DB_ERROR;
-
-    memset(r, 0, sizeof r);
-    r[0].buffer_type = MYSQL_TYPE_STRING;
-    r[0].buffer = r_tag;
-    r[0].buffer_length = sizeof r_tag;
-    r[0].length = &r_tag_len;
-    my_bind_i64(&r[1], &v_max);
-    my_bind_i64(&r[2], &v_step);
-    my_bind_str(&p[0], tag, &tag_len);
-    if (my_adhoc(m, "SELECT biz_tag, max_id, step FROM leaf_alloc WHERE "
-                 "biz_tag = ? FOR UPDATE", p, r, &st, "SELECT leaf_alloc", 0,
-                 cause) == -1)
-        return STORE_DB_ERROR;
-    rc = my_fetch(m, st, "SELECT leaf_alloc", cause);
-    mysql_stmt_close(st);
-    if (rc == -1)
-        return STORE_DB_ERROR;
-    if (rc == 0 || r_tag_len != tag_len || memcmp(r_tag, tag, tag_len) != 0) {
-        if (my_rollback(m, cause) == -1)
-            return STORE_DB_ERROR;
-        return STORE_NOT_FOUND;
-    }
-    start = store_block_start(&mm, v_max > floor ? v_max : floor, step);
-    if (start < 0) {
-        if (my_rollback(m, cause) == -1)
-            return STORE_DB_ERROR;
-        store_set_cause(cause, "%s: no block of %lld IDs fits (step %lld, "
-                        "max_id %lld, database %lld of %lld)", tag,
-                        (long long)mm.block_size, (long long)step, v_max,
-                        (long long)mm.db_index, (long long)mm.db_count);
-        return STORE_BAD_ROW;
-    }
-    v_new = start + step;
-    my_bind_i64(&p[0], &v_new);
-    my_bind_str(&p[1], tag, &tag_len);
-    if (my_run(m, "UPDATE leaf_alloc SET max_id = ?, update_time = "
-               "CURRENT_TIMESTAMP WHERE biz_tag = ?", p, "UPDATE leaf_alloc",
-               cause) == -1 ||
-        my_commit(m, cause) == -1)
-        return STORE_DB_ERROR;
-    *a->max_id = v_new;
-    *a->db_step = v_step;
-    return STORE_OK;
-}
-
-enum store_result
-store_mysql_alloc_block(struct store *s, const struct multi_meta *want,
-                        const char *tag, int64_t step, int64_t floor,
-                        int64_t *max_id, int64_t *db_step, char **cause)
-{
-    struct my_block_arg a = { want, tag, step, floor, max_id, db_step };
-
-    return my_tx((struct store_mysql *)s, my_alloc_block_once, &a, cause);
-}
-
-/* ---- leafd multi-db init (store_multi.c), one transaction per call ---- */
-
-static enum store_result
-my_prepare_tables_once(struct store_mysql *m, void *arg, char **cause)
-{
-    if (my_run(m, sql_alloc_ddl, NULL, "CREATE TABLE leaf_alloc", cause) == -1 ||
-        my_run(m, sql_meta_ddl, NULL, "CREATE TABLE leafd_multi_db",
-               cause) == -1 ||
-        my_run(m, sql_member_ddl, NULL, "CREATE TABLE leafd_multi_member",
-               cause) == -1 ||
-        my_commit(m, cause) == -1)
-        return STORE_DB_ERROR;
-    return STORE_OK;
-}
-
-/* On a connection of its own without the statements, which need
- * leaf_alloc: an empty schema is enough. */
-enum store_result
-store_mysql_prepare_tables(struct store *s, char **cause)
-{
-    struct store_mysql *m = (struct store_mysql *)s;
-    enum store_result rc;
-
-    my_disconnect(m);
-    if (my_connect(m, 0, cause) == -1)
-        return STORE_DB_ERROR;
-    rc = my_prepare_tables_once(m, NULL, cause);
-    my_disconnect(m);           /* the next call connects with them */
-    return rc;
-}
-
-static enum store_result
-my_freeze_once(struct store_mysql *m, void *arg, char **cause)
-{
-    long long v = *(const int *)arg;
-    MYSQL_BIND p[1];
-
-    my_bind_i64(&p[0], &v);
-    if (my_run(m, "INSERT INTO leafd_multi_db (id, db_index, db_count, "
-               "block_size, since_block, frozen) VALUES (1, -1, 0, 0, 0, ?) "
-               "ON DUPLICATE KEY UPDATE frozen = VALUES(frozen)", p,
-               "freeze leafd_multi_db", cause) == -1 ||
-        my_commit(m, cause) == -1)
-        return STORE_DB_ERROR;
-    return STORE_OK;
-}
-
-/* Set frozen (1: loads refused) on the meta row, creating it if missing.
- * Waits for loads in flight (they hold the row in share mode). */
-enum store_result
-store_mysql_freeze(struct store *s, int frozen, char **cause)
-{
-    return my_tx((struct store_mysql *)s, my_freeze_once, &frozen, cause);
-}
-
-struct my_switch_arg {
-    const struct store_row     *rows;
-    size_t                      n;
-    int64_t                     floor;
-    const struct multi_meta    *mm;
-    const struct multi_member  *set;
-    int                         nset;
-};
-
-static enum store_result
-my_switch_once(struct store_mysql *m, void *arg, char **cause)
-{
-    const struct my_switch_arg *a = arg;
-    MYSQL_BIND p[5];
-    long long v[5];
-    unsigned long tag_len, desc_len;
-
-    for (size_t i = 0; i < a->n; i++) {
-        const struct store_row *row = &a->rows[i];
-
-        /* A serial row keeps its own counter: no block floor. */
-        v[0] = store_row_is_serial(row) || row->max_id > a->floor ?
-               row->max_id : a->floor;
-        v[1] = row->step;
-        tag_len = strlen(row->biz_tag);
-        desc_len = strlen(row->description);
-        my_bind_str(&p[0], row->biz_tag, &tag_len);
-        my_bind_i64(&p[1], &v[0]);
-        my_bind_i64(&p[2], &v[1]);
-        my_bind_str(&p[3], row->description, &desc_len);
-        if (my_run(m, "INSERT INTO leaf_alloc (biz_tag, max_id, step, "
-                   "description) VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE "
-                   "max_id = GREATEST(max_id, VALUES(max_id))", p,
-                   "INSERT leaf_alloc", cause) == -1)
-            return STORE_DB_ERROR;
-    }
-    if (my_run(m, "UPDATE leafd_multi_member SET pos = -1", NULL,
-               "UPDATE leafd_multi_member", cause) == -1)
-        return STORE_DB_ERROR;
-    for (int i = 0; i < a->nset; i++) {
-        const struct multi_member *mb = &a->set[i];
-        unsigned long loc_len = strlen(mb->where);
-
-        v[0] = mb->db_id;
-        v[1] = mb->pos;
-        v[2] = mb->top;
-        my_bind_i64(&p[0], &v[0]);
-        my_bind_i64(&p[1], &v[1]);
-        my_bind_str(&p[2], mb->where, &loc_len);
-        my_bind_i64(&p[3], &v[2]);
-        if (my_run(m, "INSERT INTO leafd_multi_member (db_id, pos, location, "
-                   "top) VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE pos = "
-                   "VALUES(pos), location = VALUES(location), top = "
-                   "GREATEST(top, VALUES(top))", p, "INSERT leafd_multi_member",
-                   cause) == -1)
-            return STORE_DB_ERROR;
-    }
-    v[0] = a->mm->db_index;
-    v[1] = a->mm->db_count;
-    v[2] = a->mm->block_size;
-    v[3] = a->mm->since_block;
-    for (int i = 0; i < 4; i++)
-        my_bind_i64(&p[i], &v[i]);
-    if (my_run(m, "UPDATE leafd_multi_db SET db_index = ?, db_count = ?, "
-               "block_size = ?, since_block = ?, frozen = 0 WHERE id = 1", p,
-               "UPDATE leafd_multi_db", cause) == -1 ||
-        my_commit(m, cause) == -1)
-        return STORE_DB_ERROR;
-    return STORE_OK;
-}
-
-/* In one transaction: every row of rows present with max_id at least
- * floor (a serial row: at least its own; inserted with its step and
- * description when missing, raised otherwise), the members set[] (every
- * other member row's pos -1, tops only raised), and the meta row set to
- * mm (unfrozen). */
-enum store_result
-store_mysql_switch(struct store *s, const struct store_row *rows, size_t n,
-                   int64_t floor, const struct multi_meta *mm,
-                   const struct multi_member *set, int nset, char **cause)
-{
-    struct my_switch_arg a = { rows, n, floor, mm, set, nset };
-
-    return my_tx((struct store_mysql *)s, my_switch_once, &a, cause);
-}
-
-struct my_members_arg {
-    int64_t                new_id;
-    struct multi_member  **rows;
-    size_t                *n;
-};
-
-static enum store_result
-my_members_once(struct store_mysql *m, void *arg, char **cause)
-{
-    const struct my_members_arg *a = arg;
-    MYSQL_STMT *st;
-    MYSQL_BIND p[1], r[5];
-    long long v[4] = { 0 }, id = a->new_id;
-    char loc[256];
-    unsigned long loc_len = 0;
-    size_t cap = 0;
-    int rc;
-
-    *a->rows = NULL;
-    *a->n = 0;
-    if (id != 0) {
-        my_bind_i64(&p[0], &id);
-        if (my_run(m, "INSERT INTO leafd_multi_member (db_id, self) SELECT ?, "
-                   "1 FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM "
-                   "leafd_multi_member WHERE self = 1)", p,
-                   "INSERT leafd_multi_member", cause) == -1)
-            return STORE_DB_ERROR;
-    }
-    for (int i = 0; i < 4; i++)
-        my_bind_i64(&r[i], &v[i]);
-    memset(&r[4], 0, sizeof r[4]);
-    r[4].buffer_type = MYSQL_TYPE_STRING;
-    r[4].buffer = loc;
-    r[4].buffer_length = sizeof loc;
-    r[4].length = &loc_len;
-    rc = my_adhoc(m, "SELECT db_id, self, pos, top, location FROM "
-                  "leafd_multi_member ORDER BY pos, db_id", NULL, r, &st,
-                  "SELECT leafd_multi_member", ER_NO_SUCH_TABLE, cause);
-    if (rc == -1)
-        return STORE_DB_ERROR;
-    while (rc == 0) {
-        struct multi_member *mb;
-        int f = my_fetch(m, st, "SELECT leafd_multi_member", cause);
-
-        if (f == -1) {
-            mysql_stmt_close(st);
-            free(*a->rows);
-            *a->rows = NULL;
-            *a->n = 0;
-            return STORE_DB_ERROR;
-        }
-        if (f == 0)
-            break;
-        if (*a->n == cap) {
-            cap = cap ? cap * 2 : 8;
-            *a->rows = xrealloc(*a->rows, cap * sizeof **a->rows);
-        }
-        mb = &(*a->rows)[(*a->n)++];
-        mb->db_id = v[0];
-        mb->self = (int)v[1];
-        mb->pos = (int)v[2];
-        mb->top = v[3];
-        store_copy_text(mb->where, sizeof mb->where, loc,
-                        loc_len < sizeof loc ? loc_len : sizeof loc - 1);
-    }
-    if (rc == 0)
-        mysql_stmt_close(st);
-    if (my_commit(m, cause) == -1) {
-        free(*a->rows);
-        *a->rows = NULL;
-        *a->n = 0;
-        return STORE_DB_ERROR;
-    }
-    return STORE_OK;
-}
-
-/* The leafd_multi_member rows (none when the table is missing), after
- * giving this database the identity new_id when it has none (new_id 0:
- * read only). *rows malloc'd. */
-enum store_result
-store_mysql_members(struct store *s, int64_t new_id, struct multi_member **rows,
-                    size_t *n, char **cause)
-{
-    struct my_members_arg a = { new_id, rows, n };
-
-    return my_tx((struct store_mysql *)s, my_members_once, &a, cause);
-}
-
-struct my_top_arg {
-    int64_t db_id, top;
-};
-
-static enum store_result
-my_top_once(struct store_mysql *m, void *arg, char **cause)
-{
-    const struct my_top_arg *a = arg;
-    MYSQL_BIND p[2];
-    long long v[2] = { a->db_id, a->top };
-
-    my_bind_i64(&p[0], &v[0]);
-    my_bind_i64(&p[1], &v[1]);
-    /* An upsert: a member row missing here (a database that lost it)
-     * gets one (pos -1: a record, not a place in the set). */
-    if (my_run(m, "INSERT INTO leafd_multi_member (db_id, top) VALUES (?, ?) "
-               "ON DUPLICATE KEY UPDATE top = GREATEST(top, VALUES(top))", p,
-               "INSERT leafd_multi_member (top)", cause) == -1 ||
-        my_commit(m, cause) == -1)
-        return STORE_DB_ERROR;
-    return STORE_OK;
-}
-
-/* Raise the recorded top of member db_id to at least top (the row made
- * when missing). */
-enum store_result
-store_mysql_top_push(struct store *s, int64_t db_id, int64_t top, char **cause)
-{
-    struct my_top_arg a = { db_id, top };
-
-    return my_tx((struct store_mysql *)s, my_top_once, &a, cause);
-}
-
-struct my_serial_copy_arg {
-    const char *tag;
-    int64_t     max_id, step;
-};
-
-static enum store_result
-my_serial_copy_once(struct store_mysql *m, void *arg, char **cause)
-{
-    const struct my_serial_copy_arg *a = arg;
-    MYSQL_BIND p[3];
-    long long v_max = a->max_id, v_step = a->step;
-    unsigned long tag_len = strlen(a->tag);
-
-    my_bind_str(&p[0], a->tag, &tag_len);
-    my_bind_i64(&p[1], &v_max);
-    my_bind_i64(&p[2], &v_step);
-    /* Only a serial row is raised: a segment tag of the same name (a
-     * DBA's row) is left as it is. */
-    if (my_run(m, "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) "
-               "VALUES (?, ?, ?, '" STORE_SERIAL_DESCRIPTION "') ON DUPLICATE "
-               "KEY UPDATE max_id = IF(description = '" STORE_SERIAL_DESCRIPTION
-               "', GREATEST(max_id, VALUES(max_id)), max_id)", p,
-               "INSERT leaf_alloc (serial copy)", cause) == -1 ||
-        my_commit(m, cause) == -1)
-        return STORE_DB_ERROR;
-    return STORE_OK;
-}
-
-/* The copy of a serial row: tag's max_id raised to at least max_id (the
- * row made, with step and the serial description, when missing). */
-enum store_result
-store_mysql_serial_copy(struct store *s, const char *tag, int64_t max_id,
-                        int64_t step, char **cause)
-{
-    struct my_serial_copy_arg a = { tag, max_id, step };
-
-    assert(tag != NULL && strlen(tag) <= TAG_MAX && max_id >= 1 && step >= 1);
-    return my_tx((struct store_mysql *)s, my_serial_copy_once, &a, cause);
-}
-
-/* A cheap probe: connect if needed, and ping. */
-enum store_result
-store_mysql_ping(struct store *s, char **cause)
-{
-    struct store_mysql *m = (struct store_mysql *)s;
-    int reused;
-    int64_t t0;
-
-    if (my_begin(m, &reused, &t0, cause) == -1)
-        return STORE_DB_ERROR;
-    if (mysql_ping(m->db) != 0)
-        return my_fail(m, NULL, "ping", cause), STORE_DB_ERROR;
-    return STORE_OK;
-}
-
-static const struct store_ops mysql_ops = {
-    .name = "mysql",
-    .alloc = mysql_alloc,
-    .get = mysql_get,
-    .list = mysql_list,
-    .insert = mysql_insert,
-    .serial_alloc = mysql_serial_alloc,
-    .close = mysql_close_store,
-};
