@@ -104,4 +104,15 @@ void store_copy_text(char *dst, size_t cap, const char *src, size_t len);
 void store_set_cause(char **cause, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* A snapshot of each database of the set (store_multi.c), for the status
+ * page and metrics (store_multi_state.c): how many were written to out. */
+struct multi_db_status {
+    char     where[160];
+    char     error[256];           /* the last failure, while down */
+    int      up, preferred;
+    uint64_t loads, failures, failovers_to;
+    int64_t  down_since_ms;        /* wall */
+};
+int store_multi_status(struct multi_db_status *out, int max);
+
 #endif

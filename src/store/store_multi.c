@@ -946,60 +946,26 @@ store_multi_count(void)
     return shared.ready ? shared.n : 0;
 }
 
-void
-store_multi_status_json(struct sbuf *b)
-{
-    sbuf_puts(b, "[");
-    for (int i = 0; i < store_multi_count(); i++) {
-        struct multi_db *d = &shared.db[i];
-        char err[256];
-
-        pthread_mutex_lock(&shared.lock);
-        snprintf(err, sizeof err, "%s", d->last_error);
-        pthread_mutex_unlock(&shared.lock);
-        sbuf_printf(b, "%s{\"index\":%d,\"where\":", i ? "," : "", i);
-        sbuf_json_str(b, d->where);
-        sbuf_printf(b, ",\"up\":%s,\"preferred\":%s,\"loads\":%llu,"
-                    "\"failures\":%llu,\"failovers_to\":%llu",
-                    atomic_load(&d->up) ? "true" : "false",
-                    atomic_load(&shared.preferred) == i ? "true" : "false",
-                    (unsigned long long)atomic_load(&d->loads),
-                    (unsigned long long)atomic_load(&d->failures),
-                    (unsigned long long)atomic_load(&d->failovers_to));
-        if (!atomic_load(&d->up)) {
-            sbuf_printf(b, ",\"down_for_ms\":%lld,\"error\":",
-                        (long long)(util_wall_ms() - atomic_load(&d->down_since_ms)));
-            sbuf_json_str(b, err);
-        }
-        sbuf_puts(b, "}");
-    }
-    sbuf_puts(b, "]");
-}
-
-void
-store_multi_metrics(struct sbuf *b)
+int
+store_multi_status(struct multi_db_status *out, int max)
 {
     int n = store_multi_count();
 
-    if (n == 0)
-        return;
-    sbuf_puts(b, "# HELP leafd_segment_db_up 1 while the database is "
-                 "usable for loads.\n# TYPE leafd_segment_db_up gauge\n");
-    for (int i = 0; i < n; i++)
-        sbuf_printf(b, "leafd_segment_db_up{db=\"%d\"} %d\n", i,
-                    atomic_load(&shared.db[i].up));
-    sbuf_puts(b, "# TYPE leafd_segment_db_loads_total counter\n");
-    for (int i = 0; i < n; i++)
-        sbuf_printf(b, "leafd_segment_db_loads_total{db=\"%d\"} %llu\n", i,
-                    (unsigned long long)atomic_load(&shared.db[i].loads));
-    sbuf_puts(b, "# TYPE leafd_segment_db_failures_total counter\n");
-    for (int i = 0; i < n; i++)
-        sbuf_printf(b, "leafd_segment_db_failures_total{db=\"%d\"} %llu\n", i,
-                    (unsigned long long)atomic_load(&shared.db[i].failures));
-    sbuf_puts(b, "# HELP leafd_segment_db_failovers_total Loads that "
-                 "succeeded on this database after another failed.\n"
-                 "# TYPE leafd_segment_db_failovers_total counter\n");
-    for (int i = 0; i < n; i++)
-        sbuf_printf(b, "leafd_segment_db_failovers_total{db=\"%d\"} %llu\n", i,
-                    (unsigned long long)atomic_load(&shared.db[i].failovers_to));
+    for (int i = 0; i < n && i < max; i++) {
+        struct multi_db *d = &shared.db[i];
+        struct multi_db_status *o = &out[i];
+
+        memset(o, 0, sizeof *o);
+        snprintf(o->where, sizeof o->where, "%s", d->where);
+        pthread_mutex_lock(&shared.lock);
+        snprintf(o->error, sizeof o->error, "%s", d->last_error);
+        pthread_mutex_unlock(&shared.lock);
+        o->up = atomic_load(&d->up);
+        o->preferred = atomic_load(&shared.preferred) == i;
+        o->loads = atomic_load(&d->loads);
+        o->failures = atomic_load(&d->failures);
+        o->failovers_to = atomic_load(&d->failovers_to);
+        o->down_since_ms = atomic_load(&d->down_since_ms);
+    }
+    return n < max ? n : max;
 }

@@ -118,6 +118,7 @@ mariadb_start() {
     if mariadb_running "$dir"; then
         mariadb_log "already running in $dir"
     else
+        chosen=0
         if [ ! -f "$dir/port" ]; then
             port=$(mariadb_free_port)
             if [ -z "$port" ]; then
@@ -125,6 +126,7 @@ mariadb_start() {
                 return 1
             fi
             echo "$port" >"$dir/port"
+            chosen=1
         fi
         if [ ! -d "$dir/data/mysql" ]; then
             if ! mariadb-install-db --no-defaults --datadir="$dir/data" \
@@ -138,7 +140,22 @@ mariadb_start() {
         else
             fresh=0
         fi
-        mariadb_launch "$dir" || return 1
+        # A port found free can be taken by another process before mariadbd
+        # binds it (tests run side by side): a port this call chose is
+        # chosen again, up to 5 times.
+        tries=1
+        until mariadb_launch "$dir"; do
+            if [ "$chosen" = 1 ] && [ $tries -lt 5 ] &&
+               tail -n 20 "$dir/mariadbd.log" | grep -q "Address already in use"; then
+                port=$(mariadb_free_port)
+                [ -n "$port" ] || return 1
+                echo "$port" >"$dir/port"
+                mariadb_log "port taken meanwhile; trying port $port"
+                tries=$((tries + 1))
+                continue
+            fi
+            return 1
+        done
         if [ "$fresh" = 1 ]; then
             # skip-name-resolve: TCP clients are matched by address, and the
             # install only made root@localhost (the socket).
