@@ -82,6 +82,28 @@ xasprintf(const char *fmt, ...)
     return p;
 }
 
+void
+util_vset_cause(char **cause, const char *fmt, va_list ap)
+{
+    char *p;
+
+    if (cause == NULL)
+        return;
+    if (vasprintf(&p, fmt, ap) < 0)
+        oom(0);
+    *cause = p;
+}
+
+void
+util_set_cause(char **cause, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    util_vset_cause(cause, fmt, ap);
+    va_end(ap);
+}
+
 static int64_t
 clock_ms(clockid_t id)
 {

@@ -4,6 +4,7 @@
 #ifndef LEAFD_UTIL_H
 #define LEAFD_UTIL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,6 +18,12 @@ void *xaligned_zalloc(size_t align, size_t size);   /* zeroed; free() it */
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* *cause = a malloc'd formatted message, unless cause is NULL (a reason
+ * nobody asked for is not made). Aborts on out-of-memory, as xasprintf. */
+void util_set_cause(char **cause, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void util_vset_cause(char **cause, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 
 int64_t util_wall_ms(void);     /* CLOCK_REALTIME in ms */
 int64_t util_mono_ms(void);     /* CLOCK_MONOTONIC in ms */

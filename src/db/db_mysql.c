@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "db_mysql.h"
+#include "util.h"
 
 static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
 static int lib_ok;
@@ -47,27 +48,6 @@ db_mysql_library_end(void)
         mysql_library_end();
 }
 
-static void
-set_cause(char **cause, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void
-set_cause(char **cause, const char *fmt, ...)
-{
-    va_list ap;
-    char *p;
-
-    if (cause == NULL)
-        return;
-    va_start(ap, fmt);
-    if (vasprintf(&p, fmt, ap) < 0) {
-        fprintf(stderr, "leafd: out of memory formatting an error\n");
-        abort();
-    }
-    va_end(ap);
-    *cause = p;
-}
-
 MYSQL *
 db_mysql_connect(const struct db_mysql_target *t, const char *where,
                  unsigned int timeout_s, char **cause)
@@ -77,7 +57,7 @@ db_mysql_connect(const struct db_mysql_target *t, const char *where,
     MYSQL *db = mysql_init(NULL);
 
     if (db == NULL) {
-        set_cause(cause, "mysql %s: mysql_init: out of memory", where);
+        util_set_cause(cause, "mysql %s: mysql_init: out of memory", where);
         return NULL;
     }
     mysql_options(db, MYSQL_OPT_CONNECT_TIMEOUT, &timeout_s);
@@ -89,13 +69,13 @@ db_mysql_connect(const struct db_mysql_target *t, const char *where,
     if (mysql_real_connect(db, t->host, t->user, t->password, t->database,
                            (unsigned int)t->port, t->socket,
                            CLIENT_FOUND_ROWS) == NULL) {
-        set_cause(cause, "mysql %s: connect: %s (%u)", where, mysql_error(db),
+        util_set_cause(cause, "mysql %s: connect: %s (%u)", where, mysql_error(db),
                   mysql_errno(db));
         mysql_close(db);
         return NULL;
     }
     if (mysql_autocommit(db, 0) != 0) {
-        set_cause(cause, "mysql %s: autocommit off: %s (%u)", where,
+        util_set_cause(cause, "mysql %s: autocommit off: %s (%u)", where,
                   mysql_error(db), mysql_errno(db));
         mysql_close(db);
         return NULL;
@@ -132,6 +112,6 @@ db_mysql_cause(const char *where, const char *what, MYSQL *db,
 
     if (err != NULL)
         *err = e;
-    set_cause(&out, "mysql %s: %s: %s (%u)", where, what, text, e);
+    util_set_cause(&out, "mysql %s: %s: %s (%u)", where, what, text, e);
     return out;
 }

@@ -16,27 +16,6 @@
 #define DATABASE_MAX 64     /* MySQL's limit on a schema name */
 #define SOCKET_MAX   107    /* sun_path less its NUL */
 
-static void
-set_cause(char **cause, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void
-set_cause(char **cause, const char *fmt, ...)
-{
-    va_list ap;
-    char *p;
-
-    if (cause == NULL)
-        return;
-    va_start(ap, fmt);
-    if (vasprintf(&p, fmt, ap) < 0) {
-        fprintf(stderr, "leafd: out of memory formatting an error\n");
-        abort();
-    }
-    va_end(ap);
-    *cause = p;
-}
-
 void
 db_mysql_target_free(struct db_mysql_target *t)
 {
@@ -63,7 +42,7 @@ url_decode(const char *s, size_t len, size_t max, const char *what,
         max = sizeof buf;
     n = util_pct_decode(s, len, buf, max);
     if (n < 0) {
-        set_cause(cause, "bad %s in MySQL URL (bad %%-escape, NUL, or "
+        util_set_cause(cause, "bad %s in MySQL URL (bad %%-escape, NUL, or "
                         "longer than %zu bytes)", what, max);
         return NULL;
     }
@@ -86,24 +65,24 @@ url_host_port(const char *p, const char *end, struct db_mysql_target *t,
     uint64_t port;
 
     if (memchr(p, ',', (size_t)(end - p)) != NULL) {
-        set_cause(cause, "MySQL URL lists several hosts; leafd takes one");
+        util_set_cause(cause, "MySQL URL lists several hosts; leafd takes one");
         return -1;
     }
     if (p < end && *p == '[') {
         h = p + 1;
         he = memchr(h, ']', (size_t)(end - h));
         if (he == NULL || he == h) {
-            set_cause(cause, "bad [IPv6] host in MySQL URL");
+            util_set_cause(cause, "bad [IPv6] host in MySQL URL");
             return -1;
         }
         for (const char *q = h; q < he; q++)
             if (!(url_host_char((unsigned char)*q) || *q == ':')) {
-                set_cause(cause, "bad [IPv6] host in MySQL URL");
+                util_set_cause(cause, "bad [IPv6] host in MySQL URL");
                 return -1;
             }
         if (he + 1 < end) {
             if (he[1] != ':') {
-                set_cause(cause, "junk after ] in MySQL URL host");
+                util_set_cause(cause, "junk after ] in MySQL URL host");
                 return -1;
             }
             colon = he + 1;
@@ -115,22 +94,22 @@ url_host_port(const char *p, const char *end, struct db_mysql_target *t,
             if (!url_host_char((unsigned char)*q)) {
                 unsigned char c = (unsigned char)*q;
                 if (c < 0x80)
-                    set_cause(cause, "bad character '%c' in MySQL URL "
+                    util_set_cause(cause, "bad character '%c' in MySQL URL "
                                     "host (want a name or IPv4 address)", c);
                 else
-                    set_cause(cause, "bad byte 0x%02x in MySQL URL "
+                    util_set_cause(cause, "bad byte 0x%02x in MySQL URL "
                                     "host (want a name or IPv4 address)", c);
                 return -1;
             }
     }
     if (he - h > HOST_MAX) {
-        set_cause(cause, "MySQL URL host longer than %d bytes", HOST_MAX);
+        util_set_cause(cause, "MySQL URL host longer than %d bytes", HOST_MAX);
         return -1;
     }
     if (colon != NULL) {
         if (util_parse_u64(colon + 1, (size_t)(end - colon - 1), &port) == -1 ||
             port < 1 || port > 65535) {
-            set_cause(cause, "bad port \"%.*s\" in MySQL URL (want "
+            util_set_cause(cause, "bad port \"%.*s\" in MySQL URL (want "
                             "1..65535)", (int)(end - colon - 1), colon + 1);
             return -1;
         }
@@ -160,7 +139,7 @@ url_query(const char *p, const char *end, int jdbc, struct db_mysql_target *t,
                                         cause)) == NULL)
                 return -1;
             if (t->socket[0] != '/') {
-                set_cause(cause, "MySQL URL socket must be an absolute "
+                util_set_cause(cause, "MySQL URL socket must be an absolute "
                                 "path");
                 return -1;
             }
@@ -176,7 +155,7 @@ url_query(const char *p, const char *end, int jdbc, struct db_mysql_target *t,
                 return -1;
         } else if (!jdbc && klen > 0) {
             /* JDBC URLs carry many driver options, ignored; ours has one. */
-            set_cause(cause, "unknown parameter \"%.*s\" in MySQL URL "
+            util_set_cause(cause, "unknown parameter \"%.*s\" in MySQL URL "
                             "(only socket=)", (int)klen, p);
             return -1;
         }
@@ -204,12 +183,12 @@ db_mysql_url_parse(const char *url, struct db_mysql_target *t, char **cause)
     memset(t, 0, sizeof *t);
     t->port = 3306;
     if (url == NULL || *url == '\0') {
-        set_cause(cause, "empty MySQL URL");
+        util_set_cause(cause, "empty MySQL URL");
         return -1;
     }
     len = strnlen(url, URL_MAX + 1);
     if (len > URL_MAX) {
-        set_cause(cause, "MySQL URL longer than %d bytes", URL_MAX);
+        util_set_cause(cause, "MySQL URL longer than %d bytes", URL_MAX);
         return -1;
     }
     for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++) {
@@ -221,7 +200,7 @@ db_mysql_url_parse(const char *url, struct db_mysql_target *t, char **cause)
         }
     }
     if (p == NULL) {
-        set_cause(cause, "not a MySQL URL: want "
+        util_set_cause(cause, "not a MySQL URL: want "
                         "jdbc:mysql://host:port/db or "
                         "mysql://user:pass@host:port/db");
         return -1;
@@ -229,7 +208,7 @@ db_mysql_url_parse(const char *url, struct db_mysql_target *t, char **cause)
     end = url + len;
     for (const char *c = url; c < end; c++)
         if ((unsigned char)*c <= ' ' || *c == 0x7f || *c == '#') {
-            set_cause(cause, "MySQL URL contains a space, control "
+            util_set_cause(cause, "MySQL URL contains a space, control "
                             "character or '#'");
             return -1;
         }
@@ -245,7 +224,7 @@ db_mysql_url_parse(const char *url, struct db_mysql_target *t, char **cause)
         const char *colon = memchr(p, ':', (size_t)(at - p));
         const char *ue = colon != NULL ? colon : at;
         if (ue == p) {
-            set_cause(cause, "empty user name in MySQL URL");
+            util_set_cause(cause, "empty user name in MySQL URL");
             goto error;
         }
         if ((t->user = url_decode(p, (size_t)(ue - p), USER_MAX, "user",
@@ -263,17 +242,17 @@ db_mysql_url_parse(const char *url, struct db_mysql_target *t, char **cause)
 
     /* /database[?query] */
     if (path == NULL) {
-        set_cause(cause, "MySQL URL names no database (want .../db)");
+        util_set_cause(cause, "MySQL URL names no database (want .../db)");
         goto error;
     }
     q = strchr(path, '?');
     db_end = q != NULL ? q : end;
     if (db_end == path) {
-        set_cause(cause, "MySQL URL names no database (want .../db)");
+        util_set_cause(cause, "MySQL URL names no database (want .../db)");
         goto error;
     }
     if (memchr(path, '/', (size_t)(db_end - path)) != NULL) {
-        set_cause(cause, "junk after the database name in MySQL URL");
+        util_set_cause(cause, "junk after the database name in MySQL URL");
         goto error;
     }
     if ((t->database = url_decode(path, (size_t)(db_end - path), DATABASE_MAX,
@@ -284,7 +263,7 @@ db_mysql_url_parse(const char *url, struct db_mysql_target *t, char **cause)
 
     if (t->host == NULL) {
         if (t->socket == NULL) {
-            set_cause(cause, "MySQL URL names no host");
+            util_set_cause(cause, "MySQL URL names no host");
             goto error;
         }
         t->host = xstrdup("localhost");

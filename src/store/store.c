@@ -11,23 +11,17 @@
 #include "log.h"
 #include "store.h"
 #include "store_impl.h"
+#include "util.h"
 
 
 void
 store_set_cause(char **cause, const char *fmt, ...)
 {
     va_list ap;
-    char *p;
 
-    if (cause == NULL)
-        return;
     va_start(ap, fmt);
-    if (vasprintf(&p, fmt, ap) < 0) {
-        fprintf(stderr, "leafd: out of memory formatting an error\n");
-        abort();
-    }
+    util_vset_cause(cause, fmt, ap);
     va_end(ap);
-    *cause = p;
 }
 
 void
