@@ -254,10 +254,14 @@ def test_mariadb_five_nodes_mixed(ctx):
     db = ctx.shared_mariadb()
     db.sql("INSERT INTO leaf_alloc(biz_tag, max_id, step, description) "
            "VALUES ('lease-mix', 1, 2000, 'test')")
-    # A long wait: this test is about overlaps, and on a loaded 2-core
-    # machine six threads of table leases can keep MariaDB busy past 500 ms.
+    # A long wait and a long database timeout: this test is about overlaps,
+    # and on a loaded 2-core machine six threads of table leases can keep
+    # MariaDB busy past 500 ms, and one UPDATE past the default 3 s timeout
+    # (a 503 "Lost connection to server during query" under make test with
+    # both cores pinned). Both stay under the client's 10 s.
     conf = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
-            "segment.mysql.url": db.url, "threads": "1", "segment.wait_ms": "5000"}
+            "segment.mysql.url": db.url, "threads": "1", "segment.wait_ms": "5000",
+            "segment.db_timeout_ms": "8000"}
     with Workdir("leasemix") as wd:
         nodes = [wd.leafd(conf=conf, name="n%d" % i).start() for i in range(5)]
         stop = time.time() + seconds

@@ -10,6 +10,10 @@
 #   MYSQL_URL=mysql://root@127.0.0.1:P/leaf
 # The server listens on 127.0.0.1:P (a free port >= 20000) and on DIR/sock,
 # has database `leaf` with sql/mysql.sql loaded, and logs to DIR/mariadbd.log.
+# Its temporary files go to DIR/tmp, never /tmp: a mariadbd that starts
+# deletes every #sql* file in its tmpdir, so servers sharing /tmp (parallel
+# tests, other sessions) delete each other's temporary tables, and
+# mariadb-install-db then fails with "Error on delete of '/tmp/#sql-...'".
 #
 # Sourced (". tests/lib/mariadb.sh"), it only defines mariadb_start, mariadb_stop
 # and mariadb_restart; mariadb_start also exports MYSQL_PORT and MYSQL_URL.
@@ -80,7 +84,7 @@ mariadb_launch() {
     # A session of its own: test harnesses (check's forked tests, python)
     # kill their process group when done, and the server must outlive them.
     setsid mariadbd --no-defaults --user=root --datadir="$dir/data" \
-        --socket="$dir/sock" --port="$port" --bind-address=127.0.0.1 \
+        --tmpdir="$dir/tmp" --socket="$dir/sock" --port="$port" --bind-address=127.0.0.1 \
         --skip-name-resolve --pid-file="$dir/pid" \
         --innodb-buffer-pool-size=32M --max-connections=200 \
         >>"$dir/mariadbd.log" 2>&1 </dev/null &
@@ -109,7 +113,7 @@ mariadb_launch() {
 
 mariadb_start() {
     dir=${1:?usage: mariadb_start DIR}
-    mkdir -p "$dir" || return 1
+    mkdir -p "$dir/tmp" || return 1
     dir=$(cd "$dir" && pwd)
     if [ ${#dir} -gt 100 ]; then
         mariadb_log "$dir is too long for a unix socket path"
@@ -130,7 +134,7 @@ mariadb_start() {
         fi
         if [ ! -d "$dir/data/mysql" ]; then
             if ! mariadb-install-db --no-defaults --datadir="$dir/data" \
-                    --user=root --auth-root-authentication-method=normal \
+                    --tmpdir="$dir/tmp" --user=root --auth-root-authentication-method=normal \
                     --skip-test-db >"$dir/install.log" 2>&1; then
                 mariadb_log "mariadb-install-db failed; see $dir/install.log:"
                 tail -n 20 "$dir/install.log" >&2
