@@ -379,8 +379,10 @@ START_TEST(fork_child_gets_fresh_ranges)
 {
     int port = free_port();
     pid_t pid = leafd_start(port), child;
+    /* timeout_ms: the child's lease request competes with the parent's
+     * loaders for the cores (and with other tests on a busy machine). */
     struct leafd_client_options o = { .lease_min = 1000, .lease_max = 1000,
-                                      .timeout_ms = 2000 };
+                                      .timeout_ms = 10000 };
     char url[64], path[320];
     int64_t id, buf[10], got, child_ids = 0, end = mono_ms() + 120000;
     pthread_t th[2];
