@@ -54,7 +54,7 @@ TSAN_SUITES := check_segment check_snowflake check_http check_idkinds check_resp
                check_serial check_lease check_workerid_store
 TSAN_TESTS := $(TSAN_SUITES:%=build/tsan/tests/%)
 
-.PHONY: all deps run test unit unit-asan check-asan check-tsan blackbox bench clean lint
+.PHONY: all deps run test test-bins unit unit-asan check-asan check-tsan blackbox bench clean lint
 
 all: leafd client
 
@@ -84,6 +84,9 @@ build/asan/%.o: %.c
 # Helpers the unit tests share (tests/lib/*.c), built per variant.
 TESTLIB_SRCS := tests/lib/idset.c tests/lib/tcpproxy.c
 TESTLIB      := $(TESTLIB_SRCS:tests/lib/%.c=build/tests/lib/%.o)
+# Only the test binaries link these: keep them (not intermediate files that
+# make deletes), or each make test builds them again.
+.SECONDARY: $(TSAN_OBJS) $(TESTLIB:build/%=build/asan/%) $(TESTLIB:build/%=build/tsan/%)
 
 build/tests/lib/%.o: tests/lib/%.c
 	@mkdir -p $(@D)
@@ -168,9 +171,13 @@ blackbox: leafd
 BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test:
 	@sh .ci/deps.sh test
+	@$(MAKE) --no-print-directory test-bins
+	@sh tests/lib/run_all.sh
+
+# Every binary make test runs.
+test-bins:
 	@$(MAKE) --no-print-directory -j$(BUILD_JOBS) WERROR=1 leafd leafd-asan $(TESTBIN) \
 		$(ASAN_TESTS) $(TSAN_TESTS) $(CLIENT_TESTS) fuzz
-	@sh tests/lib/run_all.sh
 
 bench: leafd
 	@sh .ci/deps.sh bench && python3 bench/bench.py
