@@ -6,16 +6,17 @@ other and writes everything to its own log; when it ends, its log is printed
 whole, each line prefixed with [lane]. At the end: one line per lane (its
 time), and the totals line CI reads, "tests: N passed, N failed".
 
-Lanes share no server, port or directory, so that they can run together:
-  unit        the unit tests (build/tests/check_*)               own MariaDB + ZooKeeper
-  unit-asan   the same under ASan + UBSan                         own MariaDB + ZooKeeper
-  unit-tsan   the racing suites under ThreadSanitizer             own MariaDB + ZooKeeper
-  blackbox    blackbox.py -j BB_JOBS against ./leafd              ports 10000-13999
-  bb-asan     blackbox.py -j BB_JOBS against ./leafd-asan         ports 14000-17999
+Lanes share no server, port or directory, so that they can run together
+(in this order, TEST_JOBS at once):
+  chaos       chaos.py --short (at nice -5 where allowed)             ports 18000-19999
+  bb-asan     blackbox.py -j BB_JOBS against ./leafd-asan             ports 14000-17999
               (any ASan/UBSan report of any leafd fails the lane)
-  chaos       chaos.py --short                                    ports 18000-19999
-  fuzz        fuzz/run.sh, FUZZ_SECONDS (8 here) per target
-  lint        make lint; docker-compose config
+  blackbox    blackbox.py -j BB_JOBS against ./leafd                  ports 10000-13999
+  unit-asan   the unit tests under ASan + UBSan                       own MariaDB + ZooKeeper
+  unit-tsan   the racing suites under ThreadSanitizer                 own MariaDB + ZooKeeper
+  unit        the unit tests (build/tests/check_*)                    own MariaDB + ZooKeeper
+  fuzz        fuzz/run.sh, FUZZ_SECONDS (8 here) per target (nice 10)
+  lint        make lint; docker-compose config (nice 10)
 The unit suites restart their MariaDB and ZooKeeper and empty tables
 (check_store, check_workerid, check_workerid_store), so every unit lane
 starts its own pair. The black-box tests start their own servers in their
@@ -56,12 +57,19 @@ def units(pattern):
 
 
 def lanes(tmp):
-    """name -> (needs MariaDB + ZooKeeper, env, steps); a step is
-    (title, argv). Listed longest first: they start in this order."""
+    """name -> (needs MariaDB + ZooKeeper, env, steps[, nice]); a step is
+    (title, argv). They start in this order: the chaos run first, at a
+    higher priority (nice -5, where allowed), as it measures every node's
+    answers while servers stop and start; the fuzzers and cppcheck, which
+    only burn CPU for a set time or a set job, at nice 10."""
     bb_jobs = os.environ.get("BB_JOBS", "2")
     fuzz_s = os.environ.get("FUZZ_SECONDS", "8")
     reports = os.path.join(tmp, "bb-asan", "reports")
     return {
+        "chaos": (False, {"LEAFD_TEST_PORTS": "18000-19999"}, [
+            ("chaos run, short version (make chaos for the long one)",
+             ["python3", "tests/blackbox/chaos.py", "--short"]),
+        ], -5),
         "bb-asan": (False, {
             "LEAFD_TEST_BIN": os.path.join(ROOT, "leafd-asan"),
             "LEAFD_TEST_PORTS": "14000-17999",
@@ -82,9 +90,6 @@ def lanes(tmp):
         "blackbox": (False, {"LEAFD_TEST_PORTS": "10000-13999"}, [
             ("black-box tests", ["python3", "tests/blackbox/blackbox.py", "-j", bb_jobs]),
         ]),
-        "unit": (True, {}, [
-            ("unit tests", ["sh", "tests/lib/run_unit.sh"] + units("build/tests/check_*")),
-        ]),
         "unit-asan": (True, {"ASAN_OPTIONS": ASAN_OPTIONS, "UBSAN_OPTIONS": UBSAN_OPTIONS}, [
             ("unit tests under ASan + UBSan",
              ["sh", "tests/lib/run_unit.sh"] + units("build/asan/tests/check_*")),
@@ -94,27 +99,26 @@ def lanes(tmp):
             ("racing suites under ThreadSanitizer",
              ["sh", "tests/lib/run_unit.sh"] + units("build/tsan/tests/check_*")),
         ]),
-        "chaos": (False, {"LEAFD_TEST_PORTS": "18000-19999"}, [
-            ("chaos run, short version (make chaos for the long one)",
-             ["python3", "tests/blackbox/chaos.py", "--short"]),
+        "unit": (True, {}, [
+            ("unit tests", ["sh", "tests/lib/run_unit.sh"] + units("build/tests/check_*")),
         ]),
         "fuzz": (False, {"FUZZ_SECONDS": fuzz_s}, [
             ("each libFuzzer target for %s s (make fuzz-ci: 30 s)" % fuzz_s,
              ["sh", "fuzz/run.sh"]),
-        ]),
+        ], 10),
         "lint": (False, {}, [
             ("make lint (cppcheck, the layers of src/)",
              ["sh", "-c", 'make --no-print-directory lint && echo "lint: clean"']),
             ("docker-compose.yml",
              ["sh", "-c", 'docker-compose -f docker-compose.yml config -q && '
               'echo "docker-compose.yml is valid"']),
-        ]),
+        ], 10),
     }
 
 
 class Lane:
-    def __init__(self, name, tmp, servers, env, steps):
-        self.name, self.servers, self.steps = name, servers, steps
+    def __init__(self, name, tmp, servers, env, steps, nice=0):
+        self.name, self.servers, self.steps, self.nice = name, servers, steps, nice
         self.dir = os.path.join(tmp, name)
         os.makedirs(self.dir, exist_ok=True)
         self.log_path = os.path.join(self.dir, "log")
@@ -137,12 +141,21 @@ class Lane:
         # process group (stop()).
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=self.env,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=self.renice)
         rc = self.proc.wait()
         self.proc = None
         if rc != 0:
             self.say(log, "== %s: FAILED (exit %d)" % (title, rc))
         return rc == 0
+
+    def renice(self):
+        """In the step's child, before exec: the lane's priority. A negative
+        one needs root; without, the step runs at the default."""
+        if self.nice:
+            try:
+                os.nice(self.nice)
+            except OSError:
+                pass
 
     def start_servers(self, log):
         """A MariaDB and a ZooKeeper of the lane's own (tests/lib/*.sh)."""
