@@ -75,7 +75,9 @@ def test_lease_buffers_or_table_never_overlap(ctx):
     """Small leases come from the buffers, large ones from the table; both
     mixed with single IDs and batches from many threads: nothing twice."""
     with Workdir("lease2") as wd:
-        d = wd.leafd(flags=["--threads=2"]).start()
+        # A long wait: this test is about overlaps, and on a busy machine
+        # (or under ASan) a segment load can take longer than the default.
+        d = wd.leafd(flags=["--threads=2", "--segment.wait_ms=5000"]).start()
         # One lease of each source first, so that both are used whatever the
         # threads below meet: a small lease comes from the buffers only while
         # they hold twice its size, which under load they may never do.
