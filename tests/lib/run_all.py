@@ -90,7 +90,8 @@ def lanes(tmp):
         "blackbox": (False, {"LEAFD_TEST_PORTS": "10000-13999"}, [
             ("black-box tests", ["python3", "tests/blackbox/blackbox.py", "-j", bb_jobs]),
         ]),
-        "unit-asan": (True, {"ASAN_OPTIONS": ASAN_OPTIONS, "UBSAN_OPTIONS": UBSAN_OPTIONS}, [
+        "unit-asan": (True, {"ASAN_OPTIONS": ASAN_OPTIONS, "UBSAN_OPTIONS": UBSAN_OPTIONS,
+                             "LSAN_OPTIONS": "suppressions=%s/tests/lib/lsan.supp" % ROOT}, [
             ("unit tests under ASan + UBSan",
              ["sh", "tests/lib/run_unit.sh"] + units("build/asan/tests/check_*")),
         ]),
