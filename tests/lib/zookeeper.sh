@@ -7,7 +7,10 @@
 #
 # start prints ZK_PORT=P and ZK_ADDRESS=127.0.0.1:P and writes them to DIR/env
 # (source it). The data lives in DIR/data, the server log in DIR/zk.log.
-# minSessionTimeout is 2 s so session-expiry tests run quickly.
+# minSessionTimeout is 2 s so session-expiry tests run quickly. forceSync=no:
+# the transaction log is written but not fsynced, which survives a kill -9 of
+# the server (what the tests do), not a crash of the machine; fsync stalls on
+# a busy machine made writes outlast session and fence timeouts.
 set -u
 
 CP=/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar
@@ -75,6 +78,7 @@ clientPortAddress=127.0.0.1
 admin.enableServer=false
 4lw.commands.whitelist=srvr,ruok
 maxClientCnxns=0
+forceSync=no
 EOF
     # own session: outlives a caller whose process group gets killed (check)
     setsid nohup java -Xmx256m -Dzookeeper.jmx.log4j.disable=true -cp "$CP" $MAIN "$dir/zoo.cfg" \
