@@ -911,9 +911,18 @@ START_TEST(test_stop_deadline_ignores_wall_clock)
         int port = srv_start(100, 5000);
         struct client *stuck = cl_open(port);
         int64_t t0, took;
+        struct http_stats st;
 
         cl_puts(stuck, "GET /forever/5000 HTTP/1.1\r\n\r\n");
-        usleep(20000);
+        /* parked, so in flight (not a fixed 20 ms: on a busy machine the
+         * stop came first and took no time) */
+        for (int k = 0; k < 500; k++) {
+            http_server_stats(srv, &st);
+            if (st.requests_parked == 1)
+                break;
+            usleep(10000);
+        }
+        ck_assert_uint_eq(st.requests_parked, 1);
         atomic_store(&wall_offset_s, offsets[i]);
         t0 = util_mono_ms();
         http_server_stop(srv, 300);
