@@ -256,10 +256,13 @@ def test_mariadb_five_nodes_mixed(ctx):
     db = ctx.shared_mariadb()
     db.sql("INSERT INTO leaf_alloc(biz_tag, max_id, step, description) "
            "VALUES ('lease-mix', 1, 2000, 'test')")
-    # A long wait: this test is about overlaps, and on a loaded 2-core
-    # machine six threads of table leases can keep MariaDB busy past 500 ms.
+    # A long wait and query timeout: this test is about overlaps, and on a
+    # loaded 2-core machine five nodes queue on the tag's row lock for longer
+    # than 500 ms, or the 3 s query timeout ("Lost connection ... during
+    # query": leafd gave up and answered 503).
     conf = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
-            "segment.mysql.url": db.url, "threads": "1", "segment.wait_ms": "5000"}
+            "segment.mysql.url": db.url, "threads": "1", "segment.wait_ms": "15000",
+            "segment.db_timeout_ms": "10000"}
     with Workdir("leasemix") as wd:
         nodes = [wd.leafd(conf=conf, name="n%d" % i).start() for i in range(5)]
         stop = time.time() + seconds
