@@ -204,8 +204,12 @@ START_TEST(eight_threads_no_duplicate)
     struct leafd_client_stats st;
     int64_t t0;
 
+    /* timeout_ms: the lease requests compete with the 8 takers for the
+     * cores (the 2 s default ran out under ASan on a busy machine) */
+    struct leafd_client_options o = { .timeout_ms = 10000 };
+
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
-    cl = leafd_client_new(url, NULL, NULL);
+    cl = leafd_client_new(url, &o, NULL);
     ck_assert(cl != NULL);
     /* IDs start near 1 on a fresh table; leases waste at most what the
      * client holds at the end (a few lease_max). */
