@@ -23,7 +23,21 @@ free_port() {
     local p i
     if command -v python3 >/dev/null 2>&1; then
         for i in 1 2 3 4 5; do
-            p=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+            # below the ephemeral range (32768-60999): the JVM binds it
+            # seconds later, and an outgoing connection took a kernel-picked
+            # port meanwhile ("Address already in use")
+            p=$(python3 -c 'import random, socket
+for _ in range(200):
+    p = random.randint(20000, 32767)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(p)
+    break')
             [ "$p" != 8080 ] && { echo "$p"; return 0; }
         done
     fi
