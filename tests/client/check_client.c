@@ -92,7 +92,11 @@ leafd_start(int port)
 {
     const char *bin = getenv("LEAFD_BIN") ? getenv("LEAFD_BIN") : "./leafd";
     char p[64], db[320], logf[320];
-    char *argv[] = { (char *)bin, p, db, "--leaf.snowflake.enable=false", NULL };
+    /* segment.wait_ms: a lease waits up to 5 s for its range, not 500 ms
+     * (on a busy machine, its threads competing with the test's takers,
+     * leafd answered 503 "did not give a range ... in time (500 ms)") */
+    char *argv[] = { (char *)bin, p, db, "--leaf.snowflake.enable=false",
+                     "--segment.wait_ms=5000", NULL };
     posix_spawn_file_actions_t fa;
     pid_t pid;
     int64_t end = mono_ms() + 15000;
