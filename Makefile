@@ -54,7 +54,7 @@ TSAN_SUITES := check_segment check_snowflake check_http check_idkinds check_resp
                check_serial check_lease check_workerid_store
 TSAN_TESTS := $(TSAN_SUITES:%=build/tsan/tests/%)
 
-.PHONY: all deps run test unit unit-asan check-asan check-tsan blackbox bench clean lint
+.PHONY: all deps run test test-bins unit unit-asan check-asan check-tsan blackbox bench clean lint
 
 all: leafd client
 
@@ -84,6 +84,9 @@ build/asan/%.o: %.c
 # Helpers the unit tests share (tests/lib/*.c), built per variant.
 TESTLIB_SRCS := tests/lib/idset.c tests/lib/tcpproxy.c
 TESTLIB      := $(TESTLIB_SRCS:tests/lib/%.c=build/tests/lib/%.o)
+# Only the test binaries link these: keep them (not intermediate files that
+# make deletes), or each make test builds them again.
+.SECONDARY: $(TSAN_OBJS) $(TESTLIB:build/%=build/asan/%) $(TESTLIB:build/%=build/tsan/%)
 
 build/tests/lib/%.o: tests/lib/%.c
 	@mkdir -p $(@D)
@@ -163,10 +166,18 @@ blackbox: leafd
 # Everything: builds warning-free, starts a throwaway MariaDB and ZooKeeper
 # on free loopback ports, runs the unit tests (plain and ASan/UBSan) and the
 # black-box tests, and stops what it started.
+# Builds with one job per core (BUILD_JOBS), then runs the tests in lanes,
+# several at once (tests/lib/run_all.py: TEST_JOBS, BB_JOBS, FUZZ_SECONDS).
+BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test:
 	@sh .ci/deps.sh test
-	@$(MAKE) --no-print-directory WERROR=1 leafd $(TESTBIN) $(ASAN_TESTS) $(TSAN_TESTS) $(CLIENT_TESTS)
+	@$(MAKE) --no-print-directory test-bins
 	@sh tests/lib/run_all.sh
+
+# Every binary make test runs.
+test-bins:
+	@$(MAKE) --no-print-directory -j$(BUILD_JOBS) WERROR=1 leafd leafd-asan $(TESTBIN) \
+		$(ASAN_TESTS) $(TSAN_TESTS) $(CLIENT_TESTS) fuzz
 
 bench: leafd
 	@sh .ci/deps.sh bench && python3 bench/bench.py
@@ -192,7 +203,8 @@ clean:
 # ---- fuzzing (fuzz/) and deployment checks --------------------------------
 #   make fuzz           build the libFuzzer targets build/fuzz/fuzz_<name> (clang)
 #   make fuzz-ci        build them, replay fuzz/regressions/, fuzz each for
-#                       FUZZ_SECONDS (30) seconds; fails on a crash
+#                       FUZZ_SECONDS (30) seconds; fails on a crash (make test
+#                       replays the same, then fuzzes each for 8 s)
 #   make compose-check  docker-compose.yml is valid (docker-compose config -q)
 FUZZ_CC      ?= clang
 FUZZ_CFLAGS  := -std=gnu11 -O1 -g -fno-omit-frame-pointer -Wall -Wextra \
@@ -225,7 +237,7 @@ build/fuzz/fuzz_lease_answer: clients/c/lease_parse.c
 fuzz: $(FUZZ_BINS)
 
 fuzz-ci: fuzz
-	@sh fuzz/run.sh
+	@FUZZ_SECONDS=$(or $(FUZZ_SECONDS),30) sh fuzz/run.sh
 
 build/fuzz/obj/%.o: %.c
 	@mkdir -p $(@D)

@@ -75,7 +75,9 @@ def test_lease_buffers_or_table_never_overlap(ctx):
     """Small leases come from the buffers, large ones from the table; both
     mixed with single IDs and batches from many threads: nothing twice."""
     with Workdir("lease2") as wd:
-        d = wd.leafd(flags=["--threads=2"]).start()
+        # A long wait: this test is about overlaps, and on a busy machine
+        # (or under ASan) a segment load can take longer than the default.
+        d = wd.leafd(flags=["--threads=2", "--segment.wait_ms=5000"]).start()
         # One lease of each source first, so that both are used whatever the
         # threads below meet: a small lease comes from the buffers only while
         # they hold twice its size, which under load they may never do.
@@ -254,14 +256,13 @@ def test_mariadb_five_nodes_mixed(ctx):
     db = ctx.shared_mariadb()
     db.sql("INSERT INTO leaf_alloc(biz_tag, max_id, step, description) "
            "VALUES ('lease-mix', 1, 2000, 'test')")
-    # A long wait and a long database timeout: this test is about overlaps,
-    # and on a loaded 2-core machine six threads of table leases can keep
-    # MariaDB busy past 500 ms, and one UPDATE past the default 3 s timeout
-    # (a 503 "Lost connection to server during query" under make test with
-    # both cores pinned). Both stay under the client's 10 s.
+    # A long wait and query timeout: this test is about overlaps, and on a
+    # loaded 2-core machine five nodes queue on the tag's row lock for longer
+    # than 500 ms, or the 3 s query timeout ("Lost connection ... during
+    # query": leafd gave up and answered 503).
     conf = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
-            "segment.mysql.url": db.url, "threads": "1", "segment.wait_ms": "5000",
-            "segment.db_timeout_ms": "8000"}
+            "segment.mysql.url": db.url, "threads": "1", "segment.wait_ms": "15000",
+            "segment.db_timeout_ms": "10000"}
     with Workdir("leasemix") as wd:
         nodes = [wd.leafd(conf=conf, name="n%d" % i).start() for i in range(5)]
         stop = time.time() + seconds

@@ -50,7 +50,11 @@ def init(urls, *extra):
 
 def node(wd, urls, name, extra=None):
     flags = ["--leaf.snowflake.enable=false", "--segment.mysql.urls=" + ",".join(urls),
-             "--segment.db_timeout_ms=1000", "--segment.wait_ms=3000",
+             # The default query timeout, and a wait that outlasts it and a
+             # load from the next database: with 1000 ms, on a busy machine
+             # (under ASan) queries to both databases timed out mid-load
+             # ("Lost connection ... during query") and requests failed.
+             "--segment.db_timeout_ms=3000", "--segment.wait_ms=8000",
              "--segment.max_step=2000", "--segment.lease_max=50000",
              "--segment.refresh_ms=500"] + (extra or [])
     return wd.leafd(conf={"leaf.segment.enable": "true"}, flags=flags, name=name)

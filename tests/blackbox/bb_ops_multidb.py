@@ -176,9 +176,11 @@ SERIAL = {"serial.PAY.prefix": "PAY", "serial.PAY.step": "20", "serial.count_max
 
 def serial_node(wd, urls, name):
     flags = ["--leaf.snowflake.enable=false", "--segment.mysql.urls=" + ",".join(urls),
-             "--segment.db_timeout_ms=1000", "--segment.wait_ms=3000",
-             "--segment.max_step=2000", "--segment.lease_max=50000",
-             "--segment.refresh_ms=500"]
+             # as bb_multidb.node: a timeout and a wait a busy machine (or
+             # ASan) does not outlast ("next segment did not arrive in time")
+             "--segment.db_timeout_ms=3000", "--segment.wait_ms=8000",
+             "--segment.max_step=2000",
+             "--segment.lease_max=50000", "--segment.refresh_ms=500"]
     conf = dict(SERIAL)
     conf["leaf.segment.enable"] = "true"
     return wd.leafd(conf=conf, flags=flags, name=name).start()

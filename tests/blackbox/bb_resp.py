@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 
-from bbutil import Workdir, check, eq, free_port, parallel, skip
+from bbutil import Workdir, check, eq, free_port, parallel, skip, wait_for
 
 TESTS = [
     "test_redis_cli",
@@ -52,6 +52,10 @@ def start(wd, flags=None, **kw):
     d = wd.leafd(flags=["--resp.listen.port=%d" % rport] + (flags or []), **kw)
     d.start()
     d.rport = rport
+    # start() waits for the HTTP port; the RESP listener may open a moment
+    # later (on a busy machine under ASan a test's first connect was refused)
+    wait_for(lambda: socket.create_connection(("127.0.0.1", rport), 0.5).close() or True,
+             15, what="the RESP port %d" % rport)
     return d
 
 

@@ -8,8 +8,23 @@ reported as "skip" and listed apart; under CI=1 (or true) it fails instead.
 
     python3 tests/blackbox/blackbox.py              # all
     python3 tests/blackbox/blackbox.py segment      # tests whose module or name has "segment"
+    python3 tests/blackbox/blackbox.py bb_mysql.test_leaf_schema   # one test
+    python3 tests/blackbox/blackbox.py -j 2         # in 2 worker processes
+
+-j N runs the tests in N worker processes, each taking the next test from one
+queue, the longest first (the times of the last run, in
+build/blackbox-times-<binary>.json). Each worker has its own shared MariaDB (never the
+one LEAFD_TEST_MYSQL_PORT names, which a lone run uses) and, when
+LEAFD_TEST_PORTS=LO-HI is set, its own slice of that port range
+(bbutil.free_port); every test makes its own work directory. A worker's
+output for one test is printed whole when the test ends.
+LEAFD_TEST_BIN=./leafd-asan runs the tests against another binary.
 """
+import contextlib
 import importlib
+import io
+import json
+import multiprocessing
 import os
 import socket
 import sys
@@ -23,12 +38,13 @@ import bbutil  # noqa: E402
 class Context:
     """Shared, lazily started servers for tests that only read/insert rows."""
 
-    def __init__(self):
+    def __init__(self, own_mariadb=False):
         self._wd = None
         self._mariadb = None
+        self._own = own_mariadb     # a -j worker: never the external one
 
     def shared_mariadb(self):
-        if self._mariadb is None and os.environ.get("LEAFD_TEST_MYSQL_PORT"):
+        if self._mariadb is None and not self._own and os.environ.get("LEAFD_TEST_MYSQL_PORT"):
             # The one make test started (tests/lib/run_all.sh); it stops it.
             m = bbutil.MariaDB.__new__(bbutil.MariaDB)
             m.dir = os.environ.get("LEAFD_TEST_MYSQL_DIR")
@@ -56,9 +72,102 @@ class Context:
             self._wd.__exit__(None, None, None)
 
 
+# The times of the last run, per binary (./leafd-asan is slower).
+TIMES = os.path.join(bbutil.ROOT, "build", "blackbox-times-%s.json" % os.path.basename(bbutil.LEAFD))
+
+
+def run_one(ctx, full, fn):
+    """Run one test; return (verdict, seconds, output) where verdict is
+    "ok", "skip" or "FAIL" and output what it printed (and why it failed)."""
+    buf = io.StringIO()
+    t0 = time.time()
+    with contextlib.redirect_stdout(buf):
+        try:
+            fn(ctx)
+            verdict = "ok"
+        except bbutil.Skipped as e:
+            verdict = "skip"
+            print("     %s" % e)
+        except Exception as e:
+            verdict = "FAIL"
+            if isinstance(e, bbutil.TestFailure):
+                print("     %s" % str(e).replace("\n", "\n     "))
+            else:
+                print(traceback.format_exc(), end="")
+    return verdict, time.time() - t0, buf.getvalue()
+
+
+def worker(wid, nworkers, tests, todo, done):
+    """A -j worker: its own Context and port slice; takes test indexes from
+    todo until None, reports ("start"|"end", ...) on done."""
+    rng = bbutil._port_range()
+    if rng is not None:
+        lo, hi = rng
+        span = (hi - lo + 1) // nworkers
+        os.environ["LEAFD_TEST_PORTS"] = "%d-%d" % (lo + wid * span, lo + (wid + 1) * span - 1)
+    ctx = Context(own_mariadb=True)
+    try:
+        while True:
+            i = todo.get()
+            if i is None:
+                break
+            done.put(("start", wid, i, None))
+            done.put(("end", wid, i, run_one(ctx, *tests[i])))
+    finally:
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            ctx.close()
+        done.put(("closed", wid, None, buf.getvalue()))
+
+
+def run_parallel(tests, jobs, report):
+    """Run tests in jobs worker processes (fork: the modules are imported
+    once, here). A worker that dies fails the test it was running."""
+    mp = multiprocessing.get_context("fork")
+    todo, done = mp.Queue(), mp.Queue()
+    for i in range(len(tests)):
+        todo.put(i)
+    for _ in range(jobs):
+        todo.put(None)
+    procs = [mp.Process(target=worker, args=(w, jobs, tests, todo, done)) for w in range(jobs)]
+    for p in procs:
+        p.start()
+    running = {}                # worker -> test index
+    closed = set()
+    while len(closed) < jobs:
+        try:
+            kind, wid, i, payload = done.get(timeout=5)
+        except Exception:       # queue.Empty: is every worker still there?
+            for w, p in enumerate(procs):
+                if w not in closed and not p.is_alive():
+                    closed.add(w)
+                    if w in running:
+                        report(tests[running.pop(w)][0],
+                               ("FAIL", 0.0, "     worker %d died (exit %s) in this test\n"
+                                % (w, p.exitcode)))
+            continue
+        if kind == "start":
+            running[wid] = i
+        elif kind == "end":
+            running.pop(wid, None)
+            report(tests[i][0], payload)
+        else:
+            closed.add(wid)
+            if payload:
+                print(payload, end="", flush=True)
+    for p in procs:
+        p.join()
+
+
 def main():
+    args = sys.argv[1:]
+    jobs = 1
+    if args[:1] == ["-j"] and len(args) >= 2:
+        jobs, args = int(args[1]), args[2:]
+    elif args[:1] and args[0].startswith("-j"):
+        jobs, args = int(args[0][2:]), args[1:]
     here = os.path.dirname(os.path.abspath(__file__))
-    filt = sys.argv[1:]
+    filt = args
     mods = sorted(f[:-3] for f in os.listdir(here) if f.startswith("bb_") and f.endswith(".py"))
     tests = []
     for m in mods:
@@ -71,30 +180,49 @@ def main():
     if not os.path.exists(bbutil.LEAFD):
         print("no leafd binary at %s: run make first" % bbutil.LEAFD)
         return 1
-    ctx = Context()
+    try:
+        with open(TIMES) as f:
+            times = json.load(f)
+    except (OSError, ValueError):
+        times = {}
+    if jobs > 1:
+        # Longest first, so that no long test starts last; a test not timed
+        # yet counts as long.
+        tests.sort(key=lambda t: -times.get(t[0], 1e9))
     passed = failed = 0
     skipped = []
+
+    def report(full, result):
+        nonlocal passed, failed
+        verdict, secs, out = result
+        print("%-4s %-60s %5.1fs" % (verdict, full, secs))
+        print(out, end="", flush=True)
+        times[full] = round(secs, 1)
+        if verdict == "ok":
+            passed += 1
+        elif verdict == "skip":
+            skipped.append(full)
+        else:
+            failed += 1
+
     t_all = time.time()
+    if jobs > 1:
+        run_parallel(tests, jobs, report)
+    else:
+        ctx = Context()
+        try:
+            for full, fn in tests:
+                report(full, run_one(ctx, full, fn))
+        finally:
+            ctx.close()
     try:
-        for full, fn in tests:
-            t0 = time.time()
-            try:
-                fn(ctx)
-                passed += 1
-                print("ok   %-60s %5.1fs" % (full, time.time() - t0), flush=True)
-            except bbutil.Skipped as e:
-                skipped.append(full)
-                print("skip %-60s %5.1fs" % (full, time.time() - t0), flush=True)
-                print("     %s" % e)
-            except Exception as e:
-                failed += 1
-                print("FAIL %-60s %5.1fs" % (full, time.time() - t0), flush=True)
-                if isinstance(e, bbutil.TestFailure):
-                    print("     %s" % str(e).replace("\n", "\n     "))
-                else:
-                    traceback.print_exc()
-    finally:
-        ctx.close()
+        os.makedirs(os.path.dirname(TIMES), exist_ok=True)
+        tmp = "%s.%d" % (TIMES, os.getpid())
+        with open(tmp, "w") as f:
+            json.dump(times, f, indent=0, sort_keys=True)
+        os.replace(tmp, TIMES)
+    except OSError:
+        pass
     print("black-box tests: %.0fs" % (time.time() - t_all))
     if skipped:
         print("%d skipped (they cannot run here; under CI=1 they fail): %s"

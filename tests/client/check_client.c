@@ -193,7 +193,11 @@ leafd_start(int port)
 {
     const char *bin = getenv("LEAFD_BIN") ? getenv("LEAFD_BIN") : "./leafd";
     char p[64], db[320], logf[320];
-    char *argv[] = { (char *)bin, p, db, "--leaf.snowflake.enable=false", NULL };
+    /* segment.wait_ms: a lease waits up to 5 s for its range, not 500 ms
+     * (on a busy machine, its threads competing with the test's takers,
+     * leafd answered 503 "did not give a range ... in time (500 ms)") */
+    char *argv[] = { (char *)bin, p, db, "--leaf.snowflake.enable=false",
+                     "--segment.wait_ms=5000", NULL };
     posix_spawn_file_actions_t fa;
     pid_t pid;
     int64_t end = mono_ms() + 15000;
@@ -305,8 +309,12 @@ START_TEST(eight_threads_no_duplicate)
     struct leafd_client_stats st;
     int64_t t0;
 
+    /* timeout_ms: the lease requests compete with the 8 takers for the
+     * cores (the 2 s default ran out under ASan on a busy machine) */
+    struct leafd_client_options o = { .timeout_ms = 10000 };
+
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
-    cl = leafd_client_new(url, NULL, NULL);
+    cl = leafd_client_new(url, &o, NULL);
     ck_assert(cl != NULL);
     /* IDs start near 1 on a fresh table; leases waste at most what the
      * client holds at the end (a few lease_max). */
@@ -480,8 +488,10 @@ START_TEST(fork_child_gets_fresh_ranges)
 {
     int port = free_port();
     pid_t pid = leafd_start(port), child;
+    /* timeout_ms: the child's lease request competes with the parent's
+     * loaders for the cores (and with other tests on a busy machine). */
     struct leafd_client_options o = { .lease_min = 1000, .lease_max = 1000,
-                                      .timeout_ms = 2000 };
+                                      .timeout_ms = 10000 };
     char url[64], path[320];
     int64_t id, buf[10], got, child_ids = 0, end = mono_ms() + 120000;
     pthread_t th[2];

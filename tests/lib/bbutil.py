@@ -17,7 +17,9 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-LEAFD = os.environ.get("LEAFD_BIN", os.path.join(ROOT, "leafd"))
+# LEAFD_TEST_BIN: another binary (leafd reads no LEAFD_* variable but
+# LEAFD_CONFIG and LEAFD_TEST_*; it refuses any other).
+LEAFD = os.environ.get("LEAFD_TEST_BIN", os.path.join(ROOT, "leafd"))
 
 
 class TestFailure(AssertionError):
@@ -91,14 +93,53 @@ def eq(a, b, what=""):
         raise TestFailure("%s: expected %r, got %r" % (what, b, a))
 
 
+def _port_range():
+    """LEAFD_TEST_PORTS=LO-HI: the ports this process may hand out (see
+    free_port), else None."""
+    spec = os.environ.get("LEAFD_TEST_PORTS", "")
+    if not spec:
+        return None
+    lo, hi = (int(x) for x in spec.split("-"))
+    check(1024 <= lo <= hi <= 65535 and not lo <= 8080 <= hi,
+          "LEAFD_TEST_PORTS=%s: want LO-HI within 1024-65535, without 8080" % spec)
+    return lo, hi
+
+
+_next_port = [None]
+_port_lock = threading.Lock()
+
+
 def free_port():
-    while True:
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        p = s.getsockname()[1]
-        s.close()
-        if p != 8080:
-            return p
+    """A loopback port nothing listens on, never 8080. Without
+    LEAFD_TEST_PORTS, the kernel's pick from the ephemeral range. With
+    LEAFD_TEST_PORTS=LO-HI (blackbox.py -j gives each worker its own slice,
+    below the ephemeral range), the next port of that slice that binds, in
+    turn: parallel workers never pick the same port, an outgoing
+    connection's ephemeral port never takes one, and a port just given up
+    (TIME_WAIT) is not handed out again soon."""
+    rng = _port_range()
+    if rng is None:
+        while True:
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            p = s.getsockname()[1]
+            s.close()
+            if p != 8080:
+                return p
+    lo, hi = rng
+    with _port_lock:
+        for _ in range(hi - lo + 1):
+            p = _next_port[0] if _next_port[0] is not None and lo <= _next_port[0] <= hi else lo
+            _next_port[0] = p + 1 if p < hi else lo
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", p))
+                return p
+            except OSError:
+                continue
+            finally:
+                s.close()
+    raise TestFailure("LEAFD_TEST_PORTS=%d-%d: no free port left" % rng)
 
 
 def wait_for(pred, timeout=10.0, step=0.02, what="condition"):

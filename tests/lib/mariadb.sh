@@ -8,12 +8,9 @@
 # start prints, and writes to DIR/env, two lines:
 #   MYSQL_PORT=P
 #   MYSQL_URL=mysql://root@127.0.0.1:P/leaf
-# The server listens on 127.0.0.1:P (a free port >= 20000) and on DIR/sock,
-# has database `leaf` with sql/mysql.sql loaded, and logs to DIR/mariadbd.log.
-# Its temporary files go to DIR/tmp, never /tmp: a mariadbd that starts
-# deletes every #sql* file in its tmpdir, so servers sharing /tmp (parallel
-# tests, other sessions) delete each other's temporary tables, and
-# mariadb-install-db then fails with "Error on delete of '/tmp/#sql-...'".
+# The server listens on 127.0.0.1:P (a free port in 20000-32767) and on DIR/sock,
+# has database `leaf` with sql/mysql.sql loaded, logs to DIR/mariadbd.log, and
+# keeps its temporary files in DIR/tmp.
 #
 # Sourced (". tests/lib/mariadb.sh"), it only defines mariadb_start, mariadb_stop
 # and mariadb_restart; mariadb_start also exports MYSQL_PORT and MYSQL_URL.
@@ -36,13 +33,15 @@ mariadb_log() {
     echo "mariadb.sh: $*" >&2
 }
 
-# A free loopback TCP port >= 20000 (never 8080).
+# A free loopback TCP port in 20000-32767: below the kernel's ephemeral range
+# (32768-60999), so that no outgoing connection takes it while
+# mariadb-install-db runs; above the ranges blackbox.py -j hands out.
 mariadb_free_port() {
     if command -v python3 >/dev/null 2>&1; then
         python3 - <<'EOF'
 import random, socket
 for _ in range(200):
-    p = random.randint(20000, 60999)
+    p = random.randint(20000, 32767)
     s = socket.socket()
     try:
         s.bind(("127.0.0.1", p))
@@ -83,10 +82,17 @@ mariadb_launch() {
     port=$(cat "$dir/port")
     # A session of its own: test harnesses (check's forked tests, python)
     # kill their process group when done, and the server must outlive them.
+    # innodb-flush-log-at-trx-commit=2: a commit is written to the OS at
+    # once but not fsynced, so it survives a kill -9 of mariadbd (what the
+    # tests do), not a crash of the machine; on a busy machine with many
+    # servers, fsync stalls made commits outlast clients' 3 s timeouts.
+    mkdir -p "$dir/tmp"
     setsid mariadbd --no-defaults --user=root --datadir="$dir/data" \
-        --tmpdir="$dir/tmp" --socket="$dir/sock" --port="$port" --bind-address=127.0.0.1 \
+        --tmpdir="$dir/tmp" \
+        --socket="$dir/sock" --port="$port" --bind-address=127.0.0.1 \
         --skip-name-resolve --pid-file="$dir/pid" \
         --innodb-buffer-pool-size=32M --max-connections=200 \
+        --innodb-flush-log-at-trx-commit=2 \
         >>"$dir/mariadbd.log" 2>&1 </dev/null &
     launched=$!
     i=0
@@ -133,8 +139,14 @@ mariadb_start() {
             chosen=1
         fi
         if [ ! -d "$dir/data/mysql" ]; then
+            # A temporary directory of its own: servers that share /tmp
+            # name their temporary tables by PID, and two at once (PID
+            # namespaces, parallel tests) can collide ("Unknown table
+            # 'mysql.tmp_user_sys'").
+            mkdir -p "$dir/tmp"
             if ! mariadb-install-db --no-defaults --datadir="$dir/data" \
-                    --tmpdir="$dir/tmp" --user=root --auth-root-authentication-method=normal \
+                    --tmpdir="$dir/tmp" \
+                    --user=root --auth-root-authentication-method=normal \
                     --skip-test-db >"$dir/install.log" 2>&1; then
                 mariadb_log "mariadb-install-db failed; see $dir/install.log:"
                 tail -n 20 "$dir/install.log" >&2

@@ -7,7 +7,10 @@
 #
 # start prints ZK_PORT=P and ZK_ADDRESS=127.0.0.1:P and writes them to DIR/env
 # (source it). The data lives in DIR/data, the server log in DIR/zk.log.
-# minSessionTimeout is 2 s so session-expiry tests run quickly.
+# minSessionTimeout is 2 s so session-expiry tests run quickly. forceSync=no:
+# the transaction log is written but not fsynced, which survives a kill -9 of
+# the server (what the tests do), not a crash of the machine; fsync stalls on
+# a busy machine made writes outlast session and fence timeouts.
 set -u
 
 CP=/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar
@@ -20,7 +23,21 @@ free_port() {
     local p i
     if command -v python3 >/dev/null 2>&1; then
         for i in 1 2 3 4 5; do
-            p=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+            # below the ephemeral range (32768-60999): the JVM binds it
+            # seconds later, and an outgoing connection took a kernel-picked
+            # port meanwhile ("Address already in use")
+            p=$(python3 -c 'import random, socket
+for _ in range(200):
+    p = random.randint(20000, 32767)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(p)
+    break')
             [ "$p" != 8080 ] && { echo "$p"; return 0; }
         done
     fi
@@ -75,6 +92,7 @@ clientPortAddress=127.0.0.1
 admin.enableServer=false
 4lw.commands.whitelist=srvr,ruok
 maxClientCnxns=0
+forceSync=no
 EOF
     # own session: outlives a caller whose process group gets killed (check)
     setsid nohup java -Xmx256m -Dzookeeper.jmx.log4j.disable=true -cp "$CP" $MAIN "$dir/zoo.cfg" \
