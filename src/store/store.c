@@ -1,6 +1,7 @@
-/* store.c: picks a segment store backend and checks arguments before any
- * SQL runs. The backends are store_sqlite.c, store_mysql.c and
- * store_multi.c; MySQL URLs are db_mysql_url.c's. */
+/* store.c: the segment store's calls (see store.h): arguments checked
+ * before any SQL runs, then the backend's op; and the helpers the backends
+ * share. store_open.c picks the backend: store_sqlite.c, store_mysql.c or
+ * store_multi.c. */
 #include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,48 +38,6 @@ store_copy_text(char *dst, size_t cap, const char *src, size_t len)
     }
     memcpy(dst, src, n);
     dst[n] = '\0';
-}
-
-static int
-nonempty(const char *s)
-{
-    return s != NULL && *s != '\0';
-}
-
-struct store *
-store_open(const struct config *cfg, char **cause)
-{
-    int kind = cfg->store;
-
-    if (kind != STORE_SQLITE && nonempty(cfg->mysql_urls)) {
-        char *urls[STORE_MULTI_MAX];
-        int n = store_multi_split(cfg->mysql_urls, urls, STORE_MULTI_MAX, cause);
-        struct store *s;
-
-        if (n < 0)
-            return NULL;
-        if (n >= 2) {
-            for (int i = 0; i < n; i++)
-                free(urls[i]);
-            return store_multi_open(cfg, cause);
-        }
-        /* One URL: exactly segment.mysql.url. */
-        s = store_mysql_open_url(cfg, urls[0], "segment.mysql.urls", cause);
-        free(urls[0]);
-        return s;
-    }
-    if (kind == STORE_AUTO)
-        kind = nonempty(cfg->jdbc_url) || nonempty(cfg->mysql_url) ?
-            STORE_MYSQL : STORE_SQLITE;
-    switch (kind) {
-    case STORE_SQLITE:
-        return store_sqlite_open(cfg, cause);
-    case STORE_MYSQL:
-        return store_mysql_open(cfg, cause);
-    default:
-        store_set_cause(cause, "unknown segment.store kind %d", kind);
-        return NULL;
-    }
 }
 
 void
@@ -244,7 +203,8 @@ store_serial_rows(struct store *s, struct store_row **rows, size_t *n,
                   char **cause)
 {
     size_t k = 0;
-    enum store_result r = store_list(store_multi_serial_home(s), rows, n, cause);
+    struct store *home = s->ops->serial_home != NULL ? s->ops->serial_home(s) : s;
+    enum store_result r = store_list(home, rows, n, cause);
 
     if (r != STORE_OK)
         return r;

@@ -30,6 +30,9 @@ struct store_ops {
                                       size_t cap, int64_t *max_id,
                                       char **cause);
     void (*close)(struct store *s);
+    /* The store that holds the serial rows (a set's first database); NULL:
+     * this one. */
+    struct store *(*serial_home)(struct store *s);
 };
 
 struct store {
@@ -40,8 +43,6 @@ struct store {
 struct store *store_sqlite_open(const struct config *cfg, char **cause);
 struct store *store_mysql_open(const struct config *cfg, char **cause);
 struct store *store_multi_open(const struct config *cfg, char **cause);
-/* The store that holds the serial rows: a set's first database, else s. */
-struct store *store_multi_serial_home(struct store *s);
 
 /* MySQL by URL (key names the config key in errors). */
 struct store *store_mysql_open_url(const struct config *cfg, const char *url,

@@ -922,6 +922,13 @@ multi_close(struct store *s)
     free(m);
 }
 
+/* Serial rows live in the first database. */
+static struct store *
+multi_serial_home(struct store *s)
+{
+    return ((struct store_multi *)s)->sub[0];
+}
+
 static const struct store_ops multi_ops = {
     .name = "mysql",
     .alloc = multi_alloc,
@@ -930,13 +937,8 @@ static const struct store_ops multi_ops = {
     .insert = multi_insert,
     .serial_alloc = multi_serial_alloc,
     .close = multi_close,
+    .serial_home = multi_serial_home,
 };
-
-struct store *
-store_multi_serial_home(struct store *s)
-{
-    return s->ops == &multi_ops ? ((struct store_multi *)s)->sub[0] : s;
-}
 
 /* ---- status ---- */
 

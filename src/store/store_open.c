@@ -1,0 +1,53 @@
+/* store_open.c: picks the segment store's backend from the config
+ * (store_open, see store.h): several MySQL URLs make a multi store
+ * (store_multi.c), one a MySQL store (store_mysql.c), none SQLite
+ * (store_sqlite.c). Above the backends, so that they never call up into
+ * it. */
+#include <stdlib.h>
+
+#include "config.h"
+#include "multi_block.h"
+#include "store.h"
+#include "store_impl.h"
+
+static int
+nonempty(const char *s)
+{
+    return s != NULL && *s != '\0';
+}
+
+struct store *
+store_open(const struct config *cfg, char **cause)
+{
+    int kind = cfg->store;
+
+    if (kind != STORE_SQLITE && nonempty(cfg->mysql_urls)) {
+        char *urls[STORE_MULTI_MAX];
+        int n = store_multi_split(cfg->mysql_urls, urls, STORE_MULTI_MAX, cause);
+        struct store *s;
+
+        if (n < 0)
+            return NULL;
+        if (n >= 2) {
+            for (int i = 0; i < n; i++)
+                free(urls[i]);
+            return store_multi_open(cfg, cause);
+        }
+        /* One URL: exactly segment.mysql.url. */
+        s = store_mysql_open_url(cfg, urls[0], "segment.mysql.urls", cause);
+        free(urls[0]);
+        return s;
+    }
+    if (kind == STORE_AUTO)
+        kind = nonempty(cfg->jdbc_url) || nonempty(cfg->mysql_url) ?
+            STORE_MYSQL : STORE_SQLITE;
+    switch (kind) {
+    case STORE_SQLITE:
+        return store_sqlite_open(cfg, cause);
+    case STORE_MYSQL:
+        return store_mysql_open(cfg, cause);
+    default:
+        store_set_cause(cause, "unknown segment.store kind %d", kind);
+        return NULL;
+    }
+}
