@@ -143,7 +143,10 @@ def test_mariadb_outage_and_recovery(ctx):
         d = wd.leafd(conf=node_conf(db, **{"segment.db_backoff_max_ms": "500",
                                            "segment.wait_ms": "300",
                                            "segment.db_timeout_ms": "1000"})).start()
-        eq(d.get("/segment/outage?count=30").status, 200, "serving")
+        # The first load may outlast the short wait on a busy machine (or
+        # under ASan): ask until it is served; a 503 takes no ID.
+        wait_for(lambda: d.get("/segment/outage?count=30").status == 200, timeout=30,
+                 step=0.2, what="serving")
         # Let the prefetch land so both buffers are full.
         wait_for(lambda: [t for t in d.get("/cache").json()["tags"]
                           if t["key"] == "outage"][0]["next_ready"], what="next buffer")

@@ -353,7 +353,12 @@ def test_mariadb_outage(ctx):
                 "segment.db_timeout_ms": "1000", "segment.db_backoff_max_ms": "500",
                 "serial.count_max": "10", "serial.O.prefix": "O", "serial.O.step": "100"}
         d = wd.leafd(conf=conf).start()
-        served = d.get("/serial/O?count=10&format=json").json()["ids"]
+        # The first load may outlast the short wait on a busy machine (or
+        # under ASan): ask until it is served; a 503 takes no serial.
+        r = wait_for(lambda: (lambda x: x if x.status == 200 else None)(
+            d.get("/serial/O?count=10&format=json")), timeout=30, step=0.2,
+            what="the first serials")
+        served = r.json()["ids"]
         db.stop()
         r = None
         for _ in range(100):
