@@ -249,8 +249,11 @@ def test_mysql_lowered_row_past_max(ctx):
         db = wd.mariadb().worker_epoch0()
         ips = ["10.7.3.%d" % i for i in range(4)]
         nodes = [node(wd, None, ip, old, db=db).start() for ip in ips]
-        held = {ip: int(db.sql("SELECT worker_id FROM leaf_worker WHERE identity = "
-                               "'%s:7000'" % ip).strip()) for ip in ips}
+        # leafd listens before its claim has committed: wait for each row
+        held = {ip: int(wait_for(lambda ip=ip: db.sql(
+                    "SELECT worker_id FROM leaf_worker WHERE identity = "
+                    "'%s:7000'" % ip).strip(), timeout=30, step=0.1,
+                    what="%s's row" % ip)) for ip in ips}
         eq(sorted(held.values()), [0, 1, 2, 3], "four nodes, worker IDs 0..3")
         # Which node claimed which ID depends on how their claims interleave.
         ip3 = [ip for ip in ips if held[ip] == 3][0]
