@@ -6,11 +6,13 @@ set -e
 profile=${1:-build}
 build="gcc make pkg-config libc6-dev libevent-dev default-libmysqlclient-dev
 libzookeeper-mt-dev libjansson-dev libsqlite3-dev check curl tzdata libcurl4-openssl-dev
-libhiredis-dev"
+libhiredis-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev"
 test="$build mariadb-server mariadb-client zookeeper default-jre-headless python3 nginx
 libfaketime procps slowhttptest docker-compose clang libclang-rt-14-dev cppcheck
 chromium chromium-driver python3-selenium fonts-liberation
-libhiredis-dev redis-server redis-tools python3-redis python3-yaml"
+libhiredis-dev redis-server redis-tools python3-redis python3-yaml
+nghttp2-client protobuf-compiler python3-grpcio python3-protobuf python3-pymemcache
+memcached libmemcached-tools openssl debhelper lintian"
 bench="$test nginx wrk"
 case "$profile" in
 build) want=$build ;;
