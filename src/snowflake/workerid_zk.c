@@ -69,6 +69,9 @@ struct wzk {
     char            *forever;       /* /snowflake/<name>/forever */
     int              op_timeout_ms; /* one call of a claim */
     int              write_timeout_ms; /* one fence write */
+    int              claim_write;   /* the next write is a claim's first
+                                       (its clock check at start): it gets
+                                       op_timeout_ms, not write_timeout_ms */
     struct zk       *zk;
     int              waited;        /* the first claim waited to connect */
 
@@ -285,6 +288,7 @@ wz_hold(struct wzk *z, char *node, int64_t worker, int version, int kind,
     z->worker = worker;
     z->version = version;
     z->floor_ts = written_ts;
+    z->claim_write = 1;
     atomic_store(&z->took_over, kind == WZ_TAKEOVER);
 }
 
@@ -531,7 +535,7 @@ wz_write(struct wzk *z, int64_t ts, int released, int64_t *mtime,
 {
     struct Stat st;
     char *data, *node;
-    int len, rc, tries = 0;
+    int len, rc, tmo, tries = 0;
 
     zk_maintain(z->zk);
     if (z->worker < 0 || !zk_connected(z->zk)) {
@@ -550,9 +554,13 @@ wz_write(struct wzk *z, int64_t ts, int released, int64_t *mtime,
     if (ts < z->floor_ts)
         ts = z->floor_ts;
     data = wz_node_data(z, ts, released, &len);
+    /* A fence write in service must be quick (fence_step / 4: an answer
+     * later than that is as good as none to a waiting request); the first
+     * write after a claim is part of starting, where a busy ZooKeeper or
+     * machine may take longer without harm. */
+    tmo = z->claim_write ? z->op_timeout_ms : z->write_timeout_ms;
 again:
-    rc = zk_set(z->zk, node, data, len, z->version, &st, z->write_timeout_ms,
-                cause);
+    rc = zk_set(z->zk, node, data, len, z->version, &st, tmo, cause);
     if (rc == ZBADVERSION && tries++ == 0) {
         /* our own earlier write may have landed after we gave up on it */
         struct wzk_node nd;
@@ -560,7 +568,7 @@ again:
         int clen = 0;
         free(*cause);
         *cause = NULL;
-        rc = zk_get(z->zk, node, &cur, &clen, &st, z->write_timeout_ms, cause);
+        rc = zk_get(z->zk, node, &cur, &clen, &st, tmo, cause);
         if (rc == ZOK) {
             /* ours only with our nonce: a twin with the same ip:port
              * writes the same ip and port, never the same nonce */
@@ -581,6 +589,7 @@ again:
     free(data);
     if (rc == ZOK) {
         z->version = st.version;
+        z->claim_write = 0;
         *mtime = st.mtime;
         atomic_fetch_add(&z->writes_ok, 1);
         free(node);

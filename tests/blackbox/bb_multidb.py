@@ -14,7 +14,7 @@ import subprocess
 import threading
 import time
 
-from bbutil import LEAFD, MariaDB, Workdir, check, eq
+from bbutil import LEAFD, MariaDB, Workdir, check, eq, stop_and_wait
 
 TESTS = [
     "test_init_start_checks_and_disjoint",
@@ -209,11 +209,11 @@ def test_failover_kill_and_hang(ctx):
             time.sleep(LOAD_S / 3)
             # Make the hung one the preferred one first: stop the other
             # briefly so that loads go there, then hang it.
-            os.kill(pid_of(b), signal.SIGSTOP)
+            stop_and_wait(pid_of(b))
             time.sleep(OUTAGE_S / 2)
             os.kill(pid_of(b), signal.SIGCONT)
             time.sleep(2)
-            os.kill(pid_of(a), signal.SIGSTOP)
+            stop_and_wait(pid_of(a))
             time.sleep(OUTAGE_S / 2)
             os.kill(pid_of(a), signal.SIGCONT)
             time.sleep(LOAD_S / 3)

@@ -88,6 +88,34 @@ def check(cond, msg):
         raise TestFailure(msg)
 
 
+
+def stop_and_wait(pid, limit_s=60):
+    """SIGSTOP pid and wait until every thread of it has stopped. kill()
+    returns before that: the group stop starts only when one of its threads
+    runs and takes the signal, and on a busy machine the others can go on
+    answering meanwhile."""
+    os.kill(pid, signal.SIGSTOP)
+    end = time.monotonic() + limit_s
+    while True:
+        running = 0
+        try:
+            tids = os.listdir("/proc/%d/task" % pid)
+        except OSError:
+            return                      # it is gone: nothing runs
+        for tid in tids:
+            try:
+                with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                    st = f.read()
+            except OSError:
+                continue
+            if st[st.rindex(")") + 2] not in "Tt":
+                running += 1
+        if running == 0:
+            return
+        check(time.monotonic() < end, "pid %d: %d threads still running %d s "
+              "after SIGSTOP" % (pid, running, limit_s))
+        time.sleep(0.01)
+
 def eq(a, b, what=""):
     if a != b:
         raise TestFailure("%s: expected %r, got %r" % (what, b, a))
@@ -492,7 +520,7 @@ class Redis:
         self.stop(signal.SIGKILL)
 
     def pause(self):
-        os.kill(self.proc.pid, signal.SIGSTOP)
+        stop_and_wait(self.proc.pid)
 
     def resume(self):
         os.kill(self.proc.pid, signal.SIGCONT)

@@ -289,11 +289,19 @@ def main():
     # Totals: check's "N%: Checks: N, Failures: F, Errors: E" lines and the
     # black-box runner's "N passed, N failed". A failed lane without a count
     # of its own (a fuzzer crash, lint) counts as one failure.
+    # The failures are recapped here, next to the totals, so that a CI page
+    # that shows only the tail of the output still names them: check's
+    # "file:line:F:suite:case:..." / ":E:" lines, the black-box runner's
+    # "FAIL name" lines and a step's "== step: FAILED" line.
     n = f = 0
+    recap = []
     for lane in todo:
         ln = lf = 0
         with open(lane.log_path, errors="replace") as fh:
             for line in fh:
+                if (re.match(r"^[^ :]+:[0-9]+:[FE]:", line) or line.startswith("FAIL ")
+                        or re.match(r"^== .*: FAILED", line)):
+                    recap.append("[%s] %s" % (lane.name, line.rstrip("\n")[:300]))
                 m = re.match(r"^[0-9]+%: Checks: ([0-9]+), Failures: ([0-9]+), Errors: ([0-9]+)", line)
                 if m:
                     ln += int(m.group(1))
@@ -306,6 +314,10 @@ def main():
             ln, lf = ln + 1, 1
         n, f = n + ln, f + lf
     status = 0 if all(lane.ok for lane in todo) else 1
+    if recap:
+        print("== failures:")
+        for line in recap[:40]:
+            print("   " + line)
     print("== lanes: " + ", ".join("%s %s %.0fs" % (lane.name, "ok" if lane.ok else "FAILED",
                                                    lane.secs) for lane in todo))
     print("== wall time %.0fs" % (time.time() - t_all))
