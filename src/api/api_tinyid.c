@@ -188,12 +188,6 @@ api_tinyid_handle(struct api *a, struct http_conn *c, struct http_request *req,
         }
         if (n > TINYID_BATCH_MAX)
             n = TINYID_BATCH_MAX;
-        if (n > a->cfg->lease_max) {
-            api_reply_error(c, R_TINYID, 400, "invalid_batch_size", NULL,
-                            "batchSize must be an integer of at most %lld "
-                            "(segment.lease_max)", (long long)a->cfg->lease_max);
-            return;
-        }
     }
     if (!req->retry && !req->timed_out) {
         /* Tinyid's canVisit: a bizType, and a token that may use it. */
@@ -210,6 +204,14 @@ api_tinyid_handle(struct api *a, struct http_conn *c, struct http_request *req,
             tinyid_fail(c, op, 5, "token is error");
             return;
         }
+    }
+    /* after the token: the limit is this node's configuration, not for
+     * callers without one */
+    if ((op == T_NEXT_ID || op == T_NEXT_ID_SIMPLE) && n > a->cfg->lease_max) {
+        api_reply_error(c, R_TINYID, 400, "invalid_batch_size", NULL,
+                        "batchSize must be an integer of at most %lld "
+                        "(segment.lease_max)", (long long)a->cfg->lease_max);
+        return;
     }
     if (biz_long || !util_tag_valid(biz, strlen(biz))) {
         snprintf(msg, sizeof msg, "%scan not find biztype:%s",

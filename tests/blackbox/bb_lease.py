@@ -232,7 +232,8 @@ def test_tinyid_tokens(ctx):
         tokens = os.path.join(wd.path, "tokens")
         with open(tokens, "w") as f:
             f.write("tok-demo-0001 demo\ntok-other-002 other\n")
-        d = wd.leafd(flags=["--auth.tokens_file=" + tokens]).start()
+        d = wd.leafd(flags=["--auth.tokens_file=" + tokens,
+                            "--segment.lease_max=1000"]).start()
         bad = b'{"data":null,"code":5,"message":"token is error"}'
         for q in ["", "&token=tok-other-002", "&token=wrong-wrong"]:
             eq(d.get("/tinyid/id/nextId?bizType=demo" + q).body, bad, "token %r" % q)
@@ -245,6 +246,13 @@ def test_tinyid_tokens(ctx):
         r = d.client.request("POST", "/tinyid/id/nextSegmentIdSimple?token=tok-demo-0001&bizType=demo")
         check(re.fullmatch(rb"\d+,\d+,\d+,1,0", r.body), "right token, POST: %r" % r.body)
         err(d.get("/tinyid/id/nextId?bizType=demo&token=a&token=b"), 400, "repeated_parameter")
+        # A batch over segment.lease_max: without the token the answer is
+        # Tinyid's "token is error", not the node's limit.
+        big = "/tinyid/id/nextId?bizType=demo&batchSize=5000"
+        eq(d.get(big).body, bad, "over the limit, no token")
+        r = d.get(big + "&token=tok-demo-0001")
+        err(r, 400, "invalid_batch_size")
+        check("segment.lease_max" in r.json()["message"], "names the limit: %r" % r)
         d.stop()
         check("tok-demo-0001" not in d.log(), "tokens never logged")
 
