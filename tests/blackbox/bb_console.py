@@ -169,7 +169,7 @@ def text_of(drv, css):
     return js(drv, "var e = document.querySelector(arguments[0]); return e ? e.textContent : null;", css)
 
 
-def wait_text(drv, css, pred, what, timeout=10):
+def wait_text(drv, css, pred, what, timeout=60):   # returns once true; long for a busy machine
     return wait_for(lambda: (lambda t: t if t is not None and pred(t) else None)(text_of(drv, css)),
                     timeout=timeout, what=what)
 
@@ -281,7 +281,7 @@ def test_console_in_browser(ctx):
                 d.get("/snowflake?count=200")
                 time.sleep(0.5)
             wait_text(drv, "#now-ids", lambda t: "segment:" in t and "segment: 0/s" not in t,
-                      "a non-zero segment IDs/s figure", timeout=15)
+                      "a non-zero segment IDs/s figure", timeout=60)
             shot(drv, "overview-desktop")
 
             # Segments: 10,000 tags, virtualised.

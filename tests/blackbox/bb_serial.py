@@ -312,7 +312,8 @@ def test_four_nodes_create_a_row_at_once(ctx):
     shapes = ["serial.%s.y4mod.0.6" % c.lower() for c in codes]
     with Workdir("serial-4nodes") as wd:
         conf = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
-                "segment.mysql.url": db.url, "serial.count_max": "10"}
+                "segment.mysql.url": db.url, "serial.count_max": "10",
+                "segment.wait_ms": "30000"}     # a busy machine: loads may be slow, never failed
         for code in codes:
             conf["serial.%s.prefix" % code] = code     # prints its own text
             conf["serial.%s.step" % code] = "50"

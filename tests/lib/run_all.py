@@ -230,7 +230,7 @@ class Lane:
 def main():
     os.environ.setdefault("CI", "1")
     # check's per-test timeouts are hang guards; lanes share the cores.
-    os.environ.setdefault("CK_TIMEOUT_MULTIPLIER", "2")
+    os.environ.setdefault("CK_TIMEOUT_MULTIPLIER", "4")
     tmp = tempfile.mkdtemp(prefix="leafd-test-")
     only = os.environ.get("UNIT_ONLY", "")
     table = lanes(tmp)

@@ -143,6 +143,7 @@ main(void)
     SRunner *sr;
     int failed;
 
+    tcase_set_timeout(tc, 60);     /* a CPU-bound sweep: under ASan on a busy machine, seconds */
     tcase_add_test(tc, test_block_start);
     tcase_add_test(tc, test_block_start_random);
     tcase_add_test(tc, test_block_owns);
