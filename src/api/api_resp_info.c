@@ -20,7 +20,9 @@
 #include <sys/utsname.h>
 
 #if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/allocator_interface.h>
+/* The ASan runtime's own count (sanitizer/allocator_interface.h, which
+ * not every compiler's package ships). */
+size_t __sanitizer_get_current_allocated_bytes(void);
 #endif
 
 #include "api_resp_internal.h"
