@@ -17,7 +17,7 @@
  *   LEAF.SNOWFLAKE [n], LEAF.UUID [n], LEAF.ULID [n], LEAF.SERIAL <code> [n]
  *   LEAF.DECODE <id>               JSON, as the HTTP decode routes
  *   PING ECHO QUIT HELLO AUTH SELECT CLIENT INFO COMMAND DBSIZE CONFIG
- *   MULTI EXEC DISCARD WATCH UNWATCH (api_resp_multi.c)
+ *   MULTI EXEC DISCARD WATCH UNWATCH (api_resp_multi.c; INFO: api_resp_info.c)
  *
  * Tokens. AUTH <token> (or AUTH <user> <token>) stores the token in the
  * connection's session; the ID commands check it against the tokens file as
@@ -64,7 +64,7 @@ resp_reply_str(struct resp_ctx *x, const char *s)
 /* code NULL: a Redis-style error whose message starts with its own word. */
 void
 resp_reply_error(struct resp_ctx *x, enum route r, int status, const char *code,
-            const char *fmt, ...)
+                 const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -165,7 +165,7 @@ reply_arity(struct resp_ctx *x)
         if (*p >= 'A' && *p <= 'Z')
             *p = (char)(*p - 'A' + 'a');
     resp_reply_error(x, R_RESP, 400, NULL,
-                "ERR wrong number of arguments for '%s' command", name);
+                     "ERR wrong number of arguments for '%s' command", name);
 }
 
 /* The count argument i (default 1 when absent) in [1, max]; -1 after
@@ -181,7 +181,7 @@ arg_count(struct resp_ctx *x, enum route r, size_t i, int64_t max)
         n >= 1 && n <= max)
         return n;
     resp_reply_error(x, r, 400, "invalid_count",
-                "count must be an integer from 1 to %lld", (long long)max);
+                     "count must be an integer from 1 to %lld", (long long)max);
     return -1;
 }
 
@@ -196,9 +196,11 @@ id_denied(struct resp_ctx *x, enum route r, const char *scope)
     rc = auth_check(x->a->auth, scope, x->sess->token_len ? x->sess->token : NULL,
                     x->sess->token_len);
     if (rc == 401)
-        resp_reply_error(x, r, 401, "noauth", "this command needs a token: AUTH <token>");
+        resp_reply_error(x, r, 401, "noauth",
+                         "this command needs a token: AUTH <token>");
     else if (rc == 403)
-        resp_reply_error(x, r, 403, "noperm", "the token is not valid for %s", scope);
+        resp_reply_error(x, r, 403, "noperm", "the token is not valid for %s",
+                         scope);
     return rc != 0;
 }
 
@@ -229,17 +231,17 @@ cmd_segment(struct resp_ctx *x, int incr)
         /* Redis's INCRBY k n promises the n values below its answer; a
          * segment's IDs need not be contiguous, so say what to use. */
         resp_reply_error(x, R_SEGMENT, 400, "invalid_increment",
-                    "INCRBY takes only 1 here: leafd's IDs are unique and "
-                    "increasing but not contiguous; for n IDs use LEAF.SEGMENT "
-                    "<biz_tag> <n>");
+                         "INCRBY takes only 1 here: leafd's IDs are unique and "
+                         "increasing but not contiguous; for n IDs use LEAF.SEGMENT "
+                         "<biz_tag> <n>");
         return;
     }
     if (api_segment_disabled(x->a, x->c, R_SEGMENT))
         return;
     if (len > TAG_MAX || !util_tag_valid(cmd->argv[1], len)) {
         resp_reply_error(x, R_SEGMENT, 400, "invalid_biz_tag",
-                    "biz_tag must be 1 to %d characters of [A-Za-z0-9._:-]",
-                    TAG_MAX);
+                         "biz_tag must be 1 to %d characters of [A-Za-z0-9._:-]",
+                         TAG_MAX);
         return;
     }
     memcpy(tag, cmd->argv[1], len);
@@ -297,8 +299,8 @@ cmd_serial(struct resp_ctx *x)
         strspn(cmd->argv[1], "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                "0123456789_-") < len) {
         resp_reply_error(x, R_SERIAL, 400, "invalid_serial_code",
-                    "a serial code is 1 to %d characters of [A-Za-z0-9_-]",
-                    SERIAL_CODE_MAX);
+                         "a serial code is 1 to %d characters of [A-Za-z0-9_-]",
+                         SERIAL_CODE_MAX);
         return;
     }
     memcpy(code, cmd->argv[1], len);
@@ -306,8 +308,8 @@ cmd_serial(struct resp_ctx *x)
     i = x->a->serials != NULL ? serials_find(x->a->serials, code, len) : -1;
     if (i < 0) {
         resp_reply_error(x, R_SERIAL, 404, "unknown_serial_code",
-                    "no serial definition for code '%s' (serial.%s.* in the "
-                    "config file)", code, code);
+                         "no serial definition for code '%s' (serial.%s.* in the "
+                         "config file)", code, code);
         return;
     }
     if ((n = arg_count(x, R_SERIAL, 2, x->a->cfg->serial_count_max)) < 0)
@@ -333,7 +335,7 @@ cmd_decode(struct resp_ctx *x)
     if (decode_any(x->a->cfg, x->a->sf, x->cmd->argv[1], x->cmd->argl[1], &b,
                    &cause) == -1) {
         resp_reply_error(x, R_DECODE, 400, "invalid_id", "%s",
-                    cause != NULL ? cause : "not an ID");
+                         cause != NULL ? cause : "not an ID");
         free(cause);
         sbuf_free(&b);
         return;
@@ -385,8 +387,8 @@ auth_set(struct resp_ctx *x, const char *tok, size_t len)
 
     if (x->a->auth == NULL && cfg->admin_token[0] == '\0') {
         resp_reply_error(x, R_RESP, 400, NULL, "ERR AUTH <token> called, but this "
-                    "leafd has no tokens (auth.tokens_file and admin.token are "
-                    "unset): every command is open");
+                         "leafd has no tokens (auth.tokens_file and admin.token are "
+                         "unset): every command is open");
         return -1;
     }
     /* A token the tokens file lists, with any scope. */
@@ -394,8 +396,8 @@ auth_set(struct resp_ctx *x, const char *tok, size_t len)
         known = auth_known(x->a->auth, tok, len);
     if (!known) {
         resp_reply_error(x, R_RESP, 403, NULL,
-                    "WRONGPASS invalid token: neither in auth.tokens_file nor "
-                    "the admin token");
+                         "WRONGPASS invalid token: neither in auth.tokens_file nor "
+                         "the admin token");
         return -1;
     }
     memcpy(x->sess->token, tok, len);
@@ -419,12 +421,12 @@ set_name(struct resp_ctx *x, const char *s, size_t len)
     for (size_t i = 0; i < len; i++)
         if (s[i] <= ' ' || s[i] > '~') {
             resp_reply_error(x, R_RESP, 400, NULL, "ERR Client names cannot contain "
-                        "spaces, newlines or special characters.");
+                             "spaces, newlines or special characters.");
             return -1;
         }
     if (len > RESP_NAME_MAX) {
         resp_reply_error(x, R_RESP, 400, NULL, "ERR client name longer than %d bytes",
-                    RESP_NAME_MAX);
+                         RESP_NAME_MAX);
         return -1;
     }
     memcpy(x->sess->name, s, len);
@@ -445,12 +447,13 @@ cmd_hello(struct resp_ctx *x)
     if (cmd->argc >= 2) {
         if (util_parse_i64(cmd->argv[1], cmd->argl[1], 0, &ver) == -1) {
             resp_reply_error(x, R_RESP, 400, NULL,
-                        "ERR Protocol version is not an integer or out of range");
+                             "ERR Protocol version is not an integer or out "
+                             "of range");
             return;
         }
         if (ver != 2 && ver != 3) {
             resp_reply_error(x, R_RESP, 400, NULL,
-                        "NOPROTO unsupported protocol version");
+                             "NOPROTO unsupported protocol version");
             return;
         }
     }
@@ -467,7 +470,8 @@ cmd_hello(struct resp_ctx *x)
             char a[72];
 
             resp_arg_show(cmd, i, a, sizeof a);
-            resp_reply_error(x, R_RESP, 400, NULL, "ERR Syntax error in HELLO option '%s'", a);
+            resp_reply_error(x, R_RESP, 400, NULL,
+                             "ERR Syntax error in HELLO option '%s'", a);
             return;
         }
     }
@@ -499,7 +503,7 @@ cmd_select(struct resp_ctx *x)
         resp_reply_str(x, "+OK\r\n");
     else
         resp_reply_error(x, R_RESP, 400, NULL, "ERR DB index is out of range (leafd "
-                    "has only database 0; biz_tags are its keys)");
+                         "has only database 0; biz_tags are its keys)");
 }
 
 static void
@@ -549,8 +553,8 @@ cmd_client(struct resp_ctx *x)
         if (cmd->argc >= 2)
             resp_arg_show(cmd, 1, a, sizeof a);
         resp_reply_error(x, R_RESP, 400, NULL, "ERR unknown subcommand or wrong "
-                    "number of arguments for 'CLIENT|%s': leafd knows SETNAME, "
-                    "GETNAME, ID, INFO and SETINFO", a);
+                         "number of arguments for 'CLIENT|%s': leafd knows SETNAME, "
+                         "GETNAME, ID, INFO and SETINFO", a);
     }
 }
 
@@ -575,7 +579,7 @@ cmd_config(struct resp_ctx *x)
 
     if (!resp_arg_is(x->cmd, 1, "GET") || x->cmd->argc != 3) {
         resp_reply_error(x, R_RESP, 400, NULL, "ERR leafd is configured by its file "
-                    "(leafd --help); only CONFIG GET <parameter> is answered");
+                         "(leafd --help); only CONFIG GET <parameter> is answered");
         return;
     }
     save = resp_arg_is(x->cmd, 2, "save");
@@ -601,7 +605,8 @@ static void cmd_command(struct resp_ctx *x);
 
 static const struct resp_command commands[] = {
     { "incr", 2, 2, "write fast", 1, "leafd",
-      "One segment ID of biz_tag, as an integer", "biz_tag", RESP_MCHECK, cmd_incr },
+      "One segment ID of biz_tag, as an integer", "biz_tag", RESP_MCHECK,
+      cmd_incr },
     { "incrby", 3, 3, "write fast", 1, "leafd",
       "INCR, for clients whose incr() sends INCRBY <biz_tag> 1",
       "biz_tag increment", RESP_MCHECK, cmd_incr },
@@ -618,7 +623,8 @@ static const struct resp_command commands[] = {
       "count business serial numbers of code (default 1)", "code [count]",
       RESP_MCHECK, cmd_serial },
     { "leaf.decode", 2, 2, "readonly fast", 0, "leafd",
-      "The parts of a snowflake ID, UUID or ULID, as JSON", "id", RESP_MQUEUE, cmd_decode },
+      "The parts of a snowflake ID, UUID or ULID, as JSON", "id", RESP_MQUEUE,
+      cmd_decode },
     { "ping", -1, 2, "fast", 0, "connection", "Returns PONG or the message",
       "[message]", RESP_MQUEUE, cmd_ping },
     { "echo", 2, 2, "fast", 0, "connection", "Returns the message", "message",
@@ -627,7 +633,8 @@ static const struct resp_command commands[] = {
       RESP_MNOW, cmd_quit },
     { "hello", -1, 0, "fast", 0, "connection",
       "Handshake: protocol 2 or 3, AUTH, SETNAME",
-      "[protover [AUTH username token] [SETNAME name]]", RESP_MREFUSE, cmd_hello },
+      "[protover [AUTH username token] [SETNAME name]]", RESP_MREFUSE,
+      cmd_hello },
     { "auth", -2, 3, "fast", 0, "connection",
       "A token of auth.tokens_file, or the admin token", "[username] token",
       RESP_MQUEUE, cmd_auth },
@@ -637,7 +644,8 @@ static const struct resp_command commands[] = {
       "CLIENT SETNAME|GETNAME|ID|INFO|SETINFO", "subcommand [arg ...]",
       RESP_MQUEUE, cmd_client },
     { "info", -1, 0, "fast", 0, "server",
-      "Sections: server clients stats segment snowflake", "[section ...]",
+      "Sections: server clients memory persistence stats replication cpu "
+      "segment snowflake keyspace (api_resp_info.c)", "[section ...]",
       RESP_MQUEUE, resp_cmd_info },
     { "command", -1, 0, "fast", 0, "server",
       "COMMAND, COMMAND COUNT|DOCS|INFO|LIST", "[subcommand [name ...]]",
@@ -782,7 +790,7 @@ cmd_command(struct resp_ctx *x)
 
         resp_arg_show(cmd, 1, a, sizeof a);
         resp_reply_error(x, R_RESP, 400, NULL, "ERR unknown subcommand '%s'. Try "
-                    "COMMAND, COMMAND COUNT, DOCS, INFO or LIST.", a);
+                         "COMMAND, COMMAND COUNT, DOCS, INFO or LIST.", a);
         return;
     }
     resp_reply_sbuf(x, &b);
@@ -809,8 +817,8 @@ api_resp_command(struct api *a, struct http_conn *c, struct http_request *req)
             n += (size_t)snprintf(args + n, sizeof args - n, "'%s' ", one);
         }
         resp_reply_error(&x, R_RESP, 400, NULL,
-                    "ERR unknown command '%s', with args beginning with: %s",
-                    name, args);
+                         "ERR unknown command '%s', with args beginning with: %s",
+                         name, args);
         resp_multi_refuse(&x);
         return;
     }
