@@ -73,6 +73,9 @@ struct resp_command {
     const char  *summary;
     const char  *args;              /* COMMAND DOCS' argument names */
     enum resp_multi_kind multi;
+    int          answer_max;        /* bytes an answer may take beyond an
+                                       error and its arguments (ID commands:
+                                       counted by their IDs) */
     resp_cmd_fn  fn;
 };
 

@@ -34,9 +34,10 @@
  * optimistic loop (WATCH, MULTI, INCR, EXEC) succeeds on its first try.
  *
  * Limits: RESP_MULTI_MAX_COMMANDS queued commands, RESP_MULTI_MAX_BYTES of
- * their arguments and RESP_MULTI_MAX_IDS IDs asked for; the command past a
- * limit is an error that aborts the transaction, and nothing more is stored
- * for it (a transaction that will abort keeps no queue).
+ * their arguments, RESP_MULTI_MAX_IDS IDs asked for, and RESP_MULTI_MAX_ANSWER
+ * bytes that EXEC's answer may take by the rows' bounds (answer_bound); the
+ * command past a limit is an error that aborts the transaction. A
+ * transaction that will abort stores no more commands.
  */
 #include <assert.h>
 #include <stdint.h>
@@ -49,11 +50,15 @@
 #define RESP_MULTI_MAX_COMMANDS 10000
 #define RESP_MULTI_MAX_BYTES    (1024 * 1024)
 #define RESP_MULTI_MAX_IDS      100000
+#define RESP_MULTI_MAX_ANSWER   (16 * 1024 * 1024)
+#define RESP_ERROR_MAX          640     /* api_reply_resp_error's, the longest */
+#define RESP_ID_MAX             48      /* one ID in RESP: a UUID's bulk string */
 
 struct resp_multi {
     size_t      n;                  /* commands queued */
     size_t      bytes;              /* their size in q */
     int64_t     ids;                /* IDs they ask for */
+    size_t      answer_max;         /* the most their answers take */
     int         aborted;            /* a command was refused: EXEC aborts */
     int         running;            /* EXEC has begun */
     size_t      next, pos;          /* EXEC: the next command, its offset in q */
@@ -120,6 +125,19 @@ decode(const struct sbuf *q, size_t pos, const struct resp_command **rc,
     }
     assert((size_t)(p - q->p) <= q->len);
     return (size_t)(p - q->p);
+}
+
+/* The most bytes a queued command's answer takes: an error, or what its
+ * row says beyond its arguments (ECHO answers its argument), or its IDs. */
+static size_t
+answer_bound(const struct resp_command *rc, const struct resp_cmd *cmd,
+             int64_t ids)
+{
+    size_t n = RESP_ERROR_MAX + (size_t)rc->answer_max + (size_t)ids * RESP_ID_MAX;
+
+    for (size_t i = 0; i < cmd->argc; i++)
+        n += cmd->argl[i];
+    return n;
 }
 
 static void
@@ -190,7 +208,7 @@ void
 resp_multi_queue(struct resp_ctx *x, const struct resp_command *rc)
 {
     struct resp_multi *m = x->sess->multi;
-    size_t size = encoded_size(x->cmd);
+    size_t size = encoded_size(x->cmd), answer;
 
     assert(m != NULL && !m->running && rc->multi != RESP_MNOW);
     if (rc->multi == RESP_MREFUSE) {
@@ -217,14 +235,17 @@ resp_multi_queue(struct resp_ctx *x, const struct resp_command *rc)
             return;
         }
     }
+    answer = answer_bound(rc, x->cmd, x->ids);
     if (m->n >= RESP_MULTI_MAX_COMMANDS || m->bytes + size > RESP_MULTI_MAX_BYTES ||
-        m->ids + x->ids > RESP_MULTI_MAX_IDS) {
+        m->ids + x->ids > RESP_MULTI_MAX_IDS ||
+        m->answer_max + answer > RESP_MULTI_MAX_ANSWER) {
         m->aborted = 1;
         resp_reply_error(x, R_RESP, 400, NULL, "ERR transaction too large: at "
-                         "most %d commands, %d bytes of arguments and %d IDs "
-                         "(for many IDs use LEAF.SEGMENT <biz_tag> <count>, or a "
-                         "pipeline without MULTI)", RESP_MULTI_MAX_COMMANDS,
-                         RESP_MULTI_MAX_BYTES, RESP_MULTI_MAX_IDS);
+                         "most %d commands, %d bytes of arguments, %d IDs and "
+                         "%d bytes of answers (for many IDs use LEAF.SEGMENT "
+                         "<biz_tag> <count>, or a pipeline without MULTI)",
+                         RESP_MULTI_MAX_COMMANDS, RESP_MULTI_MAX_BYTES,
+                         RESP_MULTI_MAX_IDS, RESP_MULTI_MAX_ANSWER);
         return;
     }
     if (!m->aborted)
@@ -232,6 +253,7 @@ resp_multi_queue(struct resp_ctx *x, const struct resp_command *rc)
     m->n++;
     m->bytes += size;
     m->ids += x->ids;
+    m->answer_max += answer;
     resp_reply_str(x, "+QUEUED\r\n");
 }
 

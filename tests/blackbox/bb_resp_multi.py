@@ -254,6 +254,12 @@ def test_queue_limits(ctx):
         check(lines[10001].startswith("-ERR transaction too large"), lines[10001])
         check(lines[10002].startswith("-EXECABORT"), "aborted")
         eq(lines[10003], ":%d" % (a + 1), "no ID taken")
+        # Answers: INFO may take 8 KB each; 16 MiB of them is under 2,000.
+        c.send(b"MULTI\r\n" + b"INFO\r\n" * 2000 + b"EXEC\r\n")
+        lines = c.read_lines(2002, timeout=60)
+        refused = [i for i, x in enumerate(lines) if x.startswith("-ERR transaction too large")]
+        check(1500 < refused[0] < 2000, "the answer bound: %r" % refused[:1])
+        check(lines[-1].startswith("-EXECABORT"), "aborted")
         c.close()
         d.stop()
 
