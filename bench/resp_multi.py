@@ -17,7 +17,6 @@ the medians and leafd / redis.
 """
 import multiprocessing
 import os
-import signal
 import socket
 import statistics
 import subprocess
@@ -29,31 +28,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 from bbutil import free_port  # noqa: E402  (one copy, shared with the tests)
+from bench import stop_proc, wait_port  # noqa: E402
 LEAFD = os.path.join(ROOT, "leafd")
 ROUNDS = int(os.environ.get("MULTI_ROUNDS", os.environ.get("ROUNDS", "3")))
 SECONDS = float(os.environ.get("MULTI_SECONDS", os.environ.get("DURATION", "5")))
 CLIENTS = int(os.environ.get("MULTI_CLIENTS", "4"))
 N = 100
-
-
-def wait_port(port, timeout=15):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("nothing listens on port %d" % port)
-
-
-def stop(proc):
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def encode(*args):
@@ -143,8 +123,8 @@ def run(leafd=LEAFD, work=None):
                 if name == "leafd":
                     slowest = max(slowest, slow)
     finally:
-        stop(lf)
-        stop(rd)
+        stop_proc(lf)
+        stop_proc(rd)
     rm, lm = statistics.median(rates["redis"]), statistics.median(rates["leafd"])
     return [
         "",

@@ -50,6 +50,11 @@ def seed(wd, *tags, step=1000):
     con.close()
 
 
+def incr_demo(c):
+    c.send(b"INCR demo\r\n")
+    return int(c.read_lines(1)[0][1:])
+
+
 def client(d):
     redis = redis_mod()
     return redis, redis.Redis(port=d.rport, socket_timeout=30)
@@ -160,8 +165,7 @@ def test_discard_and_misuse(ctx):
     with Workdir("resp-multi-discard") as wd:
         d = start(wd)
         c = Raw(d.rport)
-        c.send(b"INCR demo\r\n")
-        a = int(c.read_lines(1)[0][1:])
+        a = incr_demo(c)
         c.send(b"MULTI\r\nINCR demo\r\nINCR demo\r\nDISCARD\r\nINCR demo\r\n")
         eq(c.read_lines(5), ["+OK", "+QUEUED", "+QUEUED", "+OK", ":%d" % (a + 1)],
            "DISCARD takes no ID")
@@ -238,8 +242,7 @@ def test_queue_limits(ctx):
     with Workdir("resp-multi-limits") as wd:
         d = start(wd)
         c = Raw(d.rport)
-        c.send(b"INCR demo\r\n")
-        a = int(c.read_lines(1)[0][1:])
+        a = incr_demo(c)
         # 100,000 IDs in all: 100 x 1,000 pass, the 101st is over.
         c.send(b"MULTI\r\n" + b"LEAF.SEGMENT demo 1000\r\n" * 101 + b"EXEC\r\n")
         lines = c.read_lines(103)
