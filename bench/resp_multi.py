@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 from bbutil import free_port  # noqa: E402  (one copy, shared with the tests)
-from bench import stop_proc, wait_port  # noqa: E402
+from bench import CLK_TCK, cpu_ticks, stop_proc, wait_port  # noqa: E402
 LEAFD = os.path.join(ROOT, "leafd")
 ROUNDS = int(os.environ.get("MULTI_ROUNDS", os.environ.get("ROUNDS", "3")))
 SECONDS = float(os.environ.get("MULTI_SECONDS", os.environ.get("DURATION", "5")))
@@ -78,21 +78,25 @@ def client(port, key, seconds, q):
     q.put((done, refused, slowest, err))
 
 
-def measure(port, key):
+def measure(port, key, pid):
+    """(IDs/s, refused, slowest refused transaction s, server CPU s per ID)."""
     q = multiprocessing.Queue()
     ps = [multiprocessing.Process(target=client, args=(port, key, SECONDS, q))
           for _ in range(CLIENTS)]
     t0 = time.monotonic()
+    cpu0 = cpu_ticks([pid])
     for p in ps:
         p.start()
     res = [q.get() for _ in ps]
     for p in ps:
         p.join()
     dt = time.monotonic() - t0
+    cpu = (cpu_ticks([pid]) - cpu0) / CLK_TCK
     errs = [r[3] for r in res if r[3]]
     if errs:
         raise RuntimeError(errs[0])
-    return sum(r[0] for r in res) / dt, sum(r[1] for r in res), max(r[2] for r in res)
+    ids = sum(r[0] for r in res)
+    return ids / dt, sum(r[1] for r in res), max(r[2] for r in res), cpu / max(ids, 1)
 
 
 def run(leafd=LEAFD, work=None):
@@ -110,15 +114,18 @@ def run(leafd=LEAFD, work=None):
                            "--daemonize", "no", "--logfile", os.path.join(rdir, "redis.log")],
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rates = {"leafd": [], "redis": []}
+    cpus = {"leafd": [], "redis": []}
     refused = {"leafd": 0, "redis": 0}
     slowest = 0.0
     try:
         wait_port(lrport)
         wait_port(rport)
         for _ in range(ROUNDS):
-            for name, port, key in (("redis", rport, b"k"), ("leafd", lrport, b"demo")):
-                ids_s, bad, slow = measure(port, key)
+            for name, port, key, pid in (("redis", rport, b"k", rd.pid),
+                                         ("leafd", lrport, b"demo", lf.pid)):
+                ids_s, bad, slow, cpu = measure(port, key, pid)
                 rates[name].append(ids_s)
+                cpus[name].append(cpu)
                 refused[name] += bad
                 if name == "leafd":
                     slowest = max(slowest, slow)
@@ -126,15 +133,19 @@ def run(leafd=LEAFD, work=None):
         stop_proc(lf)
         stop_proc(rd)
     rm, lm = statistics.median(rates["redis"]), statistics.median(rates["leafd"])
+    rc, lc = (statistics.median(cpus[k]) * 1e9 * N for k in ("redis", "leafd"))
     return [
         "",
         "RESP transactions: MULTI + %d INCR + EXEC, %d client processes (one transaction "
-        "in flight each), %d interleaved rounds of %.0f s, medians" % (N, CLIENTS, ROUNDS, SECONDS),
+        "in flight each), %d interleaved rounds of %.0f s, medians; server CPU = its "
+        "user+sys time per transaction" % (N, CLIENTS, ROUNDS, SECONDS),
         "",
-        "| figure | IDs/s | transactions/s | vs redis-server |",
-        "|---|---|---|---|",
-        "| redis-server `INCR k` | %s | %s | baseline |" % (fmt(rm), fmt(rm / N)),
-        "| leafd `INCR demo`, 1 I/O thread | %s | %s | %.2fx |" % (fmt(lm), fmt(lm / N), lm / rm),
+        "| figure | IDs/s | transactions/s | vs redis-server | server CPU/transaction |",
+        "|---|---|---|---|---|",
+        "| redis-server `INCR k` | %s | %s | baseline | %.0f us |"
+        % (fmt(rm), fmt(rm / N), rc / 1000),
+        "| leafd `INCR demo`, 1 I/O thread | %s | %s | %.2fx | %.0f us (%.2fx) |"
+        % (fmt(lm), fmt(lm / N), lm / rm, lc / 1000, lc / rc),
         "",
         "Refused INCRs in EXEC arrays (not counted as IDs): leafd %d%s, redis-server %d."
         % (refused["leafd"], " (slowest such transaction %.0f ms)" % (slowest * 1000)
