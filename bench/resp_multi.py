@@ -108,7 +108,8 @@ def run(leafd=LEAFD, work=None):
     lport, lrport, rport = free_port(), free_port(), free_port()
     lf = subprocess.Popen([leafd, "--listen.port=%d" % lport, "--resp.listen.port=%d" % lrport,
                            "--threads=1", "--log.level=warn"], cwd=ldir,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                          stdout=subprocess.DEVNULL,
+                          stderr=open(os.path.join(ldir, "leafd.log"), "wb"))
     rd = subprocess.Popen(["redis-server", "--port", str(rport), "--bind", "127.0.0.1",
                            "--save", "", "--appendonly", "no", "--dir", rdir,
                            "--daemonize", "no", "--logfile", os.path.join(rdir, "redis.log")],
@@ -123,7 +124,12 @@ def run(leafd=LEAFD, work=None):
         for _ in range(ROUNDS):
             for name, port, key, pid in (("redis", rport, b"k", rd.pid),
                                          ("leafd", lrport, b"demo", lf.pid)):
-                ids_s, bad, slow, cpu = measure(port, key, pid)
+                try:
+                    ids_s, bad, slow, cpu = measure(port, key, pid)
+                except RuntimeError as e:
+                    raise RuntimeError("%s: %s (exit status %r; logs in %s)"
+                                       % (name, e, (lf if name == "leafd" else rd).poll(),
+                                          work))
                 rates[name].append(ids_s)
                 cpus[name].append(cpu)
                 refused[name] += bad
