@@ -23,9 +23,10 @@
  * has answered, so no command runs twice and none is skipped: an answered
  * command's IDs are in the array, a parked one has taken nothing yet or
  * keeps what it took in its scratch. The commands share the EXEC's start
- * time, so an EXEC waits for segments at most segment.wait_ms in all, as
- * one command would. The connection answers in order, so the commands
- * pipelined behind EXEC wait for it.
+ * time (req->start_us), so their waits for segments end segment.wait_ms
+ * after the EXEC began, as one command's would (past it, api.c parks a
+ * command that finds nothing for 1 ms before it refuses). The connection
+ * answers in order, so the commands pipelined behind EXEC wait for it.
  *
  * WATCH. A biz_tag has no value a client can read (GET does not exist) and
  * its one change, taking IDs, is atomic on every node, so nothing WATCH
