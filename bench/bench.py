@@ -41,7 +41,7 @@ sees the same machine noise):
     DBLOAD=1 make bench                 # plus the 2-minute database-load run
     ROUNDS=5 DURATION=10 python3 bench/bench.py
     ONLY=http,micro python3 bench/bench.py   # sections: http resp peers failover micro
-                                             # client startup footprint dbload
+                                             # client startup footprint dbload multi
 
 Environment: ROUNDS (3), DURATION (5 s per wrk/peer run), CONNS (64),
 THREADS (1,2), BUSY_POLL_US (50), DBCONNS (16), STARTUP_RUNS (5), FOOTPRINT_TAGS (10000),
@@ -804,6 +804,9 @@ def main():
                   "%d; %d" % (db_load["start_loads"], db_load["failed"])))
     elif not ONLY:
         p("Database load: not run (DBLOAD=1 make bench, or make bench-dbload: 2 min against MariaDB)")
+    if want("multi") and have("redis-server"):
+        import resp_multi   # MULTI + 100 INCR + EXEC, leafd vs redis-server (bench/resp_multi.py)
+        out += resp_multi.run(LEAFD)
     print("\n".join(out))
     return 0
 

@@ -322,6 +322,7 @@ start(struct leafd *d, char **cause)
     hc.resp_enable = cfg->resp_port != 0;
     hc.resp_address = cfg->resp_address;
     hc.resp_port = (int)cfg->resp_port;
+    hc.resp_session_free = api_resp_session_free;
     __atomic_store_n(&d->server, http_server_new(&hc, api_handle, api_thread, d->api,
                                                  cause), __ATOMIC_RELEASE);
     if (d->server == NULL)

@@ -41,6 +41,10 @@ void api_thread(int index, int starting, void *arg);
 void api_handle_admin(struct http_conn *c, struct http_request *req, void *arg);
 void api_thread_admin(int index, int starting, void *arg);
 
+/* What a RESP connection's session holds beyond its bytes (a transaction's
+ * queue), freed at close: the http_config's resp_session_free. */
+void api_resp_session_free(void *session);
+
 /* Snowflake mode starts after the HTTP port is bound: set it before the
  * server starts. */
 void api_set_snowflake(struct api *a, struct snowflake *sf);

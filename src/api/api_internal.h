@@ -190,6 +190,16 @@ void api_serve_id128(struct api *a, struct http_conn *c, enum route r, int64_t n
 /* The Redis protocol's commands (api_resp.c). */
 void api_resp_command(struct api *a, struct http_conn *c, struct http_request *req);
 
+/* While api_capture is set (api_resp_multi.c; I/O thread only), a RESP
+ * answer is appended to *out, counted, and not sent; answered is set. So
+ * EXEC collects the answers of its queued commands, and MULTI sees whether
+ * a command's check refused it. */
+struct api_capture {
+    struct sbuf *out;
+    int          answered;
+};
+extern _Thread_local struct api_capture *api_capture;
+
 /* The ?count= and format of an ID request (count in [1, max]). 0, or -1
  * after answering 4xx. */
 int api_id_request_start(struct api *a, struct http_conn *c,

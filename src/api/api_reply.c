@@ -16,6 +16,7 @@
 #include "util.h"
 
 _Thread_local struct api_thread *api_self;      /* set by api_thread */
+_Thread_local struct api_capture *api_capture;
 
 void
 api_thread(int index, int starting, void *arg)
@@ -124,6 +125,11 @@ api_reply_resp_error(struct http_conn *c, enum route r, int status,
     out[n++] = '\r';
     out[n++] = '\n';
     count(r, status);
+    if (api_capture != NULL) {
+        sbuf_append(api_capture->out, out, n);
+        api_capture->answered = 1;
+        return;
+    }
     http_reply_resp(c, out, n, 0);
 }
 
@@ -132,6 +138,11 @@ api_reply_resp(struct http_conn *c, enum route r, const char *data, size_t len,
                int close_after)
 {
     count(r, 200);
+    if (api_capture != NULL) {
+        sbuf_append(api_capture->out, data, len);
+        api_capture->answered = 1;
+        return;
+    }
     http_reply_resp(c, data, len, close_after);
 }
 

@@ -17,6 +17,7 @@
  *   LEAF.SNOWFLAKE [n], LEAF.UUID [n], LEAF.ULID [n], LEAF.SERIAL <code> [n]
  *   LEAF.DECODE <id>               JSON, as the HTTP decode routes
  *   PING ECHO QUIT HELLO AUTH SELECT CLIENT INFO COMMAND DBSIZE CONFIG
+ *   MULTI EXEC DISCARD WATCH UNWATCH (api_resp_multi.c; INFO: api_resp_info.c)
  *
  * Tokens. AUTH <token> (or AUTH <user> <token>) stores the token in the
  * connection's session; the ID commands check it against the tokens file as
@@ -34,6 +35,7 @@
 #include <strings.h>
 
 #include "api_internal.h"
+#include "api_resp_internal.h"
 #include "auth.h"
 #include "config.h"
 #include "decode.h"
@@ -45,50 +47,24 @@
 #include "util.h"
 #include "version.h"
 
-#define RESP_NAME_MAX 128           /* CLIENT SETNAME */
-
-/* Per connection (http_conn_session), zeroed at accept. */
-struct resp_session {
-    unsigned char proto;            /* 0 or 2: RESP2; 3: RESP3 */
-    unsigned char admin;            /* AUTH gave the admin token */
-    unsigned short token_len;       /* 0: no AUTH yet */
-    unsigned short name_len;
-    char token[AUTH_TOKEN_MAX];
-    char name[RESP_NAME_MAX];
-};
-_Static_assert(sizeof(struct resp_session) <= HTTP_SESSION_BYTES,
-               "session too large");
-
-struct resp_ctx {
-    struct api           *a;
-    struct http_conn     *c;
-    struct http_request  *req;
-    const struct resp_cmd *cmd;
-    struct resp_session  *sess;
-};
-
 /* ---- answers ---- */
 
-static void
-reply_raw(struct resp_ctx *x, const char *s, size_t len)
+void
+resp_reply_raw(struct resp_ctx *x, const char *s, size_t len)
 {
     api_reply_resp(x->c, R_RESP, s, len, 0);
 }
 
-static void
-reply_str(struct resp_ctx *x, const char *s)
+void
+resp_reply_str(struct resp_ctx *x, const char *s)
 {
-    reply_raw(x, s, strlen(s));
+    resp_reply_raw(x, s, strlen(s));
 }
 
-static void
-reply_error(struct resp_ctx *x, enum route r, int status, const char *code,
-            const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-
 /* code NULL: a Redis-style error whose message starts with its own word. */
-static void
-reply_error(struct resp_ctx *x, enum route r, int status, const char *code,
-            const char *fmt, ...)
+void
+resp_reply_error(struct resp_ctx *x, enum route r, int status, const char *code,
+                 const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -111,23 +87,23 @@ reply_error(struct resp_ctx *x, enum route r, int status, const char *code,
     api_reply_resp_error(x->c, r, status, code, msg);
 }
 
-static void
-put_bulk(struct sbuf *b, const char *s, size_t len)
+void
+resp_put_bulk(struct sbuf *b, const char *s, size_t len)
 {
     sbuf_printf(b, "$%zu\r\n", len);
     sbuf_append(b, s, len);
     sbuf_append(b, "\r\n", 2);
 }
 
-static void
-put_str(struct sbuf *b, const char *s)
+void
+resp_put_str(struct sbuf *b, const char *s)
 {
-    put_bulk(b, s, strlen(s));
+    resp_put_bulk(b, s, strlen(s));
 }
 
 /* A map of n pairs: RESP3's '%', or a flat array of 2n in RESP2. */
-static void
-put_map(struct resp_ctx *x, struct sbuf *b, size_t n)
+void
+resp_put_map(struct resp_ctx *x, struct sbuf *b, size_t n)
 {
     if (x->sess->proto == 3)
         sbuf_printf(b, "%%%zu\r\n", n);
@@ -136,29 +112,29 @@ put_map(struct resp_ctx *x, struct sbuf *b, size_t n)
 }
 
 /* Text for humans: RESP3's verbatim string, or a bulk string. */
-static void
-put_text(struct resp_ctx *x, struct sbuf *b, const char *s, size_t len)
+void
+resp_put_text(struct resp_ctx *x, struct sbuf *b, const char *s, size_t len)
 {
     if (x->sess->proto == 3) {
         sbuf_printf(b, "=%zu\r\ntxt:", len + 4);
         sbuf_append(b, s, len);
         sbuf_append(b, "\r\n", 2);
     } else {
-        put_bulk(b, s, len);
+        resp_put_bulk(b, s, len);
     }
 }
 
-static void
-reply_sbuf(struct resp_ctx *x, struct sbuf *b)
+void
+resp_reply_sbuf(struct resp_ctx *x, struct sbuf *b)
 {
-    reply_raw(x, b->p != NULL ? b->p : "", b->len);
+    resp_reply_raw(x, b->p != NULL ? b->p : "", b->len);
     sbuf_free(b);
 }
 
 /* ---- arguments ---- */
 
-static int
-arg_is(const struct resp_cmd *cmd, size_t i, const char *s)
+int
+resp_arg_is(const struct resp_cmd *cmd, size_t i, const char *s)
 {
     size_t n = strlen(s);
 
@@ -167,8 +143,8 @@ arg_is(const struct resp_cmd *cmd, size_t i, const char *s)
 }
 
 /* An argument for an error message: printable ASCII, at most 64 bytes. */
-static void
-arg_show(const struct resp_cmd *cmd, size_t i, char *out, size_t cap)
+void
+resp_arg_show(const struct resp_cmd *cmd, size_t i, char *out, size_t cap)
 {
     size_t n = 0;
 
@@ -184,12 +160,12 @@ reply_arity(struct resp_ctx *x)
 {
     char name[72];
 
-    arg_show(x->cmd, 0, name, sizeof name);
+    resp_arg_show(x->cmd, 0, name, sizeof name);
     for (char *p = name; *p != '\0'; p++)
         if (*p >= 'A' && *p <= 'Z')
             *p = (char)(*p - 'A' + 'a');
-    reply_error(x, R_RESP, 400, NULL,
-                "ERR wrong number of arguments for '%s' command", name);
+    resp_reply_error(x, R_RESP, 400, NULL,
+                     "ERR wrong number of arguments for '%s' command", name);
 }
 
 /* The count argument i (default 1 when absent) in [1, max]; -1 after
@@ -204,8 +180,8 @@ arg_count(struct resp_ctx *x, enum route r, size_t i, int64_t max)
     if (util_parse_i64(x->cmd->argv[i], x->cmd->argl[i], 0, &n) == 0 &&
         n >= 1 && n <= max)
         return n;
-    reply_error(x, r, 400, "invalid_count",
-                "count must be an integer from 1 to %lld", (long long)max);
+    resp_reply_error(x, r, 400, "invalid_count",
+                     "count must be an integer from 1 to %lld", (long long)max);
     return -1;
 }
 
@@ -220,10 +196,23 @@ id_denied(struct resp_ctx *x, enum route r, const char *scope)
     rc = auth_check(x->a->auth, scope, x->sess->token_len ? x->sess->token : NULL,
                     x->sess->token_len);
     if (rc == 401)
-        reply_error(x, r, 401, "noauth", "this command needs a token: AUTH <token>");
+        resp_reply_error(x, r, 401, "noauth",
+                         "this command needs a token: AUTH <token>");
     else if (rc == 403)
-        reply_error(x, r, 403, "noperm", "the token is not valid for %s", scope);
+        resp_reply_error(x, r, 403, "noperm", "the token is not valid for %s",
+                         scope);
     return rc != 0;
+}
+
+/* After MULTI the arguments are only checked (api_resp_internal.h): 1 then,
+ * with the IDs the command would take. */
+static int
+checked_only(struct resp_ctx *x, int64_t n)
+{
+    if (!x->check)
+        return 0;
+    x->ids = n;
+    return 1;
 }
 
 /* ---- ID commands ---- */
@@ -238,21 +227,21 @@ cmd_segment(struct resp_ctx *x, int incr)
     size_t len = cmd->argl[1];
     int64_t n = 1;
 
-    if (incr && cmd->argc == 3 && !arg_is(cmd, 2, "1")) {
+    if (incr && cmd->argc == 3 && !resp_arg_is(cmd, 2, "1")) {
         /* Redis's INCRBY k n promises the n values below its answer; a
          * segment's IDs need not be contiguous, so say what to use. */
-        reply_error(x, R_SEGMENT, 400, "invalid_increment",
-                    "INCRBY takes only 1 here: leafd's IDs are unique and "
-                    "increasing but not contiguous; for n IDs use LEAF.SEGMENT "
-                    "<biz_tag> <n>");
+        resp_reply_error(x, R_SEGMENT, 400, "invalid_increment",
+                         "INCRBY takes only 1 here: leafd's IDs are unique and "
+                         "increasing but not contiguous; for n IDs use LEAF.SEGMENT "
+                         "<biz_tag> <n>");
         return;
     }
     if (api_segment_disabled(x->a, x->c, R_SEGMENT))
         return;
     if (len > TAG_MAX || !util_tag_valid(cmd->argv[1], len)) {
-        reply_error(x, R_SEGMENT, 400, "invalid_biz_tag",
-                    "biz_tag must be 1 to %d characters of [A-Za-z0-9._:-]",
-                    TAG_MAX);
+        resp_reply_error(x, R_SEGMENT, 400, "invalid_biz_tag",
+                         "biz_tag must be 1 to %d characters of [A-Za-z0-9._:-]",
+                         TAG_MAX);
         return;
     }
     memcpy(tag, cmd->argv[1], len);
@@ -260,6 +249,8 @@ cmd_segment(struct resp_ctx *x, int incr)
     if (!incr && (n = arg_count(x, R_SEGMENT, 2, x->a->cfg->count_max)) < 0)
         return;
     if (!x->req->retry && !x->req->timed_out && id_denied(x, R_SEGMENT, tag))
+        return;
+    if (checked_only(x, n))
         return;
     api_serve_segment(x->a, x->c, x->req, R_SEGMENT, tag, len, n,
                       incr ? FMT_RESP_INT : FMT_RESP);
@@ -277,6 +268,8 @@ cmd_snowflake(struct resp_ctx *x)
     if (!x->req->retry && !x->req->timed_out &&
         id_denied(x, R_SNOWFLAKE, "@snowflake"))
         return;
+    if (checked_only(x, n))
+        return;
     api_serve_snowflake(x->a, x->c, x->req, R_SNOWFLAKE, n, FMT_RESP);
 }
 
@@ -286,7 +279,7 @@ cmd_id128(struct resp_ctx *x, enum route r)
     int64_t n = arg_count(x, r, 1, r == R_UUID ? x->a->cfg->uuid_count_max
                                                 : x->a->cfg->ulid_count_max);
 
-    if (n < 0)
+    if (n < 0 || checked_only(x, n))
         return;
     api_serve_id128(x->a, x->c, r, n, FMT_RESP);
 }
@@ -305,18 +298,18 @@ cmd_serial(struct resp_ctx *x)
     if (len == 0 || len > SERIAL_CODE_MAX ||
         strspn(cmd->argv[1], "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                "0123456789_-") < len) {
-        reply_error(x, R_SERIAL, 400, "invalid_serial_code",
-                    "a serial code is 1 to %d characters of [A-Za-z0-9_-]",
-                    SERIAL_CODE_MAX);
+        resp_reply_error(x, R_SERIAL, 400, "invalid_serial_code",
+                         "a serial code is 1 to %d characters of [A-Za-z0-9_-]",
+                         SERIAL_CODE_MAX);
         return;
     }
     memcpy(code, cmd->argv[1], len);
     code[len] = '\0';
     i = x->a->serials != NULL ? serials_find(x->a->serials, code, len) : -1;
     if (i < 0) {
-        reply_error(x, R_SERIAL, 404, "unknown_serial_code",
-                    "no serial definition for code '%s' (serial.%s.* in the "
-                    "config file)", code, code);
+        resp_reply_error(x, R_SERIAL, 404, "unknown_serial_code",
+                         "no serial definition for code '%s' (serial.%s.* in the "
+                         "config file)", code, code);
         return;
     }
     if ((n = arg_count(x, R_SERIAL, 2, x->a->cfg->serial_count_max)) < 0)
@@ -328,6 +321,8 @@ cmd_serial(struct resp_ctx *x)
         if (id_denied(x, R_SERIAL, scope))
             return;
     }
+    if (checked_only(x, n))
+        return;
     api_serve_serial(x->a, x->c, x->req, (size_t)i, n, FMT_RESP);
 }
 
@@ -339,13 +334,13 @@ cmd_decode(struct resp_ctx *x)
 
     if (decode_any(x->a->cfg, x->a->sf, x->cmd->argv[1], x->cmd->argl[1], &b,
                    &cause) == -1) {
-        reply_error(x, R_DECODE, 400, "invalid_id", "%s",
-                    cause != NULL ? cause : "not an ID");
+        resp_reply_error(x, R_DECODE, 400, "invalid_id", "%s",
+                         cause != NULL ? cause : "not an ID");
         free(cause);
         sbuf_free(&b);
         return;
     }
-    put_bulk(&out, b.p, b.len);
+    resp_put_bulk(&out, b.p, b.len);
     sbuf_free(&b);
     api_reply_resp(x->c, R_DECODE, out.p, out.len, 0);
     sbuf_free(&out);
@@ -359,11 +354,11 @@ cmd_ping(struct resp_ctx *x)
     struct sbuf b = { 0 };
 
     if (x->cmd->argc == 1) {
-        reply_str(x, "+PONG\r\n");
+        resp_reply_str(x, "+PONG\r\n");
         return;
     }
-    put_bulk(&b, x->cmd->argv[1], x->cmd->argl[1]);
-    reply_sbuf(x, &b);
+    resp_put_bulk(&b, x->cmd->argv[1], x->cmd->argl[1]);
+    resp_reply_sbuf(x, &b);
 }
 
 static void
@@ -371,8 +366,8 @@ cmd_echo(struct resp_ctx *x)
 {
     struct sbuf b = { 0 };
 
-    put_bulk(&b, x->cmd->argv[1], x->cmd->argl[1]);
-    reply_sbuf(x, &b);
+    resp_put_bulk(&b, x->cmd->argv[1], x->cmd->argl[1]);
+    resp_reply_sbuf(x, &b);
 }
 
 static void
@@ -391,18 +386,18 @@ auth_set(struct resp_ctx *x, const char *tok, size_t len)
     int known = admin;
 
     if (x->a->auth == NULL && cfg->admin_token[0] == '\0') {
-        reply_error(x, R_RESP, 400, NULL, "ERR AUTH <token> called, but this "
-                    "leafd has no tokens (auth.tokens_file and admin.token are "
-                    "unset): every command is open");
+        resp_reply_error(x, R_RESP, 400, NULL, "ERR AUTH <token> called, but this "
+                         "leafd has no tokens (auth.tokens_file and admin.token are "
+                         "unset): every command is open");
         return -1;
     }
     /* A token the tokens file lists, with any scope. */
     if (!known && x->a->auth != NULL && len <= AUTH_TOKEN_MAX)
         known = auth_known(x->a->auth, tok, len);
     if (!known) {
-        reply_error(x, R_RESP, 403, NULL,
-                    "WRONGPASS invalid token: neither in auth.tokens_file nor "
-                    "the admin token");
+        resp_reply_error(x, R_RESP, 403, NULL,
+                         "WRONGPASS invalid token: neither in auth.tokens_file nor "
+                         "the admin token");
         return -1;
     }
     memcpy(x->sess->token, tok, len);
@@ -417,7 +412,7 @@ cmd_auth(struct resp_ctx *x)
     size_t i = x->cmd->argc == 3 ? 2 : 1;     /* AUTH [user] token */
 
     if (auth_set(x, x->cmd->argv[i], x->cmd->argl[i]) == 0)
-        reply_str(x, "+OK\r\n");
+        resp_reply_str(x, "+OK\r\n");
 }
 
 static int
@@ -425,13 +420,13 @@ set_name(struct resp_ctx *x, const char *s, size_t len)
 {
     for (size_t i = 0; i < len; i++)
         if (s[i] <= ' ' || s[i] > '~') {
-            reply_error(x, R_RESP, 400, NULL, "ERR Client names cannot contain "
-                        "spaces, newlines or special characters.");
+            resp_reply_error(x, R_RESP, 400, NULL, "ERR Client names cannot contain "
+                             "spaces, newlines or special characters.");
             return -1;
         }
     if (len > RESP_NAME_MAX) {
-        reply_error(x, R_RESP, 400, NULL, "ERR client name longer than %d bytes",
-                    RESP_NAME_MAX);
+        resp_reply_error(x, R_RESP, 400, NULL, "ERR client name longer than %d bytes",
+                         RESP_NAME_MAX);
         return -1;
     }
     memcpy(x->sess->name, s, len);
@@ -451,62 +446,64 @@ cmd_hello(struct resp_ctx *x)
 
     if (cmd->argc >= 2) {
         if (util_parse_i64(cmd->argv[1], cmd->argl[1], 0, &ver) == -1) {
-            reply_error(x, R_RESP, 400, NULL,
-                        "ERR Protocol version is not an integer or out of range");
+            resp_reply_error(x, R_RESP, 400, NULL,
+                             "ERR Protocol version is not an integer or out "
+                             "of range");
             return;
         }
         if (ver != 2 && ver != 3) {
-            reply_error(x, R_RESP, 400, NULL,
-                        "NOPROTO unsupported protocol version");
+            resp_reply_error(x, R_RESP, 400, NULL,
+                             "NOPROTO unsupported protocol version");
             return;
         }
     }
     for (i = 2; i < cmd->argc; i++) {
-        if (arg_is(cmd, i, "AUTH") && i + 2 < cmd->argc) {
+        if (resp_arg_is(cmd, i, "AUTH") && i + 2 < cmd->argc) {
             if (auth_set(x, cmd->argv[i + 2], cmd->argl[i + 2]) == -1)
                 return;
             i += 2;
-        } else if (arg_is(cmd, i, "SETNAME") && i + 1 < cmd->argc) {
+        } else if (resp_arg_is(cmd, i, "SETNAME") && i + 1 < cmd->argc) {
             if (set_name(x, cmd->argv[i + 1], cmd->argl[i + 1]) == -1)
                 return;
             i++;
         } else {
             char a[72];
 
-            arg_show(cmd, i, a, sizeof a);
-            reply_error(x, R_RESP, 400, NULL, "ERR Syntax error in HELLO option '%s'", a);
+            resp_arg_show(cmd, i, a, sizeof a);
+            resp_reply_error(x, R_RESP, 400, NULL,
+                             "ERR Syntax error in HELLO option '%s'", a);
             return;
         }
     }
     if (ver != 0)
         x->sess->proto = (unsigned char)ver;
     http_conn_info(x->c, &ci);
-    put_map(x, &b, 7);
-    put_str(&b, "server");
-    put_str(&b, "leafd");
-    put_str(&b, "version");
-    put_str(&b, LEAFD_VERSION);
-    put_str(&b, "proto");
+    resp_put_map(x, &b, 7);
+    resp_put_str(&b, "server");
+    resp_put_str(&b, "leafd");
+    resp_put_str(&b, "version");
+    resp_put_str(&b, RESP_REDIS_VERSION);
+    resp_put_str(&b, "proto");
     sbuf_printf(&b, ":%d\r\n", x->sess->proto == 3 ? 3 : 2);
-    put_str(&b, "id");
+    resp_put_str(&b, "id");
     sbuf_printf(&b, ":%llu\r\n", (unsigned long long)ci.id);
-    put_str(&b, "mode");
-    put_str(&b, "standalone");
-    put_str(&b, "role");
-    put_str(&b, "master");
-    put_str(&b, "modules");
+    resp_put_str(&b, "mode");
+    resp_put_str(&b, "standalone");
+    resp_put_str(&b, "role");
+    resp_put_str(&b, "master");
+    resp_put_str(&b, "modules");
     sbuf_puts(&b, "*0\r\n");
-    reply_sbuf(x, &b);
+    resp_reply_sbuf(x, &b);
 }
 
 static void
 cmd_select(struct resp_ctx *x)
 {
-    if (arg_is(x->cmd, 1, "0"))
-        reply_str(x, "+OK\r\n");
+    if (resp_arg_is(x->cmd, 1, "0"))
+        resp_reply_str(x, "+OK\r\n");
     else
-        reply_error(x, R_RESP, 400, NULL, "ERR DB index is out of range (leafd "
-                    "has only database 0; biz_tags are its keys)");
+        resp_reply_error(x, R_RESP, 400, NULL, "ERR DB index is out of range (leafd "
+                         "has only database 0; biz_tags are its keys)");
 }
 
 static void
@@ -527,117 +524,38 @@ cmd_client(struct resp_ctx *x)
     const struct resp_cmd *cmd = x->cmd;
     struct sbuf b = { 0 }, line = { 0 };
 
-    if (arg_is(cmd, 1, "SETNAME") && cmd->argc == 3) {
+    if (resp_arg_is(cmd, 1, "SETNAME") && cmd->argc == 3) {
         if (set_name(x, cmd->argv[2], cmd->argl[2]) == 0)
-            reply_str(x, "+OK\r\n");
-    } else if (arg_is(cmd, 1, "GETNAME") && cmd->argc == 2) {
+            resp_reply_str(x, "+OK\r\n");
+    } else if (resp_arg_is(cmd, 1, "GETNAME") && cmd->argc == 2) {
         if (x->sess->name_len == 0) {
-            reply_str(x, x->sess->proto == 3 ? "_\r\n" : "$-1\r\n");
+            resp_reply_str(x, x->sess->proto == 3 ? "_\r\n" : "$-1\r\n");
             return;
         }
-        put_bulk(&b, x->sess->name, x->sess->name_len);
-        reply_sbuf(x, &b);
-    } else if (arg_is(cmd, 1, "ID") && cmd->argc == 2) {
+        resp_put_bulk(&b, x->sess->name, x->sess->name_len);
+        resp_reply_sbuf(x, &b);
+    } else if (resp_arg_is(cmd, 1, "ID") && cmd->argc == 2) {
         struct http_conn_info ci;
 
         http_conn_info(x->c, &ci);
         sbuf_printf(&b, ":%llu\r\n", (unsigned long long)ci.id);
-        reply_sbuf(x, &b);
-    } else if (arg_is(cmd, 1, "INFO") && cmd->argc == 2) {
+        resp_reply_sbuf(x, &b);
+    } else if (resp_arg_is(cmd, 1, "INFO") && cmd->argc == 2) {
         client_info_line(x, &line);
-        put_text(x, &b, line.p, line.len);
+        resp_put_text(x, &b, line.p, line.len);
         sbuf_free(&line);
-        reply_sbuf(x, &b);
-    } else if (arg_is(cmd, 1, "SETINFO") && cmd->argc == 4) {
-        reply_str(x, "+OK\r\n");          /* lib-name/lib-ver: accepted */
+        resp_reply_sbuf(x, &b);
+    } else if (resp_arg_is(cmd, 1, "SETINFO") && cmd->argc == 4) {
+        resp_reply_str(x, "+OK\r\n");          /* lib-name/lib-ver: accepted */
     } else {
         char a[72] = "";
 
         if (cmd->argc >= 2)
-            arg_show(cmd, 1, a, sizeof a);
-        reply_error(x, R_RESP, 400, NULL, "ERR unknown subcommand or wrong "
-                    "number of arguments for 'CLIENT|%s': leafd knows SETNAME, "
-                    "GETNAME, ID, INFO and SETINFO", a);
+            resp_arg_show(cmd, 1, a, sizeof a);
+        resp_reply_error(x, R_RESP, 400, NULL, "ERR unknown subcommand or wrong "
+                         "number of arguments for 'CLIENT|%s': leafd knows SETNAME, "
+                         "GETNAME, ID, INFO and SETINFO", a);
     }
-}
-
-/* INFO [section ...]: server, clients, stats, segment, snowflake (the last
- * two need the admin token when one is set, as /cache and /snowflake/state
- * do); "all", "everything" and "default" give every section allowed. */
-static int
-want_section(const struct resp_cmd *cmd, const char *name)
-{
-    if (cmd->argc == 1)
-        return 1;
-    for (size_t i = 1; i < cmd->argc; i++)
-        if (arg_is(cmd, i, name) || arg_is(cmd, i, "all") ||
-            arg_is(cmd, i, "everything") || arg_is(cmd, i, "default"))
-            return 1;
-    return 0;
-}
-
-static void
-cmd_info(struct resp_ctx *x)
-{
-    const struct resp_cmd *cmd = x->cmd;
-    struct api *a = x->a;
-    struct sbuf t = { 0 }, b = { 0 };
-    struct http_stats hs = { 0 };
-    int op = a->cfg->admin_token[0] == '\0' || x->sess->admin;
-
-    if (want_section(cmd, "server")) {
-        sbuf_printf(&t, "# Server\r\nleafd_version:%s\r\nredis_mode:standalone\r\n"
-                    "uptime_in_seconds:%lld\r\nio_threads:%d\r\n", LEAFD_VERSION,
-                    (long long)((util_wall_ms() - a->started_ms) / 1000),
-                    a->nthreads);
-    }
-    if (a->server != NULL)
-        http_server_stats(a->server, &hs);
-    if (want_section(cmd, "clients") && a->server != NULL) {
-        sbuf_printf(&t, "%s# Clients\r\nconnected_clients:%llu\r\n"
-                    "resp_clients:%llu\r\nblocked_clients:%llu\r\n",
-                    t.len ? "\r\n" : "", (unsigned long long)hs.connections_open,
-                    (unsigned long long)hs.resp_open,
-                    (unsigned long long)hs.requests_parked);
-    }
-    if (want_section(cmd, "stats") && a->server != NULL) {
-        sbuf_printf(&t, "%s# Stats\r\ntotal_connections_received:%llu\r\n"
-                    "total_commands_processed:%llu\r\nrejected_connections:%llu\r\n",
-                    t.len ? "\r\n" : "", (unsigned long long)hs.connections_total,
-                    (unsigned long long)hs.resp_commands,
-                    (unsigned long long)hs.connections_rejected);
-    }
-    if (want_section(cmd, "segment") && op) {
-        sbuf_printf(&t, "%s# Segment\r\nsegment_enabled:%d\r\n", t.len ? "\r\n" : "",
-                    a->segs != NULL);
-        if (a->segs != NULL) {
-            struct loader_status ls;
-
-            loader_status(a->loader, &ls);
-            sbuf_printf(&t, "segment_store:%s\r\nsegment_db:%s\r\nsegment_tags:%zu\r\n",
-                        ls.store, ls.db_up ? "up" : "down", segments_count(a->segs));
-        }
-    }
-    if (want_section(cmd, "snowflake") && op) {
-        sbuf_printf(&t, "%s# Snowflake\r\nsnowflake_enabled:%d\r\n",
-                    t.len ? "\r\n" : "", a->sf != NULL);
-        if (a->sf != NULL) {
-            char *reason = NULL;
-            int ok = snowflake_health(a->sf, &reason) == 0;
-
-            sbuf_printf(&t, "snowflake_serving:%d\r\n", ok);
-            if (!ok && reason != NULL) {
-                for (char *p = reason; *p != '\0'; p++)
-                    if (*p == '\r' || *p == '\n')
-                        *p = ' ';
-                sbuf_printf(&t, "snowflake_refusal:%s\r\n", reason);
-            }
-            free(reason);
-        }
-    }
-    put_text(x, &b, t.p != NULL ? t.p : "", t.len);
-    sbuf_free(&t);
-    reply_sbuf(x, &b);
 }
 
 static void
@@ -647,7 +565,7 @@ cmd_dbsize(struct resp_ctx *x)
     int n = snprintf(out, sizeof out, ":%zu\r\n",
                      x->a->segs != NULL ? segments_count(x->a->segs) : (size_t)0);
 
-    reply_raw(x, out, (size_t)n);
+    resp_reply_raw(x, out, (size_t)n);
 }
 
 /* CONFIG GET: leafd's configuration is not Redis's. It answers the two
@@ -659,27 +577,25 @@ cmd_config(struct resp_ctx *x)
     struct sbuf b = { 0 };
     int save, aof;
 
-    if (!arg_is(x->cmd, 1, "GET") || x->cmd->argc != 3) {
-        reply_error(x, R_RESP, 400, NULL, "ERR leafd is configured by its file "
-                    "(leafd --help); only CONFIG GET <parameter> is answered");
+    if (!resp_arg_is(x->cmd, 1, "GET") || x->cmd->argc != 3) {
+        resp_reply_error(x, R_RESP, 400, NULL, "ERR leafd is configured by its file "
+                         "(leafd --help); only CONFIG GET <parameter> is answered");
         return;
     }
-    save = arg_is(x->cmd, 2, "save");
-    aof = arg_is(x->cmd, 2, "appendonly");
-    put_map(x, &b, save || aof);
+    save = resp_arg_is(x->cmd, 2, "save");
+    aof = resp_arg_is(x->cmd, 2, "appendonly");
+    resp_put_map(x, &b, save || aof);
     if (save) {
-        put_str(&b, "save");
-        put_str(&b, "");
+        resp_put_str(&b, "save");
+        resp_put_str(&b, "");
     } else if (aof) {
-        put_str(&b, "appendonly");
-        put_str(&b, "no");
+        resp_put_str(&b, "appendonly");
+        resp_put_str(&b, "no");
     }
-    reply_sbuf(x, &b);
+    resp_reply_sbuf(x, &b);
 }
 
 /* ---- the command table ---- */
-
-typedef void (*resp_cmd_fn)(struct resp_ctx *x);
 
 static void cmd_incr(struct resp_ctx *x) { cmd_segment(x, 1); }
 static void cmd_leaf_segment(struct resp_ctx *x) { cmd_segment(x, 0); }
@@ -687,66 +603,73 @@ static void cmd_uuid(struct resp_ctx *x) { cmd_id128(x, R_UUID); }
 static void cmd_ulid(struct resp_ctx *x) { cmd_id128(x, R_ULID); }
 static void cmd_command(struct resp_ctx *x);
 
-struct resp_command {
-    const char  *name;
-    int          arity;             /* Redis's: n exact, -n at least n */
-    int          max_args;          /* 0: no upper bound */
-    const char  *flags;             /* COMMAND's flags, space-separated */
-    int          first_key;
-    const char  *group;
-    const char  *summary;
-    const char  *args;              /* COMMAND DOCS' argument names */
-    resp_cmd_fn  fn;
-};
-
 static const struct resp_command commands[] = {
     { "incr", 2, 2, "write fast", 1, "leafd",
-      "One segment ID of biz_tag, as an integer", "biz_tag", cmd_incr },
+      "One segment ID of biz_tag, as an integer", "biz_tag", RESP_MCHECK, 0,
+      cmd_incr },
     { "incrby", 3, 3, "write fast", 1, "leafd",
       "INCR, for clients whose incr() sends INCRBY <biz_tag> 1",
-      "biz_tag increment", cmd_incr },
+      "biz_tag increment", RESP_MCHECK, 0, cmd_incr },
     { "leaf.segment", -2, 3, "write fast", 1, "leafd",
       "count segment IDs of biz_tag (default 1)", "biz_tag [count]",
-      cmd_leaf_segment },
+      RESP_MCHECK, 0, cmd_leaf_segment },
     { "leaf.snowflake", -1, 2, "write fast", 0, "leafd",
-      "count snowflake IDs (default 1)", "[count]", cmd_snowflake },
+      "count snowflake IDs (default 1)", "[count]", RESP_MCHECK, 0,
+      cmd_snowflake },
     { "leaf.uuid", -1, 2, "write fast", 0, "leafd",
-      "count UUIDv7s (default 1)", "[count]", cmd_uuid },
+      "count UUIDv7s (default 1)", "[count]", RESP_MCHECK, 0, cmd_uuid },
     { "leaf.ulid", -1, 2, "write fast", 0, "leafd",
-      "count ULIDs (default 1)", "[count]", cmd_ulid },
+      "count ULIDs (default 1)", "[count]", RESP_MCHECK, 0, cmd_ulid },
     { "leaf.serial", -2, 3, "write fast", 0, "leafd",
       "count business serial numbers of code (default 1)", "code [count]",
-      cmd_serial },
+      RESP_MCHECK, 0, cmd_serial },
     { "leaf.decode", 2, 2, "readonly fast", 0, "leafd",
-      "The parts of a snowflake ID, UUID or ULID, as JSON", "id", cmd_decode },
+      "The parts of a snowflake ID, UUID or ULID, as JSON", "id", RESP_MQUEUE,
+      2048, cmd_decode },
     { "ping", -1, 2, "fast", 0, "connection", "Returns PONG or the message",
-      "[message]", cmd_ping },
+      "[message]", RESP_MQUEUE, 0, cmd_ping },
     { "echo", 2, 2, "fast", 0, "connection", "Returns the message", "message",
-      cmd_echo },
+      RESP_MQUEUE, 0, cmd_echo },
     { "quit", 1, 1, "fast", 0, "connection", "Closes the connection", "",
-      cmd_quit },
+      RESP_MNOW, 0, cmd_quit },
     { "hello", -1, 0, "fast", 0, "connection",
       "Handshake: protocol 2 or 3, AUTH, SETNAME",
-      "[protover [AUTH username token] [SETNAME name]]", cmd_hello },
+      "[protover [AUTH username token] [SETNAME name]]", RESP_MREFUSE, 0,
+      cmd_hello },
     { "auth", -2, 3, "fast", 0, "connection",
       "A token of auth.tokens_file, or the admin token", "[username] token",
-      cmd_auth },
+      RESP_MQUEUE, 0, cmd_auth },
     { "select", 2, 2, "fast", 0, "connection", "Only database 0 exists", "index",
-      cmd_select },
+      RESP_MQUEUE, 0, cmd_select },
     { "client", -2, 4, "fast", 0, "connection",
       "CLIENT SETNAME|GETNAME|ID|INFO|SETINFO", "subcommand [arg ...]",
-      cmd_client },
+      RESP_MQUEUE, 1024, cmd_client },
     { "info", -1, 0, "fast", 0, "server",
-      "Sections: server clients stats segment snowflake", "[section ...]",
-      cmd_info },
+      "Sections: server clients memory persistence stats replication cpu "
+      "segment snowflake keyspace (api_resp_info.c)", "[section ...]",
+      RESP_MQUEUE, 8192, resp_cmd_info },
     { "command", -1, 0, "fast", 0, "server",
       "COMMAND, COMMAND COUNT|DOCS|INFO|LIST", "[subcommand [name ...]]",
-      cmd_command },
+      RESP_MQUEUE, 16384, cmd_command },
     { "dbsize", 1, 1, "readonly fast", 0, "server",
-      "The number of biz_tags this node knows", "", cmd_dbsize },
+      "The number of biz_tags this node knows", "", RESP_MQUEUE, 0,
+      cmd_dbsize },
     { "config", -2, 3, "fast", 0, "server",
       "CONFIG GET save|appendonly (leafd keeps no Redis data)",
-      "subcommand parameter", cmd_config },
+      "subcommand parameter", RESP_MQUEUE, 0, cmd_config },
+    { "multi", 1, 1, "fast", 0, "transactions",
+      "Starts a transaction: commands are queued until EXEC", "",
+      RESP_MNOW, 0, resp_cmd_multi },
+    { "exec", 1, 1, "fast", 0, "transactions",
+      "Runs the queued commands; their answers as an array", "",
+      RESP_MNOW, 0, resp_cmd_exec },
+    { "discard", 1, 1, "fast", 0, "transactions",
+      "Drops the queued commands", "", RESP_MNOW, 0, resp_cmd_discard },
+    { "watch", -2, 0, "fast", 0, "transactions",
+      "OK: nothing a transaction can read of a biz_tag can change (docs/resp.md)",
+      "key [key ...]", RESP_MNOW, 0, resp_cmd_watch },
+    { "unwatch", 1, 1, "fast", 0, "transactions", "OK (see WATCH)", "",
+      RESP_MQUEUE, 0, resp_cmd_unwatch },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -770,7 +693,7 @@ put_command_info(struct sbuf *b, const struct resp_command *rc)
     for (const char *p = f; *p != '\0'; p++)
         nflags += *p == ' ';
     sbuf_puts(b, "*10\r\n");
-    put_str(b, rc->name);
+    resp_put_str(b, rc->name);
     sbuf_printf(b, ":%d\r\n*%zu\r\n", rc->arity, nflags);
     while (*f != '\0') {
         size_t n = strcspn(f, " ");
@@ -793,27 +716,27 @@ put_command_docs(struct resp_ctx *x, struct sbuf *b, const struct resp_command *
     for (const char *p = a; *p != '\0'; p++)
         if ((p == a || p[-1] == ' ') && *p != ' ')
             nargs++;
-    put_str(b, rc->name);
-    put_map(x, b, 4);
-    put_str(b, "summary");
-    put_str(b, rc->summary);
-    put_str(b, "since");
-    put_str(b, "1.0.0");
-    put_str(b, "group");
-    put_str(b, rc->group);
-    put_str(b, "arguments");
+    resp_put_str(b, rc->name);
+    resp_put_map(x, b, 4);
+    resp_put_str(b, "summary");
+    resp_put_str(b, rc->summary);
+    resp_put_str(b, "since");
+    resp_put_str(b, "1.0.0");
+    resp_put_str(b, "group");
+    resp_put_str(b, rc->group);
+    resp_put_str(b, "arguments");
     sbuf_printf(b, "*%zu\r\n", nargs);
     while (*a != '\0') {
         size_t n = strcspn(a, " ");
         int opt = a[0] == '[';
 
-        put_map(x, b, opt ? 3 : 2);
-        put_str(b, "name");
-        put_bulk(b, a + opt, n - (size_t)opt - (size_t)(opt && a[n - 1] == ']'));
-        put_str(b, "type");
-        put_str(b, "string");
+        resp_put_map(x, b, opt ? 3 : 2);
+        resp_put_str(b, "name");
+        resp_put_bulk(b, a + opt, n - (size_t)opt - (size_t)(opt && a[n - 1] == ']'));
+        resp_put_str(b, "type");
+        resp_put_str(b, "string");
         if (opt) {
-            put_str(b, "flags");
+            resp_put_str(b, "flags");
             sbuf_puts(b, "*1\r\n+optional\r\n");
         }
         a += n;
@@ -832,13 +755,13 @@ cmd_command(struct resp_ctx *x)
         sbuf_printf(&b, "*%zu\r\n", NCOMMANDS);
         for (size_t i = 0; i < NCOMMANDS; i++)
             put_command_info(&b, &commands[i]);
-    } else if (arg_is(cmd, 1, "COUNT") && cmd->argc == 2) {
+    } else if (resp_arg_is(cmd, 1, "COUNT") && cmd->argc == 2) {
         sbuf_printf(&b, ":%zu\r\n", NCOMMANDS);
-    } else if (arg_is(cmd, 1, "LIST") && cmd->argc == 2) {
+    } else if (resp_arg_is(cmd, 1, "LIST") && cmd->argc == 2) {
         sbuf_printf(&b, "*%zu\r\n", NCOMMANDS);
         for (size_t i = 0; i < NCOMMANDS; i++)
-            put_str(&b, commands[i].name);
-    } else if (arg_is(cmd, 1, "INFO")) {
+            resp_put_str(&b, commands[i].name);
+    } else if (resp_arg_is(cmd, 1, "INFO")) {
         sbuf_printf(&b, "*%zu\r\n", cmd->argc == 2 ? NCOMMANDS : cmd->argc - 2);
         for (size_t i = 2; i < cmd->argc || (cmd->argc == 2 && i - 2 < NCOMMANDS); i++) {
             const struct resp_command *rc = cmd->argc == 2 ? &commands[i - 2]
@@ -849,7 +772,7 @@ cmd_command(struct resp_ctx *x)
             else
                 sbuf_puts(&b, x->sess->proto == 3 ? "_\r\n" : "*-1\r\n");
         }
-    } else if (arg_is(cmd, 1, "DOCS")) {
+    } else if (resp_arg_is(cmd, 1, "DOCS")) {
         const struct resp_command *found[NCOMMANDS];
         size_t n = 0;
 
@@ -861,25 +784,25 @@ cmd_command(struct resp_ctx *x)
             if (want)
                 found[n++] = &commands[i];
         }
-        put_map(x, &b, n);
+        resp_put_map(x, &b, n);
         for (size_t i = 0; i < n; i++)
             put_command_docs(x, &b, found[i]);
     } else {
         char a[72];
 
-        arg_show(cmd, 1, a, sizeof a);
-        reply_error(x, R_RESP, 400, NULL, "ERR unknown subcommand '%s'. Try "
-                    "COMMAND, COMMAND COUNT, DOCS, INFO or LIST.", a);
+        resp_arg_show(cmd, 1, a, sizeof a);
+        resp_reply_error(x, R_RESP, 400, NULL, "ERR unknown subcommand '%s'. Try "
+                         "COMMAND, COMMAND COUNT, DOCS, INFO or LIST.", a);
         return;
     }
-    reply_sbuf(x, &b);
+    resp_reply_sbuf(x, &b);
 }
 
 void
 api_resp_command(struct api *a, struct http_conn *c, struct http_request *req)
 {
     const struct resp_cmd *cmd = req->cmd;
-    struct resp_ctx x = { a, c, req, cmd, http_conn_session(c) };
+    struct resp_ctx x = { a, c, req, cmd, http_conn_session(c), 0, 0 };
     const struct resp_command *rc;
 
     assert(cmd->argc >= 1 && x.sess != NULL);
@@ -888,22 +811,28 @@ api_resp_command(struct api *a, struct http_conn *c, struct http_request *req)
         char name[72], args[160] = "";
         size_t n = 0;
 
-        arg_show(cmd, 0, name, sizeof name);
+        resp_arg_show(cmd, 0, name, sizeof name);
         for (size_t i = 1; i < cmd->argc && n + 24 < sizeof args; i++) {
             char one[20];
 
-            arg_show(cmd, i, one, sizeof one);
+            resp_arg_show(cmd, i, one, sizeof one);
             n += (size_t)snprintf(args + n, sizeof args - n, "'%s' ", one);
         }
-        reply_error(&x, R_RESP, 400, NULL,
-                    "ERR unknown command '%s', with args beginning with: %s",
-                    name, args);
+        resp_reply_error(&x, R_RESP, 400, NULL,
+                         "ERR unknown command '%s', with args beginning with: %s",
+                         name, args);
+        resp_multi_refuse(&x);
         return;
     }
     if ((rc->arity > 0 && cmd->argc != (size_t)rc->arity) ||
         (rc->arity < 0 && cmd->argc < (size_t)-rc->arity) ||
         (rc->max_args > 0 && cmd->argc > (size_t)rc->max_args)) {
         reply_arity(&x);
+        resp_multi_refuse(&x);
+        return;
+    }
+    if (x.sess->multi != NULL && rc->multi != RESP_MNOW) {
+        resp_multi_queue(&x, rc);
         return;
     }
     rc->fn(&x);

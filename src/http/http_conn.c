@@ -221,6 +221,8 @@ http_conn_free(struct http_conn *c)
             free(c->out);
     }
     if (c->resp != NULL) {
+        if (t->s->cfg.resp_session_free != NULL)
+            t->s->cfg.resp_session_free(c->resp->session);
         ctr_add(&t->resp_open, -1);
         free(c->resp->inl);
         free(c->resp);

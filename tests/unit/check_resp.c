@@ -108,6 +108,7 @@ start(http_handler_cb h, http_thread_cb tcb, void *arg)
     hc.idle_timeout_ms = IDLE_MS;
     hc.resp_enable = 1;
     hc.resp_address = "127.0.0.1";
+    hc.resp_session_free = api_resp_session_free;
     s = http_server_new(&hc, h, tcb, arg, &cause);
     ck_assert_msg(s != NULL, "http_server_new: %s", cause ? cause : "");
     ck_assert_int_gt(http_server_resp_port(s), 0);
@@ -487,7 +488,8 @@ START_TEST(test_api_connection_commands)
     freeReplyObject(r);
     r = redisCommand(rc, "INFO");
     ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
-    ck_assert_ptr_nonnull(strstr(r->str, "# Server\r\nleafd_version:"));
+    ck_assert_ptr_nonnull(strstr(r->str, "# Server\r\nredis_version:"));
+    ck_assert_ptr_nonnull(strstr(r->str, "\r\nleafd_version:"));
     ck_assert_ptr_nonnull(strstr(r->str, "segment_enabled:0"));
     freeReplyObject(r);
     r = redisCommand(rc, "INFO clients");
@@ -591,6 +593,87 @@ START_TEST(test_api_resp3)
 }
 END_TEST
 
+
+/* MULTI/EXEC/DISCARD (modes off; the ID commands over the real modes, and
+ * EXEC parked, are in bb_resp_multi.py): answers in an array, an error at
+ * queue time aborts, Redis's errors for misuse, and a connection closed
+ * in the middle of a transaction frees its queue (LeakSanitizer). */
+START_TEST(test_api_multi)
+{
+    redisContext *rc = hconnect(apisrv);
+    redisReply *r;
+
+    expect_error(redisCommand(rc, "EXEC"), "ERR EXEC without MULTI");
+    expect_error(redisCommand(rc, "DISCARD"), "ERR DISCARD without MULTI");
+    expect_status(redisCommand(rc, "MULTI"), "OK");
+    expect_status(redisCommand(rc, "PING"), "QUEUED");
+    expect_status(redisCommand(rc, "ECHO %s", "e"), "QUEUED");
+    expect_status(redisCommand(rc, "LEAF.UUID 2"), "QUEUED");
+    expect_status(redisCommand(rc, "LEAF.DECODE x"), "QUEUED");
+    expect_error(redisCommand(rc, "MULTI"), "ERR MULTI calls can not be nested");
+    r = redisCommand(rc, "EXEC");
+    ck_assert_int_eq(r->type, REDIS_REPLY_ARRAY);
+    ck_assert_uint_eq(r->elements, 4);
+    ck_assert_str_eq(r->element[0]->str, "PONG");
+    ck_assert_str_eq(r->element[1]->str, "e");
+    ck_assert_uint_eq(r->element[2]->elements, 2);
+    ck_assert_uint_eq(r->element[2]->element[0]->len, 36);
+    ck_assert_int_eq(r->element[3]->type, REDIS_REPLY_ERROR);
+    ck_assert_ptr_nonnull(strstr(r->element[3]->str, "INVALID_ID"));
+    freeReplyObject(r);
+    /* Refused at queue time: the mode is off, the count is bad. */
+    expect_status(redisCommand(rc, "MULTI"), "OK");
+    expect_error(redisCommand(rc, "INCR demo"), "MODE_DISABLED ");
+    expect_error(redisCommand(rc, "LEAF.UUID 0"), "INVALID_COUNT ");
+    expect_status(redisCommand(rc, "PING"), "QUEUED");
+    expect_error(redisCommand(rc, "EXEC"), "EXECABORT Transaction discarded");
+    expect_status(redisCommand(rc, "MULTI"), "OK");
+    expect_status(redisCommand(rc, "PING"), "QUEUED");
+    expect_status(redisCommand(rc, "DISCARD"), "OK");
+    expect_status(redisCommand(rc, "PING"), "PONG");
+    expect_status(redisCommand(rc, "WATCH a b"), "OK");
+    expect_status(redisCommand(rc, "UNWATCH"), "OK");
+    /* Left in MULTI with a queue: freed when the connection closes. */
+    expect_status(redisCommand(rc, "MULTI"), "OK");
+    expect_status(redisCommand(rc, "ECHO %s", "left behind"), "QUEUED");
+    redisFree(rc);
+}
+END_TEST
+
+/* INFO: the Redis level, real memory numbers, the fields redis-cli reads. */
+START_TEST(test_api_info)
+{
+    redisContext *rc = hconnect(apisrv);
+    redisReply *r;
+    long long used = 0, rss = 0;
+    const char *p;
+
+    r = redisCommand(rc, "INFO server");
+    ck_assert_ptr_nonnull(strstr(r->str, "redis_version:7."));
+    ck_assert_ptr_nonnull(strstr(r->str, "\r\nleafd_version:"));
+    ck_assert_ptr_nonnull(strstr(r->str, "\r\nprocess_id:"));
+    ck_assert_ptr_null(strstr(r->str, "# Memory"));
+    freeReplyObject(r);
+    r = redisCommand(rc, "INFO memory");
+    ck_assert_ptr_null(strstr(r->str, "# Server"));
+    p = strstr(r->str, "used_memory:");
+    ck_assert_ptr_nonnull(p);
+    used = atoll(p + 12);
+    p = strstr(r->str, "used_memory_rss:");
+    ck_assert_ptr_nonnull(p);
+    rss = atoll(p + 16);
+    ck_assert_int_gt(used, 0);
+    ck_assert_int_gt(rss, 0);
+    freeReplyObject(r);
+    r = redisCommand(rc, "INFO");
+    ck_assert_ptr_nonnull(strstr(r->str, "total_commands_processed:"));
+    ck_assert_ptr_nonnull(strstr(r->str, "role:master"));
+    ck_assert_ptr_nonnull(strstr(r->str, "loading:0"));
+    freeReplyObject(r);
+    redisFree(rc);
+}
+END_TEST
+
 static Suite *
 resp_suite(void)
 {
@@ -611,6 +694,8 @@ resp_suite(void)
     tcase_add_test(tc, test_api_connection_commands);
     tcase_add_test(tc, test_api_ids_and_errors);
     tcase_add_test(tc, test_api_resp3);
+    tcase_add_test(tc, test_api_multi);
+    tcase_add_test(tc, test_api_info);
     suite_add_tcase(s, tc);
     return s;
 }
