@@ -223,6 +223,7 @@ FUZZ_OBJS_tzone      := tzone util
 FUZZ_OBJS_serial_pattern := serial_fmt tzone util
 FUZZ_OBJS_serial_defs := serial serial_rows store serial_fmt tzone config log util
 FUZZ_OBJS_resp_parse  := resp_parse
+FUZZ_OBJS_mc_parse    := mc_parse
 FUZZ_OBJS_multi_block := multi_block util
 FUZZ_OBJS_segment_model := segment log util
 FUZZ_OBJS_redis_url  := workerid_redis_url util
