@@ -259,7 +259,7 @@ compose-check:
 # --- bench: the in-process microbenchmark and the database-per-ID client ---
 # (bench/bench.py runs both; `make bench-dbload` runs only the 2-minute
 # MariaDB load figure, which `DBLOAD=1 make bench` adds to the full table.)
-BENCH_BINS := build/microbench build/dbclient build/clientbench
+BENCH_BINS := build/microbench build/dbclient build/clientbench build/mcload
 
 .PHONY: bench-dbload
 
@@ -276,6 +276,10 @@ build/clientbench: bench/clientbench.c build/libleafd-client.a
 build/dbclient: bench/dbclient.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(LDFLAGS) $(LDLIBS)
+
+build/mcload: bench/mcload.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $<
 
 bench-dbload: leafd $(BENCH_BINS)
 	@sh .ci/deps.sh bench && ONLY=dbload python3 bench/bench.py
