@@ -17,7 +17,8 @@
  *                     <biz_tag> a segment ID, @snowflake a snowflake ID,
  *                     @uuid a UUIDv7, @ulid a ULID; gets' cas is the ID
  *                     (the first 64 bits of a UUID or ULID)
- *   version, stats [settings|items|slabs|sizes|conns], quit
+ *   version (MC_PROTOCOL_VERSION), stats [settings|items|slabs|sizes|conns],
+ *   quit
  *   set add replace append prepend cas ms incr decr touch delete gat gats
  *   mg md ma mn me verbosity flush_all: refused (SERVER_ERROR not_supported)
  *
@@ -46,6 +47,12 @@
 #include "mc_parse.h"
 #include "util.h"
 #include "version.h"
+
+/* The memcached version a "version" answers: clients parse it as
+ * <major>.<minor>.<micro> (libmemcached refuses a major of 0) to tell which
+ * commands a server has; leafd has those of memcached 1.4's text protocol
+ * that read (get, gets), so it says 1.4.0, then its own version. */
+#define MC_PROTOCOL_VERSION "1.4.0"
 
 struct mc_ctx {
     struct api           *a;
@@ -260,7 +267,8 @@ cmd_stats(struct mc_ctx *x)
                                            memory_order_relaxed);
         }
         sbuf_printf(&b, "STAT pid %ld\r\nSTAT uptime %lld\r\nSTAT time %lld\r\n"
-                    "STAT version %s\r\nSTAT pointer_size %d\r\n"
+                    "STAT version " MC_PROTOCOL_VERSION "\r\nSTAT leafd_version %s\r\n"
+                    "STAT pointer_size %d\r\n"
                     "STAT threads %d\r\nSTAT curr_connections %llu\r\n"
                     "STAT total_connections %llu\r\n"
                     "STAT rejected_connections %llu\r\n"
@@ -309,7 +317,8 @@ api_mc_command(struct api *a, struct http_conn *c, struct http_request *req)
         cmd_get(&x);
         break;
     case MC_VERSION:
-        snprintf(line, sizeof line, "VERSION %s\r\n", LEAFD_VERSION);
+        snprintf(line, sizeof line, "VERSION " MC_PROTOCOL_VERSION " leafd-%s\r\n",
+                 LEAFD_VERSION);
         reply(&x, line, strlen(line), 0);
         break;
     case MC_STATS:

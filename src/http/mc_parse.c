@@ -1,6 +1,7 @@
 /* mc_parse.c: memcached text protocol request parser (see mc_parse.h). */
 #include <assert.h>
 #include <string.h>
+#include <strings.h>
 
 #include "mc_parse.h"
 
@@ -163,8 +164,11 @@ mc_parse(const char *buf, size_t len, const struct mc_limits *lim,
         cmd->kind = MC_UNKNOWN;
         return MC_PARSE_OK;
     }
+    /* Any case, as katsubushi takes "GET" (memcached itself takes lower
+     * case only, so no memcached client sends another). */
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (tok_is(buf, cmd, 0, names[i].name)) {
+        if (cmd->len[0] == strlen(names[i].name) &&
+            strncasecmp(buf + cmd->off[0], names[i].name, cmd->len[0]) == 0) {
             nm = &names[i];
             break;
         }

@@ -66,7 +66,7 @@ START_TEST(commands)
         { "flush_all\r\n", MC_FLUSH_ALL }, { "incr a 1\r\n", MC_REFUSED },
         { "decr a 1\r\n", MC_REFUSED }, { "touch a 10\r\n", MC_REFUSED },
         { "delete a\r\n", MC_REFUSED }, { "mg a v\r\n", MC_REFUSED },
-        { "\r\n", MC_UNKNOWN }, { "GET a\r\n", MC_UNKNOWN },
+        { "\r\n", MC_UNKNOWN }, { "GET a\r\n", MC_GET },
         { "bogus 1 2\r\n", MC_UNKNOWN }, { "   \n", MC_UNKNOWN },
     };
     struct mc_cmd cmd;
