@@ -21,12 +21,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-from bbutil import free_port  # noqa: E402  (one copy, shared with the tests)
+from bbutil import free_port, wait_for  # noqa: E402  (shared with the tests)
 LEAFD = os.path.join(ROOT, "leafd")
 MCLOAD = os.path.join(ROOT, "build", "mcload")
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
@@ -35,17 +34,6 @@ CONNS = int(os.environ.get("MC_CONNS", "50"))
 # (label, depth): one get at a time per connection, and 16 pipelined.
 SHAPES = (("get, no pipelining", 1), ("get, 16 pipelined", 16))
 VALUE = b"1234567890123456789"
-
-
-def wait_port(port, timeout=15):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("nothing listens on port %d" % port)
 
 
 def ask(port, data, until):
@@ -102,7 +90,8 @@ def run(log=print):
         procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL))
         for p in (mport, dport):
-            wait_port(p)
+            wait_for(lambda p=p: socket.create_connection(("127.0.0.1", p), 0.5).close()
+                     or True, 15, what="port %d" % p)
         if b"STORED" not in ask(dport, b"set demo 0 0 %d\r\n%s\r\n" % (len(VALUE), VALUE),
                                 b"\r\n"):
             raise RuntimeError("memcached did not store the key")

@@ -348,6 +348,17 @@ conn_process_resp(struct http_conn *c)
     }
 }
 
+int
+http_conn_skip(struct http_conn *c)
+{
+    size_t avail = c->in_len - c->in_off;
+    size_t take = avail < c->body_left ? avail : (size_t)c->body_left;
+
+    c->in_off += take;
+    c->body_left -= take;
+    return c->body_left > 0;
+}
+
 /* Parse and dispatch every complete request in the input buffer. */
 static void
 conn_process(struct http_conn *c)
@@ -356,18 +367,12 @@ conn_process(struct http_conn *c)
     const struct http_config *cfg = &t->s->cfg;
     struct http_msg *msg = &c->req.msg;
     enum http_parse_result r;
-    size_t avail, take;
+    size_t avail;
 
     while (!c->req_active && !c->closing) {
+        if (http_conn_skip(c))
+            break;
         avail = c->in_len - c->in_off;
-        if (c->body_left > 0) {
-            take = avail < c->body_left ? avail : (size_t)c->body_left;
-            c->in_off += take;
-            c->body_left -= take;
-            avail -= take;
-            if (c->body_left > 0)
-                break;
-        }
         if (avail == 0)
             break;
         if (c->out_len - c->out_off >= HTTP_OUT_HIGH) {

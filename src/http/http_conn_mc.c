@@ -23,19 +23,13 @@ http_conn_process_mc(struct http_conn *c)
     struct http_mc *mc = c->mc;
     enum mc_parse_result r;
     const char *err;
-    size_t avail, take, used = 0;
+    size_t avail, used = 0;
 
     while (!c->req_active && !c->closing) {
+        assert(!mc->pending || c->body_left == 0);
+        if (http_conn_skip(c))
+            break;
         avail = c->in_len - c->in_off;
-        if (c->body_left > 0) {
-            assert(!mc->pending);
-            take = avail < c->body_left ? avail : (size_t)c->body_left;
-            c->in_off += take;
-            c->body_left -= take;
-            avail -= take;
-            if (c->body_left > 0)
-                break;
-        }
         if (avail == 0)
             break;
         if (c->out_len - c->out_off >= HTTP_OUT_HIGH) {

@@ -219,6 +219,9 @@ void http_conn_reject(struct http_thread *t, int fd, enum http_proto proto);
 void http_conn_free(struct http_conn *c);
 /* A parsed request, command or memcached call starts: call the handler. */
 void http_conn_start(struct http_conn *c);
+/* Drop what has arrived of a body (HTTP) or data block (memcached) still
+ * to skip (body_left); 1 while more of it is to come. */
+int  http_conn_skip(struct http_conn *c);
 /* Parse and dispatch what a memcached connection has read (http_conn_mc.c). */
 void http_conn_process_mc(struct http_conn *c);
 void http_conn_retry(struct http_conn *c, int timed_out);
