@@ -301,6 +301,18 @@ http_conn_start(struct http_conn *c)
     conn_call(c);
 }
 
+int
+http_conn_may_parse(struct http_conn *c)
+{
+    if (c->in_len == c->in_off)
+        return 0;
+    if (c->out_len - c->out_off >= HTTP_OUT_HIGH) {
+        c->out_full = 1;
+        return 0;
+    }
+    return 1;
+}
+
 /* Parse and dispatch every complete RESP command in the input buffer. */
 static void
 conn_process_resp(struct http_conn *c)
@@ -312,14 +324,8 @@ conn_process_resp(struct http_conn *c)
     const char *err;
     size_t avail, used = 0;
 
-    while (!c->req_active && !c->closing) {
+    while (!c->req_active && !c->closing && http_conn_may_parse(c)) {
         avail = c->in_len - c->in_off;
-        if (avail == 0)
-            break;
-        if (c->out_len - c->out_off >= HTTP_OUT_HIGH) {
-            c->out_full = 1;
-            break;
-        }
         if (rs->inl == NULL && c->in[c->in_off] != '*')
             rs->inl = xmalloc(s->resp_lim.max_inline);
         r = resp_parse(c->in + c->in_off, avail, &s->resp_lim, rs->inl,

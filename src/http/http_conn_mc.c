@@ -27,15 +27,9 @@ http_conn_process_mc(struct http_conn *c)
 
     while (!c->req_active && !c->closing) {
         assert(!mc->pending || c->body_left == 0);
-        if (http_conn_skip(c))
+        if (http_conn_skip(c) || !http_conn_may_parse(c))
             break;
         avail = c->in_len - c->in_off;
-        if (avail == 0)
-            break;
-        if (c->out_len - c->out_off >= HTTP_OUT_HIGH) {
-            c->out_full = 1;
-            break;
-        }
         if (!mc->pending) {
             r = mc_parse(c->in + c->in_off, avail, &s->mc_lim, &mc->cmd, &used,
                          &err);

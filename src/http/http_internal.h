@@ -219,6 +219,9 @@ void http_conn_reject(struct http_thread *t, int fd, enum http_proto proto);
 void http_conn_free(struct http_conn *c);
 /* A parsed request, command or memcached call starts: call the handler. */
 void http_conn_start(struct http_conn *c);
+/* Is there input to parse, and room for its answers? 0 also when the
+ * unsent output is over HTTP_OUT_HIGH (then out_full is set). */
+int  http_conn_may_parse(struct http_conn *c);
 /* Drop what has arrived of a body (HTTP) or data block (memcached) still
  * to skip (body_left); 1 while more of it is to come. */
 int  http_conn_skip(struct http_conn *c);
