@@ -50,7 +50,7 @@ ASAN_TESTS := $(TESTS:%=build/asan/tests/%)
 TSAN_FLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 TSAN_OBJS  := $(patsubst %.c,build/tsan/%.o,$(notdir $(SRCS))) build/console_assets.o
 TSAN_LIB   := $(filter-out build/tsan/main.o,$(TSAN_OBJS))
-TSAN_SUITES := check_segment check_snowflake check_http check_idkinds check_resp \
+TSAN_SUITES := check_segment check_snowflake check_http check_idkinds check_resp check_mc \
                check_serial check_lease check_workerid_store
 TSAN_TESTS := $(TSAN_SUITES:%=build/tsan/tests/%)
 
@@ -223,6 +223,7 @@ FUZZ_OBJS_tzone      := tzone util
 FUZZ_OBJS_serial_pattern := serial_fmt tzone util
 FUZZ_OBJS_serial_defs := serial serial_rows store serial_fmt tzone config log util
 FUZZ_OBJS_resp_parse  := resp_parse
+FUZZ_OBJS_mc_parse    := mc_parse
 FUZZ_OBJS_multi_block := multi_block util
 FUZZ_OBJS_segment_model := segment log util
 FUZZ_OBJS_redis_url  := workerid_redis_url util
@@ -258,7 +259,7 @@ compose-check:
 # --- bench: the in-process microbenchmark and the database-per-ID client ---
 # (bench/bench.py runs both; `make bench-dbload` runs only the 2-minute
 # MariaDB load figure, which `DBLOAD=1 make bench` adds to the full table.)
-BENCH_BINS := build/microbench build/dbclient build/clientbench
+BENCH_BINS := build/microbench build/dbclient build/clientbench build/mcload
 
 .PHONY: bench-dbload
 
@@ -275,6 +276,10 @@ build/clientbench: bench/clientbench.c build/libleafd-client.a
 build/dbclient: bench/dbclient.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(LDFLAGS) $(LDLIBS)
+
+build/mcload: bench/mcload.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $<
 
 bench-dbload: leafd $(BENCH_BINS)
 	@sh .ci/deps.sh bench && ONLY=dbload python3 bench/bench.py

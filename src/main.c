@@ -302,6 +302,12 @@ start(struct leafd *d, char **cause)
         struct auth *au = auth_load(cfg->tokens_file, cause);
         if (au == NULL)
             return -1;
+        if (cfg->mc_token[0] != '\0' &&
+            !auth_known(au, cfg->mc_token, strlen(cfg->mc_token))) {
+            *cause = xasprintf("memcache.token is not a token of %s", cfg->tokens_file);
+            auth_free(au);
+            return -1;
+        }
         log_info("ID endpoints need a token: %zu token(s) from %s", auth_count(au),
                  cfg->tokens_file);
         api_set_auth(d->api, au, cfg->admin_port != 0);
@@ -323,6 +329,9 @@ start(struct leafd *d, char **cause)
     hc.resp_address = cfg->resp_address;
     hc.resp_port = (int)cfg->resp_port;
     hc.resp_session_free = api_resp_session_free;
+    hc.mc_enable = cfg->mc_port != 0;
+    hc.mc_address = cfg->mc_address;
+    hc.mc_port = (int)cfg->mc_port;
     __atomic_store_n(&d->server, http_server_new(&hc, api_handle, api_thread, d->api,
                                                  cause), __ATOMIC_RELEASE);
     if (d->server == NULL)
@@ -334,6 +343,7 @@ start(struct leafd *d, char **cause)
         hc.threads = 1;
         hc.max_connections = admin_cap;
         hc.resp_enable = 0;
+        hc.mc_enable = 0;
         __atomic_store_n(&d->admin, http_server_new(&hc, api_handle_admin,
                                                     api_thread_admin, d->api, cause),
                          __ATOMIC_RELEASE);
@@ -361,6 +371,9 @@ start(struct leafd *d, char **cause)
     if (http_server_resp_port(d->server) >= 0)
         log_info("Redis protocol (RESP) on %s:%d", cfg->resp_address,
                  http_server_resp_port(d->server));
+    if (http_server_mc_port(d->server) >= 0)
+        log_info("memcached protocol on %s:%d", cfg->mc_address,
+                 http_server_mc_port(d->server));
     return 0;
 }
 

@@ -493,6 +493,17 @@ api_serve_id128(struct api *a, struct http_conn *c, enum route r, int64_t n,
         p += 3;
     }
     assert((size_t)(p - start) <= api_self->out_cap);
+    if (fmt == FMT_MC) {
+        const uint8_t *b = uuid ? ((const struct uuid7 *)api_self->id128)->b
+                                : ((const struct ulid *)api_self->id128)->b;
+        uint64_t cas = 0;
+
+        assert(n == 1);
+        for (int i = 0; i < 8; i++)     /* the time and first random bits */
+            cas = cas << 8 | b[i];
+        api_mc_reply_value(c, r, start, (size_t)(p - start - 1), cas);
+        return;
+    }
     if (resp) {
         api_reply_resp(c, r, start, (size_t)(p - start), 0);
         return;

@@ -93,6 +93,7 @@ struct api_thread {
     uint64_t        *ids;          /* snowflake IDs of one request */
     void            *id128;        /* UUIDs or ULIDs of one request */
     _Atomic uint64_t uuids, ulids;  /* issued by this thread */
+    _Atomic uint64_t mc_hits, mc_misses; /* memcached get keys answered */
     _Atomic uint32_t nkeys;        /* leaf_keys[0..nkeys) are published */
     _Atomic uint64_t other_keys;
     struct leaf_key  leaf_keys[LEAF_KEYS_MAX];
@@ -147,8 +148,9 @@ void api_reply_sbuf(struct http_conn *c, enum route r, int status,
                     const char *ctype, struct sbuf *b);
 
 /* How an ID answer is written: HTTP text or JSON, a RESP array of bulk
- * strings, or a RESP integer (INCR, one ID). */
-enum api_fmt { FMT_TEXT, FMT_JSON, FMT_RESP, FMT_RESP_INT };
+ * strings, a RESP integer (INCR, one ID), or one memcached VALUE (one ID,
+ * api_mc_reply_value). */
+enum api_fmt { FMT_TEXT, FMT_JSON, FMT_RESP, FMT_RESP_INT, FMT_MC };
 
 /* RESP answers (api_reply.c): counted as 200 on route r, or as status. */
 void api_reply_resp(struct http_conn *c, enum route r, const char *data,
@@ -199,6 +201,17 @@ struct api_capture {
     int          answered;
 };
 extern _Thread_local struct api_capture *api_capture;
+/* memcached's commands (api_memcache.c): a call of a memcached connection;
+ * while one runs, api_mc_current(c) is 1 and the ID handlers' answers
+ * (FMT_MC) and errors go to api_mc_reply_value/api_mc_reply_error, which
+ * write them for the key being answered. Count an answer on route r. */
+void api_mc_command(struct api *a, struct http_conn *c, struct http_request *req);
+int  api_mc_current(const struct http_conn *c);
+void api_mc_reply_value(struct http_conn *c, enum route r, const char *val,
+                        size_t len, uint64_t cas);
+void api_mc_reply_error(struct http_conn *c, enum route r, int status,
+                        const char *code, const char *msg);
+void api_count(enum route r, int status);
 
 /* The ?count= and format of an ID request (count in [1, max]). 0, or -1
  * after answering 4xx. */

@@ -48,6 +48,12 @@ count(enum route r, int status)
     api_stat_inc(&api_self->requests[r][i]);
 }
 
+void
+api_count(enum route r, int status)
+{
+    count(r, status);
+}
+
 /* ---- replies ---- */
 
 #define NO_STORE "Cache-Control: no-store\r\n"
@@ -93,6 +99,10 @@ api_reply_error(struct http_conn *c, enum route r, int status, const char *code,
         while (i < NCODES_503 - 1 && strcmp(codes_503[i], code) != 0)
             i++;
         api_stat_inc(&api_self->unavailable[r][i]);
+    }
+    if (api_mc_current(c)) {
+        api_mc_reply_error(c, r, status, code, msg);
+        return;
     }
     if (http_conn_session(c) != NULL) {
         api_reply_resp_error(c, r, status, code, msg);
@@ -203,6 +213,13 @@ api_reply_ranges(struct http_conn *c, enum route r, enum api_fmt fmt, const char
     char *p = api_self->out, *start = api_self->out;
     int json = fmt == FMT_JSON;
 
+    if (fmt == FMT_MC) {
+        assert(nranges == 1 && ranges[0].count == 1);
+        p = util_u64_dec(p, (uint64_t)ranges[0].start);
+        api_mc_reply_value(c, r, start, (size_t)(p - start),
+                           (uint64_t)ranges[0].start);
+        return;
+    }
     if (fmt == FMT_RESP || fmt == FMT_RESP_INT) {
         int64_t total = 0;
 
@@ -351,6 +368,12 @@ api_reply_u64s(struct http_conn *c, enum route r, enum api_fmt fmt,
     char *p = api_self->out, *start = api_self->out;
     int json = fmt == FMT_JSON;
 
+    if (fmt == FMT_MC) {
+        assert(n == 1);
+        p = util_u64_dec(p, ids[0]);
+        api_mc_reply_value(c, r, start, (size_t)(p - start), ids[0]);
+        return;
+    }
     if (fmt == FMT_RESP || fmt == FMT_RESP_INT) {
         assert(fmt == FMT_RESP || n == 1);
         if (fmt == FMT_RESP)

@@ -144,6 +144,11 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
         api_resp_command(a, c, req);
         return;
     }
+    if (req->mc != NULL) {
+        assert(!admin);
+        api_mc_command(a, c, req);
+        return;
+    }
     r = api_route_find(m->path, m->path_len, &rest, &rlen);
     rt = &api_routes[r];
     /* Tinyid's client POSTs (its parameters are in the query). */

@@ -42,6 +42,7 @@
     X(R_DB,             "db",              "/db",                 RT_ADMIN, SC_NONE, route_db) \
     X(R_SF_STATE,       "snowflake_state", "/snowflake/state",    RT_ADMIN, SC_NONE, route_sf_state) \
     X(R_RESP,           "resp",            NULL,                  0, SC_NONE, NULL) \
+    X(R_MEMCACHE,       "memcache",        NULL,                  0, SC_NONE, NULL) \
     X(R_OTHER,          "other",           NULL,                  0, SC_NONE, NULL)
 
 #endif

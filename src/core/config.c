@@ -92,6 +92,14 @@ static const struct key keys[] = {
     { "resp.listen.port", K_INT, OFF(resp_port), 0, 65535, "0", NULL,
       "also speak the Redis protocol (RESP) on this port, on the same I/O "
       "threads (0: off)" },
+    { "memcache.listen.address", K_STR, OFF(mc_address), 1, 255, "127.0.0.1", NULL,
+      "address of the memcached-protocol listener (with memcache.listen.port)" },
+    { "memcache.listen.port", K_INT, OFF(mc_port), 0, 65535, "0", NULL,
+      "also speak memcached's text protocol on this port, on the same I/O "
+      "threads (0: off)" },
+    { "memcache.token", K_STR, OFF(mc_token), 0, 256, "", NULL,
+      "with auth.tokens_file: the memcached listener serves this token's "
+      "scopes (it has no auth of its own; never logged)" },
     { "admin.token", K_STR, OFF(admin_token), 0, 256, "", NULL,
       "require Authorization: Bearer <token> on the admin pages (never logged)" },
     { "auth.tokens_file", K_STR, OFF(tokens_file), 0, 1024, "", NULL,
@@ -626,6 +634,11 @@ config_validate(struct config *cfg, char **cause)
     }
     if (cfg->admin_token[0] != '\0' && strlen(cfg->admin_token) < 8) {
         *cause = xasprintf("admin.token must be at least 8 characters");
+        return -1;
+    }
+    if (cfg->mc_token[0] != '\0' && cfg->tokens_file[0] == '\0') {
+        *cause = xasprintf("memcache.token names a token of auth.tokens_file, "
+                           "which is not set");
         return -1;
     }
     if (!cfg->segment_enable && !cfg->snowflake_enable) {

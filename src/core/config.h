@@ -60,6 +60,9 @@ struct config {
     char    *admin_token;          /* admin.token ("" = none) */
     char    *resp_address;         /* resp.listen.address */
     int64_t  resp_port;            /* resp.listen.port (0: no RESP listener) */
+    char    *mc_address;           /* memcache.listen.address */
+    int64_t  mc_port;              /* memcache.listen.port (0: no listener) */
+    char    *mc_token;             /* memcache.token ("" = none) */
     char    *tokens_file;          /* auth.tokens_file ("" = ID endpoints open) */
 
     /* segment mode */

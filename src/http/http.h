@@ -22,6 +22,12 @@
  * req->cmd set (req->msg is then unused), and answers them with
  * http_reply_resp. Pipelined commands are answered strictly in order, and a
  * parked one holds back the commands behind it.
+ *
+ * memcached. With mc_enable, each I/O thread also listens for memcached's
+ * text protocol (mc_parse.h) on mc_address:mc_port, a connection like a
+ * RESP one. The handler gets req->mc set: once per key of a get (req->mc_key
+ * is the key's token), once for any other command, and answers with
+ * http_reply_mc. A storage command's data block is skipped by the layer.
  */
 #ifndef LEAFD_HTTP_H
 #define LEAFD_HTTP_H
@@ -34,6 +40,7 @@
 struct http_server;
 struct http_conn;
 struct resp_cmd;
+struct mc_cmd;
 
 /* Per-request scratch that survives parking: zeroed when a request starts. */
 #define HTTP_REQ_SCRATCH 256
@@ -41,6 +48,9 @@ struct resp_cmd;
 struct http_request {
     struct http_msg  msg;          /* parsed request line and headers */
     const struct resp_cmd *cmd;    /* a RESP command, or NULL for HTTP */
+    const struct mc_cmd *mc;       /* a memcached command, or NULL */
+    const char      *mc_line;      /* its line: mc->off[] are offsets in it */
+    size_t           mc_key;       /* MC_GET: the token of the key to answer */
     int              retry;        /* handler called again after a wake */
     int              timed_out;    /* handler called because the park expired */
     int64_t          start_us;     /* monotonic time the request was parsed */
@@ -67,6 +77,9 @@ struct http_config {
     const char *resp_address;      /* "" or NULL: any address */
     int         resp_port;         /* 0: pick a free port (tests) */
     void      (*resp_session_free)(void *session); /* at close, or NULL */
+    int         mc_enable;         /* also listen for memcached (see above) */
+    const char *mc_address;        /* "" or NULL: any address */
+    int         mc_port;           /* 0: pick a free port (tests) */
 };
 /* A field <= 0 takes its default: max_connections 10000, idle_timeout_ms
  * 60000, max_header_bytes 8192, max_url_bytes 4096, max_body_bytes 65536.
@@ -85,6 +98,7 @@ struct http_server *http_server_new(const struct http_config *cfg,
                                     char **cause);
 int  http_server_port(const struct http_server *s);  /* the bound port */
 int  http_server_resp_port(const struct http_server *s); /* -1: no RESP */
+int  http_server_mc_port(const struct http_server *s);   /* -1: none */
 /* Starts the I/O threads. 0 or -1. */
 int  http_server_start(struct http_server *s, char **cause);
 /* Stop accepting; answer the requests in flight (parked ones included, until
@@ -135,6 +149,14 @@ void http_park(struct http_conn *c, int timeout_ms, uint64_t key);
 void http_reply_resp(struct http_conn *c, const char *data, size_t len,
                      int close_after);
 
+/* Answer the current memcached call with data (copied), already in the
+ * protocol's form. HTTP_MC_END: the command is over, the get's keys not yet
+ * answered are dropped (after an error line); HTTP_MC_CLOSE: close once it
+ * is sent. Same rules as http_reply otherwise. */
+enum { HTTP_MC_END = 1, HTTP_MC_CLOSE = 2 };
+void http_reply_mc(struct http_conn *c, const char *data, size_t len,
+                   int flags);
+
 /* A RESP connection's session: HTTP_SESSION_BYTES zeroed at accept, kept
  * until close, for the handler's per-connection state (protocol version,
  * token, name). NULL on an HTTP connection. I/O thread only. */
@@ -162,6 +184,9 @@ struct http_stats {
     uint64_t timeouts;              /* idle/slow connections closed */
     uint64_t resp_open;             /* RESP connections open (in the above) */
     uint64_t resp_commands;         /* RESP commands handled */
+    uint64_t mc_open;               /* memcached connections open */
+    uint64_t mc_total;              /* memcached connections accepted */
+    uint64_t mc_commands;           /* memcached command lines handled */
 };
 void http_server_stats(const struct http_server *s, struct http_stats *out);
 

@@ -59,6 +59,11 @@
  * HTTP, a RESP client that half-closes still gets an answer for every
  * complete command it sent before: the connection closes once they are all
  * answered.
+ *
+ * memcached. A connection accepted on the memcached listener is a RESP one
+ * in all of the above but the parser (http_conn_mc.c), with one more step:
+ * the handler is called once per key of a get, each call a request of its
+ * own (answered, or parked, in order).
  */
 #include <assert.h>
 #include <errno.h>
@@ -227,6 +232,10 @@ http_conn_free(struct http_conn *c)
         free(c->resp->inl);
         free(c->resp);
     }
+    if (c->mc != NULL) {
+        ctr_add(&t->mc_open, -1);
+        free(c->mc);
+    }
     free(c);
     if (t->stopping && t->nconns == 0)
         event_base_loopbreak(t->base);
@@ -260,6 +269,9 @@ conn_call(struct http_conn *c)
             log_error("handler neither answered nor parked a RESP %.*s",
                       (int)(c->req.cmd->argl[0] < 64 ? c->req.cmd->argl[0] : 64),
                       c->req.cmd->argv[0]);
+        else if (c->mc != NULL)
+            log_error("handler neither answered nor parked a memcached %.*s",
+                      (int)c->req.mc->len[0], c->req.mc_line + c->req.mc->off[0]);
         else
             log_error("handler neither answered nor parked %s %.*s",
                       http_method_name(c->req.msg.method),
@@ -275,9 +287,8 @@ conn_call(struct http_conn *c)
     }
 }
 
-/* A parsed request (HTTP) or command (RESP) starts: call the handler. */
-static void
-conn_start_request(struct http_conn *c)
+void
+http_conn_start(struct http_conn *c)
 {
     struct http_thread *t = c->t;
 
@@ -292,6 +303,18 @@ conn_start_request(struct http_conn *c)
     conn_call(c);
 }
 
+int
+http_conn_may_parse(struct http_conn *c)
+{
+    if (c->in_len == c->in_off)
+        return 0;
+    if (c->out_len - c->out_off >= HTTP_OUT_HIGH) {
+        c->out_full = 1;
+        return 0;
+    }
+    return 1;
+}
+
 /* Parse and dispatch every complete RESP command in the input buffer. */
 static void
 conn_process_resp(struct http_conn *c)
@@ -303,14 +326,8 @@ conn_process_resp(struct http_conn *c)
     const char *err;
     size_t avail, used = 0;
 
-    while (!c->req_active && !c->closing) {
+    while (!c->req_active && !c->closing && http_conn_may_parse(c)) {
         avail = c->in_len - c->in_off;
-        if (avail == 0)
-            break;
-        if (c->out_len - c->out_off >= HTTP_OUT_HIGH) {
-            c->out_full = 1;
-            break;
-        }
         if (rs->inl == NULL && c->in[c->in_off] != '*')
             rs->inl = xmalloc(s->resp_lim.max_inline);
         r = resp_parse(c->in + c->in_off, avail, &s->resp_lim, rs->inl,
@@ -335,8 +352,19 @@ conn_process_resp(struct http_conn *c)
         assert(rs->cmd.argc > 0);
         ctr_add(&t->resp_commands, 1);
         c->req.cmd = &rs->cmd;
-        conn_start_request(c);
+        http_conn_start(c);
     }
+}
+
+int
+http_conn_skip(struct http_conn *c)
+{
+    size_t avail = c->in_len - c->in_off;
+    size_t take = avail < c->body_left ? avail : (size_t)c->body_left;
+
+    c->in_off += take;
+    c->body_left -= take;
+    return c->body_left > 0;
 }
 
 /* Parse and dispatch every complete request in the input buffer. */
@@ -347,18 +375,12 @@ conn_process(struct http_conn *c)
     const struct http_config *cfg = &t->s->cfg;
     struct http_msg *msg = &c->req.msg;
     enum http_parse_result r;
-    size_t avail, take;
+    size_t avail;
 
     while (!c->req_active && !c->closing) {
+        if (http_conn_skip(c))
+            break;
         avail = c->in_len - c->in_off;
-        if (c->body_left > 0) {
-            take = avail < c->body_left ? avail : (size_t)c->body_left;
-            c->in_off += take;
-            c->body_left -= take;
-            avail -= take;
-            if (c->body_left > 0)
-                break;
-        }
         if (avail == 0)
             break;
         if (c->out_len - c->out_off >= HTTP_OUT_HIGH) {
@@ -386,7 +408,7 @@ conn_process(struct http_conn *c)
         c->in_off += msg->head_len;
         c->body_left = msg->content_length > 0 ? (uint64_t)msg->content_length
                                                : 0;
-        conn_start_request(c);
+        http_conn_start(c);
     }
 }
 
@@ -492,6 +514,8 @@ conn_process_any(struct http_conn *c)
 {
     if (c->resp != NULL)
         conn_process_resp(c);
+    else if (c->mc != NULL)
+        http_conn_process_mc(c);
     else
         conn_process(c);
 }
@@ -513,7 +537,8 @@ conn_finish(struct http_conn *c)
      * gets the answer of a parked request: the connection closes once it is
      * sent (or when the write fails, if the client is gone). At EOF, RESP
      * answers every complete command first (see DESIGN). */
-    if (c->eof && (c->resp == NULL || (!c->req_active && !c->out_full)))
+    if (c->eof && ((c->resp == NULL && c->mc == NULL) ||
+                   (!c->req_active && !c->out_full)))
         c->closing = 1;
     if (c->closing && !c->req_active && !c->wev_on) {
         if (c->eof || c->t->stopping)
@@ -728,6 +753,10 @@ http_conn_new(struct http_thread *t, int fd, enum http_proto proto)
                                                 memory_order_relaxed) + 1;
         c->resp->born_ms = now;
         ctr_add(&t->resp_open, 1);
+    } else if (proto == HTTP_PROTO_MC) {
+        c->mc = xcalloc(1, sizeof *c->mc);
+        ctr_add(&t->mc_open, 1);
+        ctr_add(&t->mc_total, 1);
     }
     event_assign(&c->rev, t->base, fd, EV_READ | EV_PERSIST, conn_read_cb, c);
     event_assign(&c->wev, t->base, fd, EV_WRITE | EV_PERSIST, conn_write_cb,
@@ -767,8 +796,8 @@ http_reply(struct http_conn *c, int status, const char *content_type,
                   status);
         return;
     }
-    if (c->resp != NULL) {
-        log_error("http_reply(%d) on a RESP connection", status);
+    if (c->resp != NULL || c->mc != NULL) {
+        log_error("http_reply(%d) on a RESP or memcached connection", status);
         http_out_error(c, 500, "internal", "internal error: an HTTP answer to a "
                    "RESP command");
         conn_end_request(c);
@@ -790,6 +819,25 @@ http_reply_resp(struct http_conn *c, const char *data, size_t len,
     }
     http_out_append(c, data, len);
     if (close_after || c->t->stopping)
+        c->closing = 1;
+    conn_end_request(c);
+}
+
+void
+http_reply_mc(struct http_conn *c, const char *data, size_t len, int flags)
+{
+    struct http_mc *mc = c->mc;
+
+    if (!c->req_active || !c->in_handler || mc == NULL) {
+        log_error("http_reply_mc outside the handler of a live memcached call");
+        return;
+    }
+    http_out_append(c, data, len);
+    if ((flags & HTTP_MC_END) && mc->pending) {
+        c->in_off += mc->used;          /* the line is done with */
+        mc->pending = 0;
+    }
+    if ((flags & HTTP_MC_CLOSE) || c->t->stopping)
         c->closing = 1;
     conn_end_request(c);
 }

@@ -19,6 +19,7 @@
 #include <event2/event_struct.h>
 
 #include "http.h"
+#include "mc_parse.h"
 #include "resp_parse.h"
 
 #define HTTP_IN_SLACK         4096     /* input room past the head limit */
@@ -43,7 +44,16 @@
 #define HTTP_RESP_MAX_BULK    4096
 #define HTTP_RESP_MAX_INLINE  8192
 
-enum http_proto { HTTP_PROTO_HTTP, HTTP_PROTO_RESP, HTTP_PROTO_COUNT };
+/* memcached limits (mc_parse.h): a line must also fit in the input buffer
+ * (max_line is capped at its size); a get of more keys is answered
+ * CLIENT_ERROR; a storage block up to max_data is skipped, a longer one
+ * closes. */
+#define HTTP_MC_MAX_LINE      8192
+#define HTTP_MC_MAX_KEYS      128
+#define HTTP_MC_MAX_DATA      (1024 * 1024)
+
+enum http_proto { HTTP_PROTO_HTTP, HTTP_PROTO_RESP, HTTP_PROTO_MC,
+                  HTTP_PROTO_COUNT };
 
 enum { HTTP_CMD_WAKE = 1, HTTP_CMD_STOP = 2, HTTP_CMD_FORCE = 4,
        HTTP_CMD_WAKE_ALL = 8 };
@@ -92,6 +102,7 @@ struct http_thread {
     /* Written by this thread only; others read them relaxed. */
     _Atomic uint64_t    open, total, rejected, nparked, timeouts;
     _Atomic uint64_t    resp_open, resp_commands;
+    _Atomic uint64_t    mc_open, mc_total, mc_commands;
     _Atomic uint32_t    nparked_b[HTTP_WAKE_BUCKETS]; /* per bucket */
 };
 
@@ -101,6 +112,9 @@ struct http_server {
     char               *resp_address;
     int                 resp_port;      /* -1: no RESP listener */
     struct resp_limits  resp_lim;
+    char               *mc_address;
+    int                 mc_port;        /* -1: no memcached listener */
+    struct mc_limits    mc_lim;
     _Atomic uint64_t    next_conn_id;
     http_handler_cb     handler;
     http_thread_cb      thread_cb;
@@ -127,9 +141,20 @@ struct http_resp {
     unsigned char       session[HTTP_SESSION_BYTES] __attribute__((aligned(8)));
 };
 
+/* What a memcached connection has beyond an HTTP one (allocated at
+ * accept). A get's line stays in the input buffer (at in_off) until its
+ * last key is dispatched: cmd's tokens are offsets into it. */
+struct http_mc {
+    struct mc_cmd       cmd;            /* the current command */
+    size_t              key;            /* MC_GET: keys dispatched */
+    size_t              used;           /* bytes of the pending line */
+    unsigned char       pending;        /* a get has keys left */
+};
+
 struct http_conn {
     struct http_thread *t;
-    struct http_resp   *resp;           /* NULL: an HTTP connection */
+    struct http_resp   *resp;           /* NULL: not a RESP connection */
+    struct http_mc     *mc;             /* NULL: not a memcached one */
     int                 fd;
     struct event        rev, wev, tev, pev;  /* read, write, deadline, park */
     char               *in;
@@ -192,6 +217,16 @@ wake_bucket(uint64_t key)
 void http_conn_new(struct http_thread *t, int fd, enum http_proto proto);
 void http_conn_reject(struct http_thread *t, int fd, enum http_proto proto);
 void http_conn_free(struct http_conn *c);
+/* A parsed request, command or memcached call starts: call the handler. */
+void http_conn_start(struct http_conn *c);
+/* Is there input to parse, and room for its answers? 0 also when the
+ * unsent output is over HTTP_OUT_HIGH (then out_full is set). */
+int  http_conn_may_parse(struct http_conn *c);
+/* Drop what has arrived of a body (HTTP) or data block (memcached) still
+ * to skip (body_left); 1 while more of it is to come. */
+int  http_conn_skip(struct http_conn *c);
+/* Parse and dispatch what a memcached connection has read (http_conn_mc.c). */
+void http_conn_process_mc(struct http_conn *c);
 void http_conn_retry(struct http_conn *c, int timed_out);
 void http_conn_send_queued(struct http_thread *t);
 int  http_conn_idle(const struct http_conn *c);

@@ -192,7 +192,8 @@ http_out_append(struct http_conn *c, const char *data, size_t len)
 }
 
 /* An error the layer answers itself, then close: a JSON body over HTTP, a
- * RESP error ("-ERR <message>") over RESP. */
+ * RESP error ("-ERR <message>") over RESP, over memcached CLIENT_ERROR (a
+ * 4xx) or SERVER_ERROR <message>. */
 void
 http_out_error(struct http_conn *c, int status, const char *code,
            const char *message)
@@ -202,6 +203,15 @@ http_out_error(struct http_conn *c, int status, const char *code,
 
     if (c->resp != NULL) {
         n = snprintf(body, sizeof body, "-ERR %s\r\n", message);
+        if (n < 0 || (size_t)n >= sizeof body)
+            n = 0;
+        http_out_append(c, body, (size_t)n);
+        c->closing = 1;
+        return;
+    }
+    if (c->mc != NULL) {
+        n = snprintf(body, sizeof body, "%s %s\r\n", status < 500 ?
+                     "CLIENT_ERROR" : "SERVER_ERROR", message);
         if (n < 0 || (size_t)n >= sizeof body)
             n = 0;
         http_out_append(c, body, (size_t)n);
@@ -242,6 +252,7 @@ void
 http_conn_reject(struct http_thread *t, int fd, enum http_proto proto)
 {
     static const char resp_msg[] = "-ERR max number of clients reached\r\n";
+    static const char mc_msg[] = "SERVER_ERROR too many open connections\r\n";
 #define HTTP_REJECT_BODY \
     "{\"error\":\"too_many_connections\",\"message\":\"connection limit reached\"}\n"
     static const char msg[] =
@@ -257,6 +268,8 @@ http_conn_reject(struct http_thread *t, int fd, enum http_proto proto)
     ctr_add(&t->rejected, 1);
     if (proto == HTTP_PROTO_RESP)
         n = send(fd, resp_msg, sizeof resp_msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    else if (proto == HTTP_PROTO_MC)
+        n = send(fd, mc_msg, sizeof mc_msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     else
         n = send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)n;

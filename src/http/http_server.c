@@ -13,7 +13,7 @@
  * connection) and the wake generation and bucket counts (touched per park).
  *
  * Listeners. A thread has one listening socket per protocol it serves
- * (HTTP's, and RESP's when resp_enable); a connection remembers which one
+ * (HTTP's, RESP's when resp_enable, memcached's when mc_enable); a connection remembers which one
  * it came in on, and that is all that differs until http_conn.c parses.
  *
  * Wake. http_wake and http_wake_all only set bits and signal threads; what
@@ -445,6 +445,9 @@ http_server_new(const struct http_config *cfg, http_handler_cb handler,
                                                         : "");
     s->cfg.resp_address = s->resp_address;
     s->resp_port = -1;
+    s->mc_address = xstrdup(cfg->mc_address != NULL ? cfg->mc_address : "");
+    s->cfg.mc_address = s->mc_address;
+    s->mc_port = -1;
     s->handler = handler;
     s->thread_cb = thread_cb;
     s->arg = arg;
@@ -452,6 +455,10 @@ http_server_new(const struct http_config *cfg, http_handler_cb handler,
     s->resp_lim.max_args = RESP_ARGS_MAX;
     s->resp_lim.max_bulk = HTTP_RESP_MAX_BULK;
     s->resp_lim.max_inline = HTTP_RESP_MAX_INLINE;
+    s->mc_lim.max_line = s->in_cap < HTTP_MC_MAX_LINE ? s->in_cap
+                                                      : HTTP_MC_MAX_LINE;
+    s->mc_lim.max_keys = HTTP_MC_MAX_KEYS;
+    s->mc_lim.max_data = HTTP_MC_MAX_DATA;
     s->nthreads = cfg->threads;
     s->threads = xcalloc((size_t)s->nthreads, sizeof *s->threads);
     for (i = 0; i < s->nthreads; i++) {
@@ -470,6 +477,10 @@ http_server_new(const struct http_config *cfg, http_handler_cb handler,
         *cause = xasprintf("bad RESP port %d", cfg->resp_port);
         goto error;
     }
+    if (cfg->mc_enable && (cfg->mc_port < 0 || cfg->mc_port > 65535)) {
+        *cause = xasprintf("bad memcached port %d", cfg->mc_port);
+        goto error;
+    }
     s->port = http_bind_all(s, HTTP_PROTO_HTTP, s->address, s->cfg.port,
                             cause);
     if (s->port < 0)
@@ -478,6 +489,12 @@ http_server_new(const struct http_config *cfg, http_handler_cb handler,
         s->resp_port = http_bind_all(s, HTTP_PROTO_RESP, s->resp_address,
                                      cfg->resp_port, cause);
         if (s->resp_port < 0)
+            goto error;
+    }
+    if (cfg->mc_enable) {
+        s->mc_port = http_bind_all(s, HTTP_PROTO_MC, s->mc_address,
+                                   cfg->mc_port, cause);
+        if (s->mc_port < 0)
             goto error;
     }
     for (i = 0; i < s->nthreads; i++)
@@ -500,6 +517,12 @@ int
 http_server_resp_port(const struct http_server *s)
 {
     return s->resp_port;
+}
+
+int
+http_server_mc_port(const struct http_server *s)
+{
+    return s->mc_port;
 }
 
 int
@@ -600,6 +623,7 @@ http_server_free(struct http_server *s)
     free(s->threads);
     free(s->address);
     free(s->resp_address);
+    free(s->mc_address);
     pthread_cond_destroy(&s->exit_cond);
     pthread_mutex_destroy(&s->exit_lock);
     free(s);
@@ -665,5 +689,9 @@ http_server_stats(const struct http_server *s, struct http_stats *out)
             atomic_load_explicit(&t->resp_open, memory_order_relaxed);
         out->resp_commands +=
             atomic_load_explicit(&t->resp_commands, memory_order_relaxed);
+        out->mc_open += atomic_load_explicit(&t->mc_open, memory_order_relaxed);
+        out->mc_total += atomic_load_explicit(&t->mc_total, memory_order_relaxed);
+        out->mc_commands +=
+            atomic_load_explicit(&t->mc_commands, memory_order_relaxed);
     }
 }

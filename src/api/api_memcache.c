@@ -1,0 +1,345 @@
+/* api_memcache.c: leafd's commands over memcached's text protocol, so that
+ * any memcached client (and katsubushi's users) can take IDs with `get`.
+ *
+ * DESIGN
+ *
+ * The memcached listener is part of the HTTP front end (http.h: same I/O
+ * threads, buffers, limits, parking, stop); this file only answers a parsed
+ * call (req->mc). The layer calls it once per key of a get, in order, so a
+ * key is one ID request: it calls the same handlers as the HTTP routes
+ * (api_serve_*, FMT_MC), with the same IDs, waits (a key that waits for a
+ * segment parks, and the keys and commands behind it wait in order) and
+ * refusals. While a call runs, mc_cur names it, so that the handlers'
+ * answers (api_mc_reply_value) and errors (api_mc_reply_error) are written
+ * for its key.
+ *
+ *   get|gets <key>+   one "VALUE <key> 0 <bytes>[ <cas>]" per key, then END:
+ *                     <biz_tag> a segment ID, @snowflake a snowflake ID,
+ *                     @uuid a UUIDv7, @ulid a ULID; gets' cas is the ID
+ *                     (the first 64 bits of a UUID or ULID)
+ *   version (MC_PROTOCOL_VERSION), stats [settings|items|slabs|sizes|conns],
+ *   quit
+ *   set add replace append prepend cas ms incr decr touch delete gat gats
+ *   mg md ma mn me verbosity flush_all: refused (SERVER_ERROR not_supported)
+ *
+ * A key that gets no ID ends the get with "CLIENT_ERROR <code> <message>"
+ * (the client's mistake: an unknown or invalid tag, a mode that is off, a
+ * key the tokens protect) or "SERVER_ERROR <code> <message>" (retry later:
+ * ids_exhausted and the other 503s), in place of its VALUE and the END: a
+ * memcached client reads an error line as the end of a get's answer. The
+ * keys answered before it have had their IDs. A refused command with
+ * noreply is answered all the same and the connection closed: the client
+ * reads no answer, so it would take this one for its next command's.
+ *
+ * Tokens. memcached's text protocol carries none. With auth.tokens_file,
+ * the listener acts with memcache.token (a token of that file) when it is
+ * set, and so serves that token's scopes; without it, every key a token
+ * protects is refused (CLIENT_ERROR noauth), and never given an ID.
+ */
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api_internal.h"
+#include "auth.h"
+#include "config.h"
+#include "mc_parse.h"
+#include "util.h"
+#include "version.h"
+
+/* The memcached version a "version" answers: clients parse it as
+ * <major>.<minor>.<micro> (libmemcached refuses a major of 0) to tell which
+ * commands a server has; leafd has those of memcached 1.4's text protocol
+ * that read (get, gets), so it says 1.4.0, then its own version. */
+#define MC_PROTOCOL_VERSION "1.4.0"
+
+struct mc_ctx {
+    struct api           *a;
+    struct http_conn     *c;
+    struct http_request  *req;
+    const struct mc_cmd  *cmd;
+    const char           *key;          /* MC_GET: the key answered */
+    size_t                klen;
+};
+
+/* The call being handled on this thread (set for the handler's duration). */
+static _Thread_local struct mc_ctx *mc_cur;
+
+int
+api_mc_current(const struct http_conn *c)
+{
+    return mc_cur != NULL && mc_cur->c == c;
+}
+
+static int
+key_is(const struct mc_ctx *x, const char *s)
+{
+    return x->klen == strlen(s) && memcmp(x->key, s, x->klen) == 0;
+}
+
+/* The name of the command: token 0, at most 32 printable bytes. */
+static void
+cmd_name(const struct mc_ctx *x, char *out, size_t cap)
+{
+    size_t n = 0, len = x->cmd->ntok ? x->cmd->len[0] : 0;
+
+    for (size_t i = 0; i < len && n + 1 < cap && i < 32; i++) {
+        char ch = x->req->mc_line[x->cmd->off[0] + i];
+        out[n++] = ch > 0x20 && ch < 0x7f ? ch : '?';
+    }
+    out[n] = '\0';
+}
+
+static void
+reply(struct mc_ctx *x, const char *s, size_t len, int flags)
+{
+    api_count(R_MEMCACHE, 200);
+    http_reply_mc(x->c, s, len, flags);
+}
+
+/* "<CLIENT|SERVER>_ERROR <code> <message>", CR and LF made spaces; with
+ * noreply the connection closes after it (see DESIGN). */
+static void
+reply_error(struct mc_ctx *x, enum route r, int status, const char *code,
+            const char *msg)
+{
+    char out[640];
+    int n;
+
+    n = snprintf(out, sizeof out, "%s %s %s", status < 500 ? "CLIENT_ERROR" :
+                 "SERVER_ERROR", code, msg);
+    if (n < 0)
+        n = 0;
+    if ((size_t)n > sizeof out - 3)
+        n = (int)sizeof out - 3;
+    for (int i = 0; i < n; i++)
+        if (out[i] == '\r' || out[i] == '\n')
+            out[i] = ' ';
+    memcpy(out + n, "\r\n", 2);
+    if (x->cmd->kind == MC_GET && api_self != NULL)
+        api_stat_inc(&api_self->mc_misses);
+    api_count(r, status);
+    http_reply_mc(x->c, out, (size_t)n + 2,
+                  HTTP_MC_END | (x->cmd->noreply ? HTTP_MC_CLOSE : 0));
+}
+
+void
+api_mc_reply_error(struct http_conn *c, enum route r, int status,
+                   const char *code, const char *msg)
+{
+    assert(api_mc_current(c));
+    reply_error(mc_cur, r, status, code, msg);
+}
+
+/* One key's VALUE (and END after the last key). */
+void
+api_mc_reply_value(struct http_conn *c, enum route r, const char *val,
+                   size_t len, uint64_t cas)
+{
+    struct mc_ctx *x = mc_cur;
+    char out[MC_KEY_MAX + 128], *p = out;
+
+    assert(api_mc_current(c) && x->cmd->kind == MC_GET);
+    assert(len <= 64 && x->klen <= MC_KEY_MAX);
+    memcpy(p, "VALUE ", 6);
+    p += 6;
+    memcpy(p, x->key, x->klen);
+    p += x->klen;
+    memcpy(p, " 0 ", 3);
+    p += 3;
+    p = util_u64_dec(p, len);
+    if (x->cmd->cas) {
+        *p++ = ' ';
+        p = util_u64_dec(p, cas);
+    }
+    *p++ = '\r';
+    *p++ = '\n';
+    memcpy(p, val, len);
+    p += len;
+    *p++ = '\r';
+    *p++ = '\n';
+    if (x->req->mc_key == x->cmd->nkeys) {
+        memcpy(p, "END\r\n", 5);
+        p += 5;
+    }
+    if (api_self != NULL)
+        api_stat_inc(&api_self->mc_hits);
+    api_count(r, 200);
+    http_reply_mc(c, out, (size_t)(p - out), 0);
+}
+
+/* The token check of a key's scope; 1 if answered. */
+static int
+key_denied(struct mc_ctx *x, enum route r, const char *scope)
+{
+    const char *tok = x->a->cfg->mc_token;
+    char msg[400];
+
+    if (x->a->auth == NULL)
+        return 0;
+    if (auth_check(x->a->auth, scope, tok[0] ? tok : NULL, strlen(tok)) == 0)
+        return 0;
+    snprintf(msg, sizeof msg, "%s needs a token and memcached's protocol "
+             "carries none; %s", scope, tok[0] ?
+             "memcache.token does not give it" :
+             "take it over HTTP, RESP (AUTH) or gRPC with a token, or set "
+             "memcache.token");
+    reply_error(x, r, 401, "noauth", msg);
+    return 1;
+}
+
+/* get/gets: one key, one ID. */
+static void
+cmd_get(struct mc_ctx *x)
+{
+    struct api *a = x->a;
+    int first = !x->req->retry && !x->req->timed_out;
+    char tag[TAG_MAX + 1];
+
+    x->key = x->req->mc_line + x->cmd->off[x->req->mc_key];
+    x->klen = x->cmd->len[x->req->mc_key];
+    if (key_is(x, "@snowflake")) {
+        if (api_sf_disabled(a, x->c, R_SNOWFLAKE) ||
+            (first && key_denied(x, R_SNOWFLAKE, "@snowflake")))
+            return;
+        api_serve_snowflake(a, x->c, x->req, R_SNOWFLAKE, 1, FMT_MC);
+        return;
+    }
+    if (key_is(x, "@uuid") || key_is(x, "@ulid")) {
+        api_serve_id128(a, x->c, key_is(x, "@uuid") ? R_UUID : R_ULID, 1, FMT_MC);
+        return;
+    }
+    if (x->klen > TAG_MAX || !util_tag_valid(x->key, x->klen)) {
+        char msg[160];
+
+        snprintf(msg, sizeof msg, "a key is a biz_tag (1 to %d characters of "
+                 "[A-Za-z0-9._:-]), @snowflake, @uuid or @ulid", TAG_MAX);
+        reply_error(x, R_SEGMENT, 400, "invalid_biz_tag", msg);
+        return;
+    }
+    if (api_segment_disabled(a, x->c, R_SEGMENT))
+        return;
+    memcpy(tag, x->key, x->klen);
+    tag[x->klen] = '\0';
+    if (first && key_denied(x, R_SEGMENT, tag))
+        return;
+    api_serve_segment(a, x->c, x->req, R_SEGMENT, tag, x->klen, 1, FMT_MC);
+}
+
+static int
+arg_is(const struct mc_ctx *x, size_t i, const char *s)
+{
+    return i < x->cmd->ntok && x->cmd->len[i] == strlen(s) &&
+           memcmp(x->req->mc_line + x->cmd->off[i], s, x->cmd->len[i]) == 0;
+}
+
+/* stats [group]: leafd's own numbers under memcached's names. */
+static void
+cmd_stats(struct mc_ctx *x)
+{
+    struct api *a = x->a;
+    struct sbuf b = { 0 };
+    struct http_stats hs = { 0 };
+    uint64_t hits = 0, misses = 0;
+    int64_t now = util_wall_ms();
+
+    if (arg_is(x, 1, "settings")) {
+        sbuf_printf(&b, "STAT maxconns %lld\r\nSTAT tcpport %lld\r\n"
+                    "STAT num_threads %d\r\nSTAT item_size_max 0\r\n"
+                    "STAT binding_protocol ascii\r\nSTAT cas_enabled yes\r\n",
+                    (long long)a->cfg->max_connections, (long long)a->cfg->mc_port,
+                    a->nthreads);
+    } else if (arg_is(x, 1, "items") || arg_is(x, 1, "slabs") ||
+               arg_is(x, 1, "sizes") || arg_is(x, 1, "conns")) {
+        /* leafd stores no item: these groups are empty. */
+    } else if (x->cmd->ntok > 1) {
+        reply_error(x, R_MEMCACHE, 400, "unknown_stats_group", "leafd answers "
+                    "stats, stats settings, items, slabs, sizes and conns");
+        return;
+    } else {
+        if (a->server != NULL)
+            http_server_stats(a->server, &hs);
+        for (int i = 0; i < a->nthreads; i++) {
+            hits += atomic_load_explicit(&a->threads[i].mc_hits,
+                                         memory_order_relaxed);
+            misses += atomic_load_explicit(&a->threads[i].mc_misses,
+                                           memory_order_relaxed);
+        }
+        sbuf_printf(&b, "STAT pid %ld\r\nSTAT uptime %lld\r\nSTAT time %lld\r\n"
+                    "STAT version " MC_PROTOCOL_VERSION "\r\nSTAT leafd_version %s\r\n"
+                    "STAT pointer_size %d\r\n"
+                    "STAT threads %d\r\nSTAT curr_connections %llu\r\n"
+                    "STAT total_connections %llu\r\n"
+                    "STAT rejected_connections %llu\r\n"
+                    "STAT cmd_get %llu\r\nSTAT get_hits %llu\r\n"
+                    "STAT get_misses %llu\r\nSTAT curr_items 0\r\n"
+                    "STAT leafd_commands %llu\r\nSTAT leafd_parked %llu\r\n"
+                    "STAT leafd_connections_all_protocols %llu\r\n",
+                    (long)getpid(), (long long)((now - a->started_ms) / 1000),
+                    (long long)(now / 1000), LEAFD_VERSION,
+                    (int)(8 * sizeof(void *)), a->nthreads,
+                    (unsigned long long)hs.mc_open,
+                    (unsigned long long)hs.mc_total,
+                    (unsigned long long)hs.connections_rejected,
+                    (unsigned long long)(hits + misses),
+                    (unsigned long long)hits, (unsigned long long)misses,
+                    (unsigned long long)hs.mc_commands,
+                    (unsigned long long)hs.requests_parked,
+                    (unsigned long long)hs.connections_open);
+    }
+    sbuf_puts(&b, "END\r\n");
+    reply(x, b.p, b.len, 0);
+    sbuf_free(&b);
+}
+
+static void
+cmd_refused(struct mc_ctx *x)
+{
+    char name[40], msg[200];
+
+    cmd_name(x, name, sizeof name);
+    snprintf(msg, sizeof msg, "leafd hands out IDs and stores nothing: %s is "
+             "not served; take an ID with get <biz_tag> or get @snowflake", name);
+    reply_error(x, R_MEMCACHE, 503, "not_supported", msg);
+}
+
+void
+api_mc_command(struct api *a, struct http_conn *c, struct http_request *req)
+{
+    struct mc_ctx x = { a, c, req, req->mc, NULL, 0 };
+    char line[64];
+
+    assert(mc_cur == NULL);
+    mc_cur = &x;
+    switch (x.cmd->kind) {
+    case MC_GET:
+        cmd_get(&x);
+        break;
+    case MC_VERSION:
+        snprintf(line, sizeof line, "VERSION " MC_PROTOCOL_VERSION " leafd-%s\r\n",
+                 LEAFD_VERSION);
+        reply(&x, line, strlen(line), 0);
+        break;
+    case MC_STATS:
+        cmd_stats(&x);
+        break;
+    case MC_QUIT:
+        reply(&x, "", 0, HTTP_MC_END | HTTP_MC_CLOSE);
+        break;
+    case MC_STORE:
+    case MC_REFUSED:
+    case MC_VERBOSITY:
+    case MC_FLUSH_ALL:
+        cmd_refused(&x);
+        break;
+    case MC_BAD:
+        reply_error(&x, R_MEMCACHE, 400, "bad_command", x.cmd->err);
+        break;
+    case MC_UNKNOWN:
+        api_count(R_MEMCACHE, 400);
+        http_reply_mc(c, "ERROR\r\n", 7, x.cmd->noreply ? HTTP_MC_CLOSE : 0);
+        break;
+    }
+    mc_cur = NULL;
+}

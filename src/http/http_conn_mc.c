@@ -1,0 +1,66 @@
+/* http_conn_mc.c: the memcached side of a connection: parse each line of
+ * memcached's text protocol (mc_parse.h) and hand it to the handler, once
+ * per key of a get; skip a storage command's data block.
+ *
+ * A get's line stays in the input buffer, at in_off, until its last key is
+ * handed over (http.h: each key is a call of its own, answered or parked in
+ * order); the buffer moves only while no call is active, and the line with
+ * it, so its tokens, offsets into the line, stay right. A storage command is
+ * answered before its block has arrived; the block is then skipped as it
+ * comes (body_left, as an HTTP body), never parsed.
+ */
+#include <assert.h>
+#include <stddef.h>
+
+#include "http.h"
+#include "http_internal.h"
+
+void
+http_conn_process_mc(struct http_conn *c)
+{
+    struct http_thread *t = c->t;
+    struct http_server *s = t->s;
+    struct http_mc *mc = c->mc;
+    enum mc_parse_result r;
+    const char *err;
+    size_t avail, used = 0;
+
+    while (!c->req_active && !c->closing) {
+        assert(!mc->pending || c->body_left == 0);
+        if (http_conn_skip(c) || !http_conn_may_parse(c))
+            break;
+        avail = c->in_len - c->in_off;
+        if (!mc->pending) {
+            r = mc_parse(c->in + c->in_off, avail, &s->mc_lim, &mc->cmd, &used,
+                         &err);
+            if (r == MC_PARSE_MORE)
+                break;
+            if (r == MC_PARSE_ERROR) {
+                http_out_error(c, 400, "bad_request", err);
+                break;
+            }
+            ctr_add(&t->mc_commands, 1);
+            c->req.mc = &mc->cmd;
+            c->req.mc_line = c->in + c->in_off;
+            c->req.mc_key = 0;
+            if (mc->cmd.kind != MC_GET) {
+                c->in_off += used;
+                c->body_left = mc->cmd.data_len;
+                http_conn_start(c);
+                continue;
+            }
+            mc->pending = 1;
+            mc->key = 0;
+            mc->used = used;
+        }
+        assert(mc->cmd.kind == MC_GET && mc->key < mc->cmd.nkeys);
+        c->req.mc = &mc->cmd;
+        c->req.mc_line = c->in + c->in_off;
+        c->req.mc_key = ++mc->key;
+        if (mc->key == mc->cmd.nkeys) {
+            c->in_off += mc->used;      /* the last key: the line is done */
+            mc->pending = 0;
+        }
+        http_conn_start(c);
+    }
+}
