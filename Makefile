@@ -198,7 +198,7 @@ clean:
 	rm -rf build leafd leafd-asan
 
 deb:
-	@sh tools/deb.sh
+	@sh .ci/deps.sh deb && sh tools/deb.sh
 
 -include $(OBJS:.o=.d) $(ASAN_OBJS:.o=.d) $(TSAN_OBJS:.o=.d) $(TESTBIN:=.d) \
          $(ASAN_TESTS:=.d) $(TSAN_TESTS:=.d) \
