@@ -17,8 +17,11 @@
      /snowflake and, through the installed C client (leafd-dev's
      example.c compiled against its header and library), from leased ranges;
      then stops it by PID (SIGTERM, exit 0);
-  4. apt-get purge -y leafd leafd-dev, and checks that nothing is left
-     but what Debian keeps: the leafd user and group (system users stay).
+  4. apt-get remove -y leafd: the conffile and the state stay; installed
+     again, a second run's IDs are all above the first run's;
+  5. apt-get purge -y leafd leafd-dev, and checks that nothing is left
+     but what Debian keeps: the leafd user and group (system users stay);
+     no path named *leafd* under /etc /lib /usr /var /opt is new.
 
 While it installs, a /usr/sbin/policy-rc.d (exit 101) keeps the package's
 postinst from starting leafd.service on port 8080 where systemd runs (if
@@ -26,8 +29,8 @@ the machine has no policy-rc.d of its own). Whatever happens, it stops its
 leafd, purges the packages, removes that policy-rc.d and the leafd user if
 it made them. It refuses to run where leafd is installed already.
 
-Prints "N passed, N failed" (make test counts it). Takes about a minute
-(most of it make deb) on an idle machine.
+Prints "N passed, N failed" (make test counts it). Takes 3 to 4 minutes on
+this 2-core machine while other lanes run (make deb is about half of it).
 """
 import grp
 import os
@@ -231,7 +234,9 @@ def installed_checks(version, multiarch):
     return svc
 
 
-def serve_checks(svc, tmp, state):
+def serve_checks(svc, tmp, state, seen):
+    """One run of the unit's command; every ID must be new and, for the
+    demo tag, above every ID of earlier runs. Returns the IDs seen."""
     port = bbutil.free_port()
     service = Service(svc, {"LEAFD_LISTEN_PORT": str(port)})
     print("emulating: User=%s Group=%s WorkingDirectory=%s UMask=%04o LimitNOFILE=%s "
@@ -257,7 +262,8 @@ def serve_checks(svc, tmp, state):
             r = c.get("/segment/demo")
             check(r.status == 200 and len(r.ids()) == 1, "/segment/demo: %r" % r)
             ids += r.ids() if r.status == 200 else []
-        check(len(ids) == 2 and 0 < ids[0] < ids[1], "/segment/demo IDs rise: %s" % ids)
+        check(len(ids) == 2 and max(seen + [0]) < ids[0] < ids[1],
+              "/segment/demo IDs rise, above the %d IDs of earlier runs: %s" % (len(seen), ids))
         r = c.get("/snowflake")
         check(r.status == 200 and len(r.ids()) == 1 and r.ids()[0] > 0, "/snowflake: %r" % r)
 
@@ -269,8 +275,9 @@ def serve_checks(svc, tmp, state):
         if r.returncode == 0:
             r = run([example, "http://127.0.0.1:%d" % port, "demo", "3"])
             got = [int(x) for x in r.stdout.split()[:3] if x.isdigit()]
-            check(r.returncode == 0 and len(got) == 3 and len(set(got + ids)) == 5,
-                  "the C client leases IDs from the packaged leafd: %s" % got)
+            check(r.returncode == 0 and len(got) == 3 and len(set(got + ids + seen)) ==
+                  5 + len(seen), "the C client leases IDs from the packaged leafd: %s" % got)
+            ids += got
     except bbutil.TestFailure as e:
         check(False, str(e))
     finally:
@@ -287,9 +294,32 @@ def serve_checks(svc, tmp, state):
     check(rc == 0, "SIGTERM to PID %d: leafd exits 0 (%s)" % (proc.pid, rc))
     with open(log_path) as f:
         print("-- leafd's log:\n" + f.read()[-3000:], flush=True)
+    return seen + ids
 
 
-def purge_checks(multiarch):
+def remove_checks(debs):
+    """apt-get remove keeps the conffile and the state; installed again,
+    leafd goes on from them."""
+    r = run(APT + ["remove", "leafd"], env=APT_ENV)
+    check(r.returncode == 0 and pkg_state("leafd") == "config-files",
+          "apt-get remove -y leafd: config-files left (dpkg: %r)" % pkg_state("leafd"))
+    kept = ["/etc/leafd/leafd.conf", "/var/lib/leafd/leafd.db",
+            "/var/lib/leafd/snowflake-cache.json"]
+    check(all(os.path.exists(p) for p in kept) and not os.path.exists("/usr/sbin/leafd"),
+          "after remove: the binary is gone, kept: %s" % [p for p in kept if os.path.exists(p)])
+    r = run(APT + ["install"] + debs, cwd=ROOT, env=APT_ENV)
+    check(r.returncode == 0 and pkg_state("leafd") == "installed", "installed again")
+
+
+def leafd_paths():
+    """Every path named *leafd* in the system's trees (the repo and /tmp
+    are elsewhere): what the package may leave behind."""
+    r = subprocess.run(["find", "/etc", "/lib", "/usr", "/var", "/opt", "-xdev",
+                        "-name", "*leafd*"], capture_output=True, text=True)
+    return set(r.stdout.split())
+
+
+def purge_checks(multiarch, before):
     r = run(APT + ["purge"] + PKGS, env=APT_ENV)
     check(r.returncode == 0, "apt-get purge -y leafd leafd-dev")
     for p in PKGS:
@@ -304,6 +334,9 @@ def purge_checks(multiarch):
             "/var/lib/systemd/deb-systemd-helper-masked/leafd.service"]
     left = [p for p in gone if os.path.lexists(p)]
     check(not left, "nothing left after purge (of %d paths): %s" % (len(gone), left or "none"))
+    new = sorted(leafd_paths() - before)
+    check(not new, "no path named *leafd* under /etc /lib /usr /var /opt that was not "
+          "there before the install: %s" % (new or "none"))
     kept = []
     try:
         pwd.getpwnam("leafd")
@@ -357,12 +390,15 @@ def main():
                 f.write("#!/bin/sh\n# test_deb.py: start no service while it installs\nexit 101\n")
             os.chmod(POLICY, 0o755)
             made_policy = True
+        before = leafd_paths()
         r = run(APT + ["install"] + debs, cwd=ROOT, env=APT_ENV)
         if not check(r.returncode == 0, "apt-get install -y " + " ".join(debs)):
             return 1
         svc = installed_checks(version, multiarch)
-        serve_checks(svc, tmp, state)
-        purge_checks(multiarch)
+        seen = serve_checks(svc, tmp, state, [])
+        remove_checks(debs)
+        serve_checks(svc, tmp, state, seen)
+        purge_checks(multiarch, before)
     except Exception as e:    # counted, then the cleanup below
         check(False, "test_deb: %r" % e)
     finally:
