@@ -6,6 +6,7 @@
 #   make check-asan the unit tests again under AddressSanitizer + UBSan
 #   make bench      benchmark leafd against nginx (and peers) in one run
 #   make lint       cppcheck over every C file, and the layers of src/ (also in make test)
+#   make deb        the Debian packages build/leafd{,-dev}_<version>_<arch>.deb (tools/deb.sh)
 #
 # Plain make, -MMD dependencies, strict warnings (-Werror with WERROR=1, as CI).
 
@@ -54,7 +55,7 @@ TSAN_SUITES := check_segment check_snowflake check_http check_idkinds check_resp
                check_serial check_lease check_workerid_store
 TSAN_TESTS := $(TSAN_SUITES:%=build/tsan/tests/%)
 
-.PHONY: all deps run test test-bins unit unit-asan check-asan check-tsan blackbox bench clean lint
+.PHONY: all deps run test test-bins unit unit-asan check-asan check-tsan blackbox bench clean lint deb
 
 all: leafd client
 
@@ -195,6 +196,9 @@ lint:
 
 clean:
 	rm -rf build leafd leafd-asan
+
+deb:
+	@sh .ci/deps.sh deb && sh tools/deb.sh
 
 -include $(OBJS:.o=.d) $(ASAN_OBJS:.o=.d) $(TSAN_OBJS:.o=.d) $(TESTBIN:=.d) \
          $(ASAN_TESTS:=.d) $(TSAN_TESTS:=.d) \

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Install the Debian packages leafd needs that this machine lacks.
-# Usage: sh .ci/deps.sh [build|test|bench]   (default: build)
+# Usage: sh .ci/deps.sh [build|test|bench|deb]   (default: build)
 # A no-op when everything is installed; needs root (or sudo) otherwise.
 set -e
 profile=${1:-build}
@@ -12,13 +12,15 @@ libfaketime procps slowhttptest docker-compose clang libclang-rt-14-dev cppcheck
 chromium chromium-driver python3-selenium fonts-liberation
 libhiredis-dev redis-server redis-tools python3-redis python3-yaml
 nghttp2-client protobuf-compiler python3-grpcio python3-protobuf python3-pymemcache
-memcached libmemcached-tools openssl debhelper lintian"
+memcached libmemcached-tools openssl debhelper lintian systemd man-db"
 bench="$test nginx wrk"
+deb="$build debhelper lintian python3"
 case "$profile" in
 build) want=$build ;;
 test) want=$test ;;
 bench) want=$bench ;;
-*) echo "deps.sh: unknown profile $profile (build, test or bench)" >&2; exit 2 ;;
+deb) want=$deb ;;
+*) echo "deps.sh: unknown profile $profile (build, test, bench or deb)" >&2; exit 2 ;;
 esac
 missing=""
 for p in $want; do

@@ -17,6 +17,7 @@ Lanes share no server, port or directory, so that they can run together
   unit        the unit tests (build/tests/check_*)                    own MariaDB + ZooKeeper
   fuzz        fuzz/run.sh, FUZZ_SECONDS (8 here) per target (nice 10)
   lint        make lint; docker-compose config (nice 10)
+  deb         tests/deb/test_deb.py: make deb, install, run, purge (root) ports 9000-9099
 The unit suites restart their MariaDB and ZooKeeper and empty tables
 (check_store, check_workerid, check_workerid_store), so every unit lane
 starts its own pair. The black-box tests start their own servers in their
@@ -116,6 +117,8 @@ def lanes(tmp):
              ["sh", "-c", 'docker-compose -f docker-compose.yml config -q && '
               'echo "docker-compose.yml is valid"']),
         ], 10),
+        "deb": (False, {"LEAFD_TEST_PORTS": "9000-9099"}, [
+            ("the Debian package", ["python3", "tests/deb/test_deb.py"])], 10),
     }
 
 
