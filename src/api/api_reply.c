@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "api_internal.h"
+#include "config.h"
 #include "http.h"
 #include "util.h"
 
@@ -45,6 +46,12 @@ count(enum route r, int status)
     while (i < NSTATUS && status_codes[i] != status)
         i++;
     api_stat_inc(&api_self->requests[r][i]);
+}
+
+void
+api_count(enum route r, int status)
+{
+    count(r, status);
 }
 
 /* ---- replies ---- */
@@ -92,6 +99,10 @@ api_reply_error(struct http_conn *c, enum route r, int status, const char *code,
         while (i < NCODES_503 - 1 && strcmp(codes_503[i], code) != 0)
             i++;
         api_stat_inc(&api_self->unavailable[r][i]);
+    }
+    if (api_grpc_req != NULL) {
+        api_grpc_reply_error(c, r, status, code, msg);
+        return;
     }
     if (http_conn_session(c) != NULL) {
         api_reply_resp_error(c, r, status, code, msg);
@@ -192,6 +203,10 @@ api_reply_ranges(struct http_conn *c, enum route r, enum api_fmt fmt, const char
     char *p = api_self->out, *start = api_self->out;
     int json = fmt == FMT_JSON;
 
+    if (fmt == FMT_GRPC) {
+        api_grpc_reply_ranges(c, r, ranges, nranges);
+        return;
+    }
     if (fmt == FMT_RESP || fmt == FMT_RESP_INT) {
         int64_t total = 0;
 
@@ -309,6 +324,17 @@ api_want_json(struct http_conn *c, enum route r, const struct http_msg *m)
 }
 
 
+int64_t
+api_wait_deadline(const struct api *a, const struct http_request *req)
+{
+    int64_t d = req->start_us + a->cfg->wait_ms * 1000;
+
+    if (req->proto == HTTP_REQ_GRPC && req->grpc_timeout_us > 0 &&
+        req->start_us + req->grpc_timeout_us < d)
+        d = req->start_us + req->grpc_timeout_us;
+    return d;
+}
+
 /* The ?count= and format of an ID request, and its deadline on the first
  * call. Returns 0, or -1 after answering 400. */
 int
@@ -340,6 +366,10 @@ api_reply_u64s(struct http_conn *c, enum route r, enum api_fmt fmt,
     char *p = api_self->out, *start = api_self->out;
     int json = fmt == FMT_JSON;
 
+    if (fmt == FMT_GRPC) {
+        api_grpc_reply_u64s(c, r, ids, n);
+        return;
+    }
     if (fmt == FMT_RESP || fmt == FMT_RESP_INT) {
         assert(fmt == FMT_RESP || n == 1);
         if (fmt == FMT_RESP)

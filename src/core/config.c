@@ -92,6 +92,14 @@ static const struct key keys[] = {
     { "resp.listen.port", K_INT, OFF(resp_port), 0, 65535, "0", NULL,
       "also speak the Redis protocol (RESP) on this port, on the same I/O "
       "threads (0: off)" },
+    { "grpc.listen.address", K_STR, OFF(grpc_address), 1, 255, "127.0.0.1", NULL,
+      "address of the gRPC listener (with grpc.listen.port)" },
+    { "grpc.listen.port", K_INT, OFF(grpc_port), 0, 65535, "0", NULL,
+      "also serve gRPC (leafd.v1.IdService, grpc.health.v1.Health; HTTP/2 "
+      "cleartext) on this port, on the same I/O threads (0: off)" },
+    { "grpc.max_message_bytes", K_INT, OFF(grpc_max_message_bytes), 64, 4194304,
+      "16384", NULL,
+      "largest gRPC request message; a larger one is refused RESOURCE_EXHAUSTED" },
     { "admin.token", K_STR, OFF(admin_token), 0, 256, "", NULL,
       "require Authorization: Bearer <token> on the admin pages (never logged)" },
     { "auth.tokens_file", K_STR, OFF(tokens_file), 0, 1024, "", NULL,

@@ -35,6 +35,9 @@ struct http_server;
 struct http_conn;
 struct resp_cmd;
 
+/* What a request came over (req->proto). */
+enum http_req_proto { HTTP_REQ_HTTP1 = 0, HTTP_REQ_RESP, HTTP_REQ_H2, HTTP_REQ_GRPC };
+
 /* Per-request scratch that survives parking: zeroed when a request starts. */
 #define HTTP_REQ_SCRATCH 256
 
@@ -44,6 +47,12 @@ struct http_request {
     int              retry;        /* handler called again after a wake */
     int              timed_out;    /* handler called because the park expired */
     int64_t          start_us;     /* monotonic time the request was parsed */
+    int                  proto;        /* enum http_req_proto */
+    const unsigned char *body;         /* HTTP_REQ_GRPC: the request message, unframed
+                                          (the 5-byte gRPC prefix removed); NULL otherwise */
+    size_t               body_len;
+    int64_t              grpc_timeout_us; /* HTTP_REQ_GRPC: the grpc-timeout header,
+                                          0 when absent */
     unsigned char    scratch[HTTP_REQ_SCRATCH] __attribute__((aligned(8)));
 };
 
@@ -66,6 +75,11 @@ struct http_config {
     int         resp_enable;       /* also listen for RESP (see above) */
     const char *resp_address;      /* "" or NULL: any address */
     int         resp_port;         /* 0: pick a free port (tests) */
+    int         grpc_enable;
+    const char *grpc_address;
+    int         grpc_port;
+    int         grpc_max_message_bytes;
+    int         h2_max_concurrent_streams;
 };
 /* A field <= 0 takes its default: max_connections 10000, idle_timeout_ms
  * 60000, max_header_bytes 8192, max_url_bytes 4096, max_body_bytes 65536.
@@ -84,6 +98,7 @@ struct http_server *http_server_new(const struct http_config *cfg,
                                     char **cause);
 int  http_server_port(const struct http_server *s);  /* the bound port */
 int  http_server_resp_port(const struct http_server *s); /* -1: no RESP */
+int  http_server_grpc_port(const struct http_server *s); /* -1: no gRPC listener */
 /* Starts the I/O threads. 0 or -1. */
 int  http_server_start(struct http_server *s, char **cause);
 /* Stop accepting; answer the requests in flight (parked ones included, until
@@ -133,6 +148,14 @@ void http_park(struct http_conn *c, int timeout_ms, uint64_t key);
  * rules as http_reply otherwise. */
 void http_reply_resp(struct http_conn *c, const char *data, size_t len,
                      int close_after);
+
+/* Answer the current gRPC request (only for req->proto == HTTP_REQ_GRPC): HEADERS
+ * (:status 200, content-type application/grpc), then, when msg != NULL, one DATA frame
+ * carrying the 5-byte prefix and msg (copied), then trailers grpc-status and, when
+ * grpc_message is not NULL, grpc-message (percent-encoded by the transport). msg == NULL
+ * with status != 0: a trailers-only answer. */
+void http_reply_grpc(struct http_conn *c, int grpc_status, const char *grpc_message,
+                     const void *msg, size_t len);
 
 /* A RESP connection's session: HTTP_SESSION_BYTES zeroed at accept, kept
  * until close, for the handler's per-connection state (protocol version,
