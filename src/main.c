@@ -322,6 +322,12 @@ start(struct leafd *d, char **cause)
     hc.resp_enable = cfg->resp_port != 0;
     hc.resp_address = cfg->resp_address;
     hc.resp_port = (int)cfg->resp_port;
+    hc.grpc_enable = cfg->grpc_port != 0;
+    hc.grpc_address = cfg->grpc_address;
+    hc.grpc_port = (int)cfg->grpc_port;
+    hc.grpc_max_message_bytes = (int)cfg->grpc_max_message_bytes;
+    hc.h2_max_concurrent_streams = (int)cfg->h2_max_streams;
+    hc.h2_disable = !cfg->h2;
     __atomic_store_n(&d->server, http_server_new(&hc, api_handle, api_thread, d->api,
                                                  cause), __ATOMIC_RELEASE);
     if (d->server == NULL)
@@ -333,6 +339,7 @@ start(struct leafd *d, char **cause)
         hc.threads = 1;
         hc.max_connections = admin_cap;
         hc.resp_enable = 0;
+        hc.grpc_enable = 0;
         __atomic_store_n(&d->admin, http_server_new(&hc, api_handle_admin,
                                                     api_thread_admin, d->api, cause),
                          __ATOMIC_RELEASE);
@@ -360,6 +367,9 @@ start(struct leafd *d, char **cause)
     if (http_server_resp_port(d->server) >= 0)
         log_info("Redis protocol (RESP) on %s:%d", cfg->resp_address,
                  http_server_resp_port(d->server));
+    if (http_server_grpc_port(d->server) >= 0)
+        log_info("gRPC on %s:%d", cfg->grpc_address,
+                 http_server_grpc_port(d->server));
     return 0;
 }
 
