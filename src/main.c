@@ -326,6 +326,8 @@ start(struct leafd *d, char **cause)
     hc.grpc_address = cfg->grpc_address;
     hc.grpc_port = (int)cfg->grpc_port;
     hc.grpc_max_message_bytes = (int)cfg->grpc_max_message_bytes;
+    hc.h2_max_concurrent_streams = (int)cfg->h2_max_streams;
+    hc.h2_disable = !cfg->h2;
     __atomic_store_n(&d->server, http_server_new(&hc, api_handle, api_thread, d->api,
                                                  cause), __ATOMIC_RELEASE);
     if (d->server == NULL)
@@ -366,7 +368,8 @@ start(struct leafd *d, char **cause)
         log_info("Redis protocol (RESP) on %s:%d", cfg->resp_address,
                  http_server_resp_port(d->server));
     if (http_server_grpc_port(d->server) >= 0)
-        log_info("gRPC on %s:%d", cfg->grpc_address, http_server_grpc_port(d->server));
+        log_info("gRPC on %s:%d", cfg->grpc_address,
+                 http_server_grpc_port(d->server));
     return 0;
 }
 

@@ -22,6 +22,17 @@
  * req->cmd set (req->msg is then unused), and answers them with
  * http_reply_resp. Pipelined commands are answered strictly in order, and a
  * parked one holds back the commands behind it.
+ *
+ * HTTP/2 (http_h2.c, on libnghttp2). The HTTP port also takes cleartext
+ * HTTP/2 with prior knowledge (h2c): a connection that opens with the
+ * 24-byte HTTP/2 preface runs an HTTP/2 session instead. With grpc_enable,
+ * each I/O thread also listens for gRPC on grpc_address:grpc_port, where
+ * every connection is HTTP/2 and every stream a gRPC call. Each stream is a
+ * request (req->proto HTTP_REQ_H2 or HTTP_REQ_GRPC) for the same handler,
+ * answered with http_reply (or http_reply_grpc) or parked with http_park as
+ * on HTTP/1.1. The streams of one connection are handed to the handler one
+ * at a time, in the order they complete, as pipelined HTTP/1.1 requests
+ * are: a parked stream holds back the ones behind it (docs/http2.md).
  */
 #ifndef LEAFD_HTTP_H
 #define LEAFD_HTTP_H
@@ -35,11 +46,11 @@ struct http_server;
 struct http_conn;
 struct resp_cmd;
 
-/* What a request came over (req->proto). */
-enum http_req_proto { HTTP_REQ_HTTP1 = 0, HTTP_REQ_RESP, HTTP_REQ_H2, HTTP_REQ_GRPC };
-
 /* Per-request scratch that survives parking: zeroed when a request starts. */
 #define HTTP_REQ_SCRATCH 256
+
+/* What a request came over (req->proto). */
+enum http_req_proto { HTTP_REQ_HTTP1 = 0, HTTP_REQ_RESP, HTTP_REQ_H2, HTTP_REQ_GRPC };
 
 struct http_request {
     struct http_msg  msg;          /* parsed request line and headers */
@@ -75,11 +86,12 @@ struct http_config {
     int         resp_enable;       /* also listen for RESP (see above) */
     const char *resp_address;      /* "" or NULL: any address */
     int         resp_port;         /* 0: pick a free port (tests) */
-    int         grpc_enable;
-    const char *grpc_address;
-    int         grpc_port;
-    int         grpc_max_message_bytes;
-    int         h2_max_concurrent_streams;
+    int         grpc_enable;       /* also listen for gRPC (see above) */
+    const char *grpc_address;      /* "" or NULL: any address */
+    int         grpc_port;         /* 0: pick a free port (tests) */
+    int         grpc_max_message_bytes; /* a request message over: 8 */
+    int         h2_max_concurrent_streams; /* per HTTP/2 connection */
+    int         h2_disable;        /* 1: no h2c on the HTTP port */
 };
 /* A field <= 0 takes its default: max_connections 10000, idle_timeout_ms
  * 60000, max_header_bytes 8192, max_url_bytes 4096, max_body_bytes 65536.
@@ -184,6 +196,8 @@ struct http_stats {
     uint64_t timeouts;              /* idle/slow connections closed */
     uint64_t resp_open;             /* RESP connections open (in the above) */
     uint64_t resp_commands;         /* RESP commands handled */
+    uint64_t h2_open;               /* HTTP/2 connections open (h2c, gRPC) */
+    uint64_t h2_streams;            /* HTTP/2 streams handed to the handler */
 };
 void http_server_stats(const struct http_server *s, struct http_stats *out);
 
