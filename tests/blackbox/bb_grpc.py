@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 
-from bbutil import Workdir, check, eq, free_port, parallel, skip, wait_for
+from bbutil import Client, Workdir, check, eq, free_port, parallel, skip, wait_for
 
 TESTS = [
     "test_every_method",
@@ -228,9 +228,9 @@ def test_errors(ctx):
                 request=pb.LeaseRequest(biz_tag="nope", size=5))
         refused(s.Decode, "INVALID_ARGUMENT", "invalid_id",
                 request=pb.DecodeRequest(id=-5))
-        # A message over grpc.max_message_bytes (16384): the transport's.
+        # A message over grpc.max_message_bytes (65536): the transport's.
         refused(s.NextSegment, "RESOURCE_EXHAUSTED",
-                request=pb.SegmentRequest(biz_tag="x" * 20000))
+                request=pb.SegmentRequest(biz_tag="x" * 70000))
         # Unknown fields are skipped, as protobuf does.
         r = s.raw("/leafd.v1.IdService/NextSegment")(
             b"\x0a\x04demo\x48\x96\x01\x7a\x03xyz\x10\x03")
@@ -240,14 +240,19 @@ def test_errors(ctx):
         s.close()
         d.stop()
         # A mode this node does not run: UNIMPLEMENTED.
-        d2 = start(wd, flags=["--leaf.snowflake.enable=false", "--leaf.segment.enable=false"],
-                   name="nomodes")
+        d2 = start(wd, flags=["--leaf.snowflake.enable=false"], name="nosf")
         s = Stub(d2.gport)
         refused(s.NextSnowflake, "UNIMPLEMENTED", "mode_disabled", request=pb.CountRequest())
-        refused(s.NextSegment, "UNIMPLEMENTED", "mode_disabled",
-                request=pb.SegmentRequest(biz_tag="demo"))
         refused(s.Decode, "UNIMPLEMENTED", "mode_disabled", request=pb.DecodeRequest(id=1))
         eq(len(s.NextUuid(pb.CountRequest(count=2)).ids), 2, "UUIDs need no mode")
+        s.close()
+        d2.stop()
+        d3 = start(wd, flags=["--leaf.segment.enable=false"], name="noseg")
+        s = Stub(d3.gport)
+        refused(s.NextSegment, "UNIMPLEMENTED", "mode_disabled",
+                request=pb.SegmentRequest(biz_tag="demo"))
+        refused(s.Lease, "UNIMPLEMENTED", "mode_disabled",
+                request=pb.LeaseRequest(biz_tag="demo", size=5))
         s.close()
 
 
@@ -310,14 +315,19 @@ def nghttp(port, method, msg, headers):
     return int(st.group(1)), (msg.group(1).strip() if msg else "")
 
 
+def add_tag(path, tag, step=1000):
+    db = sqlite3.connect(path, isolation_level=None, timeout=30)
+    db.execute("INSERT INTO leaf_alloc(biz_tag, max_id, step, description) "
+               "VALUES (?, 1, ?, 'grpc test')", (tag, step))
+    db.close()
+
+
 class HeldStore:
     """The embedded SQLite store's write lock, held by another connection:
     a segment load waits for it (up to segment.db_timeout_ms)."""
 
-    def __init__(self, path, tag):
+    def __init__(self, path):
         self.db = sqlite3.connect(path, isolation_level=None, timeout=30)
-        self.db.execute("INSERT INTO leaf_alloc(biz_tag, max_id, step, description) "
-                        "VALUES (?, 1, 1000, 'grpc test')", (tag,))
         self.db.execute("BEGIN IMMEDIATE")
 
     def release(self):
@@ -332,7 +342,8 @@ def test_grpc_timeout(ctx):
         d = start(wd, flags=["--segment.wait_ms=1500", "--segment.db_timeout_ms=60000"])
         pb = mods()["pb"]
         eq(d.get("/segment/demo").status, 200, "the store works")
-        held = HeldStore(os.path.join(wd.path, "leafd.db"), "held")
+        add_tag(os.path.join(wd.path, "leafd.db"), "held")
+        held = HeldStore(os.path.join(wd.path, "leafd.db"))
         try:
             msg = pb.SegmentRequest(biz_tag="held").SerializeToString()
             # The server's own answer, no client deadline: 300 ms < 1500 ms.
@@ -361,20 +372,25 @@ def test_grpc_timeout(ctx):
 
 def test_health_not_serving(ctx):
     """Check is SERVING while /health answers 200, NOT_SERVING while it
-    answers 503 (the store held past db_timeout_ms, a tag without IDs)."""
+    answers 503 (the store held past db_timeout_ms, a tag served dry)."""
     with Workdir("grpc-health") as wd:
         d = start(wd, flags=["--segment.wait_ms=300", "--segment.db_timeout_ms=300",
                              "--segment.db_backoff_max_ms=300"])
         s = Stub(d.gport)
         pb, hpb = s.pb, s.hpb
         eq(s.Check(hpb.HealthCheckRequest()).status, hpb.HealthCheckResponse.SERVING, "up")
-        held = HeldStore(os.path.join(wd.path, "leafd.db"), "dry")
+        path = os.path.join(wd.path, "leafd.db")
+        add_tag(path, "dry", step=10)
+        wait_for(lambda: d.get("/segment/dry").status == 200, 30, step=0.2,
+                 what="dry served")
+        held = HeldStore(path)
         try:
             def down():
                 try:
-                    s.NextSegment(pb.SegmentRequest(biz_tag="dry"), timeout=30)
+                    s.NextSegment(pb.SegmentRequest(biz_tag="dry", count=5), timeout=30)
                 except mods()["grpc"].RpcError as e:
                     check(e.code().name == "UNAVAILABLE", "UNAVAILABLE: %s" % e)
+                    check(e.details().startswith("ids_exhausted: "), e.details())
                 return d.get("/health").status == 503
             wait_for(down, 30, step=0.2, what="/health 503")
             eq(s.Check(hpb.HealthCheckRequest()).status, hpb.HealthCheckResponse.NOT_SERVING,
@@ -401,12 +417,14 @@ def test_concurrent_calls_distinct(ctx):
 
         def run(i):
             s = stubs[i % 4]
+            http = Client(d.port)
             mine = []
             for k in range(150):
                 mine += s.NextSegment(pb.SegmentRequest(biz_tag="demo", count=7)).ids
                 mine += s.NextSnowflake(pb.CountRequest(count=3)).ids
                 if k % 50 == 0:
-                    mine += d.get("/segment/demo?count=5").ids()
+                    mine += http.get("/segment/demo?count=5").ids()
+            http.close()
             with lock:
                 seen.extend(mine)
         parallel(8, run)
