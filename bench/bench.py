@@ -41,7 +41,7 @@ sees the same machine noise):
     DBLOAD=1 make bench                 # plus the 2-minute database-load run
     ROUNDS=5 DURATION=10 python3 bench/bench.py
     ONLY=http,micro python3 bench/bench.py   # sections: http resp peers failover micro
-                                             # client startup footprint dbload
+                                             # client startup footprint dbload grpc
 
 Environment: ROUNDS (3), DURATION (5 s per wrk/peer run), CONNS (64),
 THREADS (1,2), BUSY_POLL_US (50), DBCONNS (16), STARTUP_RUNS (5), FOOTPRINT_TAGS (10000),
@@ -464,7 +464,7 @@ def main():
     micro = []
     client = []
     startup = []
-    fp = db_load = fo = None
+    fp = db_load = fo = grpc_rows = None
     servers = []
     mdb = None
     # (key, label, kind, thr, conns, ids_per_req, run)
@@ -543,6 +543,9 @@ def main():
         if want("footprint"):
             log("footprint: %s tags" % fmt_int(footprint.TAGS))
             fp = footprint.footprint(LEAFD, work)
+        if want("grpc") and have("nginx") and shutil.which("h2load"):
+            import grpc as grpc_bench           # bench/grpc.py: NextSegment vs nginx h2c
+            grpc_rows = grpc_bench.run(LEAFD, work, log, ROUNDS, DURATION, threads)
         if want("dbload") and have("mariadbd") and have("mariadb"):
             if mdb is None:
                 log("starting MariaDB")
@@ -804,6 +807,7 @@ def main():
                   "%d; %d" % (db_load["start_loads"], db_load["failed"])))
     elif not ONLY:
         p("Database load: not run (DBLOAD=1 make bench, or make bench-dbload: 2 min against MariaDB)")
+    out += [""] + grpc_rows if grpc_rows else []
     print("\n".join(out))
     return 0
 
