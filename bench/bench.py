@@ -176,8 +176,8 @@ def wrk(url, pids, ids_per_req=1, warmup=0):
 # ---- servers ----
 
 class Nginx:
-    def __init__(self, workdir, workers):
-        self.dir = os.path.join(workdir, "nginx-%d" % workers)
+    def __init__(self, workdir, workers, h2=False):
+        self.dir = os.path.join(workdir, "nginx-%d%s" % (workers, "-h2c" if h2 else ""))
         os.makedirs(self.dir, exist_ok=True)
         self.port = free_port()
         conf = os.path.join(self.dir, "nginx.conf")
@@ -192,11 +192,11 @@ http {
     access_log off;
     keepalive_requests 100000000;
     server {
-        listen 127.0.0.1:%d reuseport;
+        listen 127.0.0.1:%d%s reuseport;
         location / { default_type text/plain; return 200 "1234567890123456\\n"; }
     }
 }
-""" % (workers, self.dir, self.dir, self.port))
+""" % (workers, self.dir, self.dir, self.port, " http2" if h2 else ""))
         self.proc = subprocess.Popen(["nginx", "-c", conf, "-p", self.dir],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(self.port)

@@ -22,74 +22,23 @@ Environment: ROUNDS, DURATION, THREADS (1,2), GRPC_CONNS (8), GRPC_STREAMS (100)
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-from bbutil import free_port, wait_for  # noqa: E402  (one copy, shared with the tests)
+from bbutil import free_port  # noqa: E402  (one copy, shared with the tests)
+from bench import Nginx, parse_latency, stop_proc, wait_port  # noqa: E402  (bench.py's servers)
 
 CONNS = int(os.environ.get("GRPC_CONNS", "8"))
 STREAMS = int(os.environ.get("GRPC_STREAMS", "100"))
 PATH = "/leafd.v1.IdService/NextSegment"
 # SegmentRequest{biz_tag: "demo"} (field 1, length 4), framed: flag 0, length 6.
 BODY = b"\x00\x00\x00\x00\x06" + b"\x0a\x04demo"
-
-
-def port_open(port):
-    import socket
-    try:
-        socket.create_connection(("127.0.0.1", port), 0.2).close()
-        return True
-    except OSError:
-        return False
-
-
-def stop(proc, sig=signal.SIGTERM):
-    if proc.poll() is None:
-        proc.send_signal(sig)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-class Nginx:
-    def __init__(self, work, workers):
-        self.dir = os.path.join(work, "nginx-h2-%d" % workers)
-        os.makedirs(self.dir, exist_ok=True)
-        self.port = free_port()
-        conf = os.path.join(self.dir, "nginx.conf")
-        with open(conf, "w") as f:
-            f.write("""
-worker_processes %d;
-daemon off;
-pid %s/nginx.pid;
-error_log %s/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 100000000;
-    http2_max_concurrent_streams %d;
-    server {
-        listen 127.0.0.1:%d http2 reuseport;
-        location / { default_type application/grpc; return 200 "1234567890123456\\n"; }
-    }
-}
-""" % (workers, self.dir, self.dir, STREAMS, self.port))
-        self.proc = subprocess.Popen(["nginx", "-c", conf, "-p", self.dir],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for(lambda: port_open(self.port), 10, what="nginx h2c")
-
-    def stop(self):
-        stop(self.proc, signal.SIGQUIT)
 
 
 class Leafd:
@@ -103,8 +52,8 @@ class Leafd:
                                       "--http.h2_max_concurrent_streams=%d" % STREAMS,
                                       "--log.level=warn"], cwd=self.dir,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for(lambda: port_open(self.port) and port_open(self.port_grpc), 15,
-                 what="leafd's gRPC port")
+        wait_port(self.port)
+        wait_port(self.port_grpc)
         # Warm up: load the tag and grow its step.
         urllib.request.urlopen("http://127.0.0.1:%d/segment/demo?count=1000" % self.port).read()
 
@@ -117,7 +66,7 @@ class Leafd:
             if st != "200")
 
     def stop(self):
-        stop(self.proc)
+        stop_proc(self.proc)
 
 
 def h2load(port, body, duration, threads):
@@ -133,11 +82,7 @@ def h2load(port, body, duration, threads):
     if rps is None or done is None:
         raise RuntimeError("h2load: no result:\n" + out[-2000:])
 
-    def ms(s):
-        m = re.match(r"([\d.]+)(us|ms|s)$", s)
-        v = float(m.group(1))
-        return {"us": v / 1000, "ms": v, "s": v * 1000}[m.group(2)]
-    return {"rps": float(rps.group(1)), "mean_ms": ms(lat.group(1)) if lat else 0.0,
+    return {"rps": float(rps.group(1)), "mean_ms": parse_latency(lat.group(1)) if lat else 0.0,
             "done": int(done.group(1)), "succeeded": int(done.group(2))}
 
 
@@ -152,7 +97,7 @@ def run(leafd, work, log, rounds=3, duration=5, threads=(1, 2)):
              "| target | thr | req/s | mean ms | refused | leafd/nginx | goal | met |",
              "|---|---|---|---|---|---|---|---|"]
     for n in threads:
-        ng, lf = Nginx(work, n), Leafd(leafd, work, n)
+        ng, lf = Nginx(work, n, h2=True), Leafd(leafd, work, n)
         res = {"nginx": [], "leafd": []}
         refused = 0
         try:
