@@ -115,8 +115,10 @@ def run(leafd, work, log, rounds=3, duration=5, threads=(1, 2)):
         done = sum(x["done"] for x in res["leafd"])
         ok = sum(x["succeeded"] for x in res["leafd"])
         ratio = med["leafd"] / med["nginx"] if med["nginx"] else 0.0
-        lines.append("| nginx return 200 (h2c) | %d | %.0f | %.2f | | | | |"
-                     % (n, med["nginx"], lat["nginx"]))
+        lines.append("| nginx return 200 (h2c) | %d | %.0f | %.2f | (HTTP 2xx: %d of %d) | | | |"
+                     % (n, med["nginx"], lat["nginx"],
+                        sum(x["succeeded"] for x in res["nginx"]),
+                        sum(x["done"] for x in res["nginx"])))
         lines.append("| leafd NextSegment | %d | %.0f | %.2f | %d of %d (HTTP 2xx: %d) | %.2fx "
                      "| >= 1.0x | %s |" % (n, med["leafd"], lat["leafd"], refused, done, ok,
                                           ratio, "yes" if ratio >= 1.0 else "NO"))
