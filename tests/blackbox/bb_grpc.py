@@ -2,7 +2,9 @@
 nobody here wrote: Debian's python3-grpcio, with the messages protoc
 (protobuf-compiler) generates from the repo's proto/ at test time, and
 nghttp (nghttp2-client) where a client library would hide what is tested
-(a grpc-timeout without the client's own deadline).
+(a grpc-timeout without the client's own deadline), and Go's gRPC client
+(Debian's golang-google-grpc-dev, stubs by protoc-gen-go plugins=grpc,
+built offline in GOPATH mode; tests/blackbox/go/).
 
 Every method of leafd.v1.IdService and grpc.health.v1.Health; every status
 code leafd answers (INVALID_ARGUMENT, NOT_FOUND, UNAVAILABLE,
@@ -11,6 +13,7 @@ RESOURCE_EXHAUSTED); tokens in the authorization metadata; grpc-timeout
 shortening the segment wait and never lengthening it; Health/Check SERVING,
 then NOT_SERVING while the store is held; many concurrent calls, every ID
 distinct."""
+import atexit
 import os
 import re
 import shutil
@@ -30,6 +33,7 @@ TESTS = [
     "test_grpc_timeout",
     "test_health_not_serving",
     "test_concurrent_calls_distinct",
+    "test_go_client",
 ]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -53,6 +57,7 @@ def mods():
     if shutil.which("protoc") is None:
         skip("protoc is not installed (protobuf-compiler; sh .ci/deps.sh test)")
     out = tempfile.mkdtemp(prefix="leafd-grpc-py-")
+    atexit.register(shutil.rmtree, out, True)
     # health.proto under a name of its own: its package path
     # (grpc/health/v1) would shadow the grpc package itself.
     shutil.copy(os.path.join(PROTO, "grpc/health/v1/health.proto"),
@@ -437,3 +442,54 @@ def test_concurrent_calls_distinct(ctx):
         eq(len(set(seen)), len(seen), "no ID twice among %d" % len(seen))
         for st in stubs:
             st.close()
+
+
+def go_client():
+    """tests/blackbox/go/leafd_grpc_client.go built against stubs protoc-gen-go
+    generates from proto/ (GOPATH mode: Debian's Go packages, no network);
+    the build cache is kept under build/ so later runs link in seconds."""
+    for tool in ("go", "protoc", "protoc-gen-go"):
+        if shutil.which(tool) is None:
+            skip("%s is not installed (golang-go, golang-google-grpc-dev, "
+                 "golang-goprotobuf-dev; sh .ci/deps.sh test)" % tool)
+    if not os.path.isdir("/usr/share/gocode/src/google.golang.org/grpc"):
+        skip("golang-google-grpc-dev is not installed (sh .ci/deps.sh test)")
+    gopath = tempfile.mkdtemp(prefix="leafd-go-")
+    atexit.register(shutil.rmtree, gopath, True)
+    src = os.path.join(gopath, "src")
+    os.makedirs(os.path.join(src, "leafdclient"))
+    subprocess.check_call(["protoc", "--proto_path=" + PROTO,
+                           "--go_out=plugins=grpc:" + src, "leafd/v1/leafd.proto"])
+    shutil.copy(os.path.join(ROOT, "tests/blackbox/go/leafd_grpc_client.go"),
+                os.path.join(src, "leafdclient", "main.go"))
+    env = dict(os.environ, GO111MODULE="off", GOFLAGS="", GOPROXY="off",
+               GOPATH=gopath + ":/usr/share/gocode",
+               GOCACHE=os.path.join(ROOT, "build", "gocache"))
+    binary = os.path.join(gopath, "leafd_grpc_client")
+    p = subprocess.run(["go", "build", "-o", binary, "."], cwd=os.path.join(src, "leafdclient"),
+                       env=env, capture_output=True, timeout=900)
+    check(p.returncode == 0, "go build: %s" % p.stderr.decode()[-3000:])
+    return binary
+
+
+def test_go_client(ctx):
+    """Go's gRPC client: every kind of call, a NOT_FOUND with leafd's code,
+    health, and 64 goroutines on one connection with every ID distinct."""
+    binary = go_client()
+    with Workdir("grpc-go") as wd:
+        d = start(wd, flags=["--segment.wait_ms=10000"])
+        p = subprocess.run([binary, "127.0.0.1:%d" % d.gport], capture_output=True,
+                           timeout=300)
+        out = p.stdout.decode()
+        check(p.returncode == 0, "the Go client failed: %s\n%s" % (out, p.stderr.decode()))
+        got = dict(line.split(" ", 1) for line in out.splitlines())
+        eq(len(got["segment"].strip("[]").split()), 3, "three segment IDs: %r" % got)
+        sf = got["snowflake"].strip("[]").split()
+        eq(got["decode"].split()[0], sf[0], "Decode of the first snowflake ID")
+        j = d.get("/snowflake/decode/" + sf[0]).json()
+        eq(int(got["decode"].split()[1]), j["timestamp"], "its timestamp, as HTTP")
+        check(re.fullmatch(r"[0-9a-f-]{36}", got["uuid"]), "a UUID: %r" % got["uuid"])
+        eq(got["lease"], "100", "a lease of 100")
+        eq(got["notfound"], "NotFound", "NOT_FOUND")
+        eq(got["health"], "SERVING", "health")
+        eq(got["distinct"], str(64 * 20 * 5), "distinct IDs from 64 goroutines")
