@@ -832,6 +832,78 @@ START_TEST(test_grpc_message_encode)
 }
 END_TEST
 
+
+/* A client that floods PINGs and never reads: the output high-water mark
+ * stops leafd reading it, other clients are served meanwhile, and the
+ * slow-reader deadline closes it. */
+START_TEST(test_never_reads)
+{
+    static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                                  "\0\0\0\x04\0\0\0\0\0";
+    static char pings[17 * 1024];
+    struct http_stats st;
+    struct cli *k;
+    struct cli_resp *r;
+    size_t sent = 0;
+    ssize_t n;
+    int fd, small = 4096, i;
+
+    for (i = 0; i < 1024; i++)
+        memcpy(pings + 17 * i, "\0\0\x08\x06\0\0\0\0\0pingpong", 17);
+    fd = tcp_connect(http_server_port(srv));
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    ck_assert_int_eq(send(fd, preface, sizeof preface - 1, 0), sizeof preface - 1);
+    /* Send until the kernel's buffers and leafd's input are full. */
+    for (i = 0; i < 4000 && sent < (64u << 20); i++) {
+        n = send(fd, pings, sizeof pings, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) {
+            sent += (size_t)n;
+            continue;
+        }
+        if (errno != EAGAIN)
+            break;
+        usleep(2000);
+        if (i > 200 && n < 0)
+            break;
+    }
+    /* More PINGs than 256 KiB of ACKs, and then leafd stopped reading. */
+    ck_assert_uint_gt(sent, 300u << 10);
+    ck_assert_uint_lt(sent, 64u << 20);
+
+    k = cli_new(http_server_port(srv));
+    r = cli_req(k, "GET", "/hello", NULL, 0, NULL);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->status, 200);
+    cli_free(k);
+
+    for (i = 0; i < 3000; i++) {
+        http_server_stats(srv, &st);
+        if (st.timeouts >= 1 && st.connections_open == 0)
+            break;
+        usleep(10000);
+    }
+    ck_assert_uint_ge(st.timeouts, 1);
+    ck_assert_uint_eq(st.connections_open, 0);
+    ck_assert_uint_eq(st.h2_open, 0);
+    close(fd);
+}
+END_TEST
+
+static void
+setup_short_idle(void)
+{
+    struct http_config cfg;
+    char *cause = NULL;
+
+    memset(&cfg, 0, sizeof cfg);
+    cfg.address = "127.0.0.1";
+    cfg.threads = 1;
+    cfg.idle_timeout_ms = 400;
+    srv = http_server_new(&cfg, handler, NULL, NULL, &cause);
+    ck_assert_msg(srv != NULL, "http_server_new: %s", cause);
+    ck_assert_int_eq(http_server_start(srv, &cause), 0);
+}
+
 static void
 setup_small(void)
 {
@@ -860,6 +932,12 @@ h2_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_checked_fixture(tc, setup_small, teardown);
     tcase_add_test(tc, test_grpc_refusals);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("slow_reader");
+    tcase_set_timeout(tc, 90);
+    tcase_add_checked_fixture(tc, setup_short_idle, teardown);
+    tcase_add_test(tc, test_never_reads);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("grpc_frame");
