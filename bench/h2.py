@@ -14,7 +14,6 @@ H2_STREAMS (100).
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -26,41 +25,6 @@ import bench  # noqa: E402  (servers and helpers, one copy)
 
 H2_CONNS = int(os.environ.get("H2_CONNS", "16"))
 H2_STREAMS = int(os.environ.get("H2_STREAMS", "100"))
-
-
-class NginxH2:
-    """nginx answering `return 200` over h2c with prior knowledge."""
-
-    def __init__(self, workdir, workers):
-        self.dir = os.path.join(workdir, "nginx-h2-%d" % workers)
-        os.makedirs(self.dir, exist_ok=True)
-        self.port = bench.free_port()
-        conf = os.path.join(self.dir, "nginx.conf")
-        with open(conf, "w") as f:
-            f.write("""
-worker_processes %d;
-daemon off;
-pid %s/nginx.pid;
-error_log %s/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 100000000;
-    http2_max_requests 100000000;
-    http2_max_concurrent_streams %d;
-    server {
-        listen 127.0.0.1:%d http2 reuseport;
-        location / { default_type text/plain; return 200 "1234567890123456\\n"; }
-    }
-}
-""" % (workers, self.dir, self.dir, max(H2_STREAMS, 128), self.port))
-        self.proc = subprocess.Popen(["nginx", "-c", conf, "-p", self.dir],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        bench.wait_port(self.port)
-        self.pids = [self.proc.pid] + bench.children(self.proc.pid)
-
-    def stop(self):
-        bench.stop_proc(self.proc, signal.SIGQUIT, 10)
 
 
 def h2load(url, pids):
@@ -93,7 +57,7 @@ def run(workdir):
             "| target | threads | req/s | mean ms | cpu us/req | leafd/nginx |",
             "|---|---|---|---|---|---|"]
     for n in [int(t) for t in bench.THREADS.split(",")]:
-        ng = NginxH2(workdir, n)
+        ng = bench.Nginx(workdir, n, h2=max(H2_STREAMS, 128))
         lf = bench.Leafd(workdir, n, name="leafd-h2-%d" % n)
         res = {"nginx": [], "leafd": []}
         try:

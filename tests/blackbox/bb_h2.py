@@ -42,6 +42,12 @@ def curl(port, path, h2=True, headers=()):
     return int(status), version, ctype, body
 
 
+def h2_streams(d):
+    """leafd_h2_streams_total, over HTTP/1.1."""
+    m = d.get("/metrics").text
+    return int(re.search(r"^leafd_h2_streams_total (\d+)$", m, re.M).group(1))
+
+
 def test_curl_same_as_http1(ctx):
     need("curl")
     with Workdir("h2-curl") as wd:
@@ -80,9 +86,7 @@ def test_curl_same_as_http1(ctx):
         s, _, _, b = curl(d.port, "/health")
         eq(s, 200, "health over h2: %r" % b)
         # HTTP/1.1 still works on the same port, and /metrics counts h2.
-        m = d.get("/metrics").text
-        streams = int(re.search(r"^leafd_h2_streams_total (\d+)$", m, re.M).group(1))
-        check(streams >= 10, "h2 streams counted: %d" % streams)
+        check(h2_streams(d) >= 10, "h2 streams counted")
         eq(d.stop(), 0, "clean stop")
 
 
@@ -147,9 +151,7 @@ def test_h2load_and_distinct_ids(ctx):
         ids = [int(x) for o in outs for x in o.split()]
         eq(len(ids), 8000, "IDs printed")
         eq(len(set(ids)), 8000, "all distinct")
-        m = d.get("/metrics").text
-        streams = int(re.search(r"^leafd_h2_streams_total (\d+)$", m, re.M).group(1))
-        check(streams >= 44000, "streams counted: %d" % streams)
+        check(h2_streams(d) >= 44000, "streams counted")
         eq(d.stop(), 0, "clean stop")
 
 
