@@ -43,14 +43,14 @@ ASAN_TESTS := $(TESTS:%=build/asan/tests/%)
 
 # ThreadSanitizer: the suites whose threads race on purpose (the segment
 # allocator's harnesses and its leases, the snowflake generator's, the HTTP
-# park/wake and the UUID/ULID generators, the serial allocator, the RESP
+# park/wake (HTTP/1.1 and HTTP/2) and the UUID/ULID generators, the serial allocator, the RESP
 # listener's pipelines, the worker ID lease's keeper against state/metrics
 # readers and simultaneous claims). Suites built around libzookeeper_mt's own
 # threads or the segment store's MySQL client stay in the plain and ASan runs.
 TSAN_FLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 TSAN_OBJS  := $(patsubst %.c,build/tsan/%.o,$(notdir $(SRCS))) build/console_assets.o
 TSAN_LIB   := $(filter-out build/tsan/main.o,$(TSAN_OBJS))
-TSAN_SUITES := check_segment check_snowflake check_http check_idkinds check_resp \
+TSAN_SUITES := check_segment check_snowflake check_http check_h2 check_idkinds check_resp \
                check_serial check_lease check_workerid_store
 TSAN_TESTS := $(TSAN_SUITES:%=build/tsan/tests/%)
 

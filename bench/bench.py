@@ -176,11 +176,8 @@ def wrk(url, pids, ids_per_req=1, warmup=0):
 # ---- servers ----
 
 class Nginx:
-    """nginx answering `return 200`; h2: over h2c with prior knowledge, up
-    to h2 concurrent streams per connection (bench/h2.py)."""
-
-    def __init__(self, workdir, workers, h2=0):
-        self.dir = os.path.join(workdir, "nginx-%d%s" % (workers, "-h2" if h2 else ""))
+    def __init__(self, workdir, workers, h2=False):
+        self.dir = os.path.join(workdir, "nginx-%d%s" % (workers, "-h2c" if h2 else ""))
         os.makedirs(self.dir, exist_ok=True)
         self.port = free_port()
         conf = os.path.join(self.dir, "nginx.conf")
@@ -194,15 +191,12 @@ events { worker_connections 4096; }
 http {
     access_log off;
     keepalive_requests 100000000;
-    %s
     server {
-        listen 127.0.0.1:%d reuseport%s;
+        listen 127.0.0.1:%d%s reuseport;
         location / { default_type text/plain; return 200 "1234567890123456\\n"; }
     }
 }
-""" % (workers, self.dir, self.dir,
-       "http2_max_requests 100000000; http2_max_concurrent_streams %d;" % h2 if h2 else "",
-       self.port, " http2" if h2 else ""))
+""" % (workers, self.dir, self.dir, self.port, " http2" if h2 else ""))
         self.proc = subprocess.Popen(["nginx", "-c", conf, "-p", self.dir],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(self.port)

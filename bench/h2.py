@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """h2.py: HTTP/2 cleartext (h2c, prior knowledge): leafd's /segment/demo
-against nginx `return 200` over h2c, both driven by h2load with the same
+against nginx `return 200` over h2c (at most 128 streams per connection,
+nginx's default), both driven by h2load with the same
 flags (-t1 -c H2_CONNS -m H2_STREAMS for DURATION seconds), in interleaved
 rounds (ROUNDS), one row per I/O thread count (THREADS: nginx workers /
 leafd I/O threads): median req/s, mean request time, the server's CPU time
@@ -57,7 +58,7 @@ def run(workdir):
             "| target | threads | req/s | mean ms | cpu us/req | leafd/nginx |",
             "|---|---|---|---|---|---|"]
     for n in [int(t) for t in bench.THREADS.split(",")]:
-        ng = bench.Nginx(workdir, n, h2=max(H2_STREAMS, 128))
+        ng = bench.Nginx(workdir, n, h2=True)
         lf = bench.Leafd(workdir, n, name="leafd-h2-%d" % n)
         res = {"nginx": [], "leafd": []}
         try:

@@ -296,6 +296,11 @@ h2_request_done(struct http_h2 *h2, struct h2_stream *st)
 
     if (st->answered || st->queued)
         return;
+    if (st->err_status != 0) {      /* found in the trailers */
+        http_h2_refuse(h2, st, st->err_status, st->err_grpc, st->err_code,
+                       st->err_msg);
+        return;
+    }
     if (h2->grpc) {
         r = grpc_frame_parse(st->body, st->body_len,
                              (size_t)h2->c->t->s->cfg.grpc_max_message_bytes,
@@ -632,7 +637,7 @@ http_h2_stop(struct http_conn *c)
 int
 http_h2_idle(const struct http_conn *c)
 {
-    return c->h2->streams == NULL;
+    return c->lingering || c->h2->streams == NULL;
 }
 
 void
