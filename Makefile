@@ -53,7 +53,7 @@ ASAN_TESTS := $(TESTS:%=build/asan/tests/%)
 
 # ThreadSanitizer: the suites whose threads race on purpose (the segment
 # allocator's harnesses and its leases, the snowflake generator's, the HTTP
-# park/wake and the UUID/ULID generators, the serial allocator, the RESP
+# park/wake (HTTP/1.1 and HTTP/2) and the UUID/ULID generators, the serial allocator, the RESP
 # listener's pipelines, the worker ID lease's keeper against state/metrics
 # readers and simultaneous claims). Suites built around libzookeeper_mt's own
 # threads or the segment store's MySQL client stay in the plain and ASan runs.
@@ -61,7 +61,7 @@ TSAN_FLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 TSAN_OBJS  := $(patsubst %.c,build/tsan/%.o,$(notdir $(SRCS))) build/console_assets.o \
               $(PB_OBJS:%=build/tsan/%)
 TSAN_LIB   := $(filter-out build/tsan/main.o,$(TSAN_OBJS))
-TSAN_SUITES := check_segment check_snowflake check_http check_idkinds check_resp \
+TSAN_SUITES := check_segment check_snowflake check_http check_h2 check_idkinds check_resp \
                check_serial check_lease check_workerid_store
 TSAN_TESTS := $(TSAN_SUITES:%=build/tsan/tests/%)
 
@@ -262,6 +262,8 @@ FUZZ_OBJS_redis_url  := workerid_redis_url util
 FUZZ_OBJS_zk_node    := workerid_zk_node util
 FUZZ_OBJS_mysql_url  := db_mysql_url util
 FUZZ_OBJS_grpc_msg   := api_grpc_msg leafd.pb-c health.pb-c util
+FUZZ_OBJS_grpc_frame := grpc_frame
+FUZZ_OBJS_h2_conn    := http_h2 http_h2_reply http_conn http_out http_server http_parse resp_parse grpc_frame log util
 fuzz_objs = $(patsubst %,build/fuzz/obj/%.o,$(FUZZ_OBJS_$(1)))
 # The C client's lease answer parser (clients/c/, not src/).
 build/fuzz/fuzz_lease_answer: clients/c/lease_parse.c

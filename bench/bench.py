@@ -41,7 +41,7 @@ sees the same machine noise):
     DBLOAD=1 make bench                 # plus the 2-minute database-load run
     ROUNDS=5 DURATION=10 python3 bench/bench.py
     ONLY=http,micro python3 bench/bench.py   # sections: http resp peers failover micro
-                                             # client startup footprint dbload grpc
+                                             # client startup footprint dbload h2 grpc
 
 Environment: ROUNDS (3), DURATION (5 s per wrk/peer run), CONNS (64),
 THREADS (1,2), BUSY_POLL_US (50), DBCONNS (16), STARTUP_RUNS (5), FOOTPRINT_TAGS (10000),
@@ -464,7 +464,7 @@ def main():
     micro = []
     client = []
     startup = []
-    fp = db_load = fo = grpc_rows = None
+    fp = db_load = fo = h2_rows = grpc_rows = None
     servers = []
     mdb = None
     # (key, label, kind, thr, conns, ids_per_req, run)
@@ -540,6 +540,9 @@ def main():
                         startup.append(footprint.first_id(LEAFD, work))
         if want("failover") and have("wrk") and have("mariadbd") and have("mariadb"):
             fo = failover.run(log)
+        if want("h2"):
+            import h2
+            h2_rows = h2.run(work)
         if want("footprint"):
             log("footprint: %s tags" % fmt_int(footprint.TAGS))
             fp = footprint.footprint(LEAFD, work)
@@ -807,6 +810,8 @@ def main():
                   "%d; %d" % (db_load["start_loads"], db_load["failed"])))
     elif not ONLY:
         p("Database load: not run (DBLOAD=1 make bench, or make bench-dbload: 2 min against MariaDB)")
+    if h2_rows:
+        out += [""] + h2_rows
     out += [""] + grpc_rows if grpc_rows else []
     print("\n".join(out))
     return 0

@@ -94,7 +94,8 @@ struct http_config {
     int         h2_disable;        /* 1: no h2c on the HTTP port */
 };
 /* A field <= 0 takes its default: max_connections 10000, idle_timeout_ms
- * 60000, max_header_bytes 8192, max_url_bytes 4096, max_body_bytes 65536.
+ * 60000, max_header_bytes 8192, max_url_bytes 4096, max_body_bytes 65536,
+ * grpc_max_message_bytes 65536, h2_max_concurrent_streams 100.
  * Bodies up to max_body_bytes are read and dropped (handlers never see one);
  * any Transfer-Encoding gets 400 bad_request and a close. Errors the layer
  * answers itself (400, 408, 413, 414, 431, 500, 503, 505) carry

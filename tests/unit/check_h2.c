@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,6 +141,8 @@ struct cli_resp {
     char     body[8192];
     size_t   body_len;
     int      has_clen;
+    const char *src;               /* the request body */
+    size_t   src_len, src_off;
 };
 
 struct cli {
@@ -150,8 +153,6 @@ struct cli {
     int              goaway;
     int32_t          goaway_last;
     int              eof;
-    const char      *req_body;
-    size_t           req_len, req_off;
 };
 
 static struct cli_resp *
@@ -294,23 +295,23 @@ static ssize_t
 cli_body_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len,
             uint32_t *flags, nghttp2_data_source *src, void *arg)
 {
-    struct cli *k = arg;
-    size_t n = k->req_len - k->req_off;
+    struct cli_resp *r = src->ptr;
+    size_t n = r->src_len - r->src_off;
 
     (void)ng;
     (void)id;
-    (void)src;
+    (void)arg;
     if (n > len)
         n = len;
-    memcpy(buf, k->req_body + k->req_off, n);
-    k->req_off += n;
-    if (k->req_off == k->req_len)
+    memcpy(buf, r->src + r->src_off, n);
+    r->src_off += n;
+    if (r->src_off == r->src_len)
         *flags |= NGHTTP2_DATA_FLAG_EOF;
     return (ssize_t)n;
 }
 
-/* Submit a request; extra: NULL or "name", "value", ..., NULL. The body is
- * sent whole before the next request's (one at a time). */
+/* Submit a request; extra: NULL or "name", "value", ..., NULL. body must
+ * live until it is sent. */
 static struct cli_resp *
 cli_req(struct cli *k, const char *method, const char *path, const char *body,
         size_t len, const char *const *extra)
@@ -318,6 +319,7 @@ cli_req(struct cli *k, const char *method, const char *path, const char *body,
     nghttp2_nv nv[16];
     size_t n = 0;
     nghttp2_data_provider prd;
+    struct cli_resp *r;
     int32_t id;
 
 #define NV(a, b) (nghttp2_nv){ (uint8_t *)(a), (uint8_t *)(b), strlen(a), \
@@ -328,18 +330,18 @@ cli_req(struct cli *k, const char *method, const char *path, const char *body,
     nv[n++] = NV(":path", path);
     for (; extra != NULL && *extra != NULL; extra += 2)
         nv[n++] = NV(extra[0], extra[1]);
-    k->req_body = body;
-    k->req_len = len;
-    k->req_off = 0;
-    prd.source.ptr = NULL;
+    ck_assert_int_lt(k->n, CLI_MAX);
+    r = &k->r[k->n++];
+    memset(r, 0, sizeof *r);
+    r->src = body;
+    r->src_len = len;
+    prd.source.ptr = r;
     prd.read_callback = cli_body_cb;
     id = nghttp2_submit_request(k->ng, NULL, nv, n, body != NULL ? &prd : NULL,
                                 NULL);
     ck_assert_int_gt(id, 0);
-    ck_assert_int_lt(k->n, CLI_MAX);
-    memset(&k->r[k->n], 0, sizeof k->r[k->n]);
-    k->r[k->n].id = id;
-    return &k->r[k->n++];
+    r->id = id;
+    return r;
 }
 
 static const char *const grpc_hdrs[] = { "content-type", "application/grpc",
@@ -458,6 +460,456 @@ START_TEST(test_grpc_unary)
 }
 END_TEST
 
+
+START_TEST(test_many_streams)
+{
+    struct cli *k = cli_new(http_server_grpc_port(srv));
+    struct cli_resp *r[200];
+    char buf[200][32], want[32];
+    size_t n;
+    int i;
+
+    /* More calls than SETTINGS_MAX_CONCURRENT_STREAMS (100): nghttp2's
+     * client queues the rest until streams close. */
+    for (i = 0; i < 200; i++) {
+        snprintf(want, sizeof want, "call-%d", i);
+        n = grpc_body(buf[i], want, strlen(want));
+        r[i] = cli_req(k, "POST", "/test.Svc/Echo", buf[i], n, grpc_hdrs);
+        cli_io(k, 0);
+    }
+    for (i = 0; i < 200; i++) {
+        cli_wait(k, r[i]);
+        snprintf(want, sizeof want, "call-%d", i);
+        ck_assert_int_eq(r[i]->grpc_status, 0);
+        ck_grpc_msg(r[i], want);
+    }
+    ck_assert_uint_le(nghttp2_session_get_remote_settings(k->ng,
+                      NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS), 100);
+    cli_free(k);
+}
+END_TEST
+
+START_TEST(test_park_and_wake)
+{
+    struct cli *k = cli_new(http_server_grpc_port(srv));
+    char buf[32];
+    size_t n = grpc_body(buf, "x", 1);
+    struct cli_resp *p = cli_req(k, "POST", "/test.Svc/Park", buf, n, grpc_hdrs);
+    struct cli_resp *e;
+    int i;
+
+    for (i = 0; i < 3000 && atomic_load(&park_calls) == 0; i++)
+        cli_io(k, 10);
+    ck_assert_int_eq(atomic_load(&park_calls), 1);
+    /* A call behind the parked one waits for it (one at a time). */
+    e = cli_req(k, "POST", "/test.Svc/Echo", buf, n, grpc_hdrs);
+    for (i = 0; i < 20; i++)
+        cli_io(k, 10);
+    ck_assert(!p->closed && !e->closed);
+    atomic_store(&park_ready, 1);
+    http_wake(srv, PARK_KEY);
+    cli_wait(k, p);
+    cli_wait(k, e);
+    ck_assert_int_eq(p->grpc_status, 0);
+    ck_grpc_msg(p, "woke");
+    ck_grpc_msg(e, "x");
+    cli_free(k);
+}
+END_TEST
+
+START_TEST(test_reset_while_parked)
+{
+    struct cli *k = cli_new(http_server_port(srv));
+    struct cli_resp *p = cli_req(k, "GET", "/park", NULL, 0, NULL);
+    struct cli_resp *a;
+    struct http_stats st;
+    int i;
+
+    for (i = 0; i < 3000 && atomic_load(&park_calls) == 0; i++)
+        cli_io(k, 10);
+    ck_assert_int_eq(atomic_load(&park_calls), 1);
+    ck_assert_int_eq(nghttp2_submit_rst_stream(k->ng, NGHTTP2_FLAG_NONE, p->id,
+                                               NGHTTP2_CANCEL), 0);
+    /* The next request is served: the reset one no longer holds it back. */
+    a = cli_req(k, "GET", "/hello", NULL, 0, NULL);
+    cli_wait(k, a);
+    ck_assert_int_eq(a->status, 200);
+    http_server_stats(srv, &st);
+    ck_assert_uint_eq(st.requests_parked, 0);
+    /* A wake finds nothing: the handler is not called for it again. */
+    atomic_store(&park_ready, 1);
+    http_wake(srv, PARK_KEY);
+    a = cli_req(k, "GET", "/hello", NULL, 0, NULL);
+    cli_wait(k, a);
+    ck_assert_int_eq(atomic_load(&park_calls), 1);
+    ck_assert_int_eq(p->status, 0);
+    cli_free(k);
+}
+END_TEST
+
+START_TEST(test_grpc_refusals)
+{
+    struct cli *k = cli_new(http_server_grpc_port(srv));
+    static const char *const json_hdrs[] = { "content-type", "application/json",
+                                             NULL };
+    static const char *const gzip_hdrs[] = { "content-type", "application/grpc",
+                                             "grpc-encoding", "gzip", NULL };
+    static const char *const bad_to[] = { "content-type", "application/grpc+proto",
+                                          "grpc-timeout", "123456789S", NULL };
+    static const char *const to[] = { "content-type", "application/grpc",
+                                      "grpc-timeout", "250m", NULL };
+    char buf[256], big[300];
+    size_t n = grpc_body(buf, "x", 1);
+    struct cli_resp *r;
+
+    r = cli_req(k, "POST", "/test.Svc/Echo", buf, n, json_hdrs);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->status, 415);
+    ck_assert_int_eq(r->grpc_status, 3);
+
+    r = cli_req(k, "GET", "/test.Svc/Echo", NULL, 0, grpc_hdrs);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->status, 405);
+    ck_assert_int_eq(r->grpc_status, 3);
+
+    r = cli_req(k, "POST", "/test.Svc/Echo", buf, n, gzip_hdrs);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->grpc_status, 12);
+
+    r = cli_req(k, "POST", "/test.Svc/Echo", buf, n, bad_to);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->grpc_status, 3);
+
+    r = cli_req(k, "POST", "/test.Svc/Timeout", buf, n, to);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->grpc_status, 0);
+    ck_grpc_msg(r, "250000");
+    ck_assert_str_eq(r->grpc_msg, "ok");
+
+    /* The compressed flag. */
+    buf[0] = 1;
+    r = cli_req(k, "POST", "/test.Svc/Echo", buf, n, grpc_hdrs);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->grpc_status, 12);
+    buf[0] = 0;
+
+    /* No message, a truncated one, two. */
+    r = cli_req(k, "POST", "/test.Svc/Echo", "", 0, grpc_hdrs);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->grpc_status, 13);
+    r = cli_req(k, "POST", "/test.Svc/Echo", buf, n - 1, grpc_hdrs);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->grpc_status, 13);
+    memcpy(buf + n, buf, n);
+    r = cli_req(k, "POST", "/test.Svc/Echo", buf, 2 * n, grpc_hdrs);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->grpc_status, 13);
+
+    /* Over grpc_max_message_bytes (100 here): refused from its prefix. */
+    memset(big, 'a', sizeof big);
+    n = grpc_body(buf, big, 101);
+    r = cli_req(k, "POST", "/test.Svc/Echo", buf, n, grpc_hdrs);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->grpc_status, 8);
+    n = grpc_body(buf, big, 100);
+    r = cli_req(k, "POST", "/test.Svc/Echo", buf, n, grpc_hdrs);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->grpc_status, 0);
+    ck_assert_uint_eq(r->body_len, 105);
+
+    /* An unknown method is the handler's to answer. */
+    n = grpc_body(buf, "x", 1);
+    r = cli_req(k, "POST", "/test.Svc/Nope", buf, n, grpc_hdrs);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->grpc_status, 12);
+    ck_assert(!k->eof);
+    cli_free(k);
+}
+END_TEST
+
+START_TEST(test_h2c_limits)
+{
+    struct cli *k = cli_new(http_server_port(srv));
+    static const char *const auth[] = { "authorization", "Bearer s3cret", NULL };
+    static char big[3000], huge[9000];
+    const char *hh[] = { "x-big", huge, NULL };
+    struct cli_resp *r;
+
+    memset(big, 'b', sizeof big);
+    r = cli_req(k, "GET", "/auth", NULL, 0, auth);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->status, 200);
+    ck_assert_uint_eq(r->body_len, 13);
+    ck_assert(memcmp(r->body, "Bearer s3cret", 13) == 0);
+
+    /* A body is read and dropped, up to max_body_bytes (1000 here). */
+    r = cli_req(k, "POST", "/hello", big, 900, NULL);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->status, 200);
+    r = cli_req(k, "POST", "/hello", big, 3000, NULL);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->status, 413);
+    ck_assert_str_eq(r->ctype, "application/json");
+    ck_assert(strstr(r->body, "\"error\":\"body_too_large\"") != NULL);
+
+    /* The layer's own 500, as on HTTP/1.1. */
+    r = cli_req(k, "GET", "/silent", NULL, 0, NULL);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->status, 500);
+
+    /* A header list over max_header_bytes (8192 by default). */
+    memset(huge, 'h', sizeof huge - 1);
+    r = cli_req(k, "GET", "/hello", NULL, 0, hh);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->status, 431);
+
+    r = cli_req(k, "GET", "/hello", NULL, 0, NULL);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->status, 200);
+    cli_free(k);
+}
+END_TEST
+
+/* Raw bytes: what no HTTP/2 client library would send. */
+static size_t
+read_all(int fd, char *buf, size_t cap)
+{
+    struct pollfd p = { fd, POLLIN, 0 };
+    size_t n = 0;
+    ssize_t r;
+
+    while (n < cap && poll(&p, 1, 10000) > 0) {
+        r = recv(fd, buf + n, cap - n, 0);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    return n;
+}
+
+START_TEST(test_bad_preface)
+{
+    static const char not_h2[] = "PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n";
+    static const char h1[] = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    char buf[4096];
+    size_t n;
+    int fd;
+
+    /* On the HTTP port: not the preface, so HTTP/1.1 and an error. */
+    fd = tcp_connect(http_server_port(srv));
+    ck_assert_int_eq(send(fd, not_h2, sizeof not_h2 - 1, 0), sizeof not_h2 - 1);
+    n = read_all(fd, buf, sizeof buf - 1);
+    buf[n] = '\0';
+    ck_assert_msg(strncmp(buf, "HTTP/1.1 505", 12) == 0 ||
+                  strncmp(buf, "HTTP/1.1 400", 12) == 0, "got %s", buf);
+    close(fd);
+
+    /* HTTP/1.1 still works there, sent a byte at a time. */
+    fd = tcp_connect(http_server_port(srv));
+    for (size_t i = 0; i < sizeof h1 - 1; i++)
+        ck_assert_int_eq(send(fd, h1 + i, 1, 0), 1);
+    n = recv(fd, buf, sizeof buf - 1, 0);
+    ck_assert_int_gt(n, 12);
+    ck_assert(strncmp(buf, "HTTP/1.1 200", 12) == 0);
+    close(fd);
+
+    /* On the gRPC port: HTTP/1.1 gets the connection closed. */
+    fd = tcp_connect(http_server_grpc_port(srv));
+    ck_assert_int_eq(send(fd, h1, sizeof h1 - 1, 0), sizeof h1 - 1);
+    n = read_all(fd, buf, sizeof buf);
+    ck_assert(n < 12 || strncmp(buf, "HTTP/1.1", 8) != 0);
+    close(fd);
+}
+END_TEST
+
+static void *
+stop_thread(void *arg)
+{
+    (void)arg;
+    http_server_stop(srv, 20000);
+    return NULL;
+}
+
+START_TEST(test_stop_with_streams)
+{
+    struct cli *k = cli_new(http_server_grpc_port(srv));
+    char buf[32];
+    size_t n = grpc_body(buf, "x", 1);
+    struct cli_resp *p = cli_req(k, "POST", "/test.Svc/Park", buf, n, grpc_hdrs);
+    struct cli_resp *e = cli_req(k, "POST", "/test.Svc/Echo", buf, n, grpc_hdrs);
+    pthread_t th;
+    int i;
+
+    for (i = 0; i < 3000 && atomic_load(&park_calls) == 0; i++)
+        cli_io(k, 10);
+    ck_assert_int_eq(atomic_load(&park_calls), 1);
+    for (i = 0; i < 10; i++)
+        cli_io(k, 10);
+    ck_assert_int_eq(pthread_create(&th, NULL, stop_thread, NULL), 0);
+    for (i = 0; i < 3000 && !k->goaway; i++)
+        cli_io(k, 10);
+    ck_assert(k->goaway);
+    ck_assert_int_ge(k->goaway_last, e->id);     /* both will be answered */
+    ck_assert(!p->closed);
+    atomic_store(&park_ready, 1);
+    http_wake(srv, PARK_KEY);
+    cli_wait(k, p);
+    cli_wait(k, e);
+    ck_grpc_msg(p, "woke");
+    ck_grpc_msg(e, "x");
+    for (i = 0; i < 3000 && !k->eof; i++)
+        cli_io(k, 10);
+    ck_assert(k->eof);                          /* then the server closes */
+    pthread_join(th, NULL);
+    cli_free(k);
+}
+END_TEST
+
+START_TEST(test_grpc_frame_parse)
+{
+    static const unsigned char ok[] = { 0, 0, 0, 0, 2, 'h', 'i', 'x' };
+    static const unsigned char big[] = { 0, 0x80, 0, 0, 0 };
+    static const unsigned char zip[] = { 1, 0, 0, 0, 0 };
+    static const unsigned char bad[] = { 2, 0, 0, 0, 0 };
+    const unsigned char *m = NULL;
+    size_t ml = 0, used = 0;
+
+    ck_assert_int_eq(grpc_frame_parse(ok, 8, 10, &m, &ml, &used), GRPC_FRAME_OK);
+    ck_assert(m == ok + 5);
+    ck_assert_uint_eq(ml, 2);
+    ck_assert_uint_eq(used, 7);
+    ck_assert_int_eq(grpc_frame_parse(ok, 6, 10, &m, &ml, &used), GRPC_FRAME_MORE);
+    ck_assert_int_eq(grpc_frame_parse(ok, 4, 10, &m, &ml, &used), GRPC_FRAME_MORE);
+    ck_assert_int_eq(grpc_frame_parse(ok, 8, 1, &m, &ml, &used),
+                     GRPC_FRAME_TOO_LARGE);
+    ck_assert_int_eq(grpc_frame_parse(big, 5, 1u << 30, &m, &ml, &used),
+                     GRPC_FRAME_TOO_LARGE);
+    ck_assert_int_eq(grpc_frame_parse(zip, 5, 10, &m, &ml, &used),
+                     GRPC_FRAME_COMPRESSED);
+    ck_assert_int_eq(grpc_frame_parse(bad, 5, 10, &m, &ml, &used),
+                     GRPC_FRAME_BAD_FLAG);
+    ck_assert_int_eq(grpc_frame_parse(ok, 5, 0, &m, &ml, &used),
+                     GRPC_FRAME_TOO_LARGE);
+}
+END_TEST
+
+START_TEST(test_grpc_timeout_parse)
+{
+    static const struct { const char *s; int rc; int64_t us; } cases[] = {
+        { "1H", 0, INT64_C(3600000000) }, { "2M", 0, 120000000 },
+        { "3S", 0, 3000000 }, { "250m", 0, 250000 }, { "7u", 0, 7 },
+        { "1500n", 0, 2 }, { "1n", 0, 1 }, { "0S", 0, 1 },
+        { "99999999S", 0, INT64_C(99999999000000) },
+        { "99999999H", 0, GRPC_TIMEOUT_MAX_US },
+        { "123456789S", -1, 0 }, { "S", -1, 0 }, { "", -1, 0 },
+        { "10s", -1, 0 }, { "1.5S", -1, 0 }, { "-1S", -1, 0 }, { "10", -1, 0 },
+        { " 1S", -1, 0 },
+    };
+    int64_t us;
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        us = -5;
+        ck_assert_int_eq(grpc_timeout_parse(cases[i].s, strlen(cases[i].s), &us),
+                         cases[i].rc);
+        if (cases[i].rc == 0)
+            ck_assert_msg(us == cases[i].us, "%s: %lld", cases[i].s,
+                          (long long)us);
+    }
+}
+END_TEST
+
+START_TEST(test_grpc_message_encode)
+{
+    char out[16];
+
+    ck_assert_uint_eq(grpc_message_encode(out, sizeof out, "a b%\n"), 9);
+    ck_assert_str_eq(out, "a b%25%0A");
+    /* Cut at a whole character. */
+    ck_assert_uint_eq(grpc_message_encode(out, 6, "abcd%"), 4);
+    ck_assert_str_eq(out, "abcd");
+    ck_assert_uint_eq(grpc_message_encode(out, 1, "abc"), 0);
+    ck_assert_str_eq(out, "");
+}
+END_TEST
+
+
+/* A client that floods PINGs and never reads: the output high-water mark
+ * stops leafd reading it, other clients are served meanwhile, and the
+ * slow-reader deadline closes it. */
+START_TEST(test_never_reads)
+{
+    static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                                  "\0\0\0\x04\0\0\0\0\0";
+    static char pings[17 * 1024];
+    struct http_stats st;
+    struct cli *k;
+    struct cli_resp *r;
+    size_t sent = 0;
+    ssize_t n;
+    int fd, small = 4096, i;
+
+    for (i = 0; i < 1024; i++)
+        memcpy(pings + 17 * i, "\0\0\x08\x06\0\0\0\0\0pingpong", 17);
+    fd = tcp_connect(http_server_port(srv));
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    ck_assert_int_eq(send(fd, preface, sizeof preface - 1, 0), sizeof preface - 1);
+    /* Send until the kernel's buffers and leafd's input are full. */
+    for (i = 0; i < 4000 && sent < (64u << 20); i++) {
+        n = send(fd, pings, sizeof pings, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) {
+            sent += (size_t)n;
+            continue;
+        }
+        if (errno != EAGAIN)
+            break;
+        usleep(2000);
+        if (i > 200 && n < 0)
+            break;
+    }
+    /* More PINGs than 256 KiB of ACKs, and then leafd stopped reading. */
+    ck_assert_uint_gt(sent, 300u << 10);
+    ck_assert_uint_lt(sent, 64u << 20);
+
+    k = cli_new(http_server_port(srv));
+    r = cli_req(k, "GET", "/hello", NULL, 0, NULL);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->status, 200);
+    cli_free(k);
+
+    for (i = 0; i < 3000; i++) {
+        http_server_stats(srv, &st);
+        if (st.timeouts >= 1 && st.connections_open == 0)
+            break;
+        usleep(10000);
+    }
+    ck_assert_uint_ge(st.timeouts, 1);
+    ck_assert_uint_eq(st.connections_open, 0);
+    ck_assert_uint_eq(st.h2_open, 0);
+    close(fd);
+}
+END_TEST
+
+static void
+setup_short_idle(void)
+{
+    struct http_config cfg;
+    char *cause = NULL;
+
+    memset(&cfg, 0, sizeof cfg);
+    cfg.address = "127.0.0.1";
+    cfg.threads = 1;
+    cfg.idle_timeout_ms = 400;
+    srv = http_server_new(&cfg, handler, NULL, NULL, &cause);
+    ck_assert_msg(srv != NULL, "http_server_new: %s", cause);
+    ck_assert_int_eq(http_server_start(srv, &cause), 0);
+}
+
+static void
+setup_small(void)
+{
+    start_server(100, 100);
+}
+
 static Suite *
 h2_suite(void)
 {
@@ -468,6 +920,30 @@ h2_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_h2c_get);
     tcase_add_test(tc, test_grpc_unary);
+    tcase_add_test(tc, test_many_streams);
+    tcase_add_test(tc, test_park_and_wake);
+    tcase_add_test(tc, test_reset_while_parked);
+    tcase_add_test(tc, test_h2c_limits);
+    tcase_add_test(tc, test_bad_preface);
+    tcase_add_test(tc, test_stop_with_streams);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("limits");
+    tcase_set_timeout(tc, 60);
+    tcase_add_checked_fixture(tc, setup_small, teardown);
+    tcase_add_test(tc, test_grpc_refusals);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("slow_reader");
+    tcase_set_timeout(tc, 90);
+    tcase_add_checked_fixture(tc, setup_short_idle, teardown);
+    tcase_add_test(tc, test_never_reads);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("grpc_frame");
+    tcase_add_test(tc, test_grpc_frame_parse);
+    tcase_add_test(tc, test_grpc_timeout_parse);
+    tcase_add_test(tc, test_grpc_message_encode);
     suite_add_tcase(s, tc);
     return s;
 }
