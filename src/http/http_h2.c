@@ -36,8 +36,8 @@
  * more: RESOURCE_EXHAUSTED at once), and the gRPC bodies buffered on one
  * connection never pass 2 x (grpc_max_message_bytes + 5); a stream that
  * would pass it gets RESOURCE_EXHAUSTED. A stream answered before its
- * request ended is reset by nghttp2 (RST_STREAM NO_ERROR) once the answer
- * is sent, and its further DATA is dropped. Flow-control windows are
+ * request ended is reset (RST_STREAM NO_ERROR, after the answer), and DATA
+ * that still comes for it is dropped. Flow-control windows are
  * nghttp2's (65535 per stream; WINDOW_UPDATE as data is consumed). An
  * answer the client's window holds back stays in its stream; streams are
  * capped, so that is bounded too.
@@ -344,6 +344,8 @@ h2_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *arg)
     st = h2_stream_get(h2, frame->hd.stream_id);
     if (st == NULL)
         return 0;
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+        st->ended = 1;
     if (frame->hd.type == NGHTTP2_HEADERS &&
         frame->headers.cat == NGHTTP2_HCAT_REQUEST)
         h2_headers_done(h2, st);
@@ -449,6 +451,24 @@ h2_on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error_code,
     return 0;
 }
 
+/* The answer of a stream refused early is out: reset it (reset_after). */
+static int
+h2_on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *arg)
+{
+    struct h2_stream *st;
+
+    if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM) ||
+        (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA))
+        return 0;
+    st = h2_stream_get(arg, frame->hd.stream_id);
+    if (st != NULL && st->reset_after && !st->ended) {
+        st->reset_after = 0;
+        (void)nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, st->id,
+                                        NGHTTP2_NO_ERROR);
+    }
+    return 0;
+}
+
 static void
 h2_init_once(void)
 {
@@ -465,6 +485,7 @@ h2_init_once(void)
                                                               h2_on_data_chunk);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb,
                                                            h2_on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, h2_on_frame_send);
     h2_callbacks = cb;
     /* Closed streams are not kept for priorities: memory per connection
      * follows the open streams only. */

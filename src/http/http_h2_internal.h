@@ -30,6 +30,8 @@ struct h2_stream {
     unsigned char     queued;           /* on h2->ready */
     unsigned char     handed;           /* with the handler, not answered */
     unsigned char     answered;         /* a response is submitted */
+    unsigned char     ended;            /* END_STREAM received */
+    unsigned char     reset_after;      /* RST_STREAM once answered */
     unsigned char     have_path, have_auth, accept_json;
     unsigned char     grpc_ct, post;    /* content-type application/grpc*; POST */
     enum http_method  method;

@@ -198,6 +198,10 @@ http_h2_refuse(struct http_h2 *h2, struct h2_stream *st, int status,
     if (st->answered)
         return;
     h2_error_answer(h2, st, status, grpc_status, code, message);
+    /* RFC 9113 8.1: answered before the request ended, the stream is reset
+     * with NO_ERROR once the answer is out (http_h2.c: a reset submitted
+     * now would go first, and nghttp2 would drop the answer). */
+    st->reset_after = !st->ended;
 }
 
 /* The gRPC status for an HTTP status, as gRPC clients map them

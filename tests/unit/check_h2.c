@@ -681,6 +681,39 @@ START_TEST(test_grpc_refusals)
 }
 END_TEST
 
+static ssize_t
+cli_never_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len,
+             uint32_t *flags, nghttp2_data_source *src, void *arg)
+{
+    (void)ng; (void)id; (void)buf; (void)len; (void)flags; (void)src; (void)arg;
+    return NGHTTP2_ERR_DEFERRED;
+}
+
+/* A call refused from its headers while its body is still coming: the
+ * answer, then RST_STREAM NO_ERROR (the client may stop sending). */
+START_TEST(test_early_answer_resets)
+{
+    struct cli *k = cli_new(http_server_grpc_port(srv));
+    nghttp2_nv nv[5];
+    nghttp2_data_provider prd = { .source.ptr = NULL, .read_callback = cli_never_cb };
+    struct cli_resp *r = &k->r[k->n++];
+
+    memset(r, 0, sizeof *r);
+    nv[0] = NV(":method", "POST");
+    nv[1] = NV(":scheme", "http");
+    nv[2] = NV(":authority", "x");
+    nv[3] = NV(":path", "/test.Svc/Echo");
+    nv[4] = NV("content-type", "text/plain");
+    r->id = nghttp2_submit_request(k->ng, NULL, nv, 5, &prd, NULL);
+    ck_assert_int_gt(r->id, 0);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->status, 415);
+    ck_assert_int_eq(r->grpc_status, 3);
+    ck_assert_uint_eq(r->rst, NGHTTP2_NO_ERROR);
+    cli_free(k);
+}
+END_TEST
+
 START_TEST(test_h2c_limits)
 {
     struct cli *k = cli_new(http_server_port(srv));
@@ -978,6 +1011,7 @@ h2_suite(void)
     tcase_add_test(tc, test_park_and_wake);
     tcase_add_test(tc, test_reset_while_parked);
     tcase_add_test(tc, test_many_parked);
+    tcase_add_test(tc, test_early_answer_resets);
     tcase_add_test(tc, test_h2c_limits);
     tcase_add_test(tc, test_bad_preface);
     tcase_add_test(tc, test_stop_with_streams);
