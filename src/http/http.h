@@ -30,9 +30,9 @@
  * every connection is HTTP/2 and every stream a gRPC call. Each stream is a
  * request (req->proto HTTP_REQ_H2 or HTTP_REQ_GRPC) for the same handler,
  * answered with http_reply (or http_reply_grpc) or parked with http_park as
- * on HTTP/1.1. The streams of one connection are handed to the handler one
- * at a time, in the order they complete, as pipelined HTTP/1.1 requests
- * are: a parked stream holds back the ones behind it (docs/http2.md).
+ * on HTTP/1.1. The c a stream's handler gets is the stream's own: streams
+ * park, wake and are answered independently, in any order, and a parked one
+ * holds back no other (docs/http2.md).
  */
 #ifndef LEAFD_HTTP_H
 #define LEAFD_HTTP_H

@@ -477,7 +477,7 @@ conn_update(struct http_conn *c)
     conn_rev(c, !c->wev_on && !c->closing && !c->eof &&
              !(c->req_active && c->in_len == t->s->in_cap));
 
-    if (c->req_active) {
+    if (c->req_active || (c->h2 != NULL && http_h2_busy(c))) {
         c->deadline_ms = 0;
     } else if (c->wev_on) {
         /* conn_flush set it */
@@ -556,6 +556,8 @@ http_conn_run(struct http_conn *c)
     return conn_finish(c);
 }
 
+static void conn_queue_send(struct http_conn *c);
+
 /* The read path: like conn_run, but an answer waits for the send queue. */
 static void
 conn_run_read(struct http_conn *c)
@@ -570,6 +572,16 @@ conn_run_read(struct http_conn *c)
         (void)conn_finish(c);
         return;
     }
+    conn_queue_send(c);
+}
+
+/* Join the thread's send queue (see DESIGN: sends after reads). */
+static void
+conn_queue_send(struct http_conn *c)
+{
+    struct http_thread *t = c->t;
+
+    assert(c->owner == NULL);
     if (!c->queued) {
         c->queued = 1;
         c->qprev = NULL;
@@ -592,6 +604,8 @@ http_conn_send_queued(struct http_thread *t)
     t->send_armed = 0;
     while ((c = t->sendq) != NULL) {
         conn_unqueue(c);
+        if (c->h2 != NULL)
+            http_h2_process(c);     /* a stream answered after a retry */
         (void)conn_finish(c);
     }
 }
@@ -707,7 +721,9 @@ conn_timer_cb(evutil_socket_t fd, short what, void *arg)
         conn_arm_timer(c, now, c->deadline_ms);
 }
 
-/* Call the handler again for a parked request. */
+/* Call the handler again for a parked request. A stream's connection is
+ * run later, from the send queue: a retry frees nothing, so a caller walking
+ * a parked list keeps a valid next pointer. */
 void
 http_conn_retry(struct http_conn *c, int timed_out)
 {
@@ -717,7 +733,10 @@ http_conn_retry(struct http_conn *c, int timed_out)
     c->req.retry = 1;
     c->req.timed_out = timed_out;
     conn_call(c);       /* may answer, or park again with a fresh timer */
-    http_conn_run(c);
+    if (c->owner != NULL)
+        conn_queue_send(c->owner);
+    else
+        http_conn_run(c);
 }
 
 static void
@@ -767,6 +786,18 @@ http_conn_new(struct http_thread *t, int fd, enum http_proto proto)
     if (proto == HTTP_PROTO_GRPC)
         http_h2_start(c, 1);
     conn_rev(c, 1);
+}
+
+void
+http_conn_stream_init(struct http_conn *sc, struct http_conn *owner,
+                      void *h2st)
+{
+    sc->t = owner->t;
+    sc->fd = owner->fd;
+    sc->h2 = owner->h2;
+    sc->owner = owner;
+    sc->h2st = h2st;
+    event_assign(&sc->pev, owner->t->base, -1, 0, conn_park_cb, sc);
 }
 
 int

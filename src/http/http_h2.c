@@ -14,15 +14,18 @@
  * the slow-reader deadline closes it, as on HTTP/1.1.
  *
  * Streams. A stream's request is complete at END_STREAM; it then joins the
- * connection's ready queue. Complete requests are handed to the handler one
- * at a time, in the order they completed, through the connection's single
- * struct http_request (c->req), exactly like pipelined HTTP/1.1 requests: a
- * parked stream holds back the ready ones behind it, while the session goes
- * on reading frames (and answering the ones the layer refuses itself). What
- * a request points to (:path, authorization, the gRPC message) is copied
- * into its stream, so the input buffer is always consumed whole. A stream
- * the client resets is dropped: unqueued, or, when it is the parked
- * request, unparked without calling the handler again.
+ * connection's ready queue, and the queue is handed to the handler in the
+ * order the requests completed. Each stream is handed over as a struct
+ * http_conn of its own (st->sc, owner = the connection), so it parks, is
+ * woken and times out on its own, with http_conn.c's parking code: a parked
+ * stream holds back no other stream. A retried stream's answer is sent by
+ * the connection from the thread's send queue (http_conn_retry), so no
+ * retry frees anything. What a request points to (:path, authorization,
+ * the gRPC message) is copied into its stream, so the input buffer is
+ * always consumed whole. A stream the client resets is dropped: unqueued,
+ * or unparked without calling the handler again. While a stream is with the
+ * handler the connection has no idle deadline (as a parked HTTP/1.1
+ * request).
  *
  * Limits. The session advertises SETTINGS_MAX_CONCURRENT_STREAMS
  * (h2_max_concurrent_streams) and SETTINGS_MAX_HEADER_LIST_SIZE
@@ -33,8 +36,8 @@
  * more: RESOURCE_EXHAUSTED at once), and the gRPC bodies buffered on one
  * connection never pass 2 x (grpc_max_message_bytes + 5); a stream that
  * would pass it gets RESOURCE_EXHAUSTED. A stream answered before its
- * request ended is reset by nghttp2 (RST_STREAM NO_ERROR) once the answer
- * is sent, and its further DATA is dropped. Flow-control windows are
+ * request ended is reset (RST_STREAM NO_ERROR, after the answer), and DATA
+ * that still comes for it is dropped. Flow-control windows are
  * nghttp2's (65535 per stream; WINDOW_UPDATE as data is consumed). An
  * answer the client's window holds back stays in its stream; streams are
  * capped, so that is bounded too.
@@ -341,6 +344,8 @@ h2_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *arg)
     st = h2_stream_get(h2, frame->hd.stream_id);
     if (st == NULL)
         return 0;
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+        st->ended = 1;
     if (frame->hd.type == NGHTTP2_HEADERS &&
         frame->headers.cat == NGHTTP2_HCAT_REQUEST)
         h2_headers_done(h2, st);
@@ -417,25 +422,50 @@ h2_on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id,
     return 0;
 }
 
+/* A stream the handler has (parked) goes away unanswered. */
+static void
+h2_drop_request(struct http_h2 *h2, struct h2_stream *st)
+{
+    if (!st->handed)
+        return;
+    assert(st->sc.req_active && !st->sc.in_handler);
+    st->handed = 0;
+    h2->busy--;
+    http_conn_end_request(&st->sc);
+}
+
 static int
 h2_on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error_code,
                    void *arg)
 {
     struct http_h2 *h2 = arg;
-    struct http_conn *c = h2->c;
     struct h2_stream *st = h2_stream_get(h2, id);
 
     (void)ng;
     (void)error_code;
     if (st == NULL)
         return 0;
-    if (st == h2->cur) {
-        /* Reset while parked: the handler never hears of it again. */
-        assert(c->req_active && !c->in_handler);
-        h2->cur = NULL;
-        http_conn_end_request(c);
-    }
+    h2_drop_request(h2, st);        /* reset while parked: the handler never
+                                       hears of it again */
     h2_stream_free(h2, st);
+    return 0;
+}
+
+/* The answer of a stream refused early is out: reset it (reset_after). */
+static int
+h2_on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *arg)
+{
+    struct h2_stream *st;
+
+    if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM) ||
+        (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA))
+        return 0;
+    st = h2_stream_get(arg, frame->hd.stream_id);
+    if (st != NULL && st->reset_after && !st->ended) {
+        st->reset_after = 0;
+        (void)nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, st->id,
+                                        NGHTTP2_NO_ERROR);
+    }
     return 0;
 }
 
@@ -455,6 +485,7 @@ h2_init_once(void)
                                                               h2_on_data_chunk);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb,
                                                            h2_on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, h2_on_frame_send);
     h2_callbacks = cb;
     /* Closed streams are not kept for priorities: memory per connection
      * follows the open streams only. */
@@ -526,13 +557,15 @@ h2_pump(struct http_conn *c)
     return 0;
 }
 
-/* Hand the oldest ready stream to the handler. */
+/* Hand the oldest ready stream to the handler, as a connection of its own
+ * (st->sc). */
 static void
 h2_start_next(struct http_conn *c)
 {
     struct http_h2 *h2 = c->h2;
     struct h2_stream *st = h2->ready;
-    struct http_msg *msg = &c->req.msg;
+    struct http_conn *sc = &st->sc;
+    struct http_msg *msg = &sc->req.msg;
     const char *q;
 
     h2->ready = st->qnext;
@@ -540,7 +573,7 @@ h2_start_next(struct http_conn *c)
         h2->ready_tail = NULL;
     st->qnext = NULL;
     st->queued = 0;
-    h2->cur = st;
+    http_conn_stream_init(sc, c, st);
 
     memset(msg, 0, sizeof *msg);
     msg->method = st->method;
@@ -561,20 +594,19 @@ h2_start_next(struct http_conn *c)
         msg->authorization = st->hbuf + st->auth_off;
         msg->authorization_len = st->auth_len;
     }
-    c->req.cmd = NULL;
+    sc->req.cmd = NULL;
     if (h2->grpc) {
-        c->req.proto = HTTP_REQ_GRPC;
-        c->req.body = st->body + GRPC_FRAME_PREFIX;
-        c->req.body_len = st->body_len - GRPC_FRAME_PREFIX;
-        c->req.grpc_timeout_us = st->timeout_us;
+        sc->req.proto = HTTP_REQ_GRPC;
+        sc->req.body = st->body + GRPC_FRAME_PREFIX;
+        sc->req.body_len = st->body_len - GRPC_FRAME_PREFIX;
+        sc->req.grpc_timeout_us = st->timeout_us;
     } else {
-        c->req.proto = HTTP_REQ_H2;
-        c->req.body = NULL;
-        c->req.body_len = 0;
-        c->req.grpc_timeout_us = 0;
+        sc->req.proto = HTTP_REQ_H2;
     }
+    st->handed = 1;
+    h2->busy++;
     ctr_add(&c->t->h2_streams, 1);
-    http_conn_start_request(c);
+    http_conn_start_request(sc);
 }
 
 /* The session is over (failed, or GOAWAY done): close once sent. */
@@ -583,10 +615,8 @@ h2_end(struct http_conn *c)
 {
     c->closing = 1;
     c->in_off = c->in_len;
-    if (c->req_active && !c->in_handler) {
-        c->h2->cur = NULL;
-        http_conn_end_request(c);
-    }
+    for (struct h2_stream *st = c->h2->streams; st != NULL; st = st->next)
+        h2_drop_request(c->h2, st);
 }
 
 void
@@ -604,7 +634,7 @@ http_h2_process(struct http_conn *c)
             c->out_full = 1;
             return;
         }
-        if (!c->req_active && h2->ready != NULL) {
+        if (h2->ready != NULL) {
             h2_start_next(c);
             continue;
         }
@@ -640,14 +670,23 @@ http_h2_idle(const struct http_conn *c)
     return c->lingering || c->h2->streams == NULL;
 }
 
+int
+http_h2_busy(const struct http_conn *c)
+{
+    return c->h2->busy > 0;
+}
+
 void
 http_h2_free(struct http_conn *c)
 {
     struct http_h2 *h2 = c->h2;
 
     nghttp2_session_del(h2->ng);    /* calls no stream-close callback */
-    while (h2->streams != NULL)
+    while (h2->streams != NULL) {
+        h2_drop_request(h2, h2->streams);
         h2_stream_free(h2, h2->streams);
+    }
+    assert(h2->busy == 0);
     ctr_add(&c->t->h2_open, -1);
     free(h2);
     c->h2 = NULL;

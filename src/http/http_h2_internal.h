@@ -28,7 +28,10 @@ struct h2_stream {
     struct h2_stream *prev, *next;      /* h2->streams: every open stream */
     struct h2_stream *qnext;            /* h2->ready, oldest first */
     unsigned char     queued;           /* on h2->ready */
+    unsigned char     handed;           /* with the handler, not answered */
     unsigned char     answered;         /* a response is submitted */
+    unsigned char     ended;            /* END_STREAM received */
+    unsigned char     reset_after;      /* RST_STREAM once answered */
     unsigned char     have_path, have_auth, accept_json;
     unsigned char     grpc_ct, post;    /* content-type application/grpc*; POST */
     enum http_method  method;
@@ -49,6 +52,8 @@ struct h2_stream {
     int               trailers;
     int               grpc_status;
     const char       *grpc_msg;         /* in out, past the data; or NULL */
+    struct http_conn  sc;               /* the request, as the handler sees it
+                                           (http_internal.h) */
 };
 
 struct http_h2 {
@@ -56,7 +61,7 @@ struct http_h2 {
     struct http_conn *c;
     struct h2_stream *streams;
     struct h2_stream *ready, *ready_tail;
-    struct h2_stream *cur;              /* the stream c->req is, or NULL */
+    int               busy;             /* streams handed, not answered */
     size_t            buffered;         /* gRPC body bytes held */
     int               grpc;             /* the gRPC port */
     int               goaway;           /* GOAWAY submitted */

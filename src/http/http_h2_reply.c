@@ -69,6 +69,10 @@ h2_submit(struct http_h2 *h2, struct h2_stream *st, nghttp2_nv *nv, size_t n,
 
     assert(!st->answered);
     st->answered = 1;
+    if (st->handed) {
+        st->handed = 0;
+        h2->busy--;
+    }
     prd.source.ptr = st;
     prd.read_callback = h2_read_answer;
     rv = nghttp2_submit_response(h2->ng, st->id, nv, n,
@@ -194,6 +198,10 @@ http_h2_refuse(struct http_h2 *h2, struct h2_stream *st, int status,
     if (st->answered)
         return;
     h2_error_answer(h2, st, status, grpc_status, code, message);
+    /* RFC 9113 8.1: answered before the request ended, the stream is reset
+     * with NO_ERROR once the answer is out (http_h2.c: a reset submitted
+     * now would go first, and nghttp2 would drop the answer). */
+    st->reset_after = !st->ended;
 }
 
 /* The gRPC status for an HTTP status, as gRPC clients map them
@@ -217,11 +225,10 @@ http_h2_reply(struct http_conn *c, int status, const char *content_type,
               const char *extra_headers, const char *body, size_t len)
 {
     struct http_h2 *h2 = c->h2;
-    struct h2_stream *st = h2->cur;
+    struct h2_stream *st = c->h2st;
     char msg[256];
 
-    assert(st != NULL && c->req_active);
-    h2->cur = NULL;
+    assert(st != NULL && c->owner != NULL && c->req_active);
     if (h2->grpc) {
         /* A handler that answers a gRPC call the HTTP way: its status, as
          * a gRPC status, and its body as the message. */
@@ -243,13 +250,12 @@ http_h2_error(struct http_conn *c, int status, const char *code,
               const char *message)
 {
     struct http_h2 *h2 = c->h2;
-    struct h2_stream *st = h2->cur;
+    struct h2_stream *st = c->h2st;
 
     if (st == NULL || !c->req_active) {
         log_error("h2: error %d (%s) with no request", status, message);
         return;
     }
-    h2->cur = NULL;
     h2_error_answer(h2, st, status, h2_grpc_of_http(status), code, message);
 }
 
@@ -273,9 +279,8 @@ http_reply_grpc(struct http_conn *c, int grpc_status, const char *grpc_message,
         http_conn_end_request(c);
         return;
     }
-    st = h2->cur;
-    assert(st != NULL);
-    h2->cur = NULL;
+    st = c->h2st;
+    assert(st != NULL && c->owner != NULL);
     if (msg == NULL || len > UINT32_MAX) {
         if (msg != NULL) {
             log_error("http_reply_grpc: a %zu-byte message", len);

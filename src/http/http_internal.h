@@ -133,10 +133,17 @@ struct http_resp {
     unsigned char       session[HTTP_SESSION_BYTES] __attribute__((aligned(8)));
 };
 
+/* A connection, or one HTTP/2 stream's request (owner set): a stream is
+ * handed to the handler, parked and retried as a connection of its own,
+ * whose parking fields, park timer and req are its own, and whose answer
+ * goes to its owner's HTTP/2 session (h2st: its stream). Such a struct is
+ * never on t->conns or t->sendq and has no socket events. */
 struct http_conn {
     struct http_thread *t;
     struct http_resp   *resp;           /* NULL: an HTTP connection */
     struct http_h2     *h2;             /* an HTTP/2 session (http_h2.c) */
+    struct http_conn   *owner;          /* a stream's connection, or NULL */
+    void               *h2st;           /* a stream's struct h2_stream */
     int                 fd;
     struct event        rev, wev, tev, pev;  /* read, write, deadline, park */
     char               *in;
@@ -203,9 +210,11 @@ void http_conn_free(struct http_conn *c);
 void http_conn_retry(struct http_conn *c, int timed_out);
 void http_conn_send_queued(struct http_thread *t);
 int  http_conn_idle(const struct http_conn *c);
-/* For http_h2.c: hand c->req (filled) to the handler; forget the answered
- * (or abandoned) request; process, send, then close or wait (-1: c was
- * freed). */
+/* For http_h2.c: make sc the request of a stream of owner; hand c->req
+ * (filled) to the handler; forget the answered (or abandoned) request;
+ * process, send, then close or wait (-1: c was freed). */
+void http_conn_stream_init(struct http_conn *sc, struct http_conn *owner,
+                           void *h2st);
 void http_conn_start_request(struct http_conn *c);
 void http_conn_end_request(struct http_conn *c);
 int  http_conn_run(struct http_conn *c);
@@ -214,10 +223,10 @@ int  http_conn_run(struct http_conn *c);
  * preface, 0 when it cannot, -1 when len is too short to tell. start: turn
  * c into an HTTP/2 connection (c->h2 set; its unread input is the session's
  * first input). process: feed the input, hand complete streams to the
- * handler one at a time, queue output below HTTP_OUT_HIGH. stop: GOAWAY,
- * then answer the streams in flight. error: the layer's own error for the
- * current stream (http_out_error). idle: no stream open or queued. free:
- * the session and its streams. */
+ * handler, queue output below HTTP_OUT_HIGH. stop: GOAWAY, then answer the
+ * streams in flight. reply, error: answer the stream sc is (http_reply,
+ * http_out_error). idle: no stream open. busy: a stream is with the
+ * handler (parked). free: the session and its streams. */
 int  http_h2_preface(const char *buf, size_t len);
 void http_h2_start(struct http_conn *c, int grpc);
 void http_h2_process(struct http_conn *c);
@@ -227,6 +236,7 @@ void http_h2_reply(struct http_conn *c, int status, const char *content_type,
 void http_h2_error(struct http_conn *c, int status, const char *code,
                    const char *message);
 int  http_h2_idle(const struct http_conn *c);
+int  http_h2_busy(const struct http_conn *c);  /* a stream's request is out */
 void http_h2_free(struct http_conn *c);
 /* The output side (http_out.c). Buffers: from the thread's pool, or
  * malloc'd when it is empty; back to it (freed past HTTP_POOL_MAX). */

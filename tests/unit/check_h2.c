@@ -58,6 +58,11 @@ handler(struct http_conn *c, struct http_request *req, void *arg)
                 http_reply_grpc(c, req->timed_out ? 4 : 0, NULL, "woke", 4);
             else
                 http_park(c, 10000, PARK_KEY);
+        } else if (path_eq(m, "/test.Svc/ParkShort")) {
+            if (req->timed_out)
+                http_reply_grpc(c, 4, "deadline", NULL, 0);
+            else
+                http_park(c, 30, PARK_KEY + 1);
         } else if (path_eq(m, "/test.Svc/Http")) {
             http_reply(c, 503, "application/json", NULL, "busy", 4);
         } else {
@@ -501,18 +506,67 @@ START_TEST(test_park_and_wake)
     for (i = 0; i < 3000 && atomic_load(&park_calls) == 0; i++)
         cli_io(k, 10);
     ck_assert_int_eq(atomic_load(&park_calls), 1);
-    /* A call behind the parked one waits for it (one at a time). */
+    /* A call after the parked one is answered while it waits. */
     e = cli_req(k, "POST", "/test.Svc/Echo", buf, n, grpc_hdrs);
-    for (i = 0; i < 20; i++)
-        cli_io(k, 10);
-    ck_assert(!p->closed && !e->closed);
+    cli_wait(k, e);
+    ck_grpc_msg(e, "x");
+    ck_assert(!p->closed);
+    ck_assert_int_eq(atomic_load(&park_calls), 1);
     atomic_store(&park_ready, 1);
     http_wake(srv, PARK_KEY);
     cli_wait(k, p);
-    cli_wait(k, e);
     ck_assert_int_eq(p->grpc_status, 0);
     ck_grpc_msg(p, "woke");
-    ck_grpc_msg(e, "x");
+    cli_free(k);
+}
+END_TEST
+
+/* Streams park, wake, time out and reset independently. */
+START_TEST(test_many_parked)
+{
+    struct cli *k = cli_new(http_server_grpc_port(srv));
+    struct cli_resp *p[40], *e[10], *t;
+    struct http_stats st;
+    char buf[32];
+    size_t n = grpc_body(buf, "x", 1);
+    int i;
+
+    for (i = 0; i < 40; i++)
+        p[i] = cli_req(k, "POST", "/test.Svc/Park", buf, n, grpc_hdrs);
+    for (i = 0; i < 3000 && atomic_load(&park_calls) < 40; i++)
+        cli_io(k, 10);
+    ck_assert_int_eq(atomic_load(&park_calls), 40);
+    http_server_stats(srv, &st);
+    ck_assert_uint_eq(st.requests_parked, 40);
+    for (i = 0; i < 10; i++)
+        e[i] = cli_req(k, "POST", "/test.Svc/Echo", buf, n, grpc_hdrs);
+    t = cli_req(k, "POST", "/test.Svc/ParkShort", buf, n, grpc_hdrs);
+    for (i = 0; i < 10; i++) {
+        cli_wait(k, e[i]);
+        ck_grpc_msg(e[i], "x");
+    }
+    cli_wait(k, t);
+    ck_assert_int_eq(t->grpc_status, 4);
+    for (i = 0; i < 10; i++)
+        ck_assert_int_eq(nghttp2_submit_rst_stream(k->ng, NGHTTP2_FLAG_NONE,
+                                                   p[i]->id, NGHTTP2_CANCEL), 0);
+    for (i = 0; i < 3000; i++) {
+        cli_io(k, 10);
+        http_server_stats(srv, &st);
+        if (st.requests_parked == 30)
+            break;
+    }
+    ck_assert_uint_eq(st.requests_parked, 30);
+    atomic_store(&park_ready, 1);
+    http_wake(srv, PARK_KEY);
+    for (i = 10; i < 40; i++) {
+        cli_wait(k, p[i]);
+        ck_assert_int_eq(p[i]->grpc_status, 0);
+        ck_grpc_msg(p[i], "woke");
+    }
+    ck_assert_int_eq(atomic_load(&park_calls), 70);  /* 40 parks, 30 wakes */
+    http_server_stats(srv, &st);
+    ck_assert_uint_eq(st.requests_parked, 0);
     cli_free(k);
 }
 END_TEST
@@ -623,6 +677,39 @@ START_TEST(test_grpc_refusals)
     cli_wait(k, r);
     ck_assert_int_eq(r->grpc_status, 12);
     ck_assert(!k->eof);
+    cli_free(k);
+}
+END_TEST
+
+static ssize_t
+cli_never_cb(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len,
+             uint32_t *flags, nghttp2_data_source *src, void *arg)
+{
+    (void)ng; (void)id; (void)buf; (void)len; (void)flags; (void)src; (void)arg;
+    return NGHTTP2_ERR_DEFERRED;
+}
+
+/* A call refused from its headers while its body is still coming: the
+ * answer, then RST_STREAM NO_ERROR (the client may stop sending). */
+START_TEST(test_early_answer_resets)
+{
+    struct cli *k = cli_new(http_server_grpc_port(srv));
+    nghttp2_nv nv[5];
+    nghttp2_data_provider prd = { .source.ptr = NULL, .read_callback = cli_never_cb };
+    struct cli_resp *r = &k->r[k->n++];
+
+    memset(r, 0, sizeof *r);
+    nv[0] = NV(":method", "POST");
+    nv[1] = NV(":scheme", "http");
+    nv[2] = NV(":authority", "x");
+    nv[3] = NV(":path", "/test.Svc/Echo");
+    nv[4] = NV("content-type", "text/plain");
+    r->id = nghttp2_submit_request(k->ng, NULL, nv, 5, &prd, NULL);
+    ck_assert_int_gt(r->id, 0);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->status, 415);
+    ck_assert_int_eq(r->grpc_status, 3);
+    ck_assert_uint_eq(r->rst, NGHTTP2_NO_ERROR);
     cli_free(k);
 }
 END_TEST
@@ -923,6 +1010,8 @@ h2_suite(void)
     tcase_add_test(tc, test_many_streams);
     tcase_add_test(tc, test_park_and_wake);
     tcase_add_test(tc, test_reset_while_parked);
+    tcase_add_test(tc, test_many_parked);
+    tcase_add_test(tc, test_early_answer_resets);
     tcase_add_test(tc, test_h2c_limits);
     tcase_add_test(tc, test_bad_preface);
     tcase_add_test(tc, test_stop_with_streams);
