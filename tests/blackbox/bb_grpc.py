@@ -33,6 +33,7 @@ TESTS = [
     "test_grpc_timeout",
     "test_health_not_serving",
     "test_concurrent_calls_distinct",
+    "test_parked_call_holds_back_nothing",
     "test_go_client",
 ]
 
@@ -408,6 +409,32 @@ def test_health_not_serving(ctx):
                  30, step=0.2, what="/health 200 again")
         eq(s.Check(hpb.HealthCheckRequest()).status, hpb.HealthCheckResponse.SERVING,
            "SERVING again")
+        s.close()
+
+
+def test_parked_call_holds_back_nothing(ctx):
+    """A call waiting for a segment (the store held) is parked: later calls on
+    the same channel (one HTTP/2 connection) are answered meanwhile, and the
+    parked one gets its ID once the store is free."""
+    with Workdir("grpc-parked") as wd:
+        d = start(wd, flags=["--segment.wait_ms=30000", "--segment.db_timeout_ms=60000"])
+        pb = mods()["pb"]
+        path = os.path.join(wd.path, "leafd.db")
+        add_tag(path, "slow")
+        s = Stub(d.gport)
+        eq(len(s.NextSegment(pb.SegmentRequest(biz_tag="demo")).ids), 1, "warm")
+        held = HeldStore(path)
+        try:
+            parked = s.NextSegment.future(pb.SegmentRequest(biz_tag="slow"), timeout=120)
+            for _ in range(20):
+                eq(len(s.NextSegment(pb.SegmentRequest(biz_tag="demo", count=2)).ids), 2,
+                   "answered while a call on the channel is parked")
+                eq(len(s.NextUuid(pb.CountRequest()).ids), 1, "a UUID too")
+            # The store is still held, so the parked call cannot have an ID.
+            check(not parked.done(), "the parked call still waits")
+        finally:
+            held.release()
+        eq(len(parked.result(timeout=60).ids), 1, "the parked call's ID once the store is free")
         s.close()
 
 
