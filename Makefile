@@ -11,7 +11,7 @@
 # Plain make, -MMD dependencies, strict warnings (-Werror with WERROR=1, as CI).
 
 CC      ?= cc
-PKGS    := libevent libevent_pthreads jansson sqlite3 mariadb
+PKGS    := libevent libevent_pthreads jansson sqlite3 mariadb libnghttp2
 WARN    := -Wall -Wextra -Wshadow -Wpointer-arith -Wstrict-prototypes \
            -Wmissing-prototypes -Wno-unused-parameter
 ifeq ($(WERROR),1)
@@ -27,31 +27,42 @@ SRCINC  := $(SRCDIRS:%=-Isrc/%) -Isrc
 vpath %.c src $(SRCDIRS:%=src/%)
 CFLAGS  += -std=gnu11 $(OPT) $(WARN) -pthread -DTHREADED -D_GNU_SOURCE \
            $(SRCINC) $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lzookeeper_mt -lhiredis -lm
+LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lzookeeper_mt -lhiredis -lm \
+           -lprotobuf-c
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
 SRCS    := $(wildcard src/*.c $(SRCDIRS:%=src/%/*.c))
-OBJS    := $(patsubst %.c,build/%.o,$(notdir $(SRCS))) build/console_assets.o
+# The gRPC schema (proto/): protoc-c writes its C into build/gen/ at build
+# time, included as "leafd/v1/leafd.pb-c.h" (only src/api/ may: make lint).
+PROTOS  := leafd/v1/leafd.proto grpc/health/v1/health.proto
+PB_SRCS := $(PROTOS:%.proto=build/gen/%.pb-c.c)
+PB_HDRS := $(PB_SRCS:.c=.h)
+PB_OBJS := $(patsubst %.c,%.o,$(notdir $(PB_SRCS)))
+CFLAGS  += -Ibuild/gen
+OBJS    := $(patsubst %.c,build/%.o,$(notdir $(SRCS))) build/console_assets.o \
+           $(PB_OBJS:%=build/%)
 LIBOBJS := $(filter-out build/main.o,$(OBJS))
 TESTS   := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/check_*.c))
 TESTBIN := $(TESTS:%=build/tests/%)
 
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
               -fno-sanitize-recover=undefined
-ASAN_OBJS  := $(patsubst %.c,build/asan/%.o,$(notdir $(SRCS))) build/console_assets.o
+ASAN_OBJS  := $(patsubst %.c,build/asan/%.o,$(notdir $(SRCS))) build/console_assets.o \
+              $(PB_OBJS:%=build/asan/%)
 ASAN_LIB   := $(filter-out build/asan/main.o,$(ASAN_OBJS))
 ASAN_TESTS := $(TESTS:%=build/asan/tests/%)
 
 # ThreadSanitizer: the suites whose threads race on purpose (the segment
 # allocator's harnesses and its leases, the snowflake generator's, the HTTP
-# park/wake and the UUID/ULID generators, the serial allocator, the RESP
+# park/wake (HTTP/1.1 and HTTP/2) and the UUID/ULID generators, the serial allocator, the RESP
 # listener's pipelines, the worker ID lease's keeper against state/metrics
 # readers and simultaneous claims). Suites built around libzookeeper_mt's own
 # threads or the segment store's MySQL client stay in the plain and ASan runs.
 TSAN_FLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
-TSAN_OBJS  := $(patsubst %.c,build/tsan/%.o,$(notdir $(SRCS))) build/console_assets.o
+TSAN_OBJS  := $(patsubst %.c,build/tsan/%.o,$(notdir $(SRCS))) build/console_assets.o \
+              $(PB_OBJS:%=build/tsan/%)
 TSAN_LIB   := $(filter-out build/tsan/main.o,$(TSAN_OBJS))
-TSAN_SUITES := check_segment check_snowflake check_http check_idkinds check_resp check_mc \
+TSAN_SUITES := check_segment check_snowflake check_http check_h2 check_idkinds check_resp check_mc \
                check_serial check_lease check_workerid_store
 TSAN_TESTS := $(TSAN_SUITES:%=build/tsan/tests/%)
 
@@ -77,6 +88,28 @@ build/console_assets.c: tools/embed.c web/index.html $(wildcard web/*) src/core/
 
 build/console_assets.o: build/console_assets.c src/api/console.h
 	$(CC) $(CFLAGS) -c -o $@ $<
+
+# protoc-c's C for proto/ (one rule writes both files), and its objects in
+# every variant; the sources wait for the headers before they compile.
+build/gen/%.pb-c.c build/gen/%.pb-c.h: proto/%.proto
+	@mkdir -p build/gen
+	protoc-c --proto_path=proto --c_out=build/gen $<
+
+define pb_objs
+build/$(notdir $(1:.c=.o)): $(1)
+	$$(CC) $$(CFLAGS) -MMD -MP -c -o $$@ $$<
+build/asan/$(notdir $(1:.c=.o)): $(1)
+	@mkdir -p $$(@D)
+	$$(CC) $$(CFLAGS) $$(ASAN_FLAGS) -MMD -MP -c -o $$@ $$<
+build/tsan/$(notdir $(1:.c=.o)): $(1)
+	@mkdir -p $$(@D)
+	$$(CC) $$(CFLAGS) $$(TSAN_FLAGS) -MMD -MP -c -o $$@ $$<
+build/fuzz/obj/$(notdir $(1:.c=.o)): $(1)
+	@mkdir -p $$(@D)
+	$$(FUZZ_CC) $$(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c -o $$@ $$<
+endef
+$(foreach f,$(PB_SRCS),$(eval $(call pb_objs,$(f))))
+$(OBJS) $(ASAN_OBJS) $(TSAN_OBJS) build/fuzz/obj/api_grpc_msg.o: | $(PB_HDRS)
 
 build/asan/%.o: %.c
 	@mkdir -p $(@D)
@@ -212,7 +245,7 @@ deb:
 #   make compose-check  docker-compose.yml is valid (docker-compose config -q)
 FUZZ_CC      ?= clang
 FUZZ_CFLAGS  := -std=gnu11 -O1 -g -fno-omit-frame-pointer -Wall -Wextra \
-                -Wno-unused-parameter -pthread -DTHREADED -D_GNU_SOURCE $(SRCINC) \
+                -Wno-unused-parameter -pthread -DTHREADED -D_GNU_SOURCE $(SRCINC) -Ibuild/gen \
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined \
                 $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 FUZZ_NAMES   := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
@@ -233,6 +266,9 @@ FUZZ_OBJS_segment_model := segment log util
 FUZZ_OBJS_redis_url  := workerid_redis_url util
 FUZZ_OBJS_zk_node    := workerid_zk_node util
 FUZZ_OBJS_mysql_url  := db_mysql_url util
+FUZZ_OBJS_grpc_msg   := api_grpc_msg leafd.pb-c health.pb-c util
+FUZZ_OBJS_grpc_frame := grpc_frame
+FUZZ_OBJS_h2_conn    := http_h2 http_h2_reply http_conn http_out http_server http_parse resp_parse grpc_frame log util
 fuzz_objs = $(patsubst %,build/fuzz/obj/%.o,$(FUZZ_OBJS_$(1)))
 # The C client's lease answer parser (clients/c/, not src/).
 build/fuzz/fuzz_lease_answer: clients/c/lease_parse.c

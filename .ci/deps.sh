@@ -12,7 +12,8 @@ libfaketime procps slowhttptest docker-compose clang libclang-rt-14-dev cppcheck
 chromium chromium-driver python3-selenium fonts-liberation
 libhiredis-dev redis-server redis-tools python3-redis python3-yaml
 nghttp2-client protobuf-compiler python3-grpcio python3-protobuf python3-pymemcache
-memcached libmemcached-tools openssl debhelper lintian systemd man-db"
+memcached libmemcached-tools openssl debhelper lintian systemd man-db
+golang-go golang-google-grpc-dev golang-goprotobuf-dev"
 bench="$test nginx wrk"
 deb="$build debhelper lintian python3"
 case "$profile" in

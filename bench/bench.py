@@ -41,7 +41,7 @@ sees the same machine noise):
     DBLOAD=1 make bench                 # plus the 2-minute database-load run
     ROUNDS=5 DURATION=10 python3 bench/bench.py
     ONLY=http,micro python3 bench/bench.py   # sections: http resp peers failover micro
-                                             # client startup footprint dbload multi memcache
+                                             # client startup footprint dbload multi memcache h2 grpc
 
 Environment: ROUNDS (3), DURATION (5 s per wrk/peer run), CONNS (64),
 THREADS (1,2), BUSY_POLL_US (50), DBCONNS (16), STARTUP_RUNS (5), FOOTPRINT_TAGS (10000),
@@ -176,8 +176,8 @@ def wrk(url, pids, ids_per_req=1, warmup=0):
 # ---- servers ----
 
 class Nginx:
-    def __init__(self, workdir, workers):
-        self.dir = os.path.join(workdir, "nginx-%d" % workers)
+    def __init__(self, workdir, workers, h2=False):
+        self.dir = os.path.join(workdir, "nginx-%d%s" % (workers, "-h2c" if h2 else ""))
         os.makedirs(self.dir, exist_ok=True)
         self.port = free_port()
         conf = os.path.join(self.dir, "nginx.conf")
@@ -192,11 +192,11 @@ http {
     access_log off;
     keepalive_requests 100000000;
     server {
-        listen 127.0.0.1:%d reuseport;
+        listen 127.0.0.1:%d%s reuseport;
         location / { default_type text/plain; return 200 "1234567890123456\\n"; }
     }
 }
-""" % (workers, self.dir, self.dir, self.port))
+""" % (workers, self.dir, self.dir, self.port, " http2" if h2 else ""))
         self.proc = subprocess.Popen(["nginx", "-c", conf, "-p", self.dir],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(self.port)
@@ -464,7 +464,7 @@ def main():
     micro = []
     client = []
     startup = []
-    fp = db_load = fo = mc_lines = None
+    fp = db_load = fo = mc_lines = h2_rows = grpc_rows = None
     servers = []
     mdb = None
     # (key, label, kind, thr, conns, ids_per_req, run)
@@ -543,9 +543,15 @@ def main():
         if want("memcache"):
             import memcache  # bench/memcache.py: leafd vs memcached, same client
             mc_lines = memcache.run(log)
+        if want("h2"):
+            import h2
+            h2_rows = h2.run(work)
         if want("footprint"):
             log("footprint: %s tags" % fmt_int(footprint.TAGS))
             fp = footprint.footprint(LEAFD, work)
+        if want("grpc") and have("nginx") and shutil.which("h2load"):
+            import grpc as grpc_bench           # bench/grpc.py: NextSegment vs nginx h2c
+            grpc_rows = grpc_bench.run(LEAFD, work, log, ROUNDS, DURATION, threads)
         if want("dbload") and have("mariadbd") and have("mariadb"):
             if mdb is None:
                 log("starting MariaDB")
@@ -812,6 +818,9 @@ def main():
         out += resp_multi.run(LEAFD)
     if mc_lines:
         out += [""] + mc_lines
+    if h2_rows:
+        out += [""] + h2_rows
+    out += [""] + grpc_rows if grpc_rows else []
     print("\n".join(out))
     return 0
 

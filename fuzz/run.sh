@@ -37,10 +37,13 @@ opts() {
     serial_defs) echo "-max_len=2048 -dict=fuzz/serial_defs.dict" ;;
     resp_parse) echo "-max_len=4096 -dict=fuzz/resp.dict" ;;
     mc_parse)   echo "-max_len=4096 -dict=fuzz/mc.dict" ;;
+    grpc_frame) echo "-max_len=300" ;;
+    h2_conn)    echo "-max_len=16384" ;;
     segment_model) echo "-max_len=400" ;;
     multi_block) echo "-max_len=600" ;;
     lease_answer) echo "-max_len=1024" ;;
     zk_node)    echo "-max_len=512" ;;
+    grpc_msg)   echo "-max_len=1024" ;;
     *)          echo "" ;;
     esac
 }

@@ -332,6 +332,12 @@ start(struct leafd *d, char **cause)
     hc.mc_enable = cfg->mc_port != 0;
     hc.mc_address = cfg->mc_address;
     hc.mc_port = (int)cfg->mc_port;
+    hc.grpc_enable = cfg->grpc_port != 0;
+    hc.grpc_address = cfg->grpc_address;
+    hc.grpc_port = (int)cfg->grpc_port;
+    hc.grpc_max_message_bytes = (int)cfg->grpc_max_message_bytes;
+    hc.h2_max_concurrent_streams = (int)cfg->h2_max_streams;
+    hc.h2_disable = !cfg->h2;
     __atomic_store_n(&d->server, http_server_new(&hc, api_handle, api_thread, d->api,
                                                  cause), __ATOMIC_RELEASE);
     if (d->server == NULL)
@@ -344,6 +350,7 @@ start(struct leafd *d, char **cause)
         hc.max_connections = admin_cap;
         hc.resp_enable = 0;
         hc.mc_enable = 0;
+        hc.grpc_enable = 0;
         __atomic_store_n(&d->admin, http_server_new(&hc, api_handle_admin,
                                                     api_thread_admin, d->api, cause),
                          __ATOMIC_RELEASE);
@@ -374,6 +381,9 @@ start(struct leafd *d, char **cause)
     if (http_server_mc_port(d->server) >= 0)
         log_info("memcached protocol on %s:%d", cfg->mc_address,
                  http_server_mc_port(d->server));
+    if (http_server_grpc_port(d->server) >= 0)
+        log_info("gRPC on %s:%d", cfg->grpc_address,
+                 http_server_grpc_port(d->server));
     return 0;
 }
 

@@ -5,7 +5,10 @@ src/ has one folder per layer, declared here lowest first (docs/design.md
 states the same order and what each layer holds). A file may include
 headers of its own folder and of the folders declared below it, never of
 one above: an upward #include fails, naming the file, the line and the rule.
-main.c, in src/ itself, stands above every folder. Also refused: a source
+main.c, in src/ itself, stands above every folder. The C that protoc-c
+generates from proto/ (build/gen/, included as "leafd/v1/leafd.pb-c.h")
+belongs to api/, which serves the schema: a lower layer may not include
+it. Also refused: a source
 file in no declared folder, and two files of one name in two folders
 (headers are included by bare name, objects built flat).
 
@@ -20,6 +23,7 @@ import tempfile
 LAYERS = ["core", "db", "http", "snowflake", "store", "segment", "ids", "api"]
 TOP = len(LAYERS)                       # src/main.c
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+GENERATED = (".pb-c.h", LAYERS.index("api"))   # protoc-c's headers: api/ up
 
 
 def check(root):
@@ -56,6 +60,11 @@ def check(root):
                 if not m:
                     continue
                 name = os.path.basename(m.group(1))
+                if name.endswith(GENERATED[0]) and me < GENERATED[1]:
+                    problems.append(
+                        "%s:%d: includes %s, protoc-c's C for proto/, which only "
+                        "api/ (and main.c) may include" % (path, n, m.group(1)))
+                    continue
                 target = home.get(name)
                 if target is None or name in dup:
                     continue        # not one of src/'s headers, or ambiguous
@@ -81,15 +90,19 @@ def self_test():
         put("src/core/util.h", "")
         put("src/core/util.c", '#include "util.h"\n')
         put("src/segment/segment.h", '#include "util.h"\n')
-        put("src/api/api.c", '#include "segment.h"\n#include <stdio.h>\n')
+        put("src/api/api.c", '#include "segment.h"\n#include <stdio.h>\n'
+            '#include "leafd/v1/leafd.pb-c.h"\n')
         put("src/main.c", '#include "api.h"\n#include "segment.h"\n')
         _, clean = check(d)
         assert clean == [], clean
         put("src/core/log.c", '#include "util.h"\n\n  # include "segment.h"\n')
         put("src/extra/x.c", "")
         put("src/api/util.h", "")
+        put("src/http/h.c", '#include "leafd/v1/leafd.pb-c.h"\n')
         _, found = check(d)
-        assert len(found) == 3, found
+        assert len(found) == 4, found
+        assert any(f.startswith("src/http/h.c:1: includes leafd/v1/leafd.pb-c.h, "
+                                "protoc-c's") for f in found), found
         assert any(f.startswith("src/core/log.c:3: includes segment.h, which is in "
                                 "segment/, above core/") for f in found), found
         assert any(f.startswith("src/extra/x.c: not in a declared layer") for f in found), found

@@ -81,6 +81,7 @@ api_free(struct api *a)
         free(a->threads[i].out);
         free(a->threads[i].ids);
         free(a->threads[i].id128);
+        api_grpc_thread_free(a->threads[i].grpc);
     }
     free(a->threads);
     uuid7_gen_free(a->uuid);
@@ -194,7 +195,7 @@ api_serve_segment(struct api *a, struct http_conn *c, struct http_request *req,
 
     assert(a->segs != NULL && util_tag_valid(tag, len) && n >= 1);
     if (!req->retry && !req->timed_out)
-        st->deadline_us = req->start_us + a->cfg->wait_ms * 1000;
+        st->deadline_us = api_wait_deadline(a, req);
     if (req->timed_out) {
         reply_no_ids(a, c, r, st, tag, NULL);
         return;
@@ -340,7 +341,7 @@ api_serve_snowflake(struct api *a, struct http_conn *c, struct http_request *req
 
     assert(a->sf != NULL && n >= 1);
     if (!req->retry && !req->timed_out)
-        st->deadline_us = req->start_us + a->cfg->wait_ms * 1000;
+        st->deadline_us = api_wait_deadline(a, req);
     rc = snowflake_next(a->sf, (uint32_t)n, api_self->ids, &why);
     if (rc == SNOWFLAKE_OK) {
         if (r == R_SNOWFLAKE_LEAF && fmt == FMT_TEXT && n == 1) {
@@ -445,7 +446,7 @@ api_serve_id128(struct api *a, struct http_conn *c, enum route r, int64_t n,
     int json = fmt == FMT_JSON, resp = fmt == FMT_RESP;
     char *p = api_self->out, *start = api_self->out;
 
-    assert(n >= 1 && fmt != FMT_RESP_INT);
+    assert(n >= 1 && fmt != FMT_RESP_INT);   /* FMT_GRPC: as text, then packed */
     rc = uuid ? uuid7_next(a->uuid, (size_t)n, api_self->id128)
               : ulid_next(a->ulid, (size_t)n, api_self->id128);
     if (rc < 0) {
@@ -506,6 +507,10 @@ api_serve_id128(struct api *a, struct http_conn *c, enum route r, int64_t n,
     }
     if (resp) {
         api_reply_resp(c, r, start, (size_t)(p - start), 0);
+        return;
+    }
+    if (fmt == FMT_GRPC) {
+        api_grpc_reply_lines(c, r, start, (size_t)(p - start));
         return;
     }
     api_reply(c, r, 200, json ? "application/json" : "text/plain", NULL, start,

@@ -97,6 +97,7 @@ struct api_thread {
     _Atomic uint32_t nkeys;        /* leaf_keys[0..nkeys) are published */
     _Atomic uint64_t other_keys;
     struct leaf_key  leaf_keys[LEAF_KEYS_MAX];
+    void            *grpc;         /* api_grpc.c's reply buffers, or NULL */
 } __attribute__((aligned(64)));
 
 struct api {
@@ -148,9 +149,35 @@ void api_reply_sbuf(struct http_conn *c, enum route r, int status,
                     const char *ctype, struct sbuf *b);
 
 /* How an ID answer is written: HTTP text or JSON, a RESP array of bulk
- * strings, a RESP integer (INCR, one ID), or one memcached VALUE (one ID,
- * api_mc_reply_value). */
-enum api_fmt { FMT_TEXT, FMT_JSON, FMT_RESP, FMT_RESP_INT, FMT_MC };
+ * strings, a RESP integer (INCR, one ID), one memcached VALUE (one ID,
+ * api_mc_reply_value), or a gRPC reply message (api_grpc.c). */
+enum api_fmt { FMT_TEXT, FMT_JSON, FMT_RESP, FMT_RESP_INT, FMT_MC, FMT_GRPC };
+
+/* Count an answer of route r with status (api_reply.c). */
+void api_count(enum route r, int status);
+
+/* When a request's wait (segment.wait_ms) ends: from its start, shortened
+ * by a gRPC request's grpc-timeout, never lengthened (api_reply.c). */
+int64_t api_wait_deadline(const struct api *a, const struct http_request *req);
+
+/* gRPC (api_grpc.c). api_grpc_request answers a request of the gRPC
+ * listener (req->proto == HTTP_REQ_GRPC). While it runs, api_grpc_req is
+ * that request, so that api_reply_error and the FMT_GRPC answers below
+ * reply in gRPC; NULL otherwise. */
+extern _Thread_local const struct http_request *api_grpc_req;
+void api_grpc_request(struct api *a, struct http_conn *c, struct http_request *req);
+void api_grpc_reply_error(struct http_conn *c, enum route r, int status,
+                          const char *code, const char *msg);
+void api_grpc_reply_ranges(struct http_conn *c, enum route r,
+                           const struct segment_range *ranges, int nranges);
+void api_grpc_reply_u64s(struct http_conn *c, enum route r, const uint64_t *ids,
+                         size_t n);
+/* Texts one per line ('\n'-ended; text is overwritten) as a StringsReply. */
+void api_grpc_reply_lines(struct http_conn *c, enum route r, char *text, size_t len);
+void api_grpc_reply_lease(struct http_conn *c, const char *tag,
+                          const struct segment_range *ranges, int nranges);
+/* An I/O thread's gRPC buffers (api_thread.grpc). */
+void api_grpc_thread_free(void *bufs);
 
 /* RESP answers (api_reply.c): counted as 200 on route r, or as status. */
 void api_reply_resp(struct http_conn *c, enum route r, const char *data,
@@ -251,6 +278,10 @@ int  api_want_json(struct http_conn *c, enum route r, const struct http_msg *m);
  * undecoded tag), and Tinyid's /tinyid/id/<op> (api_tinyid.c). */
 void api_lease_handle(struct api *a, struct http_conn *c, struct http_request *req,
                       const char *raw, size_t rawlen);
+/* A lease of n IDs of tag (valid; n <= 0: the row's step) for a request of
+ * either protocol: answer (fmt FMT_TEXT, FMT_JSON or FMT_GRPC), or park. */
+void api_serve_lease(struct api *a, struct http_conn *c, struct http_request *req,
+                     const char *tag, int64_t n, enum api_fmt fmt);
 void api_tinyid_handle(struct api *a, struct http_conn *c, struct http_request *req,
                        const char *op, size_t oplen);
 

@@ -75,7 +75,7 @@ api_lease_take(struct api *a, struct http_conn *c, struct http_request *req,
 
     if (!st->started) {
         st->started = 1;
-        st->deadline_us = req->start_us + a->cfg->wait_ms * 1000;
+        st->deadline_us = api_wait_deadline(a, req);
     }
     if (j != NULL) {
         enum api_lease_result r;
@@ -175,18 +175,13 @@ void
 api_lease_handle(struct api *a, struct http_conn *c, struct http_request *req,
                  const char *raw, size_t rawlen)
 {
-    struct segment_range r[API_LEASE_MAX_RANGES];
-    char tag[TAG_MAX + 1], why[512];
-    struct sbuf b = { 0 };
-    int nr = 0, json;
+    char tag[TAG_MAX + 1];
+    int json;
     int64_t n;
     long len;
 
-    if (a->segs == NULL) {
-        api_reply_error(c, R_LEASE, 404, "mode_disabled", NULL,
-                        "segment mode is off on this node (leaf.segment.enable = false)");
+    if (api_segment_disabled(a, c, R_LEASE))
         return;
-    }
     if (req->msg.method == HTTP_HEAD) {
         api_reply_error(c, R_LEASE, 405, "method_not_allowed", "Allow: GET\r\n",
                         "HEAD would take a lease and drop it: use GET");
@@ -206,6 +201,18 @@ api_lease_handle(struct api *a, struct http_conn *c, struct http_request *req,
     json = api_want_json(c, R_LEASE, &req->msg);
     if (json < 0)
         return;
+    api_serve_lease(a, c, req, tag, n, json ? FMT_JSON : FMT_TEXT);
+}
+
+void
+api_serve_lease(struct api *a, struct http_conn *c, struct http_request *req,
+                const char *tag, int64_t n, enum api_fmt fmt)
+{
+    struct segment_range r[API_LEASE_MAX_RANGES];
+    char why[512];
+    struct sbuf b = { 0 };
+    int nr = 0, json = fmt == FMT_JSON;
+
     switch (api_lease_take(a, c, req, tag, n, 0, r, &nr, why, sizeof why)) {
     case API_LEASE_PARKED:
         return;
@@ -223,6 +230,10 @@ api_lease_handle(struct api *a, struct http_conn *c, struct http_request *req,
         return;
     case API_LEASE_DONE:
         break;
+    }
+    if (fmt == FMT_GRPC) {
+        api_grpc_reply_lease(c, tag, r, nr);
+        return;
     }
     if (json) {
         sbuf_printf(&b, "{\"biz_tag\":\"%s\",\"ranges\":[", tag);

@@ -296,6 +296,14 @@ api_page_metrics(struct api *a, struct http_conn *c)
                             "leafd_resp_commands_total %llu\n",
                         (unsigned long long)hs.resp_open,
                         (unsigned long long)hs.resp_commands);
+        sbuf_printf(&b, "# HELP leafd_h2_connections HTTP/2 connections open, h2c "
+                        "and gRPC (also counted in leafd_http_connections).\n"
+                        "# TYPE leafd_h2_connections gauge\n"
+                        "leafd_h2_connections %llu\n"
+                        "# TYPE leafd_h2_streams_total counter\n"
+                        "leafd_h2_streams_total %llu\n",
+                    (unsigned long long)hs.h2_open,
+                    (unsigned long long)hs.h2_streams);
     }
     if (a->segs != NULL) {
         sbuf_printf(&b, "# TYPE leafd_segment_tags gauge\nleafd_segment_tags %zu\n"

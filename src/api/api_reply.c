@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "api_internal.h"
+#include "config.h"
 #include "http.h"
 #include "util.h"
 
@@ -102,6 +103,10 @@ api_reply_error(struct http_conn *c, enum route r, int status, const char *code,
     }
     if (api_mc_current(c)) {
         api_mc_reply_error(c, r, status, code, msg);
+        return;
+    }
+    if (api_grpc_req != NULL) {
+        api_grpc_reply_error(c, r, status, code, msg);
         return;
     }
     if (http_conn_session(c) != NULL) {
@@ -218,6 +223,10 @@ api_reply_ranges(struct http_conn *c, enum route r, enum api_fmt fmt, const char
         p = util_u64_dec(p, (uint64_t)ranges[0].start);
         api_mc_reply_value(c, r, start, (size_t)(p - start),
                            (uint64_t)ranges[0].start);
+        return;
+    }
+    if (fmt == FMT_GRPC) {
+        api_grpc_reply_ranges(c, r, ranges, nranges);
         return;
     }
     if (fmt == FMT_RESP || fmt == FMT_RESP_INT) {
@@ -337,6 +346,17 @@ api_want_json(struct http_conn *c, enum route r, const struct http_msg *m)
 }
 
 
+int64_t
+api_wait_deadline(const struct api *a, const struct http_request *req)
+{
+    int64_t d = req->start_us + a->cfg->wait_ms * 1000;
+
+    if (req->proto == HTTP_REQ_GRPC && req->grpc_timeout_us > 0 &&
+        req->start_us + req->grpc_timeout_us < d)
+        d = req->start_us + req->grpc_timeout_us;
+    return d;
+}
+
 /* The ?count= and format of an ID request, and its deadline on the first
  * call. Returns 0, or -1 after answering 400. */
 int
@@ -372,6 +392,10 @@ api_reply_u64s(struct http_conn *c, enum route r, enum api_fmt fmt,
         assert(n == 1);
         p = util_u64_dec(p, ids[0]);
         api_mc_reply_value(c, r, start, (size_t)(p - start), ids[0]);
+        return;
+    }
+    if (fmt == FMT_GRPC) {
+        api_grpc_reply_u64s(c, r, ids, n);
         return;
     }
     if (fmt == FMT_RESP || fmt == FMT_RESP_INT) {

@@ -139,6 +139,11 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
     size_t rlen;
     enum route r;
 
+    if (req->proto == HTTP_REQ_GRPC) {
+        assert(!admin);
+        api_grpc_request(a, c, req);
+        return;
+    }
     if (req->cmd != NULL) {
         assert(!admin);
         api_resp_command(a, c, req);

@@ -38,9 +38,13 @@ api_serial_key(const char *code, size_t len)
 }
 
 static void
-reply_texts(struct http_conn *c, enum api_fmt fmt, const char *start, char *p)
+reply_texts(struct http_conn *c, enum api_fmt fmt, char *start, char *p)
 {
     assert((size_t)(p - start) <= sizeof out_buf);
+    if (fmt == FMT_GRPC) {
+        api_grpc_reply_lines(c, R_SERIAL, start, (size_t)(p - start));
+        return;
+    }
     if (fmt == FMT_RESP) {
         api_reply_resp(c, R_SERIAL, start, (size_t)(p - start), 0);
         return;
@@ -243,7 +247,7 @@ api_serve_serial(struct api *a, struct http_conn *c, struct http_request *req,
     assert(n >= 1 && n <= SERIAL_COUNT_LIMIT && fmt != FMT_RESP_INT);
     /* Set here, not left to the helper: the wait of a serial request. */
     if (!req->retry && !req->timed_out)
-        st->deadline_us = req->start_us + a->cfg->wait_ms * 1000;
+        st->deadline_us = api_wait_deadline(a, req);
     if (d->source == SERIAL_SRC_SNOWFLAKE) {
         serial_snowflake(a, c, req, i, d, n, fmt);
         return;

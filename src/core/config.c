@@ -100,6 +100,17 @@ static const struct key keys[] = {
     { "memcache.token", K_STR, OFF(mc_token), 0, 256, "", NULL,
       "with auth.tokens_file: the memcached listener serves this token's "
       "scopes (it has no auth of its own; never logged)" },
+    { "grpc.listen.address", K_STR, OFF(grpc_address), 1, 255, "127.0.0.1", NULL,
+      "address of the gRPC listener (with grpc.listen.port)" },
+    { "grpc.listen.port", K_INT, OFF(grpc_port), 0, 65535, "0", NULL,
+      "also serve gRPC (HTTP/2, cleartext) on this port, on the same I/O "
+      "threads (0: off)" },
+    { "grpc.max_message_bytes", K_INT, OFF(grpc_max_message_bytes), 64, 16777216,
+      "65536", NULL, "a gRPC request message over this gets RESOURCE_EXHAUSTED" },
+    { "http.h2", K_BOOL, OFF(h2), 0, 1, "true", NULL,
+      "listen.port also takes cleartext HTTP/2 with prior knowledge (h2c)" },
+    { "http.h2_max_concurrent_streams", K_INT, OFF(h2_max_streams), 1, 10000, "100", NULL,
+      "streams open at once on one HTTP/2 connection (h2c and gRPC)" },
     { "admin.token", K_STR, OFF(admin_token), 0, 256, "", NULL,
       "require Authorization: Bearer <token> on the admin pages (never logged)" },
     { "auth.tokens_file", K_STR, OFF(tokens_file), 0, 1024, "", NULL,

@@ -63,6 +63,11 @@ struct config {
     char    *mc_address;           /* memcache.listen.address */
     int64_t  mc_port;              /* memcache.listen.port (0: no listener) */
     char    *mc_token;             /* memcache.token ("" = none) */
+    char    *grpc_address;         /* grpc.listen.address */
+    int64_t  grpc_port;            /* grpc.listen.port (0: no gRPC listener) */
+    int64_t  grpc_max_message_bytes; /* grpc.max_message_bytes */
+    int      h2;                   /* http.h2: h2c on listen.port */
+    int64_t  h2_max_streams;       /* http.h2_max_concurrent_streams */
     char    *tokens_file;          /* auth.tokens_file ("" = ID endpoints open) */
 
     /* segment mode */

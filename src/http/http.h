@@ -28,6 +28,17 @@
  * RESP one. The handler gets req->mc set: once per key of a get (req->mc_key
  * is the key's token), once for any other command, and answers with
  * http_reply_mc. A storage command's data block is skipped by the layer.
+ *
+ * HTTP/2 (http_h2.c, on libnghttp2). The HTTP port also takes cleartext
+ * HTTP/2 with prior knowledge (h2c): a connection that opens with the
+ * 24-byte HTTP/2 preface runs an HTTP/2 session instead. With grpc_enable,
+ * each I/O thread also listens for gRPC on grpc_address:grpc_port, where
+ * every connection is HTTP/2 and every stream a gRPC call. Each stream is a
+ * request (req->proto HTTP_REQ_H2 or HTTP_REQ_GRPC) for the same handler,
+ * answered with http_reply (or http_reply_grpc) or parked with http_park as
+ * on HTTP/1.1. The c a stream's handler gets is the stream's own: streams
+ * park, wake and are answered independently, in any order, and a parked one
+ * holds back no other (docs/http2.md).
  */
 #ifndef LEAFD_HTTP_H
 #define LEAFD_HTTP_H
@@ -45,6 +56,9 @@ struct mc_cmd;
 /* Per-request scratch that survives parking: zeroed when a request starts. */
 #define HTTP_REQ_SCRATCH 256
 
+/* What a request came over (req->proto). */
+enum http_req_proto { HTTP_REQ_HTTP1 = 0, HTTP_REQ_RESP, HTTP_REQ_H2, HTTP_REQ_GRPC };
+
 struct http_request {
     struct http_msg  msg;          /* parsed request line and headers */
     const struct resp_cmd *cmd;    /* a RESP command, or NULL for HTTP */
@@ -54,6 +68,12 @@ struct http_request {
     int              retry;        /* handler called again after a wake */
     int              timed_out;    /* handler called because the park expired */
     int64_t          start_us;     /* monotonic time the request was parsed */
+    int                  proto;        /* enum http_req_proto */
+    const unsigned char *body;         /* HTTP_REQ_GRPC: the request message, unframed
+                                          (the 5-byte gRPC prefix removed); NULL otherwise */
+    size_t               body_len;
+    int64_t              grpc_timeout_us; /* HTTP_REQ_GRPC: the grpc-timeout header,
+                                          0 when absent */
     unsigned char    scratch[HTTP_REQ_SCRATCH] __attribute__((aligned(8)));
 };
 
@@ -80,9 +100,16 @@ struct http_config {
     int         mc_enable;         /* also listen for memcached (see above) */
     const char *mc_address;        /* "" or NULL: any address */
     int         mc_port;           /* 0: pick a free port (tests) */
+    int         grpc_enable;       /* also listen for gRPC (see above) */
+    const char *grpc_address;      /* "" or NULL: any address */
+    int         grpc_port;         /* 0: pick a free port (tests) */
+    int         grpc_max_message_bytes; /* a request message over: 8 */
+    int         h2_max_concurrent_streams; /* per HTTP/2 connection */
+    int         h2_disable;        /* 1: no h2c on the HTTP port */
 };
 /* A field <= 0 takes its default: max_connections 10000, idle_timeout_ms
- * 60000, max_header_bytes 8192, max_url_bytes 4096, max_body_bytes 65536.
+ * 60000, max_header_bytes 8192, max_url_bytes 4096, max_body_bytes 65536,
+ * grpc_max_message_bytes 65536, h2_max_concurrent_streams 100.
  * Bodies up to max_body_bytes are read and dropped (handlers never see one);
  * any Transfer-Encoding gets 400 bad_request and a close. Errors the layer
  * answers itself (400, 408, 413, 414, 431, 500, 503, 505) carry
@@ -99,6 +126,7 @@ struct http_server *http_server_new(const struct http_config *cfg,
 int  http_server_port(const struct http_server *s);  /* the bound port */
 int  http_server_resp_port(const struct http_server *s); /* -1: no RESP */
 int  http_server_mc_port(const struct http_server *s);   /* -1: none */
+int  http_server_grpc_port(const struct http_server *s); /* -1: no gRPC listener */
 /* Starts the I/O threads. 0 or -1. */
 int  http_server_start(struct http_server *s, char **cause);
 /* Stop accepting; answer the requests in flight (parked ones included, until
@@ -156,6 +184,13 @@ void http_reply_resp(struct http_conn *c, const char *data, size_t len,
 enum { HTTP_MC_END = 1, HTTP_MC_CLOSE = 2 };
 void http_reply_mc(struct http_conn *c, const char *data, size_t len,
                    int flags);
+/* Answer the current gRPC request (only for req->proto == HTTP_REQ_GRPC): HEADERS
+ * (:status 200, content-type application/grpc), then, when msg != NULL, one DATA frame
+ * carrying the 5-byte prefix and msg (copied), then trailers grpc-status and, when
+ * grpc_message is not NULL, grpc-message (percent-encoded by the transport). msg == NULL
+ * with status != 0: a trailers-only answer. */
+void http_reply_grpc(struct http_conn *c, int grpc_status, const char *grpc_message,
+                     const void *msg, size_t len);
 
 /* A RESP connection's session: HTTP_SESSION_BYTES zeroed at accept, kept
  * until close, for the handler's per-connection state (protocol version,
@@ -187,6 +222,8 @@ struct http_stats {
     uint64_t mc_open;               /* memcached connections open */
     uint64_t mc_total;              /* memcached connections accepted */
     uint64_t mc_commands;           /* memcached command lines handled */
+    uint64_t h2_open;               /* HTTP/2 connections open (h2c, gRPC) */
+    uint64_t h2_streams;            /* HTTP/2 streams handed to the handler */
 };
 void http_server_stats(const struct http_server *s, struct http_stats *out);
 

@@ -87,7 +87,7 @@
 #include "log.h"
 #include "util.h"
 
-static int conn_run(struct http_conn *c);
+
 
 /* ---- connection plumbing ---- */
 
@@ -225,6 +225,8 @@ http_conn_free(struct http_conn *c)
         else
             free(c->out);
     }
+    if (c->h2 != NULL)
+        http_h2_free(c);
     if (c->resp != NULL) {
         if (t->s->cfg.resp_session_free != NULL)
             t->s->cfg.resp_session_free(c->resp->session);
@@ -242,8 +244,8 @@ http_conn_free(struct http_conn *c)
 }
 
 /* The request is answered: forget it. */
-static void
-conn_end_request(struct http_conn *c)
+void
+http_conn_end_request(struct http_conn *c)
 {
     c->req_active = 0;
     conn_unpark(c);
@@ -277,7 +279,7 @@ conn_call(struct http_conn *c)
                       http_method_name(c->req.msg.method),
                       (int)c->req.msg.target_len, c->req.msg.target);
         http_out_error(c, 500, "internal", "request not answered");
-        conn_end_request(c);
+        http_conn_end_request(c);
         return;
     }
     /* Pairs with http_wake and http_wake_all: see DESIGN. */
@@ -287,8 +289,10 @@ conn_call(struct http_conn *c)
     }
 }
 
+/* A parsed request (HTTP, HTTP/2) or command (RESP) starts: call the
+ * handler. */
 void
-http_conn_start(struct http_conn *c)
+http_conn_start_request(struct http_conn *c)
 {
     struct http_thread *t = c->t;
 
@@ -352,7 +356,8 @@ conn_process_resp(struct http_conn *c)
         assert(rs->cmd.argc > 0);
         ctr_add(&t->resp_commands, 1);
         c->req.cmd = &rs->cmd;
-        http_conn_start(c);
+        c->req.proto = HTTP_REQ_RESP;
+        http_conn_start_request(c);
     }
 }
 
@@ -383,6 +388,18 @@ conn_process(struct http_conn *c)
         avail = c->in_len - c->in_off;
         if (avail == 0)
             break;
+        if (!c->h1 && !cfg->h2_disable) {
+            int h2 = http_h2_preface(c->in + c->in_off, avail);
+
+            if (h2 < 0)
+                break;
+            if (h2 > 0) {
+                http_h2_start(c, 0);
+                http_h2_process(c);
+                return;
+            }
+        }
+        c->h1 = 1;
         if (c->out_len - c->out_off >= HTTP_OUT_HIGH) {
             c->out_full = 1;
             break;
@@ -408,7 +425,8 @@ conn_process(struct http_conn *c)
         c->in_off += msg->head_len;
         c->body_left = msg->content_length > 0 ? (uint64_t)msg->content_length
                                                : 0;
-        http_conn_start(c);
+        c->req.proto = HTTP_REQ_HTTP1;
+        http_conn_start_request(c);
     }
 }
 
@@ -484,7 +502,7 @@ conn_update(struct http_conn *c)
     conn_rev(c, !c->wev_on && !c->closing && !c->eof &&
              !(c->req_active && c->in_len == t->s->in_cap));
 
-    if (c->req_active) {
+    if (c->req_active || (c->h2 != NULL && http_h2_busy(c))) {
         c->deadline_ms = 0;
     } else if (c->wev_on) {
         /* conn_flush set it */
@@ -512,7 +530,9 @@ conn_update(struct http_conn *c)
 static void
 conn_process_any(struct http_conn *c)
 {
-    if (c->resp != NULL)
+    if (c->h2 != NULL)
+        http_h2_process(c);
+    else if (c->resp != NULL)
         conn_process_resp(c);
     else if (c->mc != NULL)
         http_conn_process_mc(c);
@@ -555,14 +575,16 @@ close:
 }
 
 /* Process input, send, then close or wait. Returns -1 if c was freed. */
-static int
-conn_run(struct http_conn *c)
+int
+http_conn_run(struct http_conn *c)
 {
     if (c->queued)
         conn_unqueue(c);
     conn_process_any(c);
     return conn_finish(c);
 }
+
+static void conn_queue_send(struct http_conn *c);
 
 /* The read path: like conn_run, but an answer waits for the send queue. */
 static void
@@ -578,6 +600,16 @@ conn_run_read(struct http_conn *c)
         (void)conn_finish(c);
         return;
     }
+    conn_queue_send(c);
+}
+
+/* Join the thread's send queue (see DESIGN: sends after reads). */
+static void
+conn_queue_send(struct http_conn *c)
+{
+    struct http_thread *t = c->t;
+
+    assert(c->owner == NULL);
     if (!c->queued) {
         c->queued = 1;
         c->qprev = NULL;
@@ -600,6 +632,8 @@ http_conn_send_queued(struct http_thread *t)
     t->send_armed = 0;
     while ((c = t->sendq) != NULL) {
         conn_unqueue(c);
+        if (c->h2 != NULL)
+            http_h2_process(c);     /* a stream answered after a retry */
         (void)conn_finish(c);
     }
 }
@@ -642,7 +676,8 @@ conn_read_cb(evutil_socket_t fd, short what, void *arg)
     if (c->in == NULL) {
         c->in = http_pool_get(&t->inpool, t->s->in_cap);
         c->in_off = c->in_len = 0;
-    } else if (!c->req_active && c->in_off > 0) {
+    } else if ((!c->req_active || c->h2 != NULL) && c->in_off > 0) {
+        /* HTTP/2 requests own copies of what they need from the input. */
         memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
         c->in_len -= c->in_off;
         c->in_off = 0;
@@ -673,7 +708,7 @@ conn_write_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    conn_run(arg);
+    http_conn_run(arg);
 }
 
 static void
@@ -686,7 +721,8 @@ conn_timeout(struct http_conn *c)
         return;
     }
     ctr_add(&t->timeouts, 1);
-    if (!c->wev_on && (c->in_len > c->in_off || c->body_left > 0)) {
+    if (c->h2 == NULL && !c->wev_on &&
+        (c->in_len > c->in_off || c->body_left > 0)) {
         /* A slow request: say why, best effort, without waiting. */
         http_out_error(c, 408, "request_timeout", "request not received in time");
         (void)conn_flush(c);
@@ -713,7 +749,9 @@ conn_timer_cb(evutil_socket_t fd, short what, void *arg)
         conn_arm_timer(c, now, c->deadline_ms);
 }
 
-/* Call the handler again for a parked request. */
+/* Call the handler again for a parked request. A stream's connection is
+ * run later, from the send queue: a retry frees nothing, so a caller walking
+ * a parked list keeps a valid next pointer. */
 void
 http_conn_retry(struct http_conn *c, int timed_out)
 {
@@ -723,7 +761,10 @@ http_conn_retry(struct http_conn *c, int timed_out)
     c->req.retry = 1;
     c->req.timed_out = timed_out;
     conn_call(c);       /* may answer, or park again with a fresh timer */
-    conn_run(c);
+    if (c->owner != NULL)
+        conn_queue_send(c->owner);
+    else
+        http_conn_run(c);
 }
 
 static void
@@ -774,7 +815,21 @@ http_conn_new(struct http_thread *t, int fd, enum http_proto proto)
     c->deadline_ms = c->timer_at_ms;
     ctr_add(&t->open, 1);
     ctr_add(&t->total, 1);
+    if (proto == HTTP_PROTO_GRPC)
+        http_h2_start(c, 1);
     conn_rev(c, 1);
+}
+
+void
+http_conn_stream_init(struct http_conn *sc, struct http_conn *owner,
+                      void *h2st)
+{
+    sc->t = owner->t;
+    sc->fd = owner->fd;
+    sc->h2 = owner->h2;
+    sc->owner = owner;
+    sc->h2st = h2st;
+    event_assign(&sc->pev, owner->t->base, -1, 0, conn_park_cb, sc);
 }
 
 int
@@ -782,7 +837,8 @@ http_conn_idle(const struct http_conn *c)
 {
     /* A lingering connection has its answer already: close it too. */
     return !c->req_active && c->in_len == c->in_off &&
-           c->body_left == 0 && c->out_off == c->out_len;
+           c->body_left == 0 && c->out_off == c->out_len &&
+           (c->h2 == NULL || http_h2_idle(c));
 }
 
 void
@@ -800,13 +856,18 @@ http_reply(struct http_conn *c, int status, const char *content_type,
         log_error("http_reply(%d) on a RESP or memcached connection", status);
         http_out_error(c, 500, "internal", "internal error: an HTTP answer to a "
                    "RESP command");
-        conn_end_request(c);
+        http_conn_end_request(c);
+        return;
+    }
+    if (c->h2 != NULL) {
+        http_h2_reply(c, status, content_type, extra_headers, body, len);
+        http_conn_end_request(c);
         return;
     }
     http_out_respond(c, status, content_type, extra_headers, body, len,
                  msg->method == HTTP_HEAD,
                  !msg->keep_alive || c->t->stopping || c->eof);
-    conn_end_request(c);
+    http_conn_end_request(c);
 }
 
 void
@@ -820,7 +881,7 @@ http_reply_resp(struct http_conn *c, const char *data, size_t len,
     http_out_append(c, data, len);
     if (close_after || c->t->stopping)
         c->closing = 1;
-    conn_end_request(c);
+    http_conn_end_request(c);
 }
 
 void
@@ -839,7 +900,7 @@ http_reply_mc(struct http_conn *c, const char *data, size_t len, int flags)
     }
     if ((flags & HTTP_MC_CLOSE) || c->t->stopping)
         c->closing = 1;
-    conn_end_request(c);
+    http_conn_end_request(c);
 }
 
 void *

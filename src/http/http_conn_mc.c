@@ -46,7 +46,7 @@ http_conn_process_mc(struct http_conn *c)
             if (mc->cmd.kind != MC_GET) {
                 c->in_off += used;
                 c->body_left = mc->cmd.data_len;
-                http_conn_start(c);
+                http_conn_start_request(c);
                 continue;
             }
             mc->pending = 1;
@@ -61,6 +61,6 @@ http_conn_process_mc(struct http_conn *c)
             c->in_off += mc->used;      /* the last key: the line is done */
             mc->pending = 0;
         }
-        http_conn_start(c);
+        http_conn_start_request(c);
     }
 }

@@ -37,6 +37,8 @@
 #define HTTP_DEF_MAX_HEADER_BYTES 8192
 #define HTTP_DEF_MAX_URL_BYTES    4096
 #define HTTP_DEF_MAX_BODY_BYTES   65536
+#define HTTP_DEF_GRPC_MAX_MESSAGE 65536
+#define HTTP_DEF_H2_STREAMS       100
 
 /* RESP limits (resp_parse.h): a command must also fit in the input buffer
  * (max_header_bytes + HTTP_IN_SLACK), or it is refused and the connection
@@ -52,7 +54,7 @@
 #define HTTP_MC_MAX_KEYS      128
 #define HTTP_MC_MAX_DATA      (1024 * 1024)
 
-enum http_proto { HTTP_PROTO_HTTP, HTTP_PROTO_RESP, HTTP_PROTO_MC,
+enum http_proto { HTTP_PROTO_HTTP, HTTP_PROTO_RESP, HTTP_PROTO_MC, HTTP_PROTO_GRPC,
                   HTTP_PROTO_COUNT };
 
 enum { HTTP_CMD_WAKE = 1, HTTP_CMD_STOP = 2, HTTP_CMD_FORCE = 4,
@@ -63,7 +65,7 @@ struct http_pool {
     int    n;
 };
 
-/* One listening socket of a thread: HTTP's, and RESP's when on. */
+/* One listening socket of a thread: HTTP's, and RESP's and gRPC's when on. */
 struct http_listener {
     struct http_thread *t;
     int                 fd;             /* -1: none */
@@ -103,6 +105,7 @@ struct http_thread {
     _Atomic uint64_t    open, total, rejected, nparked, timeouts;
     _Atomic uint64_t    resp_open, resp_commands;
     _Atomic uint64_t    mc_open, mc_total, mc_commands;
+    _Atomic uint64_t    h2_open, h2_streams;
     _Atomic uint32_t    nparked_b[HTTP_WAKE_BUCKETS]; /* per bucket */
 };
 
@@ -111,6 +114,8 @@ struct http_server {
     char               *address;
     char               *resp_address;
     int                 resp_port;      /* -1: no RESP listener */
+    char               *grpc_address;
+    int                 grpc_port;      /* -1: no gRPC listener */
     struct resp_limits  resp_lim;
     char               *mc_address;
     int                 mc_port;        /* -1: no memcached listener */
@@ -155,6 +160,17 @@ struct http_conn {
     struct http_thread *t;
     struct http_resp   *resp;           /* NULL: not a RESP connection */
     struct http_mc     *mc;             /* NULL: not a memcached one */
+/* A connection, or one HTTP/2 stream's request (owner set): a stream is
+ * handed to the handler, parked and retried as a connection of its own,
+ * whose parking fields, park timer and req are its own, and whose answer
+ * goes to its owner's HTTP/2 session (h2st: its stream). Such a struct is
+ * never on t->conns or t->sendq and has no socket events. */
+struct http_conn {
+    struct http_thread *t;
+    struct http_resp   *resp;           /* NULL: an HTTP connection */
+    struct http_h2     *h2;             /* an HTTP/2 session (http_h2.c) */
+    struct http_conn   *owner;          /* a stream's connection, or NULL */
+    void               *h2st;           /* a stream's struct h2_stream */
     int                 fd;
     struct event        rev, wev, tev, pev;  /* read, write, deadline, park */
     char               *in;
@@ -169,6 +185,7 @@ struct http_conn {
     unsigned char       req_active;          /* a handler owns the request */
     unsigned char       in_handler, parked, closing, lingering, eof;
     unsigned char       partial, out_full;
+    unsigned char       h1;                  /* an HTTP/1 request came: no h2c */
     unsigned char       queued;              /* on t->sendq */
     unsigned char       bucket;              /* wake bucket while parked */
     struct http_conn   *prev, *next;         /* t->conns */
@@ -217,8 +234,6 @@ wake_bucket(uint64_t key)
 void http_conn_new(struct http_thread *t, int fd, enum http_proto proto);
 void http_conn_reject(struct http_thread *t, int fd, enum http_proto proto);
 void http_conn_free(struct http_conn *c);
-/* A parsed request, command or memcached call starts: call the handler. */
-void http_conn_start(struct http_conn *c);
 /* Is there input to parse, and room for its answers? 0 also when the
  * unsent output is over HTTP_OUT_HIGH (then out_full is set). */
 int  http_conn_may_parse(struct http_conn *c);
@@ -230,6 +245,34 @@ void http_conn_process_mc(struct http_conn *c);
 void http_conn_retry(struct http_conn *c, int timed_out);
 void http_conn_send_queued(struct http_thread *t);
 int  http_conn_idle(const struct http_conn *c);
+/* For http_h2.c: make sc the request of a stream of owner; hand c->req
+ * (filled) to the handler; forget the answered (or abandoned) request;
+ * process, send, then close or wait (-1: c was freed). */
+void http_conn_stream_init(struct http_conn *sc, struct http_conn *owner,
+                           void *h2st);
+void http_conn_start_request(struct http_conn *c);
+void http_conn_end_request(struct http_conn *c);
+int  http_conn_run(struct http_conn *c);
+
+/* HTTP/2 (http_h2.c). http_h2_preface: 1 when buf starts with the client
+ * preface, 0 when it cannot, -1 when len is too short to tell. start: turn
+ * c into an HTTP/2 connection (c->h2 set; its unread input is the session's
+ * first input). process: feed the input, hand complete streams to the
+ * handler, queue output below HTTP_OUT_HIGH. stop: GOAWAY, then answer the
+ * streams in flight. reply, error: answer the stream sc is (http_reply,
+ * http_out_error). idle: no stream open. busy: a stream is with the
+ * handler (parked). free: the session and its streams. */
+int  http_h2_preface(const char *buf, size_t len);
+void http_h2_start(struct http_conn *c, int grpc);
+void http_h2_process(struct http_conn *c);
+void http_h2_stop(struct http_conn *c);
+void http_h2_reply(struct http_conn *c, int status, const char *content_type,
+                   const char *extra_headers, const char *body, size_t len);
+void http_h2_error(struct http_conn *c, int status, const char *code,
+                   const char *message);
+int  http_h2_idle(const struct http_conn *c);
+int  http_h2_busy(const struct http_conn *c);  /* a stream's request is out */
+void http_h2_free(struct http_conn *c);
 /* The output side (http_out.c). Buffers: from the thread's pool, or
  * malloc'd when it is empty; back to it (freed past HTTP_POOL_MAX). */
 void *http_pool_get(struct http_pool *pool, size_t size);

@@ -13,8 +13,10 @@
  * connection) and the wake generation and bucket counts (touched per park).
  *
  * Listeners. A thread has one listening socket per protocol it serves
- * (HTTP's, RESP's when resp_enable, memcached's when mc_enable); a connection remembers which one
- * it came in on, and that is all that differs until http_conn.c parses.
+ * (HTTP's, and RESP's, memcached's and gRPC's when enabled); a connection
+ * remembers which one it came in on, and that is all that differs until
+ * http_conn.c parses (a gRPC connection starts its HTTP/2 session at
+ * accept).
  *
  * Wake. http_wake and http_wake_all only set bits and signal threads; what
  * a retried request does, and why no wake is lost, is in http_conn.c.
@@ -160,7 +162,9 @@ thread_stop(struct http_thread *t)
     }
     for (c = t->conns; c != NULL; c = next) {
         next = c->next;
-        if (http_conn_idle(c))
+        if (c->h2 != NULL && !c->closing)
+            http_h2_stop(c);        /* GOAWAY; may free c */
+        else if (http_conn_idle(c))
             http_conn_free(c);
     }
     if (t->nconns == 0)
@@ -439,6 +443,10 @@ http_server_new(const struct http_config *cfg, http_handler_cb handler,
         s->cfg.max_url_bytes = HTTP_DEF_MAX_URL_BYTES;
     if (s->cfg.max_body_bytes <= 0)
         s->cfg.max_body_bytes = HTTP_DEF_MAX_BODY_BYTES;
+    if (s->cfg.grpc_max_message_bytes <= 0)
+        s->cfg.grpc_max_message_bytes = HTTP_DEF_GRPC_MAX_MESSAGE;
+    if (s->cfg.h2_max_concurrent_streams <= 0)
+        s->cfg.h2_max_concurrent_streams = HTTP_DEF_H2_STREAMS;
     s->address = xstrdup(cfg->address != NULL ? cfg->address : "");
     s->cfg.address = s->address;
     s->resp_address = xstrdup(cfg->resp_address != NULL ? cfg->resp_address
@@ -448,6 +456,10 @@ http_server_new(const struct http_config *cfg, http_handler_cb handler,
     s->mc_address = xstrdup(cfg->mc_address != NULL ? cfg->mc_address : "");
     s->cfg.mc_address = s->mc_address;
     s->mc_port = -1;
+    s->grpc_address = xstrdup(cfg->grpc_address != NULL ? cfg->grpc_address
+                                                        : "");
+    s->cfg.grpc_address = s->grpc_address;
+    s->grpc_port = -1;
     s->handler = handler;
     s->thread_cb = thread_cb;
     s->arg = arg;
@@ -481,6 +493,11 @@ http_server_new(const struct http_config *cfg, http_handler_cb handler,
         *cause = xasprintf("bad memcached port %d", cfg->mc_port);
         goto error;
     }
+    if (cfg->grpc_enable &&
+        (cfg->grpc_port < 0 || cfg->grpc_port > 65535)) {
+        *cause = xasprintf("bad gRPC port %d", cfg->grpc_port);
+        goto error;
+    }
     s->port = http_bind_all(s, HTTP_PROTO_HTTP, s->address, s->cfg.port,
                             cause);
     if (s->port < 0)
@@ -495,6 +512,12 @@ http_server_new(const struct http_config *cfg, http_handler_cb handler,
         s->mc_port = http_bind_all(s, HTTP_PROTO_MC, s->mc_address,
                                    cfg->mc_port, cause);
         if (s->mc_port < 0)
+            goto error;
+    }
+    if (cfg->grpc_enable) {
+        s->grpc_port = http_bind_all(s, HTTP_PROTO_GRPC, s->grpc_address,
+                                     cfg->grpc_port, cause);
+        if (s->grpc_port < 0)
             goto error;
     }
     for (i = 0; i < s->nthreads; i++)
@@ -523,6 +546,12 @@ int
 http_server_mc_port(const struct http_server *s)
 {
     return s->mc_port;
+}
+
+int
+http_server_grpc_port(const struct http_server *s)
+{
+    return s->grpc_port;
 }
 
 int
@@ -624,6 +653,7 @@ http_server_free(struct http_server *s)
     free(s->address);
     free(s->resp_address);
     free(s->mc_address);
+    free(s->grpc_address);
     pthread_cond_destroy(&s->exit_cond);
     pthread_mutex_destroy(&s->exit_lock);
     free(s);
@@ -693,5 +723,9 @@ http_server_stats(const struct http_server *s, struct http_stats *out)
         out->mc_total += atomic_load_explicit(&t->mc_total, memory_order_relaxed);
         out->mc_commands +=
             atomic_load_explicit(&t->mc_commands, memory_order_relaxed);
+        out->h2_open +=
+            atomic_load_explicit(&t->h2_open, memory_order_relaxed);
+        out->h2_streams +=
+            atomic_load_explicit(&t->h2_streams, memory_order_relaxed);
     }
 }

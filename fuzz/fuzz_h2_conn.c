@@ -1,0 +1,131 @@
+/* fuzz_h2_conn.c: libFuzzer target for the HTTP/2 glue (http_h2.c) inside
+ * a real server connection: the bytes go through a socket pair into
+ * http_conn.c's read path, the nghttp2 server session, the stream queue, a
+ * trivial handler (answers, parks with a 0 ms timeout, gRPC echo) and the
+ * answers, on the server's own event loop, run in this thread.
+ *
+ * Checked on every input: nothing crashes or leaks (ASan), and once the
+ * connection is gone the thread's counters are back at zero (no stream
+ * still parked, no HTTP/2 session open).
+ *
+ * Input: the first byte picks the listener (bit 0: the gRPC port, else the
+ * HTTP port) and, on the HTTP port, whether the HTTP/2 preface is sent
+ * first (bit 1); the rest is what the client sends.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "fuzz.h"
+#include "http.h"
+#include "http_internal.h"
+
+static struct http_server *srv;
+
+static void
+handler(struct http_conn *c, struct http_request *req, void *arg)
+{
+    const struct http_msg *m = &req->msg;
+    int park = m->path_len >= 2 && memcmp(m->path, "/p", 2) == 0;
+
+    (void)arg;
+    if (park && !req->timed_out) {
+        http_park(c, 0, 7);
+        return;
+    }
+    if (req->proto == HTTP_REQ_GRPC) {
+        FUZZ_ASSERT(req->body != NULL || req->body_len == 0);
+        if (m->path_len > 2 && m->path[1] == 'e')
+            http_reply_grpc(c, 3, "bad %", NULL, 0);
+        else
+            http_reply_grpc(c, 0, NULL, req->body, req->body_len);
+        return;
+    }
+    FUZZ_ASSERT(req->proto == HTTP_REQ_H2 || req->proto == HTTP_REQ_HTTP1);
+    if (m->path_len > 2 && m->path[1] == 's')
+        return;                     /* answers nothing: the layer's 500 */
+    http_reply(c, 200, "text/plain", "X-A: b\r\nConnection: close\r\n",
+               m->path, m->path_len);
+}
+
+static void
+init(void)
+{
+    struct http_config cfg;
+    char *cause = NULL;
+
+    memset(&cfg, 0, sizeof cfg);
+    cfg.address = "127.0.0.1";
+    cfg.threads = 1;
+    cfg.max_body_bytes = 300;
+    cfg.max_header_bytes = 1024;
+    cfg.grpc_enable = 1;
+    cfg.grpc_address = "127.0.0.1";
+    cfg.grpc_max_message_bytes = 200;
+    cfg.h2_max_concurrent_streams = 8;
+    srv = http_server_new(&cfg, handler, NULL, NULL, &cause);
+    if (srv == NULL) {
+        fprintf(stderr, "http_server_new: %s\n", cause);
+        abort();
+    }
+}
+
+static void
+run(struct http_thread *t, int peer)
+{
+    char buf[65536];
+
+    for (int i = 0; i < 4 && t->conns != NULL; i++) {
+        event_base_loop(t->base, EVLOOP_NONBLOCK);
+        while (read(peer, buf, sizeof buf) > 0)
+            ;
+    }
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    struct http_thread *t;
+    enum http_proto proto;
+    size_t off = 0;
+    ssize_t n;
+    int sv[2];
+
+    if (srv == NULL)
+        init();
+    if (size < 1)
+        return 0;
+    t = &srv->threads[0];
+    proto = data[0] & 1 ? HTTP_PROTO_GRPC : HTTP_PROTO_HTTP;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) < 0)
+        return 0;
+    atomic_fetch_add(&srv->nconns, 1);
+    http_conn_new(t, sv[0], proto);
+    if (proto == HTTP_PROTO_HTTP && (data[0] & 2))
+        (void)!write(sv[1], preface, sizeof preface - 1);
+    data++;
+    size--;
+    while (off < size && t->conns != NULL) {
+        n = write(sv[1], data + off, size - off > 4096 ? 4096 : size - off);
+        if (n > 0)
+            off += (size_t)n;
+        else if (errno != EAGAIN)
+            break;
+        run(t, sv[1]);
+    }
+    run(t, sv[1]);
+    shutdown(sv[1], SHUT_WR);       /* EOF: what is left finishes or closes */
+    run(t, sv[1]);
+    while (t->conns != NULL)
+        http_conn_free(t->conns);
+    close(sv[1]);
+    FUZZ_ASSERT(t->nconns == 0);
+    FUZZ_ASSERT(atomic_load(&t->nparked) == 0);
+    FUZZ_ASSERT(atomic_load(&t->h2_open) == 0);
+    FUZZ_ASSERT(atomic_load(&srv->nconns) == 0);
+    return 0;
+}
