@@ -156,10 +156,6 @@ struct http_mc {
     unsigned char       pending;        /* a get has keys left */
 };
 
-struct http_conn {
-    struct http_thread *t;
-    struct http_resp   *resp;           /* NULL: not a RESP connection */
-    struct http_mc     *mc;             /* NULL: not a memcached one */
 /* A connection, or one HTTP/2 stream's request (owner set): a stream is
  * handed to the handler, parked and retried as a connection of its own,
  * whose parking fields, park timer and req are its own, and whose answer
@@ -167,7 +163,8 @@ struct http_conn {
  * never on t->conns or t->sendq and has no socket events. */
 struct http_conn {
     struct http_thread *t;
-    struct http_resp   *resp;           /* NULL: an HTTP connection */
+    struct http_resp   *resp;           /* NULL: not a RESP connection */
+    struct http_mc     *mc;             /* NULL: not a memcached one */
     struct http_h2     *h2;             /* an HTTP/2 session (http_h2.c) */
     struct http_conn   *owner;          /* a stream's connection, or NULL */
     void               *h2st;           /* a stream's struct h2_stream */
