@@ -876,7 +876,7 @@ store_mysql_open_url(const struct config *cfg, const char *url,
 
     m = xcalloc(1, sizeof *m);
     m->base.ops = &mysql_ops;
-    if (db_mysql_url_parse(url, &m->t, cause) == -1) {
+    if (db_mysql_target_from_url(url, &m->t, cause) == -1) {
         char *why = cause != NULL ? *cause : NULL;
         if (cause != NULL)
             store_set_cause(cause, "%s: %s", key, why);
