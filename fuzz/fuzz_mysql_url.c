@@ -2,7 +2,10 @@
  * segment.mysql.url(s), leaf.jdbc.url, snowflake.mysql.url): any bytes give
  * a target or a reason, never a crash, and a target it gives is usable: a
  * host within its limit, a port in 1..65535, fields within their limits, a
- * socket path that is absolute.
+ * socket path that is absolute, and TLS settings db_mysql_connect can apply:
+ * a known ssl_mode, absolute ssl_ca/ssl_cert/ssl_key paths of at most 512
+ * bytes, no file with disabled, no ssl_ca with required, an ssl_ca with
+ * verify_ca, ssl_cert and ssl_key together.
  *
  * Input: the URL text (NUL-terminated copy of the bytes).
  */
@@ -34,8 +37,20 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_ASSERT(t.password == NULL || strlen(t.password) <= 256);
         FUZZ_ASSERT(t.database == NULL || strlen(t.database) <= 64);
         FUZZ_ASSERT(t.socket == NULL || (t.socket[0] == '/' && strlen(t.socket) <= 107));
+        FUZZ_ASSERT(t.ssl_mode >= DB_MYSQL_SSL_DISABLED &&
+                    t.ssl_mode <= DB_MYSQL_SSL_VERIFY_IDENTITY);
+        FUZZ_ASSERT(db_mysql_ssl_mode_name(t.ssl_mode) != NULL);
+        FUZZ_ASSERT(t.ssl_ca == NULL || (t.ssl_ca[0] == '/' && strlen(t.ssl_ca) <= 512));
+        FUZZ_ASSERT(t.ssl_cert == NULL || (t.ssl_cert[0] == '/' && strlen(t.ssl_cert) <= 512));
+        FUZZ_ASSERT(t.ssl_key == NULL || (t.ssl_key[0] == '/' && strlen(t.ssl_key) <= 512));
+        FUZZ_ASSERT(t.ssl_mode != DB_MYSQL_SSL_DISABLED ||
+                    (t.ssl_ca == NULL && t.ssl_cert == NULL && t.ssl_key == NULL));
+        FUZZ_ASSERT(t.ssl_mode != DB_MYSQL_SSL_REQUIRED || t.ssl_ca == NULL);
+        FUZZ_ASSERT(t.ssl_mode != DB_MYSQL_SSL_VERIFY_CA || t.ssl_ca != NULL);
+        FUZZ_ASSERT((t.ssl_cert == NULL) == (t.ssl_key == NULL));
         db_mysql_target_free(&t);
-        FUZZ_ASSERT(t.host == NULL && t.port == 3306);
+        FUZZ_ASSERT(t.host == NULL && t.port == 3306 && t.ssl_ca == NULL &&
+                    t.ssl_mode == DB_MYSQL_SSL_DISABLED);
     }
     free(s);
     return 0;
