@@ -148,6 +148,61 @@ url_host_port(const char *p, const char *end, struct db_mysql_target *t,
     return 0;
 }
 
+char *
+db_mysql_url_redacted(const char *url)
+{
+    static const char mask[] = "***";
+    size_t len = strlen(url);
+    /* each password (one in the authority, one per '&' pair) grows by at
+     * most '=' and the mask */
+    char *out = xmalloc(len + (len + 2) * sizeof mask + 1), *o = out;
+    const char *p = strstr(url, "://"), *auth_end, *at = NULL, *q;
+
+    if (p == NULL) {
+        memcpy(out, url, len + 1);
+        return out;
+    }
+    p += 3;
+    auth_end = p + strcspn(p, "/?");
+    for (const char *c = p; c < auth_end; c++)
+        if (*c == '@')
+            at = c;
+    if (at != NULL && memchr(p, ':', (size_t)(at - p)) != NULL) {
+        const char *colon = memchr(p, ':', (size_t)(at - p));
+        memcpy(o, url, (size_t)(colon + 1 - url));
+        o += colon + 1 - url;
+        memcpy(o, mask, sizeof mask - 1);
+        o += sizeof mask - 1;
+        p = at;
+    } else {
+        memcpy(o, url, (size_t)(p - url));
+        o += p - url;
+    }
+    q = strchr(auth_end, '?');
+    if (q == NULL)
+        q = url + len;
+    memcpy(o, p, (size_t)(q - p));
+    o += q - p;
+    /* the query: key=value pairs split by '&' */
+    for (p = q; *p != '\0';) {
+        size_t n = 1 + strcspn(p + 1, "&");      /* '?' or '&' and the pair */
+        size_t klen = strcspn(p + 1, "&=");
+        if (klen == 8 && memcmp(p + 1, "password", 8) == 0) {
+            memcpy(o, p, 9);
+            o += 9;
+            *o++ = '=';
+            memcpy(o, mask, sizeof mask - 1);
+            o += sizeof mask - 1;
+        } else {
+            memcpy(o, p, n);
+            o += n;
+        }
+        p += n;
+    }
+    *o = '\0';
+    return out;
+}
+
 const char *
 db_mysql_ssl_mode_name(enum db_mysql_ssl_mode m)
 {

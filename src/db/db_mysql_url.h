@@ -48,6 +48,11 @@ struct db_mysql_target {
     char *ssl_key;
 };
 
+/* A malloc'd copy of url fit to print: the password of user:password@ and
+ * the value of every password= parameter are "***". Other text, also a
+ * URL db_mysql_url_parse refuses, is copied as it is. */
+char *db_mysql_url_redacted(const char *url);
+
 /* The URL spelling of a mode ("verify_ca"). */
 const char *db_mysql_ssl_mode_name(enum db_mysql_ssl_mode m);
 int  db_mysql_url_parse(const char *url, struct db_mysql_target *t, char **cause);

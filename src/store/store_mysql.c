@@ -206,8 +206,10 @@ store_my_connect(struct store_mysql *m, int statements, char **cause)
         my_prepare(m, sql_now_ms, &m->now_ms, cause) == -1 ||
         my_prepare(m, sql_insert_serial, &m->insert_serial, cause) == -1))
         return -1;
-    log_info("connected to mysql %s (server %s)", m->where,
-             mysql_get_server_info(m->db));
+    log_info("connected to mysql %s (server %s, %s%s)", m->where,
+             mysql_get_server_info(m->db),
+             mysql_get_ssl_cipher(m->db) != NULL ? "TLS " : "no TLS",
+             mysql_get_ssl_cipher(m->db) != NULL ? mysql_get_ssl_cipher(m->db) : "");
     return 0;
 }
 

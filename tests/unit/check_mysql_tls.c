@@ -1,6 +1,6 @@
 /* check_mysql_tls.c: unit tests for TLS to MySQL (db_mysql_url.c's ssl_*
  * parameters, db_mysql.c's file check and its refusal of a session without
- * TLS). The last case needs a MariaDB without TLS at LEAFD_TEST_MYSQL_URL
+ * TLS, and the password kept out of what leafd prints). The last case needs a MariaDB without TLS at LEAFD_TEST_MYSQL_URL
  * (tests/lib/mariadb.sh; make test starts one); without it the case skips,
  * and under CI=1 fails. The TLS handshakes themselves are black-box tests
  * (tests/blackbox/bb_dbtls.py), against a MariaDB with a throwaway CA. */
@@ -195,6 +195,33 @@ START_TEST(test_bad)
 }
 END_TEST
 
+START_TEST(test_redacted)
+{
+    static const char *const cases[][2] = {
+        { "mysql://leaf:s3cret@db1:3306/leaf?ssl_ca=/ca.pem",
+          "mysql://leaf:***@db1:3306/leaf?ssl_ca=/ca.pem" },
+        { "mysql://u%40x:p%3Aa@h/d", "mysql://u%40x:***@h/d" },
+        { "mysql://a:b@c@h:1/d", "mysql://a:***@h:1/d" },
+        { "mysql://root@h/d", "mysql://root@h/d" },
+        { "mysql://u:@h/d", "mysql://u:***@h/d" },
+        { "jdbc:mysql://h/leaf?user=app&password=pw&useSSL=true&password=x",
+          "jdbc:mysql://h/leaf?user=app&password=***&useSSL=true&password=***" },
+        { "jdbc:mysql://h/leaf?password=", "jdbc:mysql://h/leaf?password=***" },
+        { "jdbc:mysql://h/leaf?a&password&b", "jdbc:mysql://h/leaf?a&password=***&b" },
+        { "jdbc:mysql://h/leaf?xpassword=1&passwordx=2",
+          "jdbc:mysql://h/leaf?xpassword=1&passwordx=2" },
+        { "not a url", "not a url" },
+        { "", "" },
+    };
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *got = db_mysql_url_redacted(cases[i][0]);
+        ck_assert_str_eq(got, cases[i][1]);
+        free(got);
+    }
+}
+END_TEST
+
 /* A file in a fresh temp directory holding text; its malloc'd path. */
 static char *
 temp_file(const char *dir, const char *name, const char *text)
@@ -328,6 +355,7 @@ mysql_tls_suite(void)
     tcase_add_test(tc, test_jdbc);
     tcase_add_test(tc, test_bad);
     tcase_add_test(tc, test_files_checked);
+    tcase_add_test(tc, test_redacted);
     suite_add_tcase(s, tc);
     tc = tcase_create("server");
     tcase_set_timeout(tc, 120);
