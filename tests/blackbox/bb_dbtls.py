@@ -109,6 +109,11 @@ def add_tag(db, tag):
     db.sql("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('%s', 1, 100)" % tag)
 
 
+def segment_node(wd, u, name):
+    """A started leafd in segment mode on MySQL URL u."""
+    return wd.leafd(flags=SEGMENT + ["--segment.mysql.url=" + u], name=name).start()
+
+
 def refused(d, path, why):
     """leafd is up, but path gets no ID (503) and its log says why."""
     r = d.get(path)
@@ -130,12 +135,12 @@ def test_verify_identity_serves_over_tls(ctx):
         db = tls_mariadb(wd, pki)
         add_tag(db, "tls")
         # the server refuses user tls in clear text
-        clear = wd.leafd(flags=SEGMENT + ["--segment.mysql.url=" + url(db)], name="clear").start()
+        clear = segment_node(wd, url(db), "clear")
         refused(clear, "/segment/tls", "Access denied for user 'tls'")
         clear.stop()
         before = ssl_accepts(db)
-        d = wd.leafd(flags=SEGMENT + ["--segment.mysql.url=" + url(
-            db, ssl_mode="verify_identity", ssl_ca=pki.ca)], name="tls").start()
+        d = segment_node(wd, url(
+            db, ssl_mode="verify_identity", ssl_ca=pki.ca), "tls")
         r = d.get("/segment/tls?count=10")
         eq(r.status, 200, "IDs over TLS: %r\n%s" % (r, d.log()))
         eq(len(set(r.ids())), 10, "ten IDs")
@@ -163,8 +168,8 @@ def test_refusals_name_the_cause(ctx):
         db = tls_mariadb(wd, pki)
         add_tag(db, "ref")
         # a CA that did not sign the server's certificate
-        d = wd.leafd(flags=SEGMENT + ["--segment.mysql.url=" + url(
-            db, ssl_mode="verify_ca", ssl_ca=pki.wrong_ca)], name="wrongca").start()
+        d = segment_node(wd, url(
+            db, ssl_mode="verify_ca", ssl_ca=pki.wrong_ca), "wrongca")
         log = refused(d, "/segment/ref", "ssl_ca=" + pki.wrong_ca)
         check("TLS/SSL error: self-signed certificate in certificate chain" in log,
               "the certificate error: %s" % log)
@@ -174,25 +179,23 @@ def test_refusals_name_the_cause(ctx):
         # socket's host); verify_ca does not look at names
         sock = os.path.join(db.dir, "sock")
         base = "mysql://tls:%s@localhost/leaf?socket=%s&ssl_ca=%s" % (TLS_PW, sock, pki.ca)
-        d = wd.leafd(flags=SEGMENT + ["--segment.mysql.url=%s&ssl_mode=verify_identity" % base],
-                     name="name").start()
+        d = segment_node(wd, base + "&ssl_mode=verify_identity", "name")
         refused(d, "/segment/ref", "Validation of SSL server certificate failed")
         d.stop()
-        d = wd.leafd(flags=SEGMENT + ["--segment.mysql.url=%s&ssl_mode=verify_ca" % base],
-                     name="socket").start()
+        d = segment_node(wd, base + "&ssl_mode=verify_ca", "socket")
         eq(d.get("/segment/ref").status, 200, "verify_ca over the socket: %s" % d.log())
         d.stop()
         # a server without TLS: never clear text
         plain = ctx.shared_mariadb()
         eq(plain.sql("SELECT @@have_ssl").strip(), "DISABLED", "the shared MariaDB has no TLS")
-        for mode in ("required", "verify_identity"):
-            extra = {"ssl_ca": pki.ca} if mode != "required" else {}
-            u = "mysql://root@127.0.0.1:%d/leaf?ssl_mode=%s%s" % (
-                plain.port, mode, "".join("&%s=%s" % kv for kv in extra.items()))
-            d = wd.leafd(flags=SEGMENT + ["--segment.mysql.url=" + u], name="plain-" + mode).start()
-            refused(d, "/segment/ref", "ssl_mode=" + mode)
-            check("did not start TLS" in d.log() or "server does not support it" in d.log(),
-                  "says the server has no TLS: %s" % d.log())
+        for mode, extra, why in (
+                ("required", "", "the server did not start TLS"),   # checked after login
+                ("verify_identity", "&ssl_ca=" + pki.ca,            # refused before it
+                 "SSL is required, but the server does not support it")):
+            u = "mysql://root@127.0.0.1:%d/leaf?ssl_mode=%s%s" % (plain.port, mode, extra)
+            d = segment_node(wd, u, "plain-" + mode)
+            log = refused(d, "/segment/ref", "ssl_mode=" + mode)
+            check(why in log, "says the server has no TLS: %s" % log)
             d.stop()
         # a CA file that is not there: refused at start
         d = wd.leafd(flags=SEGMENT + ["--segment.mysql.url=" + url(
@@ -208,21 +211,21 @@ def test_client_certificate(ctx):
         db = tls_mariadb(wd, pki)
         add_tag(db, "x509")
         # REQUIRE X509: TLS alone is not enough
-        d = wd.leafd(flags=SEGMENT + ["--segment.mysql.url=" + url(
-            db, "x509", X509_PW, ssl_ca=pki.ca)], name="nocert").start()
+        d = segment_node(wd, url(
+            db, "x509", X509_PW, ssl_ca=pki.ca), "nocert")
         refused(d, "/segment/x509", "Access denied for user 'x509'")
         d.stop()
-        d = wd.leafd(flags=SEGMENT + ["--segment.mysql.url=" + url(
+        d = segment_node(wd, url(
             db, "x509", X509_PW, ssl_mode="verify_identity", ssl_ca=pki.ca,
-            ssl_cert=pki.client, ssl_key=pki.client_key)], name="cert").start()
+            ssl_cert=pki.client, ssl_key=pki.client_key), "cert")
         r = d.get("/segment/x509?count=5")
         eq(r.status, 200, "IDs with a client certificate: %r\n%s" % (r, d.log()))
         eq(len(r.ids()), 5, "five IDs")
         no_secrets(d, pki)
         # a key that is not the certificate's
-        d = wd.leafd(flags=SEGMENT + ["--segment.mysql.url=" + url(
+        d = segment_node(wd, url(
             db, "x509", X509_PW, ssl_ca=pki.ca, ssl_cert=pki.client,
-            ssl_key=pki.server_key)], name="wrongkey").start()
+            ssl_key=pki.server_key), "wrongkey")
         refused(d, "/segment/x509", "key values mismatch")
         no_secrets(d, pki)
 
