@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <errmsg.h>
+
 #include "db_mysql.h"
 #include "util.h"
 
@@ -187,9 +189,12 @@ db_mysql_connect(const struct db_mysql_target *t, const char *where,
     if (mysql_real_connect(db, t->host, t->user, t->password, t->database,
                            (unsigned int)t->port, t->socket,
                            CLIENT_FOUND_ROWS) == NULL) {
-        util_set_cause(cause, "mysql %s: connect: %s (%u)%s", where,
+        util_set_cause(cause, "mysql %s: connect: %s (%u)%s%s", where,
                        mysql_error(db), mysql_errno(db),
-                       connect_tls_note(t, note, sizeof note));
+                       connect_tls_note(t, note, sizeof note),
+                       mysql_errno(db) == CR_PLUGIN_NOT_ALLOWED ?
+                       "; with ssl_mode required or verify_ca only "
+                       TLS_SAFE_AUTH " may log in: use verify_identity" : "");
         mysql_close(db);
         return NULL;
     }

@@ -8,8 +8,9 @@ server itself the proof that a session is encrypted: a clear-text URL is
 refused by the server, the TLS URL serves IDs, and the server's Ssl_accepts
 counter grows. The shapes covered: segment IDs on verify_identity (mysql://
 and Leaf's JDBC URL), a wrong CA, a host name not in the certificate, a
-server without TLS, a missing CA file, a client certificate, the MySQL
-worker-ID source, and multi-db."""
+server without TLS, a missing CA file, a password-asking auth plugin kept
+from a required session, a client certificate, the MySQL worker-ID source,
+and multi-db."""
 import os
 import subprocess
 
@@ -184,6 +185,20 @@ def test_refusals_name_the_cause(ctx):
         d.stop()
         d = segment_node(wd, base + "&ssl_mode=verify_ca", "socket")
         eq(d.get("/segment/ref").status, 200, "verify_ca over the socket: %s" % d.log())
+        d.stop()
+        # a user whose server asks for the password itself (PAM, through the
+        # dialog plugin): with required, not sent (a server that stripped TLS
+        # could be asking); with verify_identity, sent over TLS (PAM then
+        # refuses it: no such PAM service)
+        db.sql("INSTALL SONAME 'auth_pam';"
+               "CREATE USER 'pamu'@'127.0.0.1' IDENTIFIED VIA pam USING 'leafd-none';"
+               "GRANT ALL ON leaf.* TO 'pamu'@'127.0.0.1'")
+        d = segment_node(wd, url(db, "pamu", TLS_PW, ssl_mode="required"), "pam-required")
+        refused(d, "/segment/ref", "restricted_auth plugin list")
+        check("only mysql_native_password,client_ed25519 may log in" in d.log(), d.log())
+        d.stop()
+        d = segment_node(wd, url(db, "pamu", TLS_PW, ssl_ca=pki.ca), "pam-identity")
+        refused(d, "/segment/ref", "Access denied for user 'pamu'")
         d.stop()
         # a server without TLS: never clear text
         plain = ctx.shared_mariadb()
