@@ -24,6 +24,8 @@ sees the same machine noise):
              loads often: latency p50/p99/max untouched, and with the
              preferred database killed -9 mid-run; loads failed over
              (bench/failover.py).
+  dbtls      leafd on a database-bound tag over TLS to MariaDB against the
+             same on a clear-text URL (bench/dbtls.py).
   in process build/microbench: segment_take (and snowflake_next) IDs/s per
              thread, 1 and 2 threads.
   client     libleafd-client (build/clientbench) against a leafd started
@@ -41,7 +43,7 @@ sees the same machine noise):
     DBLOAD=1 make bench                 # plus the 2-minute database-load run
     ROUNDS=5 DURATION=10 python3 bench/bench.py
     ONLY=http,micro python3 bench/bench.py   # sections: http resp peers failover micro
-                                             # client startup footprint dbload multi memcache h2 grpc
+                                             # client startup footprint dbload multi memcache h2 grpc dbtls
 
 Environment: ROUNDS (3), DURATION (5 s per wrk/peer run), CONNS (64),
 THREADS (1,2), BUSY_POLL_US (50), DBCONNS (16), STARTUP_RUNS (5), FOOTPRINT_TAGS (10000),
@@ -454,6 +456,7 @@ def main():
     import footprint
     import dbload
     import failover
+    import dbtls
 
     t_start = time.time()
     load_start = os.getloadavg()
@@ -464,7 +467,7 @@ def main():
     micro = []
     client = []
     startup = []
-    fp = db_load = fo = mc_lines = h2_rows = grpc_rows = None
+    fp = db_load = fo = mc_lines = h2_rows = grpc_rows = db_tls = None
     servers = []
     mdb = None
     # (key, label, kind, thr, conns, ids_per_req, run)
@@ -546,6 +549,8 @@ def main():
         if want("h2"):
             import h2
             h2_rows = h2.run(work)
+        if want("dbtls") and have("wrk") and have("mariadbd") and have("mariadb"):
+            db_tls = dbtls.run(log)
         if want("footprint"):
             log("footprint: %s tags" % fmt_int(footprint.TAGS))
             fp = footprint.footprint(LEAFD, work)
@@ -796,6 +801,8 @@ def main():
         p(row("  failed requests; loads failed over", "", "", "", "", "", "", "",
               "%d; %d" % (fo["kill"]["failed"], fo["failovers"])))
 
+    if db_tls:
+        p("\n".join(db_tls))
     if db_load:
         p("Database load: %d s at %s IDs/s (single IDs) on one tag, leafd on MariaDB; counted "
           "by leafd's /metrics and MariaDB's Com_update" % (db_load["seconds"], fmt_int(db_load["rate"])))

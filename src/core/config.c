@@ -122,7 +122,8 @@ static const struct key keys[] = {
     { "segment.sqlite.path", K_STR, OFF(sqlite_path), 1, 1024, "leafd.db", NULL,
       "SQLite file holding leaf_alloc (created if missing)" },
     { "segment.mysql.url", K_STR, OFF(mysql_url), 0, 1024, "", NULL,
-      "mysql://user:pass@host:port/db (alternative to leaf.jdbc.url)" },
+      "mysql://user:pass@host:port/db[?ssl_mode=verify_identity&ssl_ca=/ca.pem] "
+      "(alternative to leaf.jdbc.url; TLS: docs/operations.md)" },
     { "segment.mysql.urls", K_STR, OFF(mysql_urls), 0, 4000, "", NULL,
       "several databases, comma-separated mysql:// URLs (prepared by leafd "
       "multi-db init): any one down is invisible to clients" },

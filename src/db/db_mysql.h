@@ -21,11 +21,21 @@ int  db_mysql_thread_init(void);
 void db_mysql_thread_end(void);
 void db_mysql_library_end(void);
 
+/* db_mysql_url_parse, then the TLS files the URL names (ssl_ca, ssl_cert,
+ * ssl_key) each read once: a file that cannot be opened or holds no PEM
+ * block is refused now, at start, rather than at every connect. 0, or -1
+ * with *cause naming the parameter and path (never a file's content), and
+ * then *t holds nothing to free. */
+int db_mysql_target_from_url(const char *url, struct db_mysql_target *t,
+                             char **cause);
+
 /* A connection to t with leafd's options: connect, read and write
  * timeouts of timeout_s seconds each, utf8mb4, no automatic reconnect (the
  * caller reconnects), LOCAL INFILE off, CLIENT_FOUND_ROWS (an UPDATE counts
  * the rows it matched), autocommit off (every caller runs explicit
- * transactions). where names the target in *cause. The connection, or NULL
+ * transactions), and the TLS of t->ssl_mode: a session that did not start
+ * TLS when asked is refused (Connector/C 3.3 would go on in clear text).
+ * where names the target in *cause. The connection, or NULL
  * with *cause (cause may be NULL) and nothing to close. */
 MYSQL *db_mysql_connect(const struct db_mysql_target *t, const char *where,
                         unsigned int timeout_s, char **cause);

@@ -1,7 +1,9 @@
 /* db_mysql_url.c: MySQL URLs, Leaf's JDBC form and leafd's mysql:// form
  * (see db_mysql_url.h). Pure: no I/O, no MySQL library; fuzzed alone
  * (fuzz/fuzz_mysql_url.c). */
+#include <assert.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,29 @@
 #define PASSWORD_MAX 256
 #define DATABASE_MAX 64     /* MySQL's limit on a schema name */
 #define SOCKET_MAX   107    /* sun_path less its NUL */
+#define SSL_PATH_MAX 512    /* ssl_ca, ssl_cert, ssl_key */
+#define WORD_MAX     32     /* ssl_mode's and Connector/J's flags' values */
+
+/* ssl_mode's values, indexed by enum db_mysql_ssl_mode. */
+static const char *const ssl_mode_names[] = {
+    "disabled", "required", "verify_ca", "verify_identity",
+};
+
+/* The PEM paths: (MySQL option name, field). */
+static const struct {
+    const char *key;
+    size_t      off;
+} url_tls_paths[] = {
+    { "ssl_ca",   offsetof(struct db_mysql_target, ssl_ca) },
+    { "ssl_cert", offsetof(struct db_mysql_target, ssl_cert) },
+    { "ssl_key",  offsetof(struct db_mysql_target, ssl_key) },
+};
+
+/* What the query said about TLS, resolved after the last pair. */
+struct url_tls {
+    int mode;       /* ssl_mode= or sslMode=, or -1 */
+    int implied;    /* Connector/J's useSSL/requireSSL/verifyServerCertificate */
+};
 
 void
 db_mysql_target_free(struct db_mysql_target *t)
@@ -26,6 +51,9 @@ db_mysql_target_free(struct db_mysql_target *t)
     free(t->password);
     free(t->database);
     free(t->socket);
+    free(t->ssl_ca);
+    free(t->ssl_cert);
+    free(t->ssl_key);
     memset(t, 0, sizeof *t);
     t->port = 3306;
 }
@@ -120,11 +148,268 @@ url_host_port(const char *p, const char *end, struct db_mysql_target *t,
     return 0;
 }
 
+char *
+db_mysql_url_redacted(const char *url)
+{
+    static const char mask[] = "***";
+    size_t len = strlen(url);
+    /* each password (one in the authority, one per '&' pair) grows by at
+     * most '=' and the mask */
+    char *out = xmalloc(len + (len + 2) * sizeof mask + 1), *o = out;
+    const char *p = strstr(url, "://"), *auth_end, *at = NULL, *q;
+
+    if (p == NULL) {
+        memcpy(out, url, len + 1);
+        return out;
+    }
+    p += 3;
+    auth_end = p + strcspn(p, "/?");
+    for (const char *c = p; c < auth_end; c++)
+        if (*c == '@')
+            at = c;
+    if (at != NULL && memchr(p, ':', (size_t)(at - p)) != NULL) {
+        const char *colon = memchr(p, ':', (size_t)(at - p));
+        memcpy(o, url, (size_t)(colon + 1 - url));
+        o += colon + 1 - url;
+        memcpy(o, mask, sizeof mask - 1);
+        o += sizeof mask - 1;
+        p = at;
+    } else {
+        memcpy(o, url, (size_t)(p - url));
+        o += p - url;
+    }
+    q = strchr(auth_end, '?');
+    if (q == NULL)
+        q = url + len;
+    memcpy(o, p, (size_t)(q - p));
+    o += q - p;
+    /* the query: key=value pairs split by '&' */
+    for (p = q; *p != '\0';) {
+        size_t n = 1 + strcspn(p + 1, "&");      /* '?' or '&' and the pair */
+        size_t klen = strcspn(p + 1, "&=");
+        if (klen == 8 && memcmp(p + 1, "password", 8) == 0) {
+            memcpy(o, p, 9);
+            o += 9;
+            *o++ = '=';
+            memcpy(o, mask, sizeof mask - 1);
+            o += sizeof mask - 1;
+        } else {
+            memcpy(o, p, n);
+            o += n;
+        }
+        p += n;
+    }
+    *o = '\0';
+    return out;
+}
+
+const char *
+db_mysql_ssl_mode_name(enum db_mysql_ssl_mode m)
+{
+    assert((size_t)m < sizeof ssl_mode_names / sizeof ssl_mode_names[0]);
+    return ssl_mode_names[m];
+}
+
+/* Is key [k, k+klen) the option name opt? '-' and '_' are the same, as in
+ * MySQL's option names; icase: letters in any case (Connector/J's names). */
+static int
+url_key_is(const char *k, size_t klen, const char *opt, int icase)
+{
+    if (strlen(opt) != klen)
+        return 0;
+    for (size_t i = 0; i < klen; i++) {
+        char a = k[i] == '-' ? '_' : k[i];
+        char b = opt[i];
+        if (icase && a >= 'A' && a <= 'Z')
+            a = (char)(a - 'A' + 'a');
+        if (icase && b >= 'A' && b <= 'Z')
+            b = (char)(b - 'A' + 'a');
+        if (a != b)
+            return 0;
+    }
+    return 1;
+}
+
+/* The value [v, v+vlen) decoded into word (WORD_MAX + 1 bytes), lower case,
+ * '-' as '_'. 0, or -1 with *cause. */
+static int
+url_word(const char *key, const char *v, size_t vlen, char *word,
+         char **cause)
+{
+    long n = util_pct_decode(v, vlen, word, WORD_MAX);
+
+    if (n <= 0) {
+        util_set_cause(cause, "bad %s value in MySQL URL (empty, bad "
+                        "%%-escape, or longer than %d bytes)", key, WORD_MAX);
+        return -1;
+    }
+    word[n] = '\0';
+    for (char *c = word; *c != '\0'; c++) {
+        if (*c >= 'A' && *c <= 'Z')
+            *c = (char)(*c - 'A' + 'a');
+        else if (*c == '-')
+            *c = '_';
+    }
+    return 0;
+}
+
+/* ssl_mode=: MySQL's names, and MariaDB Connector/J's (trust, verify-full). */
+static int
+url_ssl_mode(const char *key, const char *v, size_t vlen, struct url_tls *tls,
+             char **cause)
+{
+    static const struct {
+        const char *name;
+        enum db_mysql_ssl_mode mode;
+    } names[] = {
+        { "disabled", DB_MYSQL_SSL_DISABLED },
+        { "disable", DB_MYSQL_SSL_DISABLED },
+        { "required", DB_MYSQL_SSL_REQUIRED },
+        { "trust", DB_MYSQL_SSL_REQUIRED },
+        { "verify_ca", DB_MYSQL_SSL_VERIFY_CA },
+        { "verify_identity", DB_MYSQL_SSL_VERIFY_IDENTITY },
+        { "verify_full", DB_MYSQL_SSL_VERIFY_IDENTITY },
+    };
+    char word[WORD_MAX + 1];
+
+    if (url_word(key, v, vlen, word, cause) == -1)
+        return -1;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(word, names[i].name) == 0) {
+            tls->mode = (int)names[i].mode;
+            return 0;
+        }
+    if (strcmp(word, "preferred") == 0)
+        util_set_cause(cause, "%s=preferred in MySQL URL: it falls back to "
+                        "clear text when the server has no TLS; leafd takes "
+                        "disabled, required, verify_ca or verify_identity", key);
+    else
+        util_set_cause(cause, "bad %s \"%s\" in MySQL URL (want disabled, "
+                        "required, verify_ca or verify_identity)", key, word);
+    return -1;
+}
+
+/* Connector/J's boolean TLS flags: true raises the implied mode to mode. */
+static int
+url_jdbc_flag(const char *key, const char *v, size_t vlen,
+              enum db_mysql_ssl_mode mode, struct url_tls *tls, char **cause)
+{
+    char word[WORD_MAX + 1];
+
+    if (url_word(key, v, vlen, word, cause) == -1)
+        return -1;
+    if (strcmp(word, "true") == 0 || strcmp(word, "yes") == 0) {
+        if ((int)mode > tls->implied)
+            tls->implied = (int)mode;
+        return 0;
+    }
+    if (strcmp(word, "false") == 0 || strcmp(word, "no") == 0)
+        return 0;
+    util_set_cause(cause, "bad %s \"%s\" in MySQL URL (want true or false)",
+                    key, word);
+    return -1;
+}
+
+/* A pair of the TLS parameters: 1 if [k, k+klen) is one (0 if not, -1 with
+ * *cause if its value is bad). */
+static int
+url_tls_param(const char *k, size_t klen, const char *v, size_t vlen,
+              int jdbc, struct db_mysql_target *t, struct url_tls *tls,
+              char **cause)
+{
+    static const struct {
+        const char *key;
+        enum db_mysql_ssl_mode mode;
+    } jflags[] = {
+        { "useSSL", DB_MYSQL_SSL_REQUIRED },
+        { "requireSSL", DB_MYSQL_SSL_REQUIRED },
+        { "verifyServerCertificate", DB_MYSQL_SSL_VERIFY_CA },
+    };
+    static const char *const jstores[] = {
+        "trustCertificateKeyStoreUrl", "clientCertificateKeyStoreUrl",
+    };
+
+    for (size_t i = 0; i < sizeof url_tls_paths / sizeof url_tls_paths[0];
+         i++) {
+        char **f;
+
+        if (!url_key_is(k, klen, url_tls_paths[i].key, 0))
+            continue;
+        f = (char **)((char *)t + url_tls_paths[i].off);
+        free(*f);
+        if ((*f = url_decode(v, vlen, SSL_PATH_MAX, url_tls_paths[i].key,
+                             cause)) == NULL)
+            return -1;
+        if ((*f)[0] != '/') {
+            util_set_cause(cause, "MySQL URL %s must be an absolute path",
+                            url_tls_paths[i].key);
+            return -1;
+        }
+        return 1;
+    }
+    if (url_key_is(k, klen, "ssl_mode", 0) ||
+        (jdbc && url_key_is(k, klen, "sslMode", 1)))
+        return url_ssl_mode("ssl_mode", v, vlen, tls, cause) == -1 ? -1 : 1;
+    if (!jdbc)
+        return 0;
+    for (size_t i = 0; i < sizeof jflags / sizeof jflags[0]; i++)
+        if (url_key_is(k, klen, jflags[i].key, 1))
+            return url_jdbc_flag(jflags[i].key, v, vlen, jflags[i].mode, tls,
+                                 cause) == -1 ? -1 : 1;
+    for (size_t i = 0; i < sizeof jstores / sizeof jstores[0]; i++)
+        if (url_key_is(k, klen, jstores[i], 1)) {
+            util_set_cause(cause, "MySQL URL: %s is a Java key store, which "
+                            "leafd cannot read; give PEM files as ssl_ca=, "
+                            "ssl_cert= and ssl_key=", jstores[i]);
+            return -1;
+        }
+    return 0;
+}
+
+/* The mode the query asked for, and the checks that need every pair. */
+static int
+url_tls_resolve(struct db_mysql_target *t, const struct url_tls *tls,
+                char **cause)
+{
+    int files = t->ssl_ca != NULL || t->ssl_cert != NULL || t->ssl_key != NULL;
+
+    if (tls->mode >= 0)
+        t->ssl_mode = (enum db_mysql_ssl_mode)tls->mode;
+    else if (files)
+        t->ssl_mode = DB_MYSQL_SSL_VERIFY_IDENTITY;
+    else
+        t->ssl_mode = (enum db_mysql_ssl_mode)tls->implied;
+    if (t->ssl_mode == DB_MYSQL_SSL_DISABLED && files) {
+        util_set_cause(cause, "MySQL URL has ssl_mode=disabled and ssl_ca, "
+                        "ssl_cert or ssl_key");
+        return -1;
+    }
+    if (t->ssl_mode == DB_MYSQL_SSL_REQUIRED && t->ssl_ca != NULL) {
+        util_set_cause(cause, "MySQL URL has ssl_mode=required, which checks "
+                        "no certificate, and ssl_ca: say verify_ca or "
+                        "verify_identity");
+        return -1;
+    }
+    if (t->ssl_mode == DB_MYSQL_SSL_VERIFY_CA && t->ssl_ca == NULL) {
+        util_set_cause(cause, "MySQL URL has ssl_mode=verify_ca without "
+                        "ssl_ca= (the CA to check the server against)");
+        return -1;
+    }
+    if ((t->ssl_cert == NULL) != (t->ssl_key == NULL)) {
+        util_set_cause(cause, "MySQL URL has one of ssl_cert and ssl_key: "
+                        "a client certificate needs both");
+        return -1;
+    }
+    return 0;
+}
+
 /* The query string [p, end): key=value pairs split by '&'. */
 static int
 url_query(const char *p, const char *end, int jdbc, struct db_mysql_target *t,
           char **cause)
 {
+    struct url_tls tls = { .mode = -1, .implied = DB_MYSQL_SSL_DISABLED };
+
     while (p < end) {
         const char *amp = memchr(p, '&', (size_t)(end - p));
         const char *e = amp != NULL ? amp : end;
@@ -132,8 +417,9 @@ url_query(const char *p, const char *end, int jdbc, struct db_mysql_target *t,
         const char *v = eq != NULL ? eq + 1 : e;
         size_t klen = (size_t)((eq != NULL ? eq : e) - p);
         size_t vlen = (size_t)(e - v);
+        int r;
 
-        if (klen == 6 && memcmp(p, "socket", 6) == 0) {
+        if (url_key_is(p, klen, "socket", 0)) {
             free(t->socket);
             if ((t->socket = url_decode(v, vlen, SOCKET_MAX, "socket",
                                         cause)) == NULL)
@@ -143,6 +429,10 @@ url_query(const char *p, const char *end, int jdbc, struct db_mysql_target *t,
                                 "path");
                 return -1;
             }
+        } else if ((r = url_tls_param(p, klen, v, vlen, jdbc, t, &tls,
+                                      cause)) != 0) {
+            if (r == -1)
+                return -1;
         } else if (jdbc && klen == 4 && memcmp(p, "user", 4) == 0) {
             if (t->user == NULL &&
                 (t->user = url_decode(v, vlen, USER_MAX, "user", cause)) ==
@@ -154,14 +444,15 @@ url_query(const char *p, const char *end, int jdbc, struct db_mysql_target *t,
                                           cause)) == NULL)
                 return -1;
         } else if (!jdbc && klen > 0) {
-            /* JDBC URLs carry many driver options, ignored; ours has one. */
+            /* JDBC URLs carry many driver options, ignored; ours has few. */
             util_set_cause(cause, "unknown parameter \"%.*s\" in MySQL URL "
-                            "(only socket=)", (int)klen, p);
+                            "(only socket=, ssl_mode=, ssl_ca=, ssl_cert=, "
+                            "ssl_key=)", (int)klen, p);
             return -1;
         }
         p = e + 1;
     }
-    return 0;
+    return url_tls_resolve(t, &tls, cause);
 }
 
 int

@@ -744,7 +744,7 @@ workerid_mysql_store(const char *url, const char *user, const char *password,
 {
     struct wmysql *m = xcalloc(1, sizeof *m);
 
-    if (url == NULL || db_mysql_url_parse(url, &m->t, cause) == -1) {
+    if (url == NULL || db_mysql_target_from_url(url, &m->t, cause) == -1) {
         char *why = *cause;
         *cause = xasprintf("snowflake.mysql.url: %s", why ? why : "missing");
         free(why);

@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "csprng.h"
+#include "db_mysql_url.h"
 #include "store.h"
 #include "store_impl.h"
 #include "multi_block.h"
@@ -463,9 +464,12 @@ store_multi_init(const struct config *cfg, char **urls, int n,
                 "greatest value any database had (copies in the others)\n",
                 store_mysql_where(sub[0]), nser);
     fprintf(out, "leafd multi-db: done; start (or restart) every node with "
-            "segment.mysql.urls = %s", urls[0]);
-    for (int i = 1; i < n; i++)
-        fprintf(out, ",%s", urls[i]);
+            "segment.mysql.urls = ");
+    for (int i = 0; i < n; i++) {
+        char *shown = db_mysql_url_redacted(urls[i]);     /* no password */
+        fprintf(out, "%s%s", i > 0 ? "," : "", shown);
+        free(shown);
+    }
     fprintf(out, "\n");
     rc = 0;
     goto out;

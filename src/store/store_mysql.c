@@ -206,8 +206,10 @@ store_my_connect(struct store_mysql *m, int statements, char **cause)
         my_prepare(m, sql_now_ms, &m->now_ms, cause) == -1 ||
         my_prepare(m, sql_insert_serial, &m->insert_serial, cause) == -1))
         return -1;
-    log_info("connected to mysql %s (server %s)", m->where,
-             mysql_get_server_info(m->db));
+    log_info("connected to mysql %s (server %s, %s%s)", m->where,
+             mysql_get_server_info(m->db),
+             mysql_get_ssl_cipher(m->db) != NULL ? "TLS " : "no TLS",
+             mysql_get_ssl_cipher(m->db) != NULL ? mysql_get_ssl_cipher(m->db) : "");
     return 0;
 }
 
@@ -876,7 +878,7 @@ store_mysql_open_url(const struct config *cfg, const char *url,
 
     m = xcalloc(1, sizeof *m);
     m->base.ops = &mysql_ops;
-    if (db_mysql_url_parse(url, &m->t, cause) == -1) {
+    if (db_mysql_target_from_url(url, &m->t, cause) == -1) {
         char *why = cause != NULL ? *cause : NULL;
         if (cause != NULL)
             store_set_cause(cause, "%s: %s", key, why);

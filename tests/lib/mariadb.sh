@@ -10,7 +10,8 @@
 #   MYSQL_URL=mysql://root@127.0.0.1:P/leaf
 # The server listens on 127.0.0.1:P (a free port in 20000-32767) and on DIR/sock,
 # has database `leaf` with sql/mysql.sql loaded, logs to DIR/mariadbd.log, and
-# keeps its temporary files in DIR/tmp.
+# keeps its temporary files in DIR/tmp. Words in DIR/args (if any) are more
+# mariadbd options, e.g. --ssl-cert=... (no spaces in them).
 #
 # Sourced (". tests/lib/mariadb.sh"), it only defines mariadb_start, mariadb_stop
 # and mariadb_restart; mariadb_start also exports MYSQL_PORT and MYSQL_URL.
@@ -92,7 +93,7 @@ mariadb_launch() {
         --socket="$dir/sock" --port="$port" --bind-address=127.0.0.1 \
         --skip-name-resolve --pid-file="$dir/pid" \
         --innodb-buffer-pool-size=32M --max-connections=200 \
-        --innodb-flush-log-at-trx-commit=2 \
+        --innodb-flush-log-at-trx-commit=2 $(cat "$dir/args" 2>/dev/null) \
         >>"$dir/mariadbd.log" 2>&1 </dev/null &
     launched=$!
     i=0
