@@ -976,6 +976,34 @@ START_TEST(test_never_reads)
 }
 END_TEST
 
+/* An HTTP/2 connection with nothing in flight is closed after the idle
+ * timeout (400 ms here); one with a parked stream is not. */
+START_TEST(test_idle_close)
+{
+    struct cli *k = cli_new(http_server_port(srv));
+    struct cli *w = cli_new(http_server_port(srv));
+    struct cli_resp *r = cli_req(k, "GET", "/hello", NULL, 0, NULL);
+    struct cli_resp *p = cli_req(w, "GET", "/park", NULL, 0, NULL);
+    int i;
+
+    cli_wait(k, r);
+    ck_assert_int_eq(r->status, 200);
+    for (i = 0; i < 3000 && !k->eof; i++) {
+        cli_io(k, 10);
+        cli_io(w, 0);
+    }
+    ck_assert(k->eof);
+    ck_assert(!w->eof && !p->closed);
+    ck_assert_int_eq(atomic_load(&park_calls), 1);
+    atomic_store(&park_ready, 1);
+    http_wake(srv, PARK_KEY);
+    cli_wait(w, p);
+    ck_assert_int_eq(p->status, 200);
+    cli_free(k);
+    cli_free(w);
+}
+END_TEST
+
 static void
 setup_short_idle(void)
 {
@@ -989,6 +1017,8 @@ setup_short_idle(void)
     srv = http_server_new(&cfg, handler, NULL, NULL, &cause);
     ck_assert_msg(srv != NULL, "http_server_new: %s", cause);
     ck_assert_int_eq(http_server_start(srv, &cause), 0);
+    atomic_store(&park_ready, 0);
+    atomic_store(&park_calls, 0);
 }
 
 static void
@@ -1027,6 +1057,7 @@ h2_suite(void)
     tcase_set_timeout(tc, 90);
     tcase_add_checked_fixture(tc, setup_short_idle, teardown);
     tcase_add_test(tc, test_never_reads);
+    tcase_add_test(tc, test_idle_close);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("grpc_frame");
