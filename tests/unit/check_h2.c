@@ -389,6 +389,14 @@ cli_wait(struct cli *k, struct cli_resp *r)
     ck_assert_msg(r->closed, "stream %d not answered", r->id);
 }
 
+/* Run until the handler has parked n calls. */
+static void
+cli_until_parked(struct cli *k, int n)
+{
+    for (int i = 0; i < 3000 && atomic_load(&park_calls) < n; i++)
+        cli_io(k, 10);
+}
+
 /* The grpc reply's message, unframed. */
 static void
 ck_grpc_msg(const struct cli_resp *r, const char *want)
@@ -501,10 +509,8 @@ START_TEST(test_park_and_wake)
     size_t n = grpc_body(buf, "x", 1);
     struct cli_resp *p = cli_req(k, "POST", "/test.Svc/Park", buf, n, grpc_hdrs);
     struct cli_resp *e;
-    int i;
 
-    for (i = 0; i < 3000 && atomic_load(&park_calls) == 0; i++)
-        cli_io(k, 10);
+    cli_until_parked(k, 1);
     ck_assert_int_eq(atomic_load(&park_calls), 1);
     /* A call after the parked one is answered while it waits. */
     e = cli_req(k, "POST", "/test.Svc/Echo", buf, n, grpc_hdrs);
@@ -533,8 +539,7 @@ START_TEST(test_many_parked)
 
     for (i = 0; i < 40; i++)
         p[i] = cli_req(k, "POST", "/test.Svc/Park", buf, n, grpc_hdrs);
-    for (i = 0; i < 3000 && atomic_load(&park_calls) < 40; i++)
-        cli_io(k, 10);
+    cli_until_parked(k, 40);
     ck_assert_int_eq(atomic_load(&park_calls), 40);
     http_server_stats(srv, &st);
     ck_assert_uint_eq(st.requests_parked, 40);
@@ -577,10 +582,8 @@ START_TEST(test_reset_while_parked)
     struct cli_resp *p = cli_req(k, "GET", "/park", NULL, 0, NULL);
     struct cli_resp *a;
     struct http_stats st;
-    int i;
 
-    for (i = 0; i < 3000 && atomic_load(&park_calls) == 0; i++)
-        cli_io(k, 10);
+    cli_until_parked(k, 1);
     ck_assert_int_eq(atomic_load(&park_calls), 1);
     ck_assert_int_eq(nghttp2_submit_rst_stream(k->ng, NGHTTP2_FLAG_NONE, p->id,
                                                NGHTTP2_CANCEL), 0);
@@ -827,8 +830,7 @@ START_TEST(test_stop_with_streams)
     pthread_t th;
     int i;
 
-    for (i = 0; i < 3000 && atomic_load(&park_calls) == 0; i++)
-        cli_io(k, 10);
+    cli_until_parked(k, 1);
     ck_assert_int_eq(atomic_load(&park_calls), 1);
     for (i = 0; i < 10; i++)
         cli_io(k, 10);
