@@ -220,7 +220,7 @@ h2_on_header(nghttp2_session *ng, const nghttp2_frame *frame,
             return 0;
         }
         st->path_len = valuelen;
-        (void)h2_hbuf_add(st, value, valuelen);   /* first: offset 0 */
+        st->path_off = h2_hbuf_add(st, value, valuelen);
         st->have_path = 1;
     } else if (h2_name_is(name, namelen, "authorization")) {
         if (st->have_auth) {
@@ -239,10 +239,10 @@ h2_on_header(nghttp2_session *ng, const nghttp2_frame *frame,
             memcmp(value, "application/grpc", 16) == 0 &&
             (valuelen == 16 || value[16] == '+' || value[16] == ';');
     } else if (h2_name_is(name, namelen, "content-length")) {
-        /* nghttp2 has checked it is digits and matches the DATA. */
-        for (v = 0, i = 0; i < valuelen && i < 18; i++)
-            v = v * 10 + (value[i] - '0');
-        st->content_length = i < valuelen ? INT64_MAX : v;
+        /* nghttp2 checks it against the DATA; too big to parse is big. */
+        if (util_parse_i64((const char *)value, valuelen, 0, &v) < 0)
+            v = INT64_MAX;
+        st->content_length = v;
     } else if (h2->grpc && h2_name_is(name, namelen, "grpc-timeout")) {
         if (grpc_timeout_parse((const char *)value, valuelen,
                                &st->timeout_us) < 0)
@@ -578,11 +578,11 @@ h2_start_next(struct http_conn *c)
     memset(msg, 0, sizeof *msg);
     msg->method = st->method;
     msg->version_minor = 1;
-    msg->target = st->hbuf;
+    msg->target = st->hbuf + st->path_off;
     msg->target_len = st->path_len;
-    msg->path = st->hbuf;
-    q = memchr(st->hbuf, '?', st->path_len);
-    msg->path_len = q != NULL ? (size_t)(q - st->hbuf) : st->path_len;
+    msg->path = msg->target;
+    q = memchr(msg->target, '?', st->path_len);
+    msg->path_len = q != NULL ? (size_t)(q - msg->target) : st->path_len;
     if (q != NULL) {
         msg->query = q + 1;
         msg->query_len = st->path_len - msg->path_len - 1;

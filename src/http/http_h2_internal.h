@@ -39,8 +39,8 @@ struct h2_stream {
     int               err_status, err_grpc;
     const char       *err_code, *err_msg;
     size_t            hdr_bytes;        /* header list size (RFC 9113 6.5.2) */
-    char             *hbuf;             /* :path, then authorization */
-    size_t            hlen, path_len, auth_off, auth_len;
+    char             *hbuf;             /* :path and authorization */
+    size_t            hlen, path_off, path_len, auth_off, auth_len;
     int64_t           content_length;   /* -1: none */
     int64_t           timeout_us;       /* grpc-timeout; 0: none */
     unsigned char    *body;             /* gRPC: the framed request */
