@@ -16,6 +16,7 @@
 #define H2_MAX_EXTRA     16      /* extra header lines of one answer */
 #define H2_EXTRA_BYTES   2048    /* and their bytes */
 #define H2_GRPC_MSG_MAX  1024    /* grpc-message, encoded */
+#define H2_BODY_MIN      256     /* a gRPC body buffer's first size */
 
 /* gRPC status codes the transport uses. */
 enum { GRPC_OK = 0, GRPC_UNKNOWN = 2, GRPC_INVALID_ARGUMENT = 3,
@@ -33,7 +34,8 @@ struct h2_stream {
     unsigned char     ended;            /* END_STREAM received */
     unsigned char     reset_after;      /* RST_STREAM once answered */
     unsigned char     have_path, have_auth, accept_json;
-    unsigned char     grpc_ct, post;    /* content-type application/grpc*; POST */
+    unsigned char     grpc_ct;          /* content-type application/grpc* */
+    unsigned char     post;             /* :method POST */
     enum http_method  method;
     /* The first error found in the headers, answered at their end. */
     int               err_status, err_grpc;
