@@ -58,6 +58,10 @@ handler(struct http_conn *c, struct http_request *req, void *arg)
                 http_reply_grpc(c, req->timed_out ? 4 : 0, NULL, "woke", 4);
             else
                 http_park(c, 10000, PARK_KEY);
+        } else if (path_eq(m, "/test.Svc/Len")) {
+            n = snprintf(body, sizeof body, "%zu %d", req->body_len,
+                         req->body_len > 0 ? req->body[req->body_len - 1] : -1);
+            http_reply_grpc(c, 0, NULL, body, (size_t)n);
         } else if (path_eq(m, "/test.Svc/ParkShort")) {
             if (req->timed_out)
                 http_reply_grpc(c, 4, "deadline", NULL, 0);
@@ -269,11 +273,14 @@ tcp_connect(int port)
     return fd;
 }
 
+/* peer_streams > 0: assume the server allows that many streams until its
+ * SETTINGS say otherwise (a client that does not wait for them). */
 static struct cli *
-cli_new(int port)
+cli_new_opt(int port, uint32_t peer_streams)
 {
     struct cli *k = calloc(1, sizeof *k);
     nghttp2_session_callbacks *cb;
+    nghttp2_option *opt;
 
     k->fd = tcp_connect(port);
     nghttp2_session_callbacks_new(&cb);
@@ -282,10 +289,20 @@ cli_new(int port)
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, cli_data_cb);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, cli_close_cb);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, cli_frame_cb);
-    ck_assert_int_eq(nghttp2_session_client_new(&k->ng, cb, k), 0);
+    nghttp2_option_new(&opt);
+    if (peer_streams > 0)
+        nghttp2_option_set_peer_max_concurrent_streams(opt, peer_streams);
+    ck_assert_int_eq(nghttp2_session_client_new2(&k->ng, cb, k, opt), 0);
+    nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cb);
     ck_assert_int_eq(nghttp2_submit_settings(k->ng, NGHTTP2_FLAG_NONE, NULL, 0), 0);
     return k;
+}
+
+static struct cli *
+cli_new(int port)
+{
+    return cli_new_opt(port, 0);
 }
 
 static void
@@ -1023,6 +1040,69 @@ setup_short_idle(void)
     atomic_store(&park_calls, 0);
 }
 
+/* A message in many DATA frames, up to grpc_max_message_bytes. */
+START_TEST(test_grpc_big_message)
+{
+    struct cli *k = cli_new(http_server_grpc_port(srv));
+    static char msg[65536], buf[65536 + 10];
+    size_t n;
+    struct cli_resp *r;
+    char want[32];
+
+    memset(msg, 'm', sizeof msg);
+    msg[sizeof msg - 1] = 'z';
+    n = grpc_body(buf, msg, sizeof msg);
+    r = cli_req(k, "POST", "/test.Svc/Len", buf, n, grpc_hdrs);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->grpc_status, 0);
+    snprintf(want, sizeof want, "65536 %d", 'z');
+    ck_grpc_msg(r, want);
+    n = grpc_body(buf, msg, sizeof msg);
+    buf[4] = 1;                                 /* 65537 bytes announced */
+    r = cli_req(k, "POST", "/test.Svc/Len", buf, n, grpc_hdrs);
+    cli_wait(k, r);
+    ck_assert_int_eq(r->grpc_status, 8);
+    cli_free(k);
+}
+END_TEST
+
+/* A client that opens more streams than SETTINGS_MAX_CONCURRENT_STREAMS
+ * (100 here) before it reads the server's SETTINGS: the ones past 100 are
+ * refused (REFUSED_STREAM), the rest served. */
+START_TEST(test_stream_limit)
+{
+    struct cli *k = cli_new_opt(http_server_grpc_port(srv), 1000);
+    struct cli_resp *r[150];
+    struct http_stats st;
+    char buf[32];
+    size_t n = grpc_body(buf, "x", 1);
+    int i, refused = 0;
+
+    for (i = 0; i < 150; i++)
+        r[i] = cli_req(k, "POST", "/test.Svc/Park", buf, n, grpc_hdrs);
+    ck_assert_int_eq(nghttp2_session_send(k->ng), 0);
+    cli_until_parked(k, 100);
+    for (i = 0; i < 100; i++)
+        cli_io(k, 10);
+    ck_assert_int_eq(atomic_load(&park_calls), 100);
+    http_server_stats(srv, &st);
+    ck_assert_uint_eq(st.requests_parked, 100);
+    for (i = 0; i < 150; i++)
+        if (r[i]->closed && r[i]->rst == NGHTTP2_REFUSED_STREAM)
+            refused++;
+    ck_assert_int_eq(refused, 50);
+    atomic_store(&park_ready, 1);
+    http_wake(srv, PARK_KEY);
+    for (i = 0; i < 150; i++) {
+        cli_wait(k, r[i]);
+        if (r[i]->rst != NGHTTP2_REFUSED_STREAM)
+            ck_grpc_msg(r[i], "woke");
+    }
+    ck_assert(!k->eof);
+    cli_free(k);
+}
+END_TEST
+
 static void
 setup_small(void)
 {
@@ -1044,6 +1124,7 @@ h2_suite(void)
     tcase_add_test(tc, test_reset_while_parked);
     tcase_add_test(tc, test_many_parked);
     tcase_add_test(tc, test_early_answer_resets);
+    tcase_add_test(tc, test_grpc_big_message);
     tcase_add_test(tc, test_h2c_limits);
     tcase_add_test(tc, test_bad_preface);
     tcase_add_test(tc, test_stop_with_streams);
@@ -1053,6 +1134,7 @@ h2_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_checked_fixture(tc, setup_small, teardown);
     tcase_add_test(tc, test_grpc_refusals);
+    tcase_add_test(tc, test_stream_limit);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("slow_reader");
