@@ -1,8 +1,9 @@
 /* fuzz_h2_conn.c: libFuzzer target for the HTTP/2 glue (http_h2.c) inside
  * a real server connection: the bytes go through a socket pair into
  * http_conn.c's read path, the nghttp2 server session, the stream queue, a
- * trivial handler (answers, parks with a 0 ms timeout, gRPC echo) and the
- * answers, on the server's own event loop, run in this thread.
+ * trivial handler (answers, parks with a 0 ms timeout and is woken, gRPC
+ * echo) and the answers, on the server's own event loop, run in this
+ * thread.
  *
  * Checked on every input: nothing crashes or leaks (ASan), and once the
  * connection is gone the thread's counters are back at zero (no stream
@@ -30,10 +31,11 @@ handler(struct http_conn *c, struct http_request *req, void *arg)
 {
     const struct http_msg *m = &req->msg;
     int park = m->path_len >= 2 && memcmp(m->path, "/p", 2) == 0;
+    int wait = m->path_len >= 2 && memcmp(m->path, "/w", 2) == 0;
 
     (void)arg;
-    if (park && !req->timed_out) {
-        http_park(c, 0, 7);
+    if ((park && !req->timed_out) || (wait && !req->retry)) {
+        http_park(c, park ? 0 : 60000, 7);  /* /w: till the wake, or dropped */
         return;
     }
     if (req->proto == HTTP_REQ_GRPC) {
@@ -79,6 +81,8 @@ run(struct http_thread *t, int peer)
     char buf[65536];
 
     for (int i = 0; i < 4 && t->conns != NULL; i++) {
+        if (i == 1)
+            http_wake(srv, 7);      /* the parked streams, through the eventfd */
         event_base_loop(t->base, EVLOOP_NONBLOCK);
         while (read(peer, buf, sizeof buf) > 0)
             ;

@@ -64,6 +64,14 @@
  * in all of the above but the parser (http_conn_mc.c), with one more step:
  * the handler is called once per key of a get, each call a request of its
  * own (answered, or parked, in order).
+ *
+ * HTTP/2. A connection that opens with the HTTP/2 preface (and every one on
+ * the gRPC port) hands its input to http_h2.c's session instead of a parser;
+ * reading, sending, deadlines, the high-water mark and closing stay here.
+ * Each stream's request is a struct http_conn of its own (owner set, no
+ * socket events): it parks and is retried by the same code as a connection,
+ * and a retried stream's owner is then run from the send queue. While a
+ * stream is with the handler, its owner has no idle deadline.
  */
 #include <assert.h>
 #include <errno.h>
@@ -86,8 +94,6 @@
 #include "http_internal.h"
 #include "log.h"
 #include "util.h"
-
-
 
 /* ---- connection plumbing ---- */
 

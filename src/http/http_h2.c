@@ -34,13 +34,14 @@
  * request body is counted and dropped (over max_body_bytes: 413). A gRPC
  * message is buffered up to grpc_max_message_bytes (its prefix announcing
  * more: RESOURCE_EXHAUSTED at once), and the gRPC bodies buffered on one
- * connection never pass 2 x (grpc_max_message_bytes + 5); a stream that
- * would pass it gets RESOURCE_EXHAUSTED. A stream answered before its
- * request ended is reset (RST_STREAM NO_ERROR, after the answer), and DATA
- * that still comes for it is dropped. Flow-control windows are
- * nghttp2's (65535 per stream; WINDOW_UPDATE as data is consumed). An
- * answer the client's window holds back stays in its stream; streams are
- * capped, so that is bounded too.
+ * connection never pass 2 x (grpc_max_message_bytes + 5) + H2_BODY_MIN x
+ * h2_max_concurrent_streams (so small messages on every stream always
+ * fit); a stream that would pass it gets RESOURCE_EXHAUSTED. A stream
+ * answered before its request ended is reset (RST_STREAM NO_ERROR, after
+ * the answer), and DATA that still comes for it is dropped. Flow-control
+ * windows are nghttp2's (65535 per stream; WINDOW_UPDATE as data is
+ * consumed). An answer the client's window holds back stays in its stream;
+ * streams are capped, so that is bounded too.
  *
  * Answers (http_h2_reply.c) are submitted to the session with a data
  * source reading from a copy the stream owns.
@@ -220,7 +221,7 @@ h2_on_header(nghttp2_session *ng, const nghttp2_frame *frame,
             return 0;
         }
         st->path_len = valuelen;
-        (void)h2_hbuf_add(st, value, valuelen);   /* first: offset 0 */
+        st->path_off = h2_hbuf_add(st, value, valuelen);
         st->have_path = 1;
     } else if (h2_name_is(name, namelen, "authorization")) {
         if (st->have_auth) {
@@ -239,10 +240,10 @@ h2_on_header(nghttp2_session *ng, const nghttp2_frame *frame,
             memcmp(value, "application/grpc", 16) == 0 &&
             (valuelen == 16 || value[16] == '+' || value[16] == ';');
     } else if (h2_name_is(name, namelen, "content-length")) {
-        /* nghttp2 has checked it is digits and matches the DATA. */
-        for (v = 0, i = 0; i < valuelen && i < 18; i++)
-            v = v * 10 + (value[i] - '0');
-        st->content_length = i < valuelen ? INT64_MAX : v;
+        /* nghttp2 checks it against the DATA; too big to parse is big. */
+        if (util_parse_i64((const char *)value, valuelen, 0, &v) < 0)
+            v = INT64_MAX;
+        st->content_length = v;
     } else if (h2->grpc && h2_name_is(name, namelen, "grpc-timeout")) {
         if (grpc_timeout_parse((const char *)value, valuelen,
                                &st->timeout_us) < 0)
@@ -265,12 +266,12 @@ h2_headers_done(struct http_h2 *h2, struct h2_stream *st)
 
     if (st->err_status != 0) {
         http_h2_refuse(h2, st, st->err_status, st->err_grpc, st->err_code,
-                  st->err_msg);
+                       st->err_msg);
         return;
     }
     if (!st->have_path) {
         http_h2_refuse(h2, st, 400, GRPC_UNIMPLEMENTED, "bad_request",
-                  "malformed request");
+                       "malformed request");
         return;
     }
     if (h2->grpc) {
@@ -278,15 +279,31 @@ h2_headers_done(struct http_h2 *h2, struct h2_stream *st)
          * gets 415; grpc-status says so too, for clients that read it. */
         if (!st->grpc_ct)
             http_h2_refuse(h2, st, 415, GRPC_INVALID_ARGUMENT, "bad_request",
-                      "content-type must be application/grpc");
+                           "content-type must be application/grpc");
         else if (!st->post)
             http_h2_refuse(h2, st, 405, GRPC_INVALID_ARGUMENT, "bad_request",
-                      "a gRPC call is a POST");
+                           "a gRPC call is a POST");
         return;
     }
     if (st->content_length > (int64_t)cfg->max_body_bytes)
         http_h2_refuse(h2, st, 413, GRPC_RESOURCE_EXHAUSTED, "body_too_large",
-                  "request body too large");
+                       "request body too large");
+}
+
+/* A message its prefix refuses. */
+static void
+h2_refuse_frame(struct http_h2 *h2, struct h2_stream *st,
+                enum grpc_frame_result r)
+{
+    if (r == GRPC_FRAME_COMPRESSED)
+        http_h2_refuse(h2, st, 200, GRPC_UNIMPLEMENTED, "bad_request",
+                       "compressed messages are not supported");
+    else if (r == GRPC_FRAME_TOO_LARGE)
+        http_h2_refuse(h2, st, 200, GRPC_RESOURCE_EXHAUSTED, "body_too_large",
+                       "request message too large");
+    else
+        http_h2_refuse(h2, st, 200, GRPC_INTERNAL, "bad_request",
+                       "bad message flags");
 }
 
 /* END_STREAM: the request is complete; queue it for the handler. */
@@ -310,17 +327,19 @@ h2_request_done(struct http_h2 *h2, struct h2_stream *st)
                              &m, &mlen, &used);
         if (r == GRPC_FRAME_MORE) {
             http_h2_refuse(h2, st, 200, GRPC_INTERNAL, "bad_request",
-                      st->body_len == 0 ? "no request message"
-                                        : "truncated request message");
+                           st->body_len == 0 ? "no request message"
+                                             : "truncated request message");
             return;
         }
-        if (r != GRPC_FRAME_OK || used != st->body_len) {
-            http_h2_refuse(h2, st, 200, r == GRPC_FRAME_OK ? GRPC_INTERNAL
-                      : r == GRPC_FRAME_COMPRESSED ? GRPC_UNIMPLEMENTED
-                      : r == GRPC_FRAME_TOO_LARGE ? GRPC_RESOURCE_EXHAUSTED
-                      : GRPC_INTERNAL, "bad_request",
-                      r == GRPC_FRAME_OK ? "more than one request message"
-                                         : "bad request message");
+        if (r == GRPC_FRAME_OK && used != st->body_len) {
+            http_h2_refuse(h2, st, 200, GRPC_INTERNAL, "bad_request",
+                           "more than one request message");
+            return;
+        }
+        if (r != GRPC_FRAME_OK) {
+            /* Refused as the DATA came, unless the limit was passed
+             * within the prefix's own 5 bytes. */
+            h2_refuse_frame(h2, st, r);
             return;
         }
     }
@@ -368,18 +387,21 @@ h2_grpc_data(struct http_h2 *h2, struct h2_stream *st, const uint8_t *data,
 
     if (len > limit - st->body_len) {
         http_h2_refuse(h2, st, 200, GRPC_RESOURCE_EXHAUSTED, "body_too_large",
-                  "request message too large");
+                       "request message too large");
         return;
     }
     if (st->body_len + len > st->body_cap) {
-        cap = st->body_cap * 2 > 256 ? st->body_cap * 2 : 256;
+        cap = st->body_cap * 2 > H2_BODY_MIN ? st->body_cap * 2 : H2_BODY_MIN;
         if (cap < st->body_len + len)
             cap = st->body_len + len;
         if (cap > limit)
             cap = limit;
-        if (h2->buffered - st->body_cap + cap > 2 * limit) {
-            http_h2_refuse(h2, st, 200, GRPC_RESOURCE_EXHAUSTED, "body_too_large",
-                      "too many request bytes in flight on this connection");
+        if (h2->buffered - st->body_cap + cap >
+            2 * limit + H2_BODY_MIN *
+            (size_t)h2->c->t->s->cfg.h2_max_concurrent_streams) {
+            http_h2_refuse(h2, st, 200, GRPC_RESOURCE_EXHAUSTED,
+                           "body_too_large", "too many request bytes in "
+                           "flight on this connection");
             return;
         }
         st->body = xrealloc(st->body, cap);
@@ -389,15 +411,8 @@ h2_grpc_data(struct http_h2 *h2, struct h2_stream *st, const uint8_t *data,
     memcpy(st->body + st->body_len, data, len);
     st->body_len += len;
     r = grpc_frame_parse(st->body, st->body_len, max, &m, &mlen, &used);
-    if (r == GRPC_FRAME_COMPRESSED)
-        http_h2_refuse(h2, st, 200, GRPC_UNIMPLEMENTED, "bad_request",
-                  "compressed messages are not supported");
-    else if (r == GRPC_FRAME_BAD_FLAG)
-        http_h2_refuse(h2, st, 200, GRPC_INTERNAL, "bad_request",
-                  "bad message flags");
-    else if (r == GRPC_FRAME_TOO_LARGE)
-        http_h2_refuse(h2, st, 200, GRPC_RESOURCE_EXHAUSTED, "body_too_large",
-                  "request message too large");
+    if (r != GRPC_FRAME_OK && r != GRPC_FRAME_MORE)
+        h2_refuse_frame(h2, st, r);
 }
 
 static int
@@ -418,7 +433,7 @@ h2_on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id,
     st->dropped += len;
     if (st->dropped > (uint64_t)h2->c->t->s->cfg.max_body_bytes)
         http_h2_refuse(h2, st, 413, GRPC_RESOURCE_EXHAUSTED, "body_too_large",
-                  "request body too large");
+                       "request body too large");
     return 0;
 }
 
@@ -477,8 +492,8 @@ h2_init_once(void)
     if (nghttp2_session_callbacks_new(&cb) != 0 ||
         nghttp2_option_new(&h2_option) != 0)
         abort();
-    nghttp2_session_callbacks_set_on_begin_headers_callback(cb,
-                                                            h2_on_begin_headers);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(
+        cb, h2_on_begin_headers);
     nghttp2_session_callbacks_set_on_header_callback(cb, h2_on_header);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, h2_on_frame_recv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb,
@@ -520,8 +535,9 @@ http_h2_start(struct http_conn *c, int grpc)
     h2->grpc = grpc;
     if (nghttp2_session_server_new2(&h2->ng, h2_callbacks, h2, h2_option) != 0)
         abort();                    /* out of memory */
-    iv[0] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
-                                      (uint32_t)cfg->h2_max_concurrent_streams };
+    iv[0] = (nghttp2_settings_entry){
+        NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
+        (uint32_t)cfg->h2_max_concurrent_streams };
     iv[1] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE,
                                       (uint32_t)cfg->max_header_bytes };
     iv[2] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 };
@@ -578,11 +594,11 @@ h2_start_next(struct http_conn *c)
     memset(msg, 0, sizeof *msg);
     msg->method = st->method;
     msg->version_minor = 1;
-    msg->target = st->hbuf;
+    msg->target = st->hbuf + st->path_off;
     msg->target_len = st->path_len;
-    msg->path = st->hbuf;
-    q = memchr(st->hbuf, '?', st->path_len);
-    msg->path_len = q != NULL ? (size_t)(q - st->hbuf) : st->path_len;
+    msg->path = msg->target;
+    q = memchr(msg->target, '?', st->path_len);
+    msg->path_len = q != NULL ? (size_t)(q - msg->target) : st->path_len;
     if (q != NULL) {
         msg->query = q + 1;
         msg->query_len = st->path_len - msg->path_len - 1;

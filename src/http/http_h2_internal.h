@@ -16,6 +16,7 @@
 #define H2_MAX_EXTRA     16      /* extra header lines of one answer */
 #define H2_EXTRA_BYTES   2048    /* and their bytes */
 #define H2_GRPC_MSG_MAX  1024    /* grpc-message, encoded */
+#define H2_BODY_MIN      256     /* a gRPC body buffer's first size */
 
 /* gRPC status codes the transport uses. */
 enum { GRPC_OK = 0, GRPC_UNKNOWN = 2, GRPC_INVALID_ARGUMENT = 3,
@@ -33,14 +34,15 @@ struct h2_stream {
     unsigned char     ended;            /* END_STREAM received */
     unsigned char     reset_after;      /* RST_STREAM once answered */
     unsigned char     have_path, have_auth, accept_json;
-    unsigned char     grpc_ct, post;    /* content-type application/grpc*; POST */
+    unsigned char     grpc_ct;          /* content-type application/grpc* */
+    unsigned char     post;             /* :method POST */
     enum http_method  method;
     /* The first error found in the headers, answered at their end. */
     int               err_status, err_grpc;
     const char       *err_code, *err_msg;
     size_t            hdr_bytes;        /* header list size (RFC 9113 6.5.2) */
-    char             *hbuf;             /* :path, then authorization */
-    size_t            hlen, path_len, auth_off, auth_len;
+    char             *hbuf;             /* :path and authorization */
+    size_t            hlen, path_off, path_len, auth_off, auth_len;
     int64_t           content_length;   /* -1: none */
     int64_t           timeout_us;       /* grpc-timeout; 0: none */
     unsigned char    *body;             /* gRPC: the framed request */

@@ -18,6 +18,13 @@
 #include "log.h"
 #include "util.h"
 
+static nghttp2_nv
+h2_nv(const char *name, const char *value)
+{
+    return (nghttp2_nv){ (uint8_t *)name, (uint8_t *)value, strlen(name),
+                         strlen(value), NGHTTP2_NV_FLAG_NONE };
+}
+
 static ssize_t
 h2_read_answer(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
                uint32_t *flags, nghttp2_data_source *src, void *arg)
@@ -39,23 +46,13 @@ h2_read_answer(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
         size_t nt = 1;
 
         *util_u64_dec(code, (uint64_t)st->grpc_status) = '\0';
-        tv[0] = (nghttp2_nv){ (uint8_t *)"grpc-status", (uint8_t *)code, 11,
-                              strlen(code), NGHTTP2_NV_FLAG_NONE };
+        tv[0] = h2_nv("grpc-status", code);
         if (st->grpc_msg != NULL)
-            tv[nt++] = (nghttp2_nv){ (uint8_t *)"grpc-message",
-                                     (uint8_t *)st->grpc_msg, 12,
-                                     strlen(st->grpc_msg), NGHTTP2_NV_FLAG_NONE };
+            tv[nt++] = h2_nv("grpc-message", st->grpc_msg);
         if (nghttp2_submit_trailer(ng, id, tv, nt) == 0)
             *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
     }
     return (ssize_t)n;
-}
-
-static nghttp2_nv
-h2_nv(const char *name, const char *value)
-{
-    return (nghttp2_nv){ (uint8_t *)name, (uint8_t *)value, strlen(name),
-                         strlen(value), NGHTTP2_NV_FLAG_NONE };
 }
 
 /* Submit the stream's answer: headers nv[0..n), then st->out (if any, or
