@@ -66,6 +66,16 @@ struct http_config {
     int         resp_enable;       /* also listen for RESP (see above) */
     const char *resp_address;      /* "" or NULL: any address */
     int         resp_port;         /* 0: pick a free port (tests) */
+    /* TLS (http_tls.h): with tls set, HTTPS on tls_port when tls_enable and
+     * RESP over TLS on resp_tls_port when resp_tls_enable (0: pick a free
+     * port), on the same threads, addresses, limits and handler. port -1:
+     * no plain HTTP listener. */
+    struct http_tls *tls;          /* not owned; outlives the server */
+    int         tls_enable;
+    int         tls_port;
+    int         resp_tls_enable;
+    int         resp_tls_port;
+    int         tls_handshake_timeout_ms; /* <= 0: 10000 */
 };
 /* A field <= 0 takes its default: max_connections 10000, idle_timeout_ms
  * 60000, max_header_bytes 8192, max_url_bytes 4096, max_body_bytes 65536.
@@ -82,8 +92,10 @@ struct http_server *http_server_new(const struct http_config *cfg,
                                     http_handler_cb handler,
                                     http_thread_cb thread_cb, void *arg,
                                     char **cause);
-int  http_server_port(const struct http_server *s);  /* the bound port */
+int  http_server_port(const struct http_server *s);  /* the bound port; -1: none */
 int  http_server_resp_port(const struct http_server *s); /* -1: no RESP */
+/* The bound TLS port of proto (0 HTTP, 1 RESP), -1 when there is none. */
+int  http_server_tls_port(const struct http_server *s, int resp);
 /* Starts the I/O threads. 0 or -1. */
 int  http_server_start(struct http_server *s, char **cause);
 /* Stop accepting; answer the requests in flight (parked ones included, until
@@ -148,6 +160,11 @@ struct http_conn_info {
     char     addr[64], laddr[64];  /* "ip:port" of the peer and our end */
 };
 void http_conn_info(struct http_conn *c, struct http_conn_info *out);
+
+/* The subject CN of the client certificate this connection's TLS handshake
+ * verified (tls client_auth optional/required), or NULL: plain text, no
+ * certificate, or no usable CN. Valid while the connection is; I/O thread. */
+const char *http_conn_peer_name(const struct http_conn *c);
 
 /* Live counters for /metrics (sums over threads; any thread may call; each
  * counter is read relaxed, so the sums are not one snapshot).

@@ -36,6 +36,7 @@
 #define HTTP_DEF_MAX_HEADER_BYTES 8192
 #define HTTP_DEF_MAX_URL_BYTES    4096
 #define HTTP_DEF_MAX_BODY_BYTES   65536
+#define HTTP_DEF_TLS_HANDSHAKE_MS 10000
 
 /* RESP limits (resp_parse.h): a command must also fit in the input buffer
  * (max_header_bytes + HTTP_IN_SLACK), or it is refused and the connection
@@ -44,6 +45,9 @@
 #define HTTP_RESP_MAX_INLINE  8192
 
 enum http_proto { HTTP_PROTO_HTTP, HTTP_PROTO_RESP, HTTP_PROTO_COUNT };
+/* A thread's listeners: one per protocol in plain text, then one per
+ * protocol over TLS (index proto + HTTP_PROTO_COUNT; http_tls.h). */
+#define HTTP_LS_COUNT (2 * HTTP_PROTO_COUNT)
 
 enum { HTTP_CMD_WAKE = 1, HTTP_CMD_STOP = 2, HTTP_CMD_FORCE = 4,
        HTTP_CMD_WAKE_ALL = 8 };
@@ -53,11 +57,12 @@ struct http_pool {
     int    n;
 };
 
-/* One listening socket of a thread: HTTP's, and RESP's when on. */
+/* One listening socket of a thread: HTTP's, RESP's, each plain or TLS. */
 struct http_listener {
     struct http_thread *t;
     int                 fd;             /* -1: none */
     unsigned char       proto;          /* enum http_proto */
+    unsigned char       tls;            /* connections start a TLS handshake */
     struct event        ev;
     struct event        backoff_ev;     /* re-enables the listener */
 };
@@ -69,7 +74,7 @@ struct http_thread {
     int                 running;        /* pthread created, not yet joined */
     int                 exited;         /* thread_main is done; s->exit_lock */
     struct event_base  *base;
-    struct http_listener ls[HTTP_PROTO_COUNT];
+    struct http_listener ls[HTTP_LS_COUNT];
     int                 efd;            /* eventfd: commands from others */
     struct event        cmd_ev;
     _Atomic unsigned    cmd;            /* HTTP_CMD_* bits */
@@ -105,7 +110,9 @@ struct http_server {
     http_handler_cb     handler;
     http_thread_cb      thread_cb;
     void               *arg;
-    int                 port;
+    int                 port;           /* -1: no plain HTTP listener */
+    int                 tls_ports[HTTP_PROTO_COUNT]; /* -1: none */
+    struct http_tls    *tls;            /* cfg.tls: not owned */
     int                 nthreads;
     struct http_thread *threads;
     size_t              in_cap;
@@ -130,6 +137,8 @@ struct http_resp {
 struct http_conn {
     struct http_thread *t;
     struct http_resp   *resp;           /* NULL: an HTTP connection */
+    struct ssl_st      *ssl;            /* NULL: plain text (http_tls.h) */
+    char               *peer_name;      /* verified client certificate's CN */
     int                 fd;
     struct event        rev, wev, tev, pev;  /* read, write, deadline, park */
     char               *in;
@@ -144,6 +153,8 @@ struct http_conn {
     unsigned char       req_active;          /* a handler owns the request */
     unsigned char       in_handler, parked, closing, lingering, eof;
     unsigned char       partial, out_full;
+    unsigned char       tls_hs;              /* TLS handshake not done */
+    unsigned char       tls_rw;              /* TLS read waits for writable */
     unsigned char       queued;              /* on t->sendq */
     unsigned char       bucket;              /* wake bucket while parked */
     struct http_conn   *prev, *next;         /* t->conns */
@@ -189,8 +200,10 @@ wake_bucket(uint64_t key)
 }
 
 /* http_conn.c, for the server's threads. */
-void http_conn_new(struct http_thread *t, int fd, enum http_proto proto);
-void http_conn_reject(struct http_thread *t, int fd, enum http_proto proto);
+void http_conn_new(struct http_thread *t, int fd, enum http_proto proto,
+                   int tls);
+void http_conn_reject(struct http_thread *t, int fd, enum http_proto proto,
+                      int tls);
 void http_conn_free(struct http_conn *c);
 void http_conn_retry(struct http_conn *c, int timed_out);
 void http_conn_send_queued(struct http_thread *t);

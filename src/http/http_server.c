@@ -13,8 +13,9 @@
  * connection) and the wake generation and bucket counts (touched per park).
  *
  * Listeners. A thread has one listening socket per protocol it serves
- * (HTTP's, and RESP's when resp_enable); a connection remembers which one
- * it came in on, and that is all that differs until http_conn.c parses.
+ * (HTTP's, and RESP's when resp_enable), and one more per protocol it serves
+ * over TLS; a connection remembers which one it came in on, and that is all
+ * that differs until http_conn.c handshakes (TLS) and parses.
  *
  * Wake. http_wake and http_wake_all only set bits and signal threads; what
  * a retried request does, and why no wake is lost, is in http_conn.c.
@@ -79,9 +80,9 @@ thread_accept_cb(evutil_socket_t lfd, short what, void *arg)
         if (atomic_fetch_add_explicit(&s->nconns, 1, memory_order_relaxed) >=
             s->cfg.max_connections) {
             atomic_fetch_sub_explicit(&s->nconns, 1, memory_order_relaxed);
-            http_conn_reject(t, fd, l->proto);
+            http_conn_reject(t, fd, l->proto, l->tls);
         } else {
-            http_conn_new(t, fd, l->proto);
+            http_conn_new(t, fd, l->proto, l->tls);
         }
     }
 }
@@ -148,7 +149,7 @@ thread_stop(struct http_thread *t)
     if (t->stopping)
         return;
     t->stopping = 1;
-    for (int p = 0; p < HTTP_PROTO_COUNT; p++) {
+    for (int p = 0; p < HTTP_LS_COUNT; p++) {
         struct http_listener *l = &t->ls[p];
 
         if (l->fd < 0)
@@ -313,13 +314,14 @@ http_sock_port(int fd)
     return ntohs(((struct sockaddr_in *)&ss)->sin_port);
 }
 
-/* Bind one SO_REUSEPORT socket per thread for proto on address:want. A
+/* Bind one SO_REUSEPORT socket per thread for listener li (proto, or
+ * proto + HTTP_PROTO_COUNT over TLS) on address:want. A
  * plain probe bind first makes a taken port fail even when its owner also
  * uses SO_REUSEPORT, and picks the port when want is 0. Returns the port or
  * -1. */
 static int
-http_bind_all(struct http_server *s, enum http_proto proto,
-              const char *address, int want, char **cause)
+http_bind_all(struct http_server *s, int li, const char *address, int want,
+              char **cause)
 {
     struct addrinfo hints, *ai = NULL;
     const char *node = address[0] != '\0' ? address : NULL;
@@ -341,7 +343,7 @@ http_bind_all(struct http_server *s, enum http_proto proto,
     close(probe);
     probe = -1;
     for (i = 0; i < s->nthreads; i++) {
-        struct http_listener *l = &s->threads[i].ls[proto];
+        struct http_listener *l = &s->threads[i].ls[li];
 
         l->fd = http_listen_fd(ai, port, 1, cause);
         if (l->fd < 0)
@@ -357,6 +359,37 @@ cleanup:
     if (ai != NULL)
         freeaddrinfo(ai);
     return ret;
+}
+
+/* The TLS listeners (http.h: tls_enable, resp_tls_enable). 0 or -1. */
+static int
+http_server_bind_tls(struct http_server *s, char **cause)
+{
+    const struct http_config *cfg = &s->cfg;
+    int *ports = s->tls_ports;
+
+    ports[HTTP_PROTO_HTTP] = ports[HTTP_PROTO_RESP] = -1;
+    if (!cfg->tls_enable && !cfg->resp_tls_enable)
+        return 0;
+    if (cfg->tls == NULL) {
+        *cause = xasprintf("a TLS listener needs a TLS context");
+        return -1;
+    }
+    s->tls = cfg->tls;
+    if (cfg->tls_enable) {
+        ports[HTTP_PROTO_HTTP] = http_bind_all(s, HTTP_PROTO_COUNT + HTTP_PROTO_HTTP,
+                                               s->address, cfg->tls_port, cause);
+        if (ports[HTTP_PROTO_HTTP] < 0)
+            return -1;
+    }
+    if (cfg->resp_tls_enable) {
+        ports[HTTP_PROTO_RESP] = http_bind_all(s, HTTP_PROTO_COUNT + HTTP_PROTO_RESP,
+                                               s->resp_address,
+                                               cfg->resp_tls_port, cause);
+        if (ports[HTTP_PROTO_RESP] < 0)
+            return -1;
+    }
+    return 0;
 }
 
 static int
@@ -384,7 +417,7 @@ http_thread_init(struct http_server *s, struct http_thread *t, char **cause)
         *cause = xasprintf("event_base_init_common_timeout failed");
         return -1;
     }
-    for (int p = 0; p < HTTP_PROTO_COUNT; p++) {
+    for (int p = 0; p < HTTP_LS_COUNT; p++) {
         struct http_listener *l = &t->ls[p];
 
         event_assign(&l->ev, t->base, l->fd, EV_READ | EV_PERSIST,
@@ -396,7 +429,7 @@ http_thread_init(struct http_server *s, struct http_thread *t, char **cause)
     event_assign(&t->retry_ev, t->base, -1, 0, thread_retry_cb, t);
     event_assign(&t->send_ev, t->base, -1, 0, thread_send_cb, t);
     t->events_ready = 1;
-    for (int p = 0; p < HTTP_PROTO_COUNT; p++)
+    for (int p = 0; p < HTTP_LS_COUNT; p++)
         if (t->ls[p].fd >= 0)
             event_add(&t->ls[p].ev, NULL);
     event_add(&t->cmd_ev, NULL);
@@ -410,7 +443,7 @@ http_server_new(const struct http_config *cfg, http_handler_cb handler,
     struct http_server *s;
     int i;
 
-    if (cfg->threads < 1 || cfg->port < 0 || cfg->port > 65535 ||
+    if (cfg->threads < 1 || cfg->port < -1 || cfg->port > 65535 ||
         handler == NULL) {
         *cause = xasprintf("bad http config (threads %d, port %d)",
                            cfg->threads, cfg->port);
@@ -439,6 +472,8 @@ http_server_new(const struct http_config *cfg, http_handler_cb handler,
         s->cfg.max_url_bytes = HTTP_DEF_MAX_URL_BYTES;
     if (s->cfg.max_body_bytes <= 0)
         s->cfg.max_body_bytes = HTTP_DEF_MAX_BODY_BYTES;
+    if (s->cfg.tls_handshake_timeout_ms <= 0)
+        s->cfg.tls_handshake_timeout_ms = HTTP_DEF_TLS_HANDSHAKE_MS;
     s->address = xstrdup(cfg->address != NULL ? cfg->address : "");
     s->cfg.address = s->address;
     s->resp_address = xstrdup(cfg->resp_address != NULL ? cfg->resp_address
@@ -457,29 +492,39 @@ http_server_new(const struct http_config *cfg, http_handler_cb handler,
     for (i = 0; i < s->nthreads; i++) {
         s->threads[i].s = s;
         s->threads[i].index = i;
-        for (int p = 0; p < HTTP_PROTO_COUNT; p++) {
+        for (int p = 0; p < HTTP_LS_COUNT; p++) {
             s->threads[i].ls[p].t = &s->threads[i];
             s->threads[i].ls[p].fd = -1;
-            s->threads[i].ls[p].proto = (unsigned char)p;
+            s->threads[i].ls[p].proto = (unsigned char)(p % HTTP_PROTO_COUNT);
+            s->threads[i].ls[p].tls = p >= HTTP_PROTO_COUNT;
         }
         s->threads[i].efd = -1;
         s->threads[i].accept_warned_ms = INT64_MIN / 2;
     }
-    if (cfg->resp_enable &&
-        (cfg->resp_port < 0 || cfg->resp_port > 65535)) {
-        *cause = xasprintf("bad RESP port %d", cfg->resp_port);
+    if ((cfg->resp_enable &&
+         (cfg->resp_port < 0 || cfg->resp_port > 65535)) ||
+        (cfg->tls_enable && (cfg->tls_port < 0 || cfg->tls_port > 65535)) ||
+        (cfg->resp_tls_enable &&
+         (cfg->resp_tls_port < 0 || cfg->resp_tls_port > 65535))) {
+        *cause = xasprintf("bad RESP or TLS port (%d, %d, %d)", cfg->resp_port,
+                           cfg->tls_port, cfg->resp_tls_port);
         goto error;
     }
-    s->port = http_bind_all(s, HTTP_PROTO_HTTP, s->address, s->cfg.port,
-                            cause);
-    if (s->port < 0)
-        goto error;
+    s->port = -1;
+    if (cfg->port >= 0) {
+        s->port = http_bind_all(s, HTTP_PROTO_HTTP, s->address, s->cfg.port,
+                                cause);
+        if (s->port < 0)
+            goto error;
+    }
     if (cfg->resp_enable) {
         s->resp_port = http_bind_all(s, HTTP_PROTO_RESP, s->resp_address,
                                      cfg->resp_port, cause);
         if (s->resp_port < 0)
             goto error;
     }
+    if (http_server_bind_tls(s, cause) == -1)
+        goto error;
     for (i = 0; i < s->nthreads; i++)
         if (http_thread_init(s, &s->threads[i], cause) < 0)
             goto error;
@@ -500,6 +545,12 @@ int
 http_server_resp_port(const struct http_server *s)
 {
     return s->resp_port;
+}
+
+int
+http_server_tls_port(const struct http_server *s, int resp)
+{
+    return s->tls_ports[resp ? HTTP_PROTO_RESP : HTTP_PROTO_HTTP];
 }
 
 int
@@ -579,7 +630,7 @@ http_server_free(struct http_server *s)
         while (t->conns != NULL)
             http_conn_free(t->conns);
         if (t->events_ready) {
-            for (int p = 0; p < HTTP_PROTO_COUNT; p++) {
+            for (int p = 0; p < HTTP_LS_COUNT; p++) {
                 event_del(&t->ls[p].ev);
                 event_del(&t->ls[p].backoff_ev);
             }
@@ -589,7 +640,7 @@ http_server_free(struct http_server *s)
         }
         if (t->base != NULL)
             event_base_free(t->base);
-        for (int p = 0; p < HTTP_PROTO_COUNT; p++)
+        for (int p = 0; p < HTTP_LS_COUNT; p++)
             if (t->ls[p].fd >= 0)
                 close(t->ls[p].fd);
         if (t->efd >= 0)
