@@ -228,9 +228,13 @@ FUZZ_OBJS_segment_model := segment log util
 FUZZ_OBJS_redis_url  := workerid_redis_url util
 FUZZ_OBJS_zk_node    := workerid_zk_node util
 FUZZ_OBJS_mysql_url  := db_mysql_url util
+FUZZ_OBJS_tls_conn   := http_tls log util
 fuzz_objs = $(patsubst %,build/fuzz/obj/%.o,$(FUZZ_OBJS_$(1)))
 # The C client's lease answer parser (clients/c/, not src/).
 build/fuzz/fuzz_lease_answer: clients/c/lease_parse.c
+# The TLS target makes its certificates with the tests' helper.
+build/fuzz/fuzz_tls_conn: tests/lib/tlsgen.c
+build/fuzz/fuzz_tls_conn: FUZZ_CFLAGS += -Itests/lib
 
 .PHONY: fuzz fuzz-ci compose-check
 

@@ -40,6 +40,7 @@ opts() {
     multi_block) echo "-max_len=600" ;;
     lease_answer) echo "-max_len=1024" ;;
     zk_node)    echo "-max_len=512" ;;
+    tls_conn)   echo "-max_len=4096" ;;
     *)          echo "" ;;
     esac
 }
