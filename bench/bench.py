@@ -33,6 +33,8 @@ sees the same machine noise):
              in the same run: segment_take (microbench) and nginx.
   footprint  leafd's RSS with 10,000 tags loaded (bench/footprint.py), and the
              time from fork to the first ID served on the embedded default.
+  TLS        HTTPS keep-alive and full handshakes/s, leafd against nginx over
+             HTTPS with the same certificate (bench/tls.py).
   DB load    opt-in (DBLOAD=1, or make bench-dbload): leaf_alloc transactions
              per minute at a steady 2,000 IDs/s for 2 minutes against MariaDB
              (bench/dbload.py).
@@ -41,7 +43,7 @@ sees the same machine noise):
     DBLOAD=1 make bench                 # plus the 2-minute database-load run
     ROUNDS=5 DURATION=10 python3 bench/bench.py
     ONLY=http,micro python3 bench/bench.py   # sections: http resp peers failover micro
-                                             # client startup footprint dbload
+                                             # client startup footprint dbload tls
 
 Environment: ROUNDS (3), DURATION (5 s per wrk/peer run), CONNS (64),
 THREADS (1,2), BUSY_POLL_US (50), DBCONNS (16), STARTUP_RUNS (5), FOOTPRINT_TAGS (10000),
@@ -465,6 +467,7 @@ def main():
     client = []
     startup = []
     fp = db_load = fo = None
+    tls_rows = []
     servers = []
     mdb = None
     # (key, label, kind, thr, conns, ids_per_req, run)
@@ -540,6 +543,9 @@ def main():
                         startup.append(footprint.first_id(LEAFD, work))
         if want("failover") and have("wrk") and have("mariadbd") and have("mariadb"):
             fo = failover.run(log)
+        if want("tls") and have("wrk") and have("nginx"):
+            import tls as tls_bench
+            tls_rows = tls_bench.run(log)
         if want("footprint"):
             log("footprint: %s tags" % fmt_int(footprint.TAGS))
             fp = footprint.footprint(LEAFD, work)
@@ -804,7 +810,7 @@ def main():
                   "%d; %d" % (db_load["start_loads"], db_load["failed"])))
     elif not ONLY:
         p("Database load: not run (DBLOAD=1 make bench, or make bench-dbload: 2 min against MariaDB)")
-    print("\n".join(out))
+    print("\n".join(out + tls_rows))
     return 0
 
 
