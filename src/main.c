@@ -221,7 +221,17 @@ tls_open(const struct config *cfg, char **cause)
         .ciphersuites = cfg->tls_ciphersuites,
     };
 
-    if (cfg->listen_tls_port == 0 && cfg->resp_tls_port == 0)
+    /* ALPN: h2 where HTTP/2 is on (an HTTPS client may pick it, as gRPC
+     * clients must), else HTTP/1.1 only. */
+    if (cfg->h2) {
+        tc.alpn = "\x02h2\x08http/1.1";
+        tc.alpn_len = 12;
+    } else {
+        tc.alpn = "\x08http/1.1";
+        tc.alpn_len = 9;
+    }
+    if (cfg->listen_tls_port == 0 && cfg->resp_tls_port == 0 &&
+        cfg->grpc_tls_port == 0)
         return NULL;
     return http_tls_new(&tc, cause);
 }
@@ -359,6 +369,8 @@ start(struct leafd *d, char **cause)
     hc.tls_port = (int)cfg->listen_tls_port;
     hc.resp_tls_enable = cfg->resp_tls_port != 0;
     hc.resp_tls_port = (int)cfg->resp_tls_port;
+    hc.grpc_tls_enable = cfg->grpc_tls_port != 0;
+    hc.grpc_tls_port = (int)cfg->grpc_tls_port;
     hc.tls_handshake_timeout_ms = (int)cfg->tls_handshake_timeout_ms;
     hc.threads = threads;
     hc.max_connections = pub_cap;
@@ -370,6 +382,12 @@ start(struct leafd *d, char **cause)
     hc.resp_enable = cfg->resp_port != 0;
     hc.resp_address = cfg->resp_address;
     hc.resp_port = (int)cfg->resp_port;
+    hc.grpc_enable = cfg->grpc_port != 0;
+    hc.grpc_address = cfg->grpc_address;
+    hc.grpc_port = (int)cfg->grpc_port;
+    hc.grpc_max_message_bytes = (int)cfg->grpc_max_message_bytes;
+    hc.h2_max_concurrent_streams = (int)cfg->h2_max_streams;
+    hc.h2_disable = !cfg->h2;
     __atomic_store_n(&d->server, http_server_new(&hc, api_handle, api_thread, d->api,
                                                  cause), __ATOMIC_RELEASE);
     if (d->server == NULL)
@@ -381,7 +399,8 @@ start(struct leafd *d, char **cause)
         hc.threads = 1;
         hc.max_connections = admin_cap;
         hc.resp_enable = 0;
-        hc.tls_enable = hc.resp_tls_enable = 0;
+        hc.tls_enable = hc.resp_tls_enable = hc.grpc_tls_enable = 0;
+        hc.grpc_enable = 0;
         __atomic_store_n(&d->admin, http_server_new(&hc, api_handle_admin,
                                                     api_thread_admin, d->api, cause),
                          __ATOMIC_RELEASE);
@@ -422,6 +441,12 @@ start(struct leafd *d, char **cause)
     if (http_server_tls_port(d->server, 1) >= 0)
         log_info("Redis protocol (RESP) over TLS on %s:%d", cfg->resp_address,
                  http_server_tls_port(d->server, 1));
+    if (http_server_grpc_port(d->server) >= 0)
+        log_info("gRPC on %s:%d", cfg->grpc_address,
+                 http_server_grpc_port(d->server));
+    if (http_server_tls_port(d->server, 2) >= 0)
+        log_info("gRPC over TLS (ALPN h2) on %s:%d", cfg->grpc_address,
+                 http_server_tls_port(d->server, 2));
     return 0;
 }
 

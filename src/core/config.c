@@ -96,6 +96,19 @@ static const struct key keys[] = {
     { "resp.listen.port", K_INT, OFF(resp_port), 0, 65535, "0", NULL,
       "also speak the Redis protocol (RESP) on this port, on the same I/O "
       "threads (0: off)" },
+    { "grpc.listen.address", K_STR, OFF(grpc_address), 1, 255, "127.0.0.1", NULL,
+      "address of the gRPC listener (with grpc.listen.port)" },
+    { "grpc.listen.port", K_INT, OFF(grpc_port), 0, 65535, "0", NULL,
+      "also serve gRPC (HTTP/2, cleartext) on this port, on the same I/O "
+      "threads (0: off)" },
+    { "grpc.max_message_bytes", K_INT, OFF(grpc_max_message_bytes), 64, 16777216,
+      "65536", NULL, "a gRPC request message over this gets RESOURCE_EXHAUSTED" },
+    { "http.h2", K_BOOL, OFF(h2), 0, 1, "true", NULL,
+      "listen.port also takes cleartext HTTP/2 with prior knowledge (h2c)" },
+    { "http.h2_max_concurrent_streams", K_INT, OFF(h2_max_streams), 1, 10000, "100", NULL,
+      "streams open at once on one HTTP/2 connection (h2c and gRPC)" },
+    { "grpc.listen.tls_port", K_INT, OFF(grpc_tls_port), 0, 65535, "0", NULL,
+      "gRPC over TLS (ALPN h2) on this port, grpc.listen.address (0: off)" },
     { "resp.listen.tls_port", K_INT, OFF(resp_tls_port), 0, 65535, "0", NULL,
       "the Redis protocol over TLS (redis-cli --tls) on this port (0: off)" },
     { "tls.cert_file", K_STR, OFF(tls_cert_file), 0, 1024, "", NULL,
@@ -650,10 +663,12 @@ config_validate(struct config *cfg, char **cause)
         *cause = xasprintf("admin.token must be at least 8 characters");
         return -1;
     }
-    if ((cfg->listen_tls_port != 0 || cfg->resp_tls_port != 0) &&
+    if ((cfg->listen_tls_port != 0 || cfg->resp_tls_port != 0 ||
+         cfg->grpc_tls_port != 0) &&
         (cfg->tls_cert_file[0] == '\0' || cfg->tls_key_file[0] == '\0')) {
-        *cause = xasprintf("listen.tls_port or resp.listen.tls_port is set but "
-                           "tls.cert_file or tls.key_file is not");
+        *cause = xasprintf("a TLS port (listen.tls_port, resp.listen.tls_port, "
+                           "grpc.listen.tls_port) is set but tls.cert_file or "
+                           "tls.key_file is not");
         return -1;
     }
     if (cfg->tls_client_auth != TLS_AUTH_OFF && cfg->tls_ca_file[0] == '\0') {

@@ -63,11 +63,17 @@ struct config {
     char    *admin_token;          /* admin.token ("" = none) */
     char    *resp_address;         /* resp.listen.address */
     int64_t  resp_port;            /* resp.listen.port (0: no RESP listener) */
+    char    *grpc_address;         /* grpc.listen.address */
+    int64_t  grpc_port;            /* grpc.listen.port (0: no gRPC listener) */
+    int64_t  grpc_max_message_bytes; /* grpc.max_message_bytes */
+    int      h2;                   /* http.h2: h2c on listen.port */
+    int64_t  h2_max_streams;       /* http.h2_max_concurrent_streams */
     char    *tokens_file;          /* auth.tokens_file ("" = ID endpoints open) */
 
     /* TLS (http_tls.h) */
     int64_t  listen_tls_port;      /* listen.tls_port (0: no HTTPS) */
     int64_t  resp_tls_port;        /* resp.listen.tls_port (0: no RESP over TLS) */
+    int64_t  grpc_tls_port;        /* grpc.listen.tls_port (0: no gRPC over TLS) */
     char    *tls_cert_file;        /* tls.cert_file */
     char    *tls_key_file;         /* tls.key_file */
     char    *tls_ca_file;          /* tls.ca_file */

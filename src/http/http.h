@@ -22,6 +22,17 @@
  * req->cmd set (req->msg is then unused), and answers them with
  * http_reply_resp. Pipelined commands are answered strictly in order, and a
  * parked one holds back the commands behind it.
+ *
+ * HTTP/2 (http_h2.c, on libnghttp2). The HTTP port also takes cleartext
+ * HTTP/2 with prior knowledge (h2c): a connection that opens with the
+ * 24-byte HTTP/2 preface runs an HTTP/2 session instead. With grpc_enable,
+ * each I/O thread also listens for gRPC on grpc_address:grpc_port, where
+ * every connection is HTTP/2 and every stream a gRPC call. Each stream is a
+ * request (req->proto HTTP_REQ_H2 or HTTP_REQ_GRPC) for the same handler,
+ * answered with http_reply (or http_reply_grpc) or parked with http_park as
+ * on HTTP/1.1. The streams of one connection are handed to the handler one
+ * at a time, in the order they complete, as pipelined HTTP/1.1 requests
+ * are: a parked stream holds back the ones behind it (docs/http2.md).
  */
 #ifndef LEAFD_HTTP_H
 #define LEAFD_HTTP_H
@@ -38,12 +49,21 @@ struct resp_cmd;
 /* Per-request scratch that survives parking: zeroed when a request starts. */
 #define HTTP_REQ_SCRATCH 256
 
+/* What a request came over (req->proto). */
+enum http_req_proto { HTTP_REQ_HTTP1 = 0, HTTP_REQ_RESP, HTTP_REQ_H2, HTTP_REQ_GRPC };
+
 struct http_request {
     struct http_msg  msg;          /* parsed request line and headers */
     const struct resp_cmd *cmd;    /* a RESP command, or NULL for HTTP */
     int              retry;        /* handler called again after a wake */
     int              timed_out;    /* handler called because the park expired */
     int64_t          start_us;     /* monotonic time the request was parsed */
+    int                  proto;        /* enum http_req_proto */
+    const unsigned char *body;         /* HTTP_REQ_GRPC: the request message, unframed
+                                          (the 5-byte gRPC prefix removed); NULL otherwise */
+    size_t               body_len;
+    int64_t              grpc_timeout_us; /* HTTP_REQ_GRPC: the grpc-timeout header,
+                                          0 when absent */
     unsigned char    scratch[HTTP_REQ_SCRATCH] __attribute__((aligned(8)));
 };
 
@@ -66,15 +86,24 @@ struct http_config {
     int         resp_enable;       /* also listen for RESP (see above) */
     const char *resp_address;      /* "" or NULL: any address */
     int         resp_port;         /* 0: pick a free port (tests) */
-    /* TLS (http_tls.h): with tls set, HTTPS on tls_port when tls_enable and
-     * RESP over TLS on resp_tls_port when resp_tls_enable (0: pick a free
-     * port), on the same threads, addresses, limits and handler. port -1:
-     * no plain HTTP listener. */
+    int         grpc_enable;       /* also listen for gRPC (see above) */
+    const char *grpc_address;      /* "" or NULL: any address */
+    int         grpc_port;         /* 0: pick a free port (tests) */
+    int         grpc_max_message_bytes; /* a request message over: 8 */
+    int         h2_max_concurrent_streams; /* per HTTP/2 connection */
+    int         h2_disable;        /* 1: no h2c on the HTTP port */
+    /* TLS (http_tls.h): with tls set, HTTPS on tls_port when tls_enable,
+     * RESP over TLS on resp_tls_port when resp_tls_enable, gRPC over TLS on
+     * grpc_tls_port when grpc_tls_enable (0: pick a free port), on the same
+     * threads, addresses, limits and handler as their plain listeners.
+     * port -1: no plain HTTP listener. */
     struct http_tls *tls;          /* not owned; outlives the server */
     int         tls_enable;
     int         tls_port;
     int         resp_tls_enable;
     int         resp_tls_port;
+    int         grpc_tls_enable;
+    int         grpc_tls_port;
     int         tls_handshake_timeout_ms; /* <= 0: 10000 */
 };
 /* A field <= 0 takes its default: max_connections 10000, idle_timeout_ms
@@ -94,8 +123,10 @@ struct http_server *http_server_new(const struct http_config *cfg,
                                     char **cause);
 int  http_server_port(const struct http_server *s);  /* the bound port; -1: none */
 int  http_server_resp_port(const struct http_server *s); /* -1: no RESP */
-/* The bound TLS port of proto (0 HTTP, 1 RESP), -1 when there is none. */
-int  http_server_tls_port(const struct http_server *s, int resp);
+int  http_server_grpc_port(const struct http_server *s); /* -1: no gRPC listener */
+/* The bound TLS port of a protocol (which: 0 HTTP, 1 RESP, 2 gRPC), -1
+ * when there is none. */
+int  http_server_tls_port(const struct http_server *s, int which);
 /* Starts the I/O threads. 0 or -1. */
 int  http_server_start(struct http_server *s, char **cause);
 /* Stop accepting; answer the requests in flight (parked ones included, until
@@ -146,6 +177,14 @@ void http_park(struct http_conn *c, int timeout_ms, uint64_t key);
 void http_reply_resp(struct http_conn *c, const char *data, size_t len,
                      int close_after);
 
+/* Answer the current gRPC request (only for req->proto == HTTP_REQ_GRPC): HEADERS
+ * (:status 200, content-type application/grpc), then, when msg != NULL, one DATA frame
+ * carrying the 5-byte prefix and msg (copied), then trailers grpc-status and, when
+ * grpc_message is not NULL, grpc-message (percent-encoded by the transport). msg == NULL
+ * with status != 0: a trailers-only answer. */
+void http_reply_grpc(struct http_conn *c, int grpc_status, const char *grpc_message,
+                     const void *msg, size_t len);
+
 /* A RESP connection's session: HTTP_SESSION_BYTES zeroed at accept, kept
  * until close, for the handler's per-connection state (protocol version,
  * token, name). NULL on an HTTP connection. I/O thread only. */
@@ -178,6 +217,8 @@ struct http_stats {
     uint64_t timeouts;              /* idle/slow connections closed */
     uint64_t resp_open;             /* RESP connections open (in the above) */
     uint64_t resp_commands;         /* RESP commands handled */
+    uint64_t h2_open;               /* HTTP/2 connections open (h2c, gRPC) */
+    uint64_t h2_streams;            /* HTTP/2 streams handed to the handler */
 };
 void http_server_stats(const struct http_server *s, struct http_stats *out);
 

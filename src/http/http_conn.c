@@ -94,7 +94,7 @@
 #include "log.h"
 #include "util.h"
 
-static int conn_run(struct http_conn *c);
+
 
 /* ---- connection plumbing ---- */
 
@@ -234,6 +234,8 @@ http_conn_free(struct http_conn *c)
         else
             free(c->out);
     }
+    if (c->h2 != NULL)
+        http_h2_free(c);
     if (c->resp != NULL) {
         ctr_add(&t->resp_open, -1);
         free(c->resp->inl);
@@ -245,8 +247,8 @@ http_conn_free(struct http_conn *c)
 }
 
 /* The request is answered: forget it. */
-static void
-conn_end_request(struct http_conn *c)
+void
+http_conn_end_request(struct http_conn *c)
 {
     c->req_active = 0;
     conn_unpark(c);
@@ -277,7 +279,7 @@ conn_call(struct http_conn *c)
                       http_method_name(c->req.msg.method),
                       (int)c->req.msg.target_len, c->req.msg.target);
         http_out_error(c, 500, "internal", "request not answered");
-        conn_end_request(c);
+        http_conn_end_request(c);
         return;
     }
     /* Pairs with http_wake and http_wake_all: see DESIGN. */
@@ -287,9 +289,10 @@ conn_call(struct http_conn *c)
     }
 }
 
-/* A parsed request (HTTP) or command (RESP) starts: call the handler. */
-static void
-conn_start_request(struct http_conn *c)
+/* A parsed request (HTTP, HTTP/2) or command (RESP) starts: call the
+ * handler. */
+void
+http_conn_start_request(struct http_conn *c)
 {
     struct http_thread *t = c->t;
 
@@ -347,7 +350,8 @@ conn_process_resp(struct http_conn *c)
         assert(rs->cmd.argc > 0);
         ctr_add(&t->resp_commands, 1);
         c->req.cmd = &rs->cmd;
-        conn_start_request(c);
+        c->req.proto = HTTP_REQ_RESP;
+        http_conn_start_request(c);
     }
 }
 
@@ -373,6 +377,18 @@ conn_process(struct http_conn *c)
         }
         if (avail == 0)
             break;
+        if (!c->h1 && !cfg->h2_disable) {
+            int h2 = http_h2_preface(c->in + c->in_off, avail);
+
+            if (h2 < 0)
+                break;
+            if (h2 > 0) {
+                http_h2_start(c, 0);
+                http_h2_process(c);
+                return;
+            }
+        }
+        c->h1 = 1;
         if (c->out_len - c->out_off >= HTTP_OUT_HIGH) {
             c->out_full = 1;
             break;
@@ -398,7 +414,8 @@ conn_process(struct http_conn *c)
         c->in_off += msg->head_len;
         c->body_left = msg->content_length > 0 ? (uint64_t)msg->content_length
                                                : 0;
-        conn_start_request(c);
+        c->req.proto = HTTP_REQ_HTTP1;
+        http_conn_start_request(c);
     }
 }
 
@@ -515,7 +532,9 @@ conn_update(struct http_conn *c)
 static void
 conn_process_any(struct http_conn *c)
 {
-    if (c->resp != NULL)
+    if (c->h2 != NULL)
+        http_h2_process(c);
+    else if (c->resp != NULL)
         conn_process_resp(c);
     else
         conn_process(c);
@@ -555,8 +574,8 @@ close:
 }
 
 /* Process input, send, then close or wait. Returns -1 if c was freed. */
-static int
-conn_run(struct http_conn *c)
+int
+http_conn_run(struct http_conn *c)
 {
     if (c->queued)
         conn_unqueue(c);
@@ -680,7 +699,8 @@ conn_read_cb(evutil_socket_t fd, short what, void *arg)
     if (c->in == NULL) {
         c->in = http_pool_get(&t->inpool, t->s->in_cap);
         c->in_off = c->in_len = 0;
-    } else if (!c->req_active && c->in_off > 0) {
+    } else if ((!c->req_active || c->h2 != NULL) && c->in_off > 0) {
+        /* HTTP/2 requests own copies of what they need from the input. */
         memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
         c->in_len -= c->in_off;
         c->in_off = 0;
@@ -735,7 +755,7 @@ conn_write_cb(evutil_socket_t fd, short what, void *arg)
         conn_read_cb(fd, EV_READ, c);
         return;
     }
-    conn_run(c);
+    http_conn_run(c);
 }
 
 static void
@@ -748,7 +768,8 @@ conn_timeout(struct http_conn *c)
         return;
     }
     ctr_add(&t->timeouts, 1);
-    if (!c->wev_on && (c->in_len > c->in_off || c->body_left > 0)) {
+    if (c->h2 == NULL && !c->wev_on &&
+        (c->in_len > c->in_off || c->body_left > 0)) {
         /* A slow request: say why, best effort, without waiting. */
         http_out_error(c, 408, "request_timeout", "request not received in time");
         (void)conn_flush(c);
@@ -785,7 +806,7 @@ http_conn_retry(struct http_conn *c, int timed_out)
     c->req.retry = 1;
     c->req.timed_out = timed_out;
     conn_call(c);       /* may answer, or park again with a fresh timer */
-    conn_run(c);
+    http_conn_run(c);
 }
 
 static void
@@ -837,6 +858,8 @@ http_conn_new(struct http_thread *t, int fd, enum http_proto proto, int tls)
     c->deadline_ms = c->timer_at_ms;
     ctr_add(&t->open, 1);
     ctr_add(&t->total, 1);
+    if (proto == HTTP_PROTO_GRPC)
+        http_h2_start(c, 1);
     conn_rev(c, 1);
 }
 
@@ -845,7 +868,8 @@ http_conn_idle(const struct http_conn *c)
 {
     /* A lingering connection has its answer already: close it too. */
     return !c->req_active && c->in_len == c->in_off &&
-           c->body_left == 0 && c->out_off == c->out_len;
+           c->body_left == 0 && c->out_off == c->out_len &&
+           (c->h2 == NULL || http_h2_idle(c));
 }
 
 void
@@ -863,13 +887,18 @@ http_reply(struct http_conn *c, int status, const char *content_type,
         log_error("http_reply(%d) on a RESP connection", status);
         http_out_error(c, 500, "internal", "internal error: an HTTP answer to a "
                    "RESP command");
-        conn_end_request(c);
+        http_conn_end_request(c);
+        return;
+    }
+    if (c->h2 != NULL) {
+        http_h2_reply(c, status, content_type, extra_headers, body, len);
+        http_conn_end_request(c);
         return;
     }
     http_out_respond(c, status, content_type, extra_headers, body, len,
                  msg->method == HTTP_HEAD,
                  !msg->keep_alive || c->t->stopping || c->eof);
-    conn_end_request(c);
+    http_conn_end_request(c);
 }
 
 void
@@ -883,7 +912,7 @@ http_reply_resp(struct http_conn *c, const char *data, size_t len,
     http_out_append(c, data, len);
     if (close_after || c->t->stopping)
         c->closing = 1;
-    conn_end_request(c);
+    http_conn_end_request(c);
 }
 
 const char *

@@ -37,6 +37,8 @@
 #define HTTP_DEF_MAX_URL_BYTES    4096
 #define HTTP_DEF_MAX_BODY_BYTES   65536
 #define HTTP_DEF_TLS_HANDSHAKE_MS 10000
+#define HTTP_DEF_GRPC_MAX_MESSAGE 65536
+#define HTTP_DEF_H2_STREAMS       100
 
 /* RESP limits (resp_parse.h): a command must also fit in the input buffer
  * (max_header_bytes + HTTP_IN_SLACK), or it is refused and the connection
@@ -44,7 +46,8 @@
 #define HTTP_RESP_MAX_BULK    4096
 #define HTTP_RESP_MAX_INLINE  8192
 
-enum http_proto { HTTP_PROTO_HTTP, HTTP_PROTO_RESP, HTTP_PROTO_COUNT };
+enum http_proto { HTTP_PROTO_HTTP, HTTP_PROTO_RESP, HTTP_PROTO_GRPC,
+                  HTTP_PROTO_COUNT };
 /* A thread's listeners: one per protocol in plain text, then one per
  * protocol over TLS (index proto + HTTP_PROTO_COUNT; http_tls.h). */
 #define HTTP_LS_COUNT (2 * HTTP_PROTO_COUNT)
@@ -57,7 +60,8 @@ struct http_pool {
     int    n;
 };
 
-/* One listening socket of a thread: HTTP's, RESP's, each plain or TLS. */
+/* One listening socket of a thread: HTTP's, RESP's and gRPC's, each plain
+ * or TLS. */
 struct http_listener {
     struct http_thread *t;
     int                 fd;             /* -1: none */
@@ -97,6 +101,7 @@ struct http_thread {
     /* Written by this thread only; others read them relaxed. */
     _Atomic uint64_t    open, total, rejected, nparked, timeouts;
     _Atomic uint64_t    resp_open, resp_commands;
+    _Atomic uint64_t    h2_open, h2_streams;
     _Atomic uint32_t    nparked_b[HTTP_WAKE_BUCKETS]; /* per bucket */
 };
 
@@ -105,6 +110,8 @@ struct http_server {
     char               *address;
     char               *resp_address;
     int                 resp_port;      /* -1: no RESP listener */
+    char               *grpc_address;
+    int                 grpc_port;      /* -1: no gRPC listener */
     struct resp_limits  resp_lim;
     _Atomic uint64_t    next_conn_id;
     http_handler_cb     handler;
@@ -139,6 +146,7 @@ struct http_conn {
     struct http_resp   *resp;           /* NULL: an HTTP connection */
     struct ssl_st      *ssl;            /* NULL: plain text (http_tls.h) */
     char               *peer_name;      /* verified client certificate's CN */
+    struct http_h2     *h2;             /* an HTTP/2 session (http_h2.c) */
     int                 fd;
     struct event        rev, wev, tev, pev;  /* read, write, deadline, park */
     char               *in;
@@ -155,6 +163,7 @@ struct http_conn {
     unsigned char       partial, out_full;
     unsigned char       tls_hs;              /* TLS handshake not done */
     unsigned char       tls_rw;              /* TLS read waits for writable */
+    unsigned char       h1;                  /* an HTTP/1 request came: no h2c */
     unsigned char       queued;              /* on t->sendq */
     unsigned char       bucket;              /* wake bucket while parked */
     struct http_conn   *prev, *next;         /* t->conns */
@@ -208,6 +217,31 @@ void http_conn_free(struct http_conn *c);
 void http_conn_retry(struct http_conn *c, int timed_out);
 void http_conn_send_queued(struct http_thread *t);
 int  http_conn_idle(const struct http_conn *c);
+/* For http_h2.c: hand c->req (filled) to the handler; forget the answered
+ * (or abandoned) request; process, send, then close or wait (-1: c was
+ * freed). */
+void http_conn_start_request(struct http_conn *c);
+void http_conn_end_request(struct http_conn *c);
+int  http_conn_run(struct http_conn *c);
+
+/* HTTP/2 (http_h2.c). http_h2_preface: 1 when buf starts with the client
+ * preface, 0 when it cannot, -1 when len is too short to tell. start: turn
+ * c into an HTTP/2 connection (c->h2 set; its unread input is the session's
+ * first input). process: feed the input, hand complete streams to the
+ * handler one at a time, queue output below HTTP_OUT_HIGH. stop: GOAWAY,
+ * then answer the streams in flight. error: the layer's own error for the
+ * current stream (http_out_error). idle: no stream open or queued. free:
+ * the session and its streams. */
+int  http_h2_preface(const char *buf, size_t len);
+void http_h2_start(struct http_conn *c, int grpc);
+void http_h2_process(struct http_conn *c);
+void http_h2_stop(struct http_conn *c);
+void http_h2_reply(struct http_conn *c, int status, const char *content_type,
+                   const char *extra_headers, const char *body, size_t len);
+void http_h2_error(struct http_conn *c, int status, const char *code,
+                   const char *message);
+int  http_h2_idle(const struct http_conn *c);
+void http_h2_free(struct http_conn *c);
 /* The output side (http_out.c). Buffers: from the thread's pool, or
  * malloc'd when it is empty; back to it (freed past HTTP_POOL_MAX). */
 void *http_pool_get(struct http_pool *pool, size_t size);

@@ -200,6 +200,10 @@ http_out_error(struct http_conn *c, int status, const char *code,
     char body[256];
     int n;
 
+    if (c->h2 != NULL) {
+        http_h2_error(c, status, code, message);
+        return;
+    }
     if (c->resp != NULL) {
         n = snprintf(body, sizeof body, "-ERR %s\r\n", message);
         if (n < 0 || (size_t)n >= sizeof body)
@@ -256,8 +260,9 @@ http_conn_reject(struct http_thread *t, int fd, enum http_proto proto,
 
     _Static_assert(sizeof HTTP_REJECT_BODY - 1 == 70, "Content-Length");
     ctr_add(&t->rejected, 1);
-    if (tls)
-        n = 0;          /* no handshake spent on a refusal: just close */
+    if (tls || proto == HTTP_PROTO_GRPC)
+        n = 0;          /* TLS: no handshake spent on a refusal; gRPC: HTTP/2
+                           only, no bytes a client reads */
     else if (proto == HTTP_PROTO_RESP)
         n = send(fd, resp_msg, sizeof resp_msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     else

@@ -364,6 +364,18 @@ http_parse_request(const char *buf, size_t len, size_t max_head,
     return HTTP_PARSE_OK;
 }
 
+enum http_method
+http_method_parse(const char *p, size_t n)
+{
+    return parse_method((const unsigned char *)p, n);
+}
+
+int
+http_accept_json(const char *p, size_t n)
+{
+    return parse_icontains((const unsigned char *)p, n, "application/json");
+}
+
 const char *
 http_method_name(enum http_method m)
 {

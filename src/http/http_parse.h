@@ -54,5 +54,10 @@ enum http_parse_result http_parse_request(const char *buf, size_t len,
                                           struct http_msg *msg);
 
 const char *http_method_name(enum http_method m);
+/* The method token p[0..n) (case-sensitive), HTTP_OTHER when unknown; and
+ * whether an Accept value mentions application/json, as the parser decides
+ * accept_json (HTTP/2 requests come with their headers split already). */
+enum http_method http_method_parse(const char *p, size_t n);
+int http_accept_json(const char *p, size_t n);
 
 #endif

@@ -13,9 +13,10 @@
  * connection) and the wake generation and bucket counts (touched per park).
  *
  * Listeners. A thread has one listening socket per protocol it serves
- * (HTTP's, and RESP's when resp_enable), and one more per protocol it serves
- * over TLS; a connection remembers which one it came in on, and that is all
- * that differs until http_conn.c handshakes (TLS) and parses.
+ * (HTTP's, and RESP's and gRPC's when enabled), and one more per protocol
+ * it serves over TLS; a connection remembers which one it came in on, and
+ * that is all that differs until http_conn.c handshakes (TLS) and parses (a
+ * gRPC connection starts its HTTP/2 session at accept).
  *
  * Wake. http_wake and http_wake_all only set bits and signal threads; what
  * a retried request does, and why no wake is lost, is in http_conn.c.
@@ -161,7 +162,9 @@ thread_stop(struct http_thread *t)
     }
     for (c = t->conns; c != NULL; c = next) {
         next = c->next;
-        if (http_conn_idle(c))
+        if (c->h2 != NULL && !c->closing && !c->tls_hs)
+            http_h2_stop(c);        /* GOAWAY; may free c */
+        else if (http_conn_idle(c))
             http_conn_free(c);
     }
     if (t->nconns == 0)
@@ -361,32 +364,36 @@ cleanup:
     return ret;
 }
 
-/* The TLS listeners (http.h: tls_enable, resp_tls_enable). 0 or -1. */
+/* The TLS listeners (http.h: tls_enable, resp_tls_enable,
+ * grpc_tls_enable), each on its protocol's address. 0 or -1. */
 static int
 http_server_bind_tls(struct http_server *s, char **cause)
 {
     const struct http_config *cfg = &s->cfg;
-    int *ports = s->tls_ports;
+    const struct { int on, port; const char *address; } want[HTTP_PROTO_COUNT] = {
+        [HTTP_PROTO_HTTP] = { cfg->tls_enable, cfg->tls_port, s->address },
+        [HTTP_PROTO_RESP] = { cfg->resp_tls_enable, cfg->resp_tls_port,
+                              s->resp_address },
+        [HTTP_PROTO_GRPC] = { cfg->grpc_tls_enable, cfg->grpc_tls_port,
+                              s->grpc_address },
+    };
 
-    ports[HTTP_PROTO_HTTP] = ports[HTTP_PROTO_RESP] = -1;
-    if (!cfg->tls_enable && !cfg->resp_tls_enable)
-        return 0;
-    if (cfg->tls == NULL) {
-        *cause = xasprintf("a TLS listener needs a TLS context");
-        return -1;
-    }
-    s->tls = cfg->tls;
-    if (cfg->tls_enable) {
-        ports[HTTP_PROTO_HTTP] = http_bind_all(s, HTTP_PROTO_COUNT + HTTP_PROTO_HTTP,
-                                               s->address, cfg->tls_port, cause);
-        if (ports[HTTP_PROTO_HTTP] < 0)
+    for (int p = 0; p < HTTP_PROTO_COUNT; p++) {
+        s->tls_ports[p] = -1;
+        if (!want[p].on)
+            continue;
+        if (cfg->tls == NULL) {
+            *cause = xasprintf("a TLS listener needs a TLS context");
             return -1;
-    }
-    if (cfg->resp_tls_enable) {
-        ports[HTTP_PROTO_RESP] = http_bind_all(s, HTTP_PROTO_COUNT + HTTP_PROTO_RESP,
-                                               s->resp_address,
-                                               cfg->resp_tls_port, cause);
-        if (ports[HTTP_PROTO_RESP] < 0)
+        }
+        if (want[p].port < 0 || want[p].port > 65535) {
+            *cause = xasprintf("bad TLS port %d", want[p].port);
+            return -1;
+        }
+        s->tls = cfg->tls;
+        s->tls_ports[p] = http_bind_all(s, HTTP_PROTO_COUNT + p, want[p].address,
+                                        want[p].port, cause);
+        if (s->tls_ports[p] < 0)
             return -1;
     }
     return 0;
@@ -474,12 +481,20 @@ http_server_new(const struct http_config *cfg, http_handler_cb handler,
         s->cfg.max_body_bytes = HTTP_DEF_MAX_BODY_BYTES;
     if (s->cfg.tls_handshake_timeout_ms <= 0)
         s->cfg.tls_handshake_timeout_ms = HTTP_DEF_TLS_HANDSHAKE_MS;
+    if (s->cfg.grpc_max_message_bytes <= 0)
+        s->cfg.grpc_max_message_bytes = HTTP_DEF_GRPC_MAX_MESSAGE;
+    if (s->cfg.h2_max_concurrent_streams <= 0)
+        s->cfg.h2_max_concurrent_streams = HTTP_DEF_H2_STREAMS;
     s->address = xstrdup(cfg->address != NULL ? cfg->address : "");
     s->cfg.address = s->address;
     s->resp_address = xstrdup(cfg->resp_address != NULL ? cfg->resp_address
                                                         : "");
     s->cfg.resp_address = s->resp_address;
     s->resp_port = -1;
+    s->grpc_address = xstrdup(cfg->grpc_address != NULL ? cfg->grpc_address
+                                                        : "");
+    s->cfg.grpc_address = s->grpc_address;
+    s->grpc_port = -1;
     s->handler = handler;
     s->thread_cb = thread_cb;
     s->arg = arg;
@@ -501,13 +516,14 @@ http_server_new(const struct http_config *cfg, http_handler_cb handler,
         s->threads[i].efd = -1;
         s->threads[i].accept_warned_ms = INT64_MIN / 2;
     }
-    if ((cfg->resp_enable &&
-         (cfg->resp_port < 0 || cfg->resp_port > 65535)) ||
-        (cfg->tls_enable && (cfg->tls_port < 0 || cfg->tls_port > 65535)) ||
-        (cfg->resp_tls_enable &&
-         (cfg->resp_tls_port < 0 || cfg->resp_tls_port > 65535))) {
-        *cause = xasprintf("bad RESP or TLS port (%d, %d, %d)", cfg->resp_port,
-                           cfg->tls_port, cfg->resp_tls_port);
+    if (cfg->resp_enable &&
+        (cfg->resp_port < 0 || cfg->resp_port > 65535)) {
+        *cause = xasprintf("bad RESP port %d", cfg->resp_port);
+        goto error;
+    }
+    if (cfg->grpc_enable &&
+        (cfg->grpc_port < 0 || cfg->grpc_port > 65535)) {
+        *cause = xasprintf("bad gRPC port %d", cfg->grpc_port);
         goto error;
     }
     s->port = -1;
@@ -521,6 +537,12 @@ http_server_new(const struct http_config *cfg, http_handler_cb handler,
         s->resp_port = http_bind_all(s, HTTP_PROTO_RESP, s->resp_address,
                                      cfg->resp_port, cause);
         if (s->resp_port < 0)
+            goto error;
+    }
+    if (cfg->grpc_enable) {
+        s->grpc_port = http_bind_all(s, HTTP_PROTO_GRPC, s->grpc_address,
+                                     cfg->grpc_port, cause);
+        if (s->grpc_port < 0)
             goto error;
     }
     if (http_server_bind_tls(s, cause) == -1)
@@ -548,9 +570,17 @@ http_server_resp_port(const struct http_server *s)
 }
 
 int
-http_server_tls_port(const struct http_server *s, int resp)
+http_server_tls_port(const struct http_server *s, int which)
 {
-    return s->tls_ports[resp ? HTTP_PROTO_RESP : HTTP_PROTO_HTTP];
+    _Static_assert(HTTP_PROTO_HTTP == 0 && HTTP_PROTO_RESP == 1 &&
+                   HTTP_PROTO_GRPC == 2, "http.h: http_server_tls_port");
+    return which >= 0 && which < HTTP_PROTO_COUNT ? s->tls_ports[which] : -1;
+}
+
+int
+http_server_grpc_port(const struct http_server *s)
+{
+    return s->grpc_port;
 }
 
 int
@@ -651,6 +681,7 @@ http_server_free(struct http_server *s)
     free(s->threads);
     free(s->address);
     free(s->resp_address);
+    free(s->grpc_address);
     pthread_cond_destroy(&s->exit_cond);
     pthread_mutex_destroy(&s->exit_lock);
     free(s);
@@ -716,5 +747,9 @@ http_server_stats(const struct http_server *s, struct http_stats *out)
             atomic_load_explicit(&t->resp_open, memory_order_relaxed);
         out->resp_commands +=
             atomic_load_explicit(&t->resp_commands, memory_order_relaxed);
+        out->h2_open +=
+            atomic_load_explicit(&t->h2_open, memory_order_relaxed);
+        out->h2_streams +=
+            atomic_load_explicit(&t->h2_streams, memory_order_relaxed);
     }
 }
