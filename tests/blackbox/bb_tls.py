@@ -11,7 +11,9 @@ larger than the input buffer over one TLS connection; mutual TLS required
 and optional, a client certificate standing in for a token
 (cert:CN=<name>); SIGHUP reloading a new certificate while a keep-alive
 connection goes on, and keeping the old one when the new file is bad;
-tls.min_version; files refused at start and by --check-config."""
+tls.min_version; files refused at start and by --check-config; ALPN h2 on
+the HTTPS port (curl) and gRPC over TLS (python3-grpcio with
+ssl_channel_credentials) on grpc.listen.tls_port."""
 import http.client
 import os
 import shutil
@@ -34,6 +36,7 @@ TESTS = [
     "test_sighup_reload",
     "test_min_version",
     "test_bad_files_refused",
+    "test_alpn_h2_and_grpc",
 ]
 
 
@@ -226,7 +229,8 @@ def test_handshake_timeout_and_limits(ctx):
         # openssl s_client: a full handshake, leafd's certificate verified.
         need("openssl")
         p = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % d.tport,
-                            "-CAfile", pki.path("ca.pem"), "-verify_return_error"],
+                            "-CAfile", pki.path("ca.pem"), "-verify_return_error",
+                            "-ign_eof"],
                            input="GET /health HTTP/1.0\r\n\r\n", capture_output=True,
                            text=True, timeout=60)
         check("Verify return code: 0 (ok)" in p.stdout, p.stdout[-2000:])
@@ -469,3 +473,59 @@ def test_bad_files_refused(ctx):
                             "--tls.key_file=" + pki.cli[1]])
         rc = d.start(expect_fail=True)
         check(rc != 0 and "tls.key_file" in d.log(), d.log())
+
+
+def grpc_mod():
+    try:
+        import grpc  # noqa: F401
+    except ImportError:
+        sys.path.append("/usr/lib/python3/dist-packages")
+    try:
+        import grpc
+        return grpc
+    except ImportError:
+        skip("python3-grpcio is not installed (sh .ci/deps.sh test)")
+
+
+def test_alpn_h2_and_grpc(ctx):
+    with Workdir("tls-alpn") as wd:
+        pki = Pki(wd)
+        gport = free_port()
+        d = start(wd, pki, ["--grpc.listen.tls_port=%d" % gport])
+        wait_for(lambda: socket.create_connection(("127.0.0.1", gport), 0.5).close() or True,
+                 15, what="the gRPC TLS port")
+        # curl offers h2 and http/1.1 by ALPN: leafd picks h2.
+        rc, code, body = curl(pki, d.tport, extra=["-w", "\n%{http_version}"])
+        # (the second -w wins: code is the HTTP version)
+        check(rc == 0 and body.strip().isdigit() and code == "2",
+              "HTTP/2 over TLS: %s %r %r" % (rc, code, body))
+        rc, code, body = curl(pki, d.tport, extra=["--http1.1"])
+        eq((rc, code), (0, "200"), "HTTP/1.1 over TLS")
+        grpc = grpc_mod()
+        opts = [("grpc.ssl_target_name_override", "localhost")]
+        with open(pki.path("ca.pem"), "rb") as f:
+            creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+        ch = grpc.secure_channel("127.0.0.1:%d" % gport, creds, options=opts)
+        call = ch.unary_unary("/leafd.v1.IdService/NextSegment",
+                              request_serializer=lambda x: x,
+                              response_deserializer=lambda x: x)
+        try:
+            call(b"", timeout=20)
+            code = grpc.StatusCode.OK
+        except grpc.RpcError as e:
+            code = e.code()
+        # Any answer from leafd's HTTP/2 layer: TLS and ALPN h2 worked.
+        check(code != grpc.StatusCode.UNAVAILABLE, "gRPC over TLS: %s" % code)
+        ch.close()
+        # A client that does not trust leafd's CA gets no channel.
+        ch = grpc.secure_channel("127.0.0.1:%d" % gport, grpc.ssl_channel_credentials(),
+                                 options=opts)
+        try:
+            ch.unary_unary("/leafd.v1.IdService/NextSegment",
+                           request_serializer=lambda x: x,
+                           response_deserializer=lambda x: x)(b"", timeout=20)
+            raise AssertionError("an untrusted server certificate was accepted")
+        except grpc.RpcError as e:
+            eq(e.code(), grpc.StatusCode.UNAVAILABLE, "untrusted: no channel")
+        ch.close()
+        eq(d.stop(), 0, "exit status")
