@@ -128,8 +128,8 @@ tls_ctx_build(struct http_tls *tls, char **cause)
         goto error;
     }
     if (SSL_CTX_use_PrivateKey_file(ctx, tls->key_file, SSL_FILETYPE_PEM) != 1) {
-        *cause = xasprintf("tls.key_file %s: not a PEM private key for the "
-                           "certificate in %s: %s", tls->key_file,
+        *cause = xasprintf("tls.key_file %s: not a PEM private key that "
+                           "matches the certificate in %s: %s", tls->key_file,
                            tls->cert_file, tls_reason(why, sizeof why));
         goto error;
     }
