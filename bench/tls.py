@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -30,7 +31,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-from bbutil import free_port  # noqa: E402
+from bbutil import free_port, wait_for  # noqa: E402
 LEAFD = os.path.join(ROOT, "leafd")
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 DURATION = int(os.environ.get("DURATION", "5"))
@@ -57,16 +58,9 @@ def make_cert(d):
     return os.path.join(d, "srv.pem"), os.path.join(d, "srv.key")
 
 
-def wait_port(port, timeout=10):
-    import socket
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.02)
-    raise RuntimeError("nothing listens on %d" % port)
+def wait_port(port):
+    wait_for(lambda: socket.create_connection(("127.0.0.1", port), 0.2).close() or True,
+             10, what="port %d" % port)
 
 
 def stop(proc, sig=signal.SIGTERM):

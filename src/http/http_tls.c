@@ -278,12 +278,39 @@ http_tls_handshake(SSL *ssl)
     }
 }
 
-/* errno for an SSL_ERROR_SYSCALL: the socket's own, never a retry. */
-static void
-tls_syscall_errno(void)
+/* The result of an SSL_read or SSL_write that returned n <= 0, as
+ * recv(2)/send(2) would give it (http_tls.h). other: the "want" that means
+ * the opposite direction (*flag set then). eof: what a close_notify gives,
+ * 0 (a read) or -1 with EPIPE (a write). */
+static ssize_t
+tls_io_fail(SSL *ssl, int n, int other, int *flag, int eof)
 {
-    if (errno == 0 || errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-        errno = ECONNRESET;
+    int e = SSL_get_error(ssl, n);
+
+    switch (e) {
+    case SSL_ERROR_WANT_READ:
+    case SSL_ERROR_WANT_WRITE:
+        if (e == other)
+            *flag = 1;
+        errno = EAGAIN;
+        return -1;
+    case SSL_ERROR_ZERO_RETURN:
+        if (eof == 0)
+            return 0;
+        errno = EPIPE;
+        break;
+    case SSL_ERROR_SYSCALL:
+        /* The socket's own errno, never one that reads as "retry". */
+        if (errno == 0 || errno == EAGAIN || errno == EWOULDBLOCK ||
+            errno == EINTR)
+            errno = ECONNRESET;
+        break;
+    default:
+        errno = EPROTO;
+        break;
+    }
+    ERR_clear_error();
+    return -1;
 }
 
 ssize_t
@@ -296,25 +323,7 @@ http_tls_recv(SSL *ssl, void *buf, size_t len, int *want_write)
     n = SSL_read(ssl, buf, len > INT_MAX ? INT_MAX : (int)len);
     if (n > 0)
         return n;
-    switch (SSL_get_error(ssl, n)) {
-    case SSL_ERROR_WANT_READ:
-        errno = EAGAIN;
-        return -1;
-    case SSL_ERROR_WANT_WRITE:
-        *want_write = 1;
-        errno = EAGAIN;
-        return -1;
-    case SSL_ERROR_ZERO_RETURN:
-        return 0;
-    case SSL_ERROR_SYSCALL:
-        tls_syscall_errno();
-        ERR_clear_error();
-        return -1;
-    default:
-        errno = EPROTO;
-        ERR_clear_error();
-        return -1;
-    }
+    return tls_io_fail(ssl, n, SSL_ERROR_WANT_WRITE, want_write, 0);
 }
 
 ssize_t
@@ -327,23 +336,7 @@ http_tls_send(SSL *ssl, const void *buf, size_t len, int *want_read)
     n = SSL_write(ssl, buf, len > INT_MAX ? INT_MAX : (int)len);
     if (n > 0)
         return n;
-    switch (SSL_get_error(ssl, n)) {
-    case SSL_ERROR_WANT_WRITE:
-        errno = EAGAIN;
-        return -1;
-    case SSL_ERROR_WANT_READ:
-        *want_read = 1;
-        errno = EAGAIN;
-        return -1;
-    case SSL_ERROR_SYSCALL:
-        tls_syscall_errno();
-        ERR_clear_error();
-        return -1;
-    default:
-        errno = EPROTO;
-        ERR_clear_error();
-        return -1;
-    }
+    return tls_io_fail(ssl, n, SSL_ERROR_WANT_READ, want_read, -1);
 }
 
 int

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 
+from bb_resp import need, redis_mod
 from bbutil import Workdir, check, eq, free_port, skip, wait_for
 
 TESTS = [
@@ -38,23 +39,6 @@ TESTS = [
     "test_bad_files_refused",
     "test_alpn_h2_and_grpc",
 ]
-
-
-def need(tool):
-    if shutil.which(tool) is None:
-        skip("%s is not installed (sh .ci/deps.sh test)" % tool)
-
-
-def redis_mod():
-    try:
-        import redis  # noqa: F401
-    except ImportError:
-        sys.path.append("/usr/lib/python3/dist-packages")
-    try:
-        import redis
-        return redis
-    except ImportError:
-        skip("python3-redis is not installed (sh .ci/deps.sh test)")
 
 
 def openssl(*args, cwd):
