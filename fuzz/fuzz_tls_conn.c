@@ -59,8 +59,6 @@ init(void)
     tc.key_file = key;
     tc.ca_file = ca_pem;
     tc.client_auth = HTTP_TLS_AUTH_OPTIONAL;
-    tc.alpn = "\x08http/1.1";
-    tc.alpn_len = 9;
     tls = http_tls_new(&tc, &cause);
     if (tls == NULL) {
         fprintf(stderr, "fuzz_tls_conn: %s\n", cause);
@@ -83,7 +81,7 @@ init(void)
 static SSL *
 server_on(BIO *rbio, BIO *wbio)
 {
-    SSL *srv = http_tls_ssl_new(tls, -1);
+    SSL *srv = http_tls_ssl_new(tls, -1, HTTP_TLS_ALPN_H2_HTTP1);
 
     BIO_set_mem_eof_return(rbio, -1);       /* empty: retry, as a socket */
     SSL_set_bio(srv, rbio, wbio);

@@ -221,15 +221,6 @@ tls_open(const struct config *cfg, char **cause)
         .ciphersuites = cfg->tls_ciphersuites,
     };
 
-    /* ALPN: h2 where HTTP/2 is on (an HTTPS client may pick it, as gRPC
-     * clients must), else HTTP/1.1 only. */
-    if (cfg->h2) {
-        tc.alpn = "\x02h2\x08http/1.1";
-        tc.alpn_len = 12;
-    } else {
-        tc.alpn = "\x08http/1.1";
-        tc.alpn_len = 9;
-    }
     if (cfg->listen_tls_port == 0 && cfg->resp_tls_port == 0 &&
         cfg->grpc_tls_port == 0)
         return NULL;

@@ -849,7 +849,11 @@ http_conn_new(struct http_thread *t, int fd, enum http_proto proto, int tls)
     t->nconns++;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (tls) {
-        c->ssl = http_tls_ssl_new(t->s->tls, fd);
+        /* ALPN: each listener offers what it speaks. */
+        c->ssl = http_tls_ssl_new(t->s->tls, fd,
+            proto == HTTP_PROTO_GRPC ? HTTP_TLS_ALPN_H2
+            : proto == HTTP_PROTO_RESP ? HTTP_TLS_ALPN_NONE
+            : t->s->cfg.h2_disable ? HTTP_TLS_ALPN_HTTP1 : HTTP_TLS_ALPN_H2_HTTP1);
         c->tls_hs = 1;
         first_ms = t->s->cfg.tls_handshake_timeout_ms;
     }

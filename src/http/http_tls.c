@@ -9,6 +9,7 @@
  * an ordinary EOF: HTTP and RESP frame their own messages, and leafd only
  * acts on complete ones.
  */
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -32,8 +33,6 @@ struct http_tls {
     SSL_CTX        *ctx;
     unsigned long   generation;     /* under lock */
     char           *cert_file, *key_file, *ca_file, *ciphers, *ciphersuites;
-    unsigned char  *alpn;
-    size_t          alpn_len;
     int             client_auth, min_tls13;
 };
 
@@ -65,16 +64,28 @@ tls_file_ok(const char *key, const char *path, char **cause)
     return 0;
 }
 
+/* ALPN wire lists by enum http_tls_alpn; an SSL's app data points to one. */
+static const struct tls_alpn_list {
+    const unsigned char *wire;
+    unsigned             len;
+} tls_alpn_lists[] = {
+    [HTTP_TLS_ALPN_NONE] = { NULL, 0 },
+    [HTTP_TLS_ALPN_HTTP1] = { (const unsigned char *)"\x08http/1.1", 9 },
+    [HTTP_TLS_ALPN_H2_HTTP1] = { (const unsigned char *)"\x02h2\x08http/1.1", 12 },
+    [HTTP_TLS_ALPN_H2] = { (const unsigned char *)"\x02h2", 3 },
+};
+
 static int
 tls_alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
             const unsigned char *in, unsigned int inlen, void *arg)
 {
-    const struct http_tls *tls = arg;
+    const struct tls_alpn_list *l = SSL_get_app_data(ssl);
     unsigned char *sel = NULL;
 
-    (void)ssl;
-    if (SSL_select_next_proto(&sel, outlen, tls->alpn, (unsigned)tls->alpn_len,
-                              in, inlen) != OPENSSL_NPN_NEGOTIATED)
+    (void)arg;
+    if (l == NULL || l->wire == NULL ||
+        SSL_select_next_proto(&sel, outlen, l->wire, l->len, in, inlen) !=
+        OPENSSL_NPN_NEGOTIATED)
         return SSL_TLSEXT_ERR_NOACK;
     *out = sel;
     return SSL_TLSEXT_ERR_OK;
@@ -156,8 +167,7 @@ tls_ctx_build(struct http_tls *tls, char **cause)
     else if (tls->client_auth == HTTP_TLS_AUTH_REQUIRED)
         mode = SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
     SSL_CTX_set_verify(ctx, mode, NULL);
-    if (tls->alpn != NULL)
-        SSL_CTX_set_alpn_select_cb(ctx, tls_alpn_cb, tls);
+    SSL_CTX_set_alpn_select_cb(ctx, tls_alpn_cb, NULL);
     return ctx;
 
 error:
@@ -179,11 +189,6 @@ http_tls_new(const struct http_tls_config *cfg, char **cause)
                                                           : "");
     tls->client_auth = cfg->client_auth;
     tls->min_tls13 = cfg->min_tls13;
-    if (cfg->alpn != NULL && cfg->alpn_len > 0) {
-        tls->alpn = xmalloc(cfg->alpn_len);
-        memcpy(tls->alpn, cfg->alpn, cfg->alpn_len);
-        tls->alpn_len = cfg->alpn_len;
-    }
     if (tls->client_auth != HTTP_TLS_AUTH_OFF && tls->ca_file[0] == '\0') {
         *cause = xasprintf("tls.client_auth needs tls.ca_file");
         goto error;
@@ -237,12 +242,11 @@ http_tls_free(struct http_tls *tls)
     free(tls->ca_file);
     free(tls->ciphers);
     free(tls->ciphersuites);
-    free(tls->alpn);
     free(tls);
 }
 
 SSL *
-http_tls_ssl_new(struct http_tls *tls, int fd)
+http_tls_ssl_new(struct http_tls *tls, int fd, enum http_tls_alpn alpn)
 {
     SSL *ssl;
 
@@ -253,6 +257,8 @@ http_tls_ssl_new(struct http_tls *tls, int fd)
         log_error("http_tls_ssl_new: out of memory");
         abort();
     }
+    assert(alpn >= HTTP_TLS_ALPN_NONE && alpn <= HTTP_TLS_ALPN_H2);
+    SSL_set_app_data(ssl, (void *)&tls_alpn_lists[alpn]);
     SSL_set_accept_state(ssl);
     return ssl;
 }

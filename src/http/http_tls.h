@@ -37,10 +37,13 @@ struct http_tls_config {
     int         min_tls13;          /* 0: TLS 1.2 and up; 1: TLS 1.3 only */
     const char *ciphers;            /* TLS 1.2 list; "" or NULL: default */
     const char *ciphersuites;       /* TLS 1.3 suites; "" or NULL: default */
-    const char *alpn;               /* ALPN wire list ("\x08http/1.1"), or
-                                       NULL: no ALPN; see http_tls_new */
-    size_t      alpn_len;
 };
+
+/* What a listener offers by ALPN (the server picks the first of these that
+ * the client also offers; none in common, or NONE: no ALPN, the client
+ * goes on without). */
+enum http_tls_alpn { HTTP_TLS_ALPN_NONE, HTTP_TLS_ALPN_HTTP1,
+                     HTTP_TLS_ALPN_H2_HTTP1, HTTP_TLS_ALPN_H2 };
 
 /* Largest subject CN kept for a connection (longer: no identity). */
 #define HTTP_TLS_NAME_MAX 128
@@ -59,8 +62,8 @@ void http_tls_free(struct http_tls *tls);         /* NULL: no-op */
 unsigned long http_tls_generation(const struct http_tls *tls);
 
 /* A server SSL on fd (fd -1: none; the caller sets BIOs) in accept state,
- * from the current context. Aborts on OOM like xmalloc. */
-SSL *http_tls_ssl_new(struct http_tls *tls, int fd);
+ * from the current context, offering alpn. Aborts on OOM like xmalloc. */
+SSL *http_tls_ssl_new(struct http_tls *tls, int fd, enum http_tls_alpn alpn);
 
 /* One step of a non-blocking handshake. */
 enum http_tls_step { HTTP_TLS_DONE, HTTP_TLS_WANT_READ, HTTP_TLS_WANT_WRITE,

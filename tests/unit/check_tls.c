@@ -106,7 +106,7 @@ client_new(const char *cert, const char *key, int max_version)
 static SSL *
 server_join(struct http_tls *tls, SSL *cli)
 {
-    SSL *srv = http_tls_ssl_new(tls, -1);
+    SSL *srv = http_tls_ssl_new(tls, -1, HTTP_TLS_ALPN_H2_HTTP1);
     BIO *a, *b;
 
     ck_assert_int_eq(BIO_new_bio_pair(&a, 0, &b, 0), 1);
