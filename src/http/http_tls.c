@@ -121,6 +121,10 @@ tls_ctx_build(struct http_tls *tls, char **cause)
                      SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                      SSL_MODE_RELEASE_BUFFERS);
     SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"leafd", 5);
+    /* Resumption by stateless tickets only: no server-side session store
+     * to grow, lock and sweep (OpenSSL walks it every 255 handshakes). */
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER |
+                                   SSL_SESS_CACHE_NO_INTERNAL);
     if (tls->ciphers[0] != '\0' &&
         SSL_CTX_set_cipher_list(ctx, tls->ciphers) != 1) {
         *cause = xasprintf("tls.ciphers \"%s\": %s", tls->ciphers,
