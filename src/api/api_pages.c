@@ -296,6 +296,17 @@ api_page_metrics(struct api *a, struct http_conn *c)
                             "leafd_resp_commands_total %llu\n",
                         (unsigned long long)hs.resp_open,
                         (unsigned long long)hs.resp_commands);
+        if (http_server_tls_port(a->server, 0) >= 0 ||
+            http_server_tls_port(a->server, 1) >= 0 ||
+            http_server_tls_port(a->server, 2) >= 0)
+            sbuf_printf(&b, "# HELP leafd_tls_handshakes_total TLS handshakes "
+                            "done, and failed (refused, broken or not done within "
+                            "tls.handshake_timeout_ms).\n"
+                            "# TYPE leafd_tls_handshakes_total counter\n"
+                            "leafd_tls_handshakes_total{result=\"ok\"} %llu\n"
+                            "leafd_tls_handshakes_total{result=\"failed\"} %llu\n",
+                        (unsigned long long)hs.tls_handshakes,
+                        (unsigned long long)hs.tls_failures);
     }
     if (a->segs != NULL) {
         sbuf_printf(&b, "# TYPE leafd_segment_tags gauge\nleafd_segment_tags %zu\n"

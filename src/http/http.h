@@ -217,6 +217,8 @@ struct http_stats {
     uint64_t timeouts;              /* idle/slow connections closed */
     uint64_t resp_open;             /* RESP connections open (in the above) */
     uint64_t resp_commands;         /* RESP commands handled */
+    uint64_t tls_handshakes;        /* TLS handshakes done */
+    uint64_t tls_failures;          /* TLS handshakes failed or timed out */
     uint64_t h2_open;               /* HTTP/2 connections open (h2c, gRPC) */
     uint64_t h2_streams;            /* HTTP/2 streams handed to the handler */
 };

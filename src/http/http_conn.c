@@ -642,11 +642,13 @@ conn_handshake(struct http_conn *c)
         event_add(&c->wev, NULL);
         return;
     case HTTP_TLS_FAIL:
+        ctr_add(&c->t->tls_failed, 1);
         http_conn_free(c);
         return;
     case HTTP_TLS_DONE:
         break;
     }
+    ctr_add(&c->t->tls_done, 1);
     c->tls_hs = 0;
     event_del(&c->wev);
     if (http_tls_peer_name(c->ssl, name, sizeof name))
@@ -768,6 +770,8 @@ conn_timeout(struct http_conn *c)
         return;
     }
     ctr_add(&t->timeouts, 1);
+    if (c->tls_hs)
+        ctr_add(&t->tls_failed, 1);
     if (c->h2 == NULL && !c->wev_on &&
         (c->in_len > c->in_off || c->body_left > 0)) {
         /* A slow request: say why, best effort, without waiting. */

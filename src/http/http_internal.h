@@ -101,6 +101,7 @@ struct http_thread {
     /* Written by this thread only; others read them relaxed. */
     _Atomic uint64_t    open, total, rejected, nparked, timeouts;
     _Atomic uint64_t    resp_open, resp_commands;
+    _Atomic uint64_t    tls_done, tls_failed;   /* handshakes */
     _Atomic uint64_t    h2_open, h2_streams;
     _Atomic uint32_t    nparked_b[HTTP_WAKE_BUCKETS]; /* per bucket */
 };

@@ -747,6 +747,10 @@ http_server_stats(const struct http_server *s, struct http_stats *out)
             atomic_load_explicit(&t->resp_open, memory_order_relaxed);
         out->resp_commands +=
             atomic_load_explicit(&t->resp_commands, memory_order_relaxed);
+        out->tls_handshakes +=
+            atomic_load_explicit(&t->tls_done, memory_order_relaxed);
+        out->tls_failures +=
+            atomic_load_explicit(&t->tls_failed, memory_order_relaxed);
         out->h2_open +=
             atomic_load_explicit(&t->h2_open, memory_order_relaxed);
         out->h2_streams +=

@@ -16,6 +16,7 @@ the HTTPS port (curl) and gRPC over TLS (python3-grpcio with
 ssl_channel_credentials) on grpc.listen.tls_port."""
 import http.client
 import os
+import re
 import shutil
 import signal
 import socket
@@ -209,6 +210,11 @@ def test_handshake_timeout_and_limits(ctx):
         # Their slots are free again: a real client is served.
         rc, code, _ = wait_curl(pki, d.tport)
         eq((rc, code), (0, "200"), "served after the stalled ones closed")
+        m = d.get("/metrics").text
+        failed = re.search(r'leafd_tls_handshakes_total\{result="failed"\} (\d+)', m)
+        ok = re.search(r'leafd_tls_handshakes_total\{result="ok"\} (\d+)', m)
+        check(failed and int(failed.group(1)) >= 3 and ok and int(ok.group(1)) >= 1,
+              "handshake counters: %s" % m[-600:])
 
         # openssl s_client: a full handshake, leafd's certificate verified.
         need("openssl")
