@@ -1,6 +1,7 @@
 /* http_internal.h: what the HTTP server (http_server.c: threads, listeners,
- * stop, wake) and its connections (http_conn.c: read, parse, answer, park)
- * share. Only those two files include it; every other module uses http.h.
+ * stop, wake) and its connections (http_conn.c: read, parse, answer, park;
+ * http_out.c, http_h2.c, http_conn_info.c) share. Only src/http/ includes
+ * it; every other module uses http.h.
  *
  * Every struct here belongs to one I/O thread and is touched only by it,
  * except the fields marked atomic (read by other threads) and the server's
