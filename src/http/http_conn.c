@@ -63,8 +63,8 @@
  * TLS. A connection from a TLS listener first runs its handshake on the same
  * read and write events (conn_handshake: OpenSSL's WANT_READ/WANT_WRITE pick
  * the event), under its own deadline, tls_handshake_timeout_ms after accept;
- * it holds no buffer meanwhile and counts against max_connections like any
- * other. After that only the bytes' path differs: http_tls_recv and
+ * it holds none of the thread's buffers meanwhile (only OpenSSL's state)
+ * and counts against max_connections like any other. After that only the bytes' path differs: http_tls_recv and
  * http_tls_send stand in for recv(2) and send(2), so every limit above holds
  * as it is. SSL_read may keep decrypted bytes that the socket will not
  * signal again (a record larger than the room left); conn_update makes the
