@@ -13,7 +13,8 @@ Two figures, each in ROUNDS interleaved rounds (nginx, leafd, nginx, ...):
   new conns    wrk with "Connection: close": every request a new TCP
                connection and a full TLS handshake (wrk resumes no session),
                so req/s = handshakes/s.
-Prints markdown rows with the medians and leafd/nginx (target >= 1.0x).
+Prints markdown rows with the medians, leafd/nginx (target >= 1.0x) and
+each server's CPU time (user+sys) per request.
 
 bench/bench.py runs it in the "tls" section; alone: python3 bench/tls.py.
 """
@@ -21,7 +22,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,7 +31,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-from bbutil import free_port, wait_for  # noqa: E402
+from bbutil import free_port  # noqa: E402
+sys.path.insert(0, HERE)
+from bench import children, cpu_ticks, stop_proc, wait_port  # noqa: E402
 LEAFD = os.path.join(ROOT, "leafd")
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 DURATION = int(os.environ.get("DURATION", "5"))
@@ -56,21 +58,6 @@ def make_cert(d):
     sh(["openssl", "x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
         "-CAcreateserial", "-out", "srv.pem", "-days", "2", "-extfile", "san.ext"], d)
     return os.path.join(d, "srv.pem"), os.path.join(d, "srv.key")
-
-
-def wait_port(port):
-    wait_for(lambda: socket.create_connection(("127.0.0.1", port), 0.2).close() or True,
-             10, what="port %d" % port)
-
-
-def stop(proc, sig=signal.SIGTERM):
-    if proc.poll() is None:
-        proc.send_signal(sig)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def start_nginx(d, cert, key):
@@ -98,7 +85,8 @@ http {
     proc = subprocess.Popen(["nginx", "-c", conf, "-p", d], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     wait_port(port)
-    return proc, "https://127.0.0.1:%d/" % port
+    time.sleep(0.2)
+    return proc, "https://127.0.0.1:%d/" % port, [proc.pid] + children(proc.pid)
 
 
 def start_leafd(d, cert, key):
@@ -111,22 +99,26 @@ def start_leafd(d, cert, key):
     wait_port(port)
     url = "https://127.0.0.1:%d/segment/demo" % port
     subprocess.run(["curl", "-sk", "-o", "/dev/null", url + "?count=1000"])
-    return proc, url
+    return proc, url, [proc.pid]
 
 
-def wrk(url, new_conns):
+def wrk(url, pids, new_conns):
+    """(req/s, server CPU us per request)."""
     args = ["wrk", "-t1", "-c%d" % CONNS, "-d%ds" % DURATION]
     if new_conns:
         args += ["-H", "Connection: close"]
+    before = cpu_ticks(pids)
     out = subprocess.run(args + [url], stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT).stdout.decode()
+    ticks = cpu_ticks(pids) - before
     m = re.search(r"Requests/sec:\s+([\d.]+)", out)
     if m is None:
         raise RuntimeError("wrk: %s" % out)
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     if bad:
         print("  warning: %s: %s" % (url, bad.group(0)), file=sys.stderr)
-    return float(m.group(1))
+    reqs = int(re.search(r"(\d+) requests in", out).group(1))
+    return float(m.group(1)), ticks / os.sysconf("SC_CLK_TCK") * 1e6 / max(reqs, 1)
 
 
 def run(log=print):
@@ -138,32 +130,37 @@ def run(log=print):
         cert, key = make_cert(work)
         for name in ("nginx", "leafd"):
             os.makedirs(os.path.join(work, name))
-        ng, ng_url = start_nginx(os.path.join(work, "nginx"), cert, key)
+        ng, ng_url, ng_pids = start_nginx(os.path.join(work, "nginx"), cert, key)
         procs.append((ng, signal.SIGQUIT))
-        lf, lf_url = start_leafd(os.path.join(work, "leafd"), cert, key)
+        lf, lf_url, lf_pids = start_leafd(os.path.join(work, "leafd"), cert, key)
         procs.append((lf, signal.SIGTERM))
         for r in range(ROUNDS):
             log("tls: round %d/%d" % (r + 1, ROUNDS))
             for fig in ("keepalive", "newconn"):
-                for name, url in (("nginx", ng_url), ("leafd", lf_url)):
-                    res.setdefault((fig, name), []).append(wrk(url, fig == "newconn"))
+                for name, url, pids in (("nginx", ng_url, ng_pids),
+                                        ("leafd", lf_url, lf_pids)):
+                    res.setdefault((fig, name), []).append(wrk(url, pids,
+                                                               fig == "newconn"))
     finally:
         for p, sig in procs:
-            stop(p, sig)
+            stop_proc(p, sig)
         shutil.rmtree(work, ignore_errors=True)
     rows = ["", "TLS (wrk -t1 -c%d -d%ds on https://, %d worker/thread each, same P-256 "
             "certificate; medians of %d interleaved rounds)" % (CONNS, DURATION, THREADS, ROUNDS),
             "",
-            "| figure | nginx req/s | leafd req/s | leafd/nginx | target | met |",
-            "|---|---:|---:|---:|---|---|"]
+            "| figure | nginx req/s | leafd req/s | leafd/nginx | target | met "
+            "| nginx cpu/req | leafd cpu/req |",
+            "|---|---:|---:|---:|---|---|---:|---:|"]
     for fig, label in (("keepalive", "HTTPS keep-alive: nginx return 200 vs leafd /segment/demo"),
                        ("newconn", "HTTPS new connection per request (full handshakes/s)")):
-        n = statistics.median(res[(fig, "nginx")])
-        lv = statistics.median(res[(fig, "leafd")])
+        n = statistics.median(r[0] for r in res[(fig, "nginx")])
+        lv = statistics.median(r[0] for r in res[(fig, "leafd")])
+        ncpu = statistics.median(r[1] for r in res[(fig, "nginx")])
+        lcpu = statistics.median(r[1] for r in res[(fig, "leafd")])
         ratio = lv / n if n else 0.0
-        rows.append("| %s | %s | %s | %.2fx | >= 1.0x | %s |"
+        rows.append("| %s | %s | %s | %.2fx | >= 1.0x | %s | %.1fus | %.1fus |"
                     % (label, "{:,.0f}".format(n), "{:,.0f}".format(lv), ratio,
-                       "yes" if ratio >= 1.0 else "NO"))
+                       "yes" if ratio >= 1.0 else "NO", ncpu, lcpu))
     return rows
 
 
