@@ -64,12 +64,13 @@
  * read and write events (conn_handshake: OpenSSL's WANT_READ/WANT_WRITE pick
  * the event), under its own deadline, tls_handshake_timeout_ms after accept;
  * it holds none of the thread's buffers meanwhile (only OpenSSL's state)
- * and counts against max_connections like any other. After that only the bytes' path differs: http_tls_recv and
- * http_tls_send stand in for recv(2) and send(2), so every limit above holds
- * as it is. SSL_read may keep decrypted bytes that the socket will not
- * signal again (a record larger than the room left); conn_update makes the
- * read event active while SSL_pending says so, so a pipelined request never
- * waits for bytes that already arrived.
+ * and counts against max_connections like any other. After that only the
+ * bytes' path differs: http_tls_recv and http_tls_send stand in for recv(2)
+ * and send(2), so every limit above holds as it is. SSL_read may keep
+ * decrypted bytes that the socket will not signal again (a record larger
+ * than the room left); conn_update makes the read event active while
+ * SSL_pending says so, so a pipelined request never waits for bytes that
+ * already arrived.
  */
 #include <assert.h>
 #include <errno.h>
@@ -856,7 +857,8 @@ http_conn_new(struct http_thread *t, int fd, enum http_proto proto, int tls)
         c->ssl = http_tls_ssl_new(t->s->tls, fd,
             proto == HTTP_PROTO_GRPC ? HTTP_TLS_ALPN_H2
             : proto == HTTP_PROTO_RESP ? HTTP_TLS_ALPN_NONE
-            : t->s->cfg.h2_disable ? HTTP_TLS_ALPN_HTTP1 : HTTP_TLS_ALPN_H2_HTTP1);
+            : t->s->cfg.h2_disable ? HTTP_TLS_ALPN_HTTP1
+            : HTTP_TLS_ALPN_H2_HTTP1);
         c->tls_hs = 1;
         first_ms = t->s->cfg.tls_handshake_timeout_ms;
     }

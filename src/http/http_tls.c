@@ -71,7 +71,8 @@ static const struct tls_alpn_list {
 } tls_alpn_lists[] = {
     [HTTP_TLS_ALPN_NONE] = { NULL, 0 },
     [HTTP_TLS_ALPN_HTTP1] = { (const unsigned char *)"\x08http/1.1", 9 },
-    [HTTP_TLS_ALPN_H2_HTTP1] = { (const unsigned char *)"\x02h2\x08http/1.1", 12 },
+    [HTTP_TLS_ALPN_H2_HTTP1] = { (const unsigned char *)"\x02h2\x08http/1.1",
+                                 12 },
     [HTTP_TLS_ALPN_H2] = { (const unsigned char *)"\x02h2", 3 },
 };
 
@@ -138,20 +139,21 @@ tls_ctx_build(struct http_tls *tls, char **cause)
         goto error;
     }
     if (SSL_CTX_use_certificate_chain_file(ctx, tls->cert_file) != 1) {
-        *cause = xasprintf("tls.cert_file %s: not a PEM certificate (chain): %s",
-                           tls->cert_file, tls_reason(why, sizeof why));
+        *cause = xasprintf("tls.cert_file %s: not a PEM certificate (chain): "
+                           "%s", tls->cert_file, tls_reason(why, sizeof why));
         goto error;
     }
-    if (SSL_CTX_use_PrivateKey_file(ctx, tls->key_file, SSL_FILETYPE_PEM) != 1) {
+    if (SSL_CTX_use_PrivateKey_file(ctx, tls->key_file,
+                                    SSL_FILETYPE_PEM) != 1) {
         *cause = xasprintf("tls.key_file %s: not a PEM private key that "
                            "matches the certificate in %s: %s", tls->key_file,
                            tls->cert_file, tls_reason(why, sizeof why));
         goto error;
     }
     if (SSL_CTX_check_private_key(ctx) != 1) {
-        *cause = xasprintf("tls.key_file %s does not match the certificate in "
-                           "tls.cert_file %s: %s", tls->key_file, tls->cert_file,
-                           tls_reason(why, sizeof why));
+        *cause = xasprintf("tls.key_file %s does not match the certificate "
+                           "in tls.cert_file %s: %s", tls->key_file,
+                           tls->cert_file, tls_reason(why, sizeof why));
         goto error;
     }
     if (tls->ca_file[0] != '\0') {
