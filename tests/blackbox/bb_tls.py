@@ -7,7 +7,8 @@ throwaway CA that each test makes with the openssl command.
 Covered: HTTPS beside HTTP and HTTPS alone; a handshake that never finishes
 is closed after tls.handshake_timeout_ms while other clients are served, and
 stalled handshakes count against http.max_connections; a pipelined burst
-larger than the input buffer over one TLS connection; mutual TLS required
+larger than the input buffer over one TLS connection; a slow request (408)
+and a client that never reads its answers (memory bounded); mutual TLS required
 and optional, a client certificate standing in for a token
 (cert:CN=<name>); SIGHUP reloading a new certificate while a keep-alive
 connection goes on, and keeping the old one when the new file is bad;
@@ -25,13 +26,14 @@ import subprocess
 import sys
 import time
 
-from bb_resp import need, redis_mod
+from bb_resp import need, redis_mod, rss_kb
 from bbutil import Workdir, check, eq, free_port, skip, wait_for
 
 TESTS = [
     "test_https_beside_http_and_alone",
     "test_handshake_timeout_and_limits",
     "test_pipelined_burst",
+    "test_slow_request_and_unread_answers",
     "test_mtls_required",
     "test_mtls_optional_cert_token",
     "test_redis_tls",
@@ -273,6 +275,52 @@ def test_pipelined_burst(ctx):
         eq(len(ids), n, "answers")
         eq(len(set(ids)), n, "distinct IDs")
         check(ids == sorted(ids), "in order")
+        s.close()
+        eq(d.stop(), 0, "exit status")
+
+
+def test_slow_request_and_unread_answers(ctx):
+    """After the handshake the plain limits hold: a half-sent request gets
+    408 after http.idle_timeout_ms, and a client that pipelines big answers
+    and never reads them holds leafd's memory to the output high-water
+    mark while others are served."""
+    with Workdir("tls-limits") as wd:
+        pki = Pki(wd)
+        d = start(wd, pki, ["--http.idle_timeout_ms=800"])
+        ctxt = pki.context()
+        s = ctxt.wrap_socket(socket.create_connection(("127.0.0.1", d.tport), 10),
+                             server_hostname="localhost")
+        s.sendall(b"GET /segment/demo HTTP/1.1\r\nHost: x")
+        t0 = time.monotonic()
+        s.settimeout(30)
+        data = b""
+        try:
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        except (ConnectionResetError, ssl.SSLError):
+            pass
+        s.close()
+        check(b"HTTP/1.1 408" in data, "a slow request over TLS: %r" % data[:200])
+        check(time.monotonic() - t0 >= 0.7, "408 before http.idle_timeout_ms")
+
+        base = rss_kb(d.proc.pid)
+        s = ctxt.wrap_socket(socket.create_connection(("127.0.0.1", d.tport), 10),
+                             server_hostname="localhost")
+        s.setblocking(False)
+        req = b"GET /segment/demo?count=1000 HTTP/1.1\r\nHost: x\r\n\r\n" * 200
+        end = time.time() + 0.8
+        while time.time() < end:
+            try:
+                s.send(req)
+            except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError):
+                time.sleep(0.01)
+        grown = rss_kb(d.proc.pid) - base
+        check(grown < 64 * 1024, "leafd grew %d KB with an unread TLS client" % grown)
+        rc, code, _ = curl(pki, d.tport)
+        eq((rc, code), (0, "200"), "others are served")
         s.close()
         eq(d.stop(), 0, "exit status")
 
