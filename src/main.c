@@ -138,8 +138,10 @@ static int
 fd_reserve(const struct config *cfg, int threads)
 {
     int io = threads + (cfg->admin_port != 0 ? 1 : 0);
+    int tls = (cfg->listen_tls_port != 0) + (cfg->resp_tls_port != 0) +
+              (cfg->grpc_tls_port != 0);        /* a listener per thread each */
 
-    return FD_RESERVE_BASE + 4 * io +
+    return FD_RESERVE_BASE + 4 * io + tls * threads +
            (cfg->segment_enable ? 4 * (int)cfg->db_threads : 0);
 }
 
