@@ -102,32 +102,43 @@ client_new(const char *cert, const char *key, int max_version)
     return ssl;
 }
 
-/* cli and a server SSL from tls joined by a BIO pair. */
+/* cli and a server SSL from tls joined by a BIO pair of room bytes each
+ * way (0: OpenSSL's default, 17 kB). */
 static SSL *
-server_join(struct http_tls *tls, SSL *cli)
+server_join_room(struct http_tls *tls, SSL *cli, size_t room)
 {
     SSL *srv = http_tls_ssl_new(tls, -1, HTTP_TLS_ALPN_H2_HTTP1);
     BIO *a, *b;
 
-    ck_assert_int_eq(BIO_new_bio_pair(&a, 0, &b, 0), 1);
+    ck_assert_int_eq(BIO_new_bio_pair(&a, room, &b, room), 1);
     SSL_set_bio(srv, a, a);
     SSL_set_bio(cli, b, b);
     return srv;
 }
 
-/* Both handshakes to the end: 0, or -1 when either side gives up. The
- * server only ever waits for reads (a BIO pair has room to write). */
+static SSL *
+server_join(struct http_tls *tls, SSL *cli)
+{
+    return server_join_room(tls, cli, 0);
+}
+
+/* Both handshakes to the end: 0, or -1 when either side gives up. With a
+ * small BIO pair the server waits for writability too (counted in
+ * *write_waits). */
 static int
-handshake(SSL *cli, SSL *srv)
+handshake_waits(SSL *cli, SSL *srv, int *write_waits)
 {
     int cdone = 0, sdone = 0;
 
-    for (int i = 0; i < 50 && !(cdone && sdone); i++) {
+    for (int i = 0; i < 500 && !(cdone && sdone); i++) {
         int r = SSL_do_handshake(cli);
         enum http_tls_step st;
 
         if (r == 1) {
+            char peek;
+
             cdone = 1;
+            (void)SSL_peek(cli, &peek, 1);  /* take the session tickets */
         } else {
             int e = SSL_get_error(cli, r);
             if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
@@ -136,10 +147,21 @@ handshake(SSL *cli, SSL *srv)
         st = http_tls_handshake(srv);
         if (st == HTTP_TLS_FAIL)
             return -1;
+        if (st == HTTP_TLS_WANT_WRITE)
+            (*write_waits)++;
         sdone = st == HTTP_TLS_DONE;
     }
     ERR_clear_error();
     return cdone && sdone ? 0 : -1;
+}
+
+static int
+handshake(SSL *cli, SSL *srv)
+{
+    int waits = 0, rc = handshake_waits(cli, srv, &waits);
+
+    ck_assert_int_eq(waits, 0);         /* a 17 kB pair always has room */
+    return rc;
 }
 
 /* One client against tls: 0 when both handshakes finish (the server's peer
@@ -307,6 +329,45 @@ START_TEST(recv_pending_send)
 }
 END_TEST
 
+/* A peer that reads slowly: the handshake and the answer wait for
+ * writability (WANT_WRITE, EAGAIN) and then go on where they stopped. */
+START_TEST(small_socket_buffers)
+{
+    char *cause, big[5000], got[5000];
+    struct http_tls *tls = tls_make(srv_pem, srv_key, HTTP_TLS_AUTH_OFF, 0, &cause);
+    SSL *cli = client_new(NULL, NULL, 0), *srv = server_join_room(tls, cli, 64);
+    int waits = 0, rd = 0, eagain = 0;
+    size_t sent = 0, have = 0;
+
+    ck_assert_int_eq(handshake_waits(cli, srv, &waits), 0);
+    ck_assert_int_gt(waits, 0);
+    memset(big, 'x', sizeof big);
+    while (have < sizeof big) {
+        ssize_t n = sent < sizeof big
+                        ? http_tls_send(srv, big + sent, sizeof big - sent, &rd)
+                        : 0;
+        int r;
+
+        if (n < 0) {
+            ck_assert_int_eq(errno, EAGAIN);
+            eagain++;
+        } else {
+            sent += (size_t)n;
+        }
+        r = SSL_read(cli, got + have, (int)(sizeof got - have));
+        if (r > 0)
+            have += (size_t)r;
+    }
+    ck_assert_int_eq(rd, 0);
+    ck_assert_int_gt(eagain, 0);
+    ck_assert_int_eq(memcmp(got, big, sizeof big), 0);
+    ERR_clear_error();
+    SSL_free(cli);
+    SSL_free(srv);
+    http_tls_free(tls);
+}
+END_TEST
+
 START_TEST(mutual_tls)
 {
     char *cause, name[HTTP_TLS_NAME_MAX];
@@ -411,6 +472,7 @@ main(void)
     tcase_add_test(tc, bad_files_refused);
     tcase_add_test(tc, reload_keeps_old_on_bad_file);
     tcase_add_test(tc, recv_pending_send);
+    tcase_add_test(tc, small_socket_buffers);
     tcase_add_test(tc, mutual_tls);
     tcase_add_test(tc, min_version);
     tcase_add_test(tc, tokens_file_cert_lines);
