@@ -11,7 +11,7 @@
 # Plain make, -MMD dependencies, strict warnings (-Werror with WERROR=1, as CI).
 
 CC      ?= cc
-PKGS    := libevent libevent_pthreads jansson sqlite3 mariadb libnghttp2
+PKGS    := libevent libevent_pthreads jansson sqlite3 mariadb libnghttp2 libssl libcrypto
 WARN    := -Wall -Wextra -Wshadow -Wpointer-arith -Wstrict-prototypes \
            -Wmissing-prototypes -Wno-unused-parameter
 ifeq ($(WERROR),1)
@@ -116,7 +116,7 @@ build/asan/%.o: %.c
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -MMD -MP -c -o $@ $<
 
 # Helpers the unit tests share (tests/lib/*.c), built per variant.
-TESTLIB_SRCS := tests/lib/idset.c tests/lib/tcpproxy.c tests/lib/h2cli.c
+TESTLIB_SRCS := tests/lib/idset.c tests/lib/tcpproxy.c tests/lib/h2cli.c tests/lib/tlsgen.c
 TESTLIB      := $(TESTLIB_SRCS:tests/lib/%.c=build/tests/lib/%.o)
 # Only the test binaries link these: keep them (not intermediate files that
 # make deletes), or each make test builds them again.
@@ -269,9 +269,13 @@ FUZZ_OBJS_mysql_url  := db_mysql_url util
 FUZZ_OBJS_grpc_msg   := api_grpc_msg leafd.pb-c health.pb-c util
 FUZZ_OBJS_grpc_frame := grpc_frame
 FUZZ_OBJS_h2_conn    := http_h2 http_h2_reply http_conn http_conn_mc http_out http_server http_parse resp_parse mc_parse grpc_frame log util
+FUZZ_OBJS_tls_conn   := http_tls log util
 fuzz_objs = $(patsubst %,build/fuzz/obj/%.o,$(FUZZ_OBJS_$(1)))
 # The C client's lease answer parser (clients/c/, not src/).
 build/fuzz/fuzz_lease_answer: clients/c/lease_parse.c
+# The TLS target makes its certificates with the tests' helper.
+build/fuzz/fuzz_tls_conn: tests/lib/tlsgen.c
+build/fuzz/fuzz_tls_conn: FUZZ_CFLAGS += -Itests/lib
 
 .PHONY: fuzz fuzz-ci compose-check
 

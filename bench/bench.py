@@ -35,6 +35,8 @@ sees the same machine noise):
              in the same run: segment_take (microbench) and nginx.
   footprint  leafd's RSS with 10,000 tags loaded (bench/footprint.py), and the
              time from fork to the first ID served on the embedded default.
+  TLS        HTTPS keep-alive and full handshakes/s, leafd against nginx over
+             HTTPS with the same certificate (bench/tls.py).
   DB load    opt-in (DBLOAD=1, or make bench-dbload): leaf_alloc transactions
              per minute at a steady 2,000 IDs/s for 2 minutes against MariaDB
              (bench/dbload.py).
@@ -43,7 +45,7 @@ sees the same machine noise):
     DBLOAD=1 make bench                 # plus the 2-minute database-load run
     ROUNDS=5 DURATION=10 python3 bench/bench.py
     ONLY=http,micro python3 bench/bench.py   # sections: http resp peers failover micro
-                                             # client startup footprint dbload multi memcache h2 grpc dbtls
+                                             # client startup footprint dbload multi memcache h2 grpc dbtls tls
 
 Environment: ROUNDS (3), DURATION (5 s per wrk/peer run), CONNS (64),
 THREADS (1,2), BUSY_POLL_US (50), DBCONNS (16), STARTUP_RUNS (5), FOOTPRINT_TAGS (10000),
@@ -468,6 +470,7 @@ def main():
     client = []
     startup = []
     fp = db_load = fo = mc_lines = h2_rows = grpc_rows = db_tls = None
+    tls_rows = []
     servers = []
     mdb = None
     # (key, label, kind, thr, conns, ids_per_req, run)
@@ -551,6 +554,9 @@ def main():
             h2_rows = h2.run(work)
         if want("dbtls") and have("wrk") and have("mariadbd") and have("mariadb"):
             db_tls = dbtls.run(log)
+        if want("tls") and have("wrk") and have("nginx"):
+            import tls as tls_bench
+            tls_rows = tls_bench.run(log)
         if want("footprint"):
             log("footprint: %s tags" % fmt_int(footprint.TAGS))
             fp = footprint.footprint(LEAFD, work)
@@ -828,7 +834,7 @@ def main():
     if h2_rows:
         out += [""] + h2_rows
     out += [""] + grpc_rows if grpc_rows else []
-    print("\n".join(out))
+    print("\n".join(out + tls_rows))
     return 0
 
 

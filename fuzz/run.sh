@@ -44,6 +44,7 @@ opts() {
     lease_answer) echo "-max_len=1024" ;;
     zk_node)    echo "-max_len=512" ;;
     grpc_msg)   echo "-max_len=1024" ;;
+    tls_conn)   echo "-max_len=4096" ;;
     *)          echo "" ;;
     esac
 }

@@ -4,7 +4,8 @@
  * snowflake mode -> HTTP threads. SIGTERM/SIGINT: stop accepting, finish the
  * requests in flight (bounded by shutdown_timeout_ms), stop the loaders and
  * exit 0. SIGHUP: reopen the log file, reread the config file for what can
- * change safely (log.level), and refresh the tag list.
+ * change safely (log.level), reload the TLS certificate and key (new
+ * handshakes only), and refresh the tag list.
  */
 #include <errno.h>
 #include <signal.h>
@@ -21,6 +22,7 @@
 #include "config.h"
 #include "decode.h"
 #include "http.h"
+#include "http_tls.h"
 #include "loader.h"
 #include "log.h"
 #include "segment.h"
@@ -40,6 +42,7 @@ struct leafd {
     struct api        *api;
     struct http_server *server;
     struct http_server *admin;      /* admin.listen.port, or NULL */
+    struct http_tls   *tls;         /* tls.*, or NULL: no TLS listener */
     struct snowflake  *sf;
     struct serials    *serials;
     struct serial_loader *serial_loader;
@@ -135,8 +138,11 @@ static int
 fd_reserve(const struct config *cfg, int threads)
 {
     int io = threads + (cfg->admin_port != 0 ? 1 : 0);
+    int tls = (cfg->listen_tls_port != 0) + (cfg->resp_tls_port != 0) +
+              (cfg->grpc_tls_port != 0) +
+              (cfg->mc_tls_port != 0);          /* a listener per thread each */
 
-    return FD_RESERVE_BASE + 4 * io +
+    return FD_RESERVE_BASE + 4 * io + tls * threads +
            (cfg->segment_enable ? 4 * (int)cfg->db_threads : 0);
 }
 
@@ -200,6 +206,30 @@ fd_budget(const struct config *cfg, int threads, int *pub_cap, int *admin_cap,
     return 0;
 }
 
+/* The TLS context of listen.tls_port and resp.listen.tls_port, from tls.*;
+ * NULL with *cause when a file is missing or bad, or when neither port is
+ * set (then *cause stays NULL). */
+static struct http_tls *
+tls_open(const struct config *cfg, char **cause)
+{
+    struct http_tls_config tc = {
+        .cert_file = cfg->tls_cert_file,
+        .key_file = cfg->tls_key_file,
+        .ca_file = cfg->tls_ca_file,
+        .client_auth = cfg->tls_client_auth == TLS_AUTH_REQUIRED ? HTTP_TLS_AUTH_REQUIRED
+                       : cfg->tls_client_auth == TLS_AUTH_OPTIONAL ? HTTP_TLS_AUTH_OPTIONAL
+                       : HTTP_TLS_AUTH_OFF,
+        .min_tls13 = cfg->tls_min_version == TLS_MIN_13,
+        .ciphers = cfg->tls_ciphers,
+        .ciphersuites = cfg->tls_ciphersuites,
+    };
+
+    if (cfg->listen_tls_port == 0 && cfg->resp_tls_port == 0 &&
+        cfg->grpc_tls_port == 0 && cfg->mc_tls_port == 0)
+        return NULL;
+    return http_tls_new(&tc, cause);
+}
+
 static void
 on_stop(evutil_socket_t sig, short what, void *arg)
 {
@@ -233,6 +263,16 @@ on_hup(evutil_socket_t sig, short what, void *arg)
         config_free(&fresh);
     } else {
         log_info("SIGHUP: log reopened");
+    }
+    if (d->tls != NULL) {
+        if (http_tls_reload(d->tls, &cause) == -1) {
+            log_error("SIGHUP: keeping the running TLS certificate: %s", cause);
+            free(cause);
+        } else {
+            log_info("SIGHUP: TLS certificate and key reloaded from %s and %s "
+                     "(new handshakes use them)", d->cfg.tls_cert_file,
+                     d->cfg.tls_key_file);
+        }
     }
     if (d->loader != NULL)
         loader_refresh_now(d->loader, 0);
@@ -315,9 +355,25 @@ start(struct leafd *d, char **cause)
         api_set_auth(d->api, NULL, cfg->admin_port != 0);
     }
 
+    d->tls = tls_open(cfg, cause);
+    if (d->tls == NULL && *cause != NULL)
+        return -1;
+
     memset(&hc, 0, sizeof hc);
     hc.address = cfg->listen_address;
-    hc.port = (int)cfg->listen_port;
+    /* listen.port 0 means "any free port", unless HTTPS replaces it. */
+    hc.port = cfg->listen_port == 0 && cfg->listen_tls_port != 0
+                  ? -1 : (int)cfg->listen_port;
+    hc.tls = d->tls;
+    hc.tls_enable = cfg->listen_tls_port != 0;
+    hc.tls_port = (int)cfg->listen_tls_port;
+    hc.resp_tls_enable = cfg->resp_tls_port != 0;
+    hc.resp_tls_port = (int)cfg->resp_tls_port;
+    hc.grpc_tls_enable = cfg->grpc_tls_port != 0;
+    hc.grpc_tls_port = (int)cfg->grpc_tls_port;
+    hc.mc_tls_enable = cfg->mc_tls_port != 0;
+    hc.mc_tls_port = (int)cfg->mc_tls_port;
+    hc.tls_handshake_timeout_ms = (int)cfg->tls_handshake_timeout_ms;
     hc.threads = threads;
     hc.max_connections = pub_cap;
     hc.idle_timeout_ms = (int)cfg->idle_timeout_ms;
@@ -350,6 +406,8 @@ start(struct leafd *d, char **cause)
         hc.max_connections = admin_cap;
         hc.resp_enable = 0;
         hc.mc_enable = 0;
+        hc.tls_enable = hc.resp_tls_enable = hc.grpc_tls_enable = 0;
+        hc.mc_tls_enable = 0;
         hc.grpc_enable = 0;
         __atomic_store_n(&d->admin, http_server_new(&hc, api_handle_admin,
                                                     api_thread_admin, d->api, cause),
@@ -359,8 +417,11 @@ start(struct leafd *d, char **cause)
     }
     /* Snowflake mode needs the bound port for its ZooKeeper identity. */
     if (cfg->snowflake_enable) {
-        d->sf = sfconfig_start(cfg, http_server_port(d->server), wake_snowflake, d,
-                               cause);
+        int port = http_server_port(d->server);
+
+        if (port < 0)
+            port = http_server_tls_port(d->server, HTTP_TLS_HTTP);
+        d->sf = sfconfig_start(cfg, port, wake_snowflake, d, cause);
         if (d->sf == NULL)
             return -1;
         api_set_snowflake(d->api, d->sf);
@@ -369,9 +430,16 @@ start(struct leafd *d, char **cause)
         return -1;
     if (d->admin != NULL && http_server_start(d->admin, cause) == -1)
         return -1;
-    log_info("leafd %s listening on http://%s:%d with %d I/O thread(s)%s",
-             LEAFD_VERSION, cfg->listen_address, http_server_port(d->server),
-             threads, cfg->admin_token[0] ? "; admin pages need the admin token" : "");
+    if (http_server_port(d->server) >= 0)
+        log_info("leafd %s listening on http://%s:%d with %d I/O thread(s)%s",
+                 LEAFD_VERSION, cfg->listen_address, http_server_port(d->server),
+                 threads, cfg->admin_token[0] ? "; admin pages need the admin token" : "");
+    if (http_server_tls_port(d->server, HTTP_TLS_HTTP) >= 0)
+        log_info("leafd %s listening on https://%s:%d with %d I/O thread(s) "
+                 "(client certificates %s)", LEAFD_VERSION, cfg->listen_address,
+                 http_server_tls_port(d->server, HTTP_TLS_HTTP), threads,
+                 cfg->tls_client_auth == TLS_AUTH_REQUIRED ? "required"
+                 : cfg->tls_client_auth == TLS_AUTH_OPTIONAL ? "optional" : "off");
     if (d->admin != NULL)
         log_info("admin pages on http://%s:%d", cfg->admin_address,
                  http_server_port(d->admin));
@@ -381,9 +449,18 @@ start(struct leafd *d, char **cause)
     if (http_server_mc_port(d->server) >= 0)
         log_info("memcached protocol on %s:%d", cfg->mc_address,
                  http_server_mc_port(d->server));
+    if (http_server_tls_port(d->server, HTTP_TLS_RESP) >= 0)
+        log_info("Redis protocol (RESP) over TLS on %s:%d", cfg->resp_address,
+                 http_server_tls_port(d->server, HTTP_TLS_RESP));
+    if (http_server_tls_port(d->server, HTTP_TLS_MC) >= 0)
+        log_info("memcached protocol over TLS on %s:%d", cfg->mc_address,
+                 http_server_tls_port(d->server, HTTP_TLS_MC));
     if (http_server_grpc_port(d->server) >= 0)
         log_info("gRPC on %s:%d", cfg->grpc_address,
                  http_server_grpc_port(d->server));
+    if (http_server_tls_port(d->server, HTTP_TLS_GRPC) >= 0)
+        log_info("gRPC over TLS (ALPN h2) on %s:%d", cfg->grpc_address,
+                 http_server_tls_port(d->server, HTTP_TLS_GRPC));
     return 0;
 }
 
@@ -407,6 +484,7 @@ stop(struct leafd *d)
     loader_free(d->loader);
     serial_loader_free(d->serial_loader);
     serials_free(d->serials);
+    http_tls_free(d->tls);          /* after the servers: their SSLs are gone */
 }
 
 int
@@ -525,6 +603,14 @@ main(int argc, char **argv)
             return 2;
         }
         serials_free(sv);
+        d.tls = tls_open(&d.cfg, &cause);
+        if (d.tls == NULL && cause != NULL) {
+            fprintf(stderr, "leafd: %s\n", cause);
+            free(cause);
+            config_free(&d.cfg);
+            return 2;
+        }
+        http_tls_free(d.tls);
         printf("%s: configuration OK\n", d.cfg.path ? d.cfg.path : "defaults");
         config_free(&d.cfg);
         return 0;

@@ -304,6 +304,18 @@ api_page_metrics(struct api *a, struct http_conn *c)
                         "leafd_h2_streams_total %llu\n",
                     (unsigned long long)hs.h2_open,
                     (unsigned long long)hs.h2_streams);
+        if (http_server_tls_port(a->server, HTTP_TLS_HTTP) >= 0 ||
+            http_server_tls_port(a->server, HTTP_TLS_RESP) >= 0 ||
+            http_server_tls_port(a->server, HTTP_TLS_MC) >= 0 ||
+            http_server_tls_port(a->server, HTTP_TLS_GRPC) >= 0)
+            sbuf_printf(&b, "# HELP leafd_tls_handshakes_total TLS handshakes "
+                            "done, and failed (refused, broken or not done within "
+                            "tls.handshake_timeout_ms).\n"
+                            "# TYPE leafd_tls_handshakes_total counter\n"
+                            "leafd_tls_handshakes_total{result=\"ok\"} %llu\n"
+                            "leafd_tls_handshakes_total{result=\"failed\"} %llu\n",
+                        (unsigned long long)hs.tls_handshakes,
+                        (unsigned long long)hs.tls_failures);
     }
     if (a->segs != NULL) {
         sbuf_printf(&b, "# TYPE leafd_segment_tags gauge\nleafd_segment_tags %zu\n"

@@ -193,8 +193,12 @@ id_denied(struct resp_ctx *x, enum route r, const char *scope)
 
     if (x->a->auth == NULL)
         return 0;
-    rc = auth_check(x->a->auth, scope, x->sess->token_len ? x->sess->token : NULL,
-                    x->sess->token_len);
+    if (x->sess->token_len == 0 && http_conn_peer_name(x->c) != NULL)
+        rc = auth_check_cert(x->a->auth, scope, http_conn_peer_name(x->c));
+    else
+        rc = auth_check(x->a->auth, scope,
+                        x->sess->token_len ? x->sess->token : NULL,
+                        x->sess->token_len);
     if (rc == 401)
         resp_reply_error(x, r, 401, "noauth",
                          "this command needs a token: AUTH <token>");

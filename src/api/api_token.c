@@ -55,7 +55,10 @@ id_denied(struct api *a, struct http_conn *c, const struct http_msg *m,
                         "token is given more than once");
         return 1;
     }
-    rc = auth_check(a->auth, scope, tok, len);
+    if (tok == NULL && http_conn_peer_name(c) != NULL)
+        rc = auth_check_cert(a->auth, scope, http_conn_peer_name(c));
+    else
+        rc = auth_check(a->auth, scope, tok, len);
     if (rc == 401)
         api_reply_error(c, r, 401, "token_required", "WWW-Authenticate: Bearer\r\n",
                         "this endpoint needs a token: Authorization: Bearer <token> or ?token=");

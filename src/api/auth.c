@@ -197,15 +197,21 @@ auth_request_token(const struct http_msg *m, char *buf, size_t cap,
     return -1;
 }
 
-int
-auth_check(const struct auth *a, const char *scope, const char *token, size_t len)
+/* A token that names a certificate (auth.h): never a bearer token. */
+static int
+token_is_cert(const char *token, size_t len)
+{
+    return len >= sizeof AUTH_CERT_PREFIX - 1 &&
+           memcmp(token, AUTH_CERT_PREFIX, sizeof AUTH_CERT_PREFIX - 1) == 0;
+}
+
+/* Does some entry with this token allow scope? 0 or 403. */
+static int
+check_entries(const struct auth *a, const char *scope, const char *token,
+              size_t len)
 {
     int ok = 0;
 
-    if (token == NULL || len == 0)
-        return 401;
-    if (len > AUTH_TOKEN_MAX)
-        return 403;
     for (size_t i = 0; i < a->n; i++) {
         const struct auth_entry *e = &a->e[i];
         if (!auth_equal(token, len, e->token, e->len))
@@ -220,11 +226,32 @@ auth_check(const struct auth *a, const char *scope, const char *token, size_t le
 }
 
 int
+auth_check(const struct auth *a, const char *scope, const char *token, size_t len)
+{
+    if (token == NULL || len == 0)
+        return 401;
+    if (len > AUTH_TOKEN_MAX || token_is_cert(token, len))
+        return 403;
+    return check_entries(a, scope, token, len);
+}
+
+int
+auth_check_cert(const struct auth *a, const char *scope, const char *name)
+{
+    char tok[AUTH_TOKEN_MAX + 1];
+    int n = snprintf(tok, sizeof tok, "%s%s", AUTH_CERT_PREFIX, name);
+
+    if (n < 0 || (size_t)n >= sizeof tok)
+        return 403;
+    return check_entries(a, scope, tok, (size_t)n);
+}
+
+int
 auth_known(const struct auth *a, const char *token, size_t len)
 {
     int ok = 0;
 
-    if (len == 0 || len > AUTH_TOKEN_MAX)
+    if (len == 0 || len > AUTH_TOKEN_MAX || token_is_cert(token, len))
         return 0;
     for (size_t i = 0; i < a->n; i++)     /* every entry: constant time */
         ok |= auth_equal(token, len, a->e[i].token, a->e[i].len);

@@ -6,6 +6,12 @@
  *   is a biz_tag, `@snowflake` for snowflake mode, `@serial:<code>` for
  *   /serial/<code>, or `*` for everything;
  *   `#` starts a comment.
+ * - A line whose token is `cert:CN=<name>` gives its scopes to a client
+ *   certificate instead: a request on a TLS connection whose handshake
+ *   verified a client certificate with subject CN <name> (tls.client_auth,
+ *   docs/tls.md), that carries no token, gets them. A bearer token that
+ *   starts with `cert:` never matches anything, so no client can claim a
+ *   certificate's scopes by sending its name.
  * A request carries its token as `Authorization: Bearer <token>` or
  * `?token=<token>`. Comparisons take constant time; tokens are never logged.
  *
@@ -21,6 +27,7 @@ struct http_msg;
 
 #define AUTH_TOKEN_MIN 8
 #define AUTH_TOKEN_MAX 256
+#define AUTH_CERT_PREFIX "cert:CN="
 
 /* NULL with *cause (file:line: reason) on error. */
 struct auth *auth_load(const char *path, char **cause);
@@ -39,6 +46,10 @@ int auth_request_token(const struct http_msg *m, char *buf, size_t cap,
  * not allowed for scope. */
 int auth_check(const struct auth *a, const char *scope, const char *token,
                size_t len);
+
+/* auth_check for the verified client certificate whose subject CN is name
+ * (the line `cert:CN=<name>`): 0 or 403. */
+int auth_check_cert(const struct auth *a, const char *scope, const char *name);
 
 /* 1 if some line of the tokens file has this token (any scope), else 0. */
 int auth_known(const struct auth *a, const char *token, size_t len);

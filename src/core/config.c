@@ -33,6 +33,8 @@ static const char *const store_names[] = { "auto", "sqlite", "mysql", NULL };
 static const char *const worker_names[] = { "auto", "static", "zookeeper", "redis", "mysql", "k8s", NULL };
 static const char *const k8s_fence_names[] = { "none", "redis", "mysql", NULL };
 static const char *const level_names[] = { "debug", "info", "warn", "error", NULL };
+static const char *const client_auth_names[] = { "off", "optional", "required", NULL };
+static const char *const tls_version_names[] = { "1.2", "1.3", NULL };
 
 #define OFF(f) offsetof(struct config, f)
 #define DAY_MS (86400LL * 1000)
@@ -60,7 +62,9 @@ static const struct key keys[] = {
     { "listen.address", K_STR, OFF(listen_address), 1, 255, "127.0.0.1", NULL,
       "address to listen on" },
     { "listen.port", K_INT, OFF(listen_port), 0, 65535, "8080", NULL,
-      "HTTP port (0: any free port, logged at start)" },
+      "HTTP port (0: any free port, logged at start; with listen.tls_port set: no plain HTTP)" },
+    { "listen.tls_port", K_INT, OFF(listen_tls_port), 0, 65535, "0", NULL,
+      "HTTPS port beside the HTTP one, same address and threads (0: off; see tls.*)" },
     { "threads", K_INT, OFF(threads), 0, 256, "0", NULL,
       "I/O threads, each with its own event loop (0: one per core)" },
     { "http.max_connections", K_INT, OFF(max_connections), 1, 1000000, "10000", NULL,
@@ -111,6 +115,29 @@ static const struct key keys[] = {
       "listen.port also takes cleartext HTTP/2 with prior knowledge (h2c)" },
     { "http.h2_max_concurrent_streams", K_INT, OFF(h2_max_streams), 1, 10000, "100", NULL,
       "streams open at once on one HTTP/2 connection (h2c and gRPC)" },
+    { "grpc.listen.tls_port", K_INT, OFF(grpc_tls_port), 0, 65535, "0", NULL,
+      "gRPC over TLS (ALPN h2) on this port, grpc.listen.address (0: off)" },
+    { "resp.listen.tls_port", K_INT, OFF(resp_tls_port), 0, 65535, "0", NULL,
+      "the Redis protocol over TLS (redis-cli --tls) on this port (0: off)" },
+    { "memcache.listen.tls_port", K_INT, OFF(mc_tls_port), 0, 65535, "0", NULL,
+      "memcached's text protocol over TLS on this port, "
+      "memcache.listen.address (0: off)" },
+    { "tls.cert_file", K_STR, OFF(tls_cert_file), 0, 1024, "", NULL,
+      "PEM certificate, chain allowed (leaf first); reread on SIGHUP" },
+    { "tls.key_file", K_STR, OFF(tls_key_file), 0, 1024, "", NULL,
+      "PEM private key of tls.cert_file; reread on SIGHUP" },
+    { "tls.ca_file", K_STR, OFF(tls_ca_file), 0, 1024, "", NULL,
+      "PEM CA certificates that client certificates must chain to (mutual TLS)" },
+    { "tls.client_auth", K_ENUM, OFF(tls_client_auth), 0, 0, "off", client_auth_names,
+      "client certificates: off, optional (verified when sent) or required" },
+    { "tls.min_version", K_ENUM, OFF(tls_min_version), 0, 0, "1.2", tls_version_names,
+      "oldest TLS version accepted: 1.2 or 1.3" },
+    { "tls.ciphers", K_STR, OFF(tls_ciphers), 0, 1024, "", NULL,
+      "TLS 1.2 cipher list, OpenSSL syntax (empty: OpenSSL's default)" },
+    { "tls.ciphersuites", K_STR, OFF(tls_ciphersuites), 0, 1024, "", NULL,
+      "TLS 1.3 cipher suites, OpenSSL syntax (empty: OpenSSL's default)" },
+    { "tls.handshake_timeout_ms", K_INT, OFF(tls_handshake_timeout_ms), 100, 600000, "10000", NULL,
+      "close a connection whose TLS handshake is not done this long after accept" },
     { "admin.token", K_STR, OFF(admin_token), 0, 256, "", NULL,
       "require Authorization: Bearer <token> on the admin pages (never logged)" },
     { "auth.tokens_file", K_STR, OFF(tokens_file), 0, 1024, "", NULL,
@@ -651,6 +678,19 @@ config_validate(struct config *cfg, char **cause)
     if (cfg->mc_token[0] != '\0' && cfg->tokens_file[0] == '\0') {
         *cause = xasprintf("memcache.token names a token of auth.tokens_file, "
                            "which is not set");
+        return -1;
+    }
+    if ((cfg->listen_tls_port != 0 || cfg->resp_tls_port != 0 ||
+         cfg->grpc_tls_port != 0 || cfg->mc_tls_port != 0) &&
+        (cfg->tls_cert_file[0] == '\0' || cfg->tls_key_file[0] == '\0')) {
+        *cause = xasprintf("a TLS port (listen.tls_port, resp.listen.tls_port, "
+                           "grpc.listen.tls_port, memcache.listen.tls_port) is "
+                           "set but tls.cert_file or tls.key_file is not");
+        return -1;
+    }
+    if (cfg->tls_client_auth != TLS_AUTH_OFF && cfg->tls_ca_file[0] == '\0') {
+        *cause = xasprintf("tls.client_auth is %s but tls.ca_file is not set",
+                           client_auth_names[cfg->tls_client_auth]);
         return -1;
     }
     if (!cfg->segment_enable && !cfg->snowflake_enable) {

@@ -21,6 +21,9 @@ enum worker_source { WORKER_AUTO, WORKER_STATIC, WORKER_ZOOKEEPER, WORKER_REDIS,
 /* snowflake.k8s.fence_store: where a k8s pod's fence is kept besides its
  * cache file */
 enum k8s_fence_store { K8S_FENCE_NONE, K8S_FENCE_REDIS, K8S_FENCE_MYSQL };
+/* tls.client_auth and tls.min_version */
+enum tls_client_auth { TLS_AUTH_OFF, TLS_AUTH_OPTIONAL, TLS_AUTH_REQUIRED };
+enum tls_min_version { TLS_MIN_12, TLS_MIN_13 };
 
 /* A serial.<code>.<field> line of the config file, kept as text: serial.c
  * validates the definitions and names file:line in its errors. */
@@ -69,6 +72,20 @@ struct config {
     int      h2;                   /* http.h2: h2c on listen.port */
     int64_t  h2_max_streams;       /* http.h2_max_concurrent_streams */
     char    *tokens_file;          /* auth.tokens_file ("" = ID endpoints open) */
+
+    /* TLS (http_tls.h) */
+    int64_t  listen_tls_port;      /* listen.tls_port (0: no HTTPS) */
+    int64_t  resp_tls_port;        /* resp.listen.tls_port (0: no RESP over TLS) */
+    int64_t  mc_tls_port;          /* memcache.listen.tls_port (0: none) */
+    int64_t  grpc_tls_port;        /* grpc.listen.tls_port (0: no gRPC over TLS) */
+    char    *tls_cert_file;        /* tls.cert_file */
+    char    *tls_key_file;         /* tls.key_file */
+    char    *tls_ca_file;          /* tls.ca_file */
+    int      tls_client_auth;      /* tls.client_auth: enum tls_client_auth */
+    int      tls_min_version;      /* tls.min_version: enum tls_min_version */
+    char    *tls_ciphers;          /* tls.ciphers */
+    char    *tls_ciphersuites;     /* tls.ciphersuites */
+    int64_t  tls_handshake_timeout_ms; /* tls.handshake_timeout_ms */
 
     /* segment mode */
     int      store;                /* segment.store: auto|sqlite|mysql */

@@ -106,6 +106,21 @@ struct http_config {
     int         grpc_max_message_bytes; /* a request message over: 8 */
     int         h2_max_concurrent_streams; /* per HTTP/2 connection */
     int         h2_disable;        /* 1: no h2c on the HTTP port */
+    /* TLS (http_tls.h): with tls set, HTTPS on tls_port when tls_enable,
+     * RESP over TLS on resp_tls_port when resp_tls_enable, gRPC over TLS on
+     * grpc_tls_port when grpc_tls_enable (0: pick a free port), on the same
+     * threads, addresses, limits and handler as their plain listeners.
+     * port -1: no plain HTTP listener. */
+    struct http_tls *tls;          /* not owned; outlives the server */
+    int         tls_enable;
+    int         tls_port;
+    int         resp_tls_enable;
+    int         resp_tls_port;
+    int         grpc_tls_enable;
+    int         grpc_tls_port;
+    int         mc_tls_enable;     /* memcached over TLS, on mc_address */
+    int         mc_tls_port;
+    int         tls_handshake_timeout_ms; /* <= 0: 10000 */
 };
 /* A field <= 0 takes its default: max_connections 10000, idle_timeout_ms
  * 60000, max_header_bytes 8192, max_url_bytes 4096, max_body_bytes 65536,
@@ -123,10 +138,14 @@ struct http_server *http_server_new(const struct http_config *cfg,
                                     http_handler_cb handler,
                                     http_thread_cb thread_cb, void *arg,
                                     char **cause);
-int  http_server_port(const struct http_server *s);  /* the bound port */
+int  http_server_port(const struct http_server *s);  /* the bound port; -1: none */
 int  http_server_resp_port(const struct http_server *s); /* -1: no RESP */
 int  http_server_mc_port(const struct http_server *s);   /* -1: none */
 int  http_server_grpc_port(const struct http_server *s); /* -1: no gRPC listener */
+/* The bound TLS port of a protocol (which: HTTP_TLS_*), -1 when there is
+ * none. */
+enum { HTTP_TLS_HTTP = 0, HTTP_TLS_RESP = 1, HTTP_TLS_MC = 2, HTTP_TLS_GRPC = 3 };
+int  http_server_tls_port(const struct http_server *s, int which);
 /* Starts the I/O threads. 0 or -1. */
 int  http_server_start(struct http_server *s, char **cause);
 /* Stop accepting; answer the requests in flight (parked ones included, until
@@ -207,6 +226,11 @@ struct http_conn_info {
 };
 void http_conn_info(struct http_conn *c, struct http_conn_info *out);
 
+/* The subject CN of the client certificate this connection's TLS handshake
+ * verified (tls client_auth optional/required), or NULL: plain text, no
+ * certificate, or no usable CN. Valid while the connection is; I/O thread. */
+const char *http_conn_peer_name(const struct http_conn *c);
+
 /* Live counters for /metrics (sums over threads; any thread may call; each
  * counter is read relaxed, so the sums are not one snapshot).
  * connections_total counts accepted connections, not rejected ones;
@@ -222,6 +246,8 @@ struct http_stats {
     uint64_t mc_open;               /* memcached connections open */
     uint64_t mc_total;              /* memcached connections accepted */
     uint64_t mc_commands;           /* memcached command lines handled */
+    uint64_t tls_handshakes;        /* TLS handshakes done */
+    uint64_t tls_failures;          /* TLS handshakes failed or timed out */
     uint64_t h2_open;               /* HTTP/2 connections open (h2c, gRPC) */
     uint64_t h2_streams;            /* HTTP/2 streams handed to the handler */
 };

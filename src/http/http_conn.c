@@ -72,12 +72,23 @@
  * socket events): it parks and is retried by the same code as a connection,
  * and a retried stream's owner is then run from the send queue. While a
  * stream is with the handler, its owner has no idle deadline.
+ *
+ * TLS. A connection from a TLS listener first runs its handshake on the same
+ * read and write events (conn_handshake: OpenSSL's WANT_READ/WANT_WRITE pick
+ * the event), under its own deadline, tls_handshake_timeout_ms after accept;
+ * it holds none of the thread's buffers meanwhile (only OpenSSL's state)
+ * and counts against max_connections like any other. After that only the
+ * bytes' path differs: http_tls_recv and http_tls_send stand in for recv(2)
+ * and send(2), so every limit above holds as it is. SSL_read may keep
+ * decrypted bytes that the socket will not signal again (a record larger
+ * than the room left); conn_update makes the read event active while
+ * SSL_pending says so, so a pipelined request never waits for bytes that
+ * already arrived.
  */
 #include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <arpa/inet.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -92,6 +103,7 @@
 
 #include "http.h"
 #include "http_internal.h"
+#include "http_tls.h"
 #include "log.h"
 #include "util.h"
 
@@ -212,6 +224,8 @@ http_conn_free(struct http_conn *c)
     event_del(&c->rev);
     event_del(&c->wev);
     event_del(&c->tev);
+    SSL_free(c->ssl);               /* NULL: no-op */
+    free(c->peer_name);
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -445,8 +459,17 @@ conn_flush(struct http_conn *c)
 
     if (c->out_off == c->out_len)
         return 0;
-    n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
-             MSG_NOSIGNAL);
+    if (c->ssl != NULL) {
+        int want_read = 0;
+
+        n = http_tls_send(c->ssl, c->out + c->out_off,
+                          c->out_len - c->out_off, &want_read);
+        if (want_read)
+            return -1;      /* only renegotiation asks, and it is off */
+    } else {
+        n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+                 MSG_NOSIGNAL);
+    }
     if (n < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
             return -1;
@@ -485,6 +508,8 @@ conn_linger(struct http_conn *c)
     struct http_thread *t = c->t;
     int64_t now = http_now_ms(), ms = HTTP_LINGER_MS;
 
+    if (c->ssl != NULL)
+        http_tls_close_notify(c->ssl);
     shutdown(c->fd, SHUT_WR);
     c->lingering = 1;
     if (c->in != NULL) {
@@ -507,6 +532,8 @@ conn_update(struct http_conn *c)
 
     conn_rev(c, !c->wev_on && !c->closing && !c->eof &&
              !(c->req_active && c->in_len == t->s->in_cap));
+    if (c->ssl != NULL && c->rev_on && http_tls_pending(c->ssl))
+        event_active(&c->rev, EV_READ, 0);      /* see DESIGN: TLS */
 
     if (c->req_active || (c->h2 != NULL && http_h2_busy(c))) {
         c->deadline_ms = 0;
@@ -646,6 +673,42 @@ http_conn_send_queued(struct http_thread *t)
 
 /* ---- connection callbacks ---- */
 
+/* One step of a TLS handshake, on either event (see DESIGN: TLS). */
+static void
+conn_handshake(struct http_conn *c)
+{
+    char name[HTTP_TLS_NAME_MAX];
+    int64_t now;
+
+    switch (http_tls_handshake(c->ssl)) {
+    case HTTP_TLS_WANT_READ:
+        event_del(&c->wev);
+        conn_rev(c, 1);
+        return;
+    case HTTP_TLS_WANT_WRITE:
+        conn_rev(c, 0);
+        event_add(&c->wev, NULL);
+        return;
+    case HTTP_TLS_FAIL:
+        ctr_add(&c->t->tls_failed, 1);
+        http_conn_free(c);
+        return;
+    case HTTP_TLS_DONE:
+        break;
+    }
+    ctr_add(&c->t->tls_done, 1);
+    c->tls_hs = 0;
+    event_del(&c->wev);
+    if (http_tls_peer_name(c->ssl, name, sizeof name))
+        c->peer_name = xstrdup(name);
+    now = http_now_ms();
+    c->deadline_ms = 0;
+    conn_set_deadline(c, now, now + c->t->s->cfg.idle_timeout_ms);
+    conn_rev(c, 1);
+    if (http_tls_pending(c->ssl))
+        event_active(&c->rev, EV_READ, 0);
+}
+
 static void
 conn_drain(struct http_conn *c)
 {
@@ -679,6 +742,10 @@ conn_read_cb(evutil_socket_t fd, short what, void *arg)
         conn_drain(c);
         return;
     }
+    if (c->tls_hs) {
+        conn_handshake(c);
+        return;
+    }
     if (c->in == NULL) {
         c->in = http_pool_get(&t->inpool, t->s->in_cap);
         c->in_off = c->in_len = 0;
@@ -693,7 +760,19 @@ conn_read_cb(evutil_socket_t fd, short what, void *arg)
         conn_rev(c, 0);
         return;
     }
-    n = recv(fd, c->in + c->in_len, room, 0);
+    if (c->ssl != NULL) {
+        int want_write = 0;
+
+        n = http_tls_recv(c->ssl, c->in + c->in_len, room, &want_write);
+        if (want_write) {
+            /* A read that must write first (a TLS 1.3 KeyUpdate answer
+             * into a full socket): retried once the socket is writable. */
+            c->tls_rw = 1;
+            event_add(&c->wev, NULL);
+        }
+    } else {
+        n = recv(fd, c->in + c->in_len, room, 0);
+    }
     if (n > 0) {
         c->in_len += (size_t)n;
     } else if (n == 0) {
@@ -712,9 +791,21 @@ conn_read_cb(evutil_socket_t fd, short what, void *arg)
 static void
 conn_write_cb(evutil_socket_t fd, short what, void *arg)
 {
-    (void)fd;
+    struct http_conn *c = arg;
+
     (void)what;
-    http_conn_run(arg);
+    if (c->tls_hs) {
+        conn_handshake(c);
+        return;
+    }
+    if (c->tls_rw) {
+        c->tls_rw = 0;
+        if (!c->wev_on)
+            event_del(&c->wev);
+        conn_read_cb(fd, EV_READ, c);
+        return;
+    }
+    http_conn_run(c);
 }
 
 static void
@@ -727,6 +818,8 @@ conn_timeout(struct http_conn *c)
         return;
     }
     ctr_add(&t->timeouts, 1);
+    if (c->tls_hs)
+        ctr_add(&t->tls_failed, 1);
     if (c->h2 == NULL && !c->wev_on &&
         (c->in_len > c->in_off || c->body_left > 0)) {
         /* A slow request: say why, best effort, without waiting. */
@@ -786,11 +879,11 @@ conn_park_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 void
-http_conn_new(struct http_thread *t, int fd, enum http_proto proto)
+http_conn_new(struct http_thread *t, int fd, enum http_proto proto, int tls)
 {
     struct http_conn *c = xcalloc(1, sizeof *c);
     int64_t now = http_now_ms();
-    int one = 1;
+    int one = 1, first_ms = t->s->cfg.idle_timeout_ms;
 
     c->t = t;
     c->fd = fd;
@@ -816,8 +909,19 @@ http_conn_new(struct http_thread *t, int fd, enum http_proto proto)
     t->conns = c;
     t->nconns++;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (tls) {
+        /* ALPN: each listener offers what it speaks. */
+        c->ssl = http_tls_ssl_new(t->s->tls, fd,
+            proto == HTTP_PROTO_GRPC ? HTTP_TLS_ALPN_H2
+            : proto == HTTP_PROTO_RESP || proto == HTTP_PROTO_MC
+                ? HTTP_TLS_ALPN_NONE
+            : t->s->cfg.h2_disable ? HTTP_TLS_ALPN_HTTP1
+            : HTTP_TLS_ALPN_H2_HTTP1);
+        c->tls_hs = 1;
+        first_ms = t->s->cfg.tls_handshake_timeout_ms;
+    }
 
-    conn_arm_timer(c, now, now + t->s->cfg.idle_timeout_ms);
+    conn_arm_timer(c, now, now + first_ms);
     c->deadline_ms = c->timer_at_ms;
     ctr_add(&t->open, 1);
     ctr_add(&t->total, 1);
@@ -907,51 +1011,6 @@ http_reply_mc(struct http_conn *c, const char *data, size_t len, int flags)
     if ((flags & HTTP_MC_CLOSE) || c->t->stopping)
         c->closing = 1;
     http_conn_end_request(c);
-}
-
-void *
-http_conn_session(struct http_conn *c)
-{
-    return c->resp != NULL ? c->resp->session : NULL;
-}
-
-static void
-sock_name(int fd, int peer, char *out, size_t cap)
-{
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    char host[48];
-    int port = 0;
-
-    out[0] = '\0';
-    if ((peer ? getpeername(fd, (struct sockaddr *)&ss, &len)
-              : getsockname(fd, (struct sockaddr *)&ss, &len)) < 0)
-        return;
-    if (ss.ss_family == AF_INET6) {
-        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, host,
-                  sizeof host);
-        port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-    } else if (ss.ss_family == AF_INET) {
-        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host,
-                  sizeof host);
-        port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    } else {
-        return;
-    }
-    snprintf(out, cap, "%s:%d", host, port);
-}
-
-void
-http_conn_info(struct http_conn *c, struct http_conn_info *out)
-{
-    memset(out, 0, sizeof *out);
-    out->fd = c->fd;
-    if (c->resp != NULL) {
-        out->id = c->resp->id;
-        out->age_s = (http_now_ms() - c->resp->born_ms) / 1000;
-    }
-    sock_name(c->fd, 1, out->addr, sizeof out->addr);
-    sock_name(c->fd, 0, out->laddr, sizeof out->laddr);
 }
 
 void

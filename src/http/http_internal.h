@@ -1,6 +1,7 @@
 /* http_internal.h: what the HTTP server (http_server.c: threads, listeners,
- * stop, wake) and its connections (http_conn.c: read, parse, answer, park)
- * share. Only those two files include it; every other module uses http.h.
+ * stop, wake) and its connections (http_conn.c: read, parse, answer, park;
+ * http_out.c, http_h2.c, http_conn_info.c) share. Only src/http/ includes
+ * it; every other module uses http.h.
  *
  * Every struct here belongs to one I/O thread and is touched only by it,
  * except the fields marked atomic (read by other threads) and the server's
@@ -37,6 +38,7 @@
 #define HTTP_DEF_MAX_HEADER_BYTES 8192
 #define HTTP_DEF_MAX_URL_BYTES    4096
 #define HTTP_DEF_MAX_BODY_BYTES   65536
+#define HTTP_DEF_TLS_HANDSHAKE_MS 10000
 #define HTTP_DEF_GRPC_MAX_MESSAGE 65536
 #define HTTP_DEF_H2_STREAMS       100
 
@@ -56,6 +58,9 @@
 
 enum http_proto { HTTP_PROTO_HTTP, HTTP_PROTO_RESP, HTTP_PROTO_MC, HTTP_PROTO_GRPC,
                   HTTP_PROTO_COUNT };
+/* A thread's listeners: one per protocol in plain text, then one per
+ * protocol over TLS (index proto + HTTP_PROTO_COUNT; http_tls.h). */
+#define HTTP_LS_COUNT (2 * HTTP_PROTO_COUNT)
 
 enum { HTTP_CMD_WAKE = 1, HTTP_CMD_STOP = 2, HTTP_CMD_FORCE = 4,
        HTTP_CMD_WAKE_ALL = 8 };
@@ -65,11 +70,13 @@ struct http_pool {
     int    n;
 };
 
-/* One listening socket of a thread: HTTP's, and RESP's and gRPC's when on. */
+/* One listening socket of a thread: HTTP's, RESP's and gRPC's, each plain
+ * or TLS. */
 struct http_listener {
     struct http_thread *t;
     int                 fd;             /* -1: none */
     unsigned char       proto;          /* enum http_proto */
+    unsigned char       tls;            /* connections start a TLS handshake */
     struct event        ev;
     struct event        backoff_ev;     /* re-enables the listener */
 };
@@ -81,7 +88,7 @@ struct http_thread {
     int                 running;        /* pthread created, not yet joined */
     int                 exited;         /* thread_main is done; s->exit_lock */
     struct event_base  *base;
-    struct http_listener ls[HTTP_PROTO_COUNT];
+    struct http_listener ls[HTTP_LS_COUNT];
     int                 efd;            /* eventfd: commands from others */
     struct event        cmd_ev;
     _Atomic unsigned    cmd;            /* HTTP_CMD_* bits */
@@ -105,6 +112,7 @@ struct http_thread {
     _Atomic uint64_t    open, total, rejected, nparked, timeouts;
     _Atomic uint64_t    resp_open, resp_commands;
     _Atomic uint64_t    mc_open, mc_total, mc_commands;
+    _Atomic uint64_t    tls_done, tls_failed;   /* handshakes */
     _Atomic uint64_t    h2_open, h2_streams;
     _Atomic uint32_t    nparked_b[HTTP_WAKE_BUCKETS]; /* per bucket */
 };
@@ -124,7 +132,9 @@ struct http_server {
     http_handler_cb     handler;
     http_thread_cb      thread_cb;
     void               *arg;
-    int                 port;
+    int                 port;           /* -1: no plain HTTP listener */
+    int                 tls_ports[HTTP_PROTO_COUNT]; /* -1: none */
+    struct http_tls    *tls;            /* cfg.tls: not owned */
     int                 nthreads;
     struct http_thread *threads;
     size_t              in_cap;
@@ -165,6 +175,8 @@ struct http_conn {
     struct http_thread *t;
     struct http_resp   *resp;           /* NULL: not a RESP connection */
     struct http_mc     *mc;             /* NULL: not a memcached one */
+    struct ssl_st      *ssl;            /* NULL: plain text (http_tls.h) */
+    char               *peer_name;      /* verified client certificate's CN */
     struct http_h2     *h2;             /* an HTTP/2 session (http_h2.c) */
     struct http_conn   *owner;          /* a stream's connection, or NULL */
     void               *h2st;           /* a stream's struct h2_stream */
@@ -182,6 +194,8 @@ struct http_conn {
     unsigned char       req_active;          /* a handler owns the request */
     unsigned char       in_handler, parked, closing, lingering, eof;
     unsigned char       partial, out_full;
+    unsigned char       tls_hs;              /* TLS handshake not done */
+    unsigned char       tls_rw;              /* TLS read waits for writable */
     unsigned char       h1;                  /* an HTTP/1 request came: no h2c */
     unsigned char       queued;              /* on t->sendq */
     unsigned char       bucket;              /* wake bucket while parked */
@@ -228,8 +242,10 @@ wake_bucket(uint64_t key)
 }
 
 /* http_conn.c, for the server's threads. */
-void http_conn_new(struct http_thread *t, int fd, enum http_proto proto);
-void http_conn_reject(struct http_thread *t, int fd, enum http_proto proto);
+void http_conn_new(struct http_thread *t, int fd, enum http_proto proto,
+                   int tls);
+void http_conn_reject(struct http_thread *t, int fd, enum http_proto proto,
+                      int tls);
 void http_conn_free(struct http_conn *c);
 /* Is there input to parse, and room for its answers? 0 also when the
  * unsent output is over HTTP_OUT_HIGH (then out_full is set). */

@@ -253,7 +253,8 @@ http_out_parse_error(struct http_conn *c, enum http_parse_result r)
 /* Over max_connections: one non-blocking send of a fixed 503, then close at
  * once, so a flood holds no descriptor past this call and no memory. */
 void
-http_conn_reject(struct http_thread *t, int fd, enum http_proto proto)
+http_conn_reject(struct http_thread *t, int fd, enum http_proto proto,
+                 int tls)
 {
     static const char resp_msg[] = "-ERR max number of clients reached\r\n";
     static const char mc_msg[] = "SERVER_ERROR too many open connections\r\n";
@@ -270,8 +271,9 @@ http_conn_reject(struct http_thread *t, int fd, enum http_proto proto)
 
     _Static_assert(sizeof HTTP_REJECT_BODY - 1 == 70, "Content-Length");
     ctr_add(&t->rejected, 1);
-    if (proto == HTTP_PROTO_GRPC)
-        n = 0;                      /* HTTP/2 only: no bytes a client reads */
+    if (tls || proto == HTTP_PROTO_GRPC)
+        n = 0;          /* TLS: no handshake spent on a refusal; gRPC: HTTP/2
+                           only, no bytes a client reads */
     else if (proto == HTTP_PROTO_RESP)
         n = send(fd, resp_msg, sizeof resp_msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     else if (proto == HTTP_PROTO_MC)

@@ -13,10 +13,10 @@
  * connection) and the wake generation and bucket counts (touched per park).
  *
  * Listeners. A thread has one listening socket per protocol it serves
- * (HTTP's, and RESP's, memcached's and gRPC's when enabled); a connection
- * remembers which one it came in on, and that is all that differs until
- * http_conn.c parses (a gRPC connection starts its HTTP/2 session at
- * accept).
+ * (HTTP's, and RESP's, memcached's and gRPC's when enabled), and one more
+ * per protocol it serves over TLS; a connection remembers which one it came
+ * in on, and that is all that differs until http_conn.c handshakes (TLS)
+ * and parses (a gRPC connection starts its HTTP/2 session at accept).
  *
  * Wake. http_wake and http_wake_all only set bits and signal threads; what
  * a retried request does, and why no wake is lost, is in http_conn.c.
@@ -81,9 +81,9 @@ thread_accept_cb(evutil_socket_t lfd, short what, void *arg)
         if (atomic_fetch_add_explicit(&s->nconns, 1, memory_order_relaxed) >=
             s->cfg.max_connections) {
             atomic_fetch_sub_explicit(&s->nconns, 1, memory_order_relaxed);
-            http_conn_reject(t, fd, l->proto);
+            http_conn_reject(t, fd, l->proto, l->tls);
         } else {
-            http_conn_new(t, fd, l->proto);
+            http_conn_new(t, fd, l->proto, l->tls);
         }
     }
 }
@@ -150,7 +150,7 @@ thread_stop(struct http_thread *t)
     if (t->stopping)
         return;
     t->stopping = 1;
-    for (int p = 0; p < HTTP_PROTO_COUNT; p++) {
+    for (int p = 0; p < HTTP_LS_COUNT; p++) {
         struct http_listener *l = &t->ls[p];
 
         if (l->fd < 0)
@@ -162,7 +162,7 @@ thread_stop(struct http_thread *t)
     }
     for (c = t->conns; c != NULL; c = next) {
         next = c->next;
-        if (c->h2 != NULL && !c->closing)
+        if (c->h2 != NULL && !c->closing && !c->tls_hs)
             http_h2_stop(c);        /* GOAWAY; may free c */
         else if (http_conn_idle(c))
             http_conn_free(c);
@@ -317,13 +317,14 @@ http_sock_port(int fd)
     return ntohs(((struct sockaddr_in *)&ss)->sin_port);
 }
 
-/* Bind one SO_REUSEPORT socket per thread for proto on address:want. A
+/* Bind one SO_REUSEPORT socket per thread for listener li (proto, or
+ * proto + HTTP_PROTO_COUNT over TLS) on address:want. A
  * plain probe bind first makes a taken port fail even when its owner also
  * uses SO_REUSEPORT, and picks the port when want is 0. Returns the port or
  * -1. */
 static int
-http_bind_all(struct http_server *s, enum http_proto proto,
-              const char *address, int want, char **cause)
+http_bind_all(struct http_server *s, int li, const char *address, int want,
+              char **cause)
 {
     struct addrinfo hints, *ai = NULL;
     const char *node = address[0] != '\0' ? address : NULL;
@@ -345,7 +346,7 @@ http_bind_all(struct http_server *s, enum http_proto proto,
     close(probe);
     probe = -1;
     for (i = 0; i < s->nthreads; i++) {
-        struct http_listener *l = &s->threads[i].ls[proto];
+        struct http_listener *l = &s->threads[i].ls[li];
 
         l->fd = http_listen_fd(ai, port, 1, cause);
         if (l->fd < 0)
@@ -361,6 +362,43 @@ cleanup:
     if (ai != NULL)
         freeaddrinfo(ai);
     return ret;
+}
+
+/* The TLS listeners (http.h: tls_enable, resp_tls_enable, mc_tls_enable,
+ * grpc_tls_enable), each on its protocol's address. 0 or -1. */
+static int
+http_server_bind_tls(struct http_server *s, char **cause)
+{
+    const struct http_config *cfg = &s->cfg;
+    const struct { int on, port; const char *address; } want[HTTP_PROTO_COUNT] = {
+        [HTTP_PROTO_HTTP] = { cfg->tls_enable, cfg->tls_port, s->address },
+        [HTTP_PROTO_RESP] = { cfg->resp_tls_enable, cfg->resp_tls_port,
+                              s->resp_address },
+        [HTTP_PROTO_MC]   = { cfg->mc_tls_enable, cfg->mc_tls_port,
+                              s->mc_address },
+        [HTTP_PROTO_GRPC] = { cfg->grpc_tls_enable, cfg->grpc_tls_port,
+                              s->grpc_address },
+    };
+
+    for (int p = 0; p < HTTP_PROTO_COUNT; p++) {
+        s->tls_ports[p] = -1;
+        if (!want[p].on)
+            continue;
+        if (cfg->tls == NULL) {
+            *cause = xasprintf("a TLS listener needs a TLS context");
+            return -1;
+        }
+        if (want[p].port < 0 || want[p].port > 65535) {
+            *cause = xasprintf("bad TLS port %d", want[p].port);
+            return -1;
+        }
+        s->tls = cfg->tls;
+        s->tls_ports[p] = http_bind_all(s, HTTP_PROTO_COUNT + p, want[p].address,
+                                        want[p].port, cause);
+        if (s->tls_ports[p] < 0)
+            return -1;
+    }
+    return 0;
 }
 
 static int
@@ -388,7 +426,7 @@ http_thread_init(struct http_server *s, struct http_thread *t, char **cause)
         *cause = xasprintf("event_base_init_common_timeout failed");
         return -1;
     }
-    for (int p = 0; p < HTTP_PROTO_COUNT; p++) {
+    for (int p = 0; p < HTTP_LS_COUNT; p++) {
         struct http_listener *l = &t->ls[p];
 
         event_assign(&l->ev, t->base, l->fd, EV_READ | EV_PERSIST,
@@ -400,7 +438,7 @@ http_thread_init(struct http_server *s, struct http_thread *t, char **cause)
     event_assign(&t->retry_ev, t->base, -1, 0, thread_retry_cb, t);
     event_assign(&t->send_ev, t->base, -1, 0, thread_send_cb, t);
     t->events_ready = 1;
-    for (int p = 0; p < HTTP_PROTO_COUNT; p++)
+    for (int p = 0; p < HTTP_LS_COUNT; p++)
         if (t->ls[p].fd >= 0)
             event_add(&t->ls[p].ev, NULL);
     event_add(&t->cmd_ev, NULL);
@@ -414,7 +452,7 @@ http_server_new(const struct http_config *cfg, http_handler_cb handler,
     struct http_server *s;
     int i;
 
-    if (cfg->threads < 1 || cfg->port < 0 || cfg->port > 65535 ||
+    if (cfg->threads < 1 || cfg->port < -1 || cfg->port > 65535 ||
         handler == NULL) {
         *cause = xasprintf("bad http config (threads %d, port %d)",
                            cfg->threads, cfg->port);
@@ -443,6 +481,8 @@ http_server_new(const struct http_config *cfg, http_handler_cb handler,
         s->cfg.max_url_bytes = HTTP_DEF_MAX_URL_BYTES;
     if (s->cfg.max_body_bytes <= 0)
         s->cfg.max_body_bytes = HTTP_DEF_MAX_BODY_BYTES;
+    if (s->cfg.tls_handshake_timeout_ms <= 0)
+        s->cfg.tls_handshake_timeout_ms = HTTP_DEF_TLS_HANDSHAKE_MS;
     if (s->cfg.grpc_max_message_bytes <= 0)
         s->cfg.grpc_max_message_bytes = HTTP_DEF_GRPC_MAX_MESSAGE;
     if (s->cfg.h2_max_concurrent_streams <= 0)
@@ -476,10 +516,11 @@ http_server_new(const struct http_config *cfg, http_handler_cb handler,
     for (i = 0; i < s->nthreads; i++) {
         s->threads[i].s = s;
         s->threads[i].index = i;
-        for (int p = 0; p < HTTP_PROTO_COUNT; p++) {
+        for (int p = 0; p < HTTP_LS_COUNT; p++) {
             s->threads[i].ls[p].t = &s->threads[i];
             s->threads[i].ls[p].fd = -1;
-            s->threads[i].ls[p].proto = (unsigned char)p;
+            s->threads[i].ls[p].proto = (unsigned char)(p % HTTP_PROTO_COUNT);
+            s->threads[i].ls[p].tls = p >= HTTP_PROTO_COUNT;
         }
         s->threads[i].efd = -1;
         s->threads[i].accept_warned_ms = INT64_MIN / 2;
@@ -498,10 +539,13 @@ http_server_new(const struct http_config *cfg, http_handler_cb handler,
         *cause = xasprintf("bad gRPC port %d", cfg->grpc_port);
         goto error;
     }
-    s->port = http_bind_all(s, HTTP_PROTO_HTTP, s->address, s->cfg.port,
-                            cause);
-    if (s->port < 0)
-        goto error;
+    s->port = -1;
+    if (cfg->port >= 0) {
+        s->port = http_bind_all(s, HTTP_PROTO_HTTP, s->address, s->cfg.port,
+                                cause);
+        if (s->port < 0)
+            goto error;
+    }
     if (cfg->resp_enable) {
         s->resp_port = http_bind_all(s, HTTP_PROTO_RESP, s->resp_address,
                                      cfg->resp_port, cause);
@@ -520,6 +564,8 @@ http_server_new(const struct http_config *cfg, http_handler_cb handler,
         if (s->grpc_port < 0)
             goto error;
     }
+    if (http_server_bind_tls(s, cause) == -1)
+        goto error;
     for (i = 0; i < s->nthreads; i++)
         if (http_thread_init(s, &s->threads[i], cause) < 0)
             goto error;
@@ -546,6 +592,17 @@ int
 http_server_mc_port(const struct http_server *s)
 {
     return s->mc_port;
+}
+
+int
+http_server_tls_port(const struct http_server *s, int which)
+{
+    _Static_assert((int)HTTP_PROTO_HTTP == (int)HTTP_TLS_HTTP &&
+                   (int)HTTP_PROTO_RESP == (int)HTTP_TLS_RESP &&
+                   (int)HTTP_PROTO_MC == (int)HTTP_TLS_MC &&
+                   (int)HTTP_PROTO_GRPC == (int)HTTP_TLS_GRPC,
+                   "http.h: http_server_tls_port");
+    return which >= 0 && which < HTTP_PROTO_COUNT ? s->tls_ports[which] : -1;
 }
 
 int
@@ -631,7 +688,7 @@ http_server_free(struct http_server *s)
         while (t->conns != NULL)
             http_conn_free(t->conns);
         if (t->events_ready) {
-            for (int p = 0; p < HTTP_PROTO_COUNT; p++) {
+            for (int p = 0; p < HTTP_LS_COUNT; p++) {
                 event_del(&t->ls[p].ev);
                 event_del(&t->ls[p].backoff_ev);
             }
@@ -641,7 +698,7 @@ http_server_free(struct http_server *s)
         }
         if (t->base != NULL)
             event_base_free(t->base);
-        for (int p = 0; p < HTTP_PROTO_COUNT; p++)
+        for (int p = 0; p < HTTP_LS_COUNT; p++)
             if (t->ls[p].fd >= 0)
                 close(t->ls[p].fd);
         if (t->efd >= 0)
@@ -723,6 +780,10 @@ http_server_stats(const struct http_server *s, struct http_stats *out)
         out->mc_total += atomic_load_explicit(&t->mc_total, memory_order_relaxed);
         out->mc_commands +=
             atomic_load_explicit(&t->mc_commands, memory_order_relaxed);
+        out->tls_handshakes +=
+            atomic_load_explicit(&t->tls_done, memory_order_relaxed);
+        out->tls_failures +=
+            atomic_load_explicit(&t->tls_failed, memory_order_relaxed);
         out->h2_open +=
             atomic_load_explicit(&t->h2_open, memory_order_relaxed);
         out->h2_streams +=
