@@ -108,7 +108,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) < 0)
         return 0;
     atomic_fetch_add(&srv->nconns, 1);
-    http_conn_new(t, sv[0], proto);
+    http_conn_new(t, sv[0], proto, 0);
     if (proto == HTTP_PROTO_HTTP && (data[0] & 2))
         (void)!write(sv[1], preface, sizeof preface - 1);
     data++;
