@@ -121,6 +121,9 @@ def main():
     out = ['.\\" leafd(8), made by tools/manpage.py from leafd --help.',
            '.TH LEAFD 8 "%s" "leafd %s" "System Administration Utilities"'
            % (when.strftime("%Y-%m-%d"), esc(version)),
+           # ragged right: --help has long unbreakable words (URLs, key
+           # names) that a justified line cannot take without a warning
+           ".ad l",
            ".SH NAME", "leafd \\- distributed unique\\-ID server, Leaf\\-style",
            ".SH SYNOPSIS", ".nf"]
     for line in head[0]:

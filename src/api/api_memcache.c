@@ -180,11 +180,16 @@ key_denied(struct mc_ctx *x, enum route r, const char *scope)
         return 0;
     if (auth_check(x->a->auth, scope, tok[0] ? tok : NULL, strlen(tok)) == 0)
         return 0;
+    /* over TLS, a verified client certificate's cert:CN= line (docs/tls.md) */
+    if (http_conn_peer_name(x->c) != NULL &&
+        auth_check_cert(x->a->auth, scope, http_conn_peer_name(x->c)) == 0)
+        return 0;
     snprintf(msg, sizeof msg, "%s needs a token and memcached's protocol "
              "carries none; %s", scope, tok[0] ?
              "memcache.token does not give it" :
-             "take it over HTTP, RESP (AUTH) or gRPC with a token, or set "
-             "memcache.token");
+             "take it over HTTP, RESP (AUTH) or gRPC with a token, set "
+             "memcache.token, or connect over TLS with a client certificate "
+             "a cert:CN= line gives it");
     reply_error(x, r, 401, "noauth", msg);
     return 1;
 }

@@ -444,6 +444,35 @@ def test_memcache_tls(ctx):
         r = d.get("/segment/demo")
         check(int(r.body) > ids[-1], "HTTP goes on above the memcached IDs")
         eq(d.stop(), 0, "exit status")
+    # With a tokens file: a client certificate's cert:CN= line gives its
+    # scopes over memcached too; without one, no ID.
+    from pymemcache.exceptions import MemcacheClientError
+    with Workdir("tls-memcache-cert") as wd:
+        pki = Pki(wd)
+        tokens = os.path.join(wd.path, "tokens")
+        with open(tokens, "w") as f:
+            f.write("cert:CN=alice demo\n")
+        mport = free_port()
+        d = start(wd, pki, pki.conf(ca_file=pki.path("ca.pem"), client_auth="optional")
+                  + ["--auth.tokens_file=" + tokens, "--memcache.listen.tls_port=%d" % mport])
+        wait_for(lambda: socket.create_connection(("127.0.0.1", mport), 0.5).close()
+                 or True, 15, what="the memcached TLS port %d" % mport)
+        mc = McClient(("127.0.0.1", mport), tls_context=pki.context(pki.cli), timeout=30)
+        check(int(mc.get("demo")) > 0, "alice's certificate gives demo")
+        try:
+            mc.get("@snowflake")
+            raise AssertionError("@snowflake answered for a certificate without it")
+        except MemcacheClientError as e:
+            check("noauth" in str(e), str(e))
+        mc.close()
+        mc = McClient(("127.0.0.1", mport), tls_context=pki.context(), timeout=30)
+        try:
+            mc.get("demo")
+            raise AssertionError("demo answered without a certificate")
+        except MemcacheClientError as e:
+            check("noauth" in str(e), str(e))
+        mc.close()
+        eq(d.stop(), 0, "exit status")
 
 
 def peer_cert(pki, port):
