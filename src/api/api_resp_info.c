@@ -19,9 +19,11 @@
 #include <sys/resource.h>
 #include <sys/utsname.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-/* The ASan runtime's own count (sanitizer/allocator_interface.h, which
- * not every compiler's package ships). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define LEAFD_SANITIZER_ALLOC 1
+/* The sanitizer runtime's own count (sanitizer/allocator_interface.h,
+ * which not every compiler's package ships): ASan and TSan replace malloc,
+ * so glibc's mallinfo2 would say 0. */
 size_t __sanitizer_get_current_allocated_bytes(void);
 #endif
 
@@ -75,8 +77,8 @@ human(struct sbuf *t, const char *field, unsigned long long n)
 static unsigned long long
 allocated_bytes(const char **allocator)
 {
-#if defined(__SANITIZE_ADDRESS__)
-    *allocator = "asan";
+#if defined(LEAFD_SANITIZER_ALLOC)
+    *allocator = "sanitizer";
     return (unsigned long long)__sanitizer_get_current_allocated_bytes();
 #else
     struct mallinfo2 mi = mallinfo2();
