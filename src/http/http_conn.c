@@ -1008,7 +1008,8 @@ http_reply_mc(struct http_conn *c, const char *data, size_t len, int flags)
         c->in_off += mc->used;          /* the line is done with */
         mc->pending = 0;
     }
-    if ((flags & HTTP_MC_CLOSE) || c->t->stopping)
+    /* stopping: close once the command's answer is whole (a get's END) */
+    if ((flags & HTTP_MC_CLOSE) || (c->t->stopping && !mc->pending))
         c->closing = 1;
     http_conn_end_request(c);
 }
