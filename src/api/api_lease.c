@@ -63,6 +63,20 @@ lease_done(struct api_lease_state *st, struct segment_range *out, int *nout)
     return API_LEASE_DONE;
 }
 
+/* The request went away while its job was out (http.h: on_drop): drop our
+ * reference, so the loader frees the job, and skips the database if it
+ * has not started it (loader.h). */
+static void
+lease_dropped(struct http_request *req)
+{
+    struct api_lease_state *st = (struct api_lease_state *)req->scratch;
+
+    if (st->job != NULL) {
+        loader_lease_put(st->job);
+        st->job = NULL;
+    }
+}
+
 enum api_lease_result
 api_lease_take(struct api *a, struct http_conn *c, struct http_request *req,
                const char *tag, int64_t n, int contiguous,
@@ -85,6 +99,7 @@ api_lease_take(struct api *a, struct http_conn *c, struct http_request *req,
                 return lease_park(a, c, st, tag);
             loader_lease_put(j);
             st->job = NULL;
+            req->on_drop = NULL;
             snprintf(why, whylen, "the database did not give a range of %lld "
                      "IDs in time (%lld ms)", (long long)st->take.want,
                      (long long)a->cfg->wait_ms);
@@ -111,6 +126,7 @@ api_lease_take(struct api *a, struct http_conn *c, struct http_request *req,
         }
         loader_lease_put(j);
         st->job = NULL;
+        req->on_drop = NULL;
         return r;
     }
     if (req->timed_out) {
@@ -144,6 +160,7 @@ api_lease_take(struct api *a, struct http_conn *c, struct http_request *req,
         return lease_done(st, out, nout);
     st->job = loader_lease_new(tag, st->take.want);
     loader_lease_submit(a->loader, st->job);
+    req->on_drop = lease_dropped;
     return lease_park(a, c, st, tag);
 }
 

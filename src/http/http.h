@@ -74,6 +74,12 @@ struct http_request {
     size_t               body_len;
     int64_t              grpc_timeout_us; /* HTTP_REQ_GRPC: the grpc-timeout header,
                                           0 when absent */
+    /* Set by a handler whose parked request holds something to give back
+     * (a lease's database job): called once, on the I/O thread, if the
+     * request is discarded unanswered (its connection or HTTP/2 stream went
+     * away). NULL when a request starts; the handler clears it when it
+     * gives the thing back itself. */
+    void           (*on_drop)(struct http_request *req);
     unsigned char    scratch[HTTP_REQ_SCRATCH] __attribute__((aligned(8)));
 };
 

@@ -212,12 +212,26 @@ conn_unqueue(struct http_conn *c)
     c->queued = 0;
 }
 
+/* A request that goes away unanswered gives back what its handler holds
+ * (http.h: on_drop). */
+void
+http_conn_drop_request(struct http_conn *c)
+{
+    void (*fn)(struct http_request *) = c->req.on_drop;
+
+    if (c->req_active && fn != NULL) {
+        c->req.on_drop = NULL;
+        fn(&c->req);
+    }
+}
+
 void
 http_conn_free(struct http_conn *c)
 {
     struct http_thread *t = c->t;
 
     assert(!c->in_handler);
+    http_conn_drop_request(c);
     conn_unpark(c);
     if (c->queued)
         conn_unqueue(c);
@@ -322,6 +336,7 @@ http_conn_start_request(struct http_conn *c)
     if (t->now_us == 0)
         t->now_us = util_mono_us();
     c->req.start_us = t->now_us;
+    c->req.on_drop = NULL;
     memset(c->req.scratch, 0, sizeof c->req.scratch);
     c->req_active = 1;
     conn_call(c);

@@ -446,6 +446,7 @@ h2_drop_request(struct http_h2 *h2, struct h2_stream *st)
     assert(st->sc.req_active && !st->sc.in_handler);
     st->handed = 0;
     h2->busy--;
+    http_conn_drop_request(&st->sc);
     http_conn_end_request(&st->sc);
 }
 

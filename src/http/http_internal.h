@@ -247,6 +247,8 @@ void http_conn_new(struct http_thread *t, int fd, enum http_proto proto,
 void http_conn_reject(struct http_thread *t, int fd, enum http_proto proto,
                       int tls);
 void http_conn_free(struct http_conn *c);
+/* Call an unanswered request's on_drop (http.h), if it has one. */
+void http_conn_drop_request(struct http_conn *c);
 /* Is there input to parse, and room for its answers? 0 also when the
  * unsent output is over HTTP_OUT_HIGH (then out_full is set). */
 int  http_conn_may_parse(struct http_conn *c);
