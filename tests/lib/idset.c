@@ -2,6 +2,7 @@
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "idset.h"
 
@@ -42,6 +43,18 @@ idset_common(struct idset *a, struct idset *b)
         }
     }
     return n;
+}
+
+void
+issue_first(struct snowflake *sf, _Atomic int64_t *clk, uint32_t per,
+            struct idset *s)
+{
+    for (int i = 0; i < 1500 && s->n == 0; i++) {
+        if (i > 0)
+            usleep(20000);
+        issue_range(sf, clk, atomic_load(clk) + 5, per, s);
+    }
+    ck_assert_msg(s->n > 0, "no ID in 30 s; the last refusal: %s", s->last_code);
 }
 
 void

@@ -23,5 +23,11 @@ size_t idset_common(struct idset *a, struct idset *b);
  * s->last_code. */
 void   issue_range(struct snowflake *sf, _Atomic int64_t *clk, int64_t until,
                    uint32_t per, struct idset *s);
+/* The first IDs of a fresh holder: issue_range over 5 ms of *clk, again
+ * (20 ms of real time apart, up to 30 s) until sf has given some. On a
+ * busy machine its first fence write or heartbeat may not have landed by
+ * the first window; the test is about what comes after. */
+void   issue_first(struct snowflake *sf, _Atomic int64_t *clk, uint32_t per,
+                   struct idset *s);
 
 #endif

@@ -479,7 +479,10 @@ START_TEST(test_busy_poll_then_sleep)
                   (long long)idle);
     ck_assert_msg(ref > 0, "the test's spinning thread got no CPU in %d ms",
                   spin_ms * 2 / 3);
-    ck_assert_msg(busy * 3 >= ref, "busy polling used only %lld ms of CPU "
+    /* A thread that sleeps uses next to nothing; a polling one under a
+     * sanitizer, on a machine whose cores are pinned, gets a third to a
+     * tenth of what the spinner gets (13 ms to its 41 under TSan). */
+    ck_assert_msg(busy * 10 >= ref, "busy polling used only %lld ms of CPU "
                   "while a spinning thread used %lld ms", (long long)busy,
                   (long long)ref);
     cl_close(cl);
