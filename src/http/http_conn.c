@@ -73,17 +73,8 @@
  * and a retried stream's owner is then run from the send queue. While a
  * stream is with the handler, its owner has no idle deadline.
  *
- * TLS. A connection from a TLS listener first runs its handshake on the same
- * read and write events (conn_handshake: OpenSSL's WANT_READ/WANT_WRITE pick
- * the event), under its own deadline, tls_handshake_timeout_ms after accept;
- * it holds none of the thread's buffers meanwhile (only OpenSSL's state)
- * and counts against max_connections like any other. After that only the
- * bytes' path differs: http_tls_recv and http_tls_send stand in for recv(2)
- * and send(2), so every limit above holds as it is. SSL_read may keep
- * decrypted bytes that the socket will not signal again (a record larger
- * than the room left); conn_update makes the read event active while
- * SSL_pending says so, so a pipelined request never waits for bytes that
- * already arrived.
+ * TLS: a handshake first (conn_handshake), then only the bytes' path
+ * differs; what holds and why is in http_tls.c's DESIGN.
  */
 #include <assert.h>
 #include <errno.h>
@@ -964,69 +955,6 @@ http_conn_idle(const struct http_conn *c)
     return !c->req_active && c->in_len == c->in_off &&
            c->body_left == 0 && c->out_off == c->out_len &&
            (c->h2 == NULL || http_h2_idle(c));
-}
-
-void
-http_reply(struct http_conn *c, int status, const char *content_type,
-           const char *extra_headers, const char *body, size_t len)
-{
-    const struct http_msg *msg = &c->req.msg;
-
-    if (!c->req_active || !c->in_handler) {
-        log_error("http_reply(%d) outside the handler of a live request",
-                  status);
-        return;
-    }
-    if (c->resp != NULL || c->mc != NULL) {
-        log_error("http_reply(%d) on a RESP or memcached connection", status);
-        http_out_error(c, 500, "internal", "internal error: an HTTP answer to a "
-                   "RESP command");
-        http_conn_end_request(c);
-        return;
-    }
-    if (c->h2 != NULL) {
-        http_h2_reply(c, status, content_type, extra_headers, body, len);
-        http_conn_end_request(c);
-        return;
-    }
-    http_out_respond(c, status, content_type, extra_headers, body, len,
-                 msg->method == HTTP_HEAD,
-                 !msg->keep_alive || c->t->stopping || c->eof);
-    http_conn_end_request(c);
-}
-
-void
-http_reply_resp(struct http_conn *c, const char *data, size_t len,
-                int close_after)
-{
-    if (!c->req_active || !c->in_handler || c->resp == NULL) {
-        log_error("http_reply_resp outside the handler of a live RESP command");
-        return;
-    }
-    http_out_append(c, data, len);
-    if (close_after || c->t->stopping)
-        c->closing = 1;
-    http_conn_end_request(c);
-}
-
-void
-http_reply_mc(struct http_conn *c, const char *data, size_t len, int flags)
-{
-    struct http_mc *mc = c->mc;
-
-    if (!c->req_active || !c->in_handler || mc == NULL) {
-        log_error("http_reply_mc outside the handler of a live memcached call");
-        return;
-    }
-    http_out_append(c, data, len);
-    if ((flags & HTTP_MC_END) && mc->pending) {
-        c->in_off += mc->used;          /* the line is done with */
-        mc->pending = 0;
-    }
-    /* stopping: close once the command's answer is whole (a get's END) */
-    if ((flags & HTTP_MC_CLOSE) || (c->t->stopping && !mc->pending))
-        c->closing = 1;
-    http_conn_end_request(c);
 }
 
 void

@@ -14,6 +14,7 @@
 
 #include "http.h"
 #include "http_internal.h"
+#include "log.h"
 
 void
 http_conn_process_mc(struct http_conn *c)
@@ -63,4 +64,24 @@ http_conn_process_mc(struct http_conn *c)
         }
         http_conn_start_request(c);
     }
+}
+
+void
+http_reply_mc(struct http_conn *c, const char *data, size_t len, int flags)
+{
+    struct http_mc *mc = c->mc;
+
+    if (!c->req_active || !c->in_handler || mc == NULL) {
+        log_error("http_reply_mc outside the handler of a live memcached call");
+        return;
+    }
+    http_out_append(c, data, len);
+    if ((flags & HTTP_MC_END) && mc->pending) {
+        c->in_off += mc->used;          /* the line is done with */
+        mc->pending = 0;
+    }
+    /* stopping: close once the command's answer is whole (a get's END) */
+    if ((flags & HTTP_MC_CLOSE) || (c->t->stopping && !mc->pending))
+        c->closing = 1;
+    http_conn_end_request(c);
 }

@@ -12,6 +12,7 @@
 
 #include "http.h"
 #include "http_internal.h"
+#include "log.h"
 #include "util.h"
 
 void *
@@ -282,4 +283,49 @@ http_conn_reject(struct http_thread *t, int fd, enum http_proto proto,
         n = send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)n;
     close(fd);
+}
+
+/* The answers a handler gives (http.h): written here, then the request
+ * ends (http_conn.c). */
+void
+http_reply(struct http_conn *c, int status, const char *content_type,
+           const char *extra_headers, const char *body, size_t len)
+{
+    const struct http_msg *msg = &c->req.msg;
+
+    if (!c->req_active || !c->in_handler) {
+        log_error("http_reply(%d) outside the handler of a live request",
+                  status);
+        return;
+    }
+    if (c->resp != NULL || c->mc != NULL) {
+        log_error("http_reply(%d) on a RESP or memcached connection", status);
+        http_out_error(c, 500, "internal", "internal error: an HTTP answer to a "
+                   "RESP command");
+        http_conn_end_request(c);
+        return;
+    }
+    if (c->h2 != NULL) {
+        http_h2_reply(c, status, content_type, extra_headers, body, len);
+        http_conn_end_request(c);
+        return;
+    }
+    http_out_respond(c, status, content_type, extra_headers, body, len,
+                 msg->method == HTTP_HEAD,
+                 !msg->keep_alive || c->t->stopping || c->eof);
+    http_conn_end_request(c);
+}
+
+void
+http_reply_resp(struct http_conn *c, const char *data, size_t len,
+                int close_after)
+{
+    if (!c->req_active || !c->in_handler || c->resp == NULL) {
+        log_error("http_reply_resp outside the handler of a live RESP command");
+        return;
+    }
+    http_out_append(c, data, len);
+    if (close_after || c->t->stopping)
+        c->closing = 1;
+    http_conn_end_request(c);
 }

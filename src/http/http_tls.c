@@ -8,6 +8,18 @@
  * renegotiation, no compression. A peer that closes without close_notify is
  * an ordinary EOF: HTTP and RESP frame their own messages, and leafd only
  * acts on complete ones.
+ *
+ * DESIGN (the connection's side, in http_conn.c). A connection from a TLS
+ * listener first runs its handshake on the same read and write events
+ * (conn_handshake: OpenSSL's WANT_READ/WANT_WRITE pick the event), under its
+ * own deadline, tls_handshake_timeout_ms after accept; it holds none of the
+ * thread's buffers meanwhile (only OpenSSL's state) and counts against
+ * max_connections like any other. After that only the bytes' path differs:
+ * http_tls_recv and http_tls_send stand in for recv(2) and send(2), so every
+ * limit of http_conn.c holds as it is. SSL_read may keep decrypted bytes
+ * that the socket will not signal again (a record larger than the room
+ * left); conn_update makes the read event active while SSL_pending says so,
+ * so a pipelined request never waits for bytes that already arrived.
  */
 #include <assert.h>
 #include <errno.h>
