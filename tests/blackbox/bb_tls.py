@@ -24,6 +24,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -518,6 +519,37 @@ def test_sighup_reload(ctx):
         first = peer_cert(pki, d.tport)
         conn, st, _ = https_get(pki, d.tport, "/segment/demo")
         eq(st, 200, "keep-alive connection")
+        # Under load: clients take IDs over HTTPS all through the reloads,
+        # each on a keep-alive connection it opens again now and then (new
+        # handshakes meet whichever certificate is in place).
+        stop = threading.Event()
+        got, errors = [], []
+
+        def client(i):
+            c, n = None, 0
+            while not stop.is_set():
+                try:
+                    if c is None or n % 20 == 0:
+                        if c is not None:
+                            c.close()
+                        c = http.client.HTTPSConnection("127.0.0.1", d.tport, timeout=30,
+                                                        context=pki.context())
+                    c.request("GET", "/segment/demo")
+                    r = c.getresponse()
+                    body = r.read()
+                    if r.status != 200:
+                        errors.append((r.status, body))
+                    else:
+                        got.append(int(body))
+                    n += 1
+                except (OSError, http.client.HTTPException) as e:
+                    errors.append(repr(e))
+                    c = None
+            if c is not None:
+                c.close()
+        load = [threading.Thread(target=client, args=(i,)) for i in range(3)]
+        for t in load:
+            t.start()
         # A new certificate and key from the same CA, in place.
         new = pki.leaf("srv2", "localhost", "ca")
         shutil.copy(new[0], pki.srv[0])
@@ -547,6 +579,12 @@ def test_sighup_reload(ctx):
         wait_for(lambda: d.log().count("keeping the running TLS certificate") >= 2, 20,
                  what="the second refusal")
         eq(peer_cert(pki, d.tport), second, "kept after a mismatched key")
+        stop.set()
+        for t in load:
+            t.join()
+        eq(errors, [], "every request under load answered through the reloads")
+        check(len(got) > 0, "the load took IDs")
+        eq(len(set(got)), len(got), "no ID twice under load (%d IDs)" % len(got))
         conn.close()
         eq(d.stop(), 0, "exit status")
 
