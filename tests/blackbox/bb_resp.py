@@ -70,12 +70,15 @@ class Raw:
 
     def __init__(self, port):
         self.s = socket.create_connection(("127.0.0.1", port), 5)
+        # an answer may be seconds late on a busy machine (ASan, lanes in
+        # parallel); a hang still fails, after 30 s
+        self.s.settimeout(30)
         self.buf = b""
 
     def send(self, data):
         self.s.sendall(data)
 
-    def read_lines(self, n, timeout=10):
+    def read_lines(self, n, timeout=30):
         end = time.time() + timeout
         while self.buf.count(b"\r\n") < n and time.time() < end:
             chunk = self.s.recv(65536)
