@@ -238,7 +238,6 @@ void api_mc_reply_value(struct http_conn *c, enum route r, const char *val,
                         size_t len, uint64_t cas);
 void api_mc_reply_error(struct http_conn *c, enum route r, int status,
                         const char *code, const char *msg);
-void api_count(enum route r, int status);
 
 /* The ?count= and format of an ID request (count in [1, max]). 0, or -1
  * after answering 4xx. */
