@@ -11,6 +11,7 @@ served with memcache.token)."""
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -49,7 +50,11 @@ def need(tool):
 
 def start(wd, flags=None, **kw):
     mport = free_port()
-    d = wd.leafd(flags=["--memcache.listen.port=%d" % mport] + (flags or []), **kw)
+    # A busy machine: a first segment load or a tag lookup may take longer
+    # than the default segment.wait_ms (500 ms), and its SERVER_ERROR would
+    # leave a get fewer lines than a test reads. Waits here are never failed.
+    d = wd.leafd(flags=["--memcache.listen.port=%d" % mport, "--segment.wait_ms=30000"]
+                 + (flags or []), **kw)
     d.start()
     d.mport = mport
     # start() waits for the HTTP port; the memcached one may open a moment later.
@@ -189,7 +194,7 @@ def test_pipeline_order(ctx):
 
 def test_storage_and_malformed(ctx):
     with Workdir("mc-malformed") as wd:
-        d = start(wd)
+        d = start(wd, flags=["--segment.db_timeout_ms=60000"])
         c = Raw(d.mport)
         # The data block is skipped, whatever it holds: the get inside it is
         # never run (if it were, there would be a VALUE line).
@@ -221,7 +226,16 @@ def test_storage_and_malformed(ctx):
             got = c.read_lines(1)[0]
             check(got.startswith(want), "%r: %r" % (line[:40], got))
         # An error ends a get: no END, the keys after it are not answered.
+        # demo's first segment and nosuch's lookup wait for the database,
+        # held locked here longer than the default segment.wait_ms (a busy
+        # machine's disk): the get waits for them, not SERVER_ERROR (start).
+        db = sqlite3.connect(os.path.join(wd.path, "leafd.db"),
+                             isolation_level=None, timeout=60)
+        db.execute("BEGIN EXCLUSIVE")
         c.send(b"get demo nosuch demo\r\nversion\r\n")
+        time.sleep(1)
+        db.execute("COMMIT")
+        db.close()
         got = c.read_lines(4)
         eq(got[0].split(" ")[:2], ["VALUE", "demo"], "the first key")
         check(got[2].startswith("CLIENT_ERROR unknown_biz_tag "), got[2])

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 
-from bbutil import Workdir, check, eq, free_port, parallel, skip, wait_for
+from bbutil import TestFailure, Workdir, check, eq, free_port, parallel, skip, wait_for
 
 TESTS = [
     "test_redis_cli",
@@ -81,7 +81,10 @@ class Raw:
     def read_lines(self, n, timeout=30):
         end = time.time() + timeout
         while self.buf.count(b"\r\n") < n and time.time() < end:
-            chunk = self.s.recv(65536)
+            try:
+                chunk = self.s.recv(65536)
+            except socket.timeout:
+                raise TestFailure("%d lines not in %d s, got %r" % (n, timeout, self.buf))
             if not chunk:
                 break
             self.buf += chunk
