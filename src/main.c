@@ -493,7 +493,7 @@ main(int argc, char **argv)
     struct leafd d;
     const char *path = getenv("LEAFD_CONFIG");
     char **ov = xcalloc((size_t)argc + 1, sizeof *ov);
-    int nov = 0, check = 0;
+    int nov = 0, check = 0, rc = 0;
     char *cause = NULL;
     const char *decode_arg = NULL;
     char *multi_urls[STORE_MULTI_MAX + 1];
@@ -567,6 +567,9 @@ main(int argc, char **argv)
         path = NULL;
     if (config_load(&d.cfg, path, ov, nov, &cause) == -1) {
         fprintf(stderr, "leafd: %s\n", cause);
+        free(cause);
+        free(ov);
+        config_free(&d.cfg);
         return 2;
     }
     free(ov);
@@ -634,17 +637,18 @@ main(int argc, char **argv)
     if (start(&d, &cause) == -1) {
         log_error("cannot start: %s", cause);
         free(cause);
-        stop(&d);
-        return 1;
+        rc = 1;
+    } else {
+        event_base_dispatch(d.base);
     }
-    event_base_dispatch(d.base);
     stop(&d);
-    log_info("stopped");
+    if (rc == 0)
+        log_info("stopped");
     event_free(ev_term);
     event_free(ev_int);
     event_free(ev_hup);
     event_base_free(d.base);
     config_free(&d.cfg);
     store_library_end();
-    return 0;
+    return rc;
 }
