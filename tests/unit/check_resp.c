@@ -393,8 +393,7 @@ START_TEST(test_slow_command_times_out)
     rawread_all(fd, buf, sizeof buf);
     dt = util_mono_ms() - t0;
     ck_assert_msg(strstr(buf, "-ERR") == buf, "got '%s'", buf);
-    ck_assert_int_ge(dt, IDLE_MS - 50);
-    ck_assert_int_lt(dt, IDLE_MS * 5);
+    ck_assert_int_ge(dt, IDLE_MS - 50);     /* no upper bound: a busy machine */
     close(fd);
 }
 END_TEST
@@ -417,8 +416,9 @@ START_TEST(test_never_reads)
         one += 11;
     }
     fcntl(fd, F_SETFL, O_NONBLOCK);
-    /* Until the writes block for 250 ms (the server times a reader that
-     * makes no progress out after IDLE_MS). */
+    /* Until the writes block for 50 tries, 5 ms apart, or the server closes
+     * the connection: a reader that makes no progress for IDLE_MS is timed
+     * out, and on a busy machine the tries can take that long. */
     for (int spins = 0; spins < 50; ) {
         ssize_t w = send(fd, cmds, one, MSG_NOSIGNAL);
 
@@ -426,7 +426,10 @@ START_TEST(test_never_reads)
             total += (size_t)w;
             continue;
         }
-        ck_assert(errno == EAGAIN || errno == EWOULDBLOCK);
+        if (errno == EPIPE || errno == ECONNRESET)
+            break;
+        ck_assert_msg(errno == EAGAIN || errno == EWOULDBLOCK, "send: %s",
+                      strerror(errno));
         spins++;
         usleep(5000);
     }
