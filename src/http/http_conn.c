@@ -826,12 +826,14 @@ conn_timeout(struct http_conn *c)
     ctr_add(&t->timeouts, 1);
     if (c->tls_hs)
         ctr_add(&t->tls_failed, 1);
+    /* A slow request: say why (408); an idle HTTP/2 connection: that it
+     * closes (GOAWAY, RFC 9113 6.8). Best effort, without waiting. */
     if (c->h2 == NULL && !c->wev_on &&
-        (c->in_len > c->in_off || c->body_left > 0)) {
-        /* A slow request: say why, best effort, without waiting. */
+        (c->in_len > c->in_off || c->body_left > 0))
         http_out_error(c, 408, "request_timeout", "request not received in time");
-        (void)conn_flush(c);
-    }
+    else if (c->h2 != NULL && !c->wev_on && !c->closing && http_h2_idle(c))
+        http_h2_idle_goaway(c);
+    (void)conn_flush(c);
     http_conn_free(c);
 }
 

@@ -681,6 +681,15 @@ http_h2_stop(struct http_conn *c)
         (void)http_conn_run(c);
 }
 
+/* The idle deadline closes c: GOAWAY (NO_ERROR, the last stream processed)
+ * goes into its output first, so the client knows no stream was lost. */
+void
+http_h2_idle_goaway(struct http_conn *c)
+{
+    h2_goaway(c->h2);
+    (void)h2_pump(c);
+}
+
 int
 http_h2_idle(const struct http_conn *c)
 {

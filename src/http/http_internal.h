@@ -275,8 +275,9 @@ int  http_conn_run(struct http_conn *c);
  * first input). process: feed the input, hand complete streams to the
  * handler, queue output below HTTP_OUT_HIGH. stop: GOAWAY, then answer the
  * streams in flight. reply, error: answer the stream sc is (http_reply,
- * http_out_error). idle: no stream open. busy: a stream is with the
- * handler (parked). free: the session and its streams. */
+ * http_out_error). idle: no stream open; idle_goaway: GOAWAY into the
+ * output before the idle close. busy: a stream is with the handler
+ * (parked). free: the session and its streams. */
 int  http_h2_preface(const char *buf, size_t len);
 void http_h2_start(struct http_conn *c, int grpc);
 void http_h2_process(struct http_conn *c);
@@ -286,6 +287,7 @@ void http_h2_reply(struct http_conn *c, int status, const char *content_type,
 void http_h2_error(struct http_conn *c, int status, const char *code,
                    const char *message);
 int  http_h2_idle(const struct http_conn *c);
+void http_h2_idle_goaway(struct http_conn *c);
 int  http_h2_busy(const struct http_conn *c);  /* a stream's request is out */
 void http_h2_free(struct http_conn *c);
 /* The output side (http_out.c). Buffers: from the thread's pool, or

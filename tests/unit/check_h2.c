@@ -654,7 +654,8 @@ START_TEST(test_never_reads)
 END_TEST
 
 /* An HTTP/2 connection with nothing in flight is closed after the idle
- * timeout (400 ms here); one with a parked stream is not. */
+ * timeout (400 ms here), with a GOAWAY naming the last stream it answered;
+ * one with a parked stream is not. */
 START_TEST(test_idle_close)
 {
     struct h2cli *k = h2cli_new(http_server_port(srv));
@@ -670,7 +671,9 @@ START_TEST(test_idle_close)
         h2cli_io(w, 0);
     }
     ck_assert(k->eof);
-    ck_assert(!w->eof && !p->closed);
+    ck_assert(k->goaway);
+    ck_assert_int_eq(k->goaway_last, r->id);
+    ck_assert(!w->eof && !p->closed && !w->goaway);
     ck_assert_int_eq(atomic_load(&park_calls), 1);
     atomic_store(&park_ready, 1);
     http_wake(srv, PARK_KEY);
