@@ -180,10 +180,18 @@ def wrk(url, pids, ids_per_req=1, warmup=0):
 # ---- servers ----
 
 class Nginx:
-    def __init__(self, workdir, workers, h2=False):
-        self.dir = os.path.join(workdir, "nginx-%d%s" % (workers, "-h2c" if h2 else ""))
+    """nginx answering `return 200` with a 17-byte body: over h2c with h2,
+    over HTTPS with tls=(certificate file, key file)."""
+
+    def __init__(self, workdir, workers, h2=False, tls=None):
+        self.dir = os.path.join(workdir, "nginx-%d%s%s" % (workers, "-h2c" if h2 else "",
+                                                           "-tls" if tls else ""))
         os.makedirs(self.dir, exist_ok=True)
         self.port = free_port()
+        ssl = ""
+        if tls:
+            ssl = ("ssl_protocols TLSv1.2 TLSv1.3;\n        ssl_certificate %s;\n"
+                   "        ssl_certificate_key %s;" % tls)
         conf = os.path.join(self.dir, "nginx.conf")
         with open(conf, "w") as f:
             f.write("""
@@ -196,11 +204,13 @@ http {
     access_log off;
     keepalive_requests 100000000;
     server {
-        listen 127.0.0.1:%d%s reuseport;
+        listen 127.0.0.1:%d%s%s reuseport;
+        %s
         location / { default_type text/plain; return 200 "1234567890123456\\n"; }
     }
 }
-""" % (workers, self.dir, self.dir, self.port, " http2" if h2 else ""))
+""" % (workers, self.dir, self.dir, self.port, " http2" if h2 else "",
+       " ssl" if tls else "", ssl))
         self.proc = subprocess.Popen(["nginx", "-c", conf, "-p", self.dir],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(self.port)

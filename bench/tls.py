@@ -26,14 +26,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 from bbutil import free_port  # noqa: E402
 sys.path.insert(0, HERE)
-from bench import children, cpu_ticks, stop_proc, wait_port  # noqa: E402
+from bench import Nginx, cpu_ticks, stop_proc, wait_port  # noqa: E402
 LEAFD = os.path.join(ROOT, "leafd")
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 DURATION = int(os.environ.get("DURATION", "5"))
@@ -61,32 +60,8 @@ def make_cert(d):
 
 
 def start_nginx(d, cert, key):
-    port = free_port()
-    conf = os.path.join(d, "nginx.conf")
-    with open(conf, "w") as f:
-        f.write("""
-worker_processes %d;
-daemon off;
-pid %s/nginx.pid;
-error_log %s/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 100000000;
-    ssl_protocols TLSv1.2 TLSv1.3;
-    server {
-        listen 127.0.0.1:%d ssl reuseport;
-        ssl_certificate %s;
-        ssl_certificate_key %s;
-        location / { default_type text/plain; return 200 "1234567890123456\\n"; }
-    }
-}
-""" % (THREADS, d, d, port, cert, key))
-    proc = subprocess.Popen(["nginx", "-c", conf, "-p", d], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    wait_port(port)
-    time.sleep(0.2)
-    return proc, "https://127.0.0.1:%d/" % port, [proc.pid] + children(proc.pid)
+    ng = Nginx(d, THREADS, tls=(cert, key))
+    return ng.proc, "https://127.0.0.1:%d/" % ng.port, ng.pids
 
 
 def start_leafd(d, cert, key):
