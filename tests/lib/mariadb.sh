@@ -38,21 +38,9 @@ mariadb_log() {
 # (32768-60999), so that no outgoing connection takes it while
 # mariadb-install-db runs; above the ranges blackbox.py -j hands out.
 mariadb_free_port() {
-    if command -v python3 >/dev/null 2>&1; then
-        python3 - <<'EOF'
-import random, socket
-for _ in range(200):
-    p = random.randint(20000, 32767)
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p))
-    except OSError:
-        continue
-    finally:
-        s.close()
-    print(p)
-    break
-EOF
+    fp=$(mariadb_root)/tests/lib/free_port.py
+    if command -v python3 >/dev/null 2>&1 && [ -f "$fp" ]; then
+        python3 "$fp"
         return
     fi
     p=$((20000 + $$ % 20000))

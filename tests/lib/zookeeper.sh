@@ -26,19 +26,8 @@ free_port() {
             # below the ephemeral range (32768-60999): the JVM binds it
             # seconds later, and an outgoing connection took a kernel-picked
             # port meanwhile ("Address already in use")
-            p=$(python3 -c 'import random, socket
-for _ in range(200):
-    p = random.randint(20000, 32767)
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p))
-    except OSError:
-        continue
-    finally:
-        s.close()
-    print(p)
-    break')
-            [ "$p" != 8080 ] && { echo "$p"; return 0; }
+            p=$(python3 "$(dirname "$0")/free_port.py")
+            [ -n "$p" ] && { echo "$p"; return 0; }
         done
     fi
     for i in $(seq 1 200); do
