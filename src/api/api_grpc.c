@@ -13,8 +13,9 @@
  * the counters are theirs; a parked call is handed back unchanged and is
  * unpacked again (a few dozen bytes, no allocation). Their answers come
  * back here: IDs packed into a reply message, or a refusal, which
- * api_reply_error routes here while api_grpc_req is set, as a gRPC status
- * whose message starts with leafd's error code ("ids_exhausted: ...").
+ * api_reply_error routes here for a request of this listener (req->proto),
+ * as a gRPC status whose message starts with leafd's error code
+ * ("ids_exhausted: ...").
  *
  * Tokens: the authorization metadata is the Authorization header, checked
  * with the HTTP routes' scopes (the biz_tag, @snowflake, @serial:<code>).
@@ -34,8 +35,6 @@
 #include "sfcodec.h"
 #include "snowflake.h"
 #include "util.h"
-
-_Thread_local const struct http_request *api_grpc_req;
 
 /* An I/O thread's reply buffers (api_self->grpc), grown to the largest
  * answer it has given and kept until api_free. */
@@ -96,14 +95,13 @@ reply_msg(struct http_conn *c, enum route r, const uint8_t *msg, size_t len)
 }
 
 void
-api_grpc_reply_error(struct http_conn *c, enum route r, int status,
-                     const char *code, const char *msg)
+api_grpc_reply_error(struct http_conn *c, const struct http_request *req,
+                     enum route r, int status, const char *code, const char *msg)
 {
-    const struct http_request *req = api_grpc_req;
     char text[640];
     int passed;
 
-    assert(req != NULL);
+    assert(req->proto == HTTP_REQ_GRPC);
     /* The park that ended the wait fires at the deadline, or up to one
      * tick of the coarse monotonic clock libevent's timers run on (4 ms)
      * before it: a 503 within that of the call's deadline is its end. */
@@ -303,8 +301,7 @@ api_grpc_request(struct api *a, struct http_conn *c, struct http_request *req)
     const char *code = NULL;
     char why[256];
 
-    assert(req->proto == HTTP_REQ_GRPC && api_grpc_req == NULL);
-    api_grpc_req = req;
+    assert(req->proto == HTTP_REQ_GRPC);
     if (meth == AGM_UNKNOWN) {
         api_reply_error(c, R_OTHER, 405, "unknown_method", NULL,
                         "no method %.*s; leafd serves leafd.v1.IdService and "
@@ -316,5 +313,4 @@ api_grpc_request(struct api *a, struct http_conn *c, struct http_request *req)
     } else {
         serve(a, c, req, &g);
     }
-    api_grpc_req = NULL;
 }

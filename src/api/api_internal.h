@@ -161,13 +161,13 @@ void api_count(enum route r, int status);
 int64_t api_wait_deadline(const struct api *a, const struct http_request *req);
 
 /* gRPC (api_grpc.c). api_grpc_request answers a request of the gRPC
- * listener (req->proto == HTTP_REQ_GRPC). While it runs, api_grpc_req is
- * that request, so that api_reply_error and the FMT_GRPC answers below
- * reply in gRPC; NULL otherwise. */
-extern _Thread_local const struct http_request *api_grpc_req;
+ * listener (req->proto == HTTP_REQ_GRPC); api_reply_error answers such a
+ * request's errors with api_grpc_reply_error (req: c's request), and the
+ * handlers its IDs with the FMT_GRPC answers below. */
 void api_grpc_request(struct api *a, struct http_conn *c, struct http_request *req);
-void api_grpc_reply_error(struct http_conn *c, enum route r, int status,
-                          const char *code, const char *msg);
+void api_grpc_reply_error(struct http_conn *c, const struct http_request *req,
+                          enum route r, int status, const char *code,
+                          const char *msg);
 void api_grpc_reply_ranges(struct http_conn *c, enum route r,
                            const struct segment_range *ranges, int nranges);
 void api_grpc_reply_u64s(struct http_conn *c, enum route r, const uint64_t *ids,
@@ -219,25 +219,22 @@ void api_serve_id128(struct api *a, struct http_conn *c, enum route r, int64_t n
 /* The Redis protocol's commands (api_resp.c). */
 void api_resp_command(struct api *a, struct http_conn *c, struct http_request *req);
 
-/* While api_capture is set (api_resp_multi.c; I/O thread only), a RESP
- * answer is appended to *out, counted, and not sent; answered is set. So
- * EXEC collects the answers of its queued commands, and MULTI sees whether
- * a command's check refused it. */
-struct api_capture {
-    struct sbuf *out;
-    int          answered;
-};
-extern _Thread_local struct api_capture *api_capture;
-/* memcached's commands (api_memcache.c): a call of a memcached connection;
- * while one runs, api_mc_current(c) is 1 and the ID handlers' answers
- * (FMT_MC) and errors go to api_mc_reply_value/api_mc_reply_error, which
- * write them for the key being answered. Count an answer on route r. */
+/* A RESP answer of c's request while a transaction holds it
+ * (api_resp_multi.c): EXEC running a queued command, or MULTI checking one.
+ * Returns 1 after appending data to the transaction's buffer (not sent),
+ * 0 if the caller sends it. api_reply_resp* call it. */
+int  api_resp_capture(struct http_conn *c, const char *data, size_t len);
+/* memcached's commands (api_memcache.c): a call of a memcached connection
+ * (req->mc set). The ID handlers' answers (FMT_MC) and api_reply_error's
+ * errors for such a request go to api_mc_reply_value/api_mc_reply_error,
+ * which write them for the key c's request names (req->mc_key). Count an
+ * answer on route r. */
 void api_mc_command(struct api *a, struct http_conn *c, struct http_request *req);
-int  api_mc_current(const struct http_conn *c);
 void api_mc_reply_value(struct http_conn *c, enum route r, const char *val,
                         size_t len, uint64_t cas);
-void api_mc_reply_error(struct http_conn *c, enum route r, int status,
-                        const char *code, const char *msg);
+void api_mc_reply_error(struct http_conn *c, const struct http_request *req,
+                        enum route r, int status, const char *code,
+                        const char *msg);
 
 /* The ?count= and format of an ID request (count in [1, max]). 0, or -1
  * after answering 4xx. */

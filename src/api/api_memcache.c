@@ -9,9 +9,9 @@
  * key is one ID request: it calls the same handlers as the HTTP routes
  * (api_serve_*, FMT_MC), with the same IDs, waits (a key that waits for a
  * segment parks, and the keys and commands behind it wait in order) and
- * refusals. While a call runs, mc_cur names it, so that the handlers'
- * answers (api_mc_reply_value) and errors (api_mc_reply_error) are written
- * for its key.
+ * refusals. The handlers' answers (api_mc_reply_value) and errors
+ * (api_mc_reply_error, which api_reply_error calls for a request with
+ * req->mc) are written for the key the request names (req->mc_key).
  *
  *   get|gets <key>+   one "VALUE <key> 0 <bytes>[ <cas>]" per key, then END:
  *                     <biz_tag> a segment ID, @snowflake a snowflake ID,
@@ -63,15 +63,6 @@ struct mc_ctx {
     size_t                klen;
 };
 
-/* The call being handled on this thread (set for the handler's duration). */
-static _Thread_local struct mc_ctx *mc_cur;
-
-int
-api_mc_current(const struct http_conn *c)
-{
-    return mc_cur != NULL && mc_cur->c == c;
-}
-
 static int
 key_is(const struct mc_ctx *x, const char *s)
 {
@@ -100,13 +91,14 @@ reply(struct mc_ctx *x, const char *s, size_t len, int flags)
 
 /* "<CLIENT|SERVER>_ERROR <code> <message>", CR and LF made spaces; with
  * noreply the connection closes after it (see DESIGN). */
-static void
-reply_error(struct mc_ctx *x, enum route r, int status, const char *code,
-            const char *msg)
+void
+api_mc_reply_error(struct http_conn *c, const struct http_request *req,
+                   enum route r, int status, const char *code, const char *msg)
 {
     char out[640];
     int n;
 
+    assert(req->mc != NULL);
     n = snprintf(out, sizeof out, "%s %s %s", status < 500 ? "CLIENT_ERROR" :
                  "SERVER_ERROR", code, msg);
     if (n < 0)
@@ -117,19 +109,11 @@ reply_error(struct mc_ctx *x, enum route r, int status, const char *code,
         if (out[i] == '\r' || out[i] == '\n')
             out[i] = ' ';
     memcpy(out + n, "\r\n", 2);
-    if (x->cmd->kind == MC_GET && api_self != NULL)
+    if (req->mc->kind == MC_GET && api_self != NULL)
         api_stat_inc(&api_self->mc_misses);
     api_count(r, status);
-    http_reply_mc(x->c, out, (size_t)n + 2,
-                  HTTP_MC_END | (x->cmd->noreply ? HTTP_MC_CLOSE : 0));
-}
-
-void
-api_mc_reply_error(struct http_conn *c, enum route r, int status,
-                   const char *code, const char *msg)
-{
-    assert(api_mc_current(c));
-    reply_error(mc_cur, r, status, code, msg);
+    http_reply_mc(c, out, (size_t)n + 2,
+                  HTTP_MC_END | (req->mc->noreply ? HTTP_MC_CLOSE : 0));
 }
 
 /* One key's VALUE (and END after the last key). */
@@ -137,19 +121,21 @@ void
 api_mc_reply_value(struct http_conn *c, enum route r, const char *val,
                    size_t len, uint64_t cas)
 {
-    struct mc_ctx *x = mc_cur;
+    const struct http_request *req = http_conn_request(c);
+    const struct mc_cmd *cmd = req->mc;
+    size_t klen = cmd->len[req->mc_key];
     char out[MC_KEY_MAX + 128], *p = out;
 
-    assert(api_mc_current(c) && x->cmd->kind == MC_GET);
-    assert(len <= 64 && x->klen <= MC_KEY_MAX);
+    assert(cmd->kind == MC_GET);
+    assert(len <= 64 && klen <= MC_KEY_MAX);
     memcpy(p, "VALUE ", 6);
     p += 6;
-    memcpy(p, x->key, x->klen);
-    p += x->klen;
+    memcpy(p, req->mc_line + cmd->off[req->mc_key], klen);
+    p += klen;
     memcpy(p, " 0 ", 3);
     p += 3;
     p = util_u64_dec(p, len);
-    if (x->cmd->cas) {
+    if (cmd->cas) {
         *p++ = ' ';
         p = util_u64_dec(p, cas);
     }
@@ -159,7 +145,7 @@ api_mc_reply_value(struct http_conn *c, enum route r, const char *val,
     p += len;
     *p++ = '\r';
     *p++ = '\n';
-    if (x->req->mc_key == x->cmd->nkeys) {
+    if (req->mc_key == cmd->nkeys) {
         memcpy(p, "END\r\n", 5);
         p += 5;
     }
@@ -190,7 +176,7 @@ key_denied(struct mc_ctx *x, enum route r, const char *scope)
              "take it over HTTP, RESP (AUTH) or gRPC with a token, set "
              "memcache.token, or connect over TLS with a client certificate "
              "a cert:CN= line gives it");
-    reply_error(x, r, 401, "noauth", msg);
+    api_mc_reply_error(x->c, x->req, r, 401, "noauth", msg);
     return 1;
 }
 
@@ -220,7 +206,8 @@ cmd_get(struct mc_ctx *x)
 
         snprintf(msg, sizeof msg, "a key is a biz_tag (1 to %d characters of "
                  "[A-Za-z0-9._:-]), @snowflake, @uuid or @ulid", TAG_MAX);
-        reply_error(x, R_SEGMENT, 400, "invalid_biz_tag", msg);
+        api_mc_reply_error(x->c, x->req, R_SEGMENT, 400, "invalid_biz_tag",
+                           msg);
         return;
     }
     if (api_segment_disabled(a, x->c, R_SEGMENT))
@@ -259,8 +246,9 @@ cmd_stats(struct mc_ctx *x)
                arg_is(x, 1, "sizes") || arg_is(x, 1, "conns")) {
         /* leafd stores no item: these groups are empty. */
     } else if (x->cmd->ntok > 1) {
-        reply_error(x, R_MEMCACHE, 400, "unknown_stats_group", "leafd answers "
-                    "stats, stats settings, items, slabs, sizes and conns");
+        api_mc_reply_error(x->c, x->req, R_MEMCACHE, 400, "unknown_stats_group",
+                           "leafd answers stats, stats settings, items, "
+                           "slabs, sizes and conns");
         return;
     } else {
         if (a->server != NULL)
@@ -306,7 +294,7 @@ cmd_refused(struct mc_ctx *x)
     cmd_name(x, name, sizeof name);
     snprintf(msg, sizeof msg, "leafd hands out IDs and stores nothing: %s is "
              "not served; take an ID with get <biz_tag> or get @snowflake", name);
-    reply_error(x, R_MEMCACHE, 503, "not_supported", msg);
+    api_mc_reply_error(x->c, x->req, R_MEMCACHE, 503, "not_supported", msg);
 }
 
 void
@@ -315,8 +303,6 @@ api_mc_command(struct api *a, struct http_conn *c, struct http_request *req)
     struct mc_ctx x = { a, c, req, req->mc, NULL, 0 };
     char line[64];
 
-    assert(mc_cur == NULL);
-    mc_cur = &x;
     switch (x.cmd->kind) {
     case MC_GET:
         cmd_get(&x);
@@ -339,12 +325,11 @@ api_mc_command(struct api *a, struct http_conn *c, struct http_request *req)
         cmd_refused(&x);
         break;
     case MC_BAD:
-        reply_error(&x, R_MEMCACHE, 400, "bad_command", x.cmd->err);
+        api_mc_reply_error(c, req, R_MEMCACHE, 400, "bad_command", x.cmd->err);
         break;
     case MC_UNKNOWN:
         api_count(R_MEMCACHE, 400);
         http_reply_mc(c, "ERROR\r\n", 7, x.cmd->noreply ? HTTP_MC_CLOSE : 0);
         break;
     }
-    mc_cur = NULL;
 }

@@ -17,7 +17,6 @@
 #include "util.h"
 
 _Thread_local struct api_thread *api_self;      /* set by api_thread */
-_Thread_local struct api_capture *api_capture;
 
 void
 api_thread(int index, int starting, void *arg)
@@ -80,6 +79,7 @@ void
 api_reply_error(struct http_conn *c, enum route r, int status, const char *code,
                 const char *extra, const char *fmt, ...)
 {
+    const struct http_request *req = http_conn_request(c);
     char msg[512], body[1024];
     char *q;
     va_list ap;
@@ -95,15 +95,16 @@ api_reply_error(struct http_conn *c, enum route r, int status, const char *code,
             i++;
         api_stat_inc(&api_self->unavailable[r][i]);
     }
-    if (api_mc_current(c)) {
-        api_mc_reply_error(c, r, status, code, msg);
+    /* The request's protocol, as its front end set it, picks the writer. */
+    if (req->mc != NULL) {
+        api_mc_reply_error(c, req, r, status, code, msg);
         return;
     }
-    if (api_grpc_req != NULL) {
-        api_grpc_reply_error(c, r, status, code, msg);
+    if (req->proto == HTTP_REQ_GRPC) {
+        api_grpc_reply_error(c, req, r, status, code, msg);
         return;
     }
-    if (http_conn_session(c) != NULL) {
+    if (req->proto == HTTP_REQ_RESP) {
         api_reply_resp_error(c, r, status, code, msg);
         return;
     }
@@ -134,12 +135,8 @@ api_reply_resp_error(struct http_conn *c, enum route r, int status,
     out[n++] = '\r';
     out[n++] = '\n';
     api_count(r, status);
-    if (api_capture != NULL) {
-        sbuf_append(api_capture->out, out, n);
-        api_capture->answered = 1;
-        return;
-    }
-    http_reply_resp(c, out, n, 0);
+    if (!api_resp_capture(c, out, n))
+        http_reply_resp(c, out, n, 0);
 }
 
 void
@@ -147,12 +144,8 @@ api_reply_resp(struct http_conn *c, enum route r, const char *data, size_t len,
                int close_after)
 {
     api_count(r, 200);
-    if (api_capture != NULL) {
-        sbuf_append(api_capture->out, data, len);
-        api_capture->answered = 1;
-        return;
-    }
-    http_reply_resp(c, data, len, close_after);
+    if (!api_resp_capture(c, data, len))
+        http_reply_resp(c, data, len, close_after);
 }
 
 /* "$<len>\r\n" at p; returns the end. */

@@ -13,8 +13,10 @@
  *
  * EXEC runs the queue in order, each command with leafd's own handler, and
  * answers one array of their answers; an error of one command at run time
- * (IDS_EXHAUSTED, UNKNOWN_BIZ_TAG ...) is its element, as in Redis. While it
- * runs, api_capture collects each answer instead of sending it. A command
+ * (IDS_EXHAUSTED, UNKNOWN_BIZ_TAG ...) is its element, as in Redis. While a
+ * queued command runs (or is checked after MULTI), the transaction's into
+ * is set, and the RESP writers append its answer there instead of sending
+ * it (api_resp_capture); it is cleared when the command returns. A command
  * that must wait for a segment parks the EXEC itself (http_park): the
  * handler returns with the queue's position kept in the session, and the
  * retry continues that same command with its own scratch (what it took
@@ -65,6 +67,8 @@ struct resp_multi {
     size_t      next, pos;          /* EXEC: the next command, its offset in q */
     struct sbuf q;                  /* per command: row, argc, (len, bytes)... */
     struct sbuf answer;             /* EXEC: "*n" and the answers so far */
+    struct sbuf *into;              /* a command runs: its answer goes here */
+    int         answered;           /* ... and it has answered */
 };
 
 /* The queue's encoding: the row pointer, then uint32 counts and lengths. */
@@ -160,6 +164,34 @@ api_resp_session_free(void *session)
     sess->multi = NULL;
 }
 
+int
+api_resp_capture(struct http_conn *c, const char *data, size_t len)
+{
+    struct resp_session *sess = http_conn_session(c);
+    struct resp_multi *m;
+
+    assert(sess != NULL);                   /* a RESP connection's answer */
+    m = sess->multi;
+    if (m == NULL || m->into == NULL)
+        return 0;
+    sbuf_append(m->into, data, len);
+    m->answered = 1;
+    return 1;
+}
+
+/* Run rc's fn with its answer captured into *into; 1 if it answered. */
+static int
+run_captured(struct resp_multi *m, const struct resp_command *rc,
+             struct resp_ctx *x, struct sbuf *into)
+{
+    assert(m->into == NULL);
+    m->into = into;
+    m->answered = 0;
+    rc->fn(x);
+    m->into = NULL;
+    return m->answered;
+}
+
 void
 resp_multi_refuse(struct resp_ctx *x)
 {
@@ -221,14 +253,12 @@ resp_multi_queue(struct resp_ctx *x, const struct resp_command *rc)
     x->ids = 0;
     if (rc->multi == RESP_MCHECK) {
         struct sbuf err = { 0 };
-        struct api_capture cap = { &err, 0 };
+        int refused;
 
         x->check = 1;
-        api_capture = &cap;
-        rc->fn(x);
-        api_capture = NULL;
+        refused = run_captured(m, rc, x, &err);
         x->check = 0;
-        if (cap.answered) {
+        if (refused) {
             /* Counted when it was written: send it as it is. */
             m->aborted = 1;
             http_reply_resp(x->c, err.p, err.len, 0);
@@ -294,13 +324,9 @@ resp_cmd_exec(struct resp_ctx *x)
         struct resp_cmd cmd;
         size_t end = decode(&m->q, m->pos, &rc, &cmd);
         struct resp_ctx y = *x;
-        struct api_capture cap = { &m->answer, 0 };
 
         y.cmd = &cmd;
-        api_capture = &cap;
-        rc->fn(&y);
-        api_capture = NULL;
-        if (!cap.answered)
+        if (!run_captured(m, rc, &y, &m->answer))
             return;             /* parked: the retry goes on from here */
         next_command(m, x->req, end);
     }

@@ -223,6 +223,11 @@ void http_reply_grpc(struct http_conn *c, int grpc_status, const char *grpc_mess
 #define HTTP_SESSION_BYTES 512
 void *http_conn_session(struct http_conn *c);
 
+/* The request the handler was called with (c's current request); only from
+ * the handler, on its I/O thread. So a reply function given c alone can
+ * tell what the request came over (req->proto, req->mc). */
+struct http_request *http_conn_request(struct http_conn *c);
+
 /* What CLIENT INFO tells about a connection. */
 struct http_conn_info {
     uint64_t id;                   /* unique per server, from 1 */

@@ -1,8 +1,10 @@
 /* http_conn_info.c: what a connection tells about itself to its handler:
- * the RESP session, CLIENT INFO's fields, and the TLS client certificate's
- * name (see http.h). I/O thread only, like the connection.
+ * the RESP session, the request being handled, CLIENT INFO's fields, and
+ * the TLS client certificate's name (see http.h). I/O thread only, like the
+ * connection.
  */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +12,13 @@
 
 #include "http.h"
 #include "http_internal.h"
+
+struct http_request *
+http_conn_request(struct http_conn *c)
+{
+    assert(c->in_handler);
+    return &c->req;
+}
 
 const char *
 http_conn_peer_name(const struct http_conn *c)
