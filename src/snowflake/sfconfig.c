@@ -246,6 +246,17 @@ sfconfig_ip(const struct config *cfg, char *buf, size_t size, int warn)
     }
 }
 
+/* The Redis store's timeout for starting (connect, claim, the first write,
+ * release): a quarter of the lease, 1 to 5 s. A fence write in service has
+ * the heartbeat's (at most 1 s). */
+static int64_t
+redis_op_timeout(int64_t lease_ms)
+{
+    int64_t t = lease_ms / 4;
+
+    return t < 1000 ? 1000 : t > 5000 ? 5000 : t;
+}
+
 struct wlease *
 sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
                     int http_port, char **cause)
@@ -333,7 +344,8 @@ sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
         }
     } else if (workerid_redis_store(cfg->sf_redis_url, cfg->sf_redis_prefix,
                                     p.heartbeat_ms < 1000 ? p.heartbeat_ms :
-                                    1000, &st, cause) == -1) {
+                                    1000, redis_op_timeout(p.lease_ms), &st,
+                                    cause) == -1) {
         free(cache);
         return NULL;
     }

@@ -15,7 +15,12 @@
 struct wredis {
     struct workerid_redis_url u;
     char          *prefix;
-    int64_t        timeout_ms;
+    int64_t        timeout_ms;  /* a fence write in service */
+    int64_t        op_ms;       /* a connect, claim, release, and the first
+                                   fence write after a claim (starting) */
+    int64_t        want_ms;     /* the call's timeout: one of the two */
+    int64_t        cur_ms;      /* the connection's timeout now */
+    int            claim_write; /* the next fence write is a claim's first */
     redisContext  *c;
     struct wlease_note note;    /* the last claim's epoch gate: why */
     int64_t        held;        /* the worker ID last claimed, -1 none */
@@ -186,8 +191,19 @@ wr_drop(struct wredis *r)
 static redisReply *
 wr_command(struct wredis *r, char **cause, int argc, const char **argv)
 {
-    redisReply *rep = redisCommandArgv(r->c, argc, argv, NULL);
+    redisReply *rep;
 
+    if (r->cur_ms != r->want_ms) {
+        struct timeval tv = { r->want_ms / 1000, (r->want_ms % 1000) * 1000 };
+
+        if (redisSetTimeout(r->c, tv) != REDIS_OK) {
+            *cause = xstrdup("redis: cannot set the timeout");
+            wr_drop(r);
+            return NULL;
+        }
+        r->cur_ms = r->want_ms;
+    }
+    rep = redisCommandArgv(r->c, argc, argv, NULL);
     if (rep == NULL) {
         *cause = xasprintf("redis %s: %s", argv[0],
                            r->c->errstr[0] ? r->c->errstr : "no reply");
@@ -211,8 +227,8 @@ wr_connect(struct wredis *r, char **cause)
 
     if (r->c != NULL)
         return 0;
-    tv.tv_sec = r->timeout_ms / 1000;
-    tv.tv_usec = (r->timeout_ms % 1000) * 1000;
+    tv.tv_sec = r->want_ms / 1000;
+    tv.tv_usec = (r->want_ms % 1000) * 1000;
     if (r->u.path != NULL)
         r->c = redisConnectUnixWithTimeout(r->u.path, tv);
     else
@@ -230,6 +246,7 @@ wr_connect(struct wredis *r, char **cause)
         wr_drop(r);
         return -1;
     }
+    r->cur_ms = r->want_ms;
     if (r->u.password != NULL) {
         const char *a[] = { "AUTH", r->u.password };
         if ((rep = wr_command(r, cause, 2, a)) == NULL) {
@@ -327,6 +344,7 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
     snprintf(maxw, sizeof maxw, "%" PRIu64, c->max_worker);
     snprintf(want, sizeof want, "%" PRId64, c->want_worker);
     snprintf(unknown, sizeof unknown, "%" PRId64, c->unknown_gate_ms);
+    r->want_ms = r->op_ms;
     if (wr_server(r, srv, sizeof srv, up, sizeof up, cause) == -1)
         return WLEASE_DOWN;
     rep = wr_eval(r, wr_claim_lua, 0, 12, a, cause);
@@ -404,6 +422,7 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
                  "past anything a node could have issued before", x, epoch,
                  r->prefix, y, y - c->now_ms + 1);
     r->held = x;
+    r->claim_write = 1;
     r->held_hb = hb;
     free(r->note.text);
     r->note.text = NULL;
@@ -444,6 +463,10 @@ wr_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     snprintf(f, sizeof f, "%" PRId64, fence_ms);
     snprintf(last, sizeof last, "%" PRId64,
              r->held == worker ? r->held_hb : 0);
+    /* A fence write in service must be quick (an answer later than a
+     * heartbeat is as good as none); the first write after a claim is part
+     * of starting, where a busy Redis or machine may take longer. */
+    r->want_ms = r->claim_write ? r->op_ms : r->timeout_ms;
     if (wr_server(r, srv, sizeof srv, up, sizeof up, cause) == -1)
         return WLEASE_DOWN;
     rep = wr_eval(r, wr_fence_lua, 1, 7, a, cause);
@@ -481,6 +504,7 @@ wr_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     freeReplyObject(rep);
     r->held = worker;
     r->held_hb = x;
+    r->claim_write = 0;
     *store_ms = x;
     return WLEASE_OK;
 }
@@ -497,6 +521,7 @@ wr_release(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
 
     snprintf(key, sizeof key, "%sw:%" PRId64, r->prefix, worker);
     snprintf(f, sizeof f, "%" PRId64, fence_ms);
+    r->want_ms = r->op_ms;
     rep = wr_eval(r, wr_release_lua, 1, 3, a, cause);
     if (rep == NULL)
         return WLEASE_DOWN;
@@ -524,7 +549,8 @@ wr_close(void *arg)
 
 int
 workerid_redis_store(const char *url, const char *prefix, int64_t timeout_ms,
-                     struct wlease_store *out, char **cause)
+                     int64_t op_timeout_ms, struct wlease_store *out,
+                     char **cause)
 {
     struct wredis *r = xcalloc(1, sizeof *r);
 
@@ -539,6 +565,8 @@ workerid_redis_store(const char *url, const char *prefix, int64_t timeout_ms,
     }
     r->prefix = xstrdup(prefix);
     r->timeout_ms = timeout_ms > 0 ? timeout_ms : 1000;
+    r->op_ms = op_timeout_ms > r->timeout_ms ? op_timeout_ms : r->timeout_ms;
+    r->want_ms = r->op_ms;
     r->held = -1;
     memset(out, 0, sizeof *out);
     out->name = "redis";

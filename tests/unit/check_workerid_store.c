@@ -193,7 +193,8 @@ open_at(const struct wlease_params *p, int port, const char *prefix,
         return wlease_open(p, &st, cause);
     }
     snprintf(url, sizeof url, "redis://127.0.0.1:%d/3", port);
-    ck_assert_int_eq(workerid_redis_store(url, prefix, 500, &st, cause), 0);
+    ck_assert_int_eq(workerid_redis_store(url, prefix, 500, 500, &st, cause),
+                     0);
     return wlease_open(p, &st, cause);
 }
 
@@ -1467,6 +1468,74 @@ START_TEST(redis_keys_gone)
 }
 END_TEST
 
+/* Stop the test's redis-server until *resume_ms (mono) has passed: the
+ * thread that sends SIGCONT. */
+static void *
+redis_resume_later(void *arg)
+{
+    const int64_t *at = arg;
+
+    while (util_mono_ms() < *at)
+        usleep(10000);
+    kill(redis_pid, SIGCONT);
+    return NULL;
+}
+
+/* SIGSTOP the test's redis-server and wait until it is stopped (state T in
+ * /proc: kill() returns before the stop takes effect). */
+static void
+redis_pause(void)
+{
+    char path[64], buf[256], *p;
+
+    ck_assert_int_eq(kill(redis_pid, SIGSTOP), 0);
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)redis_pid);
+    for (;;) {
+        FILE *f = fopen(path, "r");
+        size_t n;
+
+        ck_assert(f != NULL);
+        n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        p = strrchr(buf, ')');
+        if (p != NULL && p[1] == ' ' && p[2] == 'T')
+            return;
+        usleep(1000);
+    }
+}
+
+/* A slow store at start (a busy Redis or machine; here stopped for 1.5 s
+ * over the claim and its first write, the clock check): the start waits
+ * with the store's op timeout, not a fence write's (500 ms here, the
+ * heartbeat's in leafd), and gets its worker ID. Before, a start on a busy
+ * machine failed ("redis EVAL: Resource temporarily unavailable"). */
+START_TEST(slow_store_at_start)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *cause = NULL;
+    struct wlease_params p = params("10.0.0.1:1", c1);
+    struct wlease_store st;
+    struct wlease *l;
+    int64_t at;
+    pthread_t th;
+    char url[300];
+
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/3", redis_port);
+    ck_assert_int_eq(workerid_redis_store(url, pfx, 500, 60000, &st, &cause),
+                     0);
+    redis_pause();
+    at = util_mono_ms() + 1500;
+    ck_assert_int_eq(pthread_create(&th, NULL, redis_resume_later, &at), 0);
+    l = wlease_open(&p, &st, &cause);
+    pthread_join(th, NULL);
+    ck_assert_msg(l != NULL, "%s", cause);
+    ck_assert_int_eq(worker_of(l), 0);
+    wlease_close(l);
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
 /* --- the epoch: IDs the store has no record of ---------------------------- */
 
 /* The generators here: fence step EP_STEP, max_borrow_ms 10 (sf_on), and
@@ -2012,6 +2081,7 @@ main(void)
         tcase_add_checked_fixture(tc, setup_redis, teardown_tmp);
         store_tests(tc);
         tcase_add_test(tc, redis_keys_gone);
+        tcase_add_test(tc, slow_store_at_start);
         tcase_add_test(tc, epoch_set_on_new_store);
         tcase_add_test(tc, epoch_after_wipe);
         tcase_add_test(tc, epoch_zero_no_wait);
