@@ -15,12 +15,15 @@
 struct wredis {
     struct workerid_redis_url u;
     char          *prefix;
-    int64_t        timeout_ms;  /* a fence write in service */
-    int64_t        op_ms;       /* a connect, claim, release, and the first
-                                   fence write after a claim (starting) */
+    int64_t        timeout_ms;  /* a fence write in service, a release */
+    int64_t        op_ms;       /* each command of a claim (connect, AUTH,
+                                   SELECT, INFO, EVAL) and of the first
+                                   fence write after it: starting */
     int64_t        want_ms;     /* the call's timeout: one of the two */
     int64_t        cur_ms;      /* the connection's timeout now */
-    int            claim_write; /* the next fence write is a claim's first */
+    int            claim_write; /* the next fence write is a claim's first
+                                   (cleared by that write, whatever its
+                                   result) */
     redisContext  *c;
     struct wlease_note note;    /* the last claim's epoch gate: why */
     int64_t        held;        /* the worker ID last claimed, -1 none */
@@ -467,6 +470,7 @@ wr_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
      * heartbeat is as good as none); the first write after a claim is part
      * of starting, where a busy Redis or machine may take longer. */
     r->want_ms = r->claim_write ? r->op_ms : r->timeout_ms;
+    r->claim_write = 0;
     if (wr_server(r, srv, sizeof srv, up, sizeof up, cause) == -1)
         return WLEASE_DOWN;
     rep = wr_eval(r, wr_fence_lua, 1, 7, a, cause);
@@ -504,7 +508,6 @@ wr_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     freeReplyObject(rep);
     r->held = worker;
     r->held_hb = x;
-    r->claim_write = 0;
     *store_ms = x;
     return WLEASE_OK;
 }
@@ -521,7 +524,8 @@ wr_release(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
 
     snprintf(key, sizeof key, "%sw:%" PRId64, r->prefix, worker);
     snprintf(f, sizeof f, "%" PRId64, fence_ms);
-    r->want_ms = r->op_ms;
+    /* at stop: quick; a release that fails leaves the ID to its lease */
+    r->want_ms = r->timeout_ms;
     rep = wr_eval(r, wr_release_lua, 1, 3, a, cause);
     if (rep == NULL)
         return WLEASE_DOWN;

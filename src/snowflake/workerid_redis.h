@@ -48,10 +48,11 @@ int  workerid_redis_parse_url(const char *url, struct workerid_redis_url *u,
                               char **cause);
 void workerid_redis_url_free(struct workerid_redis_url *u);
 
-/* A store on url with key prefix. timeout_ms bounds a fence write in
- * service; op_timeout_ms (at least timeout_ms) a connect, a claim, a
- * release and the first fence write after a claim, which are part of
- * starting. Does not connect yet (the first claim does). */
+/* A store on url with key prefix. timeout_ms bounds each command (and a
+ * connect) of a fence write in service and of a release; op_timeout_ms
+ * (at least timeout_ms) each one of a claim and of the first fence write
+ * after it, which are part of starting (a claim is up to five: connect,
+ * AUTH, SELECT, INFO, EVAL). Does not connect yet (the first claim does). */
 int  workerid_redis_store(const char *url, const char *prefix,
                           int64_t timeout_ms, int64_t op_timeout_ms,
                           struct wlease_store *out, char **cause);

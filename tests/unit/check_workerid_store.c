@@ -1505,11 +1505,44 @@ redis_pause(void)
     }
 }
 
+/* Pause Redis for 1.5 s from now; the thread to join after the call. */
+static pthread_t
+redis_pause_for_a_while(int64_t *at)
+{
+    pthread_t th;
+
+    redis_pause();
+    *at = util_mono_ms() + 1500;
+    ck_assert_int_eq(pthread_create(&th, NULL, redis_resume_later, at), 0);
+    return th;
+}
+
+static struct wlease_store slow_inner;  /* the store slow_fence wraps */
+static int slow_fences;                 /* fence writes so far */
+
+/* The store's fence write, with Redis paused over the first one. */
+static int
+slow_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
+           int64_t *store_ms, char **cause)
+{
+    int64_t at;
+    pthread_t th;
+    int rc;
+
+    if (slow_fences++ > 0)
+        return slow_inner.fence(arg, worker, nonce, fence_ms, store_ms, cause);
+    th = redis_pause_for_a_while(&at);
+    rc = slow_inner.fence(arg, worker, nonce, fence_ms, store_ms, cause);
+    pthread_join(th, NULL);
+    return rc;
+}
+
 /* A slow store at start (a busy Redis or machine; here stopped for 1.5 s
- * over the claim and its first write, the clock check): the start waits
- * with the store's op timeout, not a fence write's (500 ms here, the
- * heartbeat's in leafd), and gets its worker ID. Before, a start on a busy
- * machine failed ("redis EVAL: Resource temporarily unavailable"). */
+ * over the claim, then again over its first fence write, the clock check):
+ * the start waits with the store's starting timeout, not a fence write's
+ * in service (500 ms here, the heartbeat's in leafd), and gets its worker
+ * ID. Before, a start on a busy machine failed ("redis EVAL: Resource
+ * temporarily unavailable"); with one timeout for both, this fails. */
 START_TEST(slow_store_at_start)
 {
     char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *cause = NULL;
@@ -1521,15 +1554,17 @@ START_TEST(slow_store_at_start)
     char url[300];
 
     snprintf(url, sizeof url, "redis://127.0.0.1:%d/3", redis_port);
-    ck_assert_int_eq(workerid_redis_store(url, pfx, 500, 60000, &st, &cause),
-                     0);
-    redis_pause();
-    at = util_mono_ms() + 1500;
-    ck_assert_int_eq(pthread_create(&th, NULL, redis_resume_later, &at), 0);
+    ck_assert_int_eq(workerid_redis_store(url, pfx, 500, 60000, &slow_inner,
+                                          &cause), 0);
+    st = slow_inner;
+    st.fence = slow_fence;
+    slow_fences = 0;
+    th = redis_pause_for_a_while(&at);
     l = wlease_open(&p, &st, &cause);
     pthread_join(th, NULL);
     ck_assert_msg(l != NULL, "%s", cause);
     ck_assert_int_eq(worker_of(l), 0);
+    ck_assert_int_ge(slow_fences, 1);           /* the clock check ran */
     wlease_close(l);
     free(pfx);
     free(c1);
