@@ -578,6 +578,9 @@ main(int argc, char **argv)
 
         if (decode_any(&d.cfg, NULL, decode_arg, strlen(decode_arg), &out, &cause) == -1) {
             fprintf(stderr, "leafd: decode: %s\n", cause);
+            free(cause);
+            sbuf_free(&out);
+            config_free(&d.cfg);
             return 1;
         }
         printf("%s\n", out.p);
@@ -591,6 +594,8 @@ main(int argc, char **argv)
                              multi_floor, serial_restart_ok, stdout,
                              &cause) == -1) {
             fprintf(stderr, "leafd: multi-db init: %s\n", cause);
+            free(cause);
+            config_free(&d.cfg);
             return 1;
         }
         config_free(&d.cfg);
