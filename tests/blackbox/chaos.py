@@ -992,8 +992,12 @@ class Chaos:
         refused). nginx then makes up the answer itself: the last try's.
         A request counts as in the window when it was in flight during it
         ([t, t_end] overlaps): one sent just before a node's SIGTERM can
-        reach that node after its listener closed."""
+        reach that node after its listener closed. A fourth "try", 502, is
+        nginx's note that no upstream was left (the group's name in
+        $upstream_addr: the refusing node had been marked failed)."""
         tries = [x.strip() for x in up_st.split(",")]
+        if len(tries) == 4 and tries[3] == "502":
+            tries = tries[:3]
         return status == 502 and code == "html" and len(tries) == 3 and \
             tries[-1] == "502" and all(x == "503" for x in tries[:-1]) and \
             any(t < b and a <= t_end for a, b in self.restart_windows)
