@@ -16,9 +16,10 @@
  * thread's buffers meanwhile (only OpenSSL's state) and counts against
  * max_connections like any other. After that only the bytes' path differs:
  * http_tls_recv and http_tls_send stand in for recv(2) and send(2), so every
- * limit of http_conn.c holds as it is. SSL_read may keep decrypted bytes
- * that the socket will not signal again (a record larger than the room
- * left); conn_update makes the read event active while SSL_pending says so,
+ * limit of http_conn.c holds as it is. SSL_read may keep bytes that the
+ * socket will not signal again (decrypted ones, a record larger than the
+ * room left, and with read-ahead records read but not yet decrypted);
+ * conn_update makes the read event active while SSL_has_pending says so,
  * so a pipelined request never waits for bytes that already arrived.
  */
 #include <assert.h>
@@ -133,6 +134,9 @@ tls_ctx_build(struct http_tls *tls, char **cause)
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
                      SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                      SSL_MODE_RELEASE_BUFFERS);
+    /* Read ahead: one read(2) takes what has arrived, not a record header
+     * and then its body (http_tls_pending counts what it keeps). */
+    SSL_CTX_set_read_ahead(ctx, 1);
     SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"leafd", 5);
     /* Resumption by stateless tickets only: no server-side session store
      * to grow, lock and sweep (OpenSSL walks it every 255 handshakes). */
@@ -366,7 +370,7 @@ http_tls_send(SSL *ssl, const void *buf, size_t len, int *want_read)
 int
 http_tls_pending(const SSL *ssl)
 {
-    return SSL_pending(ssl) > 0;
+    return SSL_has_pending(ssl);
 }
 
 void

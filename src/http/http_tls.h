@@ -77,7 +77,8 @@ enum http_tls_step http_tls_handshake(SSL *ssl);
 ssize_t http_tls_recv(SSL *ssl, void *buf, size_t len, int *want_write);
 ssize_t http_tls_send(SSL *ssl, const void *buf, size_t len, int *want_read);
 
-/* Decrypted bytes SSL holds that the socket will not signal again. */
+/* Bytes SSL holds (decrypted, or read ahead) that the socket will not
+ * signal again. */
 int  http_tls_pending(const SSL *ssl);
 /* Send close_notify, best effort, without waiting for the peer's. */
 void http_tls_close_notify(SSL *ssl);
