@@ -987,19 +987,20 @@ class Chaos:
 
     def nginx_own_502(self, t, t_end, status, code, up_st):
         """nginx's own 502 page, excused only where it cannot be helped: in
-        a restart window, when every node it tried before answered a JSON
-        503 and the last one it tried was the node restarting (connection
-        refused). nginx then makes up the answer itself: the last try's.
-        A request counts as in the window when it was in flight during it
-        ([t, t_end] overlaps): one sent just before a node's SIGTERM can
-        reach that node after its listener closed. A fourth "try", 502, is
-        nginx's note that no upstream was left (the group's name in
-        $upstream_addr: the refusing node had been marked failed)."""
+        a restart window, when of the three nodes the two running ones
+        answered a JSON 503 and the third was the node restarting
+        (connection refused, 502), in any order. nginx then makes up the
+        answer itself. A fourth "try", 502, is nginx's note that no
+        upstream was left (the group's name in $upstream_addr: the
+        refusing node had been marked failed). A request counts as in the
+        window when it was in flight during it ([t, t_end] overlaps): one
+        sent just before a node's SIGTERM can reach that node after its
+        listener closed."""
         tries = [x.strip() for x in up_st.split(",")]
         if len(tries) == 4 and tries[3] == "502":
             tries = tries[:3]
-        return status == 502 and code == "html" and len(tries) == 3 and \
-            tries[-1] == "502" and all(x == "503" for x in tries[:-1]) and \
+        return status == 502 and code == "html" and \
+            sorted(tries) == ["502", "503", "503"] and \
             any(t < b and a <= t_end for a, b in self.restart_windows)
 
     def wait_db_up(self):
