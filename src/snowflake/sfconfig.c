@@ -247,7 +247,7 @@ sfconfig_ip(const struct config *cfg, char *buf, size_t size, int warn)
 }
 
 /* The Redis store's timeout for starting (each command of a claim and of
- * its first fence write): a quarter of the lease, 1 to 5 s. A fence write
+ * the start's clock-check write): a quarter of the lease, 1 to 5 s. A fence write
  * in service and a release have the heartbeat's (at most 1 s). */
 static int64_t
 redis_op_timeout(int64_t lease_ms)

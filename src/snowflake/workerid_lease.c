@@ -151,7 +151,8 @@ wl_log_due(struct wlease *l)
     return 1;
 }
 
-static int wl_write(struct wlease *l, int64_t fence_ms, char **cause);
+static int wl_write(struct wlease *l, int64_t fence_ms, int starting,
+                    char **cause);
 static const char *wl_source(void *arg);
 
 /* The last measured offset is over the limit (0: no limit). */
@@ -281,7 +282,7 @@ wlease_open(const struct wlease_params *p, const struct wlease_store *store,
             c.fence_ms > l->start_fence)
             l->start_fence = c.fence_ms;
         /* the clock against the store's, before anything is issued */
-        if (wl_write(l, atomic_load(&l->store_fence), cause) != WLEASE_OK)
+        if (wl_write(l, atomic_load(&l->store_fence), 1, cause) != WLEASE_OK)
             goto error;
         if (wl_clock_bad(l)) {
             *cause = xasprintf("this node's clock is %" PRId64 " ms off "
@@ -354,7 +355,7 @@ wlease_get(struct wlease *l, int64_t *worker, int64_t *fence_ms)
 
 /* A fence write (the heartbeat too): WLEASE_*. */
 static int
-wl_write(struct wlease *l, int64_t fence_ms, char **cause)
+wl_write(struct wlease *l, int64_t fence_ms, int starting, char **cause)
 {
     int64_t sent = util_mono_ms(), store_ms = 0, t0, t1;
     int rc;
@@ -363,7 +364,7 @@ wl_write(struct wlease *l, int64_t fence_ms, char **cause)
         return WLEASE_LOST;
     t0 = wl_now(l);
     rc = l->st.fence(l->st.arg, atomic_load(&l->worker), l->nonce, fence_ms,
-                     &store_ms, cause);
+                     starting, &store_ms, cause);
     t1 = wl_now(l);
     l->last_write_mono = sent;
     if (rc == WLEASE_OK) {
@@ -419,7 +420,7 @@ wl_persist(void *arg, int64_t fence_ms, char **cause)
     if (rc == -1)
         return SNOWFLAKE_PERSIST_FAILED;
     l->last_fence = fence_ms;
-    rc = wl_write(l, fence_ms, &scause);
+    rc = wl_write(l, fence_ms, 0, &scause);
     if (rc == WLEASE_OK) {
         free(scause);
         return SNOWFLAKE_PERSIST_OK;
@@ -474,7 +475,7 @@ wl_tick(void *arg, int64_t now_ms)
         return SNOWFLAKE_TICK_ACQUIRED;
     }
     if (l->last_fence > 0 && m - l->last_write_mono >= l->p.heartbeat_ms) {
-        rc = wl_write(l, l->last_fence, &cause);
+        rc = wl_write(l, l->last_fence, 0, &cause);
         free(cause);
         if (rc == WLEASE_LOST)
             return SNOWFLAKE_TICK_LOST;

@@ -66,10 +66,13 @@ struct wlease_store {
     int  (*claim)(void *s, const struct wlease_claim *c, int64_t *worker,
                   int64_t *fence_ms, char **cause);
     /* Write fence_ms for worker if nonce still holds it; also renews the
-     * lease. *store_ms: the store's clock at the write. WLEASE_OK, _DOWN,
-     * _LOST. */
+     * lease. *store_ms: the store's clock at the write. starting: the
+     * write that checks the clock at start, right after the claim, which
+     * may take as long as a claim's call (a fence write in service must be
+     * quick). WLEASE_OK, _DOWN, _LOST. */
     int  (*fence)(void *s, int64_t worker, const char *nonce,
-                  int64_t fence_ms, int64_t *store_ms, char **cause);
+                  int64_t fence_ms, int starting, int64_t *store_ms,
+                  char **cause);
     /* Mark worker free for anyone past fence_ms (nonce must hold it). */
     int  (*release)(void *s, int64_t worker, const char *nonce,
                     int64_t fence_ms, char **cause);

@@ -639,9 +639,11 @@ wm_update_held(struct wmysql *m, const char *sql, MYSQL_BIND *p,
     return WLEASE_OK;
 }
 
+/* starting is not used: the connection's timeouts are set when it is made
+ * (timeout_s), one for every statement. */
 static int
 wm_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
-         int64_t *store_ms, char **cause)
+         int starting, int64_t *store_ms, char **cause)
 {
     struct wmysql *m = arg;
     MYSQL_BIND p[5], sp[1];

@@ -17,13 +17,10 @@ struct wredis {
     char          *prefix;
     int64_t        timeout_ms;  /* a fence write in service, a release */
     int64_t        op_ms;       /* each command of a claim (connect, AUTH,
-                                   SELECT, INFO, EVAL) and of the first
-                                   fence write after it: starting */
+                                   SELECT, INFO, EVAL) and of the start's
+                                   clock-check write: starting */
     int64_t        want_ms;     /* the call's timeout: one of the two */
     int64_t        cur_ms;      /* the connection's timeout now */
-    int            claim_write; /* the next fence write is a claim's first
-                                   (cleared by that write, whatever its
-                                   result) */
     redisContext  *c;
     struct wlease_note note;    /* the last claim's epoch gate: why */
     int64_t        held;        /* the worker ID last claimed, -1 none */
@@ -425,7 +422,6 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
                  "past anything a node could have issued before", x, epoch,
                  r->prefix, y, y - c->now_ms + 1);
     r->held = x;
-    r->claim_write = 1;
     r->held_hb = hb;
     free(r->note.text);
     r->note.text = NULL;
@@ -454,7 +450,7 @@ wr_epoch_note(void *arg, int64_t *gate)
 
 static int
 wr_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
-         int64_t *store_ms, char **cause)
+         int starting, int64_t *store_ms, char **cause)
 {
     struct wredis *r = arg;
     char key[600], f[24], srv[96], up[24], last[24];
@@ -467,10 +463,9 @@ wr_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     snprintf(last, sizeof last, "%" PRId64,
              r->held == worker ? r->held_hb : 0);
     /* A fence write in service must be quick (an answer later than a
-     * heartbeat is as good as none); the first write after a claim is part
-     * of starting, where a busy Redis or machine may take longer. */
-    r->want_ms = r->claim_write ? r->op_ms : r->timeout_ms;
-    r->claim_write = 0;
+     * heartbeat is as good as none); the start's clock check is part of
+     * starting, where a busy Redis or machine may take longer. */
+    r->want_ms = starting ? r->op_ms : r->timeout_ms;
     if (wr_server(r, srv, sizeof srv, up, sizeof up, cause) == -1)
         return WLEASE_DOWN;
     rep = wr_eval(r, wr_fence_lua, 1, 7, a, cause);

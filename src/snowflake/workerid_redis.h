@@ -50,9 +50,10 @@ void workerid_redis_url_free(struct workerid_redis_url *u);
 
 /* A store on url with key prefix. timeout_ms bounds each command (and a
  * connect) of a fence write in service and of a release; op_timeout_ms
- * (at least timeout_ms) each one of a claim and of the first fence write
- * after it, which are part of starting (a claim is up to five: connect,
- * AUTH, SELECT, INFO, EVAL). Does not connect yet (the first claim does). */
+ * (at least timeout_ms) each one of a claim and of the start's clock-check
+ * write (wlease_store.fence's starting), which are part of starting (a
+ * claim is up to five: connect, AUTH, SELECT, INFO, EVAL). Does not
+ * connect yet (the first claim does). */
 int  workerid_redis_store(const char *url, const char *prefix,
                           int64_t timeout_ms, int64_t op_timeout_ms,
                           struct wlease_store *out, char **cause);

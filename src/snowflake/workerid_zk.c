@@ -69,9 +69,6 @@ struct wzk {
     char            *forever;       /* /snowflake/<name>/forever */
     int              op_timeout_ms; /* one call of a claim */
     int              write_timeout_ms; /* one fence write */
-    int              claim_write;   /* the next write is a claim's first
-                                       (its clock check at start): it gets
-                                       op_timeout_ms, not write_timeout_ms */
     struct zk       *zk;
     int              waited;        /* the first claim waited to connect */
 
@@ -288,7 +285,6 @@ wz_hold(struct wzk *z, char *node, int64_t worker, int version, int kind,
     z->worker = worker;
     z->version = version;
     z->floor_ts = written_ts;
-    z->claim_write = 1;
     atomic_store(&z->took_over, kind == WZ_TAKEOVER);
 }
 
@@ -530,8 +526,8 @@ wz_claim(void *arg, const struct wlease_claim *cl, int64_t *worker,
 /* Write ts (and released) into our node. WLEASE_OK with *mtime,
  * WLEASE_DOWN, WLEASE_LOST. */
 static int
-wz_write(struct wzk *z, int64_t ts, int released, int64_t *mtime,
-         char **cause)
+wz_write(struct wzk *z, int64_t ts, int released, int starting,
+         int64_t *mtime, char **cause)
 {
     struct Stat st;
     char *data, *node;
@@ -555,10 +551,10 @@ wz_write(struct wzk *z, int64_t ts, int released, int64_t *mtime,
         ts = z->floor_ts;
     data = wz_node_data(z, ts, released, &len);
     /* A fence write in service must be quick (fence_step / 4: an answer
-     * later than that is as good as none to a waiting request); the first
-     * write after a claim is part of starting, where a busy ZooKeeper or
-     * machine may take longer without harm. */
-    tmo = z->claim_write ? z->op_timeout_ms : z->write_timeout_ms;
+     * later than that is as good as none to a waiting request); the start's
+     * clock check is part of starting, where a busy ZooKeeper or machine
+     * may take longer without harm. */
+    tmo = starting ? z->op_timeout_ms : z->write_timeout_ms;
 again:
     rc = zk_set(z->zk, node, data, len, z->version, &st, tmo, cause);
     if (rc == ZBADVERSION && tries++ == 0) {
@@ -589,7 +585,6 @@ again:
     free(data);
     if (rc == ZOK) {
         z->version = st.version;
-        z->claim_write = 0;
         *mtime = st.mtime;
         atomic_fetch_add(&z->writes_ok, 1);
         free(node);
@@ -606,13 +601,13 @@ again:
 
 static int
 wz_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
-         int64_t *store_ms, char **cause)
+         int starting, int64_t *store_ms, char **cause)
 {
     struct wzk *z = arg;
 
     assert(z->worker < 0 || (worker == z->worker &&
                              strcmp(nonce, z->nonce) == 0));
-    return wz_write(z, fence_ms, 0, store_ms, cause);
+    return wz_write(z, fence_ms, 0, starting, store_ms, cause);
 }
 
 static int
@@ -623,7 +618,7 @@ wz_release(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     int64_t mtime = 0;
 
     assert(worker == z->worker && strcmp(nonce, z->nonce) == 0);
-    return wz_write(z, fence_ms, 1, &mtime, cause);
+    return wz_write(z, fence_ms, 1, 0, &mtime, cause);
 }
 
 static void

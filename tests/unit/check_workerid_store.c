@@ -1523,16 +1523,19 @@ static int slow_fences;                 /* fence writes so far */
 /* The store's fence write, with Redis paused over the first one. */
 static int
 slow_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
-           int64_t *store_ms, char **cause)
+           int starting, int64_t *store_ms, char **cause)
 {
     int64_t at;
     pthread_t th;
     int rc;
 
     if (slow_fences++ > 0)
-        return slow_inner.fence(arg, worker, nonce, fence_ms, store_ms, cause);
+        return slow_inner.fence(arg, worker, nonce, fence_ms, starting,
+                                store_ms, cause);
+    ck_assert(starting);                        /* the start's clock check */
     th = redis_pause_for_a_while(&at);
-    rc = slow_inner.fence(arg, worker, nonce, fence_ms, store_ms, cause);
+    rc = slow_inner.fence(arg, worker, nonce, fence_ms, starting, store_ms,
+                          cause);
     pthread_join(th, NULL);
     return rc;
 }
