@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -243,6 +244,23 @@ srv_finish(int timeout_ms)
     srv = NULL;
 }
 
+/* Wait until n requests are parked (a retry may be running). */
+static void
+wait_parked(uint64_t n)
+{
+    struct http_stats st;
+    int i;
+
+    for (i = 0; i < 400; i++) {
+        http_server_stats(srv, &st);
+        if (st.requests_parked == n)
+            return;
+        usleep(5000);
+    }
+    ck_abort_msg("%llu parked, expected %llu",
+                 (unsigned long long)st.requests_parked, (unsigned long long)n);
+}
+
 /* ---- a blocking client ---- */
 
 struct client {
@@ -318,6 +336,15 @@ cl_fill(struct client *cl)
     if (n > 0)
         cl->len += (size_t)n;
     return n;
+}
+
+/* Anything from the server waiting to be read, without blocking. */
+static int
+cl_ready(struct client *cl)
+{
+    struct pollfd pfd = { .fd = cl->fd, .events = POLLIN };
+
+    return cl->len > 0 || poll(&pfd, 1, 0) > 0;
 }
 
 /* Read one response (no body for HEAD). Fails the test on EOF/timeout. */
@@ -534,30 +561,34 @@ START_TEST(test_pipelined_with_park)
     struct client *cl = cl_open(port);
     struct client *other = cl_open(port);
     struct resp r;
-    int64_t t0 = util_mono_ms();
 
-    /* parked 1500 ms: long enough that "not held up" below holds on a busy
-     * machine under TSan (with 150 ms, /other took 260) */
-    cl_puts(cl, "GET /a HTTP/1.1\r\n\r\nGET /park/1500 HTTP/1.1\r\n\r\n"
+    /* /key/3 stays parked until the test sets its key (the waker retries it
+     * every 10 ms meanwhile), so "not held up" needs no time bound: with a
+     * fixed park of 1500 ms and "/other within 1000 ms", a busy machine
+     * failed it. */
+    atomic_store(&key_ready[3], 0);
+    cl_puts(cl, "GET /a HTTP/1.1\r\n\r\nGET /key/3 HTTP/1.1\r\n\r\n"
                 "GET /b HTTP/1.1\r\n\r\nGET /park/50 HTTP/1.1\r\n\r\n"
                 "GET /c HTTP/1.1\r\n\r\n");
     cl_resp(cl, &r, 0);
     ck_assert_str_eq(r.body, "/a");
+    wait_parked(1);
     /* another connection is not held up by the parked one */
     get(other, "/other", &r);
     ck_assert_str_eq(r.body, "/other");
-    ck_assert_int_lt(util_mono_ms() - t0, 1000);
+    /* nor is the parked one answered out of turn */
+    ck_assert_int_eq(cl_ready(cl), 0);
+    atomic_store(&key_ready[3], 1);
     cl_resp(cl, &r, 0);
     ck_assert_int_eq(r.status, 200);
-    ck_assert_str_eq(r.body, "woke 1500");
-    ck_assert_int_ge(util_mono_ms() - t0, 1500);
+    ck_assert_str_eq(r.body, "key 3");
     cl_resp(cl, &r, 0);
     ck_assert_str_eq(r.body, "/b");
     cl_resp(cl, &r, 0);
     ck_assert_str_eq(r.body, "woke 50");
     cl_resp(cl, &r, 0);
     ck_assert_str_eq(r.body, "/c");
-    ck_assert_int_ge(util_mono_ms() - t0, 1550);
+    atomic_store(&key_ready[3], 0);
     cl_close(cl);
     cl_close(other);
     srv_finish(1000);
@@ -919,15 +950,18 @@ START_TEST(test_stop_in_flight)
     int64_t t0;
 
     get(idle, "/idle", &r);
-    cl_puts(busy, "GET /park/200 HTTP/1.1\r\n\r\n");
-    usleep(20000);
+    /* In flight when the stop starts: parked, not a fixed 20 ms after the
+     * send (a busy machine had not read it yet). The drain ends when it is
+     * answered, far from the deadline, without a bound on how long it took
+     * to become due. */
+    cl_puts(busy, "GET /park/2000 HTTP/1.1\r\n\r\n");
+    wait_parked(1);
     t0 = util_mono_ms();
-    http_server_stop(srv, 3000);
-    ck_assert_int_ge(util_mono_ms() - t0, 150);
-    ck_assert_int_lt(util_mono_ms() - t0, 1500);
+    http_server_stop(srv, 60000);
+    ck_assert_int_lt(util_mono_ms() - t0, 30000);
     /* the in-flight request was answered, with a close */
     cl_resp(busy, &r, 0);
-    ck_assert_str_eq(r.body, "woke 200");
+    ck_assert_str_eq(r.body, "woke 2000");
     ck_assert_int_eq(r.conn_close, 1);
     cl_expect_eof(busy);
     cl_expect_eof(idle);
@@ -943,12 +977,14 @@ START_TEST(test_stop_timeout)
     struct client *stuck = cl_open(port);
     int64_t t0;
 
-    cl_puts(stuck, "GET /forever/10000 HTTP/1.1\r\n\r\n");
-    usleep(20000);
+    /* parked, so in flight (after a fixed 20 ms, a busy machine had not
+     * read it yet, and the stop took 3 ms) */
+    cl_puts(stuck, "GET /forever/60000 HTTP/1.1\r\n\r\n");
+    wait_parked(1);
     t0 = util_mono_ms();
     http_server_stop(srv, 200);
     ck_assert_int_ge(util_mono_ms() - t0, 190);
-    ck_assert_int_lt(util_mono_ms() - t0, 1000);
+    ck_assert_int_lt(util_mono_ms() - t0, 30000);   /* not the park's 60 s */
     cl_expect_eof(stuck);
     cl_close(stuck);
     srv_finish(0);
@@ -966,24 +1002,17 @@ START_TEST(test_stop_deadline_ignores_wall_clock)
         int port = srv_start(100, 5000);
         struct client *stuck = cl_open(port);
         int64_t t0, took;
-        struct http_stats st;
 
-        cl_puts(stuck, "GET /forever/5000 HTTP/1.1\r\n\r\n");
+        cl_puts(stuck, "GET /forever/60000 HTTP/1.1\r\n\r\n");
         /* parked, so in flight (not a fixed 20 ms: on a busy machine the
          * stop came first and took no time) */
-        for (int k = 0; k < 500; k++) {
-            http_server_stats(srv, &st);
-            if (st.requests_parked == 1)
-                break;
-            usleep(10000);
-        }
-        ck_assert_uint_eq(st.requests_parked, 1);
+        wait_parked(1);
         atomic_store(&wall_offset_s, offsets[i]);
         t0 = util_mono_ms();
         http_server_stop(srv, 300);
         took = util_mono_ms() - t0;
         atomic_store(&wall_offset_s, 0);
-        ck_assert_msg(took >= 290 && took < 1500,
+        ck_assert_msg(took >= 290 && took < 30000,
                       "wall clock %+ld s: stop took %lld ms, wanted 300",
                       offsets[i], (long long)took);
         cl_expect_eof(stuck);
@@ -1105,22 +1134,6 @@ START_TEST(test_emfile_backoff)
 }
 END_TEST
 
-/* Wait until n requests are parked (a retry may be running). */
-static void
-wait_parked(uint64_t n)
-{
-    struct http_stats st;
-    int i;
-
-    for (i = 0; i < 400; i++) {
-        http_server_stats(srv, &st);
-        if (st.requests_parked == n)
-            return;
-        usleep(5000);
-    }
-    ck_abort_msg("%llu parked, expected %llu",
-                 (unsigned long long)st.requests_parked, (unsigned long long)n);
-}
 
 /* http_wake(key) retries only what is parked under key: the other request
  * is not called again (no herd), and http_wake_all still reaches it. */
@@ -1129,7 +1142,6 @@ START_TEST(test_keyed_wake)
     int port = srv_start_no_waker(100, 5000);
     struct client *a = cl_open(port), *b = cl_open(port);
     struct resp r;
-    int64_t t0;
 
     for (int k = 0; k < NKEYS; k++) {
         atomic_store(&key_ready[k], 0);
@@ -1141,12 +1153,10 @@ START_TEST(test_keyed_wake)
     ck_assert_int_eq(atomic_load(&key_calls[1]), 1);
     ck_assert_int_eq(atomic_load(&key_calls[2]), 1);
 
-    t0 = util_mono_ms();
     atomic_store(&key_ready[1], 1);
     http_wake(srv, 1);
     cl_resp(a, &r, 0);
     ck_assert_str_eq(r.body, "key 1");
-    ck_assert_int_lt(util_mono_ms() - t0, 1000);
     wait_parked(1);
     usleep(20000);
     ck_assert_int_eq(atomic_load(&key_calls[2]), 1);   /* not retried */
