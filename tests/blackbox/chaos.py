@@ -118,8 +118,11 @@ def say(msg):
 #   answers 502 "no live upstreams" itself without asking anyone: an HTML 5xx
 #   instead of leafd's JSON 503. On loopback a refused connect costs nothing,
 #   so always asking every node is cheap.
-# - proxy_read_timeout a bit above segment.wait_ms (500 ms): leafd always
-#   answers within wait_ms, so only a hung node times out.
+# - proxy_read_timeout far above segment.wait_ms (500 ms): leafd answers
+#   within wait_ms, so only a hung node should time out, and no phase hangs
+#   one. The margin is for the machine: make test runs chaos beside the
+#   sanitizer lanes on two cores, and with 1 s a busy run saw nginx's own
+#   504 when a node was not scheduled for a few seconds.
 # - When every try fails, nginx passes the last node's answer through as it
 #   is (status, Retry-After, JSON body): no error_page and no
 #   proxy_intercept_errors, so any 502/504 page nginx makes up itself shows
@@ -527,7 +530,7 @@ class Chaos:
         say("leafd n0 n1 n2 on %s (n2 under libfaketime); worker IDs %s" % (
             ", ".join(str(n.port) for n in self.nodes),
             ", ".join("%s=%s" % (v, k) for k, v in sorted(self.worker.items(), key=lambda x: x[1]))))
-        self.nginx = Nginx(wd.path, [n.port for n in self.nodes], a.wait_ms + 500)
+        self.nginx = Nginx(wd.path, [n.port for n in self.nodes], a.wait_ms + 9500)
         wd.cleanup.append(self.nginx.stop)
         self.nginx.start()
         say("nginx on %d" % self.nginx.port)
