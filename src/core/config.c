@@ -123,7 +123,7 @@ static const struct key keys[] = {
       "memcached's text protocol over TLS on this port, "
       "memcache.listen.address (0: off)" },
     { "tls.cert_file", K_STR, OFF(tls_cert_file), 0, 1024, "", NULL,
-      "PEM certificate, chain allowed (leaf first); reread on SIGHUP" },
+      "PEM certificate, then its intermediates (the chain sent); reread on SIGHUP" },
     { "tls.key_file", K_STR, OFF(tls_key_file), 0, 1024, "", NULL,
       "PEM private key of tls.cert_file; reread on SIGHUP" },
     { "tls.ca_file", K_STR, OFF(tls_ca_file), 0, 1024, "", NULL,

@@ -130,10 +130,13 @@ tls_ctx_build(struct http_tls *tls, char **cause)
                         SSL_OP_CIPHER_SERVER_PREFERENCE |
                         SSL_OP_IGNORE_UNEXPECTED_EOF);
     /* Partial writes: conn_flush keeps what is unsent, and its buffer may
-     * move (grow) between tries. */
+     * move (grow) between tries. No auto chain: the chain sent is the one
+     * in tls.cert_file, as documented, and a handshake does not build one
+     * from the CA store (a chain verification each time, against
+     * tls.ca_file's CAs when client certificates are on). */
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
                      SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
-                     SSL_MODE_RELEASE_BUFFERS);
+                     SSL_MODE_RELEASE_BUFFERS | SSL_MODE_NO_AUTO_CHAIN);
     /* Read ahead: one read(2) takes what has arrived, not a record header
      * and then its body (http_tls_pending counts what it keeps). */
     SSL_CTX_set_read_ahead(ctx, 1);

@@ -12,7 +12,8 @@ and a client that never reads its answers (memory bounded); mutual TLS required
 and optional, a client certificate standing in for a token
 (cert:CN=<name>); SIGHUP reloading a new certificate while a keep-alive
 connection goes on, and keeping the old one when the new file is bad;
-tls.min_version; files refused at start and by --check-config; ALPN h2 on
+the chain sent is the one in tls.cert_file, never one built from
+tls.ca_file; tls.min_version; files refused at start and by --check-config; ALPN h2 on
 the HTTPS port (curl) and gRPC over TLS (python3-grpcio with
 ssl_channel_credentials) on grpc.listen.tls_port."""
 import http.client
@@ -33,6 +34,7 @@ from bbutil import Workdir, check, eq, free_port, skip, wait_for
 
 TESTS = [
     "test_https_beside_http_and_alone",
+    "test_chain_from_cert_file",
     "test_handshake_timeout_and_limits",
     "test_pipelined_burst",
     "test_slow_request_and_unread_answers",
@@ -177,6 +179,43 @@ def test_https_beside_http_and_alone(ctx):
         check("listening on https://127.0.0.1:%d" % d.tport in log, log)
         check("listening on http://" not in log, "no plain HTTP listener: " + log)
         eq(d.stop(), 0, "exit status")
+
+
+def test_chain_from_cert_file(ctx):
+    """A server certificate from an intermediate CA: with the intermediate
+    after it in tls.cert_file, a client that trusts only the root verifies
+    it; with the leaf alone in the file, it does not, even when
+    tls.ca_file holds the intermediate (leafd sends the file's chain and
+    builds none: SSL_MODE_NO_AUTO_CHAIN)."""
+    with Workdir("tls-chain") as wd:
+        pki = Pki(wd)
+        with open(pki.path("ca.ext"), "w") as f:
+            f.write("basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign\n")
+        openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                "-keyout", "inter.key", "-out", "inter.csr", "-subj", "/CN=leafd test inter",
+                cwd=pki.dir)
+        openssl("x509", "-req", "-in", "inter.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                "-CAcreateserial", "-out", "inter.pem", "-days", "2", "-extfile", "ca.ext",
+                cwd=pki.dir)
+        leaf = pki.leaf("isrv", "localhost", "inter")
+        with open(pki.path("isrv-chain.pem"), "w") as out:
+            for name in (leaf[0], pki.path("inter.pem")):
+                with open(name) as f:
+                    out.write(f.read())
+        for name, cert, extra, ok in (
+                ("chain", pki.path("isrv-chain.pem"), [], True),
+                ("leafonly", leaf[0], ["--tls.ca_file=" + pki.path("inter.pem")], False)):
+            d = start(wd, pki, ["--tls.cert_file=" + cert, "--tls.key_file=" + leaf[1]]
+                      + extra, name=name)
+            rc, code, body = curl(pki, d.tport)
+            if ok:
+                eq((rc, code), (0, "200"), "%s: verified against the root alone" % name)
+                check(body.strip().isdigit(), "an ID: %r" % body)
+            else:
+                check(rc != 0 and code != "200",
+                      "%s: no intermediate sent, so curl must refuse (rc %d, %r)"
+                      % (name, rc, code))
+            eq(d.stop(), 0, "%s: exit status" % name)
 
 
 def test_handshake_timeout_and_limits(ctx):
