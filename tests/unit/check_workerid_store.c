@@ -125,7 +125,7 @@ redis_start(void)
                "--loglevel", "warning", (char *)NULL);
         _exit(127);
     }
-    for (int i = 0; i < 100; i++) {
+    for (int i = 0; i < 600; i++) {
         if (port_open(redis_port))
             return 0;
         usleep(50000);
@@ -657,7 +657,7 @@ START_TEST(store_back_after_start)
     ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_REFUSE);
     ck_assert_str_eq(why.code, "worker_id_unknown");
     atomic_store(&px->cut, 0);
-    for (int i = 0; i < 100 && !ok; i++) {
+    for (int i = 0; i < 600 && !ok; i++) {
         usleep(50000);
         atomic_store(&clk, util_wall_ms());
         snowflake_keeper_step(sf);
@@ -790,7 +790,7 @@ START_TEST(partition_no_duplicates)
 
     /* A reconnects: its next write finds B's nonce, and it is lost */
     atomic_store(&px->cut, 0);
-    for (int i = 0; i < 40 && strcmp(ia.last_code, "worker_id_lost") != 0;
+    for (int i = 0; i < 300 && strcmp(ia.last_code, "worker_id_lost") != 0;
          i++) {
         usleep(100 * 1000);
         issue_range(sa, &clka, atomic_load(&clka), 1, &ia);
@@ -1887,7 +1887,7 @@ rdb_redis_start(void)
                (char *)NULL);
         _exit(127);
     }
-    for (int i = 0; i < 200 && !port_open(redis_port); i++)
+    for (int i = 0; i < 600 && !port_open(redis_port); i++)
         usleep(50000);
     ck_assert_msg(port_open(redis_port), "redis-server --dir %s", tmpdir);
 }
