@@ -1189,6 +1189,15 @@ test_clock(void *arg)
     return atomic_load((_Atomic int64_t *)arg);
 }
 
+/* The wall clock moved *arg ms ahead: a measurement against the store's
+ * clock is then off by at most half its round trip, however long the write
+ * (and, at a start, the connection and claim before it) took. */
+static int64_t
+ahead_clock(void *arg)
+{
+    return util_wall_ms() + atomic_load((_Atomic int64_t *)arg);
+}
+
 /* A generator on w's worker ID, no keeper thread, its clock *clk. It owns
  * w from here on (snowflake_stop closes it). */
 static struct snowflake *
@@ -1604,25 +1613,33 @@ START_TEST(zk_clock_offset)
     struct wlease *w;
     struct snowflake *sf;
     struct snowflake_refusal why;
-    _Atomic int64_t clk;
+    _Atomic int64_t clk, ahead;
     char *cause = NULL;
-    long long off = 0;
+    long long off = 0, rtt = 0;
     uint64_t id;
+    struct sbuf b = {0};
+    json_t *j;
+    json_error_t err;
 
-    atomic_store(&clk, util_wall_ms() + 10000);
-    p.clock = test_clock;
-    p.clock_arg = &clk;
+    /* The lease's clock 10 s ahead, moving on: the offset found is 10 s,
+     * within half the write's round trip (+ 1 s). */
+    atomic_store(&ahead, 10000);
+    p.clock = ahead_clock;
+    p.clock_arg = &ahead;
     p.max_clock_offset_ms = 2000;
     ck_assert_ptr_null(zkt_open(&p, &cause));
     at = strstr(cause, "clock is ");
     ck_assert_msg(at != NULL, "%s", cause);
-    ck_assert_int_eq(sscanf(at, "clock is %lld ms off", &off), 1);
-    ck_assert_msg(off > 9000 && off < 11000, "%s", cause);
+    ck_assert_int_eq(sscanf(at, "clock is %lld ms off zookeeper's (round trip "
+                            "%lld ms", &off, &rtt), 2);
+    ck_assert_msg(llabs(off - 10000) <= rtt / 2 + 1000, "%s", cause);
     free(cause);
 
+    atomic_store(&ahead, 0);
     atomic_store(&clk, util_wall_ms());
     w = open_ok(&p);
     sf = sf_on(w, &clk, 200);
+    atomic_store(&ahead, 10000);
     for (int i = 0; i < 30; i++) {
         atomic_store(&clk, util_wall_ms() + 10000);
         snowflake_keeper_step(sf);
@@ -1632,7 +1649,14 @@ START_TEST(zk_clock_offset)
     ck_assert_str_eq(why.code, "clock_offset");
     ck_assert_int_eq(sscanf(why.message, "this node's clock is %lld", &off),
                      1);
-    ck_assert_msg(off > 9000 && off < 11000, "%s", why.message);
+    snowflake_state_json(sf, &b);
+    j = json_loads(b.p, 0, &err);
+    ck_assert_msg(j != NULL, "%s", b.p);
+    rtt = json_integer_value(json_object_get(j, "clock_rtt_ms"));
+    ck_assert_msg(llabs(off - 10000) <= rtt / 2 + 1000, "%s (round trip "
+                  "%lld ms)", why.message, rtt);
+    json_decref(j);
+    sbuf_free(&b);
     snowflake_stop(sf);
     free(ca);
     free(name);
