@@ -473,8 +473,12 @@ def test_step_over_block_size(ctx):
             for i in range(2):
                 s.sql(i, "UPDATE leaf_alloc SET step = %d WHERE biz_tag = 'st'" % (3 * BLOCK))
             # Long enough for the refresh to read the new step and for
-            # several loads to use it.
+            # several loads to use it; on a busy machine, until each node
+            # has capped one (what is checked below).
             time.sleep(6)
+            for d in nodes:
+                wait_for(lambda: "over the databases' block size" in d.log(), 60,
+                         step=0.2, what="%s capping a load at the block size" % d.name)
             for i in range(2):
                 s.sql(i, "UPDATE leaf_alloc SET step = 1000 WHERE biz_tag = 'st'")
             time.sleep(2)

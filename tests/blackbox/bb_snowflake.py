@@ -385,9 +385,10 @@ def test_zk_release_on_stop_and_state(ctx):
         check(st["store_fence_ms"] >= st["fence"] - 1, "the node holds the fence: %r" % st)
         eq(st["zk_state"], "connected", "zk_state: %r" % st)
         node = st["zk_node"]
-        st = wait_for(lambda: (lambda j: j if j.get("heartbeat_age_ms") is not None else None)(
-            state(a)), what="a heartbeat")
-        check(st["heartbeat_age_ms"] < 5000, "heartbeat age %r" % st)
+        # heartbeats every 300 ms: one under 5 s old (a busy machine can hold
+        # the keeper, or ZooKeeper, up for seconds at a time)
+        wait_for(lambda: (lambda age: age is not None and age < 5000)(
+            state(a).get("heartbeat_age_ms")), what="a heartbeat under 5 s old")
         m = a.get("/metrics").text
         check('leafd_snowflake_heartbeat_age_seconds{source="zookeeper"}' in m,
               "heartbeat age by source in /metrics")
@@ -411,7 +412,7 @@ def test_zk_release_on_stop_and_state(ctx):
         eq(st["worker_id"], w, "the released worker ID, at once: %r" % st)
         eq(st["zk_node"], node, "the same node: %r" % st)
         r = wait_for(lambda: (lambda x: x if x.status == 200 else None)(b.get("/snowflake")),
-                     timeout=10, what="b serves")
+                     timeout=30, what="b serves")
         check(int(r.text) > max(ids), "above every ID the released holder issued")
         ls = zk.cli("ls", "/snowflake/bbtest/forever")
         eq(ls.count("127.0.0.1:%d-" % bport), 0, "b made no node of its own: %s" % ls)

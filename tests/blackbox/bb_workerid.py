@@ -100,24 +100,42 @@ def test_redis_three_nodes_restart_twin_max(ctx):
               "one past the maximum: %s" % fifth.log())
 
 
+def refused_by(d, t0, limit):
+    """A check for wait_for: d refuses IDs. A request sent limit s or more
+    after t0 that is still served goes into the list returned, which must
+    end empty: the time a request is sent, not the time its answer is seen,
+    so that a busy machine holding the test up cannot fail it."""
+    late = []
+
+    def refused():
+        sent = time.time()
+        if d.get("/snowflake").status == 503:
+            return True
+        if sent - t0 >= limit:
+            late.append(round(sent - t0, 1))
+        return False
+    return refused, late
+
+
 def test_redis_outage_then_503(ctx):
-    # A 12 s lease and 3 s fence steps, not node()'s 4 s and 0.5 s: "served
+    # A 24 s lease and 6 s fence steps, not node()'s 4 s and 0.5 s: "served
     # right after the outage" must hold however long redis-server takes to
-    # stop on a busy machine (with 0.5 s fence steps it did not).
+    # stop on a busy machine, and the test is held up (the fence Redis holds
+    # is 3 to 6 s ahead; with 0.5 s fence steps, and with 3 s, it was not).
     with Workdir("wid-redis-down") as wd:
         r = wd.redis(epoch0=EPOCH0)
-        d = node(wd, r, "10.2.0.1", extra=["--snowflake.takeover_age_ms=12000",
-                                           "--snowflake.fence_step_ms=3000"]).start()
+        d = node(wd, r, "10.2.0.1", extra=["--snowflake.takeover_age_ms=24000",
+                                           "--snowflake.fence_step_ms=6000"]).start()
         eq(d.get("/snowflake").status, 200, "serving")
         r.stop()
         t0 = time.time()
         # within the lease: still served (up to the fence Redis holds)
         eq(d.get("/snowflake").status, 200, "served right after the outage")
 
-        def refused():
-            return d.get("/snowflake").status == 503
-        wait_for(refused, 20, what="503 once past the fence / half the lease")
-        check(time.time() - t0 < 8.0, "stopped within half the 12 s lease")
+        refused, late = refused_by(d, t0, 12.0)
+        wait_for(refused, 40, what="503 once past the fence / half the lease")
+        check(not late, "stopped within half the 24 s lease: served requests "
+              "sent %r s after the outage" % late)
         j = d.get("/snowflake").json()
         check(j["error"] in ("fence_unconfirmed", "worker_lease_expired"),
               "a JSON 503 that says why: %r" % j)
@@ -136,8 +154,11 @@ def test_redis_new_store_waits(ctx):
         d = node(wd, r, "10.3.0.1", extra=["--snowflake.max_clock_offset_ms=500"]).start()
         # leafd may listen before its first claim has set the epoch
         epoch = int(wait_for(lambda: r.cli("-n", "2", "GET", "leafd:snowflake:epoch"),
-                             10, what="the epoch key"))
-        check(abs(epoch - t0 * 1000) < 5000, "epoch is about now: %d" % epoch)
+                             30, what="the epoch key"))
+        # set between the start and now (give or take clocks), however long
+        # the start took
+        check(t0 * 1000 - 5000 < epoch < time.time() * 1000 + 5000,
+              "epoch is about now: %d (start at %d)" % (epoch, t0 * 1000))
         gated_on_epoch(d, "redis", 0, epoch)
 
 
@@ -263,7 +284,10 @@ def test_mysql_new_table_waits(ctx):
         epoch = int(wait_for(lambda: db.sql("SELECT fence_ms FROM leaf_worker WHERE"
                                             " worker_id = -1 AND identity = '~epoch'")
                              .strip(), 30, step=0.1, what="the epoch row"))
-        check(abs(epoch - t0 * 1000) < 5000, "epoch is about now: %d" % epoch)
+        # set between the start and now (give or take clocks), however long
+        # the start took
+        check(t0 * 1000 - 5000 < epoch < time.time() * 1000 + 5000,
+              "epoch is about now: %d (start at %d)" % (epoch, t0 * 1000))
         gated_on_epoch(d, "mysql", 12, epoch)
 
 
@@ -311,10 +335,10 @@ def test_k8s_fence_store_down(ctx):
         r.stop()
         t0 = time.time()
 
-        def refused():
-            return d.get("/snowflake").status == 503
-        wait_for(refused, 10, what="503 once past the fence / half the lease")
-        check(time.time() - t0 < 4.0, "stopped within half the 4 s lease")
+        refused, late = refused_by(d, t0, 4.0)
+        wait_for(refused, 30, what="503 once past the fence / half the lease")
+        check(not late, "stopped within half the 4 s lease: served requests "
+              "sent %r s after the outage" % late)
         j = d.get("/snowflake").json()
         check(j["error"] in ("fence_unconfirmed", "worker_lease_expired"),
               "a JSON 503 that says why: %r" % j)

@@ -170,7 +170,7 @@ def free_port():
     raise TestFailure("LEAFD_TEST_PORTS=%d-%d: no free port left" % rng)
 
 
-def wait_for(pred, timeout=10.0, step=0.02, what="condition"):
+def wait_for(pred, timeout=30.0, step=0.02, what="condition"):
     end = time.time() + timeout
     while time.time() < end:
         try:

@@ -658,12 +658,19 @@ END_TEST
  * one with a parked stream is not. */
 START_TEST(test_idle_close)
 {
-    struct h2cli *k = h2cli_new(http_server_port(srv));
     struct h2cli *w = h2cli_new(http_server_port(srv));
-    struct h2cli_resp *r = h2cli_req(k, "GET", "/hello", NULL, 0, NULL);
     struct h2cli_resp *p = h2cli_req(w, "GET", "/park", NULL, 0, NULL);
+    struct h2cli *k;
+    struct h2cli_resp *r;
     int i;
 
+    /* Each sends its request at once, and w's is parked before k starts:
+     * a connection with nothing sent for 400 ms is idle too (w used to
+     * send only after k's answer, which a busy machine can delay). */
+    until_parked(w, 1);
+    ck_assert_int_eq(atomic_load(&park_calls), 1);
+    k = h2cli_new(http_server_port(srv));
+    r = h2cli_req(k, "GET", "/hello", NULL, 0, NULL);
     h2cli_wait(k, r);
     ck_assert_int_eq(r->status, 200);
     for (i = 0; i < 3000 && !k->eof; i++) {

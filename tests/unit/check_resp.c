@@ -66,7 +66,7 @@ handler(struct http_conn *c, struct http_request *req, void *arg)
                             req->timed_out ? 10 : 7, 0);
             return;
         }
-        http_park(c, 5000, 42);
+        http_park(c, 60000, 42);   /* far past wake_later's 100 ms */
         return;
     }
     if (is(cmd, 0, "ECHO") && cmd->argc == 2 && cmd->argl[1] < 200) {
@@ -144,7 +144,7 @@ teardown(void)
 static redisContext *
 hconnect(struct http_server *s)
 {
-    struct timeval tv = { 5, 0 };
+    struct timeval tv = { 20, 0 };
     redisContext *rc = redisConnectWithTimeout("127.0.0.1",
                                                http_server_resp_port(s), tv);
 
@@ -158,7 +158,7 @@ static int
 rawconnect(struct http_server *s)
 {
     struct sockaddr_in sa = { 0 };
-    struct timeval tv = { 5, 0 };
+    struct timeval tv = { 20, 0 };
     int fd = socket(AF_INET, SOCK_STREAM, 0);
 
     sa.sin_family = AF_INET;
@@ -181,7 +181,7 @@ rawsend(int fd, const char *s, size_t n)
     }
 }
 
-/* Everything until EOF (or the 5 s receive timeout), NUL-terminated. */
+/* Everything until EOF (or the 20 s receive timeout), NUL-terminated. */
 static size_t
 rawread_all(int fd, char *buf, size_t cap)
 {

@@ -75,7 +75,9 @@ options(struct snowflake_options *o)
     o->max_backward_ms = 1000;
     o->max_borrow_ms = 1000;
     o->fence_step_ms = 3000;
-    o->start_wait_ms = 5000;
+    /* a gate this far is waited for, not refused, even after a stall of
+     * seconds between the start and the request (the real clock counts) */
+    o->start_wait_ms = 60000;
     o->count_max = 4096;
     o->clock = fake_clock;
     o->backend.persist = fake_persist;
@@ -942,9 +944,13 @@ START_TEST(lease_deadline_without_keeper)
     o.backend.tick = fake_tick;
     o.backend.lease_until = fake_lease_until;
     atomic_store(&tick_result, SNOWFLAKE_TICK_NONE);
-    atomic_store(&fake_lease, util_mono_ms() + 150);
+    atomic_store(&fake_lease, util_mono_ms() + 60000);
     sf = make(&o);
     ck_assert_int_eq(issue(sf, 1, &id, &why), SNOWFLAKE_OK);
+    /* the last write that lands gives 150 ms (published only now, so a
+     * stall before the issue above cannot run it out) */
+    atomic_store(&fake_lease, util_mono_ms() + 150);
+    snowflake_keeper_step(sf);
     usleep(200 * 1000);             /* the keeper is "stuck": no step */
     ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_REFUSE);
     ck_assert_str_eq(why.code, "worker_lease_expired");
