@@ -517,7 +517,7 @@ conn_linger(struct http_conn *c)
     if (c->ssl != NULL)
         http_tls_close_notify(c->ssl);
     shutdown(c->fd, SHUT_WR);
-    c->lingering = 1;
+    c->closing = c->lingering = 1;
     if (c->in != NULL) {
         http_pool_put(&t->inpool, c->in);
         c->in = NULL;
@@ -719,19 +719,13 @@ static void
 conn_drain(struct http_conn *c)
 {
     char buf[4096];
-    ssize_t n;
-    int i;
+    ssize_t n = 1;
 
-    for (i = 0; i < 16; i++) {
+    for (int i = 0; i < 16 && n > 0; i++)
         n = read(c->fd, buf, sizeof buf);
-        if (n > 0)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK ||
-                      errno == EINTR))
-            return;
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+                   errno != EINTR))
         http_conn_free(c);
-        return;
-    }
 }
 
 static void
@@ -818,6 +812,7 @@ static void
 conn_timeout(struct http_conn *c)
 {
     struct http_thread *t = c->t;
+    int said = 1;
 
     if (c->lingering) {
         http_conn_free(c);
@@ -827,14 +822,19 @@ conn_timeout(struct http_conn *c)
     if (c->tls_hs)
         ctr_add(&t->tls_failed, 1);
     /* A slow request: say why (408); an idle HTTP/2 connection: that it
-     * closes (GOAWAY, RFC 9113 6.8). Best effort, without waiting. */
+     * closes (GOAWAY, RFC 9113 6.8). Sent at once or not at all, then a
+     * lingering close: input still arriving must not turn it into a RST. */
     if (c->h2 == NULL && !c->wev_on &&
         (c->in_len > c->in_off || c->body_left > 0))
         http_out_error(c, 408, "request_timeout", "request not received in time");
     else if (c->h2 != NULL && !c->wev_on && !c->closing && http_h2_idle(c))
         http_h2_idle_goaway(c);
-    (void)conn_flush(c);
-    http_conn_free(c);
+    else
+        said = 0;
+    if (said && conn_flush(c) == 0 && !c->wev_on && !t->stopping)
+        conn_linger(c);
+    else
+        http_conn_free(c);
 }
 
 static void

@@ -815,6 +815,33 @@ START_TEST(test_idle_timeout)
 }
 END_TEST
 
+/* The 408 of a slow request reaches a client that is still sending: the
+ * close lingers (drains what comes) instead of resetting the connection,
+ * which would drop the answer the client has not read yet. */
+START_TEST(test_timeout_answer_lingers)
+{
+    int port = srv_start(100, 5000);
+    struct client *cl = cl_open(port);
+    struct pollfd pfd;
+    struct resp r;
+
+    cl_puts(cl, "GET /x HTTP/1.1\r\nHost: t\r\n");
+    pfd.fd = cl->fd;
+    pfd.events = POLLIN;
+    ck_assert_int_eq(poll(&pfd, 1, 60000), 1);      /* the 408 is there */
+    /* more of the head, after the server's close; a RST would come back
+     * at once (the wait is for it, not for the server) */
+    ck_assert_int_eq(send(cl->fd, "X-A: b\r\n", 8, MSG_NOSIGNAL), 8);
+    usleep(100000);
+    cl_resp(cl, &r, 0);
+    ck_assert_int_eq(r.status, 408);
+    ck_assert_int_eq(r.conn_close, 1);
+    ck_assert_int_eq(cl_fill(cl), 0);               /* EOF, not a reset */
+    cl_close(cl);
+    srv_finish(1000);
+}
+END_TEST
+
 START_TEST(test_connection_cap)
 {
     int port = srv_start(4, 5000);
@@ -1301,6 +1328,7 @@ http_suite(void)
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_body_discarded);
     tcase_add_test(tc, test_idle_timeout);
+    tcase_add_test(tc, test_timeout_answer_lingers);
     tcase_add_test(tc, test_connection_cap);
     tcase_add_test(tc, test_park_wake_and_timeout);
     tcase_add_test(tc, test_close_while_parked);
