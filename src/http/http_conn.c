@@ -523,10 +523,12 @@ conn_linger(struct http_conn *c)
         c->in = NULL;
         c->in_off = c->in_len = 0;
     }
+    c->body_left = 0;               /* what still comes is drained */
     conn_rev(c, 1);
     if (ms > t->s->cfg.idle_timeout_ms)
         ms = t->s->cfg.idle_timeout_ms;
-    conn_set_deadline(c, now, now + ms);
+    c->deadline_ms = now + ms;      /* armed anew: its timer may have fired */
+    conn_arm_timer(c, now, now + ms);
 }
 
 /* After a run: what to wait for, by when, and which buffers to give back. */
@@ -831,7 +833,8 @@ conn_timeout(struct http_conn *c)
         http_h2_idle_goaway(c);
     else
         said = 0;
-    if (said && conn_flush(c) == 0 && !c->wev_on && !t->stopping)
+    if (said && !c->req_active && conn_flush(c) == 0 && !c->wev_on &&
+        !t->stopping)
         conn_linger(c);
     else
         http_conn_free(c);
@@ -846,11 +849,13 @@ conn_timer_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
 
-    if (c->deadline_ms != 0 && now >= c->deadline_ms) {
+    /* A queued connection's deadline is from before its last read: its
+     * conn_finish sets the next. */
+    if (c->deadline_ms != 0 && now >= c->deadline_ms && !c->queued) {
         conn_timeout(c);
         return;
     }
-    if (c->deadline_ms == 0)
+    if (c->deadline_ms == 0 || c->queued)
         conn_arm_timer(c, now, now + c->t->s->cfg.idle_timeout_ms);
     else
         conn_arm_timer(c, now, c->deadline_ms);
@@ -948,15 +953,6 @@ http_conn_stream_init(struct http_conn *sc, struct http_conn *owner,
     sc->owner = owner;
     sc->h2st = h2st;
     event_assign(&sc->pev, owner->t->base, -1, 0, conn_park_cb, sc);
-}
-
-int
-http_conn_idle(const struct http_conn *c)
-{
-    /* A lingering connection has its answer already: close it too. */
-    return !c->req_active && c->in_len == c->in_off &&
-           c->body_left == 0 && c->out_off == c->out_len &&
-           (c->h2 == NULL || http_h2_idle(c));
 }
 
 void

@@ -109,10 +109,12 @@ def refused_by(d, t0, limit):
 
     def refused():
         sent = time.time()
-        if d.get("/snowflake").status == 503:
+        st = d.get("/snowflake").status
+        if st == 503:
             return True
-        if sent - t0 >= limit:
+        if st == 200 and sent - t0 >= limit:
             late.append(round(sent - t0, 1))
+        check(st == 200, "an ID or a 503, not %d" % st)
         return False
     return refused, late
 

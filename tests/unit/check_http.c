@@ -124,7 +124,7 @@ handler(struct http_conn *c, struct http_request *req, void *arg)
             http_reply(c, 200, "text/plain", NULL, body, (size_t)n);
             return;
         }
-        http_park(c, 5000, (uint64_t)k);
+        http_park(c, 60000, (uint64_t)k);   /* the test sets the key */
         return;
     }
     if (path_is(m, "/gate/")) {
@@ -251,7 +251,7 @@ wait_parked(uint64_t n)
     struct http_stats st;
     int i;
 
-    for (i = 0; i < 400; i++) {
+    for (i = 0; i < 6000; i++) {            /* 30 s: a busy machine */
         http_server_stats(srv, &st);
         if (st.requests_parked == n)
             return;
@@ -822,6 +822,7 @@ START_TEST(test_timeout_answer_lingers)
 {
     int port = srv_start(100, 5000);
     struct client *cl = cl_open(port);
+    struct http_stats st;
     struct pollfd pfd;
     struct resp r;
 
@@ -837,6 +838,14 @@ START_TEST(test_timeout_answer_lingers)
     ck_assert_int_eq(r.status, 408);
     ck_assert_int_eq(r.conn_close, 1);
     ck_assert_int_eq(cl_fill(cl), 0);               /* EOF, not a reset */
+    /* and the linger ends without the client's close (its own deadline) */
+    for (int i = 0; i < 3000; i++) {
+        http_server_stats(srv, &st);
+        if (st.connections_open == 0)
+            break;
+        usleep(10000);
+    }
+    ck_assert_uint_eq(st.connections_open, 0);
     cl_close(cl);
     srv_finish(1000);
 }
@@ -1291,7 +1300,7 @@ START_TEST(test_reject_holds_no_fd)
     }
     /* Only the 20 client sockets are new, once the server has closed its
      * ends (it may still be doing so just after the 503s arrive). */
-    for (i = 0; i < 500; i++) {
+    for (i = 0; i < 3000; i++) {
         n1 = count_fds();
         if (n1 - n0 == 20)
             break;
