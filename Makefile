@@ -116,7 +116,8 @@ build/asan/%.o: %.c
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -MMD -MP -c -o $@ $<
 
 # Helpers the unit tests share (tests/lib/*.c), built per variant.
-TESTLIB_SRCS := tests/lib/idset.c tests/lib/tcpproxy.c tests/lib/h2cli.c tests/lib/tlsgen.c
+TESTLIB_SRCS := tests/lib/idset.c tests/lib/tcpproxy.c tests/lib/h2cli.c tests/lib/tlsgen.c \
+                tests/lib/procstop.c
 TESTLIB      := $(TESTLIB_SRCS:tests/lib/%.c=build/tests/lib/%.o)
 # Only the test binaries link these: keep them (not intermediate files that
 # make deletes), or each make test builds them again.

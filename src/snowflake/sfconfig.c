@@ -246,11 +246,12 @@ sfconfig_ip(const struct config *cfg, char *buf, size_t size, int warn)
     }
 }
 
-/* The Redis store's timeout for starting (each command of a claim and of
- * the start's clock-check write): a quarter of the lease, 1 to 5 s. A fence write
- * in service and a release have the heartbeat's (at most 1 s). */
+/* The Redis and MySQL stores' timeout for starting (each command of a
+ * claim and of the start's clock-check write): a quarter of the lease, 1 to
+ * 5 s. A fence write in service and a release have the heartbeat's (at most
+ * 1 s; MySQL's client counts whole seconds, so 1 s). */
 static int64_t
-redis_op_timeout(int64_t lease_ms)
+start_op_timeout(int64_t lease_ms)
 {
     int64_t t = lease_ms / 4;
 
@@ -337,14 +338,15 @@ sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
         const char *url = cfg->sf_mysql_url[0] ? cfg->sf_mysql_url :
                           cfg->mysql_url[0] ? cfg->mysql_url : cfg->jdbc_url;
         if (workerid_mysql_store(url, cfg->jdbc_username,
-                                 cfg->jdbc_password, 1000, &st,
+                                 cfg->jdbc_password, 1000,
+                                 start_op_timeout(p.lease_ms), &st,
                                  cause) == -1) {
             free(cache);
             return NULL;
         }
     } else if (workerid_redis_store(cfg->sf_redis_url, cfg->sf_redis_prefix,
                                     p.heartbeat_ms < 1000 ? p.heartbeat_ms :
-                                    1000, redis_op_timeout(p.lease_ms), &st,
+                                    1000, start_op_timeout(p.lease_ms), &st,
                                     cause) == -1) {
         free(cache);
         return NULL;

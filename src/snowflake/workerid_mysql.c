@@ -102,7 +102,9 @@ static const char wm_sql_release[] =
 struct wmysql {
     struct db_mysql_target t;
     char         *where;
-    unsigned int  timeout_s;
+    unsigned int  timeout_s;    /* in service (fence writes, release) */
+    unsigned int  start_s;      /* a claim, the start's clock check */
+    unsigned int  conn_s;       /* the one db was made with */
     unsigned int  last_errno;   /* of the last wm_fail, 0 none */
     struct wlease_note note;    /* the last claim's epoch gate: why */
     MYSQL        *db;
@@ -155,19 +157,25 @@ wm_run(struct wmysql *m, const char *sql, MYSQL_BIND *params,
     return st;
 }
 
+/* A connection with the timeout for starting or for service. The client
+ * fixes its timeouts when it connects, so the start's connection is
+ * dropped at the first call in service and made again. */
 static int
-wm_connect(struct wmysql *m, char **cause)
+wm_connect(struct wmysql *m, int starting, char **cause)
 {
+    unsigned int want = starting ? m->start_s : m->timeout_s;
     MYSQL_STMT *st;
 
-    if (m->db != NULL)
+    if (m->db != NULL && m->conn_s == want)
         return 0;
+    wm_drop(m);
     if (db_mysql_thread_init() == -1) {
         *cause = xstrdup("mysql_thread_init failed");
         return -1;
     }
-    if ((m->db = db_mysql_connect(&m->t, m->where, m->timeout_s, cause)) == NULL)
+    if ((m->db = db_mysql_connect(&m->t, m->where, want, cause)) == NULL)
         return -1;
+    m->conn_s = want;
     if ((st = wm_run(m, "SET time_zone = '+00:00'", NULL, NULL,
                      cause)) == NULL)
         return -1;
@@ -339,7 +347,7 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         *cause = xstrdup("snowflake identity over 128 bytes");
         return WLEASE_REFUSED;
     }
-    if (wm_connect(m, cause) == -1 || wm_now(m, &now, cause) == -1)
+    if (wm_connect(m, 1, cause) == -1 || wm_now(m, &now, cause) == -1)
         return WLEASE_DOWN;
     memset(&row, 0, sizeof row);
     db_mysql_bind_i64(&r[0], &row.worker);
@@ -639,8 +647,7 @@ wm_update_held(struct wmysql *m, const char *sql, MYSQL_BIND *p,
     return WLEASE_OK;
 }
 
-/* starting is not used: the connection's timeouts are set when it is made
- * (timeout_s), one for every statement. */
+/* starting: the start's clock check, with the start's timeout. */
 static int
 wm_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
          int starting, int64_t *store_ms, char **cause)
@@ -652,7 +659,8 @@ wm_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     MYSQL_STMT *st;
     int same, rc;
 
-    if (wm_connect(m, cause) == -1 || wm_now(m, &now, cause) == -1)
+    if (wm_connect(m, starting, cause) == -1 ||
+        wm_now(m, &now, cause) == -1)
         return WLEASE_DOWN;
     db_mysql_bind_i64(&p[0], &f);
     db_mysql_bind_i64(&p[1], &now);
@@ -711,7 +719,7 @@ wm_release(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     long long f = fence_ms, w = worker;
     unsigned long nl = strlen(nonce);
 
-    if (wm_connect(m, cause) == -1)
+    if (wm_connect(m, 0, cause) == -1)
         return WLEASE_DOWN;
     db_mysql_bind_i64(&p[0], &f);
     db_mysql_bind_i64(&p[1], &w);
@@ -739,10 +747,17 @@ wm_close(void *arg)
     free(m);
 }
 
+/* ms as the client's whole seconds, at least 1 */
+static unsigned int
+wm_seconds(int64_t ms)
+{
+    return ms < 1000 ? 1 : (unsigned int)((ms + 999) / 1000);
+}
+
 int
 workerid_mysql_store(const char *url, const char *user, const char *password,
-                     int64_t timeout_ms, struct wlease_store *out,
-                     char **cause)
+                     int64_t timeout_ms, int64_t start_ms,
+                     struct wlease_store *out, char **cause)
 {
     struct wmysql *m = xcalloc(1, sizeof *m);
 
@@ -768,9 +783,8 @@ workerid_mysql_store(const char *url, const char *user, const char *password,
         m->where = xasprintf("%s:%d/%s", m->t.host, m->t.port,
                              m->t.database);
     m->held = -1;
-    m->timeout_s = (unsigned int)(timeout_ms + 999) / 1000;
-    if (m->timeout_s < 1)
-        m->timeout_s = 1;
+    m->timeout_s = wm_seconds(timeout_ms);
+    m->start_s = wm_seconds(start_ms);
     memset(out, 0, sizeof *out);
     out->name = "mysql";
     out->claim = wm_claim;

@@ -18,9 +18,13 @@
 
 /* url: as segment.mysql.url (db_mysql_url_parse); user and password
  * (may be NULL) as leaf.jdbc.username/password: used for a JDBC URL, or a
- * URL without a user. Does not connect yet. */
+ * URL without a user. timeout_ms bounds each statement of a fence write in
+ * service and of a release, start_ms each of a claim and of the start's
+ * clock-check write (whole seconds, at least 1: the client's timeouts).
+ * Does not connect yet. */
 int workerid_mysql_store(const char *url, const char *user,
                          const char *password, int64_t timeout_ms,
-                         struct wlease_store *out, char **cause);
+                         int64_t start_ms, struct wlease_store *out,
+                         char **cause);
 
 #endif

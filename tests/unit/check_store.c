@@ -4,7 +4,6 @@
  * LEAFD_TEST_MYSQL_DIR also set, a restart and a hung server too; see
  * tests/lib/mariadb.sh). Run from the top of the tree (or set LEAFD_ROOT). */
 #include <check.h>
-#include <dirent.h>
 #include <errno.h>
 #include <mysql.h>
 #include <pthread.h>
@@ -19,6 +18,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "procstop.h"
 #include "db_mysql_url.h"
 #include "store.h"
 #include "store_impl.h"
@@ -1070,51 +1070,6 @@ END_TEST
 
 /* A hung server (SIGSTOP): calls fail within about db_timeout_ms instead of
  * hanging, and the store works again once it runs. */
-/* SIGSTOP pid and wait until every thread of it has stopped. kill()
- * returns before that: the group stop begins only when one of the target's
- * threads runs and takes the signal, and on a busy machine its other
- * threads can go on answering queries meanwhile (this test once saw an
- * allocation answered "while stopped"). */
-static void
-stop_and_wait(pid_t pid)
-{
-    char path[64];
-
-    ck_assert_int_eq(kill(pid, SIGSTOP), 0);
-    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-    for (int tries = 0;; tries++) {
-        DIR *d = opendir(path);
-        struct dirent *e;
-        int running = 0;
-
-        ck_assert_msg(d != NULL, "%s: %s", path, strerror(errno));
-        while ((e = readdir(d)) != NULL) {
-            char stat[384], buf[512], *p;
-            FILE *f;
-            size_t n;
-
-            if (e->d_name[0] == '.')
-                continue;
-            snprintf(stat, sizeof stat, "%s/%s/stat", path, e->d_name);
-            if ((f = fopen(stat, "r")) == NULL)
-                continue;               /* the thread exited */
-            n = fread(buf, 1, sizeof buf - 1, f);
-            fclose(f);
-            buf[n] = '\0';
-            /* "tid (comm) S ...": the state follows the last ')'. */
-            if ((p = strrchr(buf, ')')) != NULL && p[1] == ' ' &&
-                p[2] != 'T' && p[2] != 't')
-                running++;
-        }
-        closedir(d);
-        if (running == 0)
-            return;
-        ck_assert_msg(tries < 6000, "pid %d: %d threads still running 60 s "
-                      "after SIGSTOP", (int)pid, running);
-        usleep(10000);
-    }
-}
-
 START_TEST(test_mysql_hung)
 {
     struct store *s, *fresh;
@@ -1145,7 +1100,7 @@ START_TEST(test_mysql_hung)
                      0);
 
     /* Nothing may assert while the server is stopped. */
-    stop_and_wait(pid);
+    proc_stop(pid);
     t0 = util_mono_ms();
     rc = store_alloc(s, tag("hung"), 10, &max_id, &step, &cause);
     took = util_mono_ms() - t0;

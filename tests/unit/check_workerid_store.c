@@ -30,6 +30,7 @@
 #include "db_mysql_url.h"
 #include "store.h"
 #include "idset.h"
+#include "procstop.h"
 #include "tcpproxy.h"
 #include "workerid_lease.h"
 #include "workerid_mysql.h"
@@ -197,8 +198,8 @@ open_at(const struct wlease_params *p, int port, const char *prefix,
                  mysql_t.user, mysql_t.password ? ":" : "",
                  mysql_t.password ? mysql_t.password : "", port,
                  mysql_t.database);
-        ck_assert_int_eq(workerid_mysql_store(url, NULL, NULL, 1000, &st,
-                                              cause), 0);
+        ck_assert_int_eq(workerid_mysql_store(url, NULL, NULL, 1000, 1000,
+                                              &st, cause), 0);
         return wlease_open(p, &st, cause);
     }
     snprintf(url, sizeof url, "redis://127.0.0.1:%d/3", port);
@@ -1490,64 +1491,47 @@ START_TEST(redis_keys_gone)
 }
 END_TEST
 
-/* Stop the test's redis-server until *resume_ms (mono) has passed: the
- * thread that sends SIGCONT. */
-static void *
-redis_resume_later(void *arg)
-{
-    const int64_t *at = arg;
+/* A store's server stopped for 1.5 s (SIGSTOP): pause_for_a_while stops
+ * pid and starts the thread that sends SIGCONT at a->at (mono), to join
+ * after the call. */
+struct pause {
+    pid_t   pid;
+    int64_t at;
+};
 
-    while (util_mono_ms() < *at)
+static void *
+resume_later(void *arg)
+{
+    const struct pause *a = arg;
+
+    while (util_mono_ms() < a->at)
         usleep(10000);
-    kill(redis_pid, SIGCONT);
+    kill(a->pid, SIGCONT);
     return NULL;
 }
 
-/* SIGSTOP the test's redis-server and wait until it is stopped (state T in
- * /proc: kill() returns before the stop takes effect). */
-static void
-redis_pause(void)
-{
-    char path[64], buf[256], *p;
-
-    ck_assert_int_eq(kill(redis_pid, SIGSTOP), 0);
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)redis_pid);
-    for (;;) {
-        FILE *f = fopen(path, "r");
-        size_t n;
-
-        ck_assert(f != NULL);
-        n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        p = strrchr(buf, ')');
-        if (p != NULL && p[1] == ' ' && p[2] == 'T')
-            return;
-        usleep(1000);
-    }
-}
-
-/* Pause Redis for 1.5 s from now; the thread to join after the call. */
 static pthread_t
-redis_pause_for_a_while(int64_t *at)
+pause_for_a_while(pid_t pid, struct pause *a)
 {
     pthread_t th;
 
-    redis_pause();
-    *at = util_mono_ms() + 1500;
-    ck_assert_int_eq(pthread_create(&th, NULL, redis_resume_later, at), 0);
+    proc_stop(pid);
+    a->pid = pid;
+    a->at = util_mono_ms() + 1500;
+    ck_assert_int_eq(pthread_create(&th, NULL, resume_later, a), 0);
     return th;
 }
 
 static struct wlease_store slow_inner;  /* the store slow_fence wraps */
 static int slow_fences;                 /* fence writes so far */
+static pid_t slow_pid;                  /* its server */
 
-/* The store's fence write, with Redis paused over the first one. */
+/* The store's fence write, with its server paused over the first one. */
 static int
 slow_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
            int starting, int64_t *store_ms, char **cause)
 {
-    int64_t at;
+    struct pause pa;
     pthread_t th;
     int rc;
 
@@ -1555,38 +1539,83 @@ slow_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
         return slow_inner.fence(arg, worker, nonce, fence_ms, starting,
                                 store_ms, cause);
     ck_assert(starting);                        /* the start's clock check */
-    th = redis_pause_for_a_while(&at);
+    th = pause_for_a_while(slow_pid, &pa);
     rc = slow_inner.fence(arg, worker, nonce, fence_ms, starting, store_ms,
                           cause);
     pthread_join(th, NULL);
     return rc;
 }
 
-/* A slow store at start (a busy Redis or machine; here stopped for 1.5 s
- * over the claim, then again over its first fence write, the clock check):
- * the start waits with the store's starting timeout, not a fence write's
- * in service (500 ms here, the heartbeat's in leafd), and gets its worker
- * ID. Before, a start on a busy machine failed ("redis EVAL: Resource
- * temporarily unavailable"); with one timeout for both, this fails. */
+/* A slow store at start (a busy store or machine; here its server stopped
+ * for 1.5 s over the claim, then again over its first fence write, the
+ * clock check): the start waits with the store's starting timeout, not a
+ * fence write's in service, and gets its worker ID. */
+static struct wlease *
+slow_start(const struct wlease_params *p, pid_t pid, char **cause)
+{
+    struct wlease_store st = slow_inner;
+    struct wlease *l;
+    struct pause pa;
+    pthread_t th;
+
+    st.fence = slow_fence;
+    slow_fences = 0;
+    slow_pid = pid;
+    th = pause_for_a_while(pid, &pa);
+    l = wlease_open(p, &st, cause);
+    pthread_join(th, NULL);
+    return l;
+}
+
+/* Redis: 500 ms in service (the heartbeat's in leafd). Before, a start on
+ * a busy machine failed ("redis EVAL: Resource temporarily unavailable");
+ * with one timeout for both, this fails. */
 START_TEST(slow_store_at_start)
 {
     char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *cause = NULL;
     struct wlease_params p = params("10.0.0.1:1", c1);
-    struct wlease_store st;
     struct wlease *l;
-    int64_t at;
-    pthread_t th;
     char url[300];
 
     snprintf(url, sizeof url, "redis://127.0.0.1:%d/3", redis_port);
     ck_assert_int_eq(workerid_redis_store(url, pfx, 500, 60000, &slow_inner,
                                           &cause), 0);
-    st = slow_inner;
-    st.fence = slow_fence;
-    slow_fences = 0;
-    th = redis_pause_for_a_while(&at);
-    l = wlease_open(&p, &st, &cause);
-    pthread_join(th, NULL);
+    l = slow_start(&p, redis_pid, &cause);
+    ck_assert_msg(l != NULL, "%s", cause);
+    ck_assert_int_eq(worker_of(l), 0);
+    ck_assert_int_ge(slow_fences, 1);           /* the clock check ran */
+    wlease_close(l);
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
+/* MySQL: the client fixes its timeouts when it connects, so the start has
+ * a connection of its own (5 s here; 1 s in service). With one timeout of
+ * 1 s for both, as before, the claim failed. */
+START_TEST(slow_mysql_at_start)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *cause = NULL;
+    char path[300], url[300];
+    struct wlease_params p = params("10.0.0.1:1", c1);
+    const char *dir = getenv("LEAFD_TEST_MYSQL_DIR");
+    struct wlease *l;
+    FILE *f;
+    int pid = 0;
+
+    ck_assert_msg(dir != NULL && *dir != '\0', "LEAFD_TEST_MYSQL_DIR (the "
+                  "test MariaDB's directory, its pid file) is not set");
+    snprintf(path, sizeof path, "%s/pid", dir);
+    f = fopen(path, "r");
+    ck_assert_msg(f != NULL && fscanf(f, "%d", &pid) == 1, "%s: no pid", path);
+    fclose(f);
+    snprintf(url, sizeof url, "mysql://%s%s%s@127.0.0.1:%d/%s", mysql_t.user,
+             mysql_t.password ? ":" : "",
+             mysql_t.password ? mysql_t.password : "", store_port(),
+             mysql_t.database);
+    ck_assert_int_eq(workerid_mysql_store(url, NULL, NULL, 1000, 5000,
+                                          &slow_inner, &cause), 0);
+    l = slow_start(&p, (pid_t)pid, &cause);
     ck_assert_msg(l != NULL, "%s", cause);
     ck_assert_int_eq(worker_of(l), 0);
     ck_assert_int_ge(slow_fences, 1);           /* the clock check ran */
@@ -2171,6 +2200,7 @@ main(void)
         tcase_add_test(tc, epoch_zero_no_wait);
         tcase_add_test(tc, epoch_gate_message);
         tcase_add_test(tc, mysql_epoch_bad);
+        tcase_add_test(tc, slow_mysql_at_start);
         tcase_add_test(tc, store_back_in_time);
         tcase_add_test(tc, store_back_in_time_one_id);
         suite_add_tcase(s, tc);
