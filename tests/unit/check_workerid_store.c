@@ -1546,25 +1546,31 @@ slow_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     return rc;
 }
 
-/* A slow store at start (a busy store or machine; here its server stopped
- * for 1.5 s over the claim, then again over its first fence write, the
- * clock check): the start waits with the store's starting timeout, not a
- * fence write's in service, and gets its worker ID. */
-static struct wlease *
-slow_start(const struct wlease_params *p, pid_t pid, char **cause)
+/* A slow store at start (a busy store or machine; here its server, pid,
+ * stopped for 1.5 s over the claim, then again over its first fence write,
+ * the clock check): the start waits with the store's starting timeout, not
+ * a fence write's in service, and gets worker ID 0. slow_inner is the
+ * store. */
+static void
+slow_start(const char *identity, const char *cache, pid_t pid)
 {
+    struct wlease_params p = params(identity, cache);
     struct wlease_store st = slow_inner;
     struct wlease *l;
     struct pause pa;
     pthread_t th;
+    char *cause = NULL;
 
     st.fence = slow_fence;
     slow_fences = 0;
     slow_pid = pid;
     th = pause_for_a_while(pid, &pa);
-    l = wlease_open(p, &st, cause);
+    l = wlease_open(&p, &st, &cause);
     pthread_join(th, NULL);
-    return l;
+    ck_assert_msg(l != NULL, "%s", cause);
+    ck_assert_int_eq(worker_of(l), 0);
+    ck_assert_int_ge(slow_fences, 1);           /* the clock check ran */
+    wlease_close(l);
 }
 
 /* Redis: 500 ms in service (the heartbeat's in leafd). Before, a start on
@@ -1573,18 +1579,12 @@ slow_start(const struct wlease_params *p, pid_t pid, char **cause)
 START_TEST(slow_store_at_start)
 {
     char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *cause = NULL;
-    struct wlease_params p = params("10.0.0.1:1", c1);
-    struct wlease *l;
     char url[300];
 
     snprintf(url, sizeof url, "redis://127.0.0.1:%d/3", redis_port);
     ck_assert_int_eq(workerid_redis_store(url, pfx, 500, 60000, &slow_inner,
                                           &cause), 0);
-    l = slow_start(&p, redis_pid, &cause);
-    ck_assert_msg(l != NULL, "%s", cause);
-    ck_assert_int_eq(worker_of(l), 0);
-    ck_assert_int_ge(slow_fences, 1);           /* the clock check ran */
-    wlease_close(l);
+    slow_start("10.0.0.1:1", c1, redis_pid);
     free(pfx);
     free(c1);
 }
@@ -1592,14 +1592,12 @@ END_TEST
 
 /* MySQL: the client fixes its timeouts when it connects, so the start has
  * a connection of its own (5 s here; 1 s in service). With one timeout of
- * 1 s for both, as before, the claim failed. */
+ * 1 s for both, as before, the start had no worker ID. */
 START_TEST(slow_mysql_at_start)
 {
     char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *cause = NULL;
     char path[300], url[300];
-    struct wlease_params p = params("10.0.0.1:1", c1);
     const char *dir = getenv("LEAFD_TEST_MYSQL_DIR");
-    struct wlease *l;
     FILE *f;
     int pid = 0;
 
@@ -1615,11 +1613,7 @@ START_TEST(slow_mysql_at_start)
              mysql_t.database);
     ck_assert_int_eq(workerid_mysql_store(url, NULL, NULL, 1000, 5000,
                                           &slow_inner, &cause), 0);
-    l = slow_start(&p, (pid_t)pid, &cause);
-    ck_assert_msg(l != NULL, "%s", cause);
-    ck_assert_int_eq(worker_of(l), 0);
-    ck_assert_int_ge(slow_fences, 1);           /* the clock check ran */
-    wlease_close(l);
+    slow_start("10.0.0.1:1", c1, (pid_t)pid);
     free(pfx);
     free(c1);
 }
