@@ -849,13 +849,16 @@ conn_timer_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
 
-    /* A queued connection's deadline is from before its last read: its
-     * conn_finish sets the next. */
-    if (c->deadline_ms != 0 && now >= c->deadline_ms && !c->queued) {
-        conn_timeout(c);
+    if (c->deadline_ms != 0 && now >= c->deadline_ms) {
+        /* Queued: read from in the same loop pass, its answer not sent
+         * yet. Judged again after the send queue has run. */
+        if (c->queued)
+            conn_arm_timer(c, now, now + 1);
+        else
+            conn_timeout(c);
         return;
     }
-    if (c->deadline_ms == 0 || c->queued)
+    if (c->deadline_ms == 0)
         conn_arm_timer(c, now, now + c->t->s->cfg.idle_timeout_ms);
     else
         conn_arm_timer(c, now, c->deadline_ms);

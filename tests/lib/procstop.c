@@ -26,7 +26,10 @@ proc_stop(pid_t pid)
         struct dirent *e;
         int running = 0;
 
-        ck_assert_msg(d != NULL, "%s: %s", path, strerror(errno));
+        if (d == NULL) {
+            kill(pid, SIGCONT);         /* not left stopped for the rest */
+            ck_abort_msg("%s: %s", path, strerror(errno));
+        }
         while ((e = readdir(d)) != NULL) {
             char stat[384], buf[512], *p;
             FILE *f;
@@ -48,8 +51,11 @@ proc_stop(pid_t pid)
         closedir(d);
         if (running == 0)
             return;
-        ck_assert_msg(tries < 6000, "pid %d: %d threads still running 60 s "
-                      "after SIGSTOP", (int)pid, running);
+        if (tries >= 6000) {
+            kill(pid, SIGCONT);
+            ck_abort_msg("pid %d: %d threads still running 60 s after "
+                         "SIGSTOP", (int)pid, running);
+        }
         usleep(10000);
     }
 }

@@ -1491,33 +1491,33 @@ START_TEST(redis_keys_gone)
 }
 END_TEST
 
-/* A store's server stopped for 1.5 s (SIGSTOP): pause_for_a_while stops
- * pid and starts the thread that sends SIGCONT at a->at (mono), to join
- * after the call. */
+/* A store's server stopped for ms (SIGSTOP): pause_for stops pid and
+ * starts the thread that sends SIGCONT at a->at (mono; the caller may
+ * bring it forward), to join after the call. */
 struct pause {
-    pid_t   pid;
-    int64_t at;
+    pid_t            pid;
+    _Atomic int64_t  at;
 };
 
 static void *
 resume_later(void *arg)
 {
-    const struct pause *a = arg;
+    struct pause *a = arg;
 
-    while (util_mono_ms() < a->at)
+    while (util_mono_ms() < atomic_load(&a->at))
         usleep(10000);
     kill(a->pid, SIGCONT);
     return NULL;
 }
 
 static pthread_t
-pause_for_a_while(pid_t pid, struct pause *a)
+pause_for(pid_t pid, int64_t ms, struct pause *a)
 {
     pthread_t th;
 
     proc_stop(pid);
     a->pid = pid;
-    a->at = util_mono_ms() + 1500;
+    atomic_store(&a->at, util_mono_ms() + ms);
     ck_assert_int_eq(pthread_create(&th, NULL, resume_later, a), 0);
     return th;
 }
@@ -1539,7 +1539,7 @@ slow_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
         return slow_inner.fence(arg, worker, nonce, fence_ms, starting,
                                 store_ms, cause);
     ck_assert(starting);                        /* the start's clock check */
-    th = pause_for_a_while(slow_pid, &pa);
+    th = pause_for(slow_pid, 1500, &pa);
     rc = slow_inner.fence(arg, worker, nonce, fence_ms, starting, store_ms,
                           cause);
     pthread_join(th, NULL);
@@ -1550,11 +1550,10 @@ slow_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
  * stopped for 1.5 s over the claim, then again over its first fence write,
  * the clock check): the start waits with the store's starting timeout, not
  * a fence write's in service, and gets worker ID 0. slow_inner is the
- * store. */
-static void
-slow_start(const char *identity, const char *cache, pid_t pid)
+ * store; the lease, to close. */
+static struct wlease *
+slow_start(const struct wlease_params *p, pid_t pid)
 {
-    struct wlease_params p = params(identity, cache);
     struct wlease_store st = slow_inner;
     struct wlease *l;
     struct pause pa;
@@ -1564,13 +1563,13 @@ slow_start(const char *identity, const char *cache, pid_t pid)
     st.fence = slow_fence;
     slow_fences = 0;
     slow_pid = pid;
-    th = pause_for_a_while(pid, &pa);
-    l = wlease_open(&p, &st, &cause);
+    th = pause_for(pid, 1500, &pa);
+    l = wlease_open(p, &st, &cause);
     pthread_join(th, NULL);
     ck_assert_msg(l != NULL, "%s", cause);
     ck_assert_int_eq(worker_of(l), 0);
     ck_assert_int_ge(slow_fences, 1);           /* the clock check ran */
-    wlease_close(l);
+    return l;
 }
 
 /* Redis: 500 ms in service (the heartbeat's in leafd). Before, a start on
@@ -1579,27 +1578,36 @@ slow_start(const char *identity, const char *cache, pid_t pid)
 START_TEST(slow_store_at_start)
 {
     char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *cause = NULL;
+    struct wlease_params p;
     char url[300];
 
     snprintf(url, sizeof url, "redis://127.0.0.1:%d/3", redis_port);
     ck_assert_int_eq(workerid_redis_store(url, pfx, 500, 60000, &slow_inner,
                                           &cause), 0);
-    slow_start("10.0.0.1:1", c1, redis_pid);
+    p = params("10.0.0.1:1", c1);
+    wlease_close(slow_start(&p, redis_pid));
     free(pfx);
     free(c1);
 }
 END_TEST
 
 /* MySQL: the client fixes its timeouts when it connects, so the start has
- * a connection of its own (5 s here; 1 s in service). With one timeout of
- * 1 s for both, as before, the start had no worker ID. */
+ * a connection of its own (20 s here; 1 s in service). With one timeout of
+ * 1 s for both, as before, the start had no worker ID. Then a fence write
+ * in service, with MariaDB stopped for 10 s: DOWN after its 1 s, not an
+ * answer after the start connection's wait. */
 START_TEST(slow_mysql_at_start)
 {
-    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *cause = NULL;
-    char path[300], url[300];
+    char *pfx = fresh_prefix();     /* for MySQL: the table, with epoch 0 */
+    char *c1 = tmp_path("1"), *cause = NULL, path[300], url[300];
     const char *dir = getenv("LEAFD_TEST_MYSQL_DIR");
+    struct wlease_params p = params("10.0.0.1:1", c1);
+    struct wlease *l;
+    struct pause pa;
+    pthread_t th;
+    int64_t store_ms;
     FILE *f;
-    int pid = 0;
+    int pid = 0, rc;
 
     ck_assert_msg(dir != NULL && *dir != '\0', "LEAFD_TEST_MYSQL_DIR (the "
                   "test MariaDB's directory, its pid file) is not set");
@@ -1611,9 +1619,18 @@ START_TEST(slow_mysql_at_start)
              mysql_t.password ? ":" : "",
              mysql_t.password ? mysql_t.password : "", store_port(),
              mysql_t.database);
-    ck_assert_int_eq(workerid_mysql_store(url, NULL, NULL, 1000, 5000,
+    ck_assert_int_eq(workerid_mysql_store(url, NULL, NULL, 1000, 20000,
                                           &slow_inner, &cause), 0);
-    slow_start("10.0.0.1:1", c1, (pid_t)pid);
+    l = slow_start(&p, (pid_t)pid);
+    th = pause_for((pid_t)pid, 10000, &pa);
+    rc = slow_inner.fence(wlease_store_arg(l), 0, "not-the-holder", 1, 0,
+                          &store_ms, &cause);
+    atomic_store(&pa.at, 0);                    /* resume now */
+    pthread_join(th, NULL);
+    ck_assert_msg(rc == WLEASE_DOWN, "a fence write in service with MariaDB "
+                  "stopped: %d (%s), not DOWN", rc, cause ? cause : "");
+    free(cause);
+    wlease_close(l);
     free(pfx);
     free(c1);
 }
