@@ -48,8 +48,13 @@ def need(tool):
 
 
 def start(wd, flags=None, **kw):
+    """leafd with RESP on d.rport. A segment may take 30 s to come (a test's
+    flags can say otherwise): a tag's first load, an SQLite write, can
+    outlast the default 500 ms under ASan on a busy machine, and a command
+    then gets IDS_EXHAUSTED (redis-cli --pipe's first INCR did)."""
     rport = free_port()
-    d = wd.leafd(flags=["--resp.listen.port=%d" % rport] + (flags or []), **kw)
+    d = wd.leafd(flags=["--resp.listen.port=%d" % rport, "--segment.wait_ms=30000"]
+                 + (flags or []), **kw)
     d.start()
     d.rport = rport
     # start() waits for the HTTP port; the RESP listener may open a moment
