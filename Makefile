@@ -153,7 +153,7 @@ build/asan/tests/%: tests/unit/%.c $(ASAN_LIB) $(TESTLIB:build/%=build/asan/%)
 
 # segment.c with a 4-bit generation, so that a test can wrap it (explicit
 # rules: these binaries link this copy instead of build/segment.o).
-SEGWRAP_DEPS := build/util.o build/log.o
+SEGWRAP_DEPS := build/segment_tags.o build/util.o build/log.o
 build/tests/segment_wrap.o: src/segment/segment.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -DCTR_OFFSET_BITS=60 -MMD -MP -c -o $@ $<
@@ -263,7 +263,7 @@ FUZZ_OBJS_serial_defs := serial serial_rows store serial_fmt tzone config log ut
 FUZZ_OBJS_resp_parse  := resp_parse
 FUZZ_OBJS_mc_parse    := mc_parse
 FUZZ_OBJS_multi_block := multi_block util
-FUZZ_OBJS_segment_model := segment log util
+FUZZ_OBJS_segment_model := segment segment_tags log util
 FUZZ_OBJS_redis_url  := workerid_redis_url util
 FUZZ_OBJS_zk_node    := workerid_zk_node util
 FUZZ_OBJS_mysql_url  := db_mysql_url util

@@ -1,4 +1,5 @@
-/* segment.c: the double-buffered segment allocator and the tag registry.
+/* segment.c: the double-buffered segment allocator: taking IDs from a tag's
+ * two slots, installing ranges, adapting the step, and what /stats shows.
  *
  * DESIGN: the double buffer
  *
@@ -42,11 +43,8 @@
  *   current one is used up: still unique, but two requests in a row from one
  *   client are not guaranteed to increase; IDs trend upward, as in Leaf.)
  *
- * The registry maps names to tags with lock-free reads: an open-addressing
- * table of pointers, written under a mutex, grown by publishing a new table.
- * Tags are never freed while running (a tag deleted from the database is
- * marked gone), so readers need no reference counting. Old tables are kept
- * until segments_free.
+ * The tag registry that finds a tag by name is segment_tags.c's (its own
+ * DESIGN block); segment_internal.h holds what the two files share.
  */
 #include <assert.h>
 #include <pthread.h>
@@ -55,21 +53,13 @@
 #include <string.h>
 
 #include "log.h"
-#include "segment.h"
+#include "segment_internal.h"
 
 #ifndef CTR_OFFSET_BITS            /* tests/unit/check_segment_wrap.c: 60 */
 #define CTR_OFFSET_BITS 40
 #endif
 #define CTR_OFFSET_MASK ((UINT64_C(1) << CTR_OFFSET_BITS) - 1)
 #define CTR_GEN_MASK    ((UINT64_C(1) << (64 - CTR_OFFSET_BITS)) - 1)
-
-/* A slot's incarnation: written once per refill, read by every take. */
-struct segment_slot {
-    _Atomic uint64_t seq;          /* odd while start/len/gen are written */
-    _Atomic uint64_t gen;          /* generation of start/len */
-    _Atomic int64_t  start;        /* first ID of the range */
-    _Atomic int64_t  len;          /* IDs in the range */
-};
 
 /* A consistent view of one slot's incarnation. */
 struct slot_view {
@@ -78,399 +68,6 @@ struct slot_view {
     int64_t  start;
     int64_t  len;
 };
-
-/* Tags are cache-line aligned. The first line holds what takes write (the
- * counters) and what only the slow path touches; what every take reads
- * starts on the next line, so a take on one core does not evict it on
- * another. */
-struct segment_tag {
-    _Atomic uint64_t ctr[2];       /* per slot: (gen << 40) | next offset */
-    pthread_mutex_t  lock;         /* serialises switch, install, step */
-
-    /* Read by every take; written rarely. */
-    _Alignas(64) struct segment_slot slot[2];
-    _Atomic int      cur;          /* slot requests take from */
-    _Atomic int      next_ready;   /* slot[!cur] holds an unused range */
-    _Atomic int      loading;      /* a load is queued or running */
-    _Atomic int      gone;         /* no longer in the table */
-    uint64_t         hash;
-    size_t           name_len;
-
-    _Atomic int      init_ok;      /* a first range has been installed */
-    _Atomic int      broken;       /* the row cannot give a range */
-    _Atomic int      broken_said;  /* logged since the last install */
-    _Atomic uint64_t seen_gen;     /* segments.gen when last found in the table */
-    _Atomic int64_t  issued;       /* IDs of retired ranges */
-    _Atomic int64_t  leased;       /* IDs leased from the buffers (in issued) */
-    _Atomic int64_t  leased_db;    /* IDs leased straight from the table */
-    _Atomic int64_t  leases;       /* leases answered */
-    _Atomic int64_t  loads;
-    _Atomic int64_t  db_step;      /* the table's step, from refresh/lookup */
-    int64_t          step;         /* lock: step of the next load */
-    int64_t          min_step;     /* lock: the table's step the step is based on */
-    int64_t          update_ms;    /* lock: when the last range was installed */
-    int              adapt_due;    /* lock: a load completed since the step
-                                      was last adapted (once per load, not
-                                      per attempt of a failing one) */
-
-    char             name[];       /* name_len bytes and a NUL */
-};
-
-struct registry_table {
-    size_t                        mask;      /* capacity - 1 */
-    _Atomic(struct segment_tag *) *slots;
-    struct registry_table        *older;     /* retired tables, freed at exit */
-};
-
-/* An unknown tag remembered until `until`. */
-struct negative {
-    char    name[TAG_MAX + 1];
-    int64_t until;
-};
-
-#define NEGATIVE_MAX 4096
-
-struct segments {
-    struct segment_options opt;
-    struct segment_hooks   hooks;
-
-    _Atomic(struct registry_table *) table;
-    pthread_mutex_t        reg_lock;          /* writers of table */
-    size_t                 ntags;             /* reg_lock */
-
-    _Atomic uint64_t       gen;               /* counts tags found in the table */
-    pthread_mutex_t        neg_lock;          /* negative and pending */
-    struct negative       *negative;          /* NEGATIVE_MAX, hashed */
-    char                 (*pending)[TAG_MAX + 1]; /* lookups in flight */
-    size_t                 npending;
-};
-
-#define PENDING_MAX 1024
-
-/* Up to 8 bytes of s as one word, with two overlapping loads: for a given
- * len the word determines the bytes, so equal words mean equal strings. */
-static inline uint64_t
-load_short(const char *s, size_t len)
-{
-    uint32_t x, y;
-    uint16_t z;
-
-    if (len >= 4) {
-        memcpy(&x, s, 4);
-        memcpy(&y, s + len - 4, 4);
-        return x | (uint64_t)y << 32;
-    }
-    if (len >= 2) {
-        memcpy(&z, s, 2);
-        return z | (uint64_t)(unsigned char)s[len - 1] << 16;
-    }
-    return len ? (unsigned char)s[0] : 0;
-}
-
-/* Hash a tag name a word at a time (names are short, and this is on the hot
- * path of every request). */
-static uint64_t
-name_hash(const char *s, size_t len)
-{
-    uint64_t h = 0x9e3779b97f4a7c15ULL ^ len, w;
-
-    for (; len > 8; s += 8, len -= 8) {
-        memcpy(&w, s, 8);
-        h = (h ^ w) * 0xff51afd7ed558ccdULL;
-        h ^= h >> 32;
-    }
-    h ^= load_short(s, len);
-    /* One 64x64->128 multiply, folded (wyhash's "mum"): every input bit
-     * reaches the low bits, which pick the bucket, in one multiply's time. */
-    {
-        unsigned __int128 m = (unsigned __int128)h * 0xa0761d6478bd642fULL;
-        return (uint64_t)m ^ (uint64_t)(m >> 64);
-    }
-}
-
-static int64_t
-now_ms(const struct segments *s)
-{
-    return s->hooks.now_ms ? s->hooks.now_ms() : util_wall_ms();
-}
-
-static struct registry_table *
-table_new(size_t cap)
-{
-    struct registry_table *t = xcalloc(1, sizeof *t);
-
-    t->mask = cap - 1;
-    t->slots = xcalloc(cap, sizeof *t->slots);
-    return t;
-}
-
-struct segments *
-segments_new(const struct segment_options *opt, const struct segment_hooks *hooks)
-{
-    struct segments *s = xcalloc(1, sizeof *s);
-
-    s->opt = *opt;
-    s->hooks = *hooks;
-    atomic_store(&s->table, table_new(64));
-    pthread_mutex_init(&s->reg_lock, NULL);
-    pthread_mutex_init(&s->neg_lock, NULL);
-    s->negative = xcalloc(NEGATIVE_MAX, sizeof *s->negative);
-    s->pending = xcalloc(PENDING_MAX, sizeof *s->pending);
-    return s;
-}
-
-void
-segments_free(struct segments *s)
-{
-    struct registry_table *t, *older;
-
-    if (s == NULL)
-        return;
-    t = atomic_load(&s->table);
-    for (size_t i = 0; i <= t->mask; i++) {
-        struct segment_tag *tag = atomic_load(&t->slots[i]);
-        if (tag != NULL) {
-            pthread_mutex_destroy(&tag->lock);
-            free(tag);
-        }
-    }
-    for (; t != NULL; t = older) {
-        older = t->older;
-        free(t->slots);
-        free(t);
-    }
-    pthread_mutex_destroy(&s->reg_lock);
-    pthread_mutex_destroy(&s->neg_lock);
-    free(s->negative);
-    free(s->pending);
-    free(s);
-}
-
-/* Equal names of equal length, compared inline (no memcmp call). */
-static inline int
-name_eq(const char *a, const char *b, size_t len)
-{
-    uint64_t x, y;
-
-    for (; len > 8; a += 8, b += 8, len -= 8) {
-        memcpy(&x, a, 8);
-        memcpy(&y, b, 8);
-        if (x != y)
-            return 0;
-    }
-    return load_short(a, len) == load_short(b, len);
-}
-
-static struct segment_tag *
-registry_find(struct segments *s, const char *name, size_t len, uint64_t h)
-{
-    struct registry_table *t = atomic_load(&s->table);
-
-    for (size_t i = h & t->mask;; i = (i + 1) & t->mask) {
-        struct segment_tag *tag = atomic_load(&t->slots[i]);
-        if (tag == NULL)
-            return NULL;
-        if (tag->hash == h && tag->name_len == len && name_eq(tag->name, name, len))
-            return tag;
-    }
-}
-
-/* reg_lock held. */
-static void
-do_registry_put(struct registry_table *t, struct segment_tag *tag)
-{
-    size_t i = tag->hash & t->mask;
-
-    while (atomic_load(&t->slots[i]) != NULL)
-        i = (i + 1) & t->mask;
-    atomic_store(&t->slots[i], tag);
-}
-
-/* Find or add a tag from a table row. */
-static struct segment_tag *
-registry_add(struct segments *s, const struct store_row *row)
-{
-    size_t len = strlen(row->biz_tag);
-    uint64_t h = name_hash(row->biz_tag, len);
-    struct segment_tag *tag;
-    struct registry_table *t;
-
-    pthread_mutex_lock(&s->reg_lock);
-    tag = registry_find(s, row->biz_tag, len, h);
-    if (tag != NULL) {
-        pthread_mutex_unlock(&s->reg_lock);
-        return tag;
-    }
-    /* Cache-line aligned (see struct segment_tag): 10,000 tags take
-     * ~2.7 MB. */
-    tag = xaligned_zalloc(64, offsetof(struct segment_tag, name) + len + 1);
-    pthread_mutex_init(&tag->lock, NULL);
-    memcpy(tag->name, row->biz_tag, len);
-    tag->name_len = len;
-    tag->hash = h;
-    tag->step = tag->min_step = row->step;
-    atomic_store(&tag->db_step, row->step);
-
-    t = atomic_load(&s->table);
-    if ((s->ntags + 1) * 2 > t->mask + 1) {
-        struct registry_table *bigger = table_new((t->mask + 1) * 2);
-        for (size_t i = 0; i <= t->mask; i++) {
-            struct segment_tag *old = atomic_load(&t->slots[i]);
-            if (old != NULL)
-                do_registry_put(bigger, old);
-        }
-        bigger->older = t;
-        atomic_store(&s->table, bigger);
-        t = bigger;
-    }
-    do_registry_put(t, tag);
-    s->ntags++;
-    pthread_mutex_unlock(&s->reg_lock);
-    return tag;
-}
-
-/* ---- unknown tags: negative cache and lookups in flight (neg_lock) ---- */
-
-/* The negative cache is set-associative: NEGATIVE_WAYS entries per set, so
- * a few names that share a set do not evict each other. */
-#define NEGATIVE_WAYS 4
-
-static struct negative *
-do_negative_set(struct segments *s, const char *name, size_t len)
-{
-    return &s->negative[(name_hash(name, len) % (NEGATIVE_MAX / NEGATIVE_WAYS)) *
-                        NEGATIVE_WAYS];
-}
-
-static int
-do_negative_hit(struct segments *s, const char *name, size_t len, int64_t now)
-{
-    struct negative *set = do_negative_set(s, name, len);
-
-    for (int i = 0; i < NEGATIVE_WAYS; i++)
-        if (set[i].until > now && strlen(set[i].name) == len &&
-            memcmp(set[i].name, name, len) == 0)
-            return 1;
-    return 0;
-}
-
-/* Remember name as unknown: its own entry, else an expired one, else the
- * one that expires first. */
-static void
-do_negative_add(struct segments *s, const char *name, int64_t until)
-{
-    size_t len = strlen(name);
-    struct negative *set = do_negative_set(s, name, len), *victim = &set[0];
-
-    for (int i = 0; i < NEGATIVE_WAYS; i++) {
-        if (strcmp(set[i].name, name) == 0) {
-            victim = &set[i];
-            break;
-        }
-        if (set[i].until < victim->until)
-            victim = &set[i];
-    }
-    memcpy(victim->name, name, len + 1);
-    victim->until = until;
-}
-
-static int
-do_pending_find(struct segments *s, const char *name, size_t len)
-{
-    for (size_t i = 0; i < s->npending; i++)
-        if (strlen(s->pending[i]) == len && memcmp(s->pending[i], name, len) == 0)
-            return (int)i;
-    return -1;
-}
-
-static void
-do_pending_remove(struct segments *s, const char *name)
-{
-    int i = do_pending_find(s, name, strlen(name));
-
-    if (i >= 0) {
-        s->npending--;
-        memcpy(s->pending[i], s->pending[s->npending], TAG_MAX + 1);
-    }
-}
-
-/* An unknown name: UNKNOWN if remembered as missing, else WAIT for a
- * lookup (asking for one unless it is already in flight). */
-static enum segment_result
-unknown_tag(struct segments *s, const char *name, size_t len)
-{
-    char copy[TAG_MAX + 1];
-    int ask = 0;
-
-    pthread_mutex_lock(&s->neg_lock);
-    if (do_negative_hit(s, name, len, now_ms(s))) {
-        pthread_mutex_unlock(&s->neg_lock);
-        return SEGMENT_UNKNOWN;
-    }
-    if (do_pending_find(s, name, len) < 0) {
-        if (s->npending == PENDING_MAX) {
-            /* Too many distinct lookups in flight: refuse (503) rather than
-             * queue unbounded work for the database, or call a real tag
-             * unknown. */
-            pthread_mutex_unlock(&s->neg_lock);
-            return SEGMENT_BUSY;
-        }
-        memcpy(s->pending[s->npending], name, len);
-        s->pending[s->npending][len] = '\0';
-        s->npending++;
-        ask = 1;
-    }
-    pthread_mutex_unlock(&s->neg_lock);
-    if (ask) {
-        memcpy(copy, name, len);
-        copy[len] = '\0';
-        s->hooks.lookup(s->hooks.arg, copy);
-    }
-    return SEGMENT_WAIT;
-}
-
-void
-segment_tag_found(struct segments *s, const struct store_row *row)
-{
-    struct segment_tag *tag;
-
-    /* A row no request can name (the table allows any text) is skipped:
-     * it could only corrupt /metrics labels. */
-    if (!util_tag_valid(row->biz_tag, strlen(row->biz_tag)))
-        return;
-    tag = registry_add(s, row);
-    atomic_store(&tag->db_step, row->step);
-    atomic_store(&tag->seen_gen, atomic_fetch_add(&s->gen, 1) + 1);
-    atomic_store(&tag->broken, 0);
-    atomic_store(&tag->gone, 0);
-    pthread_mutex_lock(&s->neg_lock);
-    do_pending_remove(s, row->biz_tag);
-    pthread_mutex_unlock(&s->neg_lock);
-}
-
-void
-segment_tag_missing(struct segments *s, const char *name)
-{
-    pthread_mutex_lock(&s->neg_lock);
-    do_pending_remove(s, name);
-    if (s->opt.negative_ttl_ms > 0)
-        do_negative_add(s, name, now_ms(s) + s->opt.negative_ttl_ms);
-    pthread_mutex_unlock(&s->neg_lock);
-}
-
-size_t
-segments_negative_count(struct segments *s)
-{
-    size_t n = 0;
-    int64_t now = now_ms(s);
-
-    pthread_mutex_lock(&s->neg_lock);
-    for (size_t i = 0; i < NEGATIVE_MAX; i++)
-        if (s->negative[i].until > now)
-            n++;
-    pthread_mutex_unlock(&s->neg_lock);
-    return n;
-}
 
 /* ---- the double buffer ---- */
 
@@ -610,11 +207,11 @@ take_common(struct segments *s, const char *name, size_t len, int64_t n,
     struct segment_tag *t = st->tag;
 
     if (t == NULL) {
-        uint64_t h = name_hash(name, len);
+        uint64_t h = segment_name_hash(name, len);
 
-        t = registry_find(s, name, len, h);
+        t = segment_registry_find(s, name, len, h);
         if (t == NULL)
-            return unknown_tag(s, name, len);
+            return segment_unknown_tag(s, name, len);
         st->tag = t;
         st->want = n;
         st->nranges = 0;
@@ -688,9 +285,9 @@ segment_lease(struct segments *s, const char *name, size_t len, int64_t n,
 
     *from_db = 0;
     if (t == NULL) {
-        t = registry_find(s, name, len, name_hash(name, len));
+        t = segment_registry_find(s, name, len, segment_name_hash(name, len));
         if (t == NULL)
-            return unknown_tag(s, name, len);
+            return segment_unknown_tag(s, name, len);
         if (n <= 0)
             n = atomic_load(&t->db_step);      /* the row's step */
         if (n <= 0)
@@ -781,7 +378,7 @@ segment_next_step(struct segments *s, struct segment_tag *t)
         /* Once per completed load: a load that failed and is retried asks
          * for the same step again instead of growing it on every try. */
         t->step = segment_adapt_step(t->step, t->min_step, s->opt.max_step,
-                                     now_ms(s) - t->update_ms,
+                                     segment_now_ms(s) - t->update_ms,
                                      s->opt.duration_ms);
         t->adapt_due = 0;
     }
@@ -828,7 +425,7 @@ segment_install(struct segments *s, struct segment_tag *t, int64_t max_id,
     atomic_store(&t->ctr[i], gen << CTR_OFFSET_BITS);
     assert((atomic_load(&sl->seq) & 1) == 0);   /* even: the slot is whole */
     atomic_store(&t->next_ready, 1);
-    t->update_ms = now_ms(s);
+    t->update_ms = segment_now_ms(s);
     t->adapt_due = 1;
     if (atomic_exchange(&t->broken_said, 0))
         log_info("tag %s: its leaf_alloc row gives IDs again", t->name);
@@ -857,66 +454,12 @@ segment_tag_broken(struct segments *s, struct segment_tag *t)
     return !atomic_exchange(&t->broken_said, 1);
 }
 
-uint64_t
-segments_generation(struct segments *s)
-{
-    return atomic_load(&s->gen);
-}
-
 void
 segment_tag_gone(struct segments *s, struct segment_tag *t)
 {
     (void)s;
     atomic_store(&t->gone, 1);
     atomic_store(&t->loading, 0);
-}
-
-void
-segment_refresh(struct segments *s, const struct store_row *rows, size_t n,
-                uint64_t since)
-{
-    struct registry_table *t;
-
-    for (size_t i = 0; i < n; i++)
-        segment_tag_found(s, &rows[i]);
-    /* Mark tags that are no longer in the table. rows is sorted. */
-    pthread_mutex_lock(&s->reg_lock);
-    t = atomic_load(&s->table);
-    for (size_t i = 0; i <= t->mask; i++) {
-        struct segment_tag *tag = atomic_load(&t->slots[i]);
-        size_t lo = 0, hi = n;
-        int found = 0;
-
-        if (tag == NULL)
-            continue;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            int c = strcmp(rows[mid].biz_tag, tag->name);
-            if (c == 0) {
-                found = 1;
-                break;
-            }
-            if (c < 0)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        /* A tag a lookup found after the list was read may be missing
-         * from it: only older ones are gone. */
-        if (!found && !atomic_load(&tag->gone) &&
-            atomic_load(&tag->seen_gen) <= since) {
-            log_info("tag %s: no longer in leaf_alloc; answering unknown_biz_tag",
-                     tag->name);
-            atomic_store(&tag->gone, 1);
-        }
-    }
-    pthread_mutex_unlock(&s->reg_lock);
-}
-
-const char *
-segment_tag_name(const struct segment_tag *t)
-{
-    return t->name;
 }
 
 static void
@@ -969,15 +512,4 @@ segments_foreach(struct segments *s,
         tag_info(tag, &info);
         fn(&info, arg);
     }
-}
-
-size_t
-segments_count(struct segments *s)
-{
-    size_t n;
-
-    pthread_mutex_lock(&s->reg_lock);
-    n = s->ntags;
-    pthread_mutex_unlock(&s->reg_lock);
-    return n;
 }
