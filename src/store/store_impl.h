@@ -10,6 +10,14 @@
 
 #include "store.h"
 
+/* Which rows a list keeps: 1 to keep row. */
+typedef int (*store_keep_fn)(const struct store_row *row);
+
+/* store_list with a filter (the list op's keep), sorted as store_list. */
+enum store_result store_list_keep(struct store *s, store_keep_fn keep,
+                                  struct store_row **rows, size_t *n,
+                                  char **cause);
+
 #define STORE_DESC_MAX 256          /* bytes kept of description (row field) */
 #define STORE_SQLITE_TIMEOUT_MS 5000 /* busy timeout when db_timeout_ms <= 0 */
 
@@ -19,8 +27,11 @@ struct store_ops {
                                int64_t *max_id, int64_t *db_step, char **cause);
     enum store_result (*get)(struct store *s, const char *tag,
                              struct store_row *row, char **cause);
-    enum store_result (*list)(struct store *s, struct store_row **rows,
-                              size_t *n, char **cause);
+    /* Every row keep accepts (every row when keep is NULL), unsorted: rows
+     * keep refuses are never held, so a filter on a large table costs
+     * memory for what it keeps only. */
+    enum store_result (*list)(struct store *s, store_keep_fn keep,
+                              struct store_row **rows, size_t *n, char **cause);
     enum store_result (*insert)(struct store *s, const char *tag, int64_t max_id,
                                 int64_t step, const char *description,
                                 char **cause);

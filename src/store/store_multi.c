@@ -786,6 +786,7 @@ multi_probe(struct store_multi *m)
 struct multi_read {
     const char        *tag;             /* get */
     struct store_row  *row;             /* get */
+    store_keep_fn      keep;            /* list */
     struct store_row **rows;            /* list */
     size_t            *n;               /* list */
 };
@@ -829,7 +830,7 @@ multi_read(struct store_multi *m, multi_read_cb read,
 static enum store_result
 list_one(struct store *sub, const struct multi_read *rd, char **cause)
 {
-    return store_list(sub, rd->rows, rd->n, cause);
+    return store_list_keep(sub, rd->keep, rd->rows, rd->n, cause);
 }
 
 static enum store_result
@@ -839,10 +840,11 @@ get_one(struct store *sub, const struct multi_read *rd, char **cause)
 }
 
 static enum store_result
-multi_list(struct store *s, struct store_row **rows, size_t *n, char **cause)
+multi_list(struct store *s, store_keep_fn keep, struct store_row **rows,
+           size_t *n, char **cause)
 {
     struct store_multi *m = (struct store_multi *)s;
-    struct multi_read rd = { .rows = rows, .n = n };
+    struct multi_read rd = { .keep = keep, .rows = rows, .n = n };
 
     enum store_result r;
 

@@ -731,6 +731,7 @@ mysql_get(struct store *s, const char *tag, struct store_row *row,
 }
 
 struct my_list_arg {
+    store_keep_fn      keep;
     struct store_row **rows;
     size_t            *n;
 };
@@ -752,9 +753,10 @@ my_list_once(struct store_mysql *m, void *arg, char **cause)
             cap = cap ? cap * 2 : 16;
             v = xrealloc(v, cap * sizeof *v);
         }
-        if (my_row(rb, &v[len]) == 0)
-            len++;
-        else
+        if (my_row(rb, &v[len]) == 0) {
+            if (a->keep == NULL || a->keep(&v[len]))
+                len++;
+        } else
             log_warn("%s: skipping a biz_tag of %lu bytes (over %d)",
                      m->where, rb->tag_len, TAG_MAX);
     }
@@ -775,9 +777,10 @@ out:
 }
 
 static enum store_result
-mysql_list(struct store *s, struct store_row **rows, size_t *n, char **cause)
+mysql_list(struct store *s, store_keep_fn keep, struct store_row **rows,
+           size_t *n, char **cause)
 {
-    struct my_list_arg a = { rows, n };
+    struct my_list_arg a = { keep, rows, n };
 
     return store_my_tx((struct store_mysql *)s, my_list_once, &a, cause);
 }

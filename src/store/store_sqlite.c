@@ -350,7 +350,8 @@ sqlite_get(struct store *s, const char *tag, struct store_row *row,
 }
 
 static enum store_result
-sqlite_list(struct store *s, struct store_row **rows, size_t *n, char **cause)
+sqlite_list(struct store *s, store_keep_fn keep, struct store_row **rows,
+            size_t *n, char **cause)
 {
     struct store_sqlite *q = (struct store_sqlite *)s;
     struct store_row *v = NULL;
@@ -362,9 +363,10 @@ sqlite_list(struct store *s, struct store_row **rows, size_t *n, char **cause)
             cap = cap ? cap * 2 : 16;
             v = xrealloc(v, cap * sizeof *v);
         }
-        if (sqlite_row(q->list, &v[len]) == 0)
-            len++;
-        else
+        if (sqlite_row(q->list, &v[len]) == 0) {
+            if (keep == NULL || keep(&v[len]))
+                len++;
+        } else
             log_warn("%s: skipping a biz_tag of %d bytes (over %d)", q->path,
                      sqlite3_column_bytes(q->list, 0), TAG_MAX);
     }
