@@ -119,9 +119,9 @@ def ask_all(port, names, errors):
     for name in names:
         c.request("GET", "/segment/" + name)
         r = c.getresponse()
-        r.read()
+        body = r.read()
         if r.status != 200:
-            errors.append("%s: %d" % (name, r.status))
+            errors.append("%s: %d %s" % (name, r.status, body.decode(errors="replace").strip()))
     c.close()
 
 
@@ -133,7 +133,8 @@ def footprint(leafd, workdir, threads=2):
     proc = subprocess.Popen([leafd, "--listen.port=%d" % port, "--threads=%d" % threads,
                              "--segment.sqlite.path=%s" % db, "--segment.create_demo=false",
                              "--segment.wait_ms=60000", "--log.level=warn"],
-                            cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            cwd=d, stdout=subprocess.DEVNULL,
+                            stderr=open(os.path.join(d, "leafd.log"), "w"))
     try:
         end = time.time() + 30
         while not try_port(port):
@@ -150,8 +151,12 @@ def footprint(leafd, workdir, threads=2):
         for t in ths:
             t.join()
         if errors:
-            print("footprint: %d of %d requests failed, e.g. %s" % (len(errors), len(names), errors[0]),
-                  file=sys.stderr)
+            # The answer says why (a 503's code and message); leafd's log
+            # says what the database did.
+            with open(os.path.join(d, "leafd.log")) as f:
+                tail = f.readlines()[-5:]
+            print("footprint: %d of %d requests failed, e.g. %s\nleafd's log ends:\n%s" % (
+                len(errors), len(names), errors[0], "".join(tail)), file=sys.stderr)
         st = proc_status(proc.pid)
         idle = {}
         first_id(leafd, workdir, idle)

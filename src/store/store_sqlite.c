@@ -7,11 +7,21 @@
  * timeout), so any number of connections, threads or leafd processes on one
  * file take disjoint ranges.
  *
+ * Writers of one process queue on a mutex (sqlite_writers) before they ask
+ * SQLite for the lock. SQLite's busy handler polls with growing sleeps and
+ * serves no queue, so with segment.db_threads connections (and the serial
+ * loader's) writing at once, one could lose every poll for db_timeout_ms on
+ * a slow disk and report "database is locked": the loader then marks the
+ * database down and answers 503 at once (10,000 first loads on a busy
+ * machine did). SQLite lets one writer in at a time anyway; the busy timeout
+ * is left to other processes on the file.
+ *
  * There is nothing to reconnect: after an error the open transaction is
  * rolled back and the same handle is used again. The file is never
  * re-created behind a running server (that would restart every sequence).
  */
 #include <assert.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +106,11 @@ static const char sql_serial_raise_old[] =
     "typeof(max_id) = 'integer'";
 
 static const struct store_ops sqlite_ops;
+
+/* Held across each write transaction of any SQLite store of the process
+ * (see the top of the file); taken by no one who holds another lock of
+ * this file. */
+static pthread_mutex_t sqlite_writers = PTHREAD_MUTEX_INITIALIZER;
 
 static void
 sqlite_rollback(struct store_sqlite *q)
@@ -220,16 +235,20 @@ sqlite_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
              int64_t *db_step, char **cause)
 {
     struct store_sqlite *q = (struct store_sqlite *)s;
+    enum store_result r = STORE_DB_ERROR;
 
-    if (sqlite_run(q, q->begin, "BEGIN IMMEDIATE", cause) == -1)
-        return STORE_DB_ERROR;
-    return sqlite_alloc_tx(q, tag, step, max_id, db_step, cause);
+    pthread_mutex_lock(&sqlite_writers);
+    if (sqlite_run(q, q->begin, "BEGIN IMMEDIATE", cause) == 0)
+        r = sqlite_alloc_tx(q, tag, step, max_id, db_step, cause);
+    pthread_mutex_unlock(&sqlite_writers);
+    return r;
 }
 
+/* sqlite_writers held. */
 static enum store_result
-sqlite_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
-                    void *arg, int64_t step, int64_t *db_ms, char *tag,
-                    size_t cap, int64_t *max_id, char **cause)
+do_sqlite_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
+                       void *arg, int64_t step, int64_t *db_ms, char *tag,
+                       size_t cap, int64_t *max_id, char **cause)
 {
     struct store_sqlite *q = (struct store_sqlite *)s;
     struct store_serial_floor floor = { .n = 0 };
@@ -302,6 +321,20 @@ sqlite_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
                         tag);
         return STORE_DB_ERROR;
     }
+    return r;
+}
+
+static enum store_result
+sqlite_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
+                    void *arg, int64_t step, int64_t *db_ms, char *tag,
+                    size_t cap, int64_t *max_id, char **cause)
+{
+    enum store_result r;
+
+    pthread_mutex_lock(&sqlite_writers);
+    r = do_sqlite_serial_alloc(s, offset_ms, key, arg, step, db_ms, tag, cap,
+                               max_id, cause);
+    pthread_mutex_unlock(&sqlite_writers);
     return r;
 }
 
