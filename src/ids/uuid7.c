@@ -26,7 +26,11 @@
  *    only as good as the kernel's bytes after it; docs/id-kinds.md.
  *  - One getrandom(2) per call of up to UUID7_CHUNK UUIDs: the seed and
  *    the low bits are read before the mutex is taken (a seed read inside it
- *    only on counter overflow). The mutex is taken once per call.
+ *    only on counter overflow). The mutex is taken once per call and held
+ *    for O(1) work: it reserves the call's n counters (c0 .. c0 + n - 1 of
+ *    one ms) and the UUIDs are packed after it is released. Only a call
+ *    that would cross the counter's end (2^41 or more UUIDs into one ms)
+ *    walks its UUIDs one by one under the mutex, as on overflow.
  */
 #include <assert.h>
 #include <pthread.h>
@@ -136,6 +140,22 @@ uuid7_next(struct uuid7_gen *g, size_t n, struct uuid7 *out)
             rc = -1;
         now = g->last_ms + 1;
     }
+    if (rc == 0 && n > 0) {
+        /* The common case: reserve n counters of one ms, pack unlocked. */
+        int64_t ms = now > g->last_ms ? now : g->last_ms;
+        uint64_t c0 = now > g->last_ms ? uuid7_seed(rnd) : g->counter + 1;
+
+        if (c0 <= COUNTER_MAX && COUNTER_MAX - c0 >= n - 1) {
+            g->last_ms = ms;
+            g->counter = c0 + (n - 1);
+            g->forks = forks;
+            pthread_mutex_unlock(&g->lock);
+            for (i = 0; i < n; i++)
+                uuid7_pack(&out[i], ms, c0 + i, i < first ?
+                           rnd + SEED_BYTES + 4 * i : (const uint8_t *)"\0\0\0\0");
+            goto rest;
+        }
+    }
     for (i = 0; i < n && rc == 0; i++) {
         if (now > g->last_ms) {
             g->counter = uuid7_seed(rnd);   /* at most once: now is fixed */
@@ -159,6 +179,7 @@ uuid7_next(struct uuid7_gen *g, size_t n, struct uuid7 *out)
     pthread_mutex_unlock(&g->lock);
     if (rc < 0)
         return -1;
+rest:
     /* The first chunk has its low bits already; the rest, chunk by chunk. */
     for (i = first; i < n; i += UUID7_CHUNK) {
         size_t k = n - i < UUID7_CHUNK ? n - i : UUID7_CHUNK;
@@ -171,20 +192,29 @@ uuid7_next(struct uuid7_gen *g, size_t n, struct uuid7 *out)
     return 0;
 }
 
-static const char hexdig[] = "0123456789abcdef";
+/* Byte b's two hex digits are hexpairs[2b] and hexpairs[2b + 1]. */
+static const char hexpairs[513] =
+    "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+    "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+    "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+    "606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
+    "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+    "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
+    "c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
+    "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+
+/* Where byte i's two digits go in the 8-4-4-4-12 text. */
+static const unsigned char text_pos[16] = {
+    0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34
+};
 
 void
 uuid7_format(const struct uuid7 *u, char *out)
 {
-    char *p = out;
-
-    for (int i = 0; i < 16; i++) {
-        if (i == 4 || i == 6 || i == 8 || i == 10)
-            *p++ = '-';
-        *p++ = hexdig[u->b[i] >> 4];
-        *p++ = hexdig[u->b[i] & 15];
-    }
-    assert(p - out == UUID7_TEXT_LEN);
+    _Static_assert(34 + 2 == UUID7_TEXT_LEN, "text_pos");
+    for (int i = 0; i < 16; i++)
+        memcpy(out + text_pos[i], hexpairs + 2 * u->b[i], 2);
+    out[8] = out[13] = out[18] = out[23] = '-';
 }
 
 static int
