@@ -19,9 +19,9 @@ WARN    += -Werror
 endif
 OPT     ?= -O2 -g
 # src/ holds one folder per layer, lowest first (docs/design.md; make lint
-# refuses an #include that points to a higher one). Headers are included by
-# name, so every folder is on the include path; objects go to build/ flat,
-# since every file name carries its module's full prefix.
+# refuses an include or a symbol its "uses" table does not allow). Headers
+# are included by name, so every folder is on the include path; objects go to
+# build/ flat, since every file name carries its module's full prefix.
 SRCDIRS := core db http snowflake store segment ids api
 SRCINC  := $(SRCDIRS:%=-Isrc/%) -Isrc
 vpath %.c src $(SRCDIRS:%=src/%)
