@@ -15,8 +15,10 @@ Two checks, both on what the compiler sees rather than on the text:
             .h) pulls in, directly or through other headers (cc -MM with
             the build's CFLAGS), so angle brackets, comments before the
             directive and macro includes resolve as they do in the build.
-            A header of a folder the file may not use is refused. protoc-c's
-            C for proto/ (build/gen/) belongs to api/.
+            A header of a folder the file may not use is refused, once, where
+            it is first let in: a header's bad include is reported at the
+            header, not at every file that includes it. protoc-c's C for
+            proto/ (build/gen/) belongs to api/.
   symbols   nm lists each object's undefined symbols (build/<name>.o, built
             flat from src/<folder>/<name>.c); one defined only by objects of
             folders the file may not use is refused, so an `extern`
@@ -29,8 +31,8 @@ object missing or older than its source (make lint builds them first).
     python3 tools/check_layers.py --cflags "$(CFLAGS)" [--cc CC] [ROOT]
     python3 tools/check_layers.py --self-test --cflags "$(CFLAGS)" [--cc CC] [ROOT]
 exit 0 clean, 1 with findings. make lint passes the build's CC and CFLAGS and
---self-test, which first plants each kind of violation in a copy of the tree
-and fails unless every one is refused (PLANTS below), then checks the tree.
+--self-test, which, once the tree is clean, plants each kind of violation in
+a copy of it and fails unless every one is refused (PLANTS below).
 """
 import argparse
 import os
@@ -174,25 +176,36 @@ def check_includes(root, files, cc, cflags):
     problems = []
     if err:
         problems.append("the preprocessor failed (%s -MM): %s" % (cc, err))
-    for path, deps in sorted(found.items()):
-        me = files[path]
-        for d in deps:
-            rel = os.path.relpath(os.path.join(root, d), root)
-            u = unit_of(rel)
-            if u is None or may_use(me, u, stem(rel)):
-                continue
-            n = include_line(root, path, rel)
-            where = "%s:%d" % (path, n) if n else path
-            how = "includes" if n else "pulls in (through a header or a macro)"
-            if not u:
-                problems.append("%s: %s %s, which is in no declared layer folder"
-                                % (where, how, rel))
-            elif rel.startswith(GEN + "/"):
-                problems.append("%s: %s %s, protoc-c's C for proto/, which only api/ "
-                                "(and main.c) may include: %s" % (where, how, rel, rule(me)))
-            else:
-                problems.append("%s: %s %s, which is in %s/: %s"
-                                % (where, how, rel, u, rule(me)))
+    deps = {p: set(os.path.relpath(os.path.join(root, d), root) for d in ds)
+            for p, ds in found.items()}
+    bad = {p: set(d for d in ds if unit_of(d) is not None
+                  and not may_use(files[p], unit_of(d), stem(d)))
+           for p, ds in deps.items()}
+
+    def first_step(path, d):
+        """Whether path's include of d is its own fault, not that of a header
+        it may use that is refused d itself, or of a refused header that
+        brings d along (a header that includes path back does not count)."""
+        return not any(d in deps.get(g, ()) and path not in deps.get(g, ())
+                       and (d in bad.get(g, ()) or g in bad[path])
+                       for g in deps[path] if g != d)
+    shown = [(p, d) for p in sorted(bad) for d in sorted(bad[p]) if first_step(p, d)]
+    if not shown:                       # never hide every finding
+        shown = [(p, d) for p in sorted(bad) for d in sorted(bad[p])]
+    for path, rel in shown:
+        me, u = files[path], unit_of(rel)
+        n = include_line(root, path, rel)
+        where = "%s:%d" % (path, n) if n else path
+        how = "includes" if n else "pulls in (through a header or a macro)"
+        if not u:
+            problems.append("%s: %s %s, which is in no declared layer folder"
+                            % (where, how, rel))
+        elif rel.startswith(GEN + "/"):
+            problems.append("%s: %s %s, protoc-c's C for proto/, which only api/ "
+                            "(and main.c) may include: %s" % (where, how, rel, rule(me)))
+        else:
+            problems.append("%s: %s %s, which is in %s/: %s"
+                            % (where, how, rel, u, rule(me)))
     return problems
 
 
@@ -291,6 +304,10 @@ PLANTS = [
       "{\n    segment_tag_gone(s, t);\n}\n"}, PLANTED,
      ": uses segment_tag_gone, defined in src/segment/segment.c (segment/), in its "
      "object (an extern declaration needs no include): " + rule("store")),
+    ("a header's include, reported at the header, not at its includers",
+     {"src/store/store_planted.h": '#include "http.h"\n',
+      PLANTED: '#include "store_planted.h"\n' + TAIL}, "src/store/store_planted.h",
+     ":1: includes src/http/http.h, which is in http/: " + rule("store")),
     ("ids/ using snowflake/ beyond its codec",
      {"src/ids/ids_planted.c": '#include "snowflake.h"\n'
       "int ids_planted(void);\nint ids_planted(void) { return 0; }\n"},
@@ -363,16 +380,17 @@ def main():
     ap.add_argument("--self-test", action="store_true")
     a = ap.parse_args()
     cflags = shlex.split(a.cflags)
-    if a.self_test:
-        self_test(a.root, a.cc, cflags)
     files, problems = check(a.root, a.cc, cflags)
     for p in problems:
         print(p)
     if problems:
-        print("check_layers: %d finding(s)" % len(problems))
+        print("check_layers: %d finding(s)%s" % (len(problems), " (no self-test: it "
+              "needs a clean tree)" if a.self_test else ""))
         return 1
     print("check_layers: %d files in %d folders and main.c: every include and "
           "every symbol from a folder the uses table allows" % (len(files), len(LAYERS)))
+    if a.self_test:
+        self_test(a.root, a.cc, cflags)
     return 0
 
 
