@@ -139,9 +139,10 @@ def include_line(root, path, header):
     return 0
 
 
-# cc -MM's answers, by (flags, every src/ header's size and time) and then
-# by file (size, time): the self-test checks a copy of the tree ten times
-# and the preprocessor then runs only on what a plant changed.
+# cc -MM's answers for one run, by (flags, every src/ header's size and
+# time) and then by file (size, time; paths relative to the root): the
+# self-test checks a copy of the tree (times kept) once per plant, and the
+# preprocessor runs only on what the plant added or changed.
 _DEPS = {}
 
 
