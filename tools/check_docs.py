@@ -18,6 +18,9 @@ describe:
            conf/leafd.conf that the table does not have; a default in a
            docs "| key | default |" table, or written "`key`, default N"
            or "`key` (default N)", that is not the table's
+  errors   an error code the server answers with (a literal code in an
+           api_reply_error, http_out_error or http_h2_refuse call under
+           src/) that no doc names in backticks
 
 Each finding names the file and line and what is wrong.
 
@@ -311,12 +314,41 @@ def check_keys(root, problems):
                                 "src/core/config.c's key table" % (n, m.group(1)))
 
 
+# ---- error codes --------------------------------------------------------
+
+ERROR_CALL = re.compile(r"\b(?:api_reply_error|http_out_error|http_h2_refuse)\s*\(([^;]*)")
+ERROR_CODE = re.compile(r"\b[1-5]\d\d,\s*(?:[A-Z_]+,\s*)?\"([a-z][a-z0-9_]*)\"")
+
+
+def check_errors(root, problems):
+    """Every error code the server answers with a literal (api_reply_error,
+    http_out_error, http_h2_refuse) is named, in backticks, in the docs."""
+    where = {}
+    for path in sorted(glob.glob(os.path.join(root, "src", "**", "*.c"), recursive=True)):
+        with open(path, encoding="utf-8") as f:
+            src = f.read()
+        for call in ERROR_CALL.finditer(src):
+            m = ERROR_CODE.search(call.group(1))
+            if m:
+                line = src.count("\n", 0, call.start()) + 1
+                where.setdefault(m.group(1), "%s:%d" % (os.path.relpath(path, root), line))
+    named = set()
+    for rel in md_files(root):
+        for _, line in prose_lines(read_lines(root, rel)):
+            named.update(code_spans(line))
+    for code, at in sorted(where.items()):
+        if code not in named:
+            problems.append("docs/http-api.md: error code `%s` (%s) is in no doc"
+                            % (code, at))
+
+
 def check(root):
     _anchor_cache.clear()
     problems = []
     check_fuzz(root, problems)
     check_links(root, problems)
     check_keys(root, problems)
+    check_errors(root, problems)
     return problems
 
 
@@ -394,6 +426,12 @@ def self_test(root):
            lambda t: append(os.path.join(t, "docs", "operations.md"),
                             "\n(`segment.wait_ms`, default 12345)\n"),
            r"^docs/operations\.md:\d+: `segment\.wait_ms`, default 12345")
+
+    expect("undocumented code",
+           lambda t: append(os.path.join(t, "src", "api", "api.c"),
+                            '\nstatic void planted(struct http_conn *c)\n'
+                            '{ api_reply_error(c, R_OTHER, 503, "planted_code", NULL, "x"); }\n'),
+           r"error code `planted_code` \(src/api/api\.c:\d+\) is in no doc")
 
     # and nothing is found in code or in a clean made-up tree
     with tempfile.TemporaryDirectory() as tmp:
