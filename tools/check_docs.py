@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""check_docs.py: what drifts between the docs and the tree (make lint).
+"""check_docs.py: what drifts between the docs and the tree (for make lint).
 
 Checks README.md, docs/*.md and fuzz/README.md against the files they
 describe:
