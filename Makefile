@@ -228,6 +228,8 @@ lint: $(OBJS)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability --inline-suppr \
 		--suppress=missingIncludeSystem $(SRCINC) -Iclients/c $(LINT_DIRS)
 	python3 tools/check_layers.py --self-test --cc "$(CC)" --cflags "$(CFLAGS)"
+	python3 tools/check_docs.py --self-test
+	python3 tools/check_docs.py
 
 clean:
 	rm -rf build leafd leafd-asan
