@@ -75,7 +75,7 @@ db_mysql_conn_fail(struct db_mysql_conn *c, MYSQL_STMT *st, const char *what,
         log_warn("ROLLBACK on %s: %s", c->where, mysql_error(c->db));
         dead = 1;
     }
-    if (err != ER_LOCK_DEADLOCK || dead)
+    if (err != ER_LOCK_DEADLOCK || dead || c->deadlock_drops)
         db_mysql_conn_close(c);
     return -1;
 }

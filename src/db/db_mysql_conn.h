@@ -9,7 +9,7 @@
  * closes the connection, its prepared statements with it; the step returns
  * -1 and the next db_mysql_conn_begin reconnects. After a deadlock
  * (ER_LOCK_DEADLOCK) InnoDB has rolled the transaction back and the
- * connection is kept.
+ * connection is kept, unless deadlock_drops says otherwise.
  *
  * Ownership: the caller embeds a struct db_mysql_conn, zeroed, and fills t,
  * where (db_mysql_conn_set_where), timeout_s, and for db_mysql_conn_begin
@@ -38,6 +38,7 @@ struct db_mysql_conn {
     int64_t             timeout_ms; /* a rerun only within half of it */
     const char *const  *sql;      /* prepared at connect into stmt[] */
     size_t              nsql;     /* <= DB_MYSQL_CONN_STMTS */
+    int                 deadlock_drops; /* 1: a deadlock closes it too */
     MYSQL              *db;       /* NULL: not connected */
     MYSQL_STMT         *stmt[DB_MYSQL_CONN_STMTS];
     int                 stale;    /* last failure: the connection died */
