@@ -220,8 +220,8 @@ my_alloc_body(struct store_mysql *m, void *arg, char **cause)
 }
 
 static enum store_result
-mysql_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
-            int64_t *db_step, char **cause)
+store_mysql_alloc(struct store *s, const char *tag, int64_t step,
+                  int64_t *max_id, int64_t *db_step, char **cause)
 {
     struct my_alloc_arg a = { tag, step, max_id, db_step };
 
@@ -396,9 +396,10 @@ my_serial_tx(struct store_mysql *m, struct my_serial_arg *a, char **cause)
 }
 
 static enum store_result
-mysql_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
-                   void *arg, int64_t step, int64_t *db_ms, char *tag,
-                   size_t cap, int64_t *max_id, char **cause)
+store_mysql_serial_alloc(struct store *s, int64_t offset_ms,
+                         store_serial_key_fn key, void *arg, int64_t step,
+                         int64_t *db_ms, char *tag, size_t cap,
+                         int64_t *max_id, char **cause)
 {
     struct my_serial_arg a = { NULL, offset_ms, key, arg, step, db_ms, tag,
                                cap, max_id };
@@ -501,8 +502,8 @@ out:
 }
 
 static enum store_result
-mysql_get(struct store *s, const char *tag, struct store_row *row,
-          char **cause)
+store_mysql_get(struct store *s, const char *tag, struct store_row *row,
+                char **cause)
 {
     struct my_get_arg a = { tag, row };
 
@@ -556,7 +557,8 @@ out:
 }
 
 static enum store_result
-mysql_list(struct store *s, struct store_row **rows, size_t *n, char **cause)
+store_mysql_list(struct store *s, struct store_row **rows, size_t *n,
+                 char **cause)
 {
     struct my_list_arg a = { rows, n };
 
@@ -601,8 +603,8 @@ my_insert_once(struct store_mysql *m, void *arg, char **cause)
 }
 
 static enum store_result
-mysql_insert(struct store *s, const char *tag, int64_t max_id, int64_t step,
-             const char *description, char **cause)
+store_mysql_insert(struct store *s, const char *tag, int64_t max_id,
+                   int64_t step, const char *description, char **cause)
 {
     struct my_insert_arg a = { tag, max_id, step, description };
 
@@ -610,7 +612,7 @@ mysql_insert(struct store *s, const char *tag, int64_t max_id, int64_t step,
 }
 
 static void
-mysql_close_store(struct store *s)
+store_mysql_close(struct store *s)
 {
     struct store_mysql *m = (struct store_mysql *)s;
 
@@ -618,14 +620,14 @@ mysql_close_store(struct store *s)
     free(m);
 }
 
-static const struct store_ops mysql_ops = {
+static const struct store_ops store_mysql_ops = {
     .name = "mysql",
-    .alloc = mysql_alloc,
-    .get = mysql_get,
-    .list = mysql_list,
-    .insert = mysql_insert,
-    .serial_alloc = mysql_serial_alloc,
-    .close = mysql_close_store,
+    .alloc = store_mysql_alloc,
+    .get = store_mysql_get,
+    .list = store_mysql_list,
+    .insert = store_mysql_insert,
+    .serial_alloc = store_mysql_serial_alloc,
+    .close = store_mysql_close,
 };
 
 static int
@@ -659,7 +661,7 @@ store_mysql_open_url(const struct config *cfg, const char *url,
     }
 
     m = xcalloc(1, sizeof *m);
-    m->base.ops = &mysql_ops;
+    m->base.ops = &store_mysql_ops;
     if (db_mysql_target_from_url(url, &m->c.t, cause) == -1) {
         char *why = cause != NULL ? *cause : NULL;
         if (cause != NULL)
@@ -680,7 +682,7 @@ store_mysql_open_url(const struct config *cfg, const char *url,
             store_set_cause(cause, "leaf.jdbc.username or password too long "
                             "(over %d/%d bytes)", MY_USER_MAX,
                             MY_PASSWORD_MAX);
-            mysql_close_store(&m->base);
+            store_mysql_close(&m->base);
             return NULL;
         }
         free(m->c.t.user);
