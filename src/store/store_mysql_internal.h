@@ -53,8 +53,11 @@ store_my_call_body(void *arg, char **cause)
 static inline enum store_result
 store_my_tx(struct store_mysql *m, my_tx_fn body, void *arg, char **cause)
 {
-    struct store_my_call k = { m, body, arg };
+    struct store_my_call k;
 
+    k.m = m;
+    k.body = body;
+    k.arg = arg;
     return (enum store_result)db_mysql_conn_tx(&m->c, store_my_call_body, &k,
                                                cause);
 }
