@@ -206,8 +206,8 @@ blackbox: leafd
 BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test:
 	@sh .ci/deps.sh test
-	@$(MAKE) --no-print-directory test-bins
-	@sh tests/lib/run_all.sh
+	@t0=$$(date +%s); $(MAKE) --no-print-directory test-bins || exit 1; \
+		LEAFD_BUILD_SECS=$$(( $$(date +%s) - t0 )) sh tests/lib/run_all.sh
 
 # Every binary make test runs.
 test-bins:
