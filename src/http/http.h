@@ -264,6 +264,4 @@ struct http_stats {
 };
 void http_server_stats(const struct http_server *s, struct http_stats *out);
 
-const char *http_status_text(int status);
-
 #endif
