@@ -169,14 +169,9 @@ route_segment(struct api *a, struct http_conn *c, struct http_request *req,
 
     if (api_segment_disabled(a, c, r))
         return;
-    len = util_pct_decode(raw, rawlen, tag, TAG_MAX);
-    if (len < 0 || !util_tag_valid(tag, (size_t)len)) {
-        api_reply_error(c, r, 400, "invalid_biz_tag", NULL,
-                        "biz_tag must be 1 to %d characters of [A-Za-z0-9._:-] after "
-                        "percent-decoding", TAG_MAX);
+    len = api_tag_arg(c, r, raw, rawlen, API_TAG_PATH, tag);
+    if (len < 0)
         return;
-    }
-    tag[len] = '\0';
     if (api_id_request_start(a, c, req, r, a->cfg->count_max, &n, &json) == -1)
         return;
     api_serve_segment(a, c, req, r, tag, (size_t)len, n,
@@ -284,8 +279,8 @@ count_leaf_key(const char *raw, size_t rawlen)
 
     if (api_self == NULL)
         return;
-    n = util_pct_decode(raw, rawlen, key, TAG_MAX);
-    if (n < 0 || !util_tag_valid(key, (size_t)n)) {
+    n = api_tag_arg(NULL, R_SNOWFLAKE_LEAF, raw, rawlen, API_TAG_PATH, key);
+    if (n < 0) {
         api_stat_inc(&api_self->other_keys);
         return;
     }

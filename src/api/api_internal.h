@@ -242,6 +242,15 @@ int api_id_request_start(struct api *a, struct http_conn *c,
                          struct http_request *req, enum route r, int64_t max,
                          int64_t *n, int *json);
 
+/* The biz_tag in s (len bytes) of a request, as form says it came: a path
+ * part (percent-encoded), a RESP argument or a memcached key (as is).
+ * Copies it, decoded and NUL-terminated, to out and returns its length,
+ * or -1 when it is not a valid biz_tag (util_tag_valid), after answering
+ * 400 invalid_biz_tag on route r; c NULL: without answering (api_reply.c). */
+enum api_tag_form { API_TAG_PATH, API_TAG_ARG, API_TAG_KEY };
+long api_tag_arg(struct http_conn *c, enum route r, const char *s, size_t len,
+                 enum api_tag_form form, char out[TAG_MAX + 1]);
+
 /* Tokens (api_token.c). With a tokens file: does the request lack a token
  * for scope? With admin.token: does it lack that? Does it lack the token
  * its row's scope asks for (rest: the part of the path the row's '*'

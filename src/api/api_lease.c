@@ -204,14 +204,9 @@ api_lease_handle(struct api *a, struct http_conn *c, struct http_request *req,
                         "HEAD would take a lease and drop it: use GET");
         return;
     }
-    len = util_pct_decode(raw, rawlen, tag, TAG_MAX);
-    if (len < 0 || !util_tag_valid(tag, (size_t)len)) {
-        api_reply_error(c, R_LEASE, 400, "invalid_biz_tag", NULL,
-                        "biz_tag must be 1 to %d characters of [A-Za-z0-9._:-] after "
-                        "percent-decoding", TAG_MAX);
+    len = api_tag_arg(c, R_LEASE, raw, rawlen, API_TAG_PATH, tag);
+    if (len < 0)
         return;
-    }
-    tag[len] = '\0';
     n = query_size(c, &req->msg, a->cfg->lease_max);
     if (n < 0)
         return;

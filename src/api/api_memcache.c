@@ -201,19 +201,9 @@ cmd_get(struct mc_ctx *x)
         api_serve_id128(a, x->c, key_is(x, "@uuid") ? R_UUID : R_ULID, 1, FMT_MC);
         return;
     }
-    if (x->klen > TAG_MAX || !util_tag_valid(x->key, x->klen)) {
-        char msg[160];
-
-        snprintf(msg, sizeof msg, "a key is a biz_tag (1 to %d characters of "
-                 "[A-Za-z0-9._:-]), @snowflake, @uuid or @ulid", TAG_MAX);
-        api_mc_reply_error(x->c, x->req, R_SEGMENT, 400, "invalid_biz_tag",
-                           msg);
+    if (api_tag_arg(x->c, R_SEGMENT, x->key, x->klen, API_TAG_KEY, tag) < 0 ||
+        api_segment_disabled(a, x->c, R_SEGMENT))
         return;
-    }
-    if (api_segment_disabled(a, x->c, R_SEGMENT))
-        return;
-    memcpy(tag, x->key, x->klen);
-    tag[x->klen] = '\0';
     if (first && key_denied(x, R_SEGMENT, tag))
         return;
     api_serve_segment(a, x->c, x->req, R_SEGMENT, tag, x->klen, 1, FMT_MC);

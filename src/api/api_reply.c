@@ -301,6 +301,45 @@ query_count(struct http_conn *c, enum route r, const struct http_msg *m,
     return -1;
 }
 
+/* The biz_tag of a request (see api_internal.h). */
+long
+api_tag_arg(struct http_conn *c, enum route r, const char *s, size_t len,
+            enum api_tag_form form, char out[TAG_MAX + 1])
+{
+    long n = -1;
+
+    if (form == API_TAG_PATH) {
+        n = util_pct_decode(s, len, out, TAG_MAX);
+    } else if (len <= TAG_MAX) {
+        memcpy(out, s, len);
+        n = (long)len;
+    }
+    if (n >= 0 && util_tag_valid(out, (size_t)n)) {
+        out[n] = '\0';
+        return n;
+    }
+    if (c == NULL)
+        return -1;
+    switch (form) {
+    case API_TAG_PATH:
+        api_reply_error(c, r, 400, "invalid_biz_tag", NULL,
+                        "biz_tag must be 1 to %d characters of [A-Za-z0-9._:-] after "
+                        "percent-decoding", TAG_MAX);
+        break;
+    case API_TAG_ARG:
+        api_reply_error(c, r, 400, "invalid_biz_tag", NULL,
+                        "biz_tag must be 1 to %d characters of [A-Za-z0-9._:-]",
+                        TAG_MAX);
+        break;
+    case API_TAG_KEY:
+        api_reply_error(c, r, 400, "invalid_biz_tag", NULL,
+                        "a key is a biz_tag (1 to %d characters of "
+                        "[A-Za-z0-9._:-]), @snowflake, @uuid or @ulid", TAG_MAX);
+        break;
+    }
+    return -1;
+}
+
 /* JSON if Accept asks for it or ?format=json; ?format=text wins over Accept.
  * Returns 1 json, 0 text, or -1 after answering 400. */
 int

@@ -242,14 +242,8 @@ cmd_segment(struct resp_ctx *x, int incr)
     }
     if (api_segment_disabled(x->a, x->c, R_SEGMENT))
         return;
-    if (len > TAG_MAX || !util_tag_valid(cmd->argv[1], len)) {
-        resp_reply_error(x, R_SEGMENT, 400, "invalid_biz_tag",
-                         "biz_tag must be 1 to %d characters of [A-Za-z0-9._:-]",
-                         TAG_MAX);
+    if (api_tag_arg(x->c, R_SEGMENT, cmd->argv[1], len, API_TAG_ARG, tag) < 0)
         return;
-    }
-    memcpy(tag, cmd->argv[1], len);
-    tag[len] = '\0';
     if (!incr && (n = arg_count(x, R_SEGMENT, 2, x->a->cfg->count_max)) < 0)
         return;
     if (!x->req->retry && !x->req->timed_out && id_denied(x, R_SEGMENT, tag))
