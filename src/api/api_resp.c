@@ -34,7 +34,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "api_internal.h"
 #include "api_resp_internal.h"
 #include "auth.h"
 #include "config.h"
@@ -251,7 +250,7 @@ cmd_segment(struct resp_ctx *x, int incr)
     if (checked_only(x, n))
         return;
     api_serve_segment(x->a, x->c, x->req, R_SEGMENT, tag, len, n,
-                      incr ? FMT_RESP_INT : FMT_RESP);
+                      incr ? &api_writer_resp_int : &api_writer_resp);
 }
 
 static void
@@ -268,7 +267,7 @@ cmd_snowflake(struct resp_ctx *x)
         return;
     if (checked_only(x, n))
         return;
-    api_serve_snowflake(x->a, x->c, x->req, R_SNOWFLAKE, n, FMT_RESP);
+    api_serve_snowflake(x->a, x->c, x->req, R_SNOWFLAKE, n, &api_writer_resp);
 }
 
 static void
@@ -279,7 +278,7 @@ cmd_id128(struct resp_ctx *x, enum route r)
 
     if (n < 0 || checked_only(x, n))
         return;
-    api_serve_id128(x->a, x->c, r, n, FMT_RESP);
+    api_serve_id128(x->a, x->c, r, n, &api_writer_resp);
 }
 
 /* LEAF.SERIAL <code> [count] (api_serial.c: the same serials, waits and
@@ -321,7 +320,7 @@ cmd_serial(struct resp_ctx *x)
     }
     if (checked_only(x, n))
         return;
-    api_serve_serial(x->a, x->c, x->req, (size_t)i, n, FMT_RESP);
+    api_serve_serial(x->a, x->c, x->req, (size_t)i, n, &api_writer_resp);
 }
 
 static void

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "api_internal.h"
+#include "api_handlers.h"
 #include "auth.h"
 #include "http.h"
 #include "resp_parse.h"

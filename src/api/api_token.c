@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "api_internal.h"
+#include "api_handlers.h"
 #include "auth.h"
 #include "config.h"
 #include "http.h"
