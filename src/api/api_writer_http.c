@@ -120,6 +120,18 @@ const struct api_writer api_writer_leaf = {
 
 /* ---- JSON ---- */
 
+/* End the list of items at start..p (each followed by a comma) and answer. */
+static void
+json_list_end(struct http_conn *c, enum route r, char *start, char *p)
+{
+    if (p[-1] == ',')
+        p--;
+    memcpy(p, "]}\n", 3);
+    p += 3;
+    assert((size_t)(p - start) <= api_self->out_cap);
+    api_reply(c, r, 200, "application/json", NULL, start, (size_t)(p - start));
+}
+
 static void
 ids_json(struct http_conn *c, enum route r, const char *tag, const uint64_t *ids,
          size_t n)
@@ -145,12 +157,7 @@ ids_json(struct http_conn *c, enum route r, const char *tag, const uint64_t *ids
         *p++ = '"';
         *p++ = ',';
     }
-    if (p[-1] == ',')
-        p--;
-    memcpy(p, "]}\n", 3);
-    p += 3;
-    assert((size_t)(p - start) <= api_self->out_cap);
-    api_reply(c, r, 200, "application/json", NULL, start, (size_t)(p - start));
+    json_list_end(c, r, start, p);
 }
 
 /* The texts are [0-9A-Za-z_-] and the like: quoted as they are. */
@@ -173,12 +180,7 @@ texts_json(struct http_conn *c, enum route r, char *text, size_t len, size_t n,
         *p++ = ',';
         t = nl + 1;
     }
-    if (p[-1] == ',')
-        p--;
-    memcpy(p, "]}\n", 3);
-    p += 3;
-    assert((size_t)(p - start) <= api_self->out_cap);
-    api_reply(c, r, 200, "application/json", NULL, start, (size_t)(p - start));
+    json_list_end(c, r, start, p);
 }
 
 static void
