@@ -68,7 +68,7 @@ query_count(struct http_conn *c, enum route r, const struct http_msg *m,
     return -1;
 }
 
-/* The biz_tag of a request (see api_internal.h). */
+/* The biz_tag of a request (see api_reply.h). */
 long
 api_tag_arg(struct http_conn *c, enum route r, const char *s, size_t len,
             enum api_tag_form form, char out[TAG_MAX + 1])

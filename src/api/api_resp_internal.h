@@ -1,7 +1,8 @@
 /* api_resp_internal.h: what the Redis-protocol files share: the command
  * table and its dispatch (api_resp.c), transactions (api_resp_multi.c) and
- * INFO (api_resp_info.c). Not for other modules: api_internal.h declares
- * api_resp_command, their one entry point.
+ * INFO (api_resp_info.c). Not for other modules: api_handlers.h declares
+ * api_resp_command, their one entry point; their answers go through the
+ * RESP writer (api_writer_resp.c).
  *
  * Everything here runs on the connection's I/O thread only.
  */

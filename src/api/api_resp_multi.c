@@ -36,11 +36,12 @@
  * nothing, and EXEC never answers the null reply of a failed watch. An
  * optimistic loop (WATCH, MULTI, INCR, EXEC) succeeds on its first try.
  *
- * Limits: API_RESP_MULTI_MAX_COMMANDS queued commands, API_RESP_MULTI_MAX_BYTES of
- * their arguments, API_RESP_MULTI_MAX_IDS IDs asked for, and API_RESP_MULTI_MAX_ANSWER
- * bytes that EXEC's answer may take by the rows' bounds (answer_bound); the
- * command past a limit is an error that aborts the transaction. A
- * transaction that will abort stores no more commands.
+ * Limits: API_RESP_MULTI_MAX_COMMANDS queued commands,
+ * API_RESP_MULTI_MAX_BYTES of their arguments, API_RESP_MULTI_MAX_IDS IDs
+ * asked for, and API_RESP_MULTI_MAX_ANSWER bytes that EXEC's answer may take
+ * by the rows' bounds (answer_bound); the command past a limit is an error
+ * that aborts the transaction. A transaction that will abort stores no more
+ * commands.
  */
 #include <assert.h>
 #include <stdint.h>
