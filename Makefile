@@ -19,9 +19,9 @@ WARN    += -Werror
 endif
 OPT     ?= -O2 -g
 # src/ holds one folder per layer, lowest first (docs/design.md; make lint
-# refuses an #include that points to a higher one). Headers are included by
-# name, so every folder is on the include path; objects go to build/ flat,
-# since every file name carries its module's full prefix.
+# refuses an include or a symbol its "uses" table does not allow). Headers
+# are included by name, so every folder is on the include path; objects go to
+# build/ flat, since every file name carries its module's full prefix.
 SRCDIRS := core db http snowflake store segment ids api
 SRCINC  := $(SRCDIRS:%=-Isrc/%) -Isrc
 vpath %.c src $(SRCDIRS:%=src/%)
@@ -206,8 +206,8 @@ blackbox: leafd
 BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test:
 	@sh .ci/deps.sh test
-	@$(MAKE) --no-print-directory test-bins
-	@sh tests/lib/run_all.sh
+	@t0=$$(date +%s); $(MAKE) --no-print-directory test-bins || exit 1; \
+		LEAFD_BUILD_SECS=$$(( $$(date +%s) - t0 )) sh tests/lib/run_all.sh
 
 # Every binary make test runs.
 test-bins:
@@ -222,11 +222,14 @@ bench: leafd
 # `// cppcheck-suppress <id>` beside a comment that says why.
 LINT_DIRS := src tests/unit tests/lib tests/client clients fuzz tools bench
 
-lint:
+# The layer check asks the compiler (cc -MM with these CFLAGS) and nm (the
+# objects' symbols), so it builds the objects first.
+lint: $(OBJS)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability --inline-suppr \
 		--suppress=missingIncludeSystem $(SRCINC) -Iclients/c $(LINT_DIRS)
-	python3 tools/check_layers.py --self-test
-	python3 tools/check_layers.py
+	python3 tools/check_layers.py --self-test --cc "$(CC)" --cflags "$(CFLAGS)"
+	python3 tools/check_docs.py --self-test
+	python3 tools/check_docs.py
 
 clean:
 	rm -rf build leafd leafd-asan

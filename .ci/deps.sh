@@ -29,11 +29,19 @@ for p in $want; do
         missing="$missing $p"
     fi
 done
+# node and npm (the black-box tests' node client): Debian's, unless the
+# machine has them from elsewhere (a NodeSource nodejs bundles npm, and
+# Debian's npm would conflict with it).
+if [ "$profile" = test ] || [ "$profile" = bench ]; then
+    command -v node >/dev/null 2>&1 || missing="$missing nodejs"
+    command -v npm >/dev/null 2>&1 || missing="$missing npm"
+fi
 [ -z "$missing" ] && exit 0
 echo "leafd: installing missing packages:$missing"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
+# A fresh machine's apt-daily may hold the lock for a while: wait for it.
+$SUDO apt-get -o DPkg::Lock::Timeout=300 update -qq
 # shellcheck disable=SC2086
-$SUDO apt-get install -y -qq --no-install-recommends $missing
+$SUDO apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends $missing

@@ -5,9 +5,13 @@
 #
 #   sh fuzz/run.sh [name ...]        default: every fuzz/fuzz_*.c
 #   FUZZ_SECONDS=30                  time per target (libFuzzer -max_total_time)
+#   FUZZ_CORPUS=DIR                  where new inputs go (build/fuzz/corpus)
 #
-# New interesting inputs go to build/fuzz/corpus/<name>/ (the committed seeds
-# in fuzz/corpus/<name>/ are only read). A crash stops the run with exit 1 and
+# New interesting inputs go to FUZZ_CORPUS/<name>/ (the committed seeds in
+# fuzz/corpus/<name>/ are only read). make fuzz-ci keeps them in
+# build/fuzz/corpus, so that fuzzing goes on where it stopped; make test
+# gives each run an empty directory, so that what it fuzzes never depends on
+# what an earlier run left. A crash stops the run with exit 1 and
 # leaves its input in build/fuzz/artifacts/<name>/; to turn it into a
 # regression test:
 #   build/fuzz/fuzz_<name> -minimize_crash=1 -runs=20000 \
@@ -17,6 +21,7 @@ set -u
 cd "$(dirname "$0")/.."
 secs=${FUZZ_SECONDS:-30}
 out=build/fuzz
+corpus=${FUZZ_CORPUS:-$out/corpus}
 names=${*:-$(for f in fuzz/fuzz_*.c; do basename "$f" .c | sed 's/^fuzz_//'; done)}
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:allocator_may_return_null=1}
@@ -70,17 +75,17 @@ for n in $names; do
         fi
     fi
     # 2. Fuzz for a bounded time.
-    mkdir -p "$out/corpus/$n" "$out/artifacts/$n"
+    mkdir -p "$corpus/$n" "$out/artifacts/$n"
     echo "fuzz: $n: fuzzing for ${secs}s"
     # shellcheck disable=SC2046
     "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
         -print_final_stats=1 \
         -artifact_prefix="$out/artifacts/$n/" $(opts "$n") \
-        "$out/corpus/$n" "fuzz/corpus/$n" >"$out/$n.log" 2>&1
+        "$corpus/$n" "fuzz/corpus/$n" >"$out/$n.log" 2>&1
     rc=$?
     execs=$(awk '/stat::number_of_executed_units/ {print $2}' "$out/$n.log")
     cov=$(grep -o 'cov: [0-9]*' "$out/$n.log" | tail -1)
-    units=$(ls "$out/corpus/$n" | wc -l)
+    units=$(ls "$corpus/$n" | wc -l)
     if [ $rc -ne 0 ]; then
         fail=1
         echo "fuzz: $n: FAILED (exit $rc); inputs in $out/artifacts/$n/:" >&2

@@ -25,7 +25,8 @@ FILES = [
      "clock fence"),
     ("/lib/systemd/system/leafd.service", "the hardened unit; systemctl start, "
      "stop, reload (SIGHUP) leafd"),
-    ("/usr/share/doc/leafd/", "README and operations guide"),
+    ("/usr/share/doc/leafd/", "README, the operations guide, the HTTP API "
+     "(http-api.md) and the configuration (configuration.md)"),
 ]
 
 

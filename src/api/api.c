@@ -1,11 +1,12 @@
-/* api.c: the API's state (see api.h) and the handlers of the ID routes:
- * segment, snowflake, UUIDv7/ULID and their decoders (the table that
- * reaches them is api_route.c's).
+/* api.c: the API's state (see api.h), its I/O threads' buffers and
+ * counters (api_self), and the ID handlers: segment, snowflake,
+ * UUIDv7/ULID and their decoders (the table that reaches them is
+ * api_route.c's). The api_serve_* handlers serve every protocol: they hand
+ * the IDs to the writer their caller chose (api_writer.h).
  *
- * The hot paths are GET /segment/<tag> and GET /snowflake: they format IDs
- * into a per-thread buffer (api_reply.c) and hand it to http_reply; no
- * allocation, lock or syscall of their own. Every error is JSON:
- * {"error":"<code>","message":...}.
+ * The hot paths are GET /segment/<tag> and GET /snowflake: the IDs go to a
+ * per-thread array, the writer formats them into a per-thread buffer and
+ * hands it to http_reply; no allocation, lock or syscall of their own.
  */
 #include <assert.h>
 #include <stdarg.h>
@@ -15,16 +16,36 @@
 #include <string.h>
 
 #include "api.h"
-#include "api_internal.h"
+#include "api_handlers.h"
 #include "auth.h"
 #include "config.h"
 #include "loader.h"
 #include "log.h"
 #include "segment.h"
+#include "serial.h"
 #include "snowflake.h"
 #include "ulid.h"
 #include "uuid7.h"
 #include "util.h"
+
+_Thread_local struct api_thread *api_self;      /* set by api_thread */
+
+void
+api_thread(int index, int starting, void *arg)
+{
+    struct api *a = arg;
+
+    api_self = starting ? &a->threads[index] : NULL;
+}
+
+void
+api_thread_admin(int index, int starting, void *arg)
+{
+    struct api *a = arg;
+
+    (void)index;
+    api_self = starting ? &a->threads[a->nthreads] : NULL;
+}
 
 uint64_t
 api_segment_key(const char *tag, size_t len)
@@ -56,15 +77,22 @@ api_new(const struct config *cfg, struct segments *segs, struct loader *loader,
     if (a->threads == NULL)
         abort();
     memset(a->threads, 0, sizeof *a->threads * (size_t)(nthreads + 1));
+    /* An ID is at most 19 digits; JSON adds 3 bytes and the tag, RESP 7
+     * ("$19\r\n" and "\r\n"). A UUID is 36 characters, 39 in JSON with its
+     * quotes and comma, 43 in RESP; a serial at most SERIAL_TEXT_MAX, and
+     * as many more. */
+    size_t out = maxn * 28;
+
+    if (max128 * 44 > out)
+        out = max128 * 44;
+    if ((size_t)cfg->serial_count_max * (SERIAL_TEXT_MAX + 8) > out)
+        out = (size_t)cfg->serial_count_max * (SERIAL_TEXT_MAX + 8);
     for (int i = 0; i <= nthreads; i++) {
-        /* An ID is at most 19 digits; JSON adds 3 bytes and the tag, RESP
-         * 7 ("$19\r\n" and "\r\n"). A UUID is 36 characters, 39 in JSON
-         * with its quotes and comma, 43 in RESP. */
-        a->threads[i].out_cap = (maxn * 28 > max128 * 44 ? maxn * 28 : max128 * 44) +
-                                TAG_MAX * 2 + 256;
+        a->threads[i].out_cap = out + TAG_MAX * 2 + 256;
         a->threads[i].out = xmalloc(a->threads[i].out_cap);
-        a->threads[i].ids = xcalloc((size_t)cfg->sf_count_max, sizeof(uint64_t));
+        a->threads[i].ids = xcalloc(maxn, sizeof(uint64_t));
         a->threads[i].id128 = xcalloc(max128, 16);
+        a->threads[i].text = xmalloc(max128 * (UUID7_TEXT_LEN + 1));
     }
     a->uuid = uuid7_gen_new(NULL, NULL);
     a->ulid = ulid_gen_new(NULL, NULL);
@@ -81,6 +109,7 @@ api_free(struct api *a)
         free(a->threads[i].out);
         free(a->threads[i].ids);
         free(a->threads[i].id128);
+        free(a->threads[i].text);
         api_grpc_thread_free(a->threads[i].grpc);
     }
     free(a->threads);
@@ -165,30 +194,24 @@ route_segment(struct api *a, struct http_conn *c, struct http_request *req,
     char tag[TAG_MAX + 1];
     long len;
     int64_t n;
-    int json;
+    const struct api_writer *w;
 
     if (api_segment_disabled(a, c, r))
         return;
-    len = util_pct_decode(raw, rawlen, tag, TAG_MAX);
-    if (len < 0 || !util_tag_valid(tag, (size_t)len)) {
-        api_reply_error(c, r, 400, "invalid_biz_tag", NULL,
-                        "biz_tag must be 1 to %d characters of [A-Za-z0-9._:-] after "
-                        "percent-decoding", TAG_MAX);
+    len = api_tag_arg(c, r, raw, rawlen, API_TAG_PATH, tag);
+    if (len < 0)
         return;
-    }
-    tag[len] = '\0';
-    if (api_id_request_start(a, c, req, r, a->cfg->count_max, &n, &json) == -1)
-        return;
-    api_serve_segment(a, c, req, r, tag, (size_t)len, n,
-                      json ? FMT_JSON : FMT_TEXT);
+    w = api_id_request_start(c, req, r, a->cfg->count_max, &n);
+    if (w != NULL)
+        api_serve_segment(a, c, req, r, tag, (size_t)len, n, w);
 }
 
-/* n IDs of tag (valid, NUL-terminated) for a request of either protocol:
+/* n IDs of tag (valid, NUL-terminated) for a request of any protocol:
  * answer, or park until the loader has a segment or the wait runs out. */
 void
 api_serve_segment(struct api *a, struct http_conn *c, struct http_request *req,
                   enum route r, const char *tag, size_t len, int64_t n,
-                  enum api_fmt fmt)
+                  const struct api_writer *w)
 {
     struct api_state *st = (struct api_state *)req->scratch;
     enum segment_result res;
@@ -203,15 +226,16 @@ api_serve_segment(struct api *a, struct http_conn *c, struct http_request *req,
 
     res = segment_take(a->segs, tag, len, n, &st->take);
     switch (res) {
-    case SEGMENT_OK:
-        if (r == R_SEGMENT_LEAF && fmt == FMT_TEXT && n == 1) {
-            /* Leaf's path answers the bare number, as Leaf does. */
-            char buf[24], *e = util_u64_dec(buf, (uint64_t)st->take.ranges[0].start);
-            api_reply(c, r, 200, "text/plain", NULL, buf, (size_t)(e - buf));
-            return;
-        }
-        api_reply_ranges(c, r, fmt, tag, st->take.ranges, st->take.nranges);
+    case SEGMENT_OK: {
+        size_t k = 0;
+
+        for (int i = 0; i < st->take.nranges; i++)
+            for (int64_t j = 0; j < st->take.ranges[i].count; j++)
+                api_self->ids[k++] = (uint64_t)(st->take.ranges[i].start + j);
+        assert(k == (size_t)n);
+        w->ids(c, r, tag, api_self->ids, k);
         return;
+    }
     case SEGMENT_UNKNOWN:
         api_reply_error(c, r, 404, "unknown_biz_tag", NULL,
                         "biz_tag '%s' is not in leaf_alloc; insert a row for it first",
@@ -284,8 +308,8 @@ count_leaf_key(const char *raw, size_t rawlen)
 
     if (api_self == NULL)
         return;
-    n = util_pct_decode(raw, rawlen, key, TAG_MAX);
-    if (n < 0 || !util_tag_valid(key, (size_t)n)) {
+    n = api_tag_arg(NULL, R_SNOWFLAKE_LEAF, raw, rawlen, API_TAG_PATH, key);
+    if (n < 0) {
         api_stat_inc(&api_self->other_keys);
         return;
     }
@@ -317,22 +341,22 @@ route_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
                 enum route r, const char *key, size_t keylen)
 {
     int64_t n;
-    int json;
+    const struct api_writer *w;
 
     if (r == R_SNOWFLAKE_LEAF && !req->retry && !req->timed_out)
         count_leaf_key(key, keylen);
     if (api_sf_disabled(a, c, r))
         return;
-    if (api_id_request_start(a, c, req, r, a->cfg->sf_count_max, &n, &json) == -1)
-        return;
-    api_serve_snowflake(a, c, req, r, n, json ? FMT_JSON : FMT_TEXT);
+    w = api_id_request_start(c, req, r, a->cfg->sf_count_max, &n);
+    if (w != NULL)
+        api_serve_snowflake(a, c, req, r, n, w);
 }
 
-/* n snowflake IDs for a request of either protocol: answer, or park while
- * the generator waits out a millisecond. */
+/* n snowflake IDs for a request of any protocol: answer, or park while the
+ * generator waits out a millisecond. */
 void
 api_serve_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
-                    enum route r, int64_t n, enum api_fmt fmt)
+                    enum route r, int64_t n, const struct api_writer *w)
 {
     struct api_state *st = (struct api_state *)req->scratch;
     struct snowflake_refusal why;
@@ -344,12 +368,7 @@ api_serve_snowflake(struct api *a, struct http_conn *c, struct http_request *req
         st->deadline_us = api_wait_deadline(a, req);
     rc = snowflake_next(a->sf, (uint32_t)n, api_self->ids, &why);
     if (rc == SNOWFLAKE_OK) {
-        if (r == R_SNOWFLAKE_LEAF && fmt == FMT_TEXT && n == 1) {
-            char buf[24], *e = util_u64_dec(buf, api_self->ids[0]);
-            api_reply(c, r, 200, "text/plain", NULL, buf, (size_t)(e - buf));
-            return;
-        }
-        api_reply_u64s(c, r, fmt, api_self->ids, (size_t)n);
+        w->ids(c, r, NULL, api_self->ids, (size_t)n);
         return;
     }
     now = util_mono_us();
@@ -430,23 +449,27 @@ route_id128(struct api *a, struct http_conn *c, struct http_request *req,
             enum route r, const char *rest, size_t rlen)
 {
     int64_t n;
-    int json;
+    const struct api_writer *w;
 
-    if (api_id_request_start(a, c, req, r, r == R_UUID ? a->cfg->uuid_count_max :
-                         a->cfg->ulid_count_max, &n, &json) == -1)
-        return;
-    api_serve_id128(a, c, r, n, json ? FMT_JSON : FMT_TEXT);
+    w = api_id_request_start(c, req, r, r == R_UUID ? a->cfg->uuid_count_max :
+                             a->cfg->ulid_count_max, &n);
+    if (w != NULL)
+        api_serve_id128(a, c, r, n, w);
 }
 
+/* n UUIDs or ULIDs, one per line, handed to the writer; memcached's cas is
+ * the first one's time and first random bits (its first 8 bytes). */
 void
 api_serve_id128(struct api *a, struct http_conn *c, enum route r, int64_t n,
-                enum api_fmt fmt)
+                const struct api_writer *w)
 {
     int uuid = r == R_UUID, rc;
-    int json = fmt == FMT_JSON, resp = fmt == FMT_RESP;
-    char *p = api_self->out, *start = api_self->out;
+    size_t tl = uuid ? UUID7_TEXT_LEN : ULID_TEXT_LEN;
+    char *p = api_self->text, *start = api_self->text;
+    const uint8_t *b;
+    uint64_t cas = 0;
 
-    assert(n >= 1 && fmt != FMT_RESP_INT);   /* FMT_GRPC: as text, then packed */
+    assert(n >= 1 && w->texts != NULL);
     rc = uuid ? uuid7_next(a->uuid, (size_t)n, api_self->id128)
               : ulid_next(a->ulid, (size_t)n, api_self->id128);
     if (rc < 0) {
@@ -460,61 +483,19 @@ api_serve_id128(struct api *a, struct http_conn *c, enum route r, int64_t n,
         atomic_store_explicit(k, atomic_load_explicit(k, memory_order_relaxed) +
                               (uint64_t)n, memory_order_relaxed);
     }
-    if (json) {
-        memcpy(p, "{\"ids\":[", 8);
-        p += 8;
-    } else if (resp) {
-        p = api_resp_array_head(p, (size_t)n);
-    }
     for (int64_t i = 0; i < n; i++) {
-        if (json)
-            *p++ = '"';
-        else if (resp)
-            p = api_resp_bulk_head(p, uuid ? UUID7_TEXT_LEN : ULID_TEXT_LEN);
-        if (uuid) {
+        if (uuid)
             uuid7_format((const struct uuid7 *)api_self->id128 + i, p);
-            p += UUID7_TEXT_LEN;
-        } else {
+        else
             ulid_format((const struct ulid *)api_self->id128 + i, p);
-            p += ULID_TEXT_LEN;
-        }
-        if (json) {
-            *p++ = '"';
-            *p++ = ',';
-        } else if (resp) {
-            *p++ = '\r';
-            *p++ = '\n';
-        } else {
-            *p++ = '\n';
-        }
+        p += tl;
+        *p++ = '\n';
     }
-    if (json) {
-        p--;                            /* the last comma */
-        memcpy(p, "]}\n", 3);
-        p += 3;
-    }
-    assert((size_t)(p - start) <= api_self->out_cap);
-    if (fmt == FMT_MC) {
-        const uint8_t *b = uuid ? ((const struct uuid7 *)api_self->id128)->b
-                                : ((const struct ulid *)api_self->id128)->b;
-        uint64_t cas = 0;
-
-        assert(n == 1);
-        for (int i = 0; i < 8; i++)     /* the time and first random bits */
-            cas = cas << 8 | b[i];
-        api_mc_reply_value(c, r, start, (size_t)(p - start - 1), cas);
-        return;
-    }
-    if (resp) {
-        api_reply_resp(c, r, start, (size_t)(p - start), 0);
-        return;
-    }
-    if (fmt == FMT_GRPC) {
-        api_grpc_reply_lines(c, r, start, (size_t)(p - start));
-        return;
-    }
-    api_reply(c, r, 200, json ? "application/json" : "text/plain", NULL, start,
-              (size_t)(p - start));
+    b = uuid ? ((const struct uuid7 *)api_self->id128)->b
+             : ((const struct ulid *)api_self->id128)->b;
+    for (int i = 0; i < 8; i++)
+        cas = cas << 8 | b[i];
+    w->texts(c, r, start, (size_t)(p - start), (size_t)n, cas);
 }
 
 /* GET /uuid/decode/<uuid> and /ulid/decode/<ulid>. */

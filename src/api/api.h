@@ -1,15 +1,27 @@
-/* api.h: leafd's HTTP API: routes requests to segment mode, snowflake mode
- * and the health, metrics, cache and db pages (api.c: routing and the ID
- * handlers; api_pages.c: the operator pages).
+/* api.h: leafd's API: the one handler the front end (http.h) calls for
+ * every request of every listener. It serves the ID kinds (segment,
+ * snowflake, UUIDv7, ULID, serials, leases, Tinyid's routes) over HTTP/1.1,
+ * HTTP/2, RESP, memcached and gRPC, and the operator pages (health,
+ * metrics, cache, db, snowflake state) and the web console over HTTP.
+ *
+ * Inside, calls go one way: api_route.c's dispatch takes the request's
+ * protocol and route (the table in api_routes.h; RESP commands in
+ * api_resp.c, memcached's in api_memcache.c, gRPC methods in api_grpc.c),
+ * the handlers (api.c, api_lease.c, api_serial.c, api_tinyid.c,
+ * api_pages.c) read the request (api_reply.c) and take the IDs, and the
+ * writer of the request's protocol writes the answer (api_writer_*.c). The
+ * headers say the same: api_internal.h, api_writer.h, api_reply.h,
+ * api_handlers.h, each including the one before.
  *
  * api_handle is the http_handler_cb; it runs on I/O threads and never blocks:
  * a request that must wait for a segment is parked (http_park) and answered
  * when the loader wakes it or its wait runs out.
  *
- * The ID routes (/segment/<tag>, /api/segment/get/<tag>, /snowflake,
- * /api/snowflake/get/<key>) answer HEAD with 405 and take nothing, and every
- * answer on them carries Cache-Control: no-store. A query parameter given
- * twice, or a malformed %-escape anywhere in the query, is a 400.
+ * The HTTP ID routes (/segment/<tag>, /api/segment/get/<tag>, /snowflake,
+ * /api/snowflake/get/<key>, /uuid, /ulid, /serial/<code>, the lease) answer
+ * HEAD with 405 and take nothing, and every answer on them carries
+ * Cache-Control: no-store. A query parameter given twice, or a malformed
+ * %-escape anywhere in the query, is a 400.
  */
 #ifndef LEAFD_API_H
 #define LEAFD_API_H

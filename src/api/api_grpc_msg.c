@@ -289,7 +289,7 @@ api_grpc_args_parse(enum api_grpc_method m, const void *body, size_t len,
 
 /* ---- status codes ---- */
 
-enum api_grpc_status
+enum grpc_status
 api_grpc_status_of(int http_status, const char *code, int deadline_passed)
 {
     switch (http_status) {

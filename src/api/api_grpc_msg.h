@@ -11,22 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "grpc_frame.h"
 #include "util.h"
-
-/* The gRPC status codes leafd answers (grpc/doc/statuscodes.md). */
-enum api_grpc_status {
-    GRPC_OK                 = 0,
-    GRPC_UNKNOWN            = 2,
-    GRPC_INVALID_ARGUMENT   = 3,
-    GRPC_DEADLINE_EXCEEDED  = 4,
-    GRPC_NOT_FOUND          = 5,
-    GRPC_PERMISSION_DENIED  = 7,
-    GRPC_RESOURCE_EXHAUSTED = 8,
-    GRPC_UNIMPLEMENTED      = 12,
-    GRPC_INTERNAL           = 13,
-    GRPC_UNAVAILABLE        = 14,
-    GRPC_UNAUTHENTICATED    = 16
-};
 
 enum api_grpc_method {
     AGM_SEGMENT, AGM_SNOWFLAKE, AGM_UUID, AGM_ULID, AGM_SERIAL, AGM_LEASE,
@@ -65,8 +51,8 @@ int api_grpc_args_parse(enum api_grpc_method m, const void *body, size_t len,
 
 /* A refusal as a gRPC status: leafd's HTTP status and error code; the
  * request's grpc-timeout has run out (a 503 then is DEADLINE_EXCEEDED). */
-enum api_grpc_status api_grpc_status_of(int http_status, const char *code,
-                                        int deadline_passed);
+enum grpc_status api_grpc_status_of(int http_status, const char *code,
+                                    int deadline_passed);
 
 /* Replies, packed into out (cap bytes; the *_bound functions give a cap
  * that always suffices). Each returns the packed length. */

@@ -8,12 +8,13 @@
  * thread never blocks. A lease whose request gives up (timeout) is dropped:
  * a gap, never a repeat.
  */
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "api.h"
-#include "api_internal.h"
+#include "api_handlers.h"
 #include "config.h"
 #include "loader.h"
 #include "segment.h"
@@ -193,7 +194,7 @@ api_lease_handle(struct api *a, struct http_conn *c, struct http_request *req,
                  const char *raw, size_t rawlen)
 {
     char tag[TAG_MAX + 1];
-    int json;
+    const struct api_writer *w;
     int64_t n;
     long len;
 
@@ -204,31 +205,26 @@ api_lease_handle(struct api *a, struct http_conn *c, struct http_request *req,
                         "HEAD would take a lease and drop it: use GET");
         return;
     }
-    len = util_pct_decode(raw, rawlen, tag, TAG_MAX);
-    if (len < 0 || !util_tag_valid(tag, (size_t)len)) {
-        api_reply_error(c, R_LEASE, 400, "invalid_biz_tag", NULL,
-                        "biz_tag must be 1 to %d characters of [A-Za-z0-9._:-] after "
-                        "percent-decoding", TAG_MAX);
+    len = api_tag_arg(c, R_LEASE, raw, rawlen, API_TAG_PATH, tag);
+    if (len < 0)
         return;
-    }
-    tag[len] = '\0';
     n = query_size(c, &req->msg, a->cfg->lease_max);
     if (n < 0)
         return;
-    json = api_want_json(c, R_LEASE, &req->msg);
-    if (json < 0)
-        return;
-    api_serve_lease(a, c, req, tag, n, json ? FMT_JSON : FMT_TEXT);
+    w = api_http_writer(c, R_LEASE, &req->msg);
+    if (w != NULL)
+        api_serve_lease(a, c, req, tag, n, w);
 }
 
 void
 api_serve_lease(struct api *a, struct http_conn *c, struct http_request *req,
-                const char *tag, int64_t n, enum api_fmt fmt)
+                const char *tag, int64_t n, const struct api_writer *w)
 {
     struct segment_range r[API_LEASE_MAX_RANGES];
     char why[512];
-    struct sbuf b = { 0 };
-    int nr = 0, json = fmt == FMT_JSON;
+    int nr = 0;
+
+    assert(w->lease != NULL);
 
     switch (api_lease_take(a, c, req, tag, n, 0, r, &nr, why, sizeof why)) {
     case API_LEASE_PARKED:
@@ -248,20 +244,5 @@ api_serve_lease(struct api *a, struct http_conn *c, struct http_request *req,
     case API_LEASE_DONE:
         break;
     }
-    if (fmt == FMT_GRPC) {
-        api_grpc_reply_lease(c, tag, r, nr);
-        return;
-    }
-    if (json) {
-        sbuf_printf(&b, "{\"biz_tag\":\"%s\",\"ranges\":[", tag);
-        for (int i = 0; i < nr; i++)
-            sbuf_printf(&b, "%s{\"start\":\"%lld\",\"end\":\"%lld\"}", i ? "," : "",
-                        (long long)r[i].start, (long long)(r[i].start + r[i].count));
-        sbuf_puts(&b, "]}\n");
-    } else {
-        for (int i = 0; i < nr; i++)
-            sbuf_printf(&b, "%lld %lld\n", (long long)r[i].start,
-                        (long long)(r[i].start + r[i].count));
-    }
-    api_reply_sbuf(c, R_LEASE, 200, json ? "application/json" : "text/plain", &b);
+    w->lease(c, tag, r, nr);
 }

@@ -7,11 +7,10 @@
  * threads, buffers, limits, parking, stop); this file only answers a parsed
  * call (req->mc). The layer calls it once per key of a get, in order, so a
  * key is one ID request: it calls the same handlers as the HTTP routes
- * (api_serve_*, FMT_MC), with the same IDs, waits (a key that waits for a
- * segment parks, and the keys and commands behind it wait in order) and
- * refusals. The handlers' answers (api_mc_reply_value) and errors
- * (api_mc_reply_error, which api_reply_error calls for a request with
- * req->mc) are written for the key the request names (req->mc_key).
+ * (api_serve_*) with the memcached writer (api_writer_mc.c), with the same
+ * IDs, waits (a key that waits for a segment parks, and the keys and
+ * commands behind it wait in order) and refusals. The writer writes the
+ * answers and errors for the key the request names (req->mc_key).
  *
  *   get|gets <key>+   one "VALUE <key> 0 <bytes>[ <cas>]" per key, then END:
  *                     <biz_tag> a segment ID, @snowflake a snowflake ID,
@@ -41,7 +40,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api_internal.h"
+#include "api_handlers.h"
 #include "auth.h"
 #include "config.h"
 #include "mc_parse.h"
@@ -89,72 +88,6 @@ reply(struct mc_ctx *x, const char *s, size_t len, int flags)
     http_reply_mc(x->c, s, len, flags);
 }
 
-/* "<CLIENT|SERVER>_ERROR <code> <message>", CR and LF made spaces; with
- * noreply the connection closes after it (see DESIGN). */
-void
-api_mc_reply_error(struct http_conn *c, const struct http_request *req,
-                   enum route r, int status, const char *code, const char *msg)
-{
-    char out[640];
-    int n;
-
-    assert(req->mc != NULL);
-    n = snprintf(out, sizeof out, "%s %s %s", status < 500 ? "CLIENT_ERROR" :
-                 "SERVER_ERROR", code, msg);
-    if (n < 0)
-        n = 0;
-    if ((size_t)n > sizeof out - 3)
-        n = (int)sizeof out - 3;
-    for (int i = 0; i < n; i++)
-        if (out[i] == '\r' || out[i] == '\n')
-            out[i] = ' ';
-    memcpy(out + n, "\r\n", 2);
-    if (req->mc->kind == MC_GET && api_self != NULL)
-        api_stat_inc(&api_self->mc_misses);
-    api_count(r, status);
-    http_reply_mc(c, out, (size_t)n + 2,
-                  HTTP_MC_END | (req->mc->noreply ? HTTP_MC_CLOSE : 0));
-}
-
-/* One key's VALUE (and END after the last key). */
-void
-api_mc_reply_value(struct http_conn *c, enum route r, const char *val,
-                   size_t len, uint64_t cas)
-{
-    const struct http_request *req = http_conn_request(c);
-    const struct mc_cmd *cmd = req->mc;
-    size_t klen = cmd->len[req->mc_key];
-    char out[MC_KEY_MAX + 128], *p = out;
-
-    assert(cmd->kind == MC_GET);
-    assert(len <= 64 && klen <= MC_KEY_MAX);
-    memcpy(p, "VALUE ", 6);
-    p += 6;
-    memcpy(p, req->mc_line + cmd->off[req->mc_key], klen);
-    p += klen;
-    memcpy(p, " 0 ", 3);
-    p += 3;
-    p = util_u64_dec(p, len);
-    if (cmd->cas) {
-        *p++ = ' ';
-        p = util_u64_dec(p, cas);
-    }
-    *p++ = '\r';
-    *p++ = '\n';
-    memcpy(p, val, len);
-    p += len;
-    *p++ = '\r';
-    *p++ = '\n';
-    if (req->mc_key == cmd->nkeys) {
-        memcpy(p, "END\r\n", 5);
-        p += 5;
-    }
-    if (api_self != NULL)
-        api_stat_inc(&api_self->mc_hits);
-    api_count(r, 200);
-    http_reply_mc(c, out, (size_t)(p - out), 0);
-}
-
 /* The token check of a key's scope; 1 if answered. */
 static int
 key_denied(struct mc_ctx *x, enum route r, const char *scope)
@@ -176,7 +109,7 @@ key_denied(struct mc_ctx *x, enum route r, const char *scope)
              "take it over HTTP, RESP (AUTH) or gRPC with a token, set "
              "memcache.token, or connect over TLS with a client certificate "
              "a cert:CN= line gives it");
-    api_mc_reply_error(x->c, x->req, r, 401, "noauth", msg);
+    api_mc_reply_error(x->c, r, 401, "noauth", msg);
     return 1;
 }
 
@@ -194,29 +127,21 @@ cmd_get(struct mc_ctx *x)
         if (api_sf_disabled(a, x->c, R_SNOWFLAKE) ||
             (first && key_denied(x, R_SNOWFLAKE, "@snowflake")))
             return;
-        api_serve_snowflake(a, x->c, x->req, R_SNOWFLAKE, 1, FMT_MC);
+        api_serve_snowflake(a, x->c, x->req, R_SNOWFLAKE, 1, &api_writer_mc);
         return;
     }
     if (key_is(x, "@uuid") || key_is(x, "@ulid")) {
-        api_serve_id128(a, x->c, key_is(x, "@uuid") ? R_UUID : R_ULID, 1, FMT_MC);
+        api_serve_id128(a, x->c, key_is(x, "@uuid") ? R_UUID : R_ULID, 1,
+                        &api_writer_mc);
         return;
     }
-    if (x->klen > TAG_MAX || !util_tag_valid(x->key, x->klen)) {
-        char msg[160];
-
-        snprintf(msg, sizeof msg, "a key is a biz_tag (1 to %d characters of "
-                 "[A-Za-z0-9._:-]), @snowflake, @uuid or @ulid", TAG_MAX);
-        api_mc_reply_error(x->c, x->req, R_SEGMENT, 400, "invalid_biz_tag",
-                           msg);
+    if (api_tag_arg(x->c, R_SEGMENT, x->key, x->klen, API_TAG_KEY, tag) < 0 ||
+        api_segment_disabled(a, x->c, R_SEGMENT))
         return;
-    }
-    if (api_segment_disabled(a, x->c, R_SEGMENT))
-        return;
-    memcpy(tag, x->key, x->klen);
-    tag[x->klen] = '\0';
     if (first && key_denied(x, R_SEGMENT, tag))
         return;
-    api_serve_segment(a, x->c, x->req, R_SEGMENT, tag, x->klen, 1, FMT_MC);
+    api_serve_segment(a, x->c, x->req, R_SEGMENT, tag, x->klen, 1,
+                      &api_writer_mc);
 }
 
 static int
@@ -246,7 +171,7 @@ cmd_stats(struct mc_ctx *x)
                arg_is(x, 1, "sizes") || arg_is(x, 1, "conns")) {
         /* leafd stores no item: these groups are empty. */
     } else if (x->cmd->ntok > 1) {
-        api_mc_reply_error(x->c, x->req, R_MEMCACHE, 400, "unknown_stats_group",
+        api_mc_reply_error(x->c, R_MEMCACHE, 400, "unknown_stats_group",
                            "leafd answers stats, stats settings, items, "
                            "slabs, sizes and conns");
         return;
@@ -294,7 +219,7 @@ cmd_refused(struct mc_ctx *x)
     cmd_name(x, name, sizeof name);
     snprintf(msg, sizeof msg, "leafd hands out IDs and stores nothing: %s is "
              "not served; take an ID with get <biz_tag> or get @snowflake", name);
-    api_mc_reply_error(x->c, x->req, R_MEMCACHE, 503, "not_supported", msg);
+    api_mc_reply_error(x->c, R_MEMCACHE, 503, "not_supported", msg);
 }
 
 void
@@ -325,7 +250,7 @@ api_mc_command(struct api *a, struct http_conn *c, struct http_request *req)
         cmd_refused(&x);
         break;
     case MC_BAD:
-        api_mc_reply_error(c, req, R_MEMCACHE, 400, "bad_command", x.cmd->err);
+        api_mc_reply_error(c, R_MEMCACHE, 400, "bad_command", x.cmd->err);
         break;
     case MC_UNKNOWN:
         api_count(R_MEMCACHE, 400);

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "api.h"
-#include "api_internal.h"
+#include "api_handlers.h"
 #include "config.h"
 #include "http.h"
 #include "loader.h"

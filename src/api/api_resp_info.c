@@ -41,8 +41,8 @@ want_section(const struct resp_cmd *cmd, const char *name)
     if (cmd->argc == 1)
         return 1;
     for (size_t i = 1; i < cmd->argc; i++)
-        if (resp_arg_is(cmd, i, name) || resp_arg_is(cmd, i, "all") ||
-            resp_arg_is(cmd, i, "everything") || resp_arg_is(cmd, i, "default"))
+        if (api_resp_arg_is(cmd, i, name) || api_resp_arg_is(cmd, i, "all") ||
+            api_resp_arg_is(cmd, i, "everything") || api_resp_arg_is(cmd, i, "default"))
             return 1;
     return 0;
 }
@@ -104,7 +104,7 @@ rss_bytes(void)
 }
 
 static void
-info_server(struct resp_ctx *x, struct sbuf *t)
+info_server(struct api_resp_ctx *x, struct sbuf *t)
 {
     struct api *a = x->a;
     struct utsname un;
@@ -121,7 +121,7 @@ info_server(struct resp_ctx *x, struct sbuf *t)
                 "process_id:%ld\r\ntcp_port:%d\r\nserver_time_usec:%lld\r\n"
                 "uptime_in_seconds:%lld\r\nuptime_in_days:%lld\r\n"
                 "executable:%s\r\nio_threads:%d\r\n",
-                RESP_REDIS_VERSION, LEAFD_VERSION, un.sysname, un.release,
+                API_RESP_REDIS_VERSION, LEAFD_VERSION, un.sysname, un.release,
                 un.machine, (int)(sizeof(void *) * 8), (long)getpid(),
                 a->server != NULL ? http_server_resp_port(a->server) : 0,
                 (long long)util_wall_ms() * 1000, (long long)up_s,
@@ -198,7 +198,7 @@ info_snowflake(struct api *a, struct sbuf *t)
 }
 
 void
-resp_cmd_info(struct resp_ctx *x)
+api_resp_cmd_info(struct api_resp_ctx *x)
 {
     const struct resp_cmd *cmd = x->cmd;
     struct api *a = x->a;
@@ -250,7 +250,7 @@ resp_cmd_info(struct resp_ctx *x)
         if (tags > 0)
             sbuf_printf(&t, "db0:keys=%zu,expires=0,avg_ttl=0\r\n", tags);
     }
-    resp_put_text(x, &b, t.p != NULL ? t.p : "", t.len);
+    api_resp_put_text(x, &b, t.p != NULL ? t.p : "", t.len);
     sbuf_free(&t);
-    resp_reply_sbuf(x, &b);
+    api_resp_reply_sbuf(x, &b);
 }

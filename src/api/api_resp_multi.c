@@ -36,11 +36,12 @@
  * nothing, and EXEC never answers the null reply of a failed watch. An
  * optimistic loop (WATCH, MULTI, INCR, EXEC) succeeds on its first try.
  *
- * Limits: RESP_MULTI_MAX_COMMANDS queued commands, RESP_MULTI_MAX_BYTES of
- * their arguments, RESP_MULTI_MAX_IDS IDs asked for, and RESP_MULTI_MAX_ANSWER
- * bytes that EXEC's answer may take by the rows' bounds (answer_bound); the
- * command past a limit is an error that aborts the transaction. A
- * transaction that will abort stores no more commands.
+ * Limits: API_RESP_MULTI_MAX_COMMANDS queued commands,
+ * API_RESP_MULTI_MAX_BYTES of their arguments, API_RESP_MULTI_MAX_IDS IDs
+ * asked for, and API_RESP_MULTI_MAX_ANSWER bytes that EXEC's answer may take
+ * by the rows' bounds (answer_bound); the command past a limit is an error
+ * that aborts the transaction. A transaction that will abort stores no more
+ * commands.
  */
 #include <assert.h>
 #include <stdint.h>
@@ -50,14 +51,14 @@
 #include "api_resp_internal.h"
 #include "util.h"
 
-#define RESP_MULTI_MAX_COMMANDS 10000
-#define RESP_MULTI_MAX_BYTES    (1024 * 1024)
-#define RESP_MULTI_MAX_IDS      100000
-#define RESP_MULTI_MAX_ANSWER   (16 * 1024 * 1024)
-#define RESP_ERROR_MAX          640     /* api_reply_resp_error's, the longest */
-#define RESP_ID_MAX             48      /* one ID in RESP: a UUID's bulk string */
+#define API_RESP_MULTI_MAX_COMMANDS 10000
+#define API_RESP_MULTI_MAX_BYTES    (1024 * 1024)
+#define API_RESP_MULTI_MAX_IDS      100000
+#define API_RESP_MULTI_MAX_ANSWER   (16 * 1024 * 1024)
+#define API_RESP_ERROR_MAX          640     /* api_reply_resp_error's, the longest */
+#define API_RESP_ID_MAX             48      /* one ID in RESP: a UUID's bulk string */
 
-struct resp_multi {
+struct api_resp_multi {
     size_t      n;                  /* commands queued */
     size_t      bytes;              /* their size in q */
     int64_t     ids;                /* IDs they ask for */
@@ -90,7 +91,7 @@ get_u32(const char *p)
 static size_t
 encoded_size(const struct resp_cmd *cmd)
 {
-    size_t n = sizeof(const struct resp_command *) + 4;
+    size_t n = sizeof(const struct api_resp_row *) + 4;
 
     for (size_t i = 0; i < cmd->argc; i++)
         n += 4 + cmd->argl[i];
@@ -98,7 +99,7 @@ encoded_size(const struct resp_cmd *cmd)
 }
 
 static void
-encode(struct sbuf *q, const struct resp_command *rc, const struct resp_cmd *cmd)
+encode(struct sbuf *q, const struct api_resp_row *rc, const struct resp_cmd *cmd)
 {
     sbuf_append(q, (const char *)&rc, sizeof rc);
     put_u32(q, (uint32_t)cmd->argc);
@@ -111,7 +112,7 @@ encode(struct sbuf *q, const struct resp_command *rc, const struct resp_cmd *cmd
 /* The command at q->p + pos into *cmd (pointing into q); returns the
  * offset after it. */
 static size_t
-decode(const struct sbuf *q, size_t pos, const struct resp_command **rc,
+decode(const struct sbuf *q, size_t pos, const struct api_resp_row **rc,
        struct resp_cmd *cmd)
 {
     const char *p = q->p + pos;
@@ -135,10 +136,11 @@ decode(const struct sbuf *q, size_t pos, const struct resp_command **rc,
 /* The most bytes a queued command's answer takes: an error, or what its
  * row says beyond its arguments (ECHO answers its argument), or its IDs. */
 static size_t
-answer_bound(const struct resp_command *rc, const struct resp_cmd *cmd,
+answer_bound(const struct api_resp_row *rc, const struct resp_cmd *cmd,
              int64_t ids)
 {
-    size_t n = RESP_ERROR_MAX + (size_t)rc->answer_max + (size_t)ids * RESP_ID_MAX;
+    size_t n = API_RESP_ERROR_MAX + (size_t)rc->answer_max +
+               (size_t)ids * API_RESP_ID_MAX;
 
     for (size_t i = 0; i < cmd->argc; i++)
         n += cmd->argl[i];
@@ -146,7 +148,7 @@ answer_bound(const struct resp_command *rc, const struct resp_cmd *cmd,
 }
 
 static void
-multi_free(struct resp_multi *m)
+multi_free(struct api_resp_multi *m)
 {
     if (m == NULL)
         return;
@@ -158,7 +160,7 @@ multi_free(struct resp_multi *m)
 void
 api_resp_session_free(void *session)
 {
-    struct resp_session *sess = session;
+    struct api_resp_session *sess = session;
 
     multi_free(sess->multi);
     sess->multi = NULL;
@@ -167,8 +169,8 @@ api_resp_session_free(void *session)
 int
 api_resp_capture(struct http_conn *c, const char *data, size_t len)
 {
-    struct resp_session *sess = http_conn_session(c);
-    struct resp_multi *m;
+    struct api_resp_session *sess = http_conn_session(c);
+    struct api_resp_multi *m;
 
     assert(sess != NULL);                   /* a RESP connection's answer */
     m = sess->multi;
@@ -181,8 +183,8 @@ api_resp_capture(struct http_conn *c, const char *data, size_t len)
 
 /* Run rc's fn with its answer captured into *into; 1 if it answered. */
 static int
-run_captured(struct resp_multi *m, const struct resp_command *rc,
-             struct resp_ctx *x, struct sbuf *into)
+run_captured(struct api_resp_multi *m, const struct api_resp_row *rc,
+             struct api_resp_ctx *x, struct sbuf *into)
 {
     assert(m->into == NULL);
     m->into = into;
@@ -193,65 +195,66 @@ run_captured(struct resp_multi *m, const struct resp_command *rc,
 }
 
 void
-resp_multi_refuse(struct resp_ctx *x)
+api_resp_multi_refuse(struct api_resp_ctx *x)
 {
     if (x->sess->multi != NULL)
         x->sess->multi->aborted = 1;
 }
 
 void
-resp_cmd_multi(struct resp_ctx *x)
+api_resp_cmd_multi(struct api_resp_ctx *x)
 {
     if (x->sess->multi != NULL) {
-        resp_reply_error(x, R_RESP, 400, NULL, "ERR MULTI calls can not be nested");
+        api_resp_reply_error(x, R_RESP, 400, NULL, "ERR MULTI calls can not be nested");
         return;
     }
     x->sess->multi = xcalloc(1, sizeof *x->sess->multi);
-    resp_reply_str(x, "+OK\r\n");
+    api_resp_reply_str(x, "+OK\r\n");
 }
 
 void
-resp_cmd_discard(struct resp_ctx *x)
+api_resp_cmd_discard(struct api_resp_ctx *x)
 {
     if (x->sess->multi == NULL) {
-        resp_reply_error(x, R_RESP, 400, NULL, "ERR DISCARD without MULTI");
+        api_resp_reply_error(x, R_RESP, 400, NULL, "ERR DISCARD without MULTI");
         return;
     }
     api_resp_session_free(x->sess);
-    resp_reply_str(x, "+OK\r\n");
+    api_resp_reply_str(x, "+OK\r\n");
 }
 
 void
-resp_cmd_watch(struct resp_ctx *x)
+api_resp_cmd_watch(struct api_resp_ctx *x)
 {
     if (x->sess->multi != NULL) {
-        resp_reply_error(x, R_RESP, 400, NULL, "ERR WATCH inside MULTI is not allowed");
+        api_resp_reply_error(x, R_RESP, 400, NULL,
+                             "ERR WATCH inside MULTI is not allowed");
         return;
     }
-    resp_reply_str(x, "+OK\r\n");
+    api_resp_reply_str(x, "+OK\r\n");
 }
 
 void
-resp_cmd_unwatch(struct resp_ctx *x)
+api_resp_cmd_unwatch(struct api_resp_ctx *x)
 {
-    resp_reply_str(x, "+OK\r\n");
+    api_resp_reply_str(x, "+OK\r\n");
 }
 
 void
-resp_multi_queue(struct resp_ctx *x, const struct resp_command *rc)
+api_resp_multi_queue(struct api_resp_ctx *x, const struct api_resp_row *rc)
 {
-    struct resp_multi *m = x->sess->multi;
+    struct api_resp_multi *m = x->sess->multi;
     size_t size = encoded_size(x->cmd), answer;
 
-    assert(m != NULL && !m->running && rc->multi != RESP_MNOW);
-    if (rc->multi == RESP_MREFUSE) {
+    assert(m != NULL && !m->running && rc->multi != API_RESP_MNOW);
+    if (rc->multi == API_RESP_MREFUSE) {
         m->aborted = 1;
-        resp_reply_error(x, R_RESP, 400, NULL,
+        api_resp_reply_error(x, R_RESP, 400, NULL,
                          "ERR Command not allowed inside a transaction");
         return;
     }
     x->ids = 0;
-    if (rc->multi == RESP_MCHECK) {
+    if (rc->multi == API_RESP_MCHECK) {
         struct sbuf err = { 0 };
         int refused;
 
@@ -267,16 +270,17 @@ resp_multi_queue(struct resp_ctx *x, const struct resp_command *rc)
         }
     }
     answer = answer_bound(rc, x->cmd, x->ids);
-    if (m->n >= RESP_MULTI_MAX_COMMANDS || m->bytes + size > RESP_MULTI_MAX_BYTES ||
-        m->ids + x->ids > RESP_MULTI_MAX_IDS ||
-        m->answer_max + answer > RESP_MULTI_MAX_ANSWER) {
+    if (m->n >= API_RESP_MULTI_MAX_COMMANDS ||
+        m->bytes + size > API_RESP_MULTI_MAX_BYTES ||
+        m->ids + x->ids > API_RESP_MULTI_MAX_IDS ||
+        m->answer_max + answer > API_RESP_MULTI_MAX_ANSWER) {
         m->aborted = 1;
-        resp_reply_error(x, R_RESP, 400, NULL, "ERR transaction too large: at "
+        api_resp_reply_error(x, R_RESP, 400, NULL, "ERR transaction too large: at "
                          "most %d commands, %d bytes of arguments, %d IDs and "
                          "%d bytes of answers (for many IDs use LEAF.SEGMENT "
                          "<biz_tag> <count>, or a pipeline without MULTI)",
-                         RESP_MULTI_MAX_COMMANDS, RESP_MULTI_MAX_BYTES,
-                         RESP_MULTI_MAX_IDS, RESP_MULTI_MAX_ANSWER);
+                         API_RESP_MULTI_MAX_COMMANDS, API_RESP_MULTI_MAX_BYTES,
+                         API_RESP_MULTI_MAX_IDS, API_RESP_MULTI_MAX_ANSWER);
         return;
     }
     if (!m->aborted)
@@ -285,12 +289,12 @@ resp_multi_queue(struct resp_ctx *x, const struct resp_command *rc)
     m->bytes += size;
     m->ids += x->ids;
     m->answer_max += answer;
-    resp_reply_str(x, "+QUEUED\r\n");
+    api_resp_reply_str(x, "+QUEUED\r\n");
 }
 
 /* The next command starts afresh (see DESIGN). */
 static void
-next_command(struct resp_multi *m, struct http_request *req, size_t pos)
+next_command(struct api_resp_multi *m, struct http_request *req, size_t pos)
 {
     m->next++;
     m->pos = pos;
@@ -300,18 +304,18 @@ next_command(struct resp_multi *m, struct http_request *req, size_t pos)
 }
 
 void
-resp_cmd_exec(struct resp_ctx *x)
+api_resp_cmd_exec(struct api_resp_ctx *x)
 {
-    struct resp_multi *m = x->sess->multi;
+    struct api_resp_multi *m = x->sess->multi;
     struct sbuf answer;
 
     if (m == NULL) {
-        resp_reply_error(x, R_RESP, 400, NULL, "ERR EXEC without MULTI");
+        api_resp_reply_error(x, R_RESP, 400, NULL, "ERR EXEC without MULTI");
         return;
     }
     if (m->aborted) {
         api_resp_session_free(x->sess);
-        resp_reply_str(x, "-EXECABORT Transaction discarded because of "
+        api_resp_reply_str(x, "-EXECABORT Transaction discarded because of "
                        "previous errors.\r\n");
         return;
     }
@@ -320,10 +324,10 @@ resp_cmd_exec(struct resp_ctx *x)
         sbuf_printf(&m->answer, "*%zu\r\n", m->n);
     }
     while (m->next < m->n) {
-        const struct resp_command *rc;
+        const struct api_resp_row *rc;
         struct resp_cmd cmd;
         size_t end = decode(&m->q, m->pos, &rc, &cmd);
-        struct resp_ctx y = *x;
+        struct api_resp_ctx y = *x;
 
         y.cmd = &cmd;
         if (!run_captured(m, rc, &y, &m->answer))
@@ -333,5 +337,5 @@ resp_cmd_exec(struct resp_ctx *x)
     answer = m->answer;
     m->answer = (struct sbuf){ 0 };
     api_resp_session_free(x->sess);
-    resp_reply_sbuf(x, &answer);
+    api_resp_reply_sbuf(x, &answer);
 }

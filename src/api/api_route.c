@@ -9,7 +9,7 @@
 #include <strings.h>
 
 #include "api.h"
-#include "api_internal.h"
+#include "api_handlers.h"
 #include "config.h"
 #include "console.h"
 #include "http.h"
@@ -130,6 +130,18 @@ api_route_find(const char *path, size_t len, const char **rest, size_t *rlen)
 
 /* ---- dispatch ---- */
 
+static const struct api_writer *
+writer_of(const struct http_request *req)
+{
+    if (req->mc != NULL)
+        return &api_writer_mc;
+    if (req->proto == HTTP_REQ_GRPC)
+        return &api_writer_grpc;
+    if (req->proto == HTTP_REQ_RESP)
+        return &api_writer_resp;
+    return &api_writer_text;
+}
+
 static void
 dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin)
 {
@@ -139,6 +151,10 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
     size_t rlen;
     enum route r;
 
+    /* The writer of the request's protocol, as its front end set it:
+     * every refusal of this call is written with it (api_reply_error). */
+    assert(api_self != NULL);
+    api_self->writer = writer_of(req);
     if (req->proto == HTTP_REQ_GRPC) {
         assert(!admin);
         api_grpc_request(a, c, req);

@@ -14,6 +14,7 @@
  *          RT_ADMIN   an operator page: admin.token, and only on the
  *                     admin listener when there is one
  *          RT_BOTH    served on the admin listener as well
+ *          RT_LEAF    Leaf's path: one ID in text is the bare number
  *   scope  SC_TAG: a token for the biz_tag in the rest; SC_SNOWFLAKE:
  *          a token for @snowflake; SC_NONE: none, or the handler checks
  *          its own (serials, Tinyid)
@@ -25,9 +26,9 @@
 #define API_ROUTES(X)                                                          \
     X(R_LEASE,          "lease",           "/segment/*/lease",    RT_IDS, SC_TAG, route_lease) \
     X(R_SEGMENT,        "segment",         "/segment/*",          RT_IDS | RT_BARE, SC_TAG, route_segment) \
-    X(R_SEGMENT_LEAF,   "leaf_segment",    "/api/segment/get/*",  RT_IDS, SC_TAG, route_segment) \
+    X(R_SEGMENT_LEAF,   "leaf_segment",    "/api/segment/get/*",  RT_IDS | RT_LEAF, SC_TAG, route_segment) \
     X(R_SNOWFLAKE,      "snowflake",       "/snowflake",          RT_IDS, SC_SNOWFLAKE, route_snowflake) \
-    X(R_SNOWFLAKE_LEAF, "leaf_snowflake",  "/api/snowflake/get/*", RT_IDS, SC_SNOWFLAKE, route_snowflake) \
+    X(R_SNOWFLAKE_LEAF, "leaf_snowflake",  "/api/snowflake/get/*", RT_IDS | RT_LEAF, SC_SNOWFLAKE, route_snowflake) \
     X(R_DECODE,         "decode",          "/snowflake/decode/*", 0, SC_NONE, route_decode) \
     X(R_DECODE_LEAF,    "leaf_decode",     "/decodeSnowflakeId",  0, SC_NONE, route_decode_leaf) \
     X(R_UUID,           "uuid",            "/uuid",               RT_IDS, SC_NONE, route_id128) \

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "api.h"
-#include "api_internal.h"
+#include "api_handlers.h"
 #include "config.h"
 #include "loader.h"
 #include "serial.h"
@@ -25,86 +25,15 @@
 
 #define SERIAL_COUNT_LIMIT 1000            /* serial.count_max's ceiling */
 
-/* The answer of one request, and snowflake IDs: per I/O thread. */
-/* Per item: the text, and at most 8 more bytes (JSON's quotes and comma,
- * or RESP's "$NN\r\n" and "\r\n"). */
-static _Thread_local char out_buf[SERIAL_COUNT_LIMIT * (SERIAL_TEXT_MAX + 8) + 64];
+/* The serials of one request, one per line, and snowflake IDs: per I/O
+ * thread. */
+static _Thread_local char text_buf[SERIAL_COUNT_LIMIT * (SERIAL_TEXT_MAX + 1)];
 static _Thread_local uint64_t seq_buf[SERIAL_COUNT_LIMIT];
 
 uint64_t
 api_serial_key(const char *code, size_t len)
 {
     return api_segment_key(code, len) ^ UINT64_C(0x73657269616c2f2f);
-}
-
-static void
-reply_texts(struct http_conn *c, enum api_fmt fmt, char *start, char *p)
-{
-    assert((size_t)(p - start) <= sizeof out_buf);
-    if (fmt == FMT_GRPC) {
-        api_grpc_reply_lines(c, R_SERIAL, start, (size_t)(p - start));
-        return;
-    }
-    if (fmt == FMT_RESP) {
-        api_reply_resp(c, R_SERIAL, start, (size_t)(p - start), 0);
-        return;
-    }
-    api_reply(c, R_SERIAL, 200, fmt == FMT_JSON ? "application/json" : "text/plain",
-              NULL, start, (size_t)(p - start));
-}
-
-/* Open / close the list of n: JSON, text or a RESP array. */
-static char *
-list_open(char *p, enum api_fmt fmt, int64_t n)
-{
-    if (fmt == FMT_JSON) {
-        memcpy(p, "{\"ids\":[", 8);
-        p += 8;
-    } else if (fmt == FMT_RESP) {
-        p += sprintf(p, "*%lld\r\n", (long long)n);
-    }
-    return p;
-}
-
-static char *
-item_open(char *p, enum api_fmt fmt, int first)
-{
-    if (fmt == FMT_JSON) {
-        if (!first)
-            *p++ = ',';
-        *p++ = '"';
-    }
-    return p;
-}
-
-/* it: where item_open left the item's text. */
-static char *
-item_close(char *p, enum api_fmt fmt, char *it)
-{
-    if (fmt == FMT_RESP) {
-        char hdr[16];
-        size_t len = (size_t)(p - it);
-        int h = snprintf(hdr, sizeof hdr, "$%zu\r\n", len);
-
-        memmove(it + h, it, len);
-        memcpy(it, hdr, (size_t)h);
-        p += h;
-        *p++ = '\r';
-        *p++ = '\n';
-        return p;
-    }
-    *p++ = fmt == FMT_JSON ? '"' : '\n';
-    return p;
-}
-
-static char *
-list_close(char *p, enum api_fmt fmt)
-{
-    if (fmt == FMT_JSON) {
-        memcpy(p, "]}\n", 3);
-        p += 3;
-    }
-    return p;
 }
 
 static void
@@ -132,14 +61,15 @@ reply_unavailable(struct api *a, struct http_conn *c, const char *code)
 
 static void
 serial_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
-                 size_t i, const struct serial_def *d, int64_t n, enum api_fmt fmt)
+                 size_t i, const struct serial_def *d, int64_t n,
+                 const struct api_writer *w)
 {
     struct api_state *st = (struct api_state *)req->scratch;
     const struct sfcodec_layout *l;
     struct snowflake_refusal why;
     uint64_t wmask;
     int rc, wd, sd;
-    char *p = out_buf, *start = out_buf;
+    char *p = text_buf, *start = text_buf;
 
     if (a->sf == NULL) {
         api_reply_error(c, R_SERIAL, 503, "serial_unavailable", NULL,
@@ -172,22 +102,18 @@ serial_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
     wmask = (l->max_datacenter << l->worker_bits) | l->max_worker;
     wd = serial_digits_of(wmask);
     sd = serial_digits_of(l->max_sequence);
-    p = list_open(p, fmt, n);
     for (int64_t k = 0; k < n; k++) {
         uint64_t id = seq_buf[k];
         int64_t ms = (int64_t)(id >> l->timestamp_shift) + l->epoch_ms;
         struct tzone_tm tm;
-        char *it;
 
         tzone_local(d->zone, ms, &tm);
-        p = it = item_open(p, fmt, k == 0);
         p = serial_format(d, &tm, (int64_t)((id >> l->worker_shift) & wmask), wd,
                           id & l->max_sequence, sd, p);
-        p = item_close(p, fmt, it);
+        *p++ = '\n';
     }
-    p = list_close(p, fmt);
     serial_count_issued(a->serials, i, n);
-    reply_texts(c, fmt, start, p);
+    w->texts(c, R_SERIAL, start, (size_t)(p - start), (size_t)n, 0);
 }
 
 void
@@ -197,7 +123,7 @@ api_serial(struct api *a, struct http_conn *c, struct http_request *req,
     char code[SERIAL_CODE_MAX + 1];
     int64_t n;
     long len, i;
-    int json;
+    const struct api_writer *w;
 
     len = util_pct_decode(raw, rawlen, code, SERIAL_CODE_MAX);
     if (len >= 0)
@@ -223,17 +149,16 @@ api_serial(struct api *a, struct http_conn *c, struct http_request *req,
         if (api_id_denied(a, c, req, R_SERIAL, scope))
             return;
     }
-    if (api_id_request_start(a, c, req, R_SERIAL, a->cfg->serial_count_max, &n,
-                             &json) == -1)
-        return;
-    api_serve_serial(a, c, req, (size_t)i, n, json ? FMT_JSON : FMT_TEXT);
+    w = api_id_request_start(c, req, R_SERIAL, a->cfg->serial_count_max, &n);
+    if (w != NULL)
+        api_serve_serial(a, c, req, (size_t)i, n, w);
 }
 
-/* n serials of definition i (found, token checked) for a request of either
+/* n serials of definition i (found, token checked) for a request of any
  * protocol: answer, or park while a range is on its way. */
 void
 api_serve_serial(struct api *a, struct http_conn *c, struct http_request *req,
-                 size_t i, int64_t n, enum api_fmt fmt)
+                 size_t i, int64_t n, const struct api_writer *w)
 {
     struct api_state *st = (struct api_state *)req->scratch;
     const struct serial_def *d = serials_def(a->serials, i);
@@ -242,14 +167,14 @@ api_serve_serial(struct api *a, struct http_conn *c, struct http_request *req,
     struct tzone_tm tm;
     enum serial_result res;
     int64_t worker = -1;
-    char *p = out_buf, *start = out_buf;
+    char *p = text_buf, *start = text_buf;
 
-    assert(n >= 1 && n <= SERIAL_COUNT_LIMIT && fmt != FMT_RESP_INT);
+    assert(n >= 1 && n <= SERIAL_COUNT_LIMIT && w->texts != NULL);
     /* Set here, not left to the helper: the wait of a serial request. */
     if (!req->retry && !req->timed_out)
         st->deadline_us = api_wait_deadline(a, req);
     if (d->source == SERIAL_SRC_SNOWFLAKE) {
-        serial_snowflake(a, c, req, i, d, n, fmt);
+        serial_snowflake(a, c, req, i, d, n, w);
         return;
     }
     if (d->worker_id) {
@@ -301,18 +226,13 @@ api_serve_serial(struct api *a, struct http_conn *c, struct http_request *req,
         http_park(c, (int)((left + 999) / 1000), api_serial_key(code, len));
         return;
     }
-    p = list_open(p, fmt, n);
     for (int64_t k = 0; k < n; k++) {
-        char *it;
-
-        p = it = item_open(p, fmt, k == 0);
         p = serial_format(d, &tm, worker, d->worker_digits, seq_buf[k],
                           d->digits, p);
-        p = item_close(p, fmt, it);
+        *p++ = '\n';
     }
-    p = list_close(p, fmt);
     serial_count_issued(a->serials, i, n);
-    reply_texts(c, fmt, start, p);
+    w->texts(c, R_SERIAL, start, (size_t)(p - start), (size_t)n, 0);
 }
 
 int

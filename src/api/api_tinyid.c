@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "api.h"
-#include "api_internal.h"
+#include "api_handlers.h"
 #include "auth.h"
 #include "config.h"
 #include "util.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "api_internal.h"
+#include "api_handlers.h"
 #include "auth.h"
 #include "config.h"
 #include "http.h"
@@ -77,19 +77,6 @@ api_id_denied(struct api *a, struct http_conn *c, const struct http_request *req
     return id_denied(a, c, &req->msg, r, scope);
 }
 
-/* The biz_tag of a segment path, for the token check (raw; the handler
- * validates it). */
-static int
-segment_scope(const char *raw, size_t rawlen, char *out)
-{
-    long n = util_pct_decode(raw, rawlen, out, TAG_MAX);
-
-    if (n < 0 || !util_tag_valid(out, (size_t)n))
-        return -1;
-    out[n] = '\0';
-    return 0;
-}
-
 
 /* Does the request lack the token its row's scope needs? Returns 1 after
  * answering (checked on a request's first call only). */
@@ -104,7 +91,8 @@ api_scope_denied(struct api *a, struct http_conn *c, const struct http_request *
     switch (api_routes[r].scope) {
     case SC_TAG:
         /* A tag that does not decode is the handler's 400, not a 401. */
-        return a->auth != NULL && segment_scope(rest, rlen, scope) == 0 &&
+        return a->auth != NULL &&
+               api_tag_arg(NULL, r, rest, rlen, API_TAG_PATH, scope) >= 0 &&
                id_denied(a, c, &req->msg, r, scope);
     case SC_SNOWFLAKE:
         return id_denied(a, c, &req->msg, r, "@snowflake");

@@ -1,6 +1,6 @@
 /* grpc_frame.h: the gRPC-over-HTTP/2 wire pieces that are not HTTP/2: the
- * 5-byte length prefix of a message, the grpc-timeout header and the
- * percent-encoding of grpc-message.
+ * 5-byte length prefix of a message, the grpc-timeout header, the
+ * percent-encoding of grpc-message and the status codes of grpc-status.
  *
  * Pure: no allocation, no I/O, no global state. Safe on any bytes (a
  * libFuzzer target drives it).
@@ -12,6 +12,22 @@
 #include <stdint.h>
 
 #define GRPC_FRAME_PREFIX 5
+
+/* The gRPC status codes leafd answers (grpc/doc/statuscodes.md): the
+ * transport's refusals (http_h2.c) and the API's (api_grpc_msg.c). */
+enum grpc_status {
+    GRPC_OK                 = 0,
+    GRPC_UNKNOWN            = 2,
+    GRPC_INVALID_ARGUMENT   = 3,
+    GRPC_DEADLINE_EXCEEDED  = 4,
+    GRPC_NOT_FOUND          = 5,
+    GRPC_PERMISSION_DENIED  = 7,
+    GRPC_RESOURCE_EXHAUSTED = 8,
+    GRPC_UNIMPLEMENTED      = 12,
+    GRPC_INTERNAL           = 13,
+    GRPC_UNAVAILABLE        = 14,
+    GRPC_UNAUTHENTICATED    = 16
+};
 
 enum grpc_frame_result {
     GRPC_FRAME_OK = 0,       /* a whole message: *msg, *msg_len, *used */

@@ -1,11 +1,20 @@
-/* http.h: leafd's lean HTTP/1.1 front end on libevent.
+/* http.h: leafd's network front end on libevent: one server with
+ * listeners for HTTP/1.1 (and h2c), RESP, memcached and gRPC, each also
+ * over TLS where configured, that hands every request, whatever its
+ * protocol, to one handler as a struct http_request, and sends what the
+ * handler answers.
  *
  * N I/O threads, each with its own event_base and its own SO_REUSEPORT
- * listening socket, so the kernel spreads connections and a connection lives
- * on one thread for its whole life. Keep-alive and pipelining: requests on a
- * connection are answered strictly in order. No evhttp: the request parser is
- * http_parse.c, and responses are written straight from a per-connection
- * output buffer with write(2).
+ * listening sockets, so the kernel spreads connections and a connection
+ * lives on one thread for its whole life. The files: http_server.c (the
+ * threads, listeners, accept, stop and wake), http_conn.c (a connection:
+ * read, parse, call the handler, park, send; http_conn_mc.c its memcached
+ * side, http_conn_info.c what it tells about itself), http_out.c (the
+ * answers written into its output buffer), http_h2.c and http_h2_reply.c
+ * (HTTP/2 and gRPC streams on libnghttp2), http_tls.c (TLS), and the pure
+ * parsers: http_parse.c (HTTP/1.x heads), resp_parse.c, mc_parse.c and
+ * grpc_frame.c. No evhttp. Keep-alive and pipelining: requests on a
+ * connection are answered strictly in order (HTTP/2 streams excepted).
  *
  * A handler runs on the connection's I/O thread and must, before returning,
  * either answer (http_reply*) or park the request (http_park). A parked request
@@ -263,7 +272,5 @@ struct http_stats {
     uint64_t h2_streams;            /* HTTP/2 streams handed to the handler */
 };
 void http_server_stats(const struct http_server *s, struct http_stats *out);
-
-const char *http_status_text(int status);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include <nghttp2/nghttp2.h>
 
+#include "grpc_frame.h"
 #include "http.h"
 #include "http_internal.h"
 
@@ -17,12 +18,6 @@
 #define H2_EXTRA_BYTES   2048    /* and their bytes */
 #define H2_GRPC_MSG_MAX  1024    /* grpc-message, encoded */
 #define H2_BODY_MIN      256     /* a gRPC body buffer's first size */
-
-/* gRPC status codes the transport uses. */
-enum { GRPC_OK = 0, GRPC_UNKNOWN = 2, GRPC_INVALID_ARGUMENT = 3,
-       GRPC_PERMISSION_DENIED = 7, GRPC_RESOURCE_EXHAUSTED = 8,
-       GRPC_UNIMPLEMENTED = 12, GRPC_INTERNAL = 13, GRPC_UNAVAILABLE = 14,
-       GRPC_UNAUTHENTICATED = 16 };
 
 struct h2_stream {
     int32_t           id;

@@ -66,18 +66,6 @@ http_pool_drain(struct http_pool *pool)
     X(502, "Bad Gateway") X(503, "Service Unavailable") \
     X(504, "Gateway Timeout") X(505, "HTTP Version Not Supported")
 
-const char *
-http_status_text(int status)
-{
-    switch (status) {
-#define X(code, text) case code: return text;
-    HTTP_STATUS_LIST
-#undef X
-    default:
-        return "Unknown";
-    }
-}
-
 /* Writes "HTTP/1.1 <code> <text>\r\n" at p; returns the end. */
 char *
 http_status_line(char *p, int status)

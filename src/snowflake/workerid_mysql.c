@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "db_mysql.h"
+#include "db_mysql_conn.h"
 #include "log.h"
 #include "util.h"
 #include "workerid_mysql.h"
@@ -100,62 +101,13 @@ static const char wm_sql_release[] =
     " WHERE worker_id = ? AND instance = ?";
 
 struct wmysql {
-    struct db_mysql_target t;
-    char         *where;
-    unsigned int  timeout_s;    /* in service (fence writes, release) */
+    struct db_mysql_conn c;     /* its timeout_s: the one it was made with */
+    unsigned int  service_s;    /* in service (fence writes, release) */
     unsigned int  start_s;      /* a claim, the start's clock check */
-    unsigned int  conn_s;       /* the one db was made with */
-    unsigned int  last_errno;   /* of the last wm_fail, 0 none */
     struct wlease_note note;    /* the last claim's epoch gate: why */
-    MYSQL        *db;
     long long     held;         /* the worker ID last claimed, -1 none */
     long long     held_hb;      /* the heartbeat_ms last written for it */
 };
-
-static void
-wm_drop(struct wmysql *m)
-{
-    if (m->db != NULL)
-        mysql_close(m->db);
-    m->db = NULL;
-}
-
-/* Record the failure, roll back, drop the connection: -1. */
-static int
-wm_fail(struct wmysql *m, MYSQL_STMT *st, const char *what, char **cause)
-{
-    *cause = db_mysql_cause(m->where, what, m->db, st, &m->last_errno);
-    if (st != NULL)
-        mysql_stmt_close(st);
-    mysql_rollback(m->db);
-    wm_drop(m);
-    return -1;
-}
-
-/* Prepare, bind and execute sql; results (may be NULL) are stored. The
- * statement, or NULL after wm_fail. */
-static MYSQL_STMT *
-wm_run(struct wmysql *m, const char *sql, MYSQL_BIND *params,
-       MYSQL_BIND *results, char **cause)
-{
-    MYSQL_STMT *st = mysql_stmt_init(m->db);
-
-    if (st == NULL) {
-        wm_fail(m, NULL, "mysql_stmt_init", cause);
-        return NULL;
-    }
-    if (mysql_stmt_prepare(st, sql, strlen(sql)) != 0 ||
-        (params != NULL && mysql_stmt_bind_param(st, params) != 0) ||
-        mysql_stmt_execute(st) != 0 ||
-        (results != NULL && (mysql_stmt_bind_result(st, results) != 0 ||
-                             mysql_stmt_store_result(st) != 0))) {
-        char what[64];
-        snprintf(what, sizeof what, "\"%.40s...\"", sql);
-        wm_fail(m, st, what, cause);
-        return NULL;
-    }
-    return st;
-}
 
 /* A connection with the timeout for starting or for service. The client
  * fixes its timeouts when it connects, so the start's connection is
@@ -163,26 +115,23 @@ wm_run(struct wmysql *m, const char *sql, MYSQL_BIND *params,
 static int
 wm_connect(struct wmysql *m, int starting, char **cause)
 {
-    unsigned int want = starting ? m->start_s : m->timeout_s;
-    MYSQL_STMT *st;
+    unsigned int want = starting ? m->start_s : m->service_s;
 
-    if (m->db != NULL && m->conn_s == want)
+    if (m->c.db != NULL && m->c.timeout_s == want)
         return 0;
-    wm_drop(m);
+    db_mysql_conn_close(&m->c);
     if (db_mysql_thread_init() == -1) {
         *cause = xstrdup("mysql_thread_init failed");
         return -1;
     }
-    if ((m->db = db_mysql_connect(&m->t, m->where, want, cause)) == NULL)
+    m->c.timeout_s = want;
+    if ((m->c.db = db_mysql_connect(&m->c.t, m->c.where, want,
+                                    cause)) == NULL)
         return -1;
-    m->conn_s = want;
-    if ((st = wm_run(m, "SET time_zone = '+00:00'", NULL, NULL,
-                     cause)) == NULL)
+    if (db_mysql_conn_run(&m->c, "SET time_zone = '+00:00'", NULL, NULL,
+                          cause) == -1 ||
+        db_mysql_conn_run(&m->c, wm_sql_create, NULL, NULL, cause) == -1)
         return -1;
-    mysql_stmt_close(st);
-    if ((st = wm_run(m, wm_sql_create, NULL, NULL, cause)) == NULL)
-        return -1;
-    mysql_stmt_close(st);
     return 0;
 }
 
@@ -194,17 +143,21 @@ wm_now(struct wmysql *m, long long *now, char **cause)
     MYSQL_STMT *st;
 
     db_mysql_bind_i64(&r[0], now);
-    if ((st = wm_run(m, wm_sql_now, NULL, r, cause)) == NULL)
+    if (db_mysql_conn_adhoc(&m->c, wm_sql_now, NULL, r, &st, NULL, 0,
+                            cause) == -1)
         return -1;
-    if (mysql_stmt_fetch(st) != 0)
-        return wm_fail(m, st, "NOW(3)", cause);
+    if (mysql_stmt_fetch(st) != 0) {
+        db_mysql_conn_fail(&m->c, st, "NOW(3)", cause);
+        mysql_stmt_close(st);
+        return -1;
+    }
     mysql_stmt_close(st);
     return 0;
 }
 
 /* When leaf_worker was created, on the server's clock in ms, the start of
  * that second (information_schema keeps seconds; 0 when it does not say):
- * 0, or -1 after wm_fail. */
+ * 0, or -1 after db_mysql_conn_fail. */
 static int
 wm_created(struct wmysql *m, long long *ms, char **cause)
 {
@@ -215,7 +168,8 @@ wm_created(struct wmysql *m, long long *ms, char **cause)
     *ms = 0;
     db_mysql_bind_i64(&r[0], ms);
     r[0].is_null = &null;
-    if ((st = wm_run(m, wm_sql_created, NULL, r, cause)) == NULL)
+    if (db_mysql_conn_adhoc(&m->c, wm_sql_created, NULL, r, &st, NULL, 0,
+                            cause) == -1)
         return -1;
     if (mysql_stmt_fetch(st) != 0 || null)
         *ms = 0;
@@ -224,21 +178,18 @@ wm_created(struct wmysql *m, long long *ms, char **cause)
 }
 
 /* Insert the epoch row, the server's clock read now (after the table was
- * locked: past every write that a lost row held): 0, or -1 after wm_fail. */
+ * locked: past every write that a lost row held): 0, or -1 after
+ * db_mysql_conn_fail. */
 static int
 wm_epoch_insert(struct wmysql *m, long long *epoch, char **cause)
 {
     MYSQL_BIND p[2];
-    MYSQL_STMT *st;
 
     if (wm_now(m, epoch, cause) == -1)
         return -1;
     db_mysql_bind_i64(&p[0], epoch);
     db_mysql_bind_i64(&p[1], epoch);
-    if ((st = wm_run(m, wm_sql_epoch_insert, p, NULL, cause)) == NULL)
-        return -1;
-    mysql_stmt_close(st);
-    return 0;
+    return db_mysql_conn_run(&m->c, wm_sql_epoch_insert, p, NULL, cause);
 }
 
 /* The cause of a claim put off until the server's clock `until`. */
@@ -306,12 +257,11 @@ wm_claim_wanted(const struct wlease_claim *c, const struct wm_row *rows,
 
 /* The identity is UNIQUE: before it takes another worker ID, its row for
  * worker gets a placeholder identity, released, its fence kept. 0, or -1
- * after wm_fail. */
+ * after db_mysql_conn_fail. */
 static int
 wm_move_out(struct wmysql *m, long long worker, char **cause)
 {
     MYSQL_BIND p[2];
-    MYSQL_STMT *st;
     char moved[32];
     unsigned long ml;
 
@@ -319,10 +269,7 @@ wm_move_out(struct wmysql *m, long long worker, char **cause)
     ml = strlen(moved);
     db_mysql_bind_str(&p[0], moved, ml, &ml);
     db_mysql_bind_i64(&p[1], &worker);
-    if ((st = wm_run(m, wm_sql_move, p, NULL, cause)) == NULL)
-        return -1;
-    mysql_stmt_close(st);
-    return 0;
+    return db_mysql_conn_run(&m->c, wm_sql_move, p, NULL, cause);
 }
 
 static int
@@ -340,7 +287,7 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
     size_t n = 0, cap = 0;
     int64_t take = -1, tfence = 0;
     int fr, insert = 0, has_epoch = 0, epoch_ok = 1, rc = WLEASE_DOWN;
-    int waiting = 0, gate_since = 0;
+    int waiting = 0, gate_since = 0, wr;
 
     if (strlen(c->identity) > WM_IDENT_MAX || strlen(c->nonce) >
         WM_NONCE_MAX) {
@@ -356,7 +303,8 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
     db_mysql_bind_i64(&r[3], &row.fence);
     db_mysql_bind_i64(&r[4], &row.hb);
     db_mysql_bind_i64(&r[5], &row.released);
-    if ((st = wm_run(m, wm_sql_lock_all, NULL, r, cause)) == NULL)
+    if (db_mysql_conn_adhoc(&m->c, wm_sql_lock_all, NULL, r, &st, NULL, 0,
+                            cause) == -1)
         return WLEASE_DOWN;
     while ((fr = mysql_stmt_fetch(st)) == 0 || fr == MYSQL_DATA_TRUNCATED) {
         row.ident[il < sizeof row.ident ? il : sizeof row.ident - 1] = '\0';
@@ -414,11 +362,10 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         }
         db_mysql_bind_str(&mp[0], seen, sl, &sl);
         db_mysql_bind_i64(&mp[1], &since);
-        if ((st = wm_run(m, wm_sql_marker, mp, NULL, cause)) == NULL) {
+        if (db_mysql_conn_run(&m->c, wm_sql_marker, mp, NULL, cause) == -1) {
             free(rows);
             return WLEASE_DOWN;
         }
-        mysql_stmt_close(st);
     }
 
     if (c->want_worker >= 0) {
@@ -488,10 +435,8 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         /* WLEASE_DOWN: a lease later it is free; the marker and since
          * written above are kept */
         free(rows);
-        if (mysql_commit(m->db) != 0) {
-            wm_fail(m, NULL, "COMMIT", cause);
+        if (db_mysql_conn_commit(&m->c, cause) == -1)
             return WLEASE_DOWN;
-        }
         *cause = wm_waiting(since + c->lease_ms);
         return WLEASE_DOWN;
     }
@@ -539,26 +484,18 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         db_mysql_bind_str(&p[2], (char *)c->nonce, inl, &inl);
         db_mysql_bind_i64(&p[3], &fv);
         db_mysql_bind_i64(&p[4], &hbv);
-        st = wm_run(m, wm_sql_insert, p, NULL, cause);
+        wr = db_mysql_conn_run(&m->c, wm_sql_insert, p, NULL, cause);
     } else {
         /* a taken-over row loses its old identity with this update */
         db_mysql_bind_str(&p[0], (char *)c->identity, idl, &idl);
         db_mysql_bind_str(&p[1], (char *)c->nonce, inl, &inl);
         db_mysql_bind_i64(&p[2], &hbv);
         db_mysql_bind_i64(&p[3], &wid);
-        st = wm_run(m, wm_sql_take, p, NULL, cause);
-    }
-    if (st == NULL) {
-        free(rows);
-        return WLEASE_DOWN;
-    }
-    mysql_stmt_close(st);
-    if (mysql_commit(m->db) != 0) {
-        free(rows);
-        wm_fail(m, NULL, "COMMIT", cause);
-        return WLEASE_DOWN;
+        wr = db_mysql_conn_run(&m->c, wm_sql_take, p, NULL, cause);
     }
     free(rows);
+    if (wr == -1 || db_mysql_conn_commit(&m->c, cause) == -1)
+        return WLEASE_DOWN;
     m->held = take;
     m->held_hb = now;
     free(m->note.text);
@@ -590,7 +527,7 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
 
 rollback:
     free(rows);
-    mysql_rollback(m->db);
+    mysql_rollback(m->c.db);
     return rc;
 }
 
@@ -610,11 +547,11 @@ wm_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
     int rc;
 
     for (int i = 1;; i++) {
-        m->last_errno = 0;
+        m->c.last_errno = 0;
         rc = wm_claim_once(arg, c, worker, fence_ms, cause);
         if (rc != WLEASE_DOWN || i == WM_CLAIM_TRIES ||
-            (m->last_errno != WM_ER_LOCK_DEADLOCK &&
-             m->last_errno != WM_ER_LOCK_WAIT_TIMEOUT))
+            (m->c.last_errno != WM_ER_LOCK_DEADLOCK &&
+             m->c.last_errno != WM_ER_LOCK_WAIT_TIMEOUT))
             return rc;
         log_info("snowflake: leaf_worker claim rolled back (%s); again",
                  *cause);
@@ -629,17 +566,15 @@ static int
 wm_update_held(struct wmysql *m, const char *sql, MYSQL_BIND *p,
                char **cause)
 {
-    MYSQL_STMT *st = wm_run(m, sql, p, NULL, cause);
+    MYSQL_STMT *st;
     my_ulonglong hit;
 
-    if (st == NULL)
+    if (db_mysql_conn_adhoc(&m->c, sql, p, NULL, &st, NULL, 0, cause) == -1)
         return WLEASE_DOWN;
     hit = mysql_stmt_affected_rows(st);
     mysql_stmt_close(st);
-    if (mysql_commit(m->db) != 0) {
-        wm_fail(m, NULL, "COMMIT", cause);
+    if (db_mysql_conn_commit(&m->c, cause) == -1)
         return WLEASE_DOWN;
-    }
     if (hit == 0) {
         *cause = xstrdup("leaf_worker row is held by another instance now");
         return WLEASE_LOST;
@@ -675,30 +610,29 @@ wm_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     }
     /* the row as this holder left it (the usual case), else WM_BACK: still
      * ours but older than we wrote it, a restored row: since is now */
-    if ((st = wm_run(m, wm_sql_fence_same, p, NULL, cause)) == NULL)
+    if (db_mysql_conn_adhoc(&m->c, wm_sql_fence_same, p, NULL, &st, NULL, 0,
+                            cause) == -1)
         return WLEASE_DOWN;
     same = mysql_stmt_affected_rows(st) == 1;
     mysql_stmt_close(st);
     if (!same) {
-        if ((st = wm_run(m, wm_sql_fence, p, NULL, cause)) == NULL)
+        if (db_mysql_conn_adhoc(&m->c, wm_sql_fence, p, NULL, &st, NULL, 0,
+                                cause) == -1)
             return WLEASE_DOWN;
         rc = mysql_stmt_affected_rows(st) == 1;
         mysql_stmt_close(st);
         if (!rc) {
-            mysql_rollback(m->db);
+            mysql_rollback(m->c.db);
             *cause = xstrdup("leaf_worker row is held by another instance "
                              "now");
             return WLEASE_LOST;
         }
         db_mysql_bind_i64(&sp[0], &now);
-        if ((st = wm_run(m, wm_sql_since, sp, NULL, cause)) == NULL)
+        if (db_mysql_conn_run(&m->c, wm_sql_since, sp, NULL, cause) == -1)
             return WLEASE_DOWN;
-        mysql_stmt_close(st);
     }
-    if (mysql_commit(m->db) != 0) {
-        wm_fail(m, NULL, "COMMIT", cause);
+    if (db_mysql_conn_commit(&m->c, cause) == -1)
         return WLEASE_DOWN;
-    }
     if (!same)
         log_warn("snowflake: leaf_worker's row of worker ID %" PRId64 " went "
                  "back in time (its heartbeat_ms is older than the %lld this "
@@ -740,10 +674,8 @@ wm_close(void *arg)
 
     if (m == NULL)
         return;
-    wm_drop(m);
     free(m->note.text);
-    db_mysql_target_free(&m->t);
-    free(m->where);
+    db_mysql_conn_free(&m->c);
     free(m);
 }
 
@@ -761,7 +693,7 @@ workerid_mysql_store(const char *url, const char *user, const char *password,
 {
     struct wmysql *m = xcalloc(1, sizeof *m);
 
-    if (url == NULL || db_mysql_target_from_url(url, &m->t, cause) == -1) {
+    if (url == NULL || db_mysql_target_from_url(url, &m->c.t, cause) == -1) {
         char *why = *cause;
         *cause = xasprintf("snowflake.mysql.url: %s", why ? why : "missing");
         free(why);
@@ -771,19 +703,18 @@ workerid_mysql_store(const char *url, const char *user, const char *password,
     /* as the segment store: a JDBC URL takes leaf.jdbc.username/password,
      * a mysql:// URL's own user wins */
     if (user != NULL && *user != '\0' &&
-        (strncmp(url, "jdbc:", 5) == 0 || m->t.user == NULL)) {
-        free(m->t.user);
-        free(m->t.password);
-        m->t.user = xstrdup(user);
-        m->t.password = password != NULL ? xstrdup(password) : NULL;
+        (strncmp(url, "jdbc:", 5) == 0 || m->c.t.user == NULL)) {
+        free(m->c.t.user);
+        free(m->c.t.password);
+        m->c.t.user = xstrdup(user);
+        m->c.t.password = password != NULL ? xstrdup(password) : NULL;
     }
-    if (m->t.socket != NULL)
-        m->where = xasprintf("%s/%s", m->t.socket, m->t.database);
-    else
-        m->where = xasprintf("%s:%d/%s", m->t.host, m->t.port,
-                             m->t.database);
+    db_mysql_conn_set_where(&m->c);
+    /* as it always has: every failure ends the connection (the next call
+     * makes one with the timeout it needs), a deadlock too */
+    m->c.deadlock_drops = 1;
     m->held = -1;
-    m->timeout_s = wm_seconds(timeout_ms);
+    m->service_s = wm_seconds(timeout_ms);
     m->start_s = wm_seconds(start_ms);
     memset(out, 0, sizeof *out);
     out->name = "mysql";

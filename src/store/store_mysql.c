@@ -9,6 +9,7 @@
  * (the caller backs off). One exception: when a connection kept from an
  * earlier call turns out dead at once (server restarted, connection killed)
  * before anything was committed, the call reconnects and runs again once.
+ * These steps are db_mysql_conn.c's, shared with the worker-ID store.
  *
  * Timeouts: MYSQL_OPT_CONNECT/READ/WRITE_TIMEOUT are db_timeout_ms rounded up
  * to whole seconds (the C API's unit), so a hung server costs a call at most
@@ -18,7 +19,6 @@
  * store_thread_end() before exit (db_mysql.c's thread calls). The
  * connection and its options are db_mysql_connect's.
  */
-#include <errmsg.h>
 #include <mysql.h>
 #include <mysqld_error.h>
 #include <assert.h>
@@ -30,6 +30,7 @@
 #include "config.h"
 #include "csprng.h"
 #include "db_mysql.h"
+#include "db_mysql_conn.h"
 #include "log.h"
 #include "store.h"
 #include "store_impl.h"
@@ -94,6 +95,19 @@ static const char sql_serial_raise[] =
 static const char sql_serial_raise_old[] =
     "UPDATE leaf_alloc SET max_id = GREATEST(max_id, ?) WHERE " MY_LIKE;
 
+/* The statements every call uses, prepared at connect (db_mysql_conn.h):
+ * m->c.stmt[MY_UPDATE] is sql_update's. */
+enum my_stmt {
+    MY_UPDATE, MY_SELECT, MY_GET, MY_LIST, MY_INSERT, MY_NOW_MS,
+    MY_INSERT_SERIAL, MY_NSTMT
+};
+static const char *const my_sql[MY_NSTMT] = {
+    [MY_UPDATE] = sql_update, [MY_SELECT] = sql_select, [MY_GET] = sql_get,
+    [MY_LIST] = sql_list, [MY_INSERT] = sql_insert, [MY_NOW_MS] = sql_now_ms,
+    [MY_INSERT_SERIAL] = sql_insert_serial,
+};
+_Static_assert(MY_NSTMT <= DB_MYSQL_CONN_STMTS, "room for the statements");
+
 /* The store's thread calls are the MySQL library's (db_mysql.c); they are
  * harmless with SQLite. */
 int
@@ -114,249 +128,6 @@ store_library_end(void)
     db_mysql_library_end();
 }
 
-void
-store_my_disconnect(struct store_mysql *m)
-{
-    MYSQL_STMT **all[] = { &m->update, &m->select, &m->get, &m->list,
-                           &m->insert, &m->now_ms, &m->insert_serial };
-
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-        if (*all[i] != NULL)
-            mysql_stmt_close(*all[i]);
-        *all[i] = NULL;
-    }
-    if (m->db != NULL)
-        mysql_close(m->db);
-    m->db = NULL;
-}
-
-/* Errors that mean the connection died, not that the statement was bad. */
-static int
-my_conn_error(unsigned int err)
-{
-    return err == CR_SERVER_GONE_ERROR || err == CR_SERVER_LOST ||
-           err == CR_SERVER_LOST_EXTENDED || err == ER_CONNECTION_KILLED ||
-           err == ER_SERVER_SHUTDOWN;
-}
-
-/* A database error: record it with the server's text (from st, or the
- * connection when st is NULL), roll back, disconnect (but not after a
- * deadlock: InnoDB rolled back the transaction, the connection and its
- * statements are fine). Returns -1. */
-int
-store_my_fail(struct store_mysql *m, MYSQL_STMT *st, const char *what, char **cause)
-{
-    unsigned int err;
-    char *why = db_mysql_cause(m->where, what, m->db, st, &err);
-    int dead;
-
-    if (cause != NULL)
-        *cause = why;
-    else
-        free(why);
-    m->last_errno = err;
-    m->stale = my_conn_error(err);
-    dead = m->stale;
-    if (!dead && mysql_rollback(m->db) != 0) {
-        log_warn("ROLLBACK on %s: %s", m->where, mysql_error(m->db));
-        dead = 1;
-    }
-    if (err != ER_LOCK_DEADLOCK || dead)
-        store_my_disconnect(m);
-    return -1;
-}
-
-/* End a transaction that changed nothing (not found, duplicate, refused).
- * Returns 0, or -1 after store_my_fail. */
-int
-store_my_rollback(struct store_mysql *m, char **cause)
-{
-    if (mysql_rollback(m->db) != 0)
-        return store_my_fail(m, NULL, "ROLLBACK", cause);
-    return 0;
-}
-
-static int
-my_prepare(struct store_mysql *m, const char *sql, MYSQL_STMT **st,
-           char **cause)
-{
-    if ((*st = mysql_stmt_init(m->db)) == NULL)
-        return store_my_fail(m, NULL, "mysql_stmt_init", cause);
-    if (mysql_stmt_prepare(*st, sql, strlen(sql)) != 0) {
-        char what[64];
-        snprintf(what, sizeof what, "prepare \"%.40s...\"", sql);
-        return store_my_fail(m, *st, what, cause);
-    }
-    return 0;
-}
-
-/* Connect; with statements, prepare the statements every call uses (they
- * need leaf_alloc to exist). */
-int
-store_my_connect(struct store_mysql *m, int statements, char **cause)
-{
-    if ((m->db = db_mysql_connect(&m->t, m->where, m->timeout_s, cause)) == NULL)
-        return -1;
-    if (statements &&
-        (my_prepare(m, sql_update, &m->update, cause) == -1 ||
-        my_prepare(m, sql_select, &m->select, cause) == -1 ||
-        my_prepare(m, sql_get, &m->get, cause) == -1 ||
-        my_prepare(m, sql_list, &m->list, cause) == -1 ||
-        my_prepare(m, sql_insert, &m->insert, cause) == -1 ||
-        my_prepare(m, sql_now_ms, &m->now_ms, cause) == -1 ||
-        my_prepare(m, sql_insert_serial, &m->insert_serial, cause) == -1))
-        return -1;
-    log_info("connected to mysql %s (server %s, %s%s)", m->where,
-             mysql_get_server_info(m->db),
-             mysql_get_ssl_cipher(m->db) != NULL ? "TLS " : "no TLS",
-             mysql_get_ssl_cipher(m->db) != NULL ? mysql_get_ssl_cipher(m->db) : "");
-    return 0;
-}
-
-/* Before an attempt: connect if needed; *reused says the connection is
- * from an earlier call. */
-int
-store_my_begin(struct store_mysql *m, int *reused, int64_t *t0, char **cause)
-{
-    *reused = m->db != NULL;
-    m->stale = 0;
-    *t0 = util_mono_ms();
-    if (m->db == NULL && store_my_connect(m, 1, cause) == -1)
-        return -1;
-    return 0;
-}
-
-/* After a failed attempt on a reused connection: run again once when it
- * died at once (not a timeout) before anything was committed. Frees the
- * first cause then. */
-static int
-my_retry(struct store_mysql *m, int attempt, int reused, int64_t t0,
-         char **cause)
-{
-    if (attempt > 0 || !reused || !m->stale ||
-        util_mono_ms() - t0 >= m->timeout_ms / 2)
-        return 0;
-    log_info("%s; reconnecting", cause != NULL && *cause != NULL ? *cause :
-             "mysql connection lost");
-    if (cause != NULL) {
-        free(*cause);
-        *cause = NULL;
-    }
-    return 1;
-}
-
-/* Execute st with params bound; stores the result set if it has one. */
-static int
-my_exec(struct store_mysql *m, MYSQL_STMT *st, MYSQL_BIND *params,
-        MYSQL_BIND *results, const char *what, char **cause)
-{
-    if (params != NULL && mysql_stmt_bind_param(st, params) != 0)
-        return store_my_fail(m, st, what, cause);
-    if (mysql_stmt_execute(st) != 0)
-        return store_my_fail(m, st, what, cause);
-    if (results != NULL) {
-        if (mysql_stmt_bind_result(st, results) != 0 ||
-            mysql_stmt_store_result(st) != 0)
-            return store_my_fail(m, st, what, cause);
-    }
-    return 0;
-}
-
-/* Fetch the next row: 1 row, 0 no more, -1 error (after store_my_fail). */
-int
-store_my_fetch(struct store_mysql *m, MYSQL_STMT *st, const char *what,
-         char **cause)
-{
-    int rc = mysql_stmt_fetch(st);
-
-    if (rc == 0 || rc == MYSQL_DATA_TRUNCATED)
-        return 1;       /* truncation: lengths say so; checked by callers */
-    if (rc == MYSQL_NO_DATA)
-        return 0;
-    return store_my_fail(m, st, what, cause);
-}
-
-/* One statement prepared for this call: executed with p, its result (when
- * r) stored for store_my_fetch. 0 with *st to close; 1 when the prepare failed
- * with error absent (e.g. ER_NO_SUCH_TABLE; 0: none), *st closed and the
- * transaction still usable; -1 after store_my_fail (*st closed). */
-int
-store_my_adhoc(struct store_mysql *m, const char *sql, MYSQL_BIND *p, MYSQL_BIND *r,
-         MYSQL_STMT **st, const char *what, unsigned int absent, char **cause)
-{
-    int rc;
-
-    if ((*st = mysql_stmt_init(m->db)) == NULL)
-        return store_my_fail(m, NULL, "mysql_stmt_init", cause);
-    if (mysql_stmt_prepare(*st, sql, strlen(sql)) != 0) {
-        if (absent == 0 || mysql_stmt_errno(*st) != absent)
-            goto fail;
-        mysql_stmt_close(*st);
-        *st = NULL;
-        return 1;
-    }
-    if ((p != NULL && mysql_stmt_bind_param(*st, p) != 0) ||
-        mysql_stmt_execute(*st) != 0 ||
-        (r != NULL && (mysql_stmt_bind_result(*st, r) != 0 ||
-                       mysql_stmt_store_result(*st) != 0)))
-        goto fail;
-    return 0;
-
-fail:
-    rc = store_my_fail(m, *st, what, cause);
-    mysql_stmt_close(*st);
-    *st = NULL;
-    return rc;
-}
-
-/* A statement without a result, prepared for this call. 0, or -1 after
- * store_my_fail. */
-int
-store_my_run(struct store_mysql *m, const char *sql, MYSQL_BIND *p, const char *what,
-       char **cause)
-{
-    MYSQL_STMT *st;
-
-    if (store_my_adhoc(m, sql, p, NULL, &st, what, 0, cause) == -1)
-        return -1;
-    mysql_stmt_close(st);
-    return 0;
-}
-
-/* COMMIT. 0, or -1 after store_my_fail: it may have committed all the same, so
- * the call is not run again (my_retry). */
-int
-store_my_commit(struct store_mysql *m, char **cause)
-{
-    if (mysql_commit(m->db) == 0)
-        return 0;
-    store_my_fail(m, NULL, "COMMIT", cause);
-    m->stale = 0;
-    return -1;
-}
-
-/* The body of a call, inside the transaction store_my_tx opened; it ends it
- * (store_my_commit, store_my_rollback or store_my_fail). */
-
-/* One call as one transaction: connect if needed and run body; run it once
- * more when a connection kept from an earlier call was found dead at once
- * (my_retry). */
-enum store_result
-store_my_tx(struct store_mysql *m, my_tx_fn body, void *arg, char **cause)
-{
-    int reused;
-    int64_t t0;
-    enum store_result rc;
-
-    for (int attempt = 0;; attempt++) {
-        if (store_my_begin(m, &reused, &t0, cause) == -1)
-            return STORE_DB_ERROR;
-        rc = body(m, arg, cause);
-        if (rc != STORE_DB_ERROR || !my_retry(m, attempt, reused, t0, cause))
-            return rc;
-    }
-}
-
 static enum store_result
 my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
               int64_t *max_id, int64_t *db_step, char **cause)
@@ -372,9 +143,10 @@ my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
     db_mysql_bind_i64(&p[0], &v_step);
     store_my_bind_str(&p[1], tag, &tag_len);
     db_mysql_bind_i64(&p[2], &v_limit);
-    if (my_exec(m, m->update, p, NULL, "UPDATE leaf_alloc", cause) == -1)
+    if (db_mysql_conn_exec(&m->c, m->c.stmt[MY_UPDATE], p, NULL,
+                           "UPDATE leaf_alloc", cause) == -1)
         return STORE_DB_ERROR;
-    changed = mysql_stmt_affected_rows(m->update);
+    changed = mysql_stmt_affected_rows(m->c.stmt[MY_UPDATE]);
 
     memset(r, 0, sizeof r);
     r[0].buffer_type = MYSQL_TYPE_STRING;
@@ -383,12 +155,14 @@ my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
     r[0].length = &r_tag_len;
     db_mysql_bind_i64(&r[1], &v_max);
     db_mysql_bind_i64(&r[2], &v_dbstep);
-    if (my_exec(m, m->select, p + 1, r, "SELECT leaf_alloc", cause) == -1)
+    if (db_mysql_conn_exec(&m->c, m->c.stmt[MY_SELECT], p + 1, r,
+                           "SELECT leaf_alloc", cause) == -1)
         return STORE_DB_ERROR;
-    rc = store_my_fetch(m, m->select, "SELECT leaf_alloc", cause);
+    rc = db_mysql_conn_fetch(&m->c, m->c.stmt[MY_SELECT], "SELECT leaf_alloc",
+                             cause);
     if (rc == -1)
         return STORE_DB_ERROR;
-    mysql_stmt_free_result(m->select);
+    mysql_stmt_free_result(m->c.stmt[MY_SELECT]);
     /* The collation may match "Demo" to "demo"; leafd's tags are exact. */
     if (rc == 1 &&
         (r_tag_len != tag_len || memcmp(r_tag, tag, tag_len) != 0)) {
@@ -397,7 +171,7 @@ my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
     }
 
     if (changed == 0) {
-        if (store_my_rollback(m, cause) == -1)
+        if (db_mysql_conn_rollback(&m->c, cause) == -1)
             return STORE_DB_ERROR;
         if (rc == 0)
             return STORE_NOT_FOUND;
@@ -410,7 +184,7 @@ my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
     if (rc == 1 && v_max - v_step < 1) {
         /* A negative or zero max_id: IDs below 1 would read as huge
          * unsigned numbers to some clients. */
-        if (store_my_rollback(m, cause) == -1)
+        if (db_mysql_conn_rollback(&m->c, cause) == -1)
             return STORE_DB_ERROR;
         store_set_cause(cause, "the range of %s would start at %lld (max_id "
                         "%lld, step %lld): IDs start at 1", tag, v_max - v_step,
@@ -418,13 +192,13 @@ my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
         return STORE_BAD_ROW;
     }
     if (rc == 0) {
-        if (store_my_rollback(m, cause) == -1)
+        if (db_mysql_conn_rollback(&m->c, cause) == -1)
             return STORE_DB_ERROR;
         store_set_cause(cause, "mysql %s: %s updated but not found",
-                        m->where, tag);
+                        m->c.where, tag);
         return STORE_DB_ERROR;
     }
-    if (store_my_commit(m, cause) == -1)
+    if (db_mysql_conn_commit(&m->c, cause) == -1)
         return STORE_DB_ERROR;      /* either way the range is not used */
     *max_id = v_max;
     *db_step = v_dbstep;
@@ -446,8 +220,8 @@ my_alloc_body(struct store_mysql *m, void *arg, char **cause)
 }
 
 static enum store_result
-mysql_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
-            int64_t *db_step, char **cause)
+store_mysql_alloc(struct store *s, const char *tag, int64_t step,
+                  int64_t *max_id, int64_t *db_step, char **cause)
 {
     struct my_alloc_arg a = { tag, step, max_id, db_step };
 
@@ -468,7 +242,7 @@ struct my_serial_arg {
 };
 
 /* The largest max_id of the rows floor names, into *v (0: none). 0, or -1
- * after store_my_fail. */
+ * after db_mysql_conn_fail. */
 static int
 my_serial_floor(struct store_mysql *m, const struct store_serial_floor *floor,
                 long long *v, char **cause)
@@ -488,10 +262,10 @@ my_serial_floor(struct store_mysql *m, const struct store_serial_floor *floor,
         store_my_bind_str(&p[i], like[i], &len[i]);
     }
     db_mysql_bind_i64(&r[0], v);
-    if (store_my_adhoc(m, sql_serial_floor, p, r, &st, "SELECT leaf_alloc (floor)", 0,
-                 cause) == -1)
+    if (db_mysql_conn_adhoc(&m->c, sql_serial_floor, p, r, &st,
+                            "SELECT leaf_alloc (floor)", 0, cause) == -1)
         return -1;
-    rc = store_my_fetch(m, st, "SELECT leaf_alloc (floor)", cause);
+    rc = db_mysql_conn_fetch(&m->c, st, "SELECT leaf_alloc (floor)", cause);
     mysql_stmt_close(st);
     if (rc == -1)
         return -1;
@@ -522,21 +296,22 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
     }
     db_mysql_bind_i64(&p[0], &v_off);
     db_mysql_bind_i64(&r[0], &v_now);
-    if (my_exec(m, m->now_ms, p, r, "SELECT now", cause) == -1)
+    if (db_mysql_conn_exec(&m->c, m->c.stmt[MY_NOW_MS], p, r, "SELECT now",
+                           cause) == -1)
         return STORE_DB_ERROR;
-    rc = store_my_fetch(m, m->now_ms, "SELECT now", cause);
+    rc = db_mysql_conn_fetch(&m->c, m->c.stmt[MY_NOW_MS], "SELECT now", cause);
     if (rc == -1)
         return STORE_DB_ERROR;
-    mysql_stmt_free_result(m->now_ms);
+    mysql_stmt_free_result(m->c.stmt[MY_NOW_MS]);
     if (rc == 0) {
-        if (store_my_rollback(m, cause) == -1)
+        if (db_mysql_conn_rollback(&m->c, cause) == -1)
             return STORE_DB_ERROR;
-        store_set_cause(cause, "mysql %s: SELECT now gave no row", m->where);
+        store_set_cause(cause, "mysql %s: SELECT now gave no row", m->c.where);
         return STORE_DB_ERROR;
     }
     *db_ms = v_now;
     if (a->key(a->arg, *db_ms, tag, a->cap, &floor) == -1) {
-        if (store_my_rollback(m, cause) == -1)
+        if (db_mysql_conn_rollback(&m->c, cause) == -1)
             return STORE_DB_ERROR;
         store_set_cause(cause, "no serial row name for database time %lld",
                         (long long)*db_ms);
@@ -548,7 +323,8 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
     tag_len = strlen(tag);
     store_my_bind_str(&p[0], tag, &tag_len);
     db_mysql_bind_i64(&p[1], &v_step);
-    if (my_exec(m, m->insert_serial, p, NULL, "INSERT leaf_alloc", cause) == -1)
+    if (db_mysql_conn_exec(&m->c, m->c.stmt[MY_INSERT_SERIAL], p, NULL,
+                           "INSERT leaf_alloc", cause) == -1)
         return STORE_DB_ERROR;
     if (floor.n > 0 && my_serial_floor(m, &floor, &v_floor, cause) == -1)
         return STORE_DB_ERROR;
@@ -558,8 +334,8 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
         db_mysql_bind_i64(&q[0], &v_floor);
         store_my_bind_str(&q[1], tag, &tag_len);
         db_mysql_bind_i64(&q[2], &v_floor);
-        if (store_my_run(m, sql_serial_raise, q, "UPDATE leaf_alloc (floor)",
-                   cause) == -1)
+        if (db_mysql_conn_run(&m->c, sql_serial_raise, q,
+                              "UPDATE leaf_alloc (floor)", cause) == -1)
             return STORE_DB_ERROR;
     }
     /* The floor counts the row itself, so the range will be [max(floor,
@@ -577,15 +353,16 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
         like_len = strlen(like);
         db_mysql_bind_i64(&q[0], &v_end);
         store_my_bind_str(&q[1], like, &like_len);
-        if (store_my_run(m, sql_serial_raise_old, q, "UPDATE leaf_alloc (old rows)",
-                   cause) == -1)
+        if (db_mysql_conn_run(&m->c, sql_serial_raise_old, q,
+                              "UPDATE leaf_alloc (old rows)", cause) == -1)
             return STORE_DB_ERROR;
     }
     res = my_alloc_once(m, tag, step, a->max_id, &db_step, cause);
     if (res == STORE_NOT_FOUND) {
         /* Only a row whose tag differs in case blocks ours. */
         store_set_cause(cause, "mysql %s: the serial row %s is blocked by a "
-                        "row whose biz_tag differs only in case", m->where, tag);
+                        "row whose biz_tag differs only in case", m->c.where,
+                        tag);
         return STORE_BAD_ROW;
     }
     return res;
@@ -603,9 +380,9 @@ my_serial_tx(struct store_mysql *m, struct my_serial_arg *a, char **cause)
     for (int attempt = 0;; attempt++) {
         unsigned char rnd = 0;
 
-        m->last_errno = 0;
+        m->c.last_errno = 0;
         r = store_my_tx(m, my_serial_alloc_once, a, cause);
-        if (r != STORE_DB_ERROR || m->last_errno != ER_LOCK_DEADLOCK ||
+        if (r != STORE_DB_ERROR || m->c.last_errno != ER_LOCK_DEADLOCK ||
             attempt == MY_DEADLOCK_RETRIES)
             return r;
         if (cause != NULL) {
@@ -619,9 +396,10 @@ my_serial_tx(struct store_mysql *m, struct my_serial_arg *a, char **cause)
 }
 
 static enum store_result
-mysql_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
-                   void *arg, int64_t step, int64_t *db_ms, char *tag,
-                   size_t cap, int64_t *max_id, char **cause)
+store_mysql_serial_alloc(struct store *s, int64_t offset_ms,
+                         store_serial_key_fn key, void *arg, int64_t step,
+                         int64_t *db_ms, char *tag, size_t cap,
+                         int64_t *max_id, char **cause)
 {
     struct my_serial_arg a = { NULL, offset_ms, key, arg, step, db_ms, tag,
                                cap, max_id };
@@ -706,24 +484,26 @@ my_get_once(struct store_mysql *m, void *arg, char **cause)
 
     store_my_bind_str(&p[0], tag, &tag_len);
     my_bind_row(rb);
-    if (my_exec(m, m->get, p, rb->bind, "SELECT leaf_alloc", cause) == -1)
+    if (db_mysql_conn_exec(&m->c, m->c.stmt[MY_GET], p, rb->bind,
+                           "SELECT leaf_alloc", cause) == -1)
         goto out;
-    rc = store_my_fetch(m, m->get, "SELECT leaf_alloc", cause);
+    rc = db_mysql_conn_fetch(&m->c, m->c.stmt[MY_GET], "SELECT leaf_alloc",
+                             cause);
     if (rc == -1)
         goto out;
-    mysql_stmt_free_result(m->get);
+    mysql_stmt_free_result(m->c.stmt[MY_GET]);
     rc = rc == 1 && rb->tag_len == tag_len &&
         memcmp(rb->tag, tag, tag_len) == 0 && my_row(rb, row) == 0 ? 0 : 1;
-    if (mysql_commit(m->db) != 0)
-        rc = store_my_fail(m, NULL, "COMMIT", cause);
+    if (mysql_commit(m->c.db) != 0)
+        rc = db_mysql_conn_fail(&m->c, NULL, "COMMIT", cause);
 out:
     free(rb);
     return rc == 0 ? STORE_OK : rc == 1 ? STORE_NOT_FOUND : STORE_DB_ERROR;
 }
 
 static enum store_result
-mysql_get(struct store *s, const char *tag, struct store_row *row,
-          char **cause)
+store_mysql_get(struct store *s, const char *tag, struct store_row *row,
+                char **cause)
 {
     struct my_get_arg a = { tag, row };
 
@@ -746,9 +526,11 @@ my_list_once(struct store_mysql *m, void *arg, char **cause)
     int rc = -1;
 
     my_bind_row(rb);
-    if (my_exec(m, m->list, NULL, rb->bind, "SELECT leaf_alloc", cause) == -1)
+    if (db_mysql_conn_exec(&m->c, m->c.stmt[MY_LIST], NULL, rb->bind,
+                           "SELECT leaf_alloc", cause) == -1)
         goto out;
-    while ((rc = store_my_fetch(m, m->list, "SELECT leaf_alloc", cause)) == 1) {
+    while ((rc = db_mysql_conn_fetch(&m->c, m->c.stmt[MY_LIST],
+                                     "SELECT leaf_alloc", cause)) == 1) {
         if (len == cap) {
             cap = cap ? cap * 2 : 16;
             v = xrealloc(v, cap * sizeof *v);
@@ -758,13 +540,13 @@ my_list_once(struct store_mysql *m, void *arg, char **cause)
                 len++;
         } else
             log_warn("%s: skipping a biz_tag of %lu bytes (over %d)",
-                     m->where, rb->tag_len, TAG_MAX);
+                     m->c.where, rb->tag_len, TAG_MAX);
     }
     if (rc == -1)
         goto out;
-    mysql_stmt_free_result(m->list);
-    if (mysql_commit(m->db) != 0) {
-        rc = store_my_fail(m, NULL, "COMMIT", cause);
+    mysql_stmt_free_result(m->c.stmt[MY_LIST]);
+    if (mysql_commit(m->c.db) != 0) {
+        rc = db_mysql_conn_fail(&m->c, NULL, "COMMIT", cause);
         goto out;
     }
     *a->rows = v;
@@ -777,8 +559,8 @@ out:
 }
 
 static enum store_result
-mysql_list(struct store *s, store_keep_fn keep, struct store_row **rows,
-           size_t *n, char **cause)
+store_mysql_list(struct store *s, store_keep_fn keep, struct store_row **rows,
+                 size_t *n, char **cause)
 {
     struct my_list_arg a = { keep, rows, n };
 
@@ -807,21 +589,24 @@ my_insert_once(struct store_mysql *m, void *arg, char **cause)
     db_mysql_bind_i64(&p[2], &v_step);
     store_my_bind_str(&p[3], description != NULL ? description : "", &desc_len);
     p[3].is_null = &desc_null;
-    if (mysql_stmt_bind_param(m->insert, p) != 0)
-        return store_my_fail(m, m->insert, "INSERT leaf_alloc", cause);
-    if (mysql_stmt_execute(m->insert) != 0) {
-        if (mysql_stmt_errno(m->insert) == ER_DUP_ENTRY)
-            return store_my_rollback(m, cause) == -1 ? STORE_DB_ERROR : STORE_EXISTS;
-        return store_my_fail(m, m->insert, "INSERT leaf_alloc", cause);
+    if (mysql_stmt_bind_param(m->c.stmt[MY_INSERT], p) != 0)
+        return db_mysql_conn_fail(&m->c, m->c.stmt[MY_INSERT],
+                                  "INSERT leaf_alloc", cause);
+    if (mysql_stmt_execute(m->c.stmt[MY_INSERT]) != 0) {
+        if (mysql_stmt_errno(m->c.stmt[MY_INSERT]) == ER_DUP_ENTRY)
+            return db_mysql_conn_rollback(&m->c, cause) == -1 ?
+                   STORE_DB_ERROR : STORE_EXISTS;
+        return db_mysql_conn_fail(&m->c, m->c.stmt[MY_INSERT],
+                                  "INSERT leaf_alloc", cause);
     }
-    if (store_my_commit(m, cause) == -1)
+    if (db_mysql_conn_commit(&m->c, cause) == -1)
         return STORE_DB_ERROR;
     return STORE_OK;
 }
 
 static enum store_result
-mysql_insert(struct store *s, const char *tag, int64_t max_id, int64_t step,
-             const char *description, char **cause)
+store_mysql_insert(struct store *s, const char *tag, int64_t max_id,
+                   int64_t step, const char *description, char **cause)
 {
     struct my_insert_arg a = { tag, max_id, step, description };
 
@@ -829,24 +614,22 @@ mysql_insert(struct store *s, const char *tag, int64_t max_id, int64_t step,
 }
 
 static void
-mysql_close_store(struct store *s)
+store_mysql_close(struct store *s)
 {
     struct store_mysql *m = (struct store_mysql *)s;
 
-    store_my_disconnect(m);
-    db_mysql_target_free(&m->t);
-    free(m->where);
+    db_mysql_conn_free(&m->c);
     free(m);
 }
 
-static const struct store_ops mysql_ops = {
+static const struct store_ops store_mysql_ops = {
     .name = "mysql",
-    .alloc = mysql_alloc,
-    .get = mysql_get,
-    .list = mysql_list,
-    .insert = mysql_insert,
-    .serial_alloc = mysql_serial_alloc,
-    .close = mysql_close_store,
+    .alloc = store_mysql_alloc,
+    .get = store_mysql_get,
+    .list = store_mysql_list,
+    .insert = store_mysql_insert,
+    .serial_alloc = store_mysql_serial_alloc,
+    .close = store_mysql_close,
 };
 
 static int
@@ -880,8 +663,8 @@ store_mysql_open_url(const struct config *cfg, const char *url,
     }
 
     m = xcalloc(1, sizeof *m);
-    m->base.ops = &mysql_ops;
-    if (db_mysql_target_from_url(url, &m->t, cause) == -1) {
+    m->base.ops = &store_mysql_ops;
+    if (db_mysql_target_from_url(url, &m->c.t, cause) == -1) {
         char *why = cause != NULL ? *cause : NULL;
         if (cause != NULL)
             store_set_cause(cause, "%s: %s", key, why);
@@ -893,7 +676,7 @@ store_mysql_open_url(const struct config *cfg, const char *url,
      * (else the URL's user=/password=); a mysql:// URL's own user wins and
      * these are the fallback. */
     if (nonempty(cfg->jdbc_username) &&
-        (strncmp(url, "jdbc:", 5) == 0 || m->t.user == NULL)) {
+        (strncmp(url, "jdbc:", 5) == 0 || m->c.t.user == NULL)) {
         if (strnlen(cfg->jdbc_username, MY_USER_MAX + 1) > MY_USER_MAX ||
             (cfg->jdbc_password != NULL &&
              strnlen(cfg->jdbc_password, MY_PASSWORD_MAX + 1) >
@@ -901,25 +684,23 @@ store_mysql_open_url(const struct config *cfg, const char *url,
             store_set_cause(cause, "leaf.jdbc.username or password too long "
                             "(over %d/%d bytes)", MY_USER_MAX,
                             MY_PASSWORD_MAX);
-            mysql_close_store(&m->base);
+            store_mysql_close(&m->base);
             return NULL;
         }
-        free(m->t.user);
-        free(m->t.password);
-        m->t.user = xstrdup(cfg->jdbc_username);
-        m->t.password = cfg->jdbc_password != NULL ?
+        free(m->c.t.user);
+        free(m->c.t.password);
+        m->c.t.user = xstrdup(cfg->jdbc_username);
+        m->c.t.password = cfg->jdbc_password != NULL ?
             xstrdup(cfg->jdbc_password) : NULL;
     }
-    if (m->t.socket != NULL)
-        m->where = xasprintf("%s/%s", m->t.socket, m->t.database);
-    else
-        m->where = xasprintf("%s:%d/%s", m->t.host, m->t.port,
-                             m->t.database);
-    m->timeout_ms = cfg->db_timeout_ms > 0 ? cfg->db_timeout_ms :
+    db_mysql_conn_set_where(&m->c);
+    m->c.sql = my_sql;
+    m->c.nsql = MY_NSTMT;
+    m->c.timeout_ms = cfg->db_timeout_ms > 0 ? cfg->db_timeout_ms :
         MY_TIMEOUT_S * 1000;
-    m->timeout_s = (unsigned int)((m->timeout_ms + 999) / 1000);
-    if (m->timeout_ms > (int64_t)86400 * 1000)
-        m->timeout_s = 86400;
+    m->c.timeout_s = (unsigned int)((m->c.timeout_ms + 999) / 1000);
+    if (m->c.timeout_ms > (int64_t)86400 * 1000)
+        m->c.timeout_s = 86400;
     return &m->base;
 }
 

@@ -3,8 +3,7 @@
  * block loads checked against them, the freeze and switch of
  * `leafd multi-db init`, the members' tops and the serial rows' copies.
  * Each call is one transaction on the store's connection
- * (store_mysql_internal.h). */
-#include <errmsg.h>
+ * (store_mysql_internal.h), through db_mysql_conn.h's steps. */
 #include <mysql.h>
 #include <mysqld_error.h>
 #include <assert.h>
@@ -12,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db_mysql_conn.h"
 #include "log.h"
 #include "multi_block.h"
 #include "store.h"
@@ -49,7 +49,7 @@ static const char sql_alloc_ddl[] =
 const char *
 store_mysql_where(const struct store *s)
 {
-    return ((const struct store_mysql *)s)->where;
+    return ((const struct store_mysql *)s)->c.where;
 }
 
 static const char sql_meta_get[] =
@@ -71,11 +71,12 @@ my_meta_read(struct store_mysql *m, struct multi_meta *mm, int lock,
 
     for (int i = 0; i < 5; i++)
         db_mysql_bind_i64(&r[i], &v[i]);
-    rc = store_my_adhoc(m, lock ? sql_meta_get_shared : sql_meta_get, NULL, r, &st,
-                  "SELECT leafd_multi_db", ER_NO_SUCH_TABLE, cause);
+    rc = db_mysql_conn_adhoc(&m->c, lock ? sql_meta_get_shared : sql_meta_get,
+                             NULL, r, &st, "SELECT leafd_multi_db",
+                             ER_NO_SUCH_TABLE, cause);
     if (rc != 0)
         return rc == 1 ? 0 : -1;
-    rc = store_my_fetch(m, st, "SELECT leafd_multi_db", cause);
+    rc = db_mysql_conn_fetch(&m->c, st, "SELECT leafd_multi_db", cause);
     mysql_stmt_close(st);
     if (rc == 1) {
         mm->db_index = v[0];
@@ -92,7 +93,7 @@ my_meta_get_once(struct store_mysql *m, void *arg, char **cause)
 {
     int rc = my_meta_read(m, arg, 0, cause);
 
-    if (rc == -1 || store_my_commit(m, cause) == -1)
+    if (rc == -1 || db_mysql_conn_commit(&m->c, cause) == -1)
         return STORE_DB_ERROR;
     return rc == 1 ? STORE_OK : STORE_NOT_FOUND;
 }
@@ -119,21 +120,21 @@ store_my_meta_check(struct store_mysql *m, const struct multi_meta *want,
     if (rc == 0 || mm.frozen || mm.db_index != want->db_index ||
         mm.db_count != want->db_count || mm.block_size != want->block_size ||
         mm.since_block != want->since_block) {
-        if (store_my_rollback(m, cause) == -1)
+        if (db_mysql_conn_rollback(&m->c, cause) == -1)
             return STORE_DB_ERROR;
         if (rc == 0)
             store_set_cause(cause, "mysql %s: no leafd_multi_db row: not "
-                            "prepared by leafd multi-db init", m->where);
+                            "prepared by leafd multi-db init", m->c.where);
         else if (mm.frozen)
             store_set_cause(cause, "mysql %s: frozen by leafd multi-db init "
                             "(the set is being changed); loads resume after",
-                            m->where);
+                            m->c.where);
         else
             store_set_cause(cause, "mysql %s is database %lld of %lld (block "
                             "%lld from block %lld), this node expects %lld of "
                             "%lld (block %lld from %lld): the set was changed; "
                             "restart this node with the new segment.mysql.urls",
-                            m->where, (long long)mm.db_index,
+                            m->c.where, (long long)mm.db_index,
                             (long long)mm.db_count, (long long)mm.block_size,
                             (long long)mm.since_block, (long long)want->db_index,
                             (long long)want->db_count, (long long)want->block_size,
@@ -178,22 +179,23 @@ my_alloc_block_once(struct store_mysql *m, void *arg, char **cause)
     db_mysql_bind_i64(&r[1], &v_max);
     db_mysql_bind_i64(&r[2], &v_step);
     store_my_bind_str(&p[0], tag, &tag_len);
-    if (store_my_adhoc(m, "SELECT biz_tag, max_id, step FROM leaf_alloc WHERE "
-                 "biz_tag = ? FOR UPDATE", p, r, &st, "SELECT leaf_alloc", 0,
-                 cause) == -1)
+    if (db_mysql_conn_adhoc(&m->c,
+            "SELECT biz_tag, max_id, step FROM leaf_alloc WHERE "
+            "biz_tag = ? FOR UPDATE", p, r, &st, "SELECT leaf_alloc", 0,
+            cause) == -1)
         return STORE_DB_ERROR;
-    rc = store_my_fetch(m, st, "SELECT leaf_alloc", cause);
+    rc = db_mysql_conn_fetch(&m->c, st, "SELECT leaf_alloc", cause);
     mysql_stmt_close(st);
     if (rc == -1)
         return STORE_DB_ERROR;
     if (rc == 0 || r_tag_len != tag_len || memcmp(r_tag, tag, tag_len) != 0) {
-        if (store_my_rollback(m, cause) == -1)
+        if (db_mysql_conn_rollback(&m->c, cause) == -1)
             return STORE_DB_ERROR;
         return STORE_NOT_FOUND;
     }
     start = store_block_start(&mm, v_max > floor ? v_max : floor, step);
     if (start < 0) {
-        if (store_my_rollback(m, cause) == -1)
+        if (db_mysql_conn_rollback(&m->c, cause) == -1)
             return STORE_DB_ERROR;
         store_set_cause(cause, "%s: no block of %lld IDs fits (step %lld, "
                         "max_id %lld, database %lld of %lld)", tag,
@@ -204,10 +206,11 @@ my_alloc_block_once(struct store_mysql *m, void *arg, char **cause)
     v_new = start + step;
     db_mysql_bind_i64(&p[0], &v_new);
     store_my_bind_str(&p[1], tag, &tag_len);
-    if (store_my_run(m, "UPDATE leaf_alloc SET max_id = ?, update_time = "
-               "CURRENT_TIMESTAMP WHERE biz_tag = ?", p, "UPDATE leaf_alloc",
-               cause) == -1 ||
-        store_my_commit(m, cause) == -1)
+    if (db_mysql_conn_run(&m->c,
+            "UPDATE leaf_alloc SET max_id = ?, update_time = "
+            "CURRENT_TIMESTAMP WHERE biz_tag = ?", p, "UPDATE leaf_alloc",
+            cause) == -1 ||
+        db_mysql_conn_commit(&m->c, cause) == -1)
         return STORE_DB_ERROR;
     *a->max_id = v_new;
     *a->db_step = v_step;
@@ -229,12 +232,13 @@ store_mysql_alloc_block(struct store *s, const struct multi_meta *want,
 static enum store_result
 my_prepare_tables_once(struct store_mysql *m, void *arg, char **cause)
 {
-    if (store_my_run(m, sql_alloc_ddl, NULL, "CREATE TABLE leaf_alloc", cause) == -1 ||
-        store_my_run(m, sql_meta_ddl, NULL, "CREATE TABLE leafd_multi_db",
-               cause) == -1 ||
-        store_my_run(m, sql_member_ddl, NULL, "CREATE TABLE leafd_multi_member",
-               cause) == -1 ||
-        store_my_commit(m, cause) == -1)
+    if (db_mysql_conn_run(&m->c, sql_alloc_ddl, NULL, "CREATE TABLE leaf_alloc",
+                          cause) == -1 ||
+        db_mysql_conn_run(&m->c, sql_meta_ddl, NULL,
+                          "CREATE TABLE leafd_multi_db", cause) == -1 ||
+        db_mysql_conn_run(&m->c, sql_member_ddl, NULL,
+                          "CREATE TABLE leafd_multi_member", cause) == -1 ||
+        db_mysql_conn_commit(&m->c, cause) == -1)
         return STORE_DB_ERROR;
     return STORE_OK;
 }
@@ -247,11 +251,11 @@ store_mysql_prepare_tables(struct store *s, char **cause)
     struct store_mysql *m = (struct store_mysql *)s;
     enum store_result rc;
 
-    store_my_disconnect(m);
-    if (store_my_connect(m, 0, cause) == -1)
+    db_mysql_conn_close(&m->c);
+    if (db_mysql_conn_open(&m->c, 0, cause) == -1)
         return STORE_DB_ERROR;
     rc = my_prepare_tables_once(m, NULL, cause);
-    store_my_disconnect(m);           /* the next call connects with them */
+    db_mysql_conn_close(&m->c);       /* the next call connects with them */
     return rc;
 }
 
@@ -262,11 +266,12 @@ my_freeze_once(struct store_mysql *m, void *arg, char **cause)
     MYSQL_BIND p[1];
 
     db_mysql_bind_i64(&p[0], &v);
-    if (store_my_run(m, "INSERT INTO leafd_multi_db (id, db_index, db_count, "
-               "block_size, since_block, frozen) VALUES (1, -1, 0, 0, 0, ?) "
-               "ON DUPLICATE KEY UPDATE frozen = VALUES(frozen)", p,
-               "freeze leafd_multi_db", cause) == -1 ||
-        store_my_commit(m, cause) == -1)
+    if (db_mysql_conn_run(&m->c,
+            "INSERT INTO leafd_multi_db (id, db_index, db_count, block_size, "
+            "since_block, frozen) VALUES (1, -1, 0, 0, 0, ?) "
+            "ON DUPLICATE KEY UPDATE frozen = VALUES(frozen)", p,
+            "freeze leafd_multi_db", cause) == -1 ||
+        db_mysql_conn_commit(&m->c, cause) == -1)
         return STORE_DB_ERROR;
     return STORE_OK;
 }
@@ -309,14 +314,15 @@ my_switch_once(struct store_mysql *m, void *arg, char **cause)
         db_mysql_bind_i64(&p[1], &v[0]);
         db_mysql_bind_i64(&p[2], &v[1]);
         store_my_bind_str(&p[3], row->description, &desc_len);
-        if (store_my_run(m, "INSERT INTO leaf_alloc (biz_tag, max_id, step, "
-                   "description) VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE "
-                   "max_id = GREATEST(max_id, VALUES(max_id))", p,
-                   "INSERT leaf_alloc", cause) == -1)
+        if (db_mysql_conn_run(&m->c,
+                "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) "
+                "VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE "
+                "max_id = GREATEST(max_id, VALUES(max_id))", p,
+                "INSERT leaf_alloc", cause) == -1)
             return STORE_DB_ERROR;
     }
-    if (store_my_run(m, "UPDATE leafd_multi_member SET pos = -1", NULL,
-               "UPDATE leafd_multi_member", cause) == -1)
+    if (db_mysql_conn_run(&m->c, "UPDATE leafd_multi_member SET pos = -1",
+                          NULL, "UPDATE leafd_multi_member", cause) == -1)
         return STORE_DB_ERROR;
     for (int i = 0; i < a->nset; i++) {
         const struct multi_member *mb = &a->set[i];
@@ -329,11 +335,12 @@ my_switch_once(struct store_mysql *m, void *arg, char **cause)
         db_mysql_bind_i64(&p[1], &v[1]);
         store_my_bind_str(&p[2], mb->where, &loc_len);
         db_mysql_bind_i64(&p[3], &v[2]);
-        if (store_my_run(m, "INSERT INTO leafd_multi_member (db_id, pos, location, "
-                   "top) VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE pos = "
-                   "VALUES(pos), location = VALUES(location), top = "
-                   "GREATEST(top, VALUES(top))", p, "INSERT leafd_multi_member",
-                   cause) == -1)
+        if (db_mysql_conn_run(&m->c,
+                "INSERT INTO leafd_multi_member (db_id, pos, location, top) "
+                "VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE "
+                "pos = VALUES(pos), location = VALUES(location), "
+                "top = GREATEST(top, VALUES(top))",
+                p, "INSERT leafd_multi_member", cause) == -1)
             return STORE_DB_ERROR;
     }
     v[0] = a->mm->db_index;
@@ -342,10 +349,11 @@ my_switch_once(struct store_mysql *m, void *arg, char **cause)
     v[3] = a->mm->since_block;
     for (int i = 0; i < 4; i++)
         db_mysql_bind_i64(&p[i], &v[i]);
-    if (store_my_run(m, "UPDATE leafd_multi_db SET db_index = ?, db_count = ?, "
-               "block_size = ?, since_block = ?, frozen = 0 WHERE id = 1", p,
-               "UPDATE leafd_multi_db", cause) == -1 ||
-        store_my_commit(m, cause) == -1)
+    if (db_mysql_conn_run(&m->c,
+            "UPDATE leafd_multi_db SET db_index = ?, db_count = ?, "
+            "block_size = ?, since_block = ?, frozen = 0 WHERE id = 1",
+            p, "UPDATE leafd_multi_db", cause) == -1 ||
+        db_mysql_conn_commit(&m->c, cause) == -1)
         return STORE_DB_ERROR;
     return STORE_OK;
 }
@@ -387,10 +395,10 @@ my_members_once(struct store_mysql *m, void *arg, char **cause)
     *a->n = 0;
     if (id != 0) {
         db_mysql_bind_i64(&p[0], &id);
-        if (store_my_run(m, "INSERT INTO leafd_multi_member (db_id, self) SELECT ?, "
-                   "1 FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM "
-                   "leafd_multi_member WHERE self = 1)", p,
-                   "INSERT leafd_multi_member", cause) == -1)
+        if (db_mysql_conn_run(&m->c,
+                "INSERT INTO leafd_multi_member (db_id, self) SELECT ?, 1 "
+                "FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM leafd_multi_member "
+                "WHERE self = 1)", p, "INSERT leafd_multi_member", cause) == -1)
             return STORE_DB_ERROR;
     }
     for (int i = 0; i < 4; i++)
@@ -400,14 +408,17 @@ my_members_once(struct store_mysql *m, void *arg, char **cause)
     r[4].buffer = loc;
     r[4].buffer_length = sizeof loc;
     r[4].length = &loc_len;
-    rc = store_my_adhoc(m, "SELECT db_id, self, pos, top, location FROM "
-                  "leafd_multi_member ORDER BY pos, db_id", NULL, r, &st,
-                  "SELECT leafd_multi_member", ER_NO_SUCH_TABLE, cause);
+    rc = db_mysql_conn_adhoc(&m->c,
+                             "SELECT db_id, self, pos, top, location FROM "
+                             "leafd_multi_member ORDER BY pos, db_id", NULL, r,
+                             &st, "SELECT leafd_multi_member", ER_NO_SUCH_TABLE,
+                             cause);
     if (rc == -1)
         return STORE_DB_ERROR;
     while (rc == 0) {
         struct multi_member *mb;
-        int f = store_my_fetch(m, st, "SELECT leafd_multi_member", cause);
+        int f = db_mysql_conn_fetch(&m->c, st, "SELECT leafd_multi_member",
+                                    cause);
 
         if (f == -1) {
             mysql_stmt_close(st);
@@ -432,7 +443,7 @@ my_members_once(struct store_mysql *m, void *arg, char **cause)
     }
     if (rc == 0)
         mysql_stmt_close(st);
-    if (store_my_commit(m, cause) == -1) {
+    if (db_mysql_conn_commit(&m->c, cause) == -1) {
         free(*a->rows);
         *a->rows = NULL;
         *a->n = 0;
@@ -468,10 +479,11 @@ my_top_once(struct store_mysql *m, void *arg, char **cause)
     db_mysql_bind_i64(&p[1], &v[1]);
     /* An upsert: a member row missing here (a database that lost it)
      * gets one (pos -1: a record, not a place in the set). */
-    if (store_my_run(m, "INSERT INTO leafd_multi_member (db_id, top) VALUES (?, ?) "
-               "ON DUPLICATE KEY UPDATE top = GREATEST(top, VALUES(top))", p,
-               "INSERT leafd_multi_member (top)", cause) == -1 ||
-        store_my_commit(m, cause) == -1)
+    if (db_mysql_conn_run(&m->c,
+            "INSERT INTO leafd_multi_member (db_id, top) VALUES (?, ?) "
+            "ON DUPLICATE KEY UPDATE top = GREATEST(top, VALUES(top))",
+            p, "INSERT leafd_multi_member (top)", cause) == -1 ||
+        db_mysql_conn_commit(&m->c, cause) == -1)
         return STORE_DB_ERROR;
     return STORE_OK;
 }
@@ -504,12 +516,13 @@ my_serial_copy_once(struct store_mysql *m, void *arg, char **cause)
     db_mysql_bind_i64(&p[2], &v_step);
     /* Only a serial row is raised: a segment tag of the same name (a
      * DBA's row) is left as it is. */
-    if (store_my_run(m, "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) "
-               "VALUES (?, ?, ?, '" STORE_SERIAL_DESCRIPTION "') ON DUPLICATE "
-               "KEY UPDATE max_id = IF(description = '" STORE_SERIAL_DESCRIPTION
-               "', GREATEST(max_id, VALUES(max_id)), max_id)", p,
-               "INSERT leaf_alloc (serial copy)", cause) == -1 ||
-        store_my_commit(m, cause) == -1)
+    if (db_mysql_conn_run(&m->c,
+            "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) "
+            "VALUES (?, ?, ?, '" STORE_SERIAL_DESCRIPTION "') ON DUPLICATE "
+            "KEY UPDATE max_id = IF(description = '" STORE_SERIAL_DESCRIPTION
+            "', GREATEST(max_id, VALUES(max_id)), max_id)", p,
+            "INSERT leaf_alloc (serial copy)", cause) == -1 ||
+        db_mysql_conn_commit(&m->c, cause) == -1)
         return STORE_DB_ERROR;
     return STORE_OK;
 }
@@ -534,10 +547,10 @@ store_mysql_ping(struct store *s, char **cause)
     int reused;
     int64_t t0;
 
-    if (store_my_begin(m, &reused, &t0, cause) == -1)
+    if (db_mysql_conn_begin(&m->c, &reused, &t0, cause) == -1)
         return STORE_DB_ERROR;
-    if (mysql_ping(m->db) != 0)
-        return store_my_fail(m, NULL, "ping", cause), STORE_DB_ERROR;
+    if (mysql_ping(m->c.db) != 0)
+        return db_mysql_conn_fail(&m->c, NULL, "ping", cause), STORE_DB_ERROR;
     return STORE_OK;
 }
 

@@ -23,6 +23,16 @@ TESTS = [
     "test_console_redis_in_browser",
 ]
 
+# Run by the plain black-box lane only, not against leafd-asan (blackbox.py
+# --asan): the browser tests drive the page's JavaScript through the same
+# routes that test_console_headers and the protocol suites run under ASan.
+PLAIN_ONLY = {
+    "test_console_in_browser",
+    "test_console_admin_token_in_browser",
+    "test_console_zookeeper_in_browser",
+    "test_console_redis_in_browser",
+}
+
 OUT = os.path.join(ROOT, "build", "test-output", "console")
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

@@ -24,6 +24,14 @@ TESTS = [
     "test_multidb_over_tls",
 ]
 
+# Run by the plain black-box lane only, not against leafd-asan (blackbox.py
+# --asan): the stores' TLS under full scenarios; the TLS options and refusals
+# stay in the ASan lane.
+PLAIN_ONLY = {
+    "test_multidb_over_tls",
+    "test_worker_ids_over_tls",
+}
+
 TLS_PW = "tls-Pw-5511"
 X509_PW = "x509-Pw-7722"
 SEGMENT = ["--leaf.segment.enable=true", "--leaf.snowflake.enable=false",

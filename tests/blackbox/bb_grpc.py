@@ -14,6 +14,8 @@ shortening the segment wait and never lengthening it; Health/Check SERVING,
 then NOT_SERVING while the store is held; many concurrent calls, every ID
 distinct."""
 import atexit
+import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -473,29 +475,43 @@ def test_concurrent_calls_distinct(ctx):
 
 def go_client():
     """tests/blackbox/go/leafd_grpc_client.go built against stubs protoc-gen-go
-    generates from proto/ (GOPATH mode: Debian's Go packages, no network);
-    the build cache is kept under build/ so later runs link in seconds."""
+    generates from proto/ (GOPATH mode: Debian's Go packages, no network).
+    Built once for both black-box lanes, under a lock, into a file named by
+    the hash of its sources (so a binary is reused only when it was built
+    from the same ones), with the build cache under build/."""
     for tool in ("go", "protoc", "protoc-gen-go"):
         if shutil.which(tool) is None:
             skip("%s is not installed (golang-go, golang-google-grpc-dev, "
                  "golang-goprotobuf-dev; sh .ci/deps.sh test)" % tool)
     if not os.path.isdir("/usr/share/gocode/src/google.golang.org/grpc"):
         skip("golang-google-grpc-dev is not installed (sh .ci/deps.sh test)")
-    gopath = tempfile.mkdtemp(prefix="leafd-go-")
-    atexit.register(shutil.rmtree, gopath, True)
-    src = os.path.join(gopath, "src")
-    os.makedirs(os.path.join(src, "leafdclient"))
-    subprocess.check_call(["protoc", "--proto_path=" + PROTO,
-                           "--go_out=plugins=grpc:" + src, "leafd/v1/leafd.proto"])
-    shutil.copy(os.path.join(ROOT, "tests/blackbox/go/leafd_grpc_client.go"),
-                os.path.join(src, "leafdclient", "main.go"))
-    env = dict(os.environ, GO111MODULE="off", GOFLAGS="", GOPROXY="off",
-               GOPATH=gopath + ":/usr/share/gocode",
-               GOCACHE=os.path.join(ROOT, "build", "gocache"))
-    binary = os.path.join(gopath, "leafd_grpc_client")
-    p = subprocess.run(["go", "build", "-o", binary, "."], cwd=os.path.join(src, "leafdclient"),
-                       env=env, capture_output=True, timeout=900)
-    check(p.returncode == 0, "go build: %s" % p.stderr.decode()[-3000:])
+    main_go = os.path.join(ROOT, "tests/blackbox/go/leafd_grpc_client.go")
+    h = hashlib.sha256()
+    for f in (main_go, os.path.join(PROTO, "leafd/v1/leafd.proto")):
+        with open(f, "rb") as fh:
+            h.update(fh.read())
+    outdir = os.path.join(ROOT, "build", "tests", "go")
+    os.makedirs(outdir, exist_ok=True)
+    binary = os.path.join(outdir, "leafd_grpc_client-" + h.hexdigest()[:16])
+    with open(os.path.join(outdir, ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.isfile(binary):
+            return binary
+        gopath = tempfile.mkdtemp(prefix="leafd-go-")
+        atexit.register(shutil.rmtree, gopath, True)
+        src = os.path.join(gopath, "src")
+        os.makedirs(os.path.join(src, "leafdclient"))
+        subprocess.check_call(["protoc", "--proto_path=" + PROTO,
+                               "--go_out=plugins=grpc:" + src, "leafd/v1/leafd.proto"])
+        shutil.copy(main_go, os.path.join(src, "leafdclient", "main.go"))
+        env = dict(os.environ, GO111MODULE="off", GOFLAGS="", GOPROXY="off", GOENV="off",
+                   GOPATH=gopath + ":/usr/share/gocode",
+                   GOCACHE=os.path.join(ROOT, "build", "gocache"))
+        p = subprocess.run(["go", "build", "-o", binary + ".tmp", "."],
+                           cwd=os.path.join(src, "leafdclient"),
+                           env=env, capture_output=True, timeout=900)
+        check(p.returncode == 0, "go build: %s" % p.stderr.decode()[-3000:])
+        os.replace(binary + ".tmp", binary)
     return binary
 
 

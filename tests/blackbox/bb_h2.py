@@ -29,7 +29,7 @@ def curl(port, path, h2=True, headers=()):
     """(status, http_version, content_type, body) from one curl run. (curl
     7.88 does not reuse a prior-knowledge connection for a second URL, so
     one URL per run.)"""
-    args = ["curl", "-sS", "--max-time", "30",
+    args = ["curl", "-q", "-sS", "--max-time", "30",
             "--http2-prior-knowledge" if h2 else "--http1.1",
             "-w", "\n%{http_code} %{http_version} %{content_type}"]
     for h in headers:

@@ -26,6 +26,13 @@ TESTS = [
     "test_lease_dropped_while_waiting",
 ]
 
+# Run by the plain black-box lane only, not against leafd-asan (blackbox.py
+# --asan): outage and five-node scenarios, bound by their waits.
+PLAIN_ONLY = {
+    "test_lease_with_the_database_down",
+    "test_mariadb_five_nodes_mixed",
+}
+
 
 def ranges_of(r):
     """The [start, end) ranges of a text lease answer."""

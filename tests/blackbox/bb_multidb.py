@@ -23,6 +23,16 @@ TESTS = [
     "test_add_a_third_database",
 ]
 
+# Run by the plain black-box lane only, not against leafd-asan (blackbox.py
+# --asan): failover scenarios, bound by their waits; check_store runs the
+# multi-database set-up and a database's outage, restart and hang under ASan.
+PLAIN_ONLY = {
+    "test_init_start_checks_and_disjoint",
+    "test_failover_kill_and_hang",
+    "test_all_down_then_one_back",
+    "test_add_a_third_database",
+}
+
 LOAD_S = float(os.environ.get("MULTIDB_LOAD_S", "30"))
 OUTAGE_S = float(os.environ.get("MULTIDB_OUTAGE_S", "20"))
 BLOCK = 100000

@@ -14,6 +14,13 @@ TESTS = [
     "test_bad_row_stops_only_its_tag",
 ]
 
+# Run by the plain black-box lane only, not against leafd-asan (blackbox.py
+# --asan): an outage scenario, bound by its waits (check_store runs it under
+# ASan).
+PLAIN_ONLY = {
+    "test_mariadb_outage_and_recovery",
+}
+
 
 def node_conf(db, **extra):
     conf = {"leaf.segment.enable": "true",

@@ -33,6 +33,10 @@ TESTS = [
     "test_step_change_single_database",
 ]
 
+# Run by the plain black-box lane only, not against leafd-asan (blackbox.py
+# --asan): operator procedures on running clusters, bound by their waits.
+PLAIN_ONLY = set(TESTS)
+
 BLOCK = 100000
 
 

@@ -33,6 +33,10 @@ TESTS = [
     "test_snowflake_zone_change",
 ]
 
+# Run by the plain black-box lane only, not against leafd-asan (blackbox.py
+# --asan): operator procedures under load, bound by their waits.
+PLAIN_ONLY = set(TESTS)
+
 CLIENTS = 4
 PHASE_S = 2.0
 

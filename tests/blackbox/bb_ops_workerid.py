@@ -31,6 +31,11 @@ TESTS = [
     "test_redis_restore_with_clock_step",
 ]
 
+# Run by the plain black-box lane only, not against leafd-asan (blackbox.py
+# --asan): store restores and wipes, bound by their waits
+# (check_workerid_store runs them under ASan).
+PLAIN_ONLY = set(TESTS)
+
 # Small and quick: a 3 s lease, 200 ms heartbeats, 500 ms fence steps; the
 # gate of an ID the store lost is 500 + 1000 (borrow) + 500 (clock limit).
 LEASE_MS = 3000

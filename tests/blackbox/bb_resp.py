@@ -164,6 +164,9 @@ def test_redis_cli_interactive_start(ctx):
         if pid == 0:
             # A dumb terminal: linenoise reads plain lines, no cursor queries.
             os.environ["TERM"] = "dumb"
+            # No ~/.redisclirc or history file of this machine's user.
+            os.environ["REDISCLI_RCFILE"] = "/dev/null"
+            os.environ["REDISCLI_HISTFILE"] = "/dev/null"
             os.execvp("redis-cli", ["redis-cli", "-p", str(d.rport)])
         out = b""
 

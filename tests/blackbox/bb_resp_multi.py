@@ -12,6 +12,7 @@ ID, which the next INCR proves (it is the previous one + 1); DISCARD takes
 none either; an error at run time is the element of EXEC's array; the queue
 limits abort; INFO's fields are real."""
 import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -370,10 +371,19 @@ def node_redis_dir():
     # make test runs the black-box suite twice at once (leafd, leafd-asan)
     # in one checkout: one npm ci, under a lock, and a mark written only
     # once it has finished, so the other never uses a half-made tree.
+    # The mark holds package-lock.json's hash: node_modules made from
+    # another lock file is made again.
     done = os.path.join(here, "node_modules", ".leafd-npm-ci-done")
+    with open(os.path.join(here, "package-lock.json"), "rb") as f:
+        want = hashlib.sha256(f.read()).hexdigest()
     with open(os.path.join(here, ".npm-ci.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not os.path.isfile(done):
+        try:
+            with open(done) as f:
+                have = f.read().strip()
+        except OSError:
+            have = ""
+        if have != want:
             p = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=here,
                                capture_output=True, timeout=300)
             if p.returncode != 0:
@@ -381,7 +391,8 @@ def node_redis_dir():
                 if in_ci():
                     check(False, msg)
                 skip(msg)
-            open(done, "w").close()
+            with open(done, "w") as f:
+                f.write(want)
     return here
 
 

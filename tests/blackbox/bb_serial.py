@@ -34,6 +34,14 @@ TESTS = [
     "test_old_row_format_carried",
 ]
 
+# Run by the plain black-box lane only, not against leafd-asan (blackbox.py
+# --asan): clock and outage scenarios, bound by their waits.
+PLAIN_ONLY = {
+    "test_dst_fall_back_repeats_nothing",
+    "test_mariadb_outage",
+    "test_two_nodes_mariadb_period_change",
+}
+
 OFFSET_ENV = "LEAFD_TEST_SERIAL_DB_OFFSET_MS"
 
 

@@ -22,6 +22,17 @@ TESTS = [
     "test_zk_release_on_stop_and_state",
 ]
 
+# Run by the plain black-box lane only, not against leafd-asan (blackbox.py
+# --asan): ZooKeeper outages and restarts, bound by their waits
+# (check_workerid runs them under ASan).
+PLAIN_ONLY = {
+    "test_zk_three_nodes_distinct_worker_ids",
+    "test_zk_down_at_start_waits_for_it",
+    "test_zk_restart_keeps_worker_id",
+    "test_zk_stopped_and_restarted_while_serving",
+    "test_zk_java_leaf_node_reused",
+}
+
 def sf_conf(wd, name, **extra):
     conf = {"leaf.snowflake.enable": "true",
             "leaf.segment.enable": "false",

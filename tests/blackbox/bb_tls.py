@@ -126,7 +126,7 @@ def start(wd, pki, flags=None, http=True, resp_tls=False, **kw):
 def curl(pki, port, path="/segment/demo", cert=None, extra=()):
     """(exit code, HTTP status, body) of curl over HTTPS."""
     need("curl")
-    args = ["curl", "-sS", "--max-time", "20", "--cacert", pki.path("ca.pem"),
+    args = ["curl", "-q", "-sS", "--max-time", "20", "--cacert", pki.path("ca.pem"),
             "-o", "-", "-w", "\n%{http_code}"]
     if cert is not None:
         args += ["--cert", cert[0], "--key", cert[1]]
@@ -155,7 +155,7 @@ def test_https_beside_http_and_alone(ctx):
         check(body.strip().isdigit(), "an ID over HTTPS: %r" % body)
         eq(d.get("/segment/demo").status, 200, "plain HTTP beside it")
         # Without the CA, curl refuses leafd's certificate: it is verified.
-        p = subprocess.run(["curl", "-sS", "--max-time", "20",
+        p = subprocess.run(["curl", "-q", "-sS", "--max-time", "20",
                             "https://127.0.0.1:%d/segment/demo" % d.tport],
                            capture_output=True, text=True, timeout=60)
         check(p.returncode != 0, "curl without --cacert must refuse the certificate")

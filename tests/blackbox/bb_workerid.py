@@ -31,6 +31,15 @@ TESTS = [
     "test_k8s_namespaces_in_redis",
 ]
 
+# Run by the plain black-box lane only, not against leafd-asan (blackbox.py
+# --asan): store outages, bound by their waits (check_workerid_store runs them
+# under ASan).
+PLAIN_ONLY = {
+    "test_k8s_fence_in_mysql",
+    "test_mysql_new_table_waits",
+    "test_redis_outage_then_503",
+}
+
 
 # A new store's first claims wait until its epoch + fence_step + max_borrow
 # + max_clock_offset (6.5 s with these flags) before issuing. Only

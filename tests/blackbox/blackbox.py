@@ -10,10 +10,19 @@ reported as "skip" and listed apart; under CI=1 (or true) it fails instead.
     python3 tests/blackbox/blackbox.py segment      # tests whose module or name has "segment"
     python3 tests/blackbox/blackbox.py bb_mysql.test_leaf_schema   # one test
     python3 tests/blackbox/blackbox.py -j 2         # in 2 worker processes
+    python3 tests/blackbox/blackbox.py --asan       # all but each module's PLAIN_ONLY
+
+--asan is the set make test's bb-asan lane runs against ./leafd-asan: every
+test but those a module lists in PLAIN_ONLY (fault scenarios whose time goes
+to waiting for servers to stop, fail over or come back; the plain lane runs
+them, and the unit suites run those code paths under ASan). The front ends,
+parsers, hostile input, refusals and teardown all run under ASan.
 
 -j N runs the tests in N worker processes, each taking the next test from one
-queue, the longest first (the times of the last run, in
-build/blackbox-times-<binary>.json). Each worker has its own shared MariaDB (never the
+queue, the longest first: by the times in tests/blackbox/times.json (committed,
+so that a fresh clone runs in the same order as any other; update it from
+build/blackbox-times-<binary>.json, which every run writes, when tests change).
+Each worker has its own shared MariaDB (never the
 one LEAFD_TEST_MYSQL_PORT names, which a lone run uses) and, when
 LEAFD_TEST_PORTS=LO-HI is set, its own slice of that port range
 (bbutil.free_port); every test makes its own work directory. A worker's
@@ -72,8 +81,10 @@ class Context:
             self._wd.__exit__(None, None, None)
 
 
-# The times of the last run, per binary (./leafd-asan is slower).
+# The times of this run, per binary (./leafd-asan is slower), written for
+# the next update of ORDER; the order itself never depends on an earlier run.
 TIMES = os.path.join(bbutil.ROOT, "build", "blackbox-times-%s.json" % os.path.basename(bbutil.LEAFD))
+ORDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "times.json")
 
 
 def run_one(ctx, full, fn):
@@ -162,6 +173,8 @@ def run_parallel(tests, jobs, report):
 def main():
     args = sys.argv[1:]
     jobs = 1
+    asan = "--asan" in args
+    args = [a for a in args if a != "--asan"]
     if args[:1] == ["-j"] and len(args) >= 2:
         jobs, args = int(args[1]), args[2:]
     elif args[:1] and args[0].startswith("-j"):
@@ -172,23 +185,29 @@ def main():
     tests = []
     for m in mods:
         mod = importlib.import_module(m)
-        for name in getattr(mod, "TESTS", []):
+        names = getattr(mod, "TESTS", [])
+        plain_only = getattr(mod, "PLAIN_ONLY", set())
+        stray = sorted(set(plain_only) - set(names))
+        if stray:
+            print("%s: PLAIN_ONLY names no test of TESTS: %s" % (m, ", ".join(stray)))
+            return 1
+        for name in names:
             full = "%s.%s" % (m, name)
             if filt and not any(f in full for f in filt):
+                continue
+            if asan and name in plain_only:
                 continue
             tests.append((full, getattr(mod, name)))
     if not os.path.exists(bbutil.LEAFD):
         print("no leafd binary at %s: run make first" % bbutil.LEAFD)
         return 1
-    try:
-        with open(TIMES) as f:
-            times = json.load(f)
-    except (OSError, ValueError):
-        times = {}
+    with open(ORDER) as f:
+        order = json.load(f).get(os.path.basename(bbutil.LEAFD), {})
+    times = {}
     if jobs > 1:
         # Longest first, so that no long test starts last; a test not timed
         # yet counts as long.
-        tests.sort(key=lambda t: -times.get(t[0], 1e9))
+        tests.sort(key=lambda t: -order.get(t[0], 1e9))
     passed = failed = 0
     skipped = []
 

@@ -20,8 +20,17 @@
   4. apt-get remove -y leafd: the conffile and the state stay; installed
      again, a second run's IDs are all above the first run's;
   5. apt-get purge -y leafd leafd-dev, and checks that nothing is left
-     but what Debian keeps: the leafd user and group (system users stay);
-     no path named *leafd* under /etc /lib /usr /var /opt is new.
+     but what Debian keeps: the leafd user and group (system users stay).
+     "Left" is judged on what the packages put there: every path dpkg says
+     they own (dpkg -L while installed), every path the install made (new
+     under /etc /lib /usr /var /opt and named for leafd, right after apt-get
+     install, before the test runs anything: what dpkg and the maintainer
+     scripts made, such as deb-systemd-helper's links), and the
+     state leafd writes (/var/lib/leafd, /var/log/leafd); a directory that
+     another package owns too (/usr/share/man/man8) may stay. What other
+     programs write about leafd is theirs, not the package's: man-db's cat
+     page of leafd(8), say (this test renders the page from a copy, which
+     man-db does not cache, but a user's `man leafd` may leave one).
 
 While it installs, a /usr/sbin/policy-rc.d (exit 101) keeps the package's
 postinst from starting leafd.service on port 8080 where systemd runs (if
@@ -33,11 +42,13 @@ Prints "N passed, N failed" (make test counts it). Takes 3 to 4 minutes on
 this 2-core machine while other lanes run (make deb is about half of it).
 """
 import grp
+import json
 import os
 import pwd
 import re
 import resource
 import shlex
+import shutil
 import signal
 import stat
 import subprocess
@@ -187,8 +198,13 @@ def installed_checks(version, multiarch):
                  "/usr/share/doc/leafd/copyright", "/usr/include/leafd_client.h",
                  "/usr/lib/%s/libleafd-client.a" % multiarch]:
         check(os.path.isfile(path), "installed: " + path)
-    r = subprocess.run(["man", "--warnings", "-l", "/usr/share/man/man8/leafd.8.gz"],
+    # Rendered from a copy outside every man tree: man-db neither reads nor
+    # writes its cat page cache for it.
+    page = os.path.join(tempfile.mkdtemp(prefix="leafd-man-"), "leafd.8.gz")
+    shutil.copy("/usr/share/man/man8/leafd.8.gz", page)
+    r = subprocess.run(["man", "--warnings", "-l", page],
                        capture_output=True, text=True, env=dict(os.environ, MANWIDTH="80"))
+    shutil.rmtree(os.path.dirname(page), ignore_errors=True)
     check(r.returncode == 0 and not r.stderr and "CONFIGURATION KEYS" in r.stdout
           and "listen.port" in r.stdout,
           "leafd(8) renders without a groff warning, with the keys of --help %s"
@@ -311,15 +327,35 @@ def remove_checks(debs):
     check(r.returncode == 0 and pkg_state("leafd") == "installed", "installed again")
 
 
-def leafd_paths():
-    """Every path named *leafd* in the system's trees (the repo and /tmp
-    are elsewhere): what the package may leave behind."""
-    r = subprocess.run(["find", "/etc", "/lib", "/usr", "/var", "/opt", "-xdev",
-                        "-name", "*leafd*"], capture_output=True, text=True)
-    return set(r.stdout.split())
+def tree_paths():
+    """Every path under the system's trees (the repo and /tmp are
+    elsewhere): a snapshot, to tell what an install made."""
+    r = subprocess.run(["find", "/etc", "/lib", "/usr", "/var", "/opt", "-xdev"],
+                       capture_output=True, text=True)
+    return set(r.stdout.split("\n")) - {""}
 
 
-def purge_checks(multiarch, before):
+def owned_paths():
+    """What dpkg says the installed packages own (files and directories)."""
+    r = subprocess.run(["dpkg-query", "-L"] + PKGS, capture_output=True, text=True)
+    return {os.path.normpath(p) for p in r.stdout.split("\n")
+            if p.startswith("/") and os.path.normpath(p) != "/"}
+
+
+def owned_by_other(path):
+    """Does a package other than ours own path too (a shared directory)?"""
+    r = subprocess.run(["dpkg-query", "-S", path], capture_output=True, text=True)
+    for line in r.stdout.splitlines():
+        pkgs, _, p = line.rpartition(": ")
+        if p != path:
+            continue
+        for pkg in pkgs.split(", "):
+            if pkg.split(":")[0] not in PKGS:
+                return True
+    return False
+
+
+def purge_checks(multiarch, ours):
     r = run(APT + ["purge"] + PKGS, env=APT_ENV)
     check(r.returncode == 0, "apt-get purge -y leafd leafd-dev")
     for p in PKGS:
@@ -334,9 +370,9 @@ def purge_checks(multiarch, before):
             "/var/lib/systemd/deb-systemd-helper-masked/leafd.service"]
     left = [p for p in gone if os.path.lexists(p)]
     check(not left, "nothing left after purge (of %d paths): %s" % (len(gone), left or "none"))
-    new = sorted(leafd_paths() - before)
-    check(not new, "no path named *leafd* under /etc /lib /usr /var /opt that was not "
-          "there before the install: %s" % (new or "none"))
+    left = sorted(p for p in ours if os.path.lexists(p) and not owned_by_other(p))
+    check(not left, "nothing left of the %d paths the packages owned or the install "
+          "made: %s" % (len(ours), left[:20] or "none"))
     kept = []
     try:
         pwd.getpwnam("leafd")
@@ -348,8 +384,51 @@ def purge_checks(multiarch, before):
           "kept, as Debian keeps system users: %s" % (", ".join(kept) or "nothing"))
 
 
+# While it runs, what it changed on the machine, so that a run killed before
+# its cleanup (SIGKILL, a power cut) is cleaned up by the next one instead of
+# failing it ("installed on this machine already").
+MARK = "/var/tmp/leafd-test-deb.json"
+
+
+def undo(made_policy, had_user):
+    """Put the machine back: no leafd package, our policy-rc.d and our
+    leafd user gone."""
+    if any(pkg_state(x) not in ("", "not-installed") for x in PKGS):
+        run(APT + ["purge"] + PKGS, env=APT_ENV)
+    if made_policy and os.path.lexists(POLICY):
+        os.unlink(POLICY)
+    if not had_user:
+        # The machine as it was: the user the package made goes too.
+        run(["deluser", "--system", "--quiet", "leafd"])
+        try:
+            grp.getgrnam("leafd")
+            run(["delgroup", "--system", "--quiet", "leafd"])
+        except KeyError:
+            pass
+
+
+def recover():
+    """A mark left by a killed run: undo what that run did."""
+    try:
+        with open(MARK) as f:
+            m = json.load(f)
+    except (OSError, ValueError):
+        return
+    print("test_deb: an earlier run was killed before its cleanup (%s): undoing it" % MARK)
+    undo(m.get("made_policy", False), m.get("had_user", True))
+    os.unlink(MARK)
+
+
+def mark(made_policy, had_user):
+    with open(MARK + ".tmp", "w") as f:
+        json.dump({"made_policy": made_policy, "had_user": had_user}, f)
+    os.replace(MARK + ".tmp", MARK)
+
+
 def main():
     t0 = time.time()
+    # SIGTERM (make test interrupted) runs the cleanup in finally.
+    signal.signal(signal.SIGTERM, lambda sig, frame: sys.exit(143))
     if os.geteuid() != 0:
         if bbutil.in_ci():
             print("test_deb: needs root (apt-get install); CI=%s: a failure, not a skip"
@@ -358,6 +437,7 @@ def main():
             return 1
         print("test_deb: skipped: needs root (apt-get install)")
         return 0
+    recover()
     held = [p for p in PKGS if pkg_state(p) not in ("", "not-installed")]
     if held:
         print("test_deb: %s installed on this machine already; this test would purge it"
@@ -385,20 +465,29 @@ def main():
               "make deb: %s, lintian clean (%.0fs)" % (" ".join(debs), time.time() - t))
         if r.returncode != 0:
             return 1
-        if not os.path.lexists(POLICY):
+        made_policy = not os.path.lexists(POLICY)
+        mark(made_policy, had_user)
+        if made_policy:
             with open(POLICY, "w") as f:
                 f.write("#!/bin/sh\n# test_deb.py: start no service while it installs\nexit 101\n")
             os.chmod(POLICY, 0o755)
-            made_policy = True
-        before = leafd_paths()
+        before = tree_paths()
         r = run(APT + ["install"] + debs, cwd=ROOT, env=APT_ENV)
         if not check(r.returncode == 0, "apt-get install -y " + " ".join(debs)):
             return 1
+        # What the packages own and what installing them made (dpkg, the
+        # maintainer scripts), before anything here runs leafd or man.
+        made = {p for p in tree_paths() - before if "leafd" in p}
+        owned = owned_paths()
+        check("/usr/sbin/leafd" in owned and "/var/lib/leafd" in made,
+              "dpkg owns /usr/sbin/leafd; postinst made /var/lib/leafd "
+              "(%d owned, %d made)" % (len(owned), len(made)))
+        ours = owned | made | {"/var/lib/leafd", "/var/log/leafd"}
         svc = installed_checks(version, multiarch)
         seen = serve_checks(svc, tmp, state, [])
         remove_checks(debs)
         serve_checks(svc, tmp, state, seen)
-        purge_checks(multiarch, before)
+        purge_checks(multiarch, ours)
     except Exception as e:    # counted, then the cleanup below
         check(False, "test_deb: %r" % e)
     finally:
@@ -406,18 +495,9 @@ def main():
         if p is not None and p.poll() is None:
             p.kill()
             p.wait()
-        if any(pkg_state(x) not in ("", "not-installed") for x in PKGS):
-            run(APT + ["purge"] + PKGS, env=APT_ENV)
-        if made_policy:
-            os.unlink(POLICY)
-        if not had_user:
-            # The machine as it was: the user the package made goes too.
-            run(["deluser", "--system", "--quiet", "leafd"])
-            try:
-                grp.getgrnam("leafd")
-                run(["delgroup", "--system", "--quiet", "leafd"])
-            except KeyError:
-                pass
+        undo(made_policy, had_user)
+        if os.path.exists(MARK):
+            os.unlink(MARK)
         subprocess.run(["rm", "-rf", tmp])
         print("test_deb: %.0fs" % (time.time() - t0))
         print("%d passed, %d failed" % (passed[0], failed[0]), flush=True)

@@ -111,7 +111,7 @@ port_open(int port)
 static int
 redis_start(void)
 {
-    char port[16];
+    char port[16], rdb[64];
 
     if (system("command -v redis-server >/dev/null 2>&1") != 0)
         return -1;
@@ -119,10 +119,14 @@ redis_start(void)
     if (redis_port < 0)
         return -1;
     snprintf(port, sizeof port, "%d", redis_port);
+    /* A file name no one has: a dump.rdb left in the working directory
+     * would be loaded at start (--save '': none is written). */
+    snprintf(rdb, sizeof rdb, "check-workerid-store-%d.rdb", (int)getpid());
     redis_pid = fork();
     if (redis_pid == 0) {
         execlp("redis-server", "redis-server", "--port", port, "--bind",
                "127.0.0.1", "--save", "", "--appendonly", "no",
+               "--dir", "/tmp", "--dbfilename", rdb,
                "--loglevel", "warning", (char *)NULL);
         _exit(127);
     }
@@ -1968,7 +1972,9 @@ rdb_redis_stop(void)
 static char *
 mysql_cli_args(void)
 {
-    return xasprintf("-h127.0.0.1 -P%d -u'%s' %s%s%s '%s'", mysql_t.port,
+    /* --no-defaults first: no option file of this machine's (a ~/.my.cnf
+     * with a password) changes what the tools do. */
+    return xasprintf("--no-defaults -h127.0.0.1 -P%d -u'%s' %s%s%s '%s'", mysql_t.port,
                      mysql_t.user, mysql_t.password ? "-p'" : "",
                      mysql_t.password ? mysql_t.password : "",
                      mysql_t.password ? "'" : "", mysql_t.database);

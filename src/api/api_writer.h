@@ -1,0 +1,83 @@
+/* api_writer.h: how the API writes its answers, one writer per protocol
+ * and format: HTTP text (api_writer_text; api_writer_leaf for Leaf's paths,
+ * where one ID is a bare number), HTTP JSON (api_writer_json), RESP (an
+ * array of bulk strings, or an integer for INCR), memcached (one VALUE) and
+ * gRPC (a reply message). A handler is handed its writer and gives it IDs,
+ * texts, a lease or a refusal; it never asks which protocol it serves.
+ *
+ * Writers run on the request's I/O thread, write into that thread's buffers
+ * (api_self), answer with http_reply* and count the answer on route r
+ * (api_count). The ID paths allocate nothing and take no lock.
+ */
+#ifndef LEAFD_API_WRITER_H
+#define LEAFD_API_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api_internal.h"
+
+struct http_conn;
+struct http_request;
+struct sbuf;
+struct segment_range;
+
+struct api_writer {
+    /* n IDs (bit 63 clear; n >= 1). tag: the biz_tag they are of (JSON
+     * names it), or NULL. The RESP integer and memcached take one ID. */
+    void (*ids)(struct http_conn *c, enum route r, const char *tag,
+                const uint64_t *ids, size_t n);
+    /* n texts (UUIDs, ULIDs, serials), each ended by '\n', in
+     * text[0..len), which the writer may overwrite (never api_self->out).
+     * cas: memcached's CAS for the one text it takes. NULL: none. */
+    void (*texts)(struct http_conn *c, enum route r, char *text, size_t len,
+                  size_t n, uint64_t cas);
+    /* A lease of tag: nranges ranges, sorted and disjoint. NULL: none. */
+    void (*lease)(struct http_conn *c, const char *tag,
+                  const struct segment_range *ranges, int nranges);
+    /* A refusal: leafd's HTTP status and error code, and a message;
+     * extra: header lines for an HTTP answer, or NULL. */
+    void (*error)(struct http_conn *c, enum route r, int status,
+                  const char *code, const char *extra, const char *msg);
+};
+
+/* api_writer_http.c, api_writer_resp.c, api_writer_mc.c, api_writer_grpc.c */
+extern const struct api_writer api_writer_text, api_writer_leaf, api_writer_json,
+                               api_writer_resp, api_writer_resp_int, api_writer_mc,
+                               api_writer_grpc;
+
+/* HTTP (api_writer_http.c): answer and count; an ID route's answer gets
+ * Cache-Control: no-store. api_reply_sbuf frees b. */
+void api_reply(struct http_conn *c, enum route r, int status, const char *ctype,
+               const char *extra, const char *body, size_t len);
+void api_reply_sbuf(struct http_conn *c, enum route r, int status,
+                    const char *ctype, struct sbuf *b);
+
+/* RESP (api_writer_resp.c): data counted as 200 on route r, or an error
+ * "-<CODE> <msg>" counted as status. "$<len>\r\n" and "*<n>\r\n" at p;
+ * they return the end. */
+void api_reply_resp(struct http_conn *c, enum route r, const char *data,
+                    size_t len, int close_after);
+void api_reply_resp_error(struct http_conn *c, enum route r, int status,
+                          const char *code, const char *msg);
+char *api_resp_bulk_head(char *p, size_t len);
+char *api_resp_array_head(char *p, size_t n);
+/* A RESP answer of c's request while a transaction holds it
+ * (api_resp_multi.c): EXEC running a queued command, or MULTI checking one.
+ * Returns 1 after appending data to the transaction's buffer (not sent),
+ * 0 if the caller sends it. api_reply_resp* call it. */
+int  api_resp_capture(struct http_conn *c, const char *data, size_t len);
+
+/* memcached (api_writer_mc.c): "<CLIENT|SERVER>_ERROR <code> <msg>" for
+ * c's request (a get's: for the key it names, req->mc_key), counted as
+ * status on route r. */
+void api_mc_reply_error(struct http_conn *c, enum route r, int status,
+                        const char *code, const char *msg);
+
+/* gRPC (api_writer_grpc.c): a packed reply message (OK). */
+void api_grpc_reply_msg(struct http_conn *c, enum route r, const uint8_t *msg,
+                        size_t len);
+/* An I/O thread's gRPC buffers (api_thread.grpc). */
+void api_grpc_thread_free(void *bufs);
+
+#endif
