@@ -29,6 +29,14 @@ int64_t util_wall_ms(void);     /* CLOCK_REALTIME in ms */
 int64_t util_mono_ms(void);     /* CLOCK_MONOTONIC in ms */
 int64_t util_mono_us(void);
 
+/* ms since the Unix epoch as a date with ms into buf (>= 32 bytes): UTC,
+ * ISO-8601 "2019-09-06T01:35:00.834Z"; or in the local time zone, as Leaf
+ * (Java's SimpleDateFormat) prints it, "2019-09-06 09:35:00.834". The ms
+ * in decimal when the date is out of range. No allocation (libleafd-client
+ * decodes with them). */
+void util_format_utc_ms(int64_t unix_ms, char *buf, size_t size);
+void util_format_local_ms(int64_t unix_ms, char *buf, size_t size);
+
 /* Strict decimal: optional leading '-' only if allow_neg, digits only, no
  * spaces, no overflow. Returns 0 or -1. */
 int util_parse_i64(const char *s, size_t len, int allow_neg, int64_t *out);

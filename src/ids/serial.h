@@ -10,7 +10,7 @@
  *    the database's clock read in the transaction that took it; the
  *    printed time is in that period.
  *  - snowflake: time, worker ID and per-ms sequence of a snowflake ID; no
- *    database (serial_api.c).
+ *    database (api_serial.c).
  *
  * This module does no I/O after serials_new (which reads the zone files).
  * It asks for loads through the hook (serial_loader.c answers on its own

@@ -50,9 +50,9 @@ snowflake_state_json(struct snowflake *sf, struct sbuf *out)
     const char *code = sf_status_code(sf, now);
     char t1[40], t2[40], t3[40];
 
-    sfcodec_format_utc(last, t1, sizeof t1);
-    sfcodec_format_utc(fence, t2, sizeof t2);
-    sfcodec_format_utc(sfcodec_layout_end_ms(l), t3, sizeof t3);
+    util_format_utc_ms(last, t1, sizeof t1);
+    util_format_utc_ms(fence, t2, sizeof t2);
+    util_format_utc_ms(sfcodec_layout_end_ms(l), t3, sizeof t3);
     sbuf_puts(out, "{\"worker_id\":");
     if (worker >= 0)
         sbuf_printf(out, "%" PRId64, worker);
