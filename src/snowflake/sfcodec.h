@@ -73,10 +73,6 @@ int64_t sfcodec_layout_end_ms(const struct sfcodec_layout *l);
  * the UTC date the timestamp runs out. malloc'd. */
 char *sfcodec_layout_describe(const struct sfcodec_layout *l);
 
-/* Put the fields together; ts_ms is ms since the Unix epoch. No checks. */
-uint64_t sfcodec_pack(const struct sfcodec_layout *l, int64_t ts_ms,
-                      uint64_t datacenter, uint64_t worker, uint64_t sequence);
-
 struct sfcodec_decoded {
     uint64_t id;
     int64_t  timestamp_ms;        /* since the Unix epoch */
@@ -112,5 +108,11 @@ void sfcodec_decoded_leaf_json(const struct sfcodec_layout *l,
 int  sfcodec_decode_to_json(const struct sfcodec_layout *l, const char *s,
                             size_t len, int leaf_format, struct sbuf *out,
                             char **cause);
+
+/* --- for tests only: nothing in src/ calls these --------------------- */
+
+/* Put the fields together; ts_ms is ms since the Unix epoch. No checks. */
+uint64_t sfcodec_pack(const struct sfcodec_layout *l, int64_t ts_ms,
+                      uint64_t datacenter, uint64_t worker, uint64_t sequence);
 
 #endif

@@ -55,7 +55,10 @@ int  workerid_zk_store(const struct workerid_zk_params *p,
 
 /* The node that holds the worker ID (malloc'd), or NULL before a claim. */
 char *workerid_zk_node(struct wzk *z);
-/* The ZooKeeper client (tests use it to cut and expire the session). */
+
+/* --- for tests only: nothing in src/ calls these --------------------- */
+
+/* The ZooKeeper client (to cut and expire the session). */
 struct zk *workerid_zk_client(struct wzk *z);
 
 #endif
