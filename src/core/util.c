@@ -447,6 +447,15 @@ sbuf_json_str(struct sbuf *b, const char *s)
 }
 
 void
+sbuf_metric_head(struct sbuf *b, const char *name, const char *type,
+                 const char *help)
+{
+    if (help != NULL)
+        sbuf_printf(b, "# HELP %s %s\n", name, help);
+    sbuf_printf(b, "# TYPE %s %s\n", name, type);
+}
+
+void
 sbuf_free(struct sbuf *b)
 {
     free(b->p);

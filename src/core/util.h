@@ -86,6 +86,10 @@ void sbuf_puts(struct sbuf *b, const char *s);
 void sbuf_printf(struct sbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void sbuf_json_str(struct sbuf *b, const char *s);   /* quoted, escaped */
+/* A Prometheus metric's head: "# HELP name help\n" (none when help is
+ * NULL), then "# TYPE name type\n" (type: counter, gauge, histogram). */
+void sbuf_metric_head(struct sbuf *b, const char *name, const char *type,
+                      const char *help);
 void sbuf_free(struct sbuf *b);
 
 #endif

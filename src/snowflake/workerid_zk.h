@@ -35,6 +35,11 @@
 struct wzk;
 struct zk;
 
+/* The help line of leafd_snowflake_zk_session_state, which the sources
+ * without ZooKeeper print too (workerid.c: always 0). */
+#define WORKERID_ZK_STATE_HELP \
+    "ZooKeeper session: 0 not used, 1 connecting, 2 connected, 3 expired."
+
 struct workerid_zk_params {
     const char *address;            /* "host:port,..." */
     const char *leaf_name;          /* no '/' */
