@@ -275,37 +275,26 @@ api_page_metrics(struct api *a, struct http_conn *c)
     }
     if (a->server != NULL) {
         http_server_stats(a->server, &hs);
-        sbuf_metric_head(&b, "leafd_http_connections", "gauge", NULL);
-        sbuf_printf(&b, "leafd_http_connections %llu\n",
-                    (unsigned long long)hs.connections_open);
-        sbuf_metric_head(&b, "leafd_http_connections_total", "counter", NULL);
-        sbuf_printf(&b, "leafd_http_connections_total %llu\n",
-                    (unsigned long long)hs.connections_total);
-        sbuf_metric_head(&b, "leafd_http_connections_rejected_total", "counter",
-                         NULL);
-        sbuf_printf(&b, "leafd_http_connections_rejected_total %llu\n",
-                    (unsigned long long)hs.connections_rejected);
-        sbuf_metric_head(&b, "leafd_http_requests_waiting", "gauge", NULL);
-        sbuf_printf(&b, "leafd_http_requests_waiting %llu\n",
-                    (unsigned long long)hs.requests_parked);
+        sbuf_metric_u64(&b, "leafd_http_connections", "gauge",
+                        NULL, hs.connections_open);
+        sbuf_metric_u64(&b, "leafd_http_connections_total", "counter",
+                        NULL, hs.connections_total);
+        sbuf_metric_u64(&b, "leafd_http_connections_rejected_total", "counter",
+                        NULL, hs.connections_rejected);
+        sbuf_metric_u64(&b, "leafd_http_requests_waiting", "gauge",
+                        NULL, hs.requests_parked);
         if (http_server_resp_port(a->server) >= 0) {
-            sbuf_metric_head(&b, "leafd_resp_connections", "gauge",
-                             "RESP connections open (also counted in "
-                             "leafd_http_connections).");
-            sbuf_printf(&b, "leafd_resp_connections %llu\n",
-                        (unsigned long long)hs.resp_open);
-            sbuf_metric_head(&b, "leafd_resp_commands_total", "counter", NULL);
-            sbuf_printf(&b, "leafd_resp_commands_total %llu\n",
-                        (unsigned long long)hs.resp_commands);
+            sbuf_metric_u64(&b, "leafd_resp_connections", "gauge",
+                            "RESP connections open (also counted in "
+                            "leafd_http_connections).", hs.resp_open);
+            sbuf_metric_u64(&b, "leafd_resp_commands_total", "counter",
+                            NULL, hs.resp_commands);
         }
-        sbuf_metric_head(&b, "leafd_h2_connections", "gauge",
-                         "HTTP/2 connections open, h2c and gRPC (also "
-                         "counted in leafd_http_connections).");
-        sbuf_printf(&b, "leafd_h2_connections %llu\n",
-                    (unsigned long long)hs.h2_open);
-        sbuf_metric_head(&b, "leafd_h2_streams_total", "counter", NULL);
-        sbuf_printf(&b, "leafd_h2_streams_total %llu\n",
-                    (unsigned long long)hs.h2_streams);
+        sbuf_metric_u64(&b, "leafd_h2_connections", "gauge",
+                        "HTTP/2 connections open, h2c and gRPC (also counted "
+                        "in leafd_http_connections).", hs.h2_open);
+        sbuf_metric_u64(&b, "leafd_h2_streams_total", "counter",
+                        NULL, hs.h2_streams);
         if (http_server_tls_port(a->server, HTTP_TLS_HTTP) >= 0 ||
             http_server_tls_port(a->server, HTTP_TLS_RESP) >= 0 ||
             http_server_tls_port(a->server, HTTP_TLS_MC) >= 0 ||
@@ -321,11 +310,10 @@ api_page_metrics(struct api *a, struct http_conn *c)
         }
     }
     if (a->segs != NULL) {
-        sbuf_metric_head(&b, "leafd_segment_tags", "gauge", NULL);
-        sbuf_printf(&b, "leafd_segment_tags %zu\n", segments_count(a->segs));
-        sbuf_metric_head(&b, "leafd_segment_unknown_tags_cached", "gauge", NULL);
-        sbuf_printf(&b, "leafd_segment_unknown_tags_cached %zu\n",
-                    segments_negative_count(a->segs));
+        sbuf_metric_u64(&b, "leafd_segment_tags", "gauge",
+                        NULL, segments_count(a->segs));
+        sbuf_metric_u64(&b, "leafd_segment_unknown_tags_cached", "gauge",
+                        NULL, segments_negative_count(a->segs));
         /* The heads of the per-tag lines metrics_tag writes. */
         sbuf_metric_head(&b, "leafd_segment_ids_issued_total", "counter",
                          "IDs served by tag (leases apart).");
@@ -362,12 +350,10 @@ api_page_metrics(struct api *a, struct http_conn *c)
             uu += atomic_load_explicit(&a->threads[t].uuids, memory_order_relaxed);
             ul += atomic_load_explicit(&a->threads[t].ulids, memory_order_relaxed);
         }
-        sbuf_metric_head(&b, "leafd_uuid_issued_total", "counter",
-                         "UUIDv7s handed out.");
-        sbuf_printf(&b, "leafd_uuid_issued_total %llu\n", (unsigned long long)uu);
-        sbuf_metric_head(&b, "leafd_ulid_issued_total", "counter",
-                         "ULIDs handed out.");
-        sbuf_printf(&b, "leafd_ulid_issued_total %llu\n", (unsigned long long)ul);
+        sbuf_metric_u64(&b, "leafd_uuid_issued_total", "counter",
+                        "UUIDv7s handed out.", uu);
+        sbuf_metric_u64(&b, "leafd_ulid_issued_total", "counter",
+                        "ULIDs handed out.", ul);
     }
     serials_metrics(a->serials, &b);
     if (a->sf != NULL) {

@@ -456,6 +456,22 @@ sbuf_metric_head(struct sbuf *b, const char *name, const char *type,
 }
 
 void
+sbuf_metric_u64(struct sbuf *b, const char *name, const char *type,
+                const char *help, uint64_t v)
+{
+    sbuf_metric_head(b, name, type, help);
+    sbuf_printf(b, "%s %" PRIu64 "\n", name, v);
+}
+
+void
+sbuf_metric_i64(struct sbuf *b, const char *name, const char *type,
+                const char *help, int64_t v)
+{
+    sbuf_metric_head(b, name, type, help);
+    sbuf_printf(b, "%s %" PRId64 "\n", name, v);
+}
+
+void
 sbuf_free(struct sbuf *b)
 {
     free(b->p);

@@ -90,6 +90,11 @@ void sbuf_json_str(struct sbuf *b, const char *s);   /* quoted, escaped */
  * NULL), then "# TYPE name type\n" (type: counter, gauge, histogram). */
 void sbuf_metric_head(struct sbuf *b, const char *name, const char *type,
                       const char *help);
+/* A metric of one sample without labels: its head, then "name v\n". */
+void sbuf_metric_u64(struct sbuf *b, const char *name, const char *type,
+                     const char *help, uint64_t v);
+void sbuf_metric_i64(struct sbuf *b, const char *name, const char *type,
+                     const char *help, int64_t v);
 void sbuf_free(struct sbuf *b);
 
 #endif

@@ -702,17 +702,12 @@ loader_metrics(struct loader *l, struct sbuf *b)
                    "leafd_segment_load_seconds_count %llu\n",
                 (unsigned long long)cum, l->latency_sum_ms / 1000.0,
                 (unsigned long long)cum);
-    sbuf_metric_head(b, "leafd_segment_loads_total", "counter",
-                     "Segments taken from the database.");
-    sbuf_printf(b, "leafd_segment_loads_total %llu\n",
-                (unsigned long long)l->st.loads);
-    sbuf_metric_head(b, "leafd_db_errors_total", "counter",
-                     "Failed database calls.");
-    sbuf_printf(b, "leafd_db_errors_total %llu\n",
-                (unsigned long long)l->st.errors);
-    sbuf_metric_head(b, "leafd_db_up", "gauge",
-                     "1 if the last database call succeeded.");
-    sbuf_printf(b, "leafd_db_up %d\n", l->db_up);
+    sbuf_metric_u64(b, "leafd_segment_loads_total", "counter",
+                    "Segments taken from the database.", l->st.loads);
+    sbuf_metric_u64(b, "leafd_db_errors_total", "counter",
+                    "Failed database calls.", l->st.errors);
+    sbuf_metric_i64(b, "leafd_db_up", "gauge",
+                    "1 if the last database call succeeded.", l->db_up);
     sbuf_metric_head(b, "leafd_db_queries_total", "counter",
                      "Database transactions by kind.");
     sbuf_printf(b, "leafd_db_queries_total{kind=\"alloc\"} %llu\n"

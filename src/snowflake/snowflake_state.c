@@ -115,14 +115,11 @@ snowflake_metrics(struct snowflake *sf, struct sbuf *out)
     const char *code = sf_status_code(sf, now);
     uint64_t cum = 0;
 
-    sbuf_metric_head(out, "leafd_snowflake_ids_total", "counter",
-                     "Snowflake IDs issued.");
-    sbuf_printf(out, "leafd_snowflake_ids_total %" PRIu64 "\n",
-                atomic_load(&sf->ids_total));
-    sbuf_metric_head(out, "leafd_snowflake_requests_total", "counter",
-                     "Snowflake requests answered with IDs.");
-    sbuf_printf(out, "leafd_snowflake_requests_total %" PRIu64 "\n",
-                atomic_load(&sf->requests_total));
+    sbuf_metric_u64(out, "leafd_snowflake_ids_total", "counter",
+                    "Snowflake IDs issued.", atomic_load(&sf->ids_total));
+    sbuf_metric_u64(out, "leafd_snowflake_requests_total", "counter",
+                    "Snowflake requests answered with IDs.",
+                    atomic_load(&sf->requests_total));
     sbuf_metric_head(out, "leafd_snowflake_not_served_total", "counter",
                      "Requests that got a wait or a refusal, by code.");
     for (int c = 0; c < SF_NCODES; c++) {
@@ -148,39 +145,27 @@ snowflake_metrics(struct snowflake *sf, struct sbuf *out)
                 atomic_load(&sf->bw_sum_ms));
     sbuf_printf(out, "leafd_snowflake_clock_backward_ms_count %" PRIu64 "\n",
                 atomic_load(&sf->bw_events));
-    sbuf_metric_head(out, "leafd_snowflake_borrowed_ms_total", "counter",
-                     "Ms the logical clock moved ahead of the wall clock "
-                     "(sequence overflow).");
-    sbuf_printf(out, "leafd_snowflake_borrowed_ms_total %" PRIu64 "\n",
-                atomic_load(&sf->borrowed_ms));
-    sbuf_metric_head(out, "leafd_snowflake_ahead_ms", "gauge",
-                     "How far the last timestamp issued is ahead of the wall "
-                     "clock.");
-    sbuf_printf(out, "leafd_snowflake_ahead_ms %" PRId64 "\n",
-                last > now ? last - now : 0);
-    sbuf_metric_head(out, "leafd_snowflake_fence_ms", "gauge",
-                     "The persisted fence (ms since 1970): no ID has a later "
-                     "timestamp.");
-    sbuf_printf(out, "leafd_snowflake_fence_ms %" PRId64 "\n", fence);
-    sbuf_metric_head(out, "leafd_snowflake_fence_ahead_ms", "gauge",
-                     "Persisted fence minus the wall clock.");
-    sbuf_printf(out, "leafd_snowflake_fence_ahead_ms %" PRId64 "\n",
-                fence - now);
-    sbuf_metric_head(out, "leafd_snowflake_fence_writes_total", "counter",
-                     "Fences persisted.");
-    sbuf_printf(out, "leafd_snowflake_fence_writes_total %" PRIu64 "\n",
-                atomic_load(&sf->fence_writes));
-    sbuf_metric_head(out, "leafd_snowflake_fence_failures_total", "counter",
-                     "Failed attempts to persist a fence.");
-    sbuf_printf(out, "leafd_snowflake_fence_failures_total %" PRIu64 "\n",
-                atomic_load(&sf->persist_failures));
-    sbuf_metric_head(out, "leafd_snowflake_worker_id", "gauge",
-                     "The worker ID (-1 unknown).");
-    sbuf_printf(out, "leafd_snowflake_worker_id %" PRId64 "\n",
-                atomic_load(&sf->worker_id));
-    sbuf_metric_head(out, "leafd_snowflake_up", "gauge",
-                     "1 when IDs can be issued now.");
-    sbuf_printf(out, "leafd_snowflake_up %d\n", code == NULL);
+    sbuf_metric_u64(out, "leafd_snowflake_borrowed_ms_total", "counter",
+                    "Ms the logical clock moved ahead of the wall clock "
+                    "(sequence overflow).", atomic_load(&sf->borrowed_ms));
+    sbuf_metric_i64(out, "leafd_snowflake_ahead_ms", "gauge",
+                    "How far the last timestamp issued is ahead of the wall "
+                    "clock.", last > now ? last - now : 0);
+    sbuf_metric_i64(out, "leafd_snowflake_fence_ms", "gauge",
+                    "The persisted fence (ms since 1970): no ID has a later "
+                    "timestamp.", fence);
+    sbuf_metric_i64(out, "leafd_snowflake_fence_ahead_ms", "gauge",
+                    "Persisted fence minus the wall clock.", fence - now);
+    sbuf_metric_u64(out, "leafd_snowflake_fence_writes_total", "counter",
+                    "Fences persisted.", atomic_load(&sf->fence_writes));
+    sbuf_metric_u64(out, "leafd_snowflake_fence_failures_total", "counter",
+                    "Failed attempts to persist a fence.",
+                    atomic_load(&sf->persist_failures));
+    sbuf_metric_i64(out, "leafd_snowflake_worker_id", "gauge",
+                    "The worker ID (-1 unknown).",
+                    atomic_load(&sf->worker_id));
+    sbuf_metric_i64(out, "leafd_snowflake_up", "gauge",
+                    "1 when IDs can be issued now.", code == NULL);
     if (sf->backend.metrics != NULL)
         sf->backend.metrics(sf->backend.arg, out);
 }

@@ -203,9 +203,8 @@ static void
 wid_be_metrics(void *arg, struct sbuf *out)
 {
     (void)arg;
-    sbuf_metric_head(out, "leafd_snowflake_zk_session_state", "gauge",
-                     WORKERID_ZK_STATE_HELP);
-    sbuf_puts(out, "leafd_snowflake_zk_session_state 0\n");
+    sbuf_metric_i64(out, "leafd_snowflake_zk_session_state", "gauge",
+                    WORKERID_ZK_STATE_HELP, 0);
 }
 
 void
