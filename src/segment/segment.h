@@ -3,7 +3,8 @@
  *
  * This module does no I/O. It asks for database work through the hooks
  * (loader.c answers them on its own threads) and is told the results through
- * segment_install / segment_tag_found / segment_tag_missing / segment_refresh.
+ * segment_install / segment_tag_gone / segment_tag_broken / segment_tag_found /
+ * segment_tag_missing / segment_refresh.
  *
  * Thread-safety: segment_take may be called from any number of threads at
  * once; taking from a ready segment is an atomic add (no lock, no
