@@ -255,8 +255,8 @@ api_page_metrics(struct api *a, struct http_conn *c)
     struct sbuf b = { 0 };
     struct http_stats hs;
 
-    sbuf_puts(&b, "# HELP leafd_http_requests_total Requests by route and status.\n"
-                  "# TYPE leafd_http_requests_total counter\n");
+    sbuf_metric_head(&b, "leafd_http_requests_total", "counter",
+                     "Requests by route and status.");
     for (int r = 0; r < R_COUNT; r++) {
         for (size_t s = 0; s <= NSTATUS; s++) {
             uint64_t sum = 0;
@@ -275,69 +275,63 @@ api_page_metrics(struct api *a, struct http_conn *c)
     }
     if (a->server != NULL) {
         http_server_stats(a->server, &hs);
-        sbuf_printf(&b, "# TYPE leafd_http_connections gauge\n"
-                        "leafd_http_connections %llu\n"
-                        "# TYPE leafd_http_connections_total counter\n"
-                        "leafd_http_connections_total %llu\n"
-                        "# TYPE leafd_http_connections_rejected_total counter\n"
-                        "leafd_http_connections_rejected_total %llu\n"
-                        "# TYPE leafd_http_requests_waiting gauge\n"
-                        "leafd_http_requests_waiting %llu\n",
-                    (unsigned long long)hs.connections_open,
-                    (unsigned long long)hs.connections_total,
-                    (unsigned long long)hs.connections_rejected,
-                    (unsigned long long)hs.requests_parked);
-        if (http_server_resp_port(a->server) >= 0)
-            sbuf_printf(&b, "# HELP leafd_resp_connections RESP connections open "
-                            "(also counted in leafd_http_connections).\n"
-                            "# TYPE leafd_resp_connections gauge\n"
-                            "leafd_resp_connections %llu\n"
-                            "# TYPE leafd_resp_commands_total counter\n"
-                            "leafd_resp_commands_total %llu\n",
-                        (unsigned long long)hs.resp_open,
-                        (unsigned long long)hs.resp_commands);
-        sbuf_printf(&b, "# HELP leafd_h2_connections HTTP/2 connections open, h2c "
-                        "and gRPC (also counted in leafd_http_connections).\n"
-                        "# TYPE leafd_h2_connections gauge\n"
-                        "leafd_h2_connections %llu\n"
-                        "# TYPE leafd_h2_streams_total counter\n"
-                        "leafd_h2_streams_total %llu\n",
-                    (unsigned long long)hs.h2_open,
-                    (unsigned long long)hs.h2_streams);
+        sbuf_metric_u64(&b, "leafd_http_connections", "gauge",
+                        NULL, hs.connections_open);
+        sbuf_metric_u64(&b, "leafd_http_connections_total", "counter",
+                        NULL, hs.connections_total);
+        sbuf_metric_u64(&b, "leafd_http_connections_rejected_total", "counter",
+                        NULL, hs.connections_rejected);
+        sbuf_metric_u64(&b, "leafd_http_requests_waiting", "gauge",
+                        NULL, hs.requests_parked);
+        if (http_server_resp_port(a->server) >= 0) {
+            sbuf_metric_u64(&b, "leafd_resp_connections", "gauge",
+                            "RESP connections open (also counted in "
+                            "leafd_http_connections).", hs.resp_open);
+            sbuf_metric_u64(&b, "leafd_resp_commands_total", "counter",
+                            NULL, hs.resp_commands);
+        }
+        sbuf_metric_u64(&b, "leafd_h2_connections", "gauge",
+                        "HTTP/2 connections open, h2c and gRPC (also counted "
+                        "in leafd_http_connections).", hs.h2_open);
+        sbuf_metric_u64(&b, "leafd_h2_streams_total", "counter",
+                        NULL, hs.h2_streams);
         if (http_server_tls_port(a->server, HTTP_TLS_HTTP) >= 0 ||
             http_server_tls_port(a->server, HTTP_TLS_RESP) >= 0 ||
             http_server_tls_port(a->server, HTTP_TLS_MC) >= 0 ||
-            http_server_tls_port(a->server, HTTP_TLS_GRPC) >= 0)
-            sbuf_printf(&b, "# HELP leafd_tls_handshakes_total TLS handshakes "
-                            "done, and failed (refused, broken or not done within "
-                            "tls.handshake_timeout_ms).\n"
-                            "# TYPE leafd_tls_handshakes_total counter\n"
-                            "leafd_tls_handshakes_total{result=\"ok\"} %llu\n"
+            http_server_tls_port(a->server, HTTP_TLS_GRPC) >= 0) {
+            sbuf_metric_head(&b, "leafd_tls_handshakes_total", "counter",
+                             "TLS handshakes done, and failed (refused, "
+                             "broken or not done within "
+                             "tls.handshake_timeout_ms).");
+            sbuf_printf(&b, "leafd_tls_handshakes_total{result=\"ok\"} %llu\n"
                             "leafd_tls_handshakes_total{result=\"failed\"} %llu\n",
                         (unsigned long long)hs.tls_handshakes,
                         (unsigned long long)hs.tls_failures);
+        }
     }
     if (a->segs != NULL) {
-        sbuf_printf(&b, "# TYPE leafd_segment_tags gauge\nleafd_segment_tags %zu\n"
-                        "# TYPE leafd_segment_unknown_tags_cached gauge\n"
-                        "leafd_segment_unknown_tags_cached %zu\n",
-                    segments_count(a->segs), segments_negative_count(a->segs));
-        sbuf_puts(&b, "# HELP leafd_segment_ids_issued_total IDs served by tag (leases apart).\n"
-                      "# TYPE leafd_segment_ids_issued_total counter\n"
-                      "# TYPE leafd_segment_step gauge\n"
-                      "# TYPE leafd_segment_ids_available gauge\n"
-                      "# TYPE leafd_segment_next_ready gauge\n"
-                      "# TYPE leafd_segment_loading gauge\n"
-                      "# HELP leafd_segment_ids_leased_total IDs leased, from the buffers or straight from the table.\n"
-                      "# TYPE leafd_segment_ids_leased_total counter\n"
-                      "# TYPE leafd_segment_leases_total counter\n");
+        sbuf_metric_u64(&b, "leafd_segment_tags", "gauge",
+                        NULL, segments_count(a->segs));
+        sbuf_metric_u64(&b, "leafd_segment_unknown_tags_cached", "gauge",
+                        NULL, segments_negative_count(a->segs));
+        /* The heads of the per-tag lines metrics_tag writes. */
+        sbuf_metric_head(&b, "leafd_segment_ids_issued_total", "counter",
+                         "IDs served by tag (leases apart).");
+        sbuf_metric_head(&b, "leafd_segment_step", "gauge", NULL);
+        sbuf_metric_head(&b, "leafd_segment_ids_available", "gauge", NULL);
+        sbuf_metric_head(&b, "leafd_segment_next_ready", "gauge", NULL);
+        sbuf_metric_head(&b, "leafd_segment_loading", "gauge", NULL);
+        sbuf_metric_head(&b, "leafd_segment_ids_leased_total", "counter",
+                         "IDs leased, from the buffers or straight from the "
+                         "table.");
+        sbuf_metric_head(&b, "leafd_segment_leases_total", "counter", NULL);
         segments_foreach(a->segs, metrics_tag, &b);
         loader_metrics(a->loader, &b);
         store_multi_metrics(&b);
     }
-    sbuf_puts(&b, "# HELP leafd_http_503_total 503 answers by route and error code "
-                  "(snowflake refusals also in leafd_snowflake_not_served_total).\n"
-                  "# TYPE leafd_http_503_total counter\n");
+    sbuf_metric_head(&b, "leafd_http_503_total", "counter",
+                     "503 answers by route and error code (snowflake refusals "
+                     "also in leafd_snowflake_not_served_total).");
     for (int r = 0; r < R_COUNT; r++)
         for (size_t k = 0; k < NCODES_503; k++) {
             uint64_t sum = 0;
@@ -356,20 +350,16 @@ api_page_metrics(struct api *a, struct http_conn *c)
             uu += atomic_load_explicit(&a->threads[t].uuids, memory_order_relaxed);
             ul += atomic_load_explicit(&a->threads[t].ulids, memory_order_relaxed);
         }
-        sbuf_printf(&b, "# HELP leafd_uuid_issued_total UUIDv7s handed out.\n"
-                    "# TYPE leafd_uuid_issued_total counter\n"
-                    "leafd_uuid_issued_total %llu\n"
-                    "# HELP leafd_ulid_issued_total ULIDs handed out.\n"
-                    "# TYPE leafd_ulid_issued_total counter\n"
-                    "leafd_ulid_issued_total %llu\n",
-                    (unsigned long long)uu, (unsigned long long)ul);
+        sbuf_metric_u64(&b, "leafd_uuid_issued_total", "counter",
+                        "UUIDv7s handed out.", uu);
+        sbuf_metric_u64(&b, "leafd_ulid_issued_total", "counter",
+                        "ULIDs handed out.", ul);
     }
     serials_metrics(a->serials, &b);
     if (a->sf != NULL) {
         snowflake_metrics(a->sf, &b);
-        sbuf_puts(&b, "# HELP leafd_leaf_snowflake_requests_total Requests on Leaf's "
-                      "/api/snowflake/get/<key>, by key.\n"
-                      "# TYPE leafd_leaf_snowflake_requests_total counter\n");
+        sbuf_metric_head(&b, "leafd_leaf_snowflake_requests_total", "counter",
+                         "Requests on Leaf's /api/snowflake/get/<key>, by key.");
         leaf_keys_metrics(a, &b);
     }
     api_reply_sbuf(c, R_METRICS, 200, "text/plain; version=0.0.4", &b);

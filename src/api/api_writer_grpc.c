@@ -78,15 +78,22 @@ error_grpc(struct http_conn *c, enum route r, int status, const char *code,
            const char *extra, const char *msg)
 {
     const struct http_request *req = http_conn_request(c);
+    const struct api_state *st = (const struct api_state *)req->scratch;
+    int64_t end_us = req->start_us + req->grpc_timeout_us;
     char text[640];
     int passed;
 
     assert(req->proto == HTTP_REQ_GRPC);
-    /* The park that ended the wait fires at the deadline, or up to one
-     * tick of the coarse monotonic clock libevent's timers run on (4 ms)
-     * before it: a 503 within that of the call's deadline is its end. */
+    /* DEADLINE_EXCEEDED when the call's own deadline ended it. A wait that
+     * ran out (timed_out) whose bound was that deadline (api_wait_deadline
+     * chose grpc-timeout over segment.wait_ms) ended it, whatever the
+     * clock says now: libevent's timers run on the coarse monotonic clock,
+     * which can lag the precise one by a tick or more on a busy machine,
+     * so the park may fire a little before the deadline by util_mono_us.
+     * Any other refusal past the deadline is its end too. */
     passed = req->grpc_timeout_us > 0 &&
-             util_mono_us() + 5000 >= req->start_us + req->grpc_timeout_us;
+             ((req->timed_out && st->deadline_us == end_us) ||
+              util_mono_us() + 5000 >= end_us);
     snprintf(text, sizeof text, "%s: %s", code, msg);
     api_count(r, status);
     http_reply_grpc(c, api_grpc_status_of(status, code, passed), text, NULL, 0);

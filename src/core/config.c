@@ -265,12 +265,6 @@ key_find(const char *name, size_t len)
     return NULL;
 }
 
-int
-config_key_known(const char *key)
-{
-    return key_find(key, strlen(key)) != NULL;
-}
-
 static int
 parse_bool(const char *v, int *out)
 {

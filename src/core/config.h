@@ -174,7 +174,4 @@ void config_print_help(FILE *out);
 /* Log the effective configuration at start (passwords masked). */
 void config_log(const struct config *cfg);
 
-/* Is key a known key? (for tests) */
-int  config_key_known(const char *key);
-
 #endif

@@ -6,7 +6,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -65,15 +64,6 @@ int
 log_enabled(enum log_level level)
 {
     return (int)level >= atomic_load_explicit(&log_min, memory_order_relaxed);
-}
-
-int
-log_level_parse(const char *name)
-{
-    for (size_t i = 0; i < sizeof level_names / sizeof level_names[0]; i++)
-        if (strcasecmp(name, level_names[i]) == 0)
-            return (int)i;
-    return -1;
 }
 
 const char *

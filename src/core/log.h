@@ -14,7 +14,6 @@ enum log_level { LOGL_DEBUG, LOGL_INFO, LOGL_WARN, LOGL_ERROR };
 int  log_init(enum log_level level, const char *path);
 int  log_reopen(void);
 void log_set_level(enum log_level level);
-int  log_level_parse(const char *name);     /* -1 if not a level name */
 const char *log_level_name(enum log_level level);
 int  log_enabled(enum log_level level);
 

@@ -1,4 +1,5 @@
 /* util.c: see util.h. */
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +131,42 @@ util_mono_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC), or "YYYY-MM-DD HH:MM:SS.mmm" in the
+ * local time zone; the decimal ms when the date cannot be broken down. */
+static void
+format_ms(int64_t unix_ms, char *buf, size_t size, int local)
+{
+    int64_t sec = unix_ms / 1000, ms = unix_ms % 1000;
+    struct tm tm;
+    time_t tt;
+
+    if (ms < 0) {
+        ms += 1000;
+        sec--;
+    }
+    tt = (time_t)sec;
+    if ((local ? localtime_r(&tt, &tm) : gmtime_r(&tt, &tm)) == NULL) {
+        snprintf(buf, size, "%" PRId64, unix_ms);
+        return;
+    }
+    snprintf(buf, size, local ? "%04d-%02d-%02d %02d:%02d:%02d.%03d"
+                              : "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+             tm.tm_min, tm.tm_sec, (int)ms);
+}
+
+void
+util_format_utc_ms(int64_t unix_ms, char *buf, size_t size)
+{
+    format_ms(unix_ms, buf, size, 0);
+}
+
+void
+util_format_local_ms(int64_t unix_ms, char *buf, size_t size)
+{
+    format_ms(unix_ms, buf, size, 1);
 }
 
 int
@@ -407,6 +444,31 @@ sbuf_json_str(struct sbuf *b, const char *s)
     char *q = util_json_str(s);
     sbuf_puts(b, q);
     free(q);
+}
+
+void
+sbuf_metric_head(struct sbuf *b, const char *name, const char *type,
+                 const char *help)
+{
+    if (help != NULL)
+        sbuf_printf(b, "# HELP %s %s\n", name, help);
+    sbuf_printf(b, "# TYPE %s %s\n", name, type);
+}
+
+void
+sbuf_metric_u64(struct sbuf *b, const char *name, const char *type,
+                const char *help, uint64_t v)
+{
+    sbuf_metric_head(b, name, type, help);
+    sbuf_printf(b, "%s %" PRIu64 "\n", name, v);
+}
+
+void
+sbuf_metric_i64(struct sbuf *b, const char *name, const char *type,
+                const char *help, int64_t v)
+{
+    sbuf_metric_head(b, name, type, help);
+    sbuf_printf(b, "%s %" PRId64 "\n", name, v);
 }
 
 void

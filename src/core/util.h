@@ -29,6 +29,14 @@ int64_t util_wall_ms(void);     /* CLOCK_REALTIME in ms */
 int64_t util_mono_ms(void);     /* CLOCK_MONOTONIC in ms */
 int64_t util_mono_us(void);
 
+/* ms since the Unix epoch as a date with ms into buf (>= 32 bytes): UTC,
+ * ISO-8601 "2019-09-06T01:35:00.834Z"; or in the local time zone, as Leaf
+ * (Java's SimpleDateFormat) prints it, "2019-09-06 09:35:00.834". The ms
+ * in decimal when the date is out of range. No allocation (libleafd-client
+ * decodes with them). */
+void util_format_utc_ms(int64_t unix_ms, char *buf, size_t size);
+void util_format_local_ms(int64_t unix_ms, char *buf, size_t size);
+
 /* Strict decimal: optional leading '-' only if allow_neg, digits only, no
  * spaces, no overflow. Returns 0 or -1. */
 int util_parse_i64(const char *s, size_t len, int allow_neg, int64_t *out);
@@ -78,6 +86,15 @@ void sbuf_puts(struct sbuf *b, const char *s);
 void sbuf_printf(struct sbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void sbuf_json_str(struct sbuf *b, const char *s);   /* quoted, escaped */
+/* A Prometheus metric's head: "# HELP name help\n" (none when help is
+ * NULL), then "# TYPE name type\n" (type: counter, gauge, histogram). */
+void sbuf_metric_head(struct sbuf *b, const char *name, const char *type,
+                      const char *help);
+/* A metric of one sample without labels: its head, then "name v\n". */
+void sbuf_metric_u64(struct sbuf *b, const char *name, const char *type,
+                     const char *help, uint64_t v);
+void sbuf_metric_i64(struct sbuf *b, const char *name, const char *type,
+                     const char *help, int64_t v);
 void sbuf_free(struct sbuf *b);
 
 #endif

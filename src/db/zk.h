@@ -42,10 +42,6 @@ const char *zk_state_name(struct zk *z);
 uint64_t    zk_connects(struct zk *z);      /* times a session got connected */
 uint64_t    zk_expirations(struct zk *z);   /* sessions that expired */
 
-/* The current session's id and password (tests use them to expire it).
- * 0, or -1 when there is no session. Same thread rule as the calls. */
-int         zk_client_id(struct zk *z, clientid_t *out);
-
 /* If the session expired, close it and open a new one. Returns 1 when a new
  * session was started, 0 when nothing was needed, -1 when it could not be
  * (logged; tried again next time). */
@@ -64,5 +60,11 @@ int zk_children(struct zk *z, const char *path, char ***names, int *n,
 int zk_delete(struct zk *z, const char *path, int version, int timeout_ms,
               char **cause);
 void zk_strings_free(char **names, int n);
+
+/* --- for tests only: nothing in src/ calls these --------------------- */
+
+/* The current session's id and password (to expire it). 0, or -1 when
+ * there is no session. Same thread rule as the calls. */
+int zk_client_id(struct zk *z, clientid_t *out);
 
 #endif

@@ -179,8 +179,12 @@ void http_server_free(struct http_server *s);
 void http_wake(struct http_server *s, uint64_t key);
 void http_wake_all(struct http_server *s);
 
+/* --- for tests only: nothing in src/ calls these --------------------- */
+
 /* Index of the calling I/O thread, or -1 on any other thread. */
 int  http_thread_index(void);
+
+/* --- end of for tests only ------------------------------------------- */
 
 /* Answer the current request; only from the handler, on its I/O thread, once
  * per request. c and req are valid only during the handler call: keep no

@@ -58,8 +58,6 @@ struct http_tls *http_tls_new(const struct http_tls_config *cfg, char **cause);
  * *cause, the current context kept. */
 int  http_tls_reload(struct http_tls *tls, char **cause);
 void http_tls_free(struct http_tls *tls);         /* NULL: no-op */
-/* Reloads that took effect (for tests and logs). */
-unsigned long http_tls_generation(const struct http_tls *tls);
 
 /* A server SSL on fd (fd -1: none; the caller sets BIOs) in accept state,
  * from the current context, offering alpn. Aborts on OOM like xmalloc. */
@@ -86,5 +84,10 @@ void http_tls_close_notify(SSL *ssl);
  * NUL-terminated): 1, or 0 when there is no verified certificate or its CN
  * is missing, too long or holds a NUL or control byte. */
 int  http_tls_peer_name(SSL *ssl, char *out, size_t cap);
+
+/* --- for tests only: nothing in src/ calls these --------------------- */
+
+/* Reloads that took effect. */
+unsigned long http_tls_generation(const struct http_tls *tls);
 
 #endif

@@ -695,8 +695,7 @@ serials_metrics(struct serials *s, struct sbuf *b)
     if (s == NULL || s->n == 0)
         return;
     for (size_t k = 0; k < sizeof m / sizeof m[0]; k++) {
-        sbuf_printf(b, "# HELP %s %s\n# TYPE %s counter\n", m[k].name,
-                    m[k].help, m[k].name);
+        sbuf_metric_head(b, m[k].name, "counter", m[k].help);
         for (size_t i = 0; i < s->n; i++) {
             _Atomic uint64_t *v = (_Atomic uint64_t *)((char *)&s->codes[i] +
                                                        m[k].off);

@@ -10,11 +10,12 @@
  *    the database's clock read in the transaction that took it; the
  *    printed time is in that period.
  *  - snowflake: time, worker ID and per-ms sequence of a snowflake ID; no
- *    database (serial_api.c).
+ *    database (api_serial.c).
  *
  * This module does no I/O after serials_new (which reads the zone files).
  * It asks for loads through the hook (serial_loader.c answers on its own
- * thread) and is told the results through serial_install/serial_load_failed.
+ * thread) and is told each range through serial_install (the loader retries
+ * a failed load itself: this module is not told of failures).
  *
  * Thread-safety: every function may be called from any thread. Each code
  * has a mutex (held for a few comparisons per take; serial numbers are not
@@ -66,8 +67,8 @@ struct serial_def {
 void serial_row_shape(const struct serial_def *d, char *out);
 
 struct serial_hooks {
-    /* Load a range for code index i (serial_install / serial_load_failed
-     * follow). Called at most once until one of those. */
+    /* Load a range for code index i (serial_install follows). Called at
+     * most once until then. */
     void    (*load)(void *arg, size_t i);
     void     *arg;
     int64_t (*now_us)(void);        /* monotonic; NULL: util_mono_us */
@@ -140,7 +141,6 @@ int  serial_rows_check(const struct serials *s, size_t i,
  * took [max_id - step, max_id) of the row of db_ms's period. */
 void serial_install(struct serials *s, size_t i, int64_t db_ms,
                     int64_t sent_us, int64_t max_id, int64_t step);
-void serial_load_failed(struct serials *s, size_t i);
 
 /* The first ms after t at which the period of t ends (INT64_MAX for
  * never). Exposed for tests. */

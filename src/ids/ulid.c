@@ -26,7 +26,6 @@
 #include <string.h>
 
 #include "csprng.h"
-#include "sfcodec.h"        /* sfcodec_format_utc */
 #include "ulid.h"
 #include "util.h"
 
@@ -224,7 +223,7 @@ ulid_decoded_json(const struct ulid *u, struct sbuf *b)
 
     ulid_format(u, text);
     text[ULID_TEXT_LEN] = '\0';
-    sfcodec_format_utc(ms, time, sizeof time);
+    util_format_utc_ms(ms, time, sizeof time);
     sbuf_printf(b, "{\"ulid\":\"%s\",\"timestamp\":%lld,\"time\":\"%s\","
                 "\"randomness\":\"", text, (long long)ms, time);
     for (int i = 6; i < 16; i++)

@@ -38,9 +38,6 @@ void ulid_gen_free(struct ulid_gen *g);
  * outside 48 bits (nothing issued then). */
 int  ulid_next(struct ulid_gen *g, size_t n, struct ulid *out);
 
-/* Tests: set the state as if the last ULID had been (last_ms, rnd[10]). */
-void ulid_gen_force(struct ulid_gen *g, int64_t last_ms, const uint8_t *rnd);
-
 /* 26 characters of upper-case Crockford base32, no NUL. */
 void ulid_format(const struct ulid *u, char *out);
 
@@ -53,5 +50,10 @@ int  ulid_parse(const char *s, size_t len, struct ulid *u, char **cause);
 /* {"ulid":"...","timestamp":ms,"time":"...","randomness":"<20 hex digits>"} */
 void ulid_decoded_json(const struct ulid *u, struct sbuf *b);
 int64_t ulid_timestamp_ms(const struct ulid *u);
+
+/* --- for tests only: nothing in src/ calls these --------------------- */
+
+/* Set the state as if the last ULID had been (last_ms, rnd[10]). */
+void ulid_gen_force(struct ulid_gen *g, int64_t last_ms, const uint8_t *rnd);
 
 #endif

@@ -38,7 +38,6 @@
 #include <string.h>
 
 #include "csprng.h"
-#include "sfcodec.h"        /* sfcodec_format_utc */
 #include "util.h"
 #include "uuid7.h"
 
@@ -285,7 +284,7 @@ uuid7_decode(const struct uuid7 *u, struct uuid7_decoded *d)
         return;
     for (int i = 0; i < 6; i++)
         d->timestamp_ms = d->timestamp_ms << 8 | u->b[i];
-    sfcodec_format_utc(d->timestamp_ms, d->time, sizeof d->time);
+    util_format_utc_ms(d->timestamp_ms, d->time, sizeof d->time);
     d->counter = (uint64_t)(u->b[6] & 0x0f) << 38 | (uint64_t)u->b[7] << 30 |
                  (uint64_t)(u->b[8] & 0x3f) << 24 | (uint64_t)u->b[9] << 16 |
                  (uint64_t)u->b[10] << 8 | u->b[11];

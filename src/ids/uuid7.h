@@ -48,9 +48,6 @@ void uuid7_format(const struct uuid7 *u, char *out);
  * -1 with *cause saying what is wrong (length, a hyphen, a non-hex digit). */
 int  uuid7_parse(const char *s, size_t len, struct uuid7 *u, char **cause);
 
-/* Tests: set the generator's state as if it had just issued (ms, counter). */
-void uuid7_gen_force(struct uuid7_gen *g, int64_t last_ms, uint64_t counter);
-
 struct uuid7_decoded {
     int      version;               /* bits 48..51 */
     const char *variant;            /* "rfc9562", "ncs", "microsoft", "future" */
@@ -65,5 +62,10 @@ void uuid7_decode(const struct uuid7 *u, struct uuid7_decoded *d);
  *  "counter":n,"random":n} (timestamp..random only for v7). */
 void uuid7_decoded_json(const struct uuid7 *u, const struct uuid7_decoded *d,
                         struct sbuf *b);
+
+/* --- for tests only: nothing in src/ calls these --------------------- */
+
+/* Set the generator's state as if it had just issued (ms, counter). */
+void uuid7_gen_force(struct uuid7_gen *g, int64_t last_ms, uint64_t counter);
 
 #endif

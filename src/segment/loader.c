@@ -689,8 +689,8 @@ loader_metrics(struct loader *l, struct sbuf *b)
     uint64_t cum = 0;
 
     pthread_mutex_lock(&l->lock);
-    sbuf_puts(b, "# HELP leafd_segment_load_seconds Time to take a segment from the database.\n"
-                 "# TYPE leafd_segment_load_seconds histogram\n");
+    sbuf_metric_head(b, "leafd_segment_load_seconds", "histogram",
+                     "Time to take a segment from the database.");
     for (size_t i = 0; i < NBOUNDS; i++) {
         cum += l->buckets[i];
         sbuf_printf(b, "leafd_segment_load_seconds_bucket{le=\"%g\"} %llu\n",
@@ -702,23 +702,19 @@ loader_metrics(struct loader *l, struct sbuf *b)
                    "leafd_segment_load_seconds_count %llu\n",
                 (unsigned long long)cum, l->latency_sum_ms / 1000.0,
                 (unsigned long long)cum);
-    sbuf_printf(b, "# HELP leafd_segment_loads_total Segments taken from the database.\n"
-                   "# TYPE leafd_segment_loads_total counter\n"
-                   "leafd_segment_loads_total %llu\n"
-                   "# HELP leafd_db_errors_total Failed database calls.\n"
-                   "# TYPE leafd_db_errors_total counter\n"
-                   "leafd_db_errors_total %llu\n"
-                   "# HELP leafd_db_up 1 if the last database call succeeded.\n"
-                   "# TYPE leafd_db_up gauge\n"
-                   "leafd_db_up %d\n"
-                   "# HELP leafd_db_queries_total Database transactions by kind.\n"
-                   "# TYPE leafd_db_queries_total counter\n"
-                   "leafd_db_queries_total{kind=\"alloc\"} %llu\n"
+    sbuf_metric_u64(b, "leafd_segment_loads_total", "counter",
+                    "Segments taken from the database.", l->st.loads);
+    sbuf_metric_u64(b, "leafd_db_errors_total", "counter",
+                    "Failed database calls.", l->st.errors);
+    sbuf_metric_i64(b, "leafd_db_up", "gauge",
+                    "1 if the last database call succeeded.", l->db_up);
+    sbuf_metric_head(b, "leafd_db_queries_total", "counter",
+                     "Database transactions by kind.");
+    sbuf_printf(b, "leafd_db_queries_total{kind=\"alloc\"} %llu\n"
                    "leafd_db_queries_total{kind=\"lookup\"} %llu\n"
                    "leafd_db_queries_total{kind=\"list\"} %llu\n"
                    "leafd_db_queries_total{kind=\"lease\"} %llu\n",
-                (unsigned long long)l->st.loads, (unsigned long long)l->st.errors,
-                l->db_up, (unsigned long long)(l->st.loads),
+                (unsigned long long)(l->st.loads),
                 (unsigned long long)l->st.lookups,
                 (unsigned long long)l->st.refreshes,
                 (unsigned long long)l->st.leases);

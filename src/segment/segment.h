@@ -3,7 +3,8 @@
  *
  * This module does no I/O. It asks for database work through the hooks
  * (loader.c answers them on its own threads) and is told the results through
- * segment_install / segment_tag_found / segment_tag_missing / segment_refresh.
+ * segment_install / segment_tag_gone / segment_tag_broken / segment_tag_found /
+ * segment_tag_missing / segment_refresh.
  *
  * Thread-safety: segment_take may be called from any number of threads at
  * once; taking from a ready segment is an atomic add (no lock, no
@@ -24,8 +25,9 @@ struct segments;
 struct segment_tag;
 
 struct segment_hooks {
-    /* Load the next segment of t (loader thread will call segment_install or
-     * segment_load_failed). Called at most once until one of those. */
+    /* Load the next segment of t (the loader thread then calls
+     * segment_install, segment_tag_gone or segment_tag_broken, retrying a
+     * load the database failed). Called at most once until one of those. */
     void (*load)(void *arg, struct segment_tag *t);
     /* Look up a tag not in memory (segment_tag_found / segment_tag_missing). */
     void (*lookup)(void *arg, const char *name);
@@ -107,7 +109,6 @@ int64_t segment_next_step(struct segments *s, struct segment_tag *t);
  * [max_id - step, max_id). */
 void segment_install(struct segments *s, struct segment_tag *t, int64_t max_id,
                      int64_t step, int64_t db_step);
-void segment_load_failed(struct segments *s, struct segment_tag *t);
 /* The load found no row: the tag was deleted from the table. */
 void segment_tag_gone(struct segments *s, struct segment_tag *t);
 /* The row cannot give a range (store_alloc said STORE_BAD_ROW). Requests
@@ -159,5 +160,12 @@ size_t segments_negative_count(struct segments *s);
 /* Step adaptation, exposed for tests: Leaf's rule. */
 int64_t segment_adapt_step(int64_t step, int64_t min_step, int64_t max_step,
                            int64_t duration_ms, int64_t target_ms);
+
+/* --- for tests only: nothing in src/ calls these --------------------- */
+
+/* A load of t that failed: t may be loaded again. loader.c never calls it
+ * (it keeps a failed load queued and retries it after its backoff); the
+ * tests and the segment model fuzzer stand in for a loader that gives up. */
+void segment_load_failed(struct segments *s, struct segment_tag *t);
 
 #endif

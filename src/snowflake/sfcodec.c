@@ -4,45 +4,13 @@
  */
 #include <assert.h>
 #include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "sfcodec.h"
 #include "util.h"
 
 /* --- layout ------------------------------------------------------------ */
-
-/* "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC), or Leaf's "YYYY-MM-DD HH:MM:SS.mmm" in
- * the local time zone. */
-static void
-sfcodec_format(int64_t unix_ms, char *buf, size_t size, int local)
-{
-    int64_t sec = unix_ms / 1000, ms = unix_ms % 1000;
-    struct tm tm;
-    time_t tt;
-
-    if (ms < 0) {
-        ms += 1000;
-        sec--;
-    }
-    tt = (time_t)sec;
-    if ((local ? localtime_r(&tt, &tm) : gmtime_r(&tt, &tm)) == NULL) {
-        snprintf(buf, size, "%" PRId64, unix_ms);
-        return;
-    }
-    snprintf(buf, size, local ? "%04d-%02d-%02d %02d:%02d:%02d.%03d"
-                              : "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
-             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-             tm.tm_min, tm.tm_sec, (int)ms);
-}
-
-void
-sfcodec_format_utc(int64_t unix_ms, char *buf, size_t size)
-{
-    sfcodec_format(unix_ms, buf, size, 0);
-}
 
 enum sfcodec_layout_check
 sfcodec_layout_set(struct sfcodec_layout *l, int64_t epoch_ms,
@@ -121,13 +89,13 @@ sfcodec_layout_init(struct sfcodec_layout *l, int64_t epoch_ms,
                            "future (now %" PRId64 ")", epoch_ms, now_ms);
         return -1;
     case SFCODEC_LAYOUT_RAN_OUT:
-        sfcodec_format_utc(sfcodec_layout_end_ms(l), date, sizeof date);
+        util_format_utc_ms(sfcodec_layout_end_ms(l), date, sizeof date);
         *cause = xasprintf("snowflake layout: the %d-bit timestamp from epoch "
                            "%" PRId64 " ran out on %s", timestamp_bits,
                            epoch_ms, date);
         return -1;
     case SFCODEC_LAYOUT_IN_MARGIN:
-        sfcodec_format_utc(sfcodec_layout_end_ms(l), date, sizeof date);
+        util_format_utc_ms(sfcodec_layout_end_ms(l), date, sizeof date);
         *cause = xasprintf("snowflake layout: the %d-bit timestamp from epoch "
                            "%" PRId64 " runs out on %s, within the %" PRId64
                            "-day margin (snowflake.expiry_margin_days); use "
@@ -150,8 +118,8 @@ sfcodec_layout_describe(const struct sfcodec_layout *l)
 {
     char epoch[40], end[40];
 
-    sfcodec_format_utc(l->epoch_ms, epoch, sizeof epoch);
-    sfcodec_format_utc(sfcodec_layout_end_ms(l), end, sizeof end);
+    util_format_utc_ms(l->epoch_ms, epoch, sizeof epoch);
+    util_format_utc_ms(sfcodec_layout_end_ms(l), end, sizeof end);
     if (l->datacenter_bits > 0)
         return xasprintf("snowflake layout: %d timestamp + %d datacenter + %d "
                          "worker + %d sequence bits, epoch %" PRId64 " (%s); "
@@ -227,7 +195,7 @@ sfcodec_decode_id(const struct sfcodec_layout *l, uint64_t v,
     d->worker_id = (v >> l->worker_shift) & l->max_worker;
     d->sequence = v & l->max_sequence;
     d->has_datacenter = l->datacenter_bits > 0;
-    sfcodec_format_utc(d->timestamp_ms, d->time, sizeof d->time);
+    util_format_utc_ms(d->timestamp_ms, d->time, sizeof d->time);
     return 0;
 }
 
@@ -250,7 +218,7 @@ sfcodec_decoded_leaf_json(const struct sfcodec_layout *l,
     char local[40];
     uint64_t field = (d->datacenter_id << l->worker_bits) | d->worker_id;
 
-    sfcodec_format(d->timestamp_ms, local, sizeof local, 1);
+    util_format_local_ms(d->timestamp_ms, local, sizeof local);
     sbuf_printf(b, "{\"timestamp\":\"%" PRId64 "(%s)\",\"sequenceId\":\"%"
                 PRIu64 "\",\"workerId\":\"%" PRIu64 "\"", d->timestamp_ms,
                 local, d->sequence, field);

@@ -9,9 +9,8 @@
  *
  * Ownership: no allocation except the malloc'd *cause strings and
  * sfcodec_layout_describe's result; the caller frees them.
- * sfcodec_layout_set, sfcodec_decode_id and sfcodec_format_utc never
- * allocate (libleafd-client decodes with them alone: it may not abort on
- * out-of-memory).
+ * sfcodec_layout_set and sfcodec_decode_id never allocate (libleafd-client
+ * decodes with them alone: it may not abort on out-of-memory).
  * Failure values: 0 or -1 with *cause.
  * Thread-safety: every function may be called from any thread at once (a
  * layout is read-only once set up).
@@ -73,12 +72,6 @@ int64_t sfcodec_layout_end_ms(const struct sfcodec_layout *l);
 /* One line for the start log: bits, epoch, highest worker ID, IDs per ms and
  * the UTC date the timestamp runs out. malloc'd. */
 char *sfcodec_layout_describe(const struct sfcodec_layout *l);
-/* "2019-09-06T01:35:00.834Z" into buf (>= 32 bytes). */
-void sfcodec_format_utc(int64_t unix_ms, char *buf, size_t size);
-
-/* Put the fields together; ts_ms is ms since the Unix epoch. No checks. */
-uint64_t sfcodec_pack(const struct sfcodec_layout *l, int64_t ts_ms,
-                      uint64_t datacenter, uint64_t worker, uint64_t sequence);
 
 struct sfcodec_decoded {
     uint64_t id;
@@ -115,5 +108,11 @@ void sfcodec_decoded_leaf_json(const struct sfcodec_layout *l,
 int  sfcodec_decode_to_json(const struct sfcodec_layout *l, const char *s,
                             size_t len, int leaf_format, struct sbuf *out,
                             char **cause);
+
+/* --- for tests only: nothing in src/ calls these --------------------- */
+
+/* Put the fields together; ts_ms is ms since the Unix epoch. No checks. */
+uint64_t sfcodec_pack(const struct sfcodec_layout *l, int64_t ts_ms,
+                      uint64_t datacenter, uint64_t worker, uint64_t sequence);
 
 #endif

@@ -1,6 +1,7 @@
 /* snowflake.c: snowflake mode's generator and its keeper thread (see
  * snowflake.h); the ID layout is sfcodec.c, worker IDs and fences come from
- * a backend (workerid.c, wired up by sfconfig.c).
+ * a backend (workerid.c for a static or k8s worker ID, workerid_lease.c for
+ * the stores; sfconfig.c wires it up).
  *
  * DESIGN: the clock rule. One worker ID never issues the same ID twice,
  * whatever the wall clock does, while running or across restarts.
@@ -34,7 +35,9 @@
  *    t > it.
  * 4. A worker ID from ZooKeeper (reused or taken over) gets as gate what
  *    its node holds: a leafd fence as it is, a Java Leaf heartbeat plus one
- *    heartbeat interval and a margin (workerid.c's DESIGN comment).
+ *    heartbeat interval and a margin (workerid_zk.c's DESIGN comment).
+ *    Who may take a worker ID over, and the gates of Redis and MySQL, are
+ *    the lease rule: workerid_lease.c's DESIGN comment.
  */
 #include <assert.h>
 #include <errno.h>

@@ -102,7 +102,7 @@ int  snowflake_health(struct snowflake *sf, char **reason);
 /* Prometheus text, every name prefixed leafd_snowflake_. */
 void snowflake_metrics(struct snowflake *sf, struct sbuf *out);
 
-/* --- lower level, for tests -------------------------------------------- */
+/* --- lower level: sfconfig.c, the worker ID backends and tests ------- */
 
 /* What the keeper uses to persist fences and keep the worker ID. */
 /* What persist returns. */
@@ -184,6 +184,9 @@ struct snowflake *snowflake_create(const struct snowflake_options *o,
 /* One pass of the keeper: persist a further fence when due or asked, tick
  * the backend, wake waiters. */
 void snowflake_keeper_step(struct snowflake *sf);
+
+/* --- for tests only: nothing in src/ calls these --------------------- */
+
 /* The persisted fence the request path checks against. */
 int64_t snowflake_fence(struct snowflake *sf);
 

@@ -50,9 +50,9 @@ snowflake_state_json(struct snowflake *sf, struct sbuf *out)
     const char *code = sf_status_code(sf, now);
     char t1[40], t2[40], t3[40];
 
-    sfcodec_format_utc(last, t1, sizeof t1);
-    sfcodec_format_utc(fence, t2, sizeof t2);
-    sfcodec_format_utc(sfcodec_layout_end_ms(l), t3, sizeof t3);
+    util_format_utc_ms(last, t1, sizeof t1);
+    util_format_utc_ms(fence, t2, sizeof t2);
+    util_format_utc_ms(sfcodec_layout_end_ms(l), t3, sizeof t3);
     sbuf_puts(out, "{\"worker_id\":");
     if (worker >= 0)
         sbuf_printf(out, "%" PRId64, worker);
@@ -115,18 +115,13 @@ snowflake_metrics(struct snowflake *sf, struct sbuf *out)
     const char *code = sf_status_code(sf, now);
     uint64_t cum = 0;
 
-    sbuf_puts(out, "# HELP leafd_snowflake_ids_total Snowflake IDs issued.\n"
-                   "# TYPE leafd_snowflake_ids_total counter\n");
-    sbuf_printf(out, "leafd_snowflake_ids_total %" PRIu64 "\n",
-                atomic_load(&sf->ids_total));
-    sbuf_puts(out, "# HELP leafd_snowflake_requests_total Snowflake requests "
-                   "answered with IDs.\n"
-                   "# TYPE leafd_snowflake_requests_total counter\n");
-    sbuf_printf(out, "leafd_snowflake_requests_total %" PRIu64 "\n",
-                atomic_load(&sf->requests_total));
-    sbuf_puts(out, "# HELP leafd_snowflake_not_served_total Requests that got "
-                   "a wait or a refusal, by code.\n"
-                   "# TYPE leafd_snowflake_not_served_total counter\n");
+    sbuf_metric_u64(out, "leafd_snowflake_ids_total", "counter",
+                    "Snowflake IDs issued.", atomic_load(&sf->ids_total));
+    sbuf_metric_u64(out, "leafd_snowflake_requests_total", "counter",
+                    "Snowflake requests answered with IDs.",
+                    atomic_load(&sf->requests_total));
+    sbuf_metric_head(out, "leafd_snowflake_not_served_total", "counter",
+                     "Requests that got a wait or a refusal, by code.");
     for (int c = 0; c < SF_NCODES; c++) {
         for (int k = 0; k < 2; k++) {
             uint64_t v = atomic_load(&sf->answers[c][k]);
@@ -136,9 +131,9 @@ snowflake_metrics(struct snowflake *sf, struct sbuf *out)
                             k ? "refuse" : "wait", v);
         }
     }
-    sbuf_puts(out, "# HELP leafd_snowflake_clock_backward_ms Steps back of "
-                   "the wall clock seen by the generator, in ms.\n"
-                   "# TYPE leafd_snowflake_clock_backward_ms histogram\n");
+    sbuf_metric_head(out, "leafd_snowflake_clock_backward_ms", "histogram",
+                     "Steps back of the wall clock seen by the generator, in "
+                     "ms.");
     for (size_t i = 0; i < SF_NBW; i++) {
         cum += atomic_load(&sf->bw_buckets[i]);
         sbuf_printf(out, "leafd_snowflake_clock_backward_ms_bucket{le=\"%"
@@ -150,43 +145,27 @@ snowflake_metrics(struct snowflake *sf, struct sbuf *out)
                 atomic_load(&sf->bw_sum_ms));
     sbuf_printf(out, "leafd_snowflake_clock_backward_ms_count %" PRIu64 "\n",
                 atomic_load(&sf->bw_events));
-    sbuf_puts(out, "# HELP leafd_snowflake_borrowed_ms_total Ms the logical "
-                   "clock moved ahead of the wall clock (sequence "
-                   "overflow).\n"
-                   "# TYPE leafd_snowflake_borrowed_ms_total counter\n");
-    sbuf_printf(out, "leafd_snowflake_borrowed_ms_total %" PRIu64 "\n",
-                atomic_load(&sf->borrowed_ms));
-    sbuf_puts(out, "# HELP leafd_snowflake_ahead_ms How far the last "
-                   "timestamp issued is ahead of the wall clock.\n"
-                   "# TYPE leafd_snowflake_ahead_ms gauge\n");
-    sbuf_printf(out, "leafd_snowflake_ahead_ms %" PRId64 "\n",
-                last > now ? last - now : 0);
-    sbuf_puts(out, "# HELP leafd_snowflake_fence_ms The persisted fence (ms "
-                   "since 1970): no ID has a later timestamp.\n"
-                   "# TYPE leafd_snowflake_fence_ms gauge\n");
-    sbuf_printf(out, "leafd_snowflake_fence_ms %" PRId64 "\n", fence);
-    sbuf_puts(out, "# HELP leafd_snowflake_fence_ahead_ms Persisted fence "
-                   "minus the wall clock.\n"
-                   "# TYPE leafd_snowflake_fence_ahead_ms gauge\n");
-    sbuf_printf(out, "leafd_snowflake_fence_ahead_ms %" PRId64 "\n",
-                fence - now);
-    sbuf_puts(out, "# HELP leafd_snowflake_fence_writes_total Fences "
-                   "persisted.\n"
-                   "# TYPE leafd_snowflake_fence_writes_total counter\n");
-    sbuf_printf(out, "leafd_snowflake_fence_writes_total %" PRIu64 "\n",
-                atomic_load(&sf->fence_writes));
-    sbuf_puts(out, "# HELP leafd_snowflake_fence_failures_total Failed "
-                   "attempts to persist a fence.\n"
-                   "# TYPE leafd_snowflake_fence_failures_total counter\n");
-    sbuf_printf(out, "leafd_snowflake_fence_failures_total %" PRIu64 "\n",
-                atomic_load(&sf->persist_failures));
-    sbuf_puts(out, "# HELP leafd_snowflake_worker_id The worker ID (-1 "
-                   "unknown).\n# TYPE leafd_snowflake_worker_id gauge\n");
-    sbuf_printf(out, "leafd_snowflake_worker_id %" PRId64 "\n",
-                atomic_load(&sf->worker_id));
-    sbuf_puts(out, "# HELP leafd_snowflake_up 1 when IDs can be issued now.\n"
-                   "# TYPE leafd_snowflake_up gauge\n");
-    sbuf_printf(out, "leafd_snowflake_up %d\n", code == NULL);
+    sbuf_metric_u64(out, "leafd_snowflake_borrowed_ms_total", "counter",
+                    "Ms the logical clock moved ahead of the wall clock "
+                    "(sequence overflow).", atomic_load(&sf->borrowed_ms));
+    sbuf_metric_i64(out, "leafd_snowflake_ahead_ms", "gauge",
+                    "How far the last timestamp issued is ahead of the wall "
+                    "clock.", last > now ? last - now : 0);
+    sbuf_metric_i64(out, "leafd_snowflake_fence_ms", "gauge",
+                    "The persisted fence (ms since 1970): no ID has a later "
+                    "timestamp.", fence);
+    sbuf_metric_i64(out, "leafd_snowflake_fence_ahead_ms", "gauge",
+                    "Persisted fence minus the wall clock.", fence - now);
+    sbuf_metric_u64(out, "leafd_snowflake_fence_writes_total", "counter",
+                    "Fences persisted.", atomic_load(&sf->fence_writes));
+    sbuf_metric_u64(out, "leafd_snowflake_fence_failures_total", "counter",
+                    "Failed attempts to persist a fence.",
+                    atomic_load(&sf->persist_failures));
+    sbuf_metric_i64(out, "leafd_snowflake_worker_id", "gauge",
+                    "The worker ID (-1 unknown).",
+                    atomic_load(&sf->worker_id));
+    sbuf_metric_i64(out, "leafd_snowflake_up", "gauge",
+                    "1 when IDs can be issued now.", code == NULL);
     if (sf->backend.metrics != NULL)
         sf->backend.metrics(sf->backend.arg, out);
 }

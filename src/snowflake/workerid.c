@@ -22,6 +22,7 @@
 #include "util.h"
 #include "workerid.h"
 #include "workerid_cache.h"
+#include "workerid_zk.h"        /* WORKERID_ZK_STATE_HELP */
 
 struct workerid {
     struct workerid_params p;       /* strings below are our own copies */
@@ -202,11 +203,8 @@ static void
 wid_be_metrics(void *arg, struct sbuf *out)
 {
     (void)arg;
-    sbuf_puts(out, "# HELP leafd_snowflake_zk_session_state ZooKeeper "
-                   "session: 0 not used, 1 connecting, 2 connected, 3 "
-                   "expired.\n"
-                   "# TYPE leafd_snowflake_zk_session_state gauge\n"
-                   "leafd_snowflake_zk_session_state 0\n");
+    sbuf_metric_i64(out, "leafd_snowflake_zk_session_state", "gauge",
+                    WORKERID_ZK_STATE_HELP, 0);
 }
 
 void

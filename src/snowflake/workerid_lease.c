@@ -604,9 +604,9 @@ wl_metrics(void *arg, struct sbuf *out)
     struct wlease *l = arg;
     int64_t hb = atomic_load(&l->last_hb_wall);
 
-    sbuf_puts(out, "# HELP leafd_snowflake_heartbeat_age_seconds Time since "
-                   "the last write reached the worker ID store (-1 never).\n"
-                   "# TYPE leafd_snowflake_heartbeat_age_seconds gauge\n");
+    sbuf_metric_head(out, "leafd_snowflake_heartbeat_age_seconds", "gauge",
+                     "Time since the last write reached the worker ID store "
+                     "(-1 never).");
     if (hb > 0)
         sbuf_printf(out, "leafd_snowflake_heartbeat_age_seconds{source=\"%s\"}"
                     " %.3f\n", l->st.name,
@@ -614,16 +614,15 @@ wl_metrics(void *arg, struct sbuf *out)
     else
         sbuf_printf(out, "leafd_snowflake_heartbeat_age_seconds{source=\"%s\"}"
                     " -1\n", l->st.name);
-    sbuf_puts(out, "# HELP leafd_snowflake_clock_offset_ms This node's clock "
-                   "minus the worker ID store's, round-trip corrected (at "
-                   "the last heartbeat).\n"
-                   "# TYPE leafd_snowflake_clock_offset_ms gauge\n");
+    sbuf_metric_head(out, "leafd_snowflake_clock_offset_ms", "gauge",
+                     "This node's clock minus the worker ID store's, "
+                     "round-trip corrected (at the last heartbeat).");
     if (atomic_load(&l->measured))
         sbuf_printf(out, "leafd_snowflake_clock_offset_ms{source=\"%s\"} %"
                     PRId64 "\n", l->st.name, -atomic_load(&l->offset_ms));
-    sbuf_puts(out, "# HELP leafd_snowflake_store_writes_total Fence writes "
-                   "(heartbeats) to the worker ID store, by result.\n"
-                   "# TYPE leafd_snowflake_store_writes_total counter\n");
+    sbuf_metric_head(out, "leafd_snowflake_store_writes_total", "counter",
+                     "Fence writes (heartbeats) to the worker ID store, by "
+                     "result.");
     sbuf_printf(out, "leafd_snowflake_store_writes_total{source=\"%s\","
                 "result=\"ok\"} %" PRIu64 "\n", l->st.name,
                 atomic_load(&l->writes_ok));

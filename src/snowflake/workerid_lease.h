@@ -148,6 +148,9 @@ void wlease_close(struct wlease *l);
 /* The worker ID (-1 unknown) and the fence it must pass. */
 int  wlease_get(struct wlease *l, int64_t *worker, int64_t *fence_ms);
 void wlease_backend(struct wlease *l, struct snowflake_backend *b);
+
+/* --- for tests only: nothing in src/ calls these --------------------- */
+
 /* The store's arg, for the store's own accessors (workerid_zk_node). Valid
  * until the lease is closed. */
 void *wlease_store_arg(struct wlease *l);

@@ -682,29 +682,18 @@ wz_metrics(void *arg, struct sbuf *out)
 {
     struct wzk *z = arg;
 
-    sbuf_puts(out, "# HELP leafd_snowflake_zk_session_state ZooKeeper "
-                   "session: 0 not used, 1 connecting, 2 connected, 3 "
-                   "expired.\n"
-                   "# TYPE leafd_snowflake_zk_session_state gauge\n");
-    sbuf_printf(out, "leafd_snowflake_zk_session_state %d\n",
-                wz_state_num(z));
-    sbuf_puts(out, "# HELP leafd_snowflake_zk_writes_total Fence writes of "
-                   "the ZooKeeper node, by result.\n"
-                   "# TYPE leafd_snowflake_zk_writes_total counter\n");
+    sbuf_metric_i64(out, "leafd_snowflake_zk_session_state", "gauge",
+                    WORKERID_ZK_STATE_HELP, wz_state_num(z));
+    sbuf_metric_head(out, "leafd_snowflake_zk_writes_total", "counter",
+                     "Fence writes of the ZooKeeper node, by result.");
     sbuf_printf(out, "leafd_snowflake_zk_writes_total{result=\"ok\"} %"
                 PRIu64 "\n", atomic_load(&z->writes_ok));
     sbuf_printf(out, "leafd_snowflake_zk_writes_total{result=\"error\"} %"
                 PRIu64 "\n", atomic_load(&z->writes_fail));
-    sbuf_puts(out, "# HELP leafd_snowflake_zk_connects_total ZooKeeper "
-                   "(re)connections.\n"
-                   "# TYPE leafd_snowflake_zk_connects_total counter\n");
-    sbuf_printf(out, "leafd_snowflake_zk_connects_total %" PRIu64 "\n",
-                zk_connects(z->zk));
-    sbuf_puts(out, "# HELP leafd_snowflake_zk_expirations_total ZooKeeper "
-                   "sessions that expired.\n"
-                   "# TYPE leafd_snowflake_zk_expirations_total counter\n");
-    sbuf_printf(out, "leafd_snowflake_zk_expirations_total %" PRIu64 "\n",
-                zk_expirations(z->zk));
+    sbuf_metric_u64(out, "leafd_snowflake_zk_connects_total", "counter",
+                    "ZooKeeper (re)connections.", zk_connects(z->zk));
+    sbuf_metric_u64(out, "leafd_snowflake_zk_expirations_total", "counter",
+                    "ZooKeeper sessions that expired.", zk_expirations(z->zk));
 }
 
 int

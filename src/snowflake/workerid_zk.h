@@ -35,6 +35,11 @@
 struct wzk;
 struct zk;
 
+/* The help line of leafd_snowflake_zk_session_state, which the sources
+ * without ZooKeeper print too (workerid.c: always 0). */
+#define WORKERID_ZK_STATE_HELP \
+    "ZooKeeper session: 0 not used, 1 connecting, 2 connected, 3 expired."
+
 struct workerid_zk_params {
     const char *address;            /* "host:port,..." */
     const char *leaf_name;          /* no '/' */
@@ -55,7 +60,10 @@ int  workerid_zk_store(const struct workerid_zk_params *p,
 
 /* The node that holds the worker ID (malloc'd), or NULL before a claim. */
 char *workerid_zk_node(struct wzk *z);
-/* The ZooKeeper client (tests use it to cut and expire the session). */
+
+/* --- for tests only: nothing in src/ calls these --------------------- */
+
+/* The ZooKeeper client (to cut and expire the session). */
 struct zk *workerid_zk_client(struct wzk *z);
 
 #endif

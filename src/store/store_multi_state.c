@@ -43,21 +43,21 @@ store_multi_metrics(struct sbuf *b)
 
     if (n == 0)
         return;
-    sbuf_puts(b, "# HELP leafd_segment_db_up 1 while the database is "
-                 "usable for loads.\n# TYPE leafd_segment_db_up gauge\n");
+    sbuf_metric_head(b, "leafd_segment_db_up", "gauge",
+                     "1 while the database is usable for loads.");
     for (int i = 0; i < n; i++)
         sbuf_printf(b, "leafd_segment_db_up{db=\"%d\"} %d\n", i, st[i].up);
-    sbuf_puts(b, "# TYPE leafd_segment_db_loads_total counter\n");
+    sbuf_metric_head(b, "leafd_segment_db_loads_total", "counter", NULL);
     for (int i = 0; i < n; i++)
         sbuf_printf(b, "leafd_segment_db_loads_total{db=\"%d\"} %" PRIu64 "\n",
                     i, st[i].loads);
-    sbuf_puts(b, "# TYPE leafd_segment_db_failures_total counter\n");
+    sbuf_metric_head(b, "leafd_segment_db_failures_total", "counter", NULL);
     for (int i = 0; i < n; i++)
         sbuf_printf(b, "leafd_segment_db_failures_total{db=\"%d\"} %" PRIu64 "\n",
                     i, st[i].failures);
-    sbuf_puts(b, "# HELP leafd_segment_db_failovers_total Loads that "
-                 "succeeded on this database after another failed.\n"
-                 "# TYPE leafd_segment_db_failovers_total counter\n");
+    sbuf_metric_head(b, "leafd_segment_db_failovers_total", "counter",
+                     "Loads that succeeded on this database after another "
+                     "failed.");
     for (int i = 0; i < n; i++)
         sbuf_printf(b, "leafd_segment_db_failovers_total{db=\"%d\"} %" PRIu64 "\n",
                     i, st[i].failovers_to);
