@@ -215,18 +215,6 @@ util_parse_i64(const char *s, size_t len, int allow_neg, int64_t *out)
     return 0;
 }
 
-static int
-hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* The byte at in[*i] after percent-decoding (a "%XX" escape moves *i to its
  * last digit), or -1 for a malformed escape or a decoded NUL. */
 static int
@@ -237,8 +225,8 @@ pct_byte(const char *in, size_t len, size_t *i)
     if (c == '%') {
         if (*i + 2 >= len)
             return -1;
-        hi = hexval((unsigned char)in[*i + 1]);
-        lo = hexval((unsigned char)in[*i + 2]);
+        hi = util_hex_digit((unsigned char)in[*i + 1]);
+        lo = util_hex_digit((unsigned char)in[*i + 2]);
         if (hi < 0 || lo < 0)
             return -1;
         c = hi * 16 + lo;

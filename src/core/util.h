@@ -97,4 +97,18 @@ void sbuf_metric_i64(struct sbuf *b, const char *name, const char *type,
                      const char *help, int64_t v);
 void sbuf_free(struct sbuf *b);
 
+/* The value of a hex digit (either case), or -1. Inline, so that the pure
+ * parsers (resp_parse.c, fuzzed alone) use it without linking util.o. */
+static inline int
+util_hex_digit(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 #endif

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "resp_parse.h"
+#include "util.h"
 
 #define LINE_MAX_DIGITS 24           /* "*<n>\r\n" / "$<n>\r\n" headers */
 
@@ -90,18 +91,6 @@ parse_multibulk(const char *buf, size_t len, const struct resp_limits *lim,
 }
 
 static int
-hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-static int
 is_space(char c)
 {
     return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
@@ -156,9 +145,10 @@ split_inline(const char *p, size_t n, const struct resp_limits *lim,
             if (quote == '"' && c == '\\' && i + 1 < n) {
                 char e = p[i + 1];
 
-                if (e == 'x' && i + 3 < n && hexval(p[i + 2]) >= 0 &&
-                    hexval(p[i + 3]) >= 0) {
-                    c = (char)(hexval(p[i + 2]) << 4 | hexval(p[i + 3]));
+                if (e == 'x' && i + 3 < n && util_hex_digit(p[i + 2]) >= 0 &&
+                    util_hex_digit(p[i + 3]) >= 0) {
+                    c = (char)(util_hex_digit(p[i + 2]) << 4 |
+                               util_hex_digit(p[i + 3]));
                     i += 4;
                 } else {
                     c = e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' :

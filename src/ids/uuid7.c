@@ -216,18 +216,6 @@ uuid7_format(const struct uuid7 *u, char *out)
     out[8] = out[13] = out[18] = out[23] = '-';
 }
 
-static int
-hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int
 uuid7_parse(const char *s, size_t len, struct uuid7 *u, char **cause)
 {
@@ -250,8 +238,8 @@ uuid7_parse(const char *s, size_t len, struct uuid7 *u, char **cause)
             }
             pos++;
         }
-        hi = hexval(s[pos]);
-        lo = hexval(s[pos + 1]);
+        hi = util_hex_digit(s[pos]);
+        lo = util_hex_digit(s[pos + 1]);
         if (hi < 0 || lo < 0) {
             if (cause != NULL)
                 *cause = xasprintf("not a hex digit at position %zu",
