@@ -13,7 +13,6 @@ RESOURCE_EXHAUSTED); tokens in the authorization metadata; grpc-timeout
 shortening the segment wait and never lengthening it; Health/Check SERVING,
 then NOT_SERVING while the store is held; many concurrent calls, every ID
 distinct."""
-import atexit
 import fcntl
 import hashlib
 import os
@@ -59,8 +58,9 @@ def mods():
         skip("python3-grpcio is not installed (sh .ci/deps.sh test)")
     if shutil.which("protoc") is None:
         skip("protoc is not installed (protobuf-compiler; sh .ci/deps.sh test)")
+    # Generated, imported, then removed here: a -j worker ends with
+    # os._exit, which runs no atexit handler, and its /tmp would stay.
     out = tempfile.mkdtemp(prefix="leafd-grpc-py-")
-    atexit.register(shutil.rmtree, out, True)
     # health.proto under a name of its own: its package path
     # (grpc/health/v1) would shadow the grpc package itself.
     shutil.copy(os.path.join(PROTO, "grpc/health/v1/health.proto"),
@@ -70,8 +70,12 @@ def mods():
     subprocess.check_call(["protoc", "--proto_path=" + out, "--python_out=" + out,
                            "leafd_test_health.proto"])
     sys.path.insert(0, out)
-    from leafd.v1 import leafd_pb2
-    import leafd_test_health_pb2
+    try:
+        from leafd.v1 import leafd_pb2
+        import leafd_test_health_pb2
+    finally:
+        sys.path.remove(out)
+        shutil.rmtree(out, ignore_errors=True)
     _mods.update(grpc=grpc, pb=leafd_pb2, health=leafd_test_health_pb2)
     return _mods
 
@@ -498,18 +502,20 @@ def go_client():
         if os.path.isfile(binary):
             return binary
         gopath = tempfile.mkdtemp(prefix="leafd-go-")
-        atexit.register(shutil.rmtree, gopath, True)
-        src = os.path.join(gopath, "src")
-        os.makedirs(os.path.join(src, "leafdclient"))
-        subprocess.check_call(["protoc", "--proto_path=" + PROTO,
-                               "--go_out=plugins=grpc:" + src, "leafd/v1/leafd.proto"])
-        shutil.copy(main_go, os.path.join(src, "leafdclient", "main.go"))
-        env = dict(os.environ, GO111MODULE="off", GOFLAGS="", GOPROXY="off", GOENV="off",
-                   GOPATH=gopath + ":/usr/share/gocode",
-                   GOCACHE=os.path.join(ROOT, "build", "gocache"))
-        p = subprocess.run(["go", "build", "-o", binary + ".tmp", "."],
-                           cwd=os.path.join(src, "leafdclient"),
-                           env=env, capture_output=True, timeout=900)
+        try:
+            src = os.path.join(gopath, "src")
+            os.makedirs(os.path.join(src, "leafdclient"))
+            subprocess.check_call(["protoc", "--proto_path=" + PROTO,
+                                   "--go_out=plugins=grpc:" + src, "leafd/v1/leafd.proto"])
+            shutil.copy(main_go, os.path.join(src, "leafdclient", "main.go"))
+            env = dict(os.environ, GO111MODULE="off", GOFLAGS="", GOPROXY="off", GOENV="off",
+                       GOPATH=gopath + ":/usr/share/gocode",
+                       GOCACHE=os.path.join(ROOT, "build", "gocache"))
+            p = subprocess.run(["go", "build", "-o", binary + ".tmp", "."],
+                               cwd=os.path.join(src, "leafdclient"),
+                               env=env, capture_output=True, timeout=900)
+        finally:
+            shutil.rmtree(gopath, ignore_errors=True)
         check(p.returncode == 0, "go build: %s" % p.stderr.decode()[-3000:])
         os.replace(binary + ".tmp", binary)
     return binary
