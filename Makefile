@@ -207,7 +207,7 @@ BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test:
 	@sh .ci/deps.sh test
 	@t0=$$(date +%s); $(MAKE) --no-print-directory test-bins || exit 1; \
-		LEAFD_BUILD_SECS=$$(( $$(date +%s) - t0 )) sh tests/lib/run_all.sh
+		TEST_BUILD_SECS=$$(( $$(date +%s) - t0 )) sh tests/lib/run_all.sh
 
 # Every binary make test runs.
 test-bins:

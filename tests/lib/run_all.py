@@ -354,7 +354,7 @@ def main():
     print("== lanes: " + ", ".join("%s %s %.0fs" % (lane.name, "ok" if lane.ok else "FAILED",
                                                    lane.secs) for lane in todo))
     wall = time.time() - t_all
-    build = os.environ.get("LEAFD_BUILD_SECS", "")
+    build = os.environ.get("TEST_BUILD_SECS", "")
     if build.isdigit():
         print("== wall time %.0fs: build %ss (make test-bins), lanes %.0fs"
               % (int(build) + wall, build, wall))
