@@ -173,6 +173,15 @@ http_conn_drop_request(struct http_conn *c)
     }
 }
 
+int
+http_conn_idle(const struct http_conn *c)
+{
+    /* A lingering connection has its answer already: close it too. */
+    return !c->req_active && c->in_len == c->in_off &&
+           c->body_left == 0 && c->out_off == c->out_len &&
+           (c->h2 == NULL || http_h2_idle(c));
+}
+
 void
 http_conn_free(struct http_conn *c)
 {
