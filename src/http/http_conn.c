@@ -24,8 +24,9 @@
  * Parking: a request waiting for a key or a deadline is http_park.c's (its
  * DESIGN says why no wake is lost). A parked connection keeps reading into
  * the free part of its buffer (to see the client go away) but parses
- * nothing; the handler call (http_conn_call) reads the wake generation
- * before and after the handler.
+ * nothing. The handler call (conn_call) reads the wake generation before and
+ * after the handler; http_conn_retry calls the handler again for a parked
+ * request, then sends its answer (a stream's through the send queue).
  *
  * Sends after reads. A read callback that leaves an answer to send does not
  * send it: the connection joins the thread's send queue and the thread's
@@ -243,8 +244,8 @@ http_conn_end_request(struct http_conn *c)
 }
 
 /* Hand the current request to the handler and check what it did. */
-void
-http_conn_call(struct http_conn *c)
+static void
+conn_call(struct http_conn *c)
 {
     struct http_server *s = c->t->s;
     uint64_t gen0;
@@ -296,7 +297,7 @@ http_conn_start_request(struct http_conn *c)
     c->req.on_drop = NULL;
     memset(c->req.scratch, 0, sizeof c->req.scratch);
     c->req_active = 1;
-    http_conn_call(c);
+    conn_call(c);
 }
 
 int
@@ -591,6 +592,8 @@ http_conn_run(struct http_conn *c)
     return conn_finish(c);
 }
 
+static void conn_queue_send(struct http_conn *c);
+
 /* The read path: like conn_run, but an answer waits for the send queue. */
 static void
 conn_run_read(struct http_conn *c)
@@ -605,12 +608,12 @@ conn_run_read(struct http_conn *c)
         (void)conn_finish(c);
         return;
     }
-    http_conn_queue_send(c);
+    conn_queue_send(c);
 }
 
 /* Join the thread's send queue (see DESIGN: sends after reads). */
-void
-http_conn_queue_send(struct http_conn *c)
+static void
+conn_queue_send(struct http_conn *c)
 {
     struct http_thread *t = c->t;
 
@@ -826,6 +829,24 @@ conn_timer_cb(evutil_socket_t fd, short what, void *arg)
         conn_arm_timer(c, now, now + c->t->s->cfg.idle_timeout_ms);
     else
         conn_arm_timer(c, now, c->deadline_ms);
+}
+
+/* Call the handler again for a parked request. A stream's connection is
+ * run later, from the send queue: a retry frees nothing, so a caller walking
+ * a parked list keeps a valid next pointer. */
+void
+http_conn_retry(struct http_conn *c, int timed_out)
+{
+    if (timed_out)
+        c->park_armed = 0;          /* it just fired */
+    http_conn_unlist(c);
+    c->req.retry = 1;
+    c->req.timed_out = timed_out;
+    conn_call(c);       /* may answer, or park again with a fresh timer */
+    if (c->owner != NULL)
+        conn_queue_send(c->owner);
+    else
+        http_conn_run(c);
 }
 
 void

@@ -1,9 +1,8 @@
 /* http_park.c: a request waiting for a key or a deadline: http_park, the
- * thread's parked lists (one per wake bucket), the park timer, and the retry
- * that hands a parked request back to its handler (see http.h; waking is
- * http_server.c's http_wake and http_wake_all, the handler call
- * http_conn.c's http_conn_call). I/O thread only, like the connection,
- * except the wake generation and the bucket counts (below).
+ * thread's parked lists (one per wake bucket) and the park timer (see
+ * http.h). Waking is http_server.c's (http_wake, http_wake_all), calling
+ * the handler again http_conn.c's (http_conn_retry). I/O thread only, like
+ * the connection, except the wake generation and the bucket counts (below).
  *
  * DESIGN
  *
@@ -16,11 +15,11 @@
  * http_wake_all does the same for every bucket of every thread with a
  * parked request. A request that parks re-reads wake_gen after joining its
  * list (a seq_cst increment of the bucket's count); if it moved since before
- * the handler ran (http_conn_call loads it before and after), the thread
- * retries that bucket itself. Both sides are seq_cst, so either the waker
- * sees the count or the parker sees the new generation: a wake that races
- * with a park is never lost. Keys that share a bucket only cost spurious
- * retries.
+ * the handler ran (http_conn.c's conn_call loads it before and after), the
+ * thread retries that bucket itself. Both sides are seq_cst, so either the
+ * waker sees the count or the parker sees the new generation: a wake that
+ * races with a park is never lost. Keys that share a bucket only cost
+ * spurious retries.
  */
 #include <assert.h>
 #include <stdatomic.h>
@@ -34,8 +33,8 @@
 #include "log.h"
 
 /* Take c off its thread's parked list; the park timer keeps running. */
-static void
-conn_unlist(struct http_conn *c)
+void
+http_conn_unlist(struct http_conn *c)
 {
     struct http_thread *t = c->t;
 
@@ -61,29 +60,11 @@ conn_unlist(struct http_conn *c)
 void
 http_conn_unpark(struct http_conn *c)
 {
-    conn_unlist(c);
+    http_conn_unlist(c);
     if (c->park_armed) {
         event_del(&c->pev);
         c->park_armed = 0;
     }
-}
-
-/* Call the handler again for a parked request. A stream's connection is
- * run later, from the send queue: a retry frees nothing, so a caller walking
- * a parked list keeps a valid next pointer. */
-void
-http_conn_retry(struct http_conn *c, int timed_out)
-{
-    if (timed_out)
-        c->park_armed = 0;          /* it just fired */
-    conn_unlist(c);
-    c->req.retry = 1;
-    c->req.timed_out = timed_out;
-    http_conn_call(c);  /* may answer, or park again with a fresh timer */
-    if (c->owner != NULL)
-        http_conn_queue_send(c->owner);
-    else
-        http_conn_run(c);
 }
 
 void
@@ -111,7 +92,7 @@ http_park(struct http_conn *c, int timeout_ms, uint64_t key)
         return;
     }
     if (c->parked && c->bucket != b)
-        conn_unlist(c);             /* parked twice in one call, new key */
+        http_conn_unlist(c);        /* parked twice in one call, new key */
     if (!c->parked) {
         c->parked = 1;
         c->bucket = (unsigned char)b;
@@ -120,8 +101,8 @@ http_park(struct http_conn *c, int timeout_ms, uint64_t key)
         if (t->parked[b] != NULL)
             t->parked[b]->pprev = c;
         t->parked[b] = c;
-        /* seq_cst: ordered before http_conn_call's second wake_gen load,
-         * and against the loads in http_wake and http_wake_all. */
+        /* seq_cst: ordered before conn_call's second wake_gen load, and
+         * against the loads in http_wake and http_wake_all. */
         atomic_fetch_add(&t->nparked, 1);
         atomic_fetch_add(&t->nparked_b[b], 1);
     }
