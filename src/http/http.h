@@ -8,8 +8,9 @@
  * listening sockets, so the kernel spreads connections and a connection
  * lives on one thread for its whole life. The files: http_server.c (the
  * threads, listeners, accept, stop and wake), http_conn.c (a connection:
- * read, parse, call the handler, park, send; http_conn_mc.c its memcached
- * side, http_conn_info.c what it tells about itself), http_out.c (the
+ * read, parse, call the handler, send; http_conn_mc.c its memcached side,
+ * http_conn_info.c what it tells its handler), http_park.c (a request
+ * waiting for a key or a deadline), http_out.c (the
  * answers written into its output buffer), http_h2.c and http_h2_reply.c
  * (HTTP/2 and gRPC streams on libnghttp2), http_tls.c (TLS), and the pure
  * parsers: http_parse.c (HTTP/1.x heads), resp_parse.c, mc_parse.c and

@@ -1,6 +1,6 @@
 /* http_conn.c: one HTTP connection on its I/O thread: read, parse, call the
- * handler, park, answer, close (see http.h; the threads are in
- * http_server.c).
+ * handler, answer, close (see http.h; the threads are in http_server.c, a
+ * parked request's wait in http_park.c).
  *
  * DESIGN
  *
@@ -21,19 +21,12 @@
  * parked = none (the park timer rules). When the timer fires early it is
  * re-armed for the remaining time, so the request path never calls event_add.
  *
- * Parking. A request parks under a wake key; the key picks one of
- * HTTP_WAKE_BUCKETS buckets, and each thread keeps one parked list per
- * bucket. A parked connection keeps reading into the free part of its buffer
- * (to see the client go away) but parses nothing. http_wake(key) bumps
- * s->wake_gen, then, for each thread whose count for the key's bucket is
- * non-zero, sets the bucket's bit in t->wake_bits and signals the thread,
- * which retries only the lists whose bits it finds set. http_wake_all does the
- * same for every bucket of every thread with a parked request. A request that
- * parks re-reads wake_gen after joining its list (a seq_cst increment of the
- * bucket's count); if it moved since before the handler ran, the thread
- * retries that bucket itself. Both sides are seq_cst, so either the waker sees
- * the count or the parker sees the new generation: a wake that races with a
- * park is never lost. Keys that share a bucket only cost spurious retries.
+ * Parking: a request waiting for a key or a deadline is http_park.c's (its
+ * DESIGN says why no wake is lost). A parked connection keeps reading into
+ * the free part of its buffer (to see the client go away) but parses
+ * nothing. The handler call (conn_call) reads the wake generation before and
+ * after the handler; http_conn_retry calls the handler again for a parked
+ * request, then sends its answer (a stream's through the send queue).
  *
  * Sends after reads. A read callback that leaves an answer to send does not
  * send it: the connection joins the thread's send queue and the thread's
@@ -152,41 +145,6 @@ conn_check(const struct http_conn *c)
     (void)c;
 }
 
-/* Take c off its thread's parked list; the park timer keeps running. */
-static void
-conn_unlist(struct http_conn *c)
-{
-    struct http_thread *t = c->t;
-
-    if (!c->parked)
-        return;
-    assert(c->pprev != NULL || t->parked[c->bucket] == c);
-    if (c->pprev != NULL)
-        c->pprev->pnext = c->pnext;
-    else
-        t->parked[c->bucket] = c->pnext;
-    if (c->pnext != NULL)
-        c->pnext->pprev = c->pprev;
-    c->pprev = c->pnext = NULL;
-    c->parked = 0;
-    assert(atomic_load_explicit(&t->nparked_b[c->bucket],
-                                memory_order_relaxed) > 0);
-    atomic_store_explicit(&t->nparked_b[c->bucket],
-        atomic_load_explicit(&t->nparked_b[c->bucket], memory_order_relaxed) - 1,
-        memory_order_relaxed);
-    ctr_add(&t->nparked, -1);
-}
-
-static void
-conn_unpark(struct http_conn *c)
-{
-    conn_unlist(c);
-    if (c->park_armed) {
-        event_del(&c->pev);
-        c->park_armed = 0;
-    }
-}
-
 static void
 conn_unqueue(struct http_conn *c)
 {
@@ -216,6 +174,15 @@ http_conn_drop_request(struct http_conn *c)
     }
 }
 
+int
+http_conn_idle(const struct http_conn *c)
+{
+    /* A lingering connection has its answer already: close it too. */
+    return !c->req_active && c->in_len == c->in_off &&
+           c->body_left == 0 && c->out_off == c->out_len &&
+           (c->h2 == NULL || http_h2_idle(c));
+}
+
 void
 http_conn_free(struct http_conn *c)
 {
@@ -223,7 +190,7 @@ http_conn_free(struct http_conn *c)
 
     assert(!c->in_handler);
     http_conn_drop_request(c);
-    conn_unpark(c);
+    http_conn_unpark(c);
     if (c->queued)
         conn_unqueue(c);
     event_del(&c->rev);
@@ -273,7 +240,7 @@ void
 http_conn_end_request(struct http_conn *c)
 {
     c->req_active = 0;
-    conn_unpark(c);
+    http_conn_unpark(c);
 }
 
 /* Hand the current request to the handler and check what it did. */
@@ -307,7 +274,7 @@ conn_call(struct http_conn *c)
         http_conn_end_request(c);
         return;
     }
-    /* Pairs with http_wake and http_wake_all: see DESIGN. */
+    /* Pairs with http_wake and http_wake_all: see http_park.c's DESIGN. */
     if (atomic_load(&s->wake_gen) != gen0) {
         c->t->retry_bits |= UINT64_C(1) << c->bucket;
         event_active(&c->t->retry_ev, EV_TIMEOUT, 0);
@@ -872,7 +839,7 @@ http_conn_retry(struct http_conn *c, int timed_out)
 {
     if (timed_out)
         c->park_armed = 0;          /* it just fired */
-    conn_unlist(c);
+    http_conn_unlist(c);
     c->req.retry = 1;
     c->req.timed_out = timed_out;
     conn_call(c);       /* may answer, or park again with a fresh timer */
@@ -880,18 +847,6 @@ http_conn_retry(struct http_conn *c, int timed_out)
         conn_queue_send(c->owner);
     else
         http_conn_run(c);
-}
-
-static void
-conn_park_cb(evutil_socket_t fd, short what, void *arg)
-{
-    struct http_conn *c = arg;
-
-    (void)fd;
-    (void)what;
-
-    c->t->now_us = 0;
-    http_conn_retry(c, 1);
 }
 
 void
@@ -918,7 +873,7 @@ http_conn_new(struct http_thread *t, int fd, enum http_proto proto, int tls)
     event_assign(&c->wev, t->base, fd, EV_WRITE | EV_PERSIST, conn_write_cb,
                  c);
     event_assign(&c->tev, t->base, -1, 0, conn_timer_cb, c);
-    event_assign(&c->pev, t->base, -1, 0, conn_park_cb, c);
+    event_assign(&c->pev, t->base, -1, 0, http_conn_park_cb, c);
     c->next = t->conns;
     if (t->conns != NULL)
         t->conns->prev = c;
@@ -955,45 +910,6 @@ http_conn_stream_init(struct http_conn *sc, struct http_conn *owner,
     sc->h2 = owner->h2;
     sc->owner = owner;
     sc->h2st = h2st;
-    event_assign(&sc->pev, owner->t->base, -1, 0, conn_park_cb, sc);
-}
-
-void
-http_park(struct http_conn *c, int timeout_ms, uint64_t key)
-{
-    struct http_thread *t = c->t;
-    unsigned b = wake_bucket(key);
-    int64_t now, at;
-    struct timeval tv;
-
-    if (!c->req_active || !c->in_handler) {
-        log_error("http_park outside the handler of a live request");
-        return;
-    }
-    if (c->parked && c->bucket != b)
-        conn_unlist(c);             /* parked twice in one call, new key */
-    if (!c->parked) {
-        c->parked = 1;
-        c->bucket = (unsigned char)b;
-        c->pprev = NULL;
-        c->pnext = t->parked[b];
-        if (t->parked[b] != NULL)
-            t->parked[b]->pprev = c;
-        t->parked[b] = c;
-        /* seq_cst: ordered before conn_call's second wake_gen load, and
-         * against the loads in http_wake and http_wake_all. */
-        atomic_fetch_add(&t->nparked, 1);
-        atomic_fetch_add(&t->nparked_b[b], 1);
-    }
-    if (timeout_ms < 0)
-        timeout_ms = 0;
-    now = http_now_ms();
-    at = now + timeout_ms;
-    if (!c->park_armed || at < c->park_at_ms) {
-        tv = http_ms_tv(timeout_ms);
-        event_add(&c->pev, &tv);
-        c->park_armed = 1;
-        c->park_at_ms = at;
-    }
+    event_assign(&sc->pev, owner->t->base, -1, 0, http_conn_park_cb, sc);
 }
 

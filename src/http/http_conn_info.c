@@ -1,7 +1,7 @@
-/* http_conn_info.c: what a connection tells about itself: to its handler,
- * the RESP session, the request being handled, CLIENT INFO's fields and the
- * TLS client certificate's name (see http.h); to a stop, whether it is idle.
- * I/O thread only, like the connection.
+/* http_conn_info.c: what a connection tells its handler about itself: the
+ * request being handled, the RESP session, CLIENT INFO's fields and the TLS
+ * client certificate's name (see http.h). I/O thread only, like the
+ * connection.
  */
 #include <arpa/inet.h>
 #include <assert.h>
@@ -18,15 +18,6 @@ http_conn_request(struct http_conn *c)
 {
     assert(c->in_handler);
     return &c->req;
-}
-
-int
-http_conn_idle(const struct http_conn *c)
-{
-    /* A lingering connection has its answer already: close it too. */
-    return !c->req_active && c->in_len == c->in_off &&
-           c->body_left == 0 && c->out_off == c->out_len &&
-           (c->h2 == NULL || http_h2_idle(c));
 }
 
 const char *

@@ -17,7 +17,7 @@
  * connection's ready queue, and the queue is handed to the handler in the
  * order the requests completed. Each stream is handed over as a struct
  * http_conn of its own (st->sc, owner = the connection), so it parks, is
- * woken and times out on its own, with http_conn.c's parking code: a parked
+ * woken and times out on its own, with http_park.c's parking code: a parked
  * stream holds back no other stream. A retried stream's answer is sent by
  * the connection from the thread's send queue (http_conn_retry), so no
  * retry frees anything. What a request points to (:path, authorization,

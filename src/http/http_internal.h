@@ -1,7 +1,7 @@
 /* http_internal.h: what the HTTP server (http_server.c: threads, listeners,
- * stop, wake) and its connections (http_conn.c: read, parse, answer, park;
- * http_out.c, http_h2.c, http_conn_info.c) share. Only src/http/ includes
- * it; every other module uses http.h.
+ * stop, wake) and its connections (http_conn.c: read, parse, answer;
+ * http_park.c: park; http_out.c, http_h2.c, http_conn_info.c) share. Only
+ * src/http/ includes it; every other module uses http.h.
  *
  * Every struct here belongs to one I/O thread and is touched only by it,
  * except the fields marked atomic (read by other threads) and the server's
@@ -257,6 +257,8 @@ int  http_conn_may_parse(struct http_conn *c);
 int  http_conn_skip(struct http_conn *c);
 /* Parse and dispatch what a memcached connection has read (http_conn_mc.c). */
 void http_conn_process_mc(struct http_conn *c);
+/* Call the handler again for a parked request (timed_out: its park timer
+ * fired), then run its connection, or queue it (a stream's owner). */
 void http_conn_retry(struct http_conn *c, int timed_out);
 void http_conn_send_queued(struct http_thread *t);
 int  http_conn_idle(const struct http_conn *c);
@@ -268,6 +270,13 @@ void http_conn_stream_init(struct http_conn *sc, struct http_conn *owner,
 void http_conn_start_request(struct http_conn *c);
 void http_conn_end_request(struct http_conn *c);
 int  http_conn_run(struct http_conn *c);
+
+/* Parking (http_park.c). unlist: take c off its parked list, the park
+ * timer keeps running; unpark: that and stop the timer (both no-ops when c
+ * is not parked); park_cb: the park timer's callback (c->pev). */
+void http_conn_unlist(struct http_conn *c);
+void http_conn_unpark(struct http_conn *c);
+void http_conn_park_cb(evutil_socket_t fd, short what, void *arg);
 
 /* HTTP/2 (http_h2.c). http_h2_preface: 1 when buf starts with the client
  * preface, 0 when it cannot, -1 when len is too short to tell. start: turn

@@ -19,7 +19,7 @@
  * and parses (a gRPC connection starts its HTTP/2 session at accept).
  *
  * Wake. http_wake and http_wake_all only set bits and signal threads; what
- * a retried request does, and why no wake is lost, is in http_conn.c.
+ * a retried request does, and why no wake is lost, is in http_park.c.
  */
 #include <assert.h>
 #include <errno.h>
