@@ -29,8 +29,9 @@
      state leafd writes (/var/lib/leafd, /var/log/leafd); a directory that
      another package owns too (/usr/share/man/man8) may stay. What other
      programs write about leafd is theirs, not the package's: man-db's cat
-     page of leafd(8), say (this test renders the page from a copy, which
-     man-db does not cache, but a user's `man leafd` may leave one).
+     page of leafd(8), which man writes when systemd-analyze verify checks
+     the unit's Documentation=man:leafd(8) (and when a user runs man leafd),
+     on a machine where it was not there already.
 
 While it installs, a /usr/sbin/policy-rc.d (exit 101) keeps the package's
 postinst from starting leafd.service on port 8080 where systemd runs (if
@@ -198,8 +199,8 @@ def installed_checks(version, multiarch):
                  "/usr/share/doc/leafd/copyright", "/usr/include/leafd_client.h",
                  "/usr/lib/%s/libleafd-client.a" % multiarch]:
         check(os.path.isfile(path), "installed: " + path)
-    # Rendered from a copy outside every man tree: man-db neither reads nor
-    # writes its cat page cache for it.
+    # Rendered from a copy outside every man tree: man-db neither reads its
+    # cat page cache for it (an older page) nor writes one.
     page = os.path.join(tempfile.mkdtemp(prefix="leafd-man-"), "leafd.8.gz")
     shutil.copy("/usr/share/man/man8/leafd.8.gz", page)
     r = subprocess.run(["man", "--warnings", "-l", page],
