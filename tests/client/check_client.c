@@ -284,15 +284,21 @@ taker(void *arg)
     while (left > 0) {
         int64_t id, got = 0;
 
+        /* check writes to its pipe at every assertion that holds (one or
+         * two per ID here): they are asserted only where they do not */
         if (left % 7 == 0 && left >= 64) {
-            ck_assert_int_eq(leafd_next_n(cl, "demo", 64, buf, &got), LEAFD_OK);
-            ck_assert_int_eq(got, 64);
+            int rc = leafd_next_n(cl, "demo", 64, buf, &got);
+            if (rc != LEAFD_OK || got != 64) {
+                ck_assert_int_eq(rc, LEAFD_OK);
+                ck_assert_int_eq(got, 64);
+            }
             for (int i = 0; i < 64; i++)
                 mark(buf[i]);
             left -= 64;
         } else {
             int rc = leafd_next(cl, "demo", &id);
-            ck_assert_msg(rc == LEAFD_OK, "%s", leafd_last_error());
+            if (rc != LEAFD_OK)
+                ck_assert_msg(rc == LEAFD_OK, "%s", leafd_last_error());
             mark(id);
             left--;
         }

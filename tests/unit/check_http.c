@@ -820,7 +820,9 @@ END_TEST
  * which would drop the answer the client has not read yet. */
 START_TEST(test_timeout_answer_lingers)
 {
-    int port = srv_start(100, 5000);
+    /* the 408 comes after the idle timeout; the linger lasts as long, up
+     * to HTTP_LINGER_MS (2 s): as long as with a longer timeout */
+    int port = srv_start(100, 2000);
     struct client *cl = cl_open(port);
     struct http_stats st;
     struct pollfd pfd;

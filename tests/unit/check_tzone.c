@@ -42,6 +42,7 @@ START_TEST(matches_glibc)
         time_t tt = (time_t)t;
         struct tm g;
         struct tzone_tm m;
+        int same;
 
         /* Around now, step finely through the transitions as well. */
         if (i % 2)
@@ -49,11 +50,14 @@ START_TEST(matches_glibc)
         tt = (time_t)t;
         localtime_r(&tt, &g);
         tzone_local(z, t * 1000 + 123, &m);
-        ck_assert_msg(m.year == g.tm_year + 1900 && m.month == g.tm_mon + 1 &&
-                      m.day == g.tm_mday && m.hour == g.tm_hour &&
-                      m.min == g.tm_min && m.sec == g.tm_sec &&
-                      m.utoff == g.tm_gmtoff && m.ms == 123,
-                      "%s at %lld: ours %04d-%02d-%02d %02d:%02d:%02d %+d, "
+        same = m.year == g.tm_year + 1900 && m.month == g.tm_mon + 1 &&
+               m.day == g.tm_mday && m.hour == g.tm_hour &&
+               m.min == g.tm_min && m.sec == g.tm_sec &&
+               m.utoff == g.tm_gmtoff && m.ms == 123;
+        /* check writes to its pipe at every assertion that holds (2.4M
+         * writes, most of the suite's time): assert where it does not */
+        if (!same)
+            ck_assert_msg(same, "%s at %lld: ours %04d-%02d-%02d %02d:%02d:%02d %+d, "
                       "glibc %04d-%02d-%02d %02d:%02d:%02d %+ld", name,
                       (long long)t, m.year, m.month, m.day, m.hour, m.min,
                       m.sec, m.utoff, g.tm_year + 1900, g.tm_mon + 1,
@@ -103,7 +107,8 @@ START_TEST(civil_round_trip)
         int m, dd;
 
         tzone_civil_from_days(d, &y, &m, &dd);
-        ck_assert_int_eq(tzone_days_from_civil(y, m, dd), d);
+        if (tzone_days_from_civil(y, m, dd) != d)   /* as in matches_glibc */
+            ck_assert_int_eq(tzone_days_from_civil(y, m, dd), d);
     }
     ck_assert_int_eq(tzone_days_from_civil(1970, 1, 1), 0);
     ck_assert_int_eq(tzone_days_from_civil(2026, 11, 23), 20780);

@@ -1106,7 +1106,10 @@ START_TEST(zk_outage)
 
     /* an outage while running: a fence in the file only is not confirmed */
     ck_assert_int_eq(zk_ctl("stop"), 0);
-    sleep(3);
+    /* once the client has seen it go (polled for, up to 30 s) */
+    for (int i = 0; i < 300 && zk_connected(zkt_client(w)); i++)
+        usleep(100000);
+    ck_assert(!zk_connected(zkt_client(w)));
     ck_assert_int_eq(zkt_persist(w, util_wall_ms() + 3000, NULL),
                      SNOWFLAKE_PERSIST_UNCONFIRMED);
     ck_assert_int_eq(zk_ctl("start"), 0);

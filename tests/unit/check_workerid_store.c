@@ -722,13 +722,22 @@ START_TEST(store_down_while_running)
     for (size_t i = 0; i < s.n; i++)
         ck_assert_int_le((int64_t)(s.v[i] >> 22) + SFCODEC_LEAF_EPOCH_MS,
                          snowflake_fence(sf));
-    /* half the lease with no write landing: the lease rule stops it */
-    usleep((useconds_t)(lease_ms / 2 + 100) * 1000);
-    snowflake_keeper_step(sf);
+    /* half the lease with no write landing: the lease rule stops it (polled
+     * for, refused all along, up to a lease and 10 s: the half lease runs
+     * from the last write that landed, maybe long before) */
     {
         struct snowflake_refusal why;
         uint64_t id;
-        ck_assert_int_eq(snowflake_next(sf, 1, &id, &why), SNOWFLAKE_REFUSE);
+        int64_t until = util_mono_ms() + lease_ms + 10000;
+        for (;;) {
+            snowflake_keeper_step(sf);
+            ck_assert_int_eq(snowflake_next(sf, 1, &id, &why),
+                             SNOWFLAKE_REFUSE);
+            if (strcmp(why.code, "worker_lease_expired") == 0 ||
+                util_mono_ms() > until)
+                break;
+            usleep(20 * 1000);
+        }
         ck_assert_str_eq(why.code, "worker_lease_expired");
     }
     snowflake_stop(sf);
@@ -780,11 +789,21 @@ START_TEST(partition_no_duplicates)
     atomic_store(&clkb, jump);
     lb = open_at(&pb, store_port(), pfx, &cause);
     if (lb == NULL) {
-        ck_assert_msg(strstr(cause, "in use") != NULL, "%s", cause);
-        free(cause);
-        cause = NULL;
-        usleep((useconds_t)(pb.lease_ms + 200) * 1000);  /* past the lease */
-        lb = open_ok(&pb, pfx);
+        /* B tries again until past the lease (polled for, up to a lease
+         * and 10 s), refused as in use until then */
+        int64_t until = util_mono_ms() + pb.lease_ms + 10000;
+        while (lb == NULL) {
+            ck_assert_msg(strstr(cause, "in use") != NULL, "%s", cause);
+            ck_assert_msg(util_mono_ms() < until, "B still refused: %s",
+                          cause);
+            free(cause);
+            cause = NULL;
+            usleep(100 * 1000);
+            lb = open_at(&pb, store_port(), pfx, &cause);
+        }
+        ck_assert_msg(util_wall_ms() - cut_ms >= pb.lease_ms / 2,
+                      "B took A's worker ID %lld ms after the cut, its lease "
+                      "live", (long long)(util_wall_ms() - cut_ms));
     } else {
         ck_assert_msg(util_wall_ms() - cut_ms >= pb.lease_ms / 2,
                       "B took A's worker ID %lld ms after the cut, its lease "
