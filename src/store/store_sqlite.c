@@ -14,7 +14,9 @@
  * a slow disk and report "database is locked": the loader then marks the
  * database down and answers 503 at once (10,000 first loads on a busy
  * machine did). SQLite lets one writer in at a time anyway; the busy timeout
- * is left to other processes on the file.
+ * is left to other processes on the file. The queue and the busy handler
+ * share one db_timeout_ms: a write call fails after that long in all, not
+ * after that long for each writer queued ahead of it (sqlite_writer_enter).
  *
  * There is nothing to reconnect: after an error the open transaction is
  * rolled back and the same handle is used again. The file is never
@@ -25,6 +27,7 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -61,6 +64,7 @@ struct store_sqlite {
     sqlite3_stmt *serial_floor;
     sqlite3_stmt *serial_raise;
     sqlite3_stmt *serial_raise_old;
+    int64_t       timeout_ms;       /* db_timeout_ms: the busy timeout */
 };
 
 static const char sql_update[] =
@@ -107,10 +111,43 @@ static const char sql_serial_raise_old[] =
 
 static const struct store_ops sqlite_ops;
 
-/* Held across each write transaction of any SQLite store of the process
- * (see the top of the file); taken by no one who holds another lock of
- * this file. */
+/* Held across each write of any SQLite store of the process (see the top
+ * of the file); taken by no one who holds another lock of this file. */
 static pthread_mutex_t sqlite_writers = PTHREAD_MUTEX_INITIALIZER;
+
+/* Queue for the write lock, then give the busy handler what is left of one
+ * timeout_ms. Returns 0 with sqlite_writers held, or -1 (cause set) once
+ * the wait in the queue alone has used it all. */
+static int
+sqlite_writer_enter(struct store_sqlite *q, char **cause)
+{
+    int64_t deadline = util_mono_ms() + q->timeout_ms, left;
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += (time_t)(q->timeout_ms / 1000);
+    ts.tv_nsec += (long)(q->timeout_ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    if (pthread_mutex_clocklock(&sqlite_writers, CLOCK_MONOTONIC, &ts) != 0) {
+        store_set_cause(cause, "sqlite %s: this process's other writers held "
+                        "the file for segment.db_timeout_ms (%lld ms)", q->path,
+                        (long long)q->timeout_ms);
+        return -1;
+    }
+    left = deadline - util_mono_ms();
+    sqlite3_busy_timeout(q->db, (int)(left > 1 ? left : 1));
+    return 0;
+}
+
+static void
+sqlite_writer_leave(struct store_sqlite *q)
+{
+    sqlite3_busy_timeout(q->db, (int)q->timeout_ms);
+    pthread_mutex_unlock(&sqlite_writers);
+}
 
 static void
 sqlite_rollback(struct store_sqlite *q)
@@ -237,10 +274,11 @@ sqlite_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
     struct store_sqlite *q = (struct store_sqlite *)s;
     enum store_result r = STORE_DB_ERROR;
 
-    pthread_mutex_lock(&sqlite_writers);
+    if (sqlite_writer_enter(q, cause) == -1)
+        return STORE_DB_ERROR;
     if (sqlite_run(q, q->begin, "BEGIN IMMEDIATE", cause) == 0)
         r = sqlite_alloc_tx(q, tag, step, max_id, db_step, cause);
-    pthread_mutex_unlock(&sqlite_writers);
+    sqlite_writer_leave(q);
     return r;
 }
 
@@ -329,12 +367,14 @@ sqlite_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
                     void *arg, int64_t step, int64_t *db_ms, char *tag,
                     size_t cap, int64_t *max_id, char **cause)
 {
+    struct store_sqlite *q = (struct store_sqlite *)s;
     enum store_result r;
 
-    pthread_mutex_lock(&sqlite_writers);
+    if (sqlite_writer_enter(q, cause) == -1)
+        return STORE_DB_ERROR;
     r = do_sqlite_serial_alloc(s, offset_ms, key, arg, step, db_ms, tag, cap,
                                max_id, cause);
-    pthread_mutex_unlock(&sqlite_writers);
+    sqlite_writer_leave(q);
     return r;
 }
 
@@ -428,7 +468,10 @@ sqlite_insert(struct store *s, const char *tag, int64_t max_id, int64_t step,
                           SQLITE_STATIC);
     else
         sqlite3_bind_null(q->insert, 4);
+    if (sqlite_writer_enter(q, cause) == -1)
+        return STORE_DB_ERROR;
     rc = sqlite3_step(q->insert);
+    sqlite_writer_leave(q);
     if (rc != SQLITE_DONE && rc != SQLITE_CONSTRAINT_PRIMARYKEY)
         return sqlite_fail(q, q->insert, "INSERT leaf_alloc", cause);
     sqlite3_reset(q->insert);
@@ -560,6 +603,7 @@ store_sqlite_open(const struct config *cfg, char **cause)
     }
     sqlite3_extended_result_codes(q->db, 1);
     sqlite3_busy_timeout(q->db, (int)timeout);
+    q->timeout_ms = timeout;
     /* leaf_alloc is small and read whole only on a refresh: a 256 KiB page
      * cache per connection keeps the footprint down (default is 2 MiB). */
     sqlite3_exec(q->db, "PRAGMA cache_size=-256", NULL, NULL, NULL);
