@@ -218,7 +218,7 @@ api_serve_segment(struct api *a, struct http_conn *c, struct http_request *req,
 
     assert(a->segs != NULL && util_tag_valid(tag, len) && n >= 1);
     if (!req->retry && !req->timed_out)
-        st->deadline_us = api_wait_deadline(a, req);
+        st->wait.deadline_us = api_wait_deadline(a, req);
     if (req->timed_out) {
         reply_no_ids(a, c, r, st, tag, NULL);
         return;
@@ -267,7 +267,7 @@ api_serve_segment(struct api *a, struct http_conn *c, struct http_request *req,
                         "ask for fewer", tag, (long long)n, SEGMENT_MAX_RANGES);
         return;
     case SEGMENT_WAIT: {
-        int64_t left = (st->deadline_us - util_mono_us() + 999) / 1000;
+        int64_t left = (st->wait.deadline_us - util_mono_us() + 999) / 1000;
 
         /* Nothing to wait for while the database is known to be down (the
          * loader is backing off): say so now rather than after wait_ms. One
@@ -278,6 +278,7 @@ api_serve_segment(struct api *a, struct http_conn *c, struct http_request *req,
         }
         if (left <= 0)
             left = 1;
+        st->wait.to_deadline = 1;
         http_park(c, (int)left, api_segment_key(tag, len));
         return;
     }
@@ -365,14 +366,15 @@ api_serve_snowflake(struct api *a, struct http_conn *c, struct http_request *req
 
     assert(a->sf != NULL && n >= 1);
     if (!req->retry && !req->timed_out)
-        st->deadline_us = api_wait_deadline(a, req);
+        st->wait.deadline_us = api_wait_deadline(a, req);
     rc = snowflake_next(a->sf, (uint32_t)n, api_self->ids, &why);
     if (rc == SNOWFLAKE_OK) {
         w->ids(c, r, NULL, api_self->ids, (size_t)n);
         return;
     }
     now = util_mono_us();
-    if (rc == SNOWFLAKE_WAIT && now + why.wait_ms * 1000 <= st->deadline_us) {
+    if (rc == SNOWFLAKE_WAIT && now + why.wait_ms * 1000 <= st->wait.deadline_us) {
+        st->wait.to_deadline = 0;
         http_park(c, (int)why.wait_ms, API_SNOWFLAKE_KEY);
         return;
     }

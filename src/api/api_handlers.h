@@ -84,7 +84,7 @@ void api_tinyid_handle(struct api *a, struct http_conn *c, struct http_request *
 
 /* One lease for a handler, across parks (api_lease.c). */
 struct api_lease_state {
-    int64_t              deadline_us;
+    struct api_wait      wait;          /* first: see api_wait */
     int                  started;
     struct loader_lease *job;          /* a lease from the table in flight */
     struct segment_take  take;

@@ -124,9 +124,18 @@ struct api {
     int64_t              started_ms;
 };
 
+/* The start of every parked request's scratch (api_state,
+ * api_lease_state): the wait's end, and whether the request's last park
+ * was armed to it, which tells the gRPC writer that the call's own
+ * deadline ended a wait (a snowflake or /db wait parks for less). */
+struct api_wait {
+    int64_t             deadline_us;    /* wait_ms or grpc-timeout, sooner */
+    int                 to_deadline;    /* the last park ends at deadline_us */
+};
+
 /* What a parked request remembers (lives in http_request.scratch). */
 struct api_state {
-    int64_t             deadline_us;
+    struct api_wait     wait;           /* first: see api_wait */
     uint64_t            refresh_gen;
     struct segment_take take;
 };

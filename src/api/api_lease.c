@@ -38,11 +38,12 @@ static enum api_lease_result
 lease_park(struct api *a, struct http_conn *c, struct api_lease_state *st,
            const char *tag)
 {
-    int64_t left = (st->deadline_us - util_mono_us() + 999) / 1000;
+    int64_t left = (st->wait.deadline_us - util_mono_us() + 999) / 1000;
 
     (void)a;
     if (left <= 0)
         left = 1;
+    st->wait.to_deadline = 1;
     http_park(c, (int)left, api_segment_key(tag, strlen(tag)));
     return API_LEASE_PARKED;
 }
@@ -90,13 +91,13 @@ api_lease_take(struct api *a, struct http_conn *c, struct http_request *req,
 
     if (!st->started) {
         st->started = 1;
-        st->deadline_us = api_wait_deadline(a, req);
+        st->wait.deadline_us = api_wait_deadline(a, req);
     }
     if (j != NULL) {
         enum api_lease_result r;
 
         if (!atomic_load_explicit(&j->done, memory_order_acquire)) {
-            if (!req->timed_out && util_mono_us() < st->deadline_us)
+            if (!req->timed_out && util_mono_us() < st->wait.deadline_us)
                 return lease_park(a, c, st, tag);
             loader_lease_put(j);
             st->job = NULL;

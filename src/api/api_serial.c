@@ -88,7 +88,8 @@ serial_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
         char extra[64];
 
         if (rc == SNOWFLAKE_WAIT &&
-            util_mono_us() + why.wait_ms * 1000 <= st->deadline_us) {
+            util_mono_us() + why.wait_ms * 1000 <= st->wait.deadline_us) {
+            st->wait.to_deadline = 0;
             http_park(c, (int)why.wait_ms, API_SNOWFLAKE_KEY);
             return;
         }
@@ -172,7 +173,7 @@ api_serve_serial(struct api *a, struct http_conn *c, struct http_request *req,
     assert(n >= 1 && n <= SERIAL_COUNT_LIMIT && w->texts != NULL);
     /* Set here, not left to the helper: the wait of a serial request. */
     if (!req->retry && !req->timed_out)
-        st->deadline_us = api_wait_deadline(a, req);
+        st->wait.deadline_us = api_wait_deadline(a, req);
     if (d->source == SERIAL_SRC_SNOWFLAKE) {
         serial_snowflake(a, c, req, i, d, n, w);
         return;
@@ -215,7 +216,7 @@ api_serve_serial(struct api *a, struct http_conn *c, struct http_request *req,
         return;
     }
     if (res == SERIAL_WAIT) {
-        int64_t left = st->deadline_us - util_mono_us();
+        int64_t left = st->wait.deadline_us - util_mono_us();
 
         if (a->serial_loader == NULL || !serial_loader_db_up(a->serial_loader) ||
             left <= 0) {
@@ -223,6 +224,7 @@ api_serve_serial(struct api *a, struct http_conn *c, struct http_request *req,
             reply_unavailable(a, c, d->code);
             return;
         }
+        st->wait.to_deadline = 1;
         http_park(c, (int)((left + 999) / 1000), api_serial_key(code, len));
         return;
     }

@@ -7,7 +7,10 @@
  *
  * Writers run on the request's I/O thread, write into that thread's buffers
  * (api_self), answer with http_reply* and count the answer on route r
- * (api_count). The ID paths allocate nothing and take no lock.
+ * (api_count). They take no lock. The ids and texts writers allocate
+ * nothing, but for gRPC's per-thread buffers, which grow to the largest
+ * answer a thread has given and stay; a lease answer over HTTP builds its
+ * body in an sbuf.
  */
 #ifndef LEAFD_API_WRITER_H
 #define LEAFD_API_WRITER_H

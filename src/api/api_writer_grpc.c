@@ -20,8 +20,6 @@
 struct grpc_bufs {
     uint8_t  *out;
     size_t    out_cap;
-    int64_t  *ids;
-    size_t    ids_cap;
     char    **strs;
     size_t    strs_cap;
 };
@@ -34,14 +32,13 @@ api_grpc_thread_free(void *p)
     if (b == NULL)
         return;
     free(b->out);
-    free(b->ids);
     free(b->strs);
     free(b);
 }
 
 /* The calling thread's buffers, each at least the size asked (0: as is). */
 static struct grpc_bufs *
-bufs(size_t out, size_t ids, size_t strs)
+bufs(size_t out, size_t strs)
 {
     struct grpc_bufs *b;
 
@@ -52,10 +49,6 @@ bufs(size_t out, size_t ids, size_t strs)
     if (out > b->out_cap) {
         b->out = xrealloc(b->out, out);
         b->out_cap = out;
-    }
-    if (ids > b->ids_cap) {
-        b->ids = xrealloc(b->ids, ids * sizeof *b->ids);
-        b->ids_cap = ids;
     }
     if (strs > b->strs_cap) {
         b->strs = xrealloc(b->strs, strs * sizeof *b->strs);
@@ -78,21 +71,23 @@ error_grpc(struct http_conn *c, enum route r, int status, const char *code,
            const char *extra, const char *msg)
 {
     const struct http_request *req = http_conn_request(c);
-    const struct api_state *st = (const struct api_state *)req->scratch;
+    const struct api_wait *w = (const struct api_wait *)req->scratch;
     int64_t end_us = req->start_us + req->grpc_timeout_us;
     char text[640];
     int passed;
 
     assert(req->proto == HTTP_REQ_GRPC);
-    /* DEADLINE_EXCEEDED when the call's own deadline ended it. A wait that
-     * ran out (timed_out) whose bound was that deadline (api_wait_deadline
-     * chose grpc-timeout over segment.wait_ms) ended it, whatever the
-     * clock says now: libevent's timers run on the coarse monotonic clock,
-     * which can lag the precise one by a tick or more on a busy machine,
-     * so the park may fire a little before the deadline by util_mono_us.
-     * Any other refusal past the deadline is its end too. */
+    /* DEADLINE_EXCEEDED when the call's own deadline ended it. A park
+     * armed to the wait's end (to_deadline) that ran out (timed_out), where
+     * that end was the call's grpc-timeout (api_wait_deadline chose it over
+     * segment.wait_ms), ended it, whatever the clock says now: libevent's
+     * timers run on the coarse monotonic clock, which can lag the precise
+     * one by a tick or more on a busy machine, so the park may fire a
+     * little before the deadline by util_mono_us. Any other refusal past
+     * the deadline is its end too. The scratch of every request that parks
+     * starts with struct api_wait; one that never parked has it zeroed. */
     passed = req->grpc_timeout_us > 0 &&
-             ((req->timed_out && st->deadline_us == end_us) ||
+             ((req->timed_out && w->to_deadline && w->deadline_us == end_us) ||
               util_mono_us() + 5000 >= end_us);
     snprintf(text, sizeof text, "%s: %s", code, msg);
     api_count(r, status);
@@ -103,14 +98,13 @@ static void
 ids_grpc(struct http_conn *c, enum route r, const char *tag, const uint64_t *ids,
          size_t n)
 {
-    struct grpc_bufs *b = bufs(api_grpc_ids_bound(n), n, 0);
+    struct grpc_bufs *b = bufs(api_grpc_ids_bound(n), 0);
 
-    for (size_t i = 0; i < n; i++) {
-        assert(ids[i] <= (uint64_t)INT64_MAX);      /* bit 63 is never set */
-        b->ids[i] = (int64_t)ids[i];
-    }
+    /* Bit 63 is never set (the writer's contract), so the IDs read as
+     * int64_t are the same numbers: packed from where they are. */
+    assert(ids[n - 1] <= (uint64_t)INT64_MAX && ids[0] <= (uint64_t)INT64_MAX);
     api_grpc_reply_msg(c, r, b->out,
-                       api_grpc_pack_ids(b->ids, n, b->out, b->out_cap));
+                       api_grpc_pack_ids((const int64_t *)ids, n, b->out, b->out_cap));
 }
 
 /* The texts as a StringsReply: each '\n' becomes the NUL of its text. */
@@ -118,7 +112,7 @@ static void
 texts_grpc(struct http_conn *c, enum route r, char *text, size_t len, size_t n,
            uint64_t cas)
 {
-    struct grpc_bufs *b = bufs(api_grpc_strings_bound(n, len), 0, n);
+    struct grpc_bufs *b = bufs(api_grpc_strings_bound(n, len), n);
     size_t k = 0;
 
     for (size_t i = 0; i < len; i++) {
@@ -140,7 +134,7 @@ lease_grpc(struct http_conn *c, const char *tag, const struct segment_range *ran
 {
     int64_t starts[API_GRPC_LEASE_MAX], ends[API_GRPC_LEASE_MAX];
     size_t n = (size_t)nranges;
-    struct grpc_bufs *b = bufs(api_grpc_lease_bound(n), 0, 0);
+    struct grpc_bufs *b = bufs(api_grpc_lease_bound(n), 0);
 
     assert(n <= API_GRPC_LEASE_MAX);
     for (size_t i = 0; i < n; i++) {
