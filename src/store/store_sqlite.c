@@ -7,7 +7,7 @@
  * timeout), so any number of connections, threads or leafd processes on one
  * file take disjoint ranges.
  *
- * Writers of one process queue on a mutex (sqlite_writers) before they ask
+ * Writers of one process queue (sqlite_writer_enter) before they ask
  * SQLite for the lock. SQLite's busy handler polls with growing sleeps and
  * serves no queue, so with segment.db_threads connections (and the serial
  * loader's) writing at once, one could lose every poll for db_timeout_ms on
@@ -111,32 +111,53 @@ static const char sql_serial_raise_old[] =
 
 static const struct store_ops sqlite_ops;
 
-/* Held across each write of any SQLite store of the process (see the top
- * of the file); taken by no one who holds another lock of this file. */
-static pthread_mutex_t sqlite_writers = PTHREAD_MUTEX_INITIALIZER;
+/* The queue of the process's SQLite writers (see the top of the file): a
+ * writer is in while writer_busy; the others wait on writer_cv, on the
+ * monotonic clock, no longer than their timeout. writer_lock is held only
+ * to look at writer_busy, never across a transaction, and by no one who
+ * holds another lock of this file. (pthread_mutex_clocklock would do it in
+ * one call, but ThreadSanitizer does not know it.) */
+static pthread_mutex_t writer_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t  writer_cv;
+static pthread_once_t  writer_once = PTHREAD_ONCE_INIT;
+static int             writer_busy;
 
-/* Queue for the write lock, then give the busy handler what is left of one
- * timeout_ms. Returns 0 with sqlite_writers held, or -1 (cause set) once
- * the wait in the queue alone has used it all. */
+static void
+writer_init(void)
+{
+    pthread_condattr_t ca;
+
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&writer_cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+/* Wait for the writers ahead, then give the busy handler what is left of
+ * one timeout_ms. Returns 0 when in, or -1 (cause set) once the wait in
+ * the queue alone has used it all. */
 static int
 sqlite_writer_enter(struct store_sqlite *q, char **cause)
 {
     int64_t deadline = util_mono_ms() + q->timeout_ms, left;
     struct timespec ts;
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(q->timeout_ms / 1000);
-    ts.tv_nsec += (long)(q->timeout_ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
+    pthread_once(&writer_once, writer_init);
+    ts.tv_sec = (time_t)(deadline / 1000);
+    ts.tv_nsec = (long)(deadline % 1000) * 1000000;
+    pthread_mutex_lock(&writer_lock);
+    while (writer_busy) {
+        if (pthread_cond_timedwait(&writer_cv, &writer_lock, &ts) != 0 &&
+            writer_busy) {
+            pthread_mutex_unlock(&writer_lock);
+            store_set_cause(cause, "sqlite %s: this process's other writers "
+                            "held the file for segment.db_timeout_ms (%lld ms)",
+                            q->path, (long long)q->timeout_ms);
+            return -1;
+        }
     }
-    if (pthread_mutex_clocklock(&sqlite_writers, CLOCK_MONOTONIC, &ts) != 0) {
-        store_set_cause(cause, "sqlite %s: this process's other writers held "
-                        "the file for segment.db_timeout_ms (%lld ms)", q->path,
-                        (long long)q->timeout_ms);
-        return -1;
-    }
+    writer_busy = 1;
+    pthread_mutex_unlock(&writer_lock);
     left = deadline - util_mono_ms();
     sqlite3_busy_timeout(q->db, (int)(left > 1 ? left : 1));
     return 0;
@@ -146,7 +167,11 @@ static void
 sqlite_writer_leave(struct store_sqlite *q)
 {
     sqlite3_busy_timeout(q->db, (int)q->timeout_ms);
-    pthread_mutex_unlock(&sqlite_writers);
+    pthread_mutex_lock(&writer_lock);
+    assert(writer_busy);
+    writer_busy = 0;
+    pthread_cond_signal(&writer_cv);
+    pthread_mutex_unlock(&writer_lock);
 }
 
 static void
@@ -282,7 +307,7 @@ sqlite_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
     return r;
 }
 
-/* sqlite_writers held. */
+/* In the writers' queue (sqlite_writer_enter). */
 static enum store_result
 do_sqlite_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
                        void *arg, int64_t step, int64_t *db_ms, char *tag,
