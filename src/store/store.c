@@ -100,6 +100,7 @@ enum store_result
 store_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
             int64_t *db_step, char **cause)
 {
+    struct mark *held;
     enum store_result rc;
 
     if (store_check_tag(tag, cause) == -1)
@@ -111,10 +112,13 @@ store_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
     }
     if (marks_lift(s, cause) == -1)
         return STORE_REFUSED;
+    /* Loads and leases of one tag run on several loader threads. */
+    held = store_marks_hold(tag);
     rc = s->ops->alloc(s, tag, step, max_id, db_step, cause);
     if (rc == STORE_OK && store_marks_take(tag, *max_id, step,
                                            store_where(s), cause) == -1)
-        return STORE_REFUSED;
+        rc = STORE_REFUSED;
+    store_marks_release(held);
     return rc;
 }
 
@@ -171,6 +175,7 @@ store_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
     }
     if (marks_lift(s, cause) == -1)
         return STORE_REFUSED;
+    /* One serial loader thread: no hold (store_marks_take). */
     rc = s->ops->serial_alloc(s, offset_ms, serial_key_checked, &k, step,
                               db_ms, tag, cap, max_id, cause);
     if (rc == STORE_OK && store_marks_take(tag, *max_id, step, store_where(s),

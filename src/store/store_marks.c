@@ -31,9 +31,10 @@
 #define MARKS_LINE_MAX (TAG_MAX + MARKS_WHY_MAX + 64)
 
 struct mark {
-    struct mark *next;
-    int64_t      max_id;
-    char         tag[TAG_MAX + 1];
+    struct mark    *next;
+    pthread_mutex_t load;          /* held across one load of the tag */
+    int64_t         max_id;
+    char            tag[TAG_MAX + 1];
 };
 
 static struct {
@@ -71,6 +72,7 @@ do_mark(const char *tag, int make)
     if (!make)
         return NULL;
     e = xcalloc(1, sizeof *e);
+    pthread_mutex_init(&e->load, NULL);
     snprintf(e->tag, sizeof e->tag, "%s", tag);
     e->next = *slot;
     *slot = e;
@@ -139,9 +141,11 @@ do_replay(char *line)
             return -1;
         do_raise(line + 2, v);
     } else if (line[0] == 's' && line[1] == ' ') {
-        if (strlen(line + 2) >= sizeof marks.server)
+        size_t len = strlen(line + 2);
+
+        if (len >= sizeof marks.server)
             return -1;
-        snprintf(marks.server, sizeof marks.server, "%s", line + 2);
+        memcpy(marks.server, line + 2, len + 1);
     } else if (line[0] == 'r' && line[1] == ' ') {
         sp = strchr(line + 2, ' ');
         if (sp == NULL || (size_t)(sp - line - 2) >= sizeof marks.code)
@@ -290,6 +294,7 @@ store_marks_reset(void)
 
         for (; e != NULL; e = next) {
             next = e->next;
+            pthread_mutex_destroy(&e->load);
             free(e);
         }
         marks.bucket[i] = NULL;
@@ -346,6 +351,24 @@ do_refuse(const char *code, const char *why)
     snprintf(marks.why, sizeof marks.why, "%s", why);
     one_line(marks.why);
     do_append("r %s %s\n", marks.code, marks.why);
+}
+
+struct mark *
+store_marks_hold(const char *tag)
+{
+    struct mark *e;
+
+    pthread_mutex_lock(&marks.lock);
+    e = do_mark(tag, 1);
+    pthread_mutex_unlock(&marks.lock);
+    pthread_mutex_lock(&e->load);
+    return e;
+}
+
+void
+store_marks_release(struct mark *e)
+{
+    pthread_mutex_unlock(&e->load);
 }
 
 int

@@ -42,9 +42,16 @@ size_t  store_marks_count(void);
 
 /* A range of tag the store committed: 0 and the mark raised to max_id, or
  * -1 when it starts below the mark (the process is refused then, code
- * "store_behind", and *cause says why and what to do). */
+ * "store_behind", and *cause says why and what to do). Two loads of one tag
+ * in this process would commit in one order and record their marks in the
+ * other: a caller that may load a tag from several threads holds it
+ * (store_marks_hold) from before its transaction until after this. */
 int store_marks_take(const char *tag, int64_t max_id, int64_t step,
                      const char *where, char **cause);
+
+struct mark;
+struct mark *store_marks_hold(const char *tag);    /* blocks; never NULL */
+void store_marks_release(struct mark *held);
 
 /* Refuse every load from now on (sticky, kept in the file) with code, a
  * short error code for clients ("store_behind", "db_failover"), and why. */
