@@ -518,3 +518,6 @@ def test_mysql_failover_lagging_replica(ctx):
         grows(load, 2000, 60, "IDs after the failover")
         load.assert_unique("a lagging replica promoted")
         check(wc != wa, "C took A's worker ID %r on the promoted replica" % wa)
+        check("server changed" in c.log(), "C logs that leaf_worker's server changed")
+        eq(state(a)["worker_id"], wa, "A keeps its worker ID")
+        check("went back in time" in a.log(), "A logs that its row went back in time")
