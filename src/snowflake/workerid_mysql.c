@@ -108,9 +108,13 @@ static const char wm_sql_server[] = "SELECT CAST(@@server_id AS SIGNED)";
 #define WM_LOCK_NAME \
     "CONCAT('leafd_worker:', LEFT(SHA1(IFNULL(DATABASE(), '')), 16), ':', ?)"
 static const char wm_sql_lock[] = "SELECT GET_LOCK(" WM_LOCK_NAME ", 0)";
-/* 1 when another connection holds worker ID ?'s lock */
+/* How long ago (ms) the connection that holds worker ID ?'s lock, if
+ * another one does, ran its last command; NULL: none holds it (or it is
+ * not ours to see: PROCESSLIST shows other users' connections only with
+ * the PROCESS privilege). TIME_MS is MariaDB's. */
 static const char wm_sql_lock_used[] =
-    "SELECT IFNULL(IS_USED_LOCK(" WM_LOCK_NAME ") <> CONNECTION_ID(), 0)";
+    "SELECT CAST(TIME_MS AS SIGNED) FROM information_schema.PROCESSLIST"
+    " WHERE ID = IS_USED_LOCK(" WM_LOCK_NAME ") AND ID <> CONNECTION_ID()";
 static const char wm_sql_release[] =
     "UPDATE leaf_worker SET fence_ms = ?, released = 1"
     " WHERE worker_id = ? AND instance = ?";
@@ -124,6 +128,7 @@ struct wmysql {
     long long     held_hb;      /* the heartbeat_ms last written for it */
     long long     locked;       /* whose lock this connection holds, -1 */
     int           lock_off;     /* the server refused GET_LOCK: no more */
+    int           live_off;     /* no PROCESSLIST.TIME_MS: not asked */
 };
 
 /* A connection with the timeout for starting or for service. The client
@@ -215,20 +220,37 @@ wm_scalar(struct wmysql *m, const char *sql, MYSQL_BIND *p, long long *v,
     return 0;
 }
 
-/* Whether another connection holds worker's lock (a live holder's, though
- * the table may say its lease expired or the ID is free): 0 with *used, or
- * -1 after db_mysql_conn_fail. */
+/* Whether a holder is writing worker's record now, whatever the table
+ * says: another connection holds its lock and ran a command within half
+ * the lease (a holder writes every heartbeat, under half the lease; one
+ * whose writes have not landed for half the lease has stopped issuing,
+ * and a partitioned holder's connection, which the server may keep for
+ * hours, is idle that long). 0 with *used, or -1 after
+ * db_mysql_conn_fail. A server without TIME_MS (MySQL) is not asked
+ * again: *used 0. */
 static int
-wm_lock_used(struct wmysql *m, long long worker, int *used, char **cause)
+wm_lock_used(struct wmysql *m, long long worker, int64_t lease_ms,
+             int *used, char **cause)
 {
     MYSQL_BIND p[1];
     long long v;
     int null;
 
+    *used = 0;
+    if (m->live_off || lease_ms <= 0)
+        return 0;
     db_mysql_bind_i64(&p[0], &worker);
-    if (wm_scalar(m, wm_sql_lock_used, p, &v, &null, cause) == -1)
-        return -1;
-    *used = !null && v != 0;
+    if (wm_scalar(m, wm_sql_lock_used, p, &v, &null, cause) == -1) {
+        if (m->c.last_errno == 0 || m->c.last_errno >= 2000)
+            return -1;
+        log_warn("snowflake: cannot see worker ID locks' connections (%s): "
+                 "a claim then sees rows put back into leaf_worker only by "
+                 "their holders' next writes (docs/operations.md)",
+                 *cause != NULL ? *cause : "?");
+        m->live_off = 1;
+        return -1;          /* the connection is gone: the claim again */
+    }
+    *used = !null && v >= 0 && v < lease_ms / 2;
     return 0;
 }
 
@@ -312,14 +334,19 @@ wm_since_now(struct wmysql *m, long long now, char **cause)
     return db_mysql_conn_run(&m->c, wm_sql_since, sp, NULL, cause);
 }
 
+/* worker: the one wanted, or -1 (any) */
 static char *
 wm_live_lock(long long worker, long long until)
 {
-    return xasprintf("snowflake worker ID %lld: leaf_worker says its lease "
-                     "expired or it is free, but a live node's connection "
-                     "holds its lock: the table went back in time (rows "
-                     "restored?); not taking it, and no row older than now "
-                     "before server time %lld (docs/operations.md)", worker,
+    char w[32] = "a";
+
+    if (worker >= 0)
+        snprintf(w, sizeof w, "%lld", worker);
+    return xasprintf("leaf_worker went back in time (rows restored?): "
+                     "snowflake worker ID %s that it calls free is held by a "
+                     "live node (its connection holds the ID's lock and "
+                     "writes); not taking it, nor any row older than now "
+                     "before server time %lld (docs/operations.md)", w,
                      until);
 }
 
@@ -419,7 +446,6 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
     int64_t take = -1, tfence = 0;
     int fr, insert = 0, has_epoch = 0, epoch_ok = 1, rc = WLEASE_DOWN;
     int waiting = 0, gate_since = 0, wr, null, used, live = 0, bumped = 0;
-    char *why = NULL;
 
     if (strlen(c->identity) > WM_IDENT_MAX || strlen(c->nonce) >
         WM_NONCE_MAX) {
@@ -532,7 +558,7 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         if ((at < 0 || strcmp(rows[at].ident, c->identity) != 0) &&
             (c->alias == NULL || c->alias[0] == '\0' || at < 0 ||
              strcmp(rows[at].ident, c->alias) != 0)) {
-            if (wm_lock_used(m, c->want_worker, &used, cause) == -1) {
+            if (wm_lock_used(m, c->want_worker, c->lease_ms, &used, cause) == -1) {
                 free(rows);
                 return WLEASE_DOWN;
             }
@@ -586,10 +612,10 @@ rescan:
          expect++) {
         int64_t cand = -1;
         long long cfence = 0;
-        int gap = 0;
+        int gap = 0, old = 0;
 
         if (i < n && (uint64_t)rows[i].worker == expect) {
-            int old = rows[i].hb < since;
+            old = rows[i].hb < since;
 
             if (old && now - since < c->lease_ms)
                 waiting = 1;
@@ -607,13 +633,20 @@ rescan:
         }
         if (cand < 0)
             continue;
-        /* free by the table, but a live node's connection holds its lock:
-         * the table went back in time (rows put back, a restore) */
-        if (wm_lock_used(m, cand, &used, cause) == -1) {
+        /* free by the table (its lease expired since a write at or after
+         * since, or released, or no row), but a holder is writing it: the
+         * table went back in time (rows put back, a restore). A row older
+         * than since is free only a lease after since, whatever its lock
+         * (a holder would have written it within that); a gap in a table
+         * this claim found without an epoch row (emptied) gates on the
+         * new epoch, which is past what any holder confirmed. */
+        if (gap && !has_epoch)
+            old = 1;
+        if (!old && wm_lock_used(m, cand, c->lease_ms, &used, cause) == -1) {
             free(rows);
             return WLEASE_DOWN;
         }
-        if (used) {
+        if (!old && used) {
             live = 1;
             continue;
         }
@@ -641,13 +674,14 @@ rescan:
         waiting = 0;
         goto rescan;
     }
-    if (take < 0 && waiting) {
+    if (take < 0 && (waiting || live)) {
         /* WLEASE_DOWN: a lease later it is free; the marker and since
          * written above are kept */
         free(rows);
         if (db_mysql_conn_commit(&m->c, cause) == -1)
             return WLEASE_DOWN;
-        *cause = wm_waiting(since + c->lease_ms);
+        *cause = waiting ? wm_waiting(since + c->lease_ms) :
+                           wm_live_lock(-1, since + c->lease_ms);
         return WLEASE_DOWN;
     }
     if (take < 0) {
@@ -656,13 +690,7 @@ rescan:
                            "live, or fences not yet passed)",
                            c->max_worker + 1, c->max_worker);
         rc = WLEASE_REFUSED;
-        if (!bumped)
-            goto rollback;
-        /* keep since: the next claim must not see those rows as free */
-        free(rows);
-        if (db_mysql_conn_commit(&m->c, &why) == -1)
-            free(why);
-        return rc;
+        goto rollback;
     }
     if (past_max >= 0) {
         log_warn("snowflake: %s held worker ID %lld in leaf_worker, past "
