@@ -26,9 +26,31 @@
  * and keeps its since. A row whose heartbeat is older than since is free
  * only a lease after since (its holder, if alive, writes it within that,
  * or has stopped), and is taken gated on since + unknown_gate_ms, as a
- * missing row is. Rows put back into the same table (a data-only restore)
- * or a lagging replica promoted are seen only by the holders' next
- * writes. */
+ * missing row is.
+ *
+ * DESIGN: a promoted replica and rows put back. The marker also names the
+ * server ("@<ms>:s<@@server_id>"); a claim that finds another @@server_id
+ * (a replica promoted, which may lack the last heartbeats and claims, or
+ * another server behind the address) sets since to the server's clock
+ * now, before it looks at the rows. Rows put back into the same table (a
+ * data-only restore) change neither CREATE_TIME nor the server, so each
+ * holder also holds GET_LOCK on its worker ID on its connection (taken
+ * after each write that lands; it ends with the connection, and is not in
+ * any table a restore or a replica can bring back). A claim about to take
+ * a row the table calls free (released, or its lease expired since a
+ * write at or after since), or a gap in a table with an epoch row, first
+ * asks whether another connection holds that ID's lock and ran a command
+ * within half the lease (PROCESSLIST.TIME_MS, MariaDB): a holder that is
+ * writing. If so the table went back in time: since is now, and the rows
+ * are looked at again under it. The idle bound keeps a partitioned holder,
+ * whose connection the server may keep for hours, from holding its ID:
+ * its last command is its last landed write, over a lease before its row
+ * expires. Not covered: a promoted replica with the same @@server_id
+ * (replication refuses one), a marker that had not yet replicated or was
+ * never written (the table's first claim not yet on the replica), a
+ * server without GET_LOCK or TIME_MS, or other users' connections hidden
+ * from PROCESSLIST (no PROCESS privilege): there the holders' next writes
+ * see it, as before. */
 #include <mysql.h>
 #include <assert.h>
 #include <inttypes.h>
