@@ -131,8 +131,11 @@ int  serial_row_name(void *arg, int64_t db_ms, char *tag, size_t cap,
  * can be the same text as code i's (serial.h's row key parsed back; the
  * prefix compared without regard to case) and whose period some zone may
  * still print at now_ms (its last day's end at UTC-12 plus an hour; "all"
- * always; yy read as 20yy) is one: -1 with *cause (malloc'd) naming the
- * row, the code and what to do. Else 0. */
+ * always; yy read as 20yy) is one; so is such a row of a period over
+ * whose text code i's pattern reads as a date (or a date it cannot read)
+ * not over at now_ms (ddMMyy's 281126 of 2026-11-28 is yyMMdd's
+ * 2028-11-26): -1 with *cause (malloc'd) naming the row, the code and
+ * what to do. Else 0. */
 struct store_row;
 int  serial_rows_check(const struct serials *s, size_t i,
                        const struct store_row *rows, size_t n, int64_t now_ms,

@@ -30,6 +30,7 @@ TESTS = [
     "test_clock_step_during_reset_change",
     "test_rolling_upgrade_old_node",
     "test_shape_change_same_text",
+    "test_pattern_reorder_after_period",
     "test_snowflake_zone_change",
 ]
 
@@ -322,6 +323,39 @@ def test_shape_change_same_text(ctx):
                          env=pinned(ms_utc(2026, 11, 25, 0, 30))).start()
             load(d, "S")
             eq(d.stop(), 0, "later: leafd exit status")
+
+
+def test_pattern_reorder_after_period(ctx):
+    """ddMMyy -> yyMMdd (issue 28, 3.3): the old pattern printed
+    INV281126000001.. on 2026-11-28; its period is over long before
+    2028-11-26, when yyMMdd prints INV281126 again from a row of its own.
+    Waiting for the period to end does not help: leafd refuses the start
+    on that date (and on every date before it), naming the row and the
+    text, and starts once 2028-11-26 is over everywhere."""
+    with Workdir("ops-serial-reorder") as wd:
+        base = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
+                "serial.count_max": "10", "serial.S.prefix": "INV"}
+        old = dict(base, **{"serial.S.pattern": "ddMMyy"})
+        new = dict(base, **{"serial.S.pattern": "yyMMdd"})
+        d = wd.leafd(conf=old, name="old",
+                     env=pinned(ms_utc(2026, 11, 28, 12))).start()
+        got = [load(d, "S")]
+        eq(d.stop(), 0, "old pattern: leafd exit status")
+        check(any(s.startswith("INV281126") for s in got[0]),
+              "the old pattern printed INV281126...: %r" % got[0][:3])
+        for name, when in (("same_text", ms_utc(2028, 11, 26, 12)),
+                           ("next_day", ms_utc(2026, 11, 30, 12))):
+            d = wd.leafd(conf=new, name=name, env=pinned(when))
+            must_refuse(d, "S", got, "%s: yyMMdd started while it can print "
+                        "the old row's text again" % name)
+            check("serial.inv.dmoy2.0.6:261128" in d.log() and "281126" in d.log()
+                  and "prefix" in d.log(),
+                  "the refusal names the row, the text and what to do:\n%s" % d.log())
+        d = wd.leafd(conf=new, name="later",
+                     env=pinned(ms_utc(2028, 11, 28, 12))).start()
+        got.append(load(d, "S"))
+        eq(d.stop(), 0, "later: leafd exit status")
+        no_repeat(got)
 
 
 def test_snowflake_zone_change(ctx):
