@@ -68,6 +68,12 @@ enum store_result store_my_meta_check(struct store_mysql *m,
                                       const struct multi_meta *want,
                                       struct multi_meta *got, char **cause);
 
+/* Inside a single-URL node's load: refused (rolled back, STORE_DB_ERROR)
+ * when the database is frozen by multi-db init or a member of a set; tag:
+ * the row to lock first (NULL: locked already). store_mysql_multi.c. */
+enum store_result store_my_single_check(struct store_mysql *m, const char *tag,
+                                        char **cause);
+
 /* A string parameter of *len bytes at s. */
 static inline void
 store_my_bind_str(MYSQL_BIND *b, const char *s, unsigned long *len)
