@@ -126,6 +126,12 @@ struct serial_key_arg {
 struct store_serial_floor;
 int  serial_row_name(void *arg, int64_t db_ms, char *tag, size_t cap,
                      struct store_serial_floor *floor);
+/* The row's mark: the highest max_id this process got from a load of the
+ * serial row tag (0: none), which serial_row_name puts in the floor, so
+ * that a load below it (the database went back in time) is refused in
+ * its transaction. serial_mark_raise after each load. Any thread. */
+int64_t serial_mark_get(const char *tag);
+void    serial_mark_raise(const char *tag, int64_t max_id);
 /* Does a row of the database stand in the way of code i? rows are the
  * serial rows (store_serial_rows). A row of another shape whose serials
  * can be the same text as code i's (serial.h's row key parsed back; the

@@ -193,6 +193,7 @@ load_one(struct serial_loader *l, size_t i)
     if (rc == ROWS_DB_ERROR)
         r = STORE_DB_ERROR;
     if (r == STORE_OK) {
+        serial_mark_raise(tag, max_id);
         pthread_mutex_lock(&l->lock);
         if (l->refusal[i][0] != '\0')
             log_info("serial %s: no row of another shape is in its way now",

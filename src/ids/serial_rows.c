@@ -5,6 +5,7 @@
  * (serial_rows_check). The rules: serial.c's DESIGN comment. */
 #include <assert.h>
 #include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +190,9 @@ serial_row_name(void *arg, int64_t db_ms, char *tag, size_t cap,
     n = snprintf(tag, cap, "%s:%s", shape, period);
     if (n < 0 || (size_t)n >= cap)
         return -1;
+    floor->mark = serial_mark_get(tag);
+    snprintf(floor->mark_src, sizeof floor->mark_src, "this process's mark: "
+             "the serials it got of that row");
     /* This period's rows and those in it: the period as a prefix. */
     serial_period_key(d->reset, &tm, old);
     floor->n = 0;
@@ -203,6 +207,53 @@ serial_row_name(void *arg, int64_t db_ms, char *tag, size_t cap,
                   "all" : old);
     }
     return 0;
+}
+
+/* ---- marks: the highest max_id this process got per row ---- */
+
+struct row_mark {
+    struct row_mark *next;
+    int64_t          max_id;
+    char             tag[TAG_MAX + 1];
+};
+
+static pthread_mutex_t marks_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct row_mark *marks;      /* one per row loaded; a few a day */
+
+int64_t
+serial_mark_get(const char *tag)
+{
+    int64_t v = 0;
+
+    pthread_mutex_lock(&marks_lock);
+    for (struct row_mark *m = marks; m != NULL; m = m->next)
+        if (strcmp(m->tag, tag) == 0) {
+            v = m->max_id;
+            break;
+        }
+    pthread_mutex_unlock(&marks_lock);
+    return v;
+}
+
+void
+serial_mark_raise(const char *tag, int64_t max_id)
+{
+    struct row_mark *m;
+
+    assert(strlen(tag) <= TAG_MAX);
+    pthread_mutex_lock(&marks_lock);
+    for (m = marks; m != NULL; m = m->next)
+        if (strcmp(m->tag, tag) == 0)
+            break;
+    if (m == NULL) {
+        m = xcalloc(1, sizeof *m);
+        snprintf(m->tag, sizeof m->tag, "%s", tag);
+        m->next = marks;
+        marks = m;
+    }
+    if (max_id > m->max_id)
+        m->max_id = max_id;
+    pthread_mutex_unlock(&marks_lock);
 }
 
 /* ---- rows of other shapes ---- */
