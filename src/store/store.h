@@ -115,7 +115,9 @@ struct store_serial_floor {
     } row[STORE_SERIAL_FLOOR_MAX];
     /* The least the range may start at: the highest max_id this process
      * got for the row (serial_row_name), or one of its copies in a set
-     * (store_multi.c); 0: none. A load whose range would start below it
+     * (store_multi.c); 0: none. Checked against the floor's maximum, which
+     * counts the row itself (serial_row_name's first entry; with n == 0 it
+     * is not checked). A load whose range would start below it
      * is refused in its transaction (nothing changes), STORE_BAD_ROW with
      * STORE_SERIAL_BEHIND's cause: the database went back in time and
      * would hand out again serials already handed out. mark_src says

@@ -867,6 +867,47 @@ multi_get(struct store *s, const char *tag, struct store_row *row, char **cause)
     return r;
 }
 
+struct copies_key {
+    struct store_multi *m;
+    store_serial_key_fn key;
+    void               *arg;
+};
+
+/* The row's name and floor (key's), with the floor's mark raised to its
+ * copies in the other databases up: every serial load pushes its row's
+ * end there (push_serial), so a first database restored from an older
+ * dump has the row below a copy, and the load is refused in its
+ * transaction instead of handing those serials out again. */
+static int
+copies_key(void *arg, int64_t db_ms, char *tag, size_t cap,
+           struct store_serial_floor *floor)
+{
+    const struct copies_key *k = arg;
+
+    if (k->key(k->arg, db_ms, tag, cap, floor) == -1)
+        return -1;
+    if (floor->n == 0) {            /* the mark is checked on the floor */
+        snprintf(floor->row[0].tag, sizeof floor->row[0].tag, "%s", tag);
+        floor->row[0].prefix = 0;
+        floor->row[0].raise = 0;
+        floor->n = 1;
+    }
+    for (int j = 1; j < k->m->n; j++) {
+        struct store_row row;
+        char *why = NULL;
+
+        if (atomic_load(&shared.db[j].up) &&
+            store_get(k->m->sub[j], tag, &row, &why) == STORE_OK &&
+            store_row_is_serial(&row) && row.max_id > floor->mark) {
+            floor->mark = row.max_id;
+            snprintf(floor->mark_src, sizeof floor->mark_src, "its copy in "
+                     "database %d, %s", j, store_mysql_where(k->m->sub[j]));
+        }
+        free(why);
+    }
+    return 0;
+}
+
 static enum store_result
 multi_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
                    void *arg, int64_t step, int64_t *db_ms, char *tag,
@@ -874,15 +915,16 @@ multi_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
 {
     struct store_multi *m = (struct store_multi *)s;
     struct multi_meta want;
-
+    struct copies_key ck = { m, key, arg };
     enum store_result r;
 
     /* Only while the first database is the first of the set this node
      * knows: a reordered set's serial rows were merged into another. */
     if (want_for(m, 0, &want, cause) == -1)
         return STORE_DB_ERROR;
-    r = store_mysql_serial_alloc_in_set(m->sub[0], &want, offset_ms, key, arg,
-                                        step, db_ms, tag, cap, max_id, cause);
+    r = store_mysql_serial_alloc_in_set(m->sub[0], &want, offset_ms,
+                                        copies_key, &ck, step, db_ms, tag, cap,
+                                        max_id, cause);
     if (r == STORE_OK)
         push_serial(m, tag, *max_id, step);
     return r;

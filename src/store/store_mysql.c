@@ -332,7 +332,7 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
         return STORE_DB_ERROR;      /* alone, but a set's member */
     if (floor.n > 0 && my_serial_floor(m, &floor, &v_floor, cause) == -1)
         return STORE_DB_ERROR;
-    if (floor.mark > (v_floor > 1 ? v_floor : 1)) {
+    if (floor.n > 0 && floor.mark > (v_floor > 1 ? v_floor : 1)) {
         if (db_mysql_conn_rollback(&m->c, cause) == -1)
             return STORE_DB_ERROR;
         store_set_cause(cause, STORE_SERIAL_BEHIND, m->c.where, tag,

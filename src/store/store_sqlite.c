@@ -348,7 +348,7 @@ do_sqlite_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn k
         sqlite3_reset(q->serial_floor);
         sqlite3_clear_bindings(q->serial_floor);
     }
-    if (floor.mark > (low > 1 ? low : 1)) {
+    if (floor.n > 0 && floor.mark > (low > 1 ? low : 1)) {
         sqlite_rollback(q);
         store_set_cause(cause, STORE_SERIAL_BEHIND, q->path, tag,
                         (long long)(low > 1 ? low : 1), (long long)floor.mark,

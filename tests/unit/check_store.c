@@ -1396,6 +1396,56 @@ START_TEST(test_single_node_during_init)
 }
 END_TEST
 
+/* Issue 28, 3.2: the first database of a set (its serial rows) restored
+ * from an older dump while the nodes run. Its row is below what the set
+ * handed out; the copies in the other databases (pushed after every
+ * serial load) show it: the load is refused in its transaction, naming
+ * the copy, instead of handing the serials out again. */
+START_TEST(test_multi_serial_first_restored)
+{
+    const char *base = be.cfg.mysql_url;
+    char *urls[2], *cause = NULL, list[1100], sql[256], name[2][64];
+    char got[TAG_MAX + 1];
+    struct store *m;
+    FILE *out = tmpfile();
+    int64_t max_id, db_ms;
+
+    ck_assert_ptr_nonnull(out);
+    for (int i = 0; i < 2; i++)
+        urls[i] = fresh_schema(base, "restore", i, name[i], sizeof name[i]);
+    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, 1000, 0, 0, out, &cause) == 0,
+                  "init: %s", cause);
+    store_thread_init();
+    snprintf(list, sizeof list, "%s,%s", urls[0], urls[1]);
+    be.cfg.mysql_url = NULL;
+    be.cfg.mysql_urls = list;
+    m = be_open();
+    serial_row(m, "PAY:20261128");
+    serial_row(m, "PAY:20261128");                  /* [11, 21) */
+    url_exec(urls[0], "UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = "
+             "'PAY:20261128'");
+    ck_assert_int_ne(store_serial_alloc(m, 0, fixed_row_name,
+                                        (void *)"PAY:20261128", 10, &db_ms, got,
+                                        sizeof got, &max_id, &cause), STORE_OK);
+    ck_assert_msg(strstr(cause, "copy in database 1") != NULL &&
+                  strstr(cause, "went back in time") != NULL, "%s", cause);
+    free(cause);
+    cause = NULL;
+    /* Nothing changed: the row is where the restore left it. */
+    url_exec(urls[0], "UPDATE leaf_alloc SET max_id = 21 WHERE biz_tag = "
+             "'PAY:20261128'");
+    serial_row(m, "PAY:20261128");
+    store_close(m);
+    be.cfg.mysql_urls = NULL;
+    for (int i = 0; i < 2; i++) {
+        snprintf(sql, sizeof sql, "DROP DATABASE %s", name[i]);
+        url_exec(base, sql);
+        free(urls[i]);
+    }
+    fclose(out);
+}
+END_TEST
+
 /* multi-db init against real databases: a list that lacks a member of
  * the set is refused, naming the floor flag; with --floor no ID below it
  * is handed out; a reordered list keeps the serial rows (merged into the
@@ -1559,6 +1609,7 @@ store_suite(void)
         tcase_add_test(tc, test_multi_init_members);
         tcase_add_test(tc, test_multi_init_hostile_rows);
         tcase_add_test(tc, test_single_node_during_init);
+        tcase_add_test(tc, test_multi_serial_first_restored);
         tcase_set_timeout(tc, 180);
         suite_add_tcase(su, tc);
     } else {
