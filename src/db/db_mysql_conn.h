@@ -115,4 +115,18 @@ typedef int (*db_mysql_tx_fn)(void *arg, char **cause);
 int db_mysql_conn_tx(struct db_mysql_conn *c, db_mysql_tx_fn body, void *arg,
                      char **cause);
 
+/* Deadlock rule: MariaDB reports an InnoDB deadlock, and Galera a write set
+ * that lost certification (at COMMIT, or on a statement when a replicated
+ * write aborted it), as ER_LOCK_DEADLOCK; either way the whole transaction
+ * was rolled back and nothing of it committed, on any node, so running it
+ * again cannot use a range twice. db_mysql_conn_tx_retry is
+ * db_mysql_conn_tx, run again while body fails with ER_LOCK_DEADLOCK, at
+ * most DB_MYSQL_DEADLOCK_RETRIES more times, after a random pause of 1..20
+ * ms times the attempt, and only while the pause still ends within
+ * timeout_ms of the first start; each earlier cause is freed. The last
+ * result otherwise as db_mysql_conn_tx's. */
+#define DB_MYSQL_DEADLOCK_RETRIES 8
+int db_mysql_conn_tx_retry(struct db_mysql_conn *c, db_mysql_tx_fn body,
+                           void *arg, char **cause);
+
 #endif
