@@ -257,9 +257,9 @@ db_mysql_conn_tx(struct db_mysql_conn *c, db_mysql_tx_fn body, void *arg,
     }
 }
 
-/* The pause before rerun `attempt` (0-based) after a deadlock: 1..20 ms
- * times attempt + 1, random, so that two nodes that met do not meet again
- * in step. */
+/* The pause before rerun `attempt` (0-based) after a deadlock: 1..10 ms
+ * times attempt + 1 (at most 5), random, so that two nodes that met do not
+ * meet again in step. */
 static int64_t
 conn_deadlock_pause_ms(int attempt)
 {
@@ -267,7 +267,7 @@ conn_deadlock_pause_ms(int attempt)
 
     if (csprng_fill(&rnd, 1) == -1)
         rnd = 0;
-    return (int64_t)(1 + rnd % 20) * (attempt + 1);
+    return (int64_t)(1 + rnd % 10) * (attempt < 4 ? attempt + 1 : 5);
 }
 
 int

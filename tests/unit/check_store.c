@@ -1139,7 +1139,7 @@ START_TEST(test_mysql_deadlock_retry)
     used = 1000 - deadlocks_left();
     printf("check_store: endless deadlocks: %lld attempts\n", used);
     ck_assert_int_ge(used, 1);
-    ck_assert_int_le(used, 9);      /* 1 + DB_MYSQL_DEADLOCK_RETRIES */
+    ck_assert_int_le(used, 33);     /* 1 + DB_MYSQL_DEADLOCK_RETRIES */
 
     be_exec("DROP TRIGGER leafd_test_deadlock_trg");
     be_exec("DROP TABLE leafd_test_deadlock");
