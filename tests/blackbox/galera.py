@@ -5,6 +5,7 @@ leafd nodes writing through different Galera nodes, under faults.
     python3 tests/blackbox/galera.py --short [--leafd ./leafd]   about a minute
     python3 tests/blackbox/galera.py [--rounds N] [--scale S]   the long run
     ... --keep                                      keep the work directory
+    ... --writers one         both leafd nodes through db0 (the comparison)
 
 Topology (tests/lib/netns.py, on a private bridge in 10.232.0.0/16, root
 only): namespaces db0 db1 db2 run one mariadbd each (tests/lib/galera.sh,
@@ -318,8 +319,10 @@ class Scenario:
                 g.sql(0, "INSERT INTO leaf.leaf_alloc (biz_tag, max_id, step, "
                       "description) VALUES ('%s', 1, %d, 'galera.py')" % (TAG, a.step))
                 for i, l in enumerate(ls):
-                    procs.append(self.leafd(wd, l, self.dbs[i], "l%d" % i))
-                say("leafd l0 -> db0, l1 -> db1 (tag %s, step %d)" % (TAG, a.step))
+                    db = self.dbs[i if a.writers == "two" else 0]
+                    procs.append(self.leafd(wd, l, db, "l%d" % i))
+                say("leafd l0 -> db0, l1 -> %s (tag %s, step %d)" % (
+                    "db1" if a.writers == "two" else "db0", TAG, a.step))
                 self.load = Load([l.addr for l in ls], a.threads)
                 self.load.start()
                 t_start = time.monotonic()
@@ -411,6 +414,9 @@ def main():
                     help="phase length multiplier (1: --short's)")
     ap.add_argument("--step", type=int, default=20)
     ap.add_argument("--threads", type=int, default=4, help="client threads per leafd")
+    ap.add_argument("--writers", choices=("two", "one"), default="two",
+                    help="one: both leafd nodes write through db0 (a single "
+                    "writer: no certification conflicts)")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
     if a.short:
