@@ -307,7 +307,7 @@ class Scenario:
         procs = []
         g = None
         try:
-            with Net(first_octet=232) as net:
+            with Net(prefix="lfg", first_octet=232) as net:
                 self.net = net
                 self.dbs = [net.add("db%d" % i) for i in range(3)]
                 ls = [net.add("l%d" % i) for i in range(2)]
