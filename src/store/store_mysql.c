@@ -9,7 +9,10 @@
  * (the caller backs off). One exception: when a connection kept from an
  * earlier call turns out dead at once (server restarted, connection killed)
  * before anything was committed, the call reconnects and runs again once.
- * These steps are db_mysql_conn.c's, shared with the worker-ID store.
+ * These steps are db_mysql_conn.c's, shared with the worker-ID store. A
+ * load (store_mysql_alloc, multi-db's store_mysql_alloc_block) also runs
+ * again after ER_LOCK_DEADLOCK, a deadlock or a Galera certification
+ * conflict, after a short random pause (db_mysql_conn_tx_retry).
  *
  * Timeouts: MYSQL_OPT_CONNECT/READ/WRITE_TIMEOUT are db_timeout_ms rounded up
  * to whole seconds (the C API's unit), so a hung server costs a call at most
@@ -237,7 +240,8 @@ store_mysql_alloc(struct store *s, const char *tag, int64_t step,
 {
     struct my_alloc_arg a = { tag, step, max_id, db_step };
 
-    return store_my_tx((struct store_mysql *)s, my_alloc_body, &a, cause);
+    return store_my_tx_retry((struct store_mysql *)s, my_alloc_body, &a,
+                             cause);
 }
 
 

@@ -72,6 +72,22 @@ store_my_tx(struct store_mysql *m, my_tx_fn body, void *arg, char **cause)
                                                cause);
 }
 
+/* store_my_tx, run again after a deadlock or a Galera certification
+ * conflict (db_mysql_conn_tx_retry): for loads, whose rerun is safe. */
+static inline enum store_result
+store_my_tx_retry(struct store_mysql *m, my_tx_fn body, void *arg,
+                  char **cause)
+{
+    struct store_my_call k;
+
+    k.m = m;
+    k.body = body;
+    k.arg = arg;
+    return (enum store_result)db_mysql_conn_tx_retry(&m->c,
+                                                     store_my_call_body, &k,
+                                                     cause);
+}
+
 /* The set's leafd_multi_db row matches want and is not frozen
  * (store_mysql_multi.c). */
 enum store_result store_my_meta_check(struct store_mysql *m,

@@ -282,7 +282,8 @@ store_mysql_alloc_block(struct store *s, const struct multi_meta *want,
 {
     struct my_block_arg a = { want, tag, step, floor, max_id, db_step };
 
-    return store_my_tx((struct store_mysql *)s, my_alloc_block_once, &a, cause);
+    return store_my_tx_retry((struct store_mysql *)s, my_alloc_block_once, &a,
+                             cause);
 }
 
 /* ---- leafd multi-db init (store_multi.c), one transaction per call ---- */

@@ -1069,6 +1069,89 @@ START_TEST(test_mysql_restart)
 }
 END_TEST
 
+/* The rows left in the deadlock test's counter (leafd_test_deadlock). */
+static long long
+deadlocks_left(void)
+{
+    struct db_mysql_target t;
+    char *cause = NULL;
+    MYSQL *db = mysql_init(NULL);
+    MYSQL_RES *res;
+    MYSQL_ROW r;
+    long long n;
+
+    ck_assert_int_eq(db_mysql_url_parse(be.cfg.mysql_url, &t, &cause), 0);
+    ck_assert_msg(mysql_real_connect(db, t.host, t.user, t.password,
+                  t.database, (unsigned)t.port, t.socket, 0) != NULL,
+                  "connect: %s", mysql_error(db));
+    ck_assert_int_eq(mysql_query(db, "SELECT n FROM leafd_test_deadlock"), 0);
+    ck_assert_ptr_nonnull(res = mysql_store_result(db));
+    ck_assert_ptr_nonnull(r = mysql_fetch_row(res));
+    n = atoll(r[0]);
+    mysql_free_result(res);
+    mysql_close(db);
+    db_mysql_target_free(&t);
+    return n;
+}
+
+/* A load that fails with ER_LOCK_DEADLOCK (an InnoDB deadlock victim, or a
+ * Galera certification conflict) runs again: a trigger makes the UPDATE of
+ * one tag fail with 1213 while a counter in a MyISAM table (not rolled
+ * back) is above 0. Three failures: the load still succeeds, with one
+ * range. Endless failures: it fails after a bounded number of reruns,
+ * having taken nothing. */
+START_TEST(test_mysql_deadlock_retry)
+{
+    struct store *s;
+    struct store_row row;
+    char *cause = NULL;
+    char sql[1024];
+    int64_t max_id = 0, step = 0;
+    long long used;
+
+    s = be_open();
+    ck_assert_int_eq(store_insert(s, tag("dl"), 1, 10, NULL, &cause), 0);
+    be_exec("DROP TABLE IF EXISTS leafd_test_deadlock");
+    be_exec("CREATE TABLE leafd_test_deadlock (n INT NOT NULL) ENGINE=MyISAM");
+    be_exec("INSERT INTO leafd_test_deadlock VALUES (3)");
+    be_exec("DROP TRIGGER IF EXISTS leafd_test_deadlock_trg");
+    snprintf(sql, sizeof sql,
+             "CREATE TRIGGER leafd_test_deadlock_trg BEFORE UPDATE ON "
+             "leaf_alloc FOR EACH ROW BEGIN IF NEW.biz_tag = '%s' AND "
+             "(SELECT n FROM leafd_test_deadlock) > 0 THEN "
+             "UPDATE leafd_test_deadlock SET n = n - 1; "
+             "SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, "
+             "MESSAGE_TEXT = 'test: deadlock'; END IF; END", tag("dl"));
+    be_exec(sql);
+
+    ck_assert_msg(store_alloc(s, tag("dl"), 10, &max_id, &step, &cause) == 0,
+                  "alloc after 3 deadlocks: %s", cause);
+    ck_assert_int_eq(max_id, 11);
+    ck_assert_int_eq(deadlocks_left(), 0);
+    ck_assert_ptr_null(cause);
+
+    be_exec("UPDATE leafd_test_deadlock SET n = 1000");
+    ck_assert_int_eq(store_alloc(s, tag("dl"), 10, &max_id, &step, &cause),
+                     STORE_DB_ERROR);
+    ck_assert_ptr_nonnull(cause);
+    ck_assert_msg(strstr(cause, "deadlock") != NULL, "cause: %s", cause);
+    free(cause);
+    cause = NULL;
+    used = 1000 - deadlocks_left();
+    printf("check_store: endless deadlocks: %lld attempts\n", used);
+    ck_assert_int_ge(used, 1);
+    ck_assert_int_le(used, 33);     /* 1 + DB_MYSQL_DEADLOCK_RETRIES */
+
+    be_exec("DROP TRIGGER leafd_test_deadlock_trg");
+    be_exec("DROP TABLE leafd_test_deadlock");
+    ck_assert_int_eq(store_get(s, tag("dl"), &row, &cause), 0);
+    ck_assert_int_eq(row.max_id, 11);
+    ck_assert_int_eq(store_alloc(s, tag("dl"), 10, &max_id, &step, &cause), 0);
+    ck_assert_int_eq(max_id, 21);
+    store_close(s);
+}
+END_TEST
+
 /* A hung server (SIGSTOP): calls fail within about db_timeout_ms instead of
  * hanging, and the store works again once it runs. */
 START_TEST(test_mysql_hung)
@@ -1877,6 +1960,7 @@ store_suite(void)
         tcase_add_test(tc, test_mysql_jdbc_url);
         tcase_add_test(tc, test_mysql_restart);
         tcase_add_test(tc, test_mysql_hung);
+        tcase_add_test(tc, test_mysql_deadlock_retry);
         tcase_add_test(tc, test_multi_serial_rows);
         tcase_add_test(tc, test_multi_init_members);
         tcase_add_test(tc, test_multi_init_hostile_rows);
