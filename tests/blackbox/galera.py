@@ -226,6 +226,8 @@ class Scenario:
                 "threads": 2,
                 "leaf.segment.enable": "true",
                 "segment.mysql.url": "mysql://root@%s:3306/leaf" % db.addr,
+                "segment.mysql.replication": "galera",
+                "segment.marks_file": os.path.join(wd, "%s.marks" % name),
                 "segment.wait_ms": 2000,
                 "segment.db_timeout_ms": 2000,
                 "segment.db_backoff_max_ms": 500,
