@@ -149,8 +149,9 @@ struct store_serial_floor {
      * (store_multi.c); 0: none. Checked against the floor's maximum, which
      * counts the row itself (serial_row_name's first entry; with n == 0 it
      * is not checked). A load whose range would start below it
-     * is refused in its transaction (nothing changes), STORE_BAD_ROW with
-     * STORE_SERIAL_BEHIND's cause: the database went back in time and
+     * is refused in its transaction (nothing changes), STORE_REFUSED with
+     * STORE_SERIAL_BEHIND's cause (and, for a store that can be fenced,
+     * the process refused as for any range below its marks): the database went back in time and
      * would hand out again serials already handed out. mark_src says
      * whose mark it is. */
     int64_t mark;

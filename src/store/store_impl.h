@@ -21,6 +21,8 @@ enum store_result store_list_keep(struct store *s, store_keep_fn keep,
 #define STORE_DESC_MAX 256          /* bytes kept of description (row field) */
 #define STORE_SQLITE_TIMEOUT_MS 5000 /* busy timeout when db_timeout_ms <= 0 */
 
+struct marks_fence;
+
 struct store_ops {
     const char *name;                            /* "sqlite" or "mysql" */
     enum store_result (*alloc)(struct store *s, const char *tag, int64_t step,
@@ -40,10 +42,10 @@ struct store_ops {
                                       int64_t step, int64_t *db_ms, char *tag,
                                       size_t cap, int64_t *max_id,
                                       char **cause);
-    /* The highest floor in leafd_fence (0: none, or no such table) and
+    /* The last row of leafd_fence (id 0: none, or no such table) and
      * the identity of the server that answered ("server_id=N"); NULL:
      * the backend cannot be fenced. */
-    enum store_result (*fence_get)(struct store *s, int64_t *floor,
+    enum store_result (*fence_get)(struct store *s, struct marks_fence *last,
                                    char *server, size_t cap, char **cause);
     /* store_fence's transaction on this store. */
     enum store_result (*fence_set)(struct store *s, int64_t floor,

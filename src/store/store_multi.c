@@ -116,6 +116,7 @@
 #include "log.h"
 #include "store.h"
 #include "store_impl.h"
+#include "store_marks.h"
 #include "multi_block.h"
 #include "util.h"
 
@@ -227,15 +228,18 @@ do_floor_entry(const char *tag)
     return e;
 }
 
+/* The tag's floor: the highest max_id this process got for it, here or
+ * kept from a run before in the marks (segment.marks_file), so that a
+ * restarted node's ranges pass the marks' check too. */
 static int64_t
 floor_get(const char *tag)
 {
-    int64_t v;
+    int64_t v, mark = store_marks_get(tag);
 
     pthread_mutex_lock(&shared.lock);
     v = do_floor_entry(tag)->max_id;
     pthread_mutex_unlock(&shared.lock);
-    return v;
+    return v > mark ? v : mark;
 }
 
 static void

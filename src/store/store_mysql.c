@@ -352,7 +352,7 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
         store_set_cause(cause, STORE_SERIAL_BEHIND, m->c.where, tag,
                         v_floor > 1 ? v_floor : 1, (long long)floor.mark,
                         floor.mark_src);
-        return STORE_BAD_ROW;
+        return STORE_REFUSED;
     }
     if (v_floor > 1) {
         MYSQL_BIND q[3];
@@ -746,5 +746,12 @@ store_mysql_open_url(const struct config *cfg, const char *url,
 void
 store_mysql_single(struct store *s, const struct config *cfg)
 {
+    static int said;
+
     ((struct store_mysql *)s)->repl = cfg->mysql_replication;
+    if ((cfg->marks_file == NULL || cfg->marks_file[0] == '\0') && !said++)
+        log_warn("segment.marks_file is not set: a restart forgets the server "
+                 "this node loaded from and the IDs it received, so a node "
+                 "restarted after a failover or a restore trusts the database "
+                 "it finds (docs/operations.md, \"Replicated databases\")");
 }

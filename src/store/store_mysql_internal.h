@@ -103,7 +103,7 @@ enum store_result store_my_meta_check(struct store_mysql *m,
 enum store_result store_my_repl_check(struct store_mysql *m, char **cause);
 enum store_result store_my_repl_acked(struct store_mysql *m, int64_t max_id,
                                       char **cause);
-enum store_result store_my_fence_get(struct store *s, int64_t *floor,
+enum store_result store_my_fence_get(struct store *s, struct marks_fence *last,
                                      char *server, size_t cap, char **cause);
 enum store_result store_my_fence_set(struct store *s, int64_t floor,
                                      int64_t serial_floor, int64_t *rows,

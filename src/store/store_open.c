@@ -63,7 +63,8 @@ store_fence(const struct config *cfg, int64_t floor, int64_t serial_floor,
 {
     struct store *s = store_open(cfg, cause);
     char server[MARKS_SERVER_MAX];
-    int64_t rows = 0, got = 0;
+    struct marks_fence last;
+    int64_t rows = 0;
     enum store_result rc;
 
     if (s == NULL)
@@ -77,13 +78,14 @@ store_fence(const struct config *cfg, int64_t floor, int64_t serial_floor,
     }
     rc = s->ops->fence_set(s, floor, serial_floor, &rows, cause);
     if (rc == STORE_OK)
-        rc = s->ops->fence_get(s, &got, server, sizeof server, cause);
+        rc = s->ops->fence_get(s, &last, server, sizeof server, cause);
     store_close(s);
     if (rc != STORE_OK)
         return -1;
-    assert(got >= floor);
-    fprintf(out, "fenced %s at %lld: %lld rows raised; nodes whose highest "
-            "mark is at most %lld resume loading\n", server, (long long)got,
-            (long long)rows, (long long)got);
+    assert(last.id > 0 && last.floor == floor);
+    fprintf(out, "fence #%lld of %s: floor %lld, serial floor %lld, %lld rows "
+            "raised; refused nodes whose marks are at most these resume\n",
+            (long long)last.id, last.server, (long long)last.floor,
+            (long long)last.serial_floor, (long long)rows);
     return 0;
 }
