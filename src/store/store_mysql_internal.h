@@ -33,7 +33,7 @@ struct store_mysql {
  * m->c.stmt[MY_UPDATE] is sql_update's. */
 enum my_stmt {
     MY_UPDATE, MY_SELECT, MY_GET, MY_LIST, MY_INSERT, MY_NOW_MS,
-    MY_INSERT_SERIAL, MY_REPL, MY_NSTMT
+    MY_INSERT_SERIAL, MY_SELECT_CHECK, MY_NSTMT
 };
 
 /* The body of a call, inside the transaction store_my_tx opened; it ends it
@@ -95,12 +95,15 @@ enum store_result store_my_meta_check(struct store_mysql *m,
                                       struct multi_meta *got, char **cause);
 
 /* store_mysql_repl.c (its DESIGN): inside a load's transaction, before
- * its UPDATE, the server's identity and state; STORE_OK, or the
+ * its COMMIT, the server's identity and role (server_id and read_only as
+ * the load's SELECT read them) and state; STORE_OK, or the
  * transaction rolled back and STORE_DB_ERROR (read-only, a Galera node not
  * synced), STORE_DEGRADED (semi-sync off) or STORE_REFUSED (a failover).
  * After the COMMIT (semi-sync): STORE_OK when a replica acknowledged it,
  * else STORE_DEGRADED (the range must not be used). */
-enum store_result store_my_repl_check(struct store_mysql *m, char **cause);
+enum store_result store_my_repl_check(struct store_mysql *m,
+                                      long long server_id, long long read_only,
+                                      char **cause);
 enum store_result store_my_repl_acked(struct store_mysql *m, int64_t max_id,
                                       char **cause);
 enum store_result store_my_fence_get(struct store *s, struct marks_fence *last,

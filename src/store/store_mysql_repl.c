@@ -14,8 +14,9 @@
  *    node never had but another node did: for that, rule 2.
  *
  * 2. The server's identity. Every load reads @@server_id and @@read_only
- *    in its transaction (galera: the cluster's state UUID instead of the
- *    server), and the process records the identity of the server of its
+ *    with its row, after its UPDATE and before its COMMIT (galera: the
+ *    cluster's state UUID instead of the server), and the process records
+ *    the identity of the server of its
  *    loads (store_marks_server, kept in segment.marks_file). A load on a
  *    server whose identity differs from the last one is a failover, and:
  *    - async (the default): refused, and the process with it (code
@@ -25,11 +26,11 @@
  *    - semi-sync: accepted from a server this node loaded from under
  *      semi-sync (its identity is recorded with ";semi"). In this mode a
  *      range is used only when a replica acknowledged its commit: before
- *      the UPDATE, the server must
- *      say Rpl_semi_sync_master_status ON with wait point AFTER_SYNC (else
- *      the load is refused, nothing changed, STORE_DEGRADED), and after
+ *      the COMMIT, the server must say Rpl_semi_sync_master_status ON with
+ *      wait point AFTER_SYNC (else the load is rolled back, STORE_DEGRADED),
+ *      and after
  *      the COMMIT, status still ON and Rpl_semi_sync_master_no_tx (commits
- *      the server gave up waiting for) unchanged since before the UPDATE
+ *      the server gave up waiting for) unchanged since before the COMMIT
  *      (else the committed range is dropped, never used: STORE_DEGRADED).
  *      So every range any node uses is on a replica; the operator's part
  *      is to promote the replica with every acknowledged event (one
@@ -88,6 +89,8 @@ static const char sql_repl_status[] =
     "WHERE VARIABLE_NAME IN ('RPL_SEMI_SYNC_MASTER_STATUS', "
     "'RPL_SEMI_SYNC_MASTER_NO_TX', 'WSREP_READY', 'WSREP_LOCAL_STATE', "
     "'WSREP_CLUSTER_STATE_UUID')";
+static const char sql_identity[] =
+    "SELECT @@GLOBAL.server_id, @@GLOBAL.read_only";
 static const char sql_wait_point[] =
     "SELECT @@GLOBAL.rpl_semi_sync_master_wait_point";
 static const char sql_fence_last[] =
@@ -173,10 +176,12 @@ status_value(struct repl_state *st, const char *name, const char *v)
         snprintf(st->cluster, sizeof st->cluster, "%.39s", v);
 }
 
-/* Read the server's state inside the caller's transaction: 0, or -1 after
- * db_mysql_conn_fail. */
+/* Read the server's state inside the caller's transaction (with have_id,
+ * st's server_id and read_only are read already, the rest zeroed): 0, or
+ * -1 after db_mysql_conn_fail. */
 static int
-read_state(struct store_mysql *m, struct repl_state *st, char **cause)
+read_state(struct store_mysql *m, struct repl_state *st, int have_id,
+           char **cause)
 {
     MYSQL_BIND r[2];
     MYSQL_STMT *q;
@@ -184,18 +189,20 @@ read_state(struct store_mysql *m, struct repl_state *st, char **cause)
     unsigned long name_len = 0, val_len = 0;
     int rc;
 
-    memset(st, 0, sizeof *st);
-    db_mysql_bind_i64(&r[0], &st->server_id);
-    db_mysql_bind_i64(&r[1], &st->read_only);
-    if (db_mysql_conn_exec(&m->c, m->c.stmt[MY_REPL], NULL, r,
-                           "SELECT @@server_id", cause) == -1)
-        return -1;
-    rc = db_mysql_conn_fetch(&m->c, m->c.stmt[MY_REPL], "SELECT @@server_id",
-                             cause);
-    mysql_stmt_free_result(m->c.stmt[MY_REPL]);
-    if (rc != 1)
-        return rc == -1 ? -1 : db_mysql_conn_fail(&m->c, NULL,
-                                                  "SELECT @@server_id", cause);
+    if (!have_id) {
+        memset(st, 0, sizeof *st);
+        db_mysql_bind_i64(&r[0], &st->server_id);
+        db_mysql_bind_i64(&r[1], &st->read_only);
+        if (db_mysql_conn_adhoc(&m->c, sql_identity, NULL, r, &q,
+                                "SELECT @@server_id", 0, cause) != 0)
+            return -1;
+        rc = db_mysql_conn_fetch(&m->c, q, "SELECT @@server_id", cause);
+        mysql_stmt_close(q);
+        if (rc != 1)
+            return rc == -1 ? -1 : db_mysql_conn_fail(&m->c, NULL,
+                                                      "SELECT @@server_id",
+                                                      cause);
+    }
     if (m->repl != REPL_ASYNC) {
         db_mysql_bind_str(&r[0], name, sizeof name, &name_len);
         db_mysql_bind_str(&r[1], val, sizeof val, &val_len);
@@ -254,13 +261,17 @@ refuse(struct store_mysql *m, enum store_result rc, char **cause,
 }
 
 enum store_result
-store_my_repl_check(struct store_mysql *m, char **cause)
+store_my_repl_check(struct store_mysql *m, long long server_id,
+                    long long read_only, char **cause)
 {
     struct repl_state st;
     char last[MARKS_SERVER_MAX];
 
     assert(m->repl >= REPL_ASYNC && m->repl <= REPL_GALERA);
-    if (read_state(m, &st, cause) == -1)
+    memset(&st, 0, sizeof st);
+    st.server_id = server_id;
+    st.read_only = read_only;
+    if (read_state(m, &st, 1, cause) == -1)
         return STORE_DB_ERROR;
     if (st.read_only)
         return refuse(m, STORE_DB_ERROR, cause, "mysql %s (server_id %lld) is "
@@ -335,7 +346,7 @@ store_my_repl_acked(struct store_mysql *m, int64_t max_id, char **cause)
     char why[256];
 
     assert(m->repl == REPL_SEMI_SYNC);
-    if (read_state(m, &st, cause) == -1)
+    if (read_state(m, &st, 0, cause) == -1)
         return STORE_DB_ERROR;
     if (db_mysql_conn_rollback(&m->c, cause) == -1)   /* the read's */
         return STORE_DB_ERROR;
@@ -376,7 +387,7 @@ fence_get_once(struct store_mysql *m, void *arg, char **cause)
     unsigned long len = 0;
     int rc;
 
-    if (read_state(m, &st, cause) == -1)
+    if (read_state(m, &st, 0, cause) == -1)
         return STORE_DB_ERROR;
     memset(last, 0, sizeof *last);
     db_mysql_bind_i64(&r[0], &id);
@@ -436,7 +447,7 @@ fence_set_once(struct store_mysql *m, void *arg, char **cause)
     /* CREATE TABLE commits by itself: before the transaction's writes. */
     if (db_mysql_conn_run(&m->c, sql_fence_ddl, NULL,
                           "CREATE TABLE leafd_fence", cause) == -1 ||
-        read_state(m, &st, cause) == -1)
+        read_state(m, &st, 0, cause) == -1)
         return STORE_DB_ERROR;
     if (st.read_only)
         return refuse(m, STORE_DB_ERROR, cause, "mysql %s (server_id %lld) is "
