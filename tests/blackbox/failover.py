@@ -49,6 +49,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -105,14 +106,16 @@ class LeafNode:
         with open(self.log, "ab") as lf:
             self.proc = self.node.popen([self.binary, "-c", self.conf], stdout=lf,
                                         stderr=subprocess.STDOUT, env=env)
-        import socket
-
-        def up():
+        end = time.time() + 20
+        while True:
             check(self.proc.poll() is None, "%s exited: %s" % (self.node.name, self.tail()))
-            socket.create_connection((self.node.addr, self.ports["http"]), 0.5).close()
-            return True
-        wait_for(up, 20, what="%s listening" % self.node.name)
-        return self
+            try:
+                socket.create_connection((self.node.addr, self.ports["http"]), 0.5).close()
+                return self
+            except OSError:
+                check(time.time() < end, "%s not listening after 20 s: %s"
+                      % (self.node.name, self.tail()))
+                time.sleep(0.05)
 
     def tail(self, n=15):
         with open(self.log, errors="replace") as f:
@@ -191,7 +194,7 @@ class Scenario:
         self.args, self.name = args, name
         self.wd = tempfile.mkdtemp(prefix="lfh-%s-" % name)
         self.secs = args.phase_secs
-        self.figures = {}
+        self.load = None
 
     def phase(self, load, name, secs=None):
         say("  phase %s" % name)
@@ -199,10 +202,14 @@ class Scenario:
         if secs:
             time.sleep(secs)
 
+    def start_load(self, nodes):
+        self.load = s.start_load(nodes)
+        return self.load
+
     def finish(self, load):
+        self.load = None
         load.stop()
         rep = load.report()
-        self.figures = rep
         print(rep.text, flush=True)
         check(not rep.bad, "answers that were not the IDs asked for: %s" % rep.bad[:3])
         return rep
@@ -227,7 +234,7 @@ def sc_async(s):
         url = db1.url(vip)
         nodes = [LeafNode(net.add("n%d" % i), s.wd, url, {}, args.leafd, args.grpc).start()
                  for i in range(2)]
-        load = Load([n.client() for n in nodes], TAG).start()
+        load = s.start_load(nodes)
         s.phase(load, "calm", s.secs)
         db2.lag()
         s.phase(load, "lag", s.secs)
@@ -287,7 +294,7 @@ def sc_semisync(s):
         nodes = [LeafNode(net.add("n%d" % i), s.wd, url,
                           {"segment.mysql.replication": "semi-sync"}, args.leafd,
                           args.grpc).start() for i in range(2)]
-        load = Load([n.client() for n in nodes], TAG).start()
+        load = s.start_load(nodes)
         s.phase(load, "calm", s.secs)
         db2.lag()
         s.phase(load, "lag", s.secs)
@@ -319,7 +326,7 @@ def sc_degrade(s):
         nodes = [LeafNode(net.add("n%d" % i), s.wd, url,
                           {"segment.mysql.replication": "semi-sync"}, args.leafd,
                           args.grpc).start() for i in range(2)]
-        load = Load([n.client() for n in nodes], TAG).start()
+        load = s.start_load(nodes)
         s.phase(load, "calm", s.secs)
         s.phase(load, "degraded")
         cut = time.time()
@@ -351,7 +358,7 @@ def sc_restore(s):
         (db,) = start_dbs(net, s.wd, 1)
         add_tag(db)
         nodes = [LeafNode(net.add("n0"), s.wd, db.url(), {}, args.leafd, args.grpc).start()]
-        load = Load([n.client() for n in nodes], TAG).start()
+        load = s.start_load(nodes)
         s.phase(load, "calm", s.secs)
         path = os.path.join(s.wd, "leaf_alloc.sql")
         dump(db, path)
@@ -361,7 +368,7 @@ def sc_restore(s):
         after = max_id(db)
         restore(db, path)
         restored = time.time()
-        say("  max_id %d at the dump, %d before the restore, %d after"
+        say("  max_id %d just after the dump, %d before the restore, %d after"
             % (before, after, max_id(db)))
         check(after > before, "no load between the dump and the restore")
         if not args.expect_duplicates:
@@ -424,10 +431,16 @@ def main():
         except Exception as e:
             failed.append(name)
             say("FAIL %s: %s: %s" % (name, type(e).__name__, e))
-        if args.keep or name in failed:
-            say("  (kept %s)" % s.wd)
-        else:
-            shutil.rmtree(s.wd, ignore_errors=True)
+            if s.load is not None:        # the figures up to the failure
+                s.load.stop()
+                print(s.load.report().text, flush=True)
+        finally:                          # interrupted too (SIGTERM: SystemExit)
+            if s.load is not None:
+                s.load.stop_ev.set()
+            if args.keep or name in failed:
+                say("  (kept %s)" % s.wd)
+            else:
+                shutil.rmtree(s.wd, ignore_errors=True)
     print("%d passed, %d failed" % (len(names) - len(failed), len(failed)), flush=True)
     return 1 if failed else 0
 

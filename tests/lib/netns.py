@@ -8,7 +8,7 @@
         net.heal()
         net.add_vip(db, net.vip(1))      # a second address that can move
 
-Layout: one bridge `lfhXXXX` in the root namespace (XXXX random) holding
+Layout (prefix "lfh", Net(prefix=...) for another): one bridge `lfhXXXX` in the root namespace (XXXX random) holding
 10.231.S.1/24, S picked at random among the subnets no address of this
 machine uses, so two runs side by side never collide; one namespace
 `lfh-XXXX-<name>` per node with loopback up and `eth0`, a veth whose other
@@ -21,7 +21,10 @@ rules, and no address goes outside 10.231.0.0/16.
 Nemeses:
 - partition(a, b): nftables rules inside each node's namespace (table
   `inet lfh`, hook input) drop the other side's addresses, all of them,
-  VIPs included; heal() deletes the tables. One-way (oneway=True) drops
+  VIPs included; heal() deletes the tables. net.client stands for the
+  test process (the bridge's address) on either side: its rules go only
+  into the other side's namespaces, never into the root namespace, which
+  for TCP cuts both ways anyway (see one-way below). One-way (oneway=True) drops
   only a's packets arriving at b. The kernel lets a one-way cut through,
   but TCP needs both directions for its handshake and acks, so for TCP a
   one-way cut looks like a full one after the retransmission timeouts,
@@ -44,7 +47,8 @@ What this kernel has (6.18, Debian 12 user space; measured by
 - netem: no (`tc qdisc add ... netem` -> "Specified qdisc kind is unknown"):
   no delay, loss or reorder;
 - nftables inside a namespace: yes, input drop cuts TCP both ways and
-  one way (the probe checks a connect times out, and heals);
+  one way (the probe checks a connect times out, and heals); one way,
+  UDP from b reaches a while a's does not reach b;
 - blackhole routes inside a namespace: yes (`ip route add blackhole A/32`:
   a connect fails at once with EINVAL, no packet leaves);
 - link down (`ip link set eth0 down` inside the namespace): yes, cuts the
@@ -72,7 +76,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bbutil import faketime_preload, stop_and_wait  # noqa: E402
 
-OWNERS = "/run/lfh"
+OWNERS = "/run/%s"                     # % prefix: one file per live run
 PATH = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
 
 
@@ -99,12 +103,13 @@ def _pid_alive(pid):
         return True
 
 
-def sweep():
+def sweep(prefix="lfh"):
     """Remove the namespaces and bridges of runs whose owner is dead."""
-    os.makedirs(OWNERS, exist_ok=True)
-    for tag in os.listdir(OWNERS):
+    owners = OWNERS % prefix
+    os.makedirs(owners, exist_ok=True)
+    for tag in os.listdir(owners):
         try:
-            with open(os.path.join(OWNERS, tag)) as f:
+            with open(os.path.join(owners, tag)) as f:
                 pid = int(f.read().strip() or 0)
         except (OSError, ValueError):
             pid = 0
@@ -112,22 +117,22 @@ def sweep():
             continue
         for ns in sh("ip", "netns", "list", check=False).split("\n"):
             ns = ns.split(" ")[0]
-            if ns.startswith("lfh-%s-" % tag):
+            if ns.startswith("%s-%s-" % (prefix, tag)):
                 for p in sh("ip", "netns", "pids", ns, check=False).split():
                     try:
                         os.kill(int(p), signal.SIGKILL)
                     except OSError:
                         pass
                 sh("ip", "netns", "del", ns, check=False)
-        sh("ip", "link", "del", "lfh" + tag, check=False)
-        os.unlink(os.path.join(OWNERS, tag))
+        sh("ip", "link", "del", prefix + tag, check=False)
+        os.unlink(os.path.join(owners, tag))
 
 
 class Node:
     def __init__(self, net, name, index):
         self.net, self.name = net, name
-        self.ns = "lfh-%s-%s" % (net.tag, name)
-        self.veth = "lfh%sv%d" % (net.tag, index)
+        self.ns = "%s-%s-%s" % (net.name, net.tag, name)
+        self.veth = "%s%sv%d" % (net.name, net.tag, index)
         self.addr = "%s.%d" % (net.prefix, 10 + index)
         self.addrs = [self.addr]        # VIPs join while held
 
@@ -150,21 +155,33 @@ class Node:
         return "<%s %s>" % (self.name, " ".join(self.addrs))
 
 
+class Host:
+    """The test process's side of a partition (the bridge's address)."""
+
+    def __init__(self, addr):
+        self.name, self.addr, self.addrs = "client", addr, [addr]
+
+
 class Net:
-    def __init__(self, first_octet=231):
-        sweep()
+    def __init__(self, prefix="lfh", first_octet=231):
+        """prefix: 3 letters naming the bridge, veths and namespaces;
+        first_octet: the 10.X.0.0/16 the subnets come from (see the brief's
+        allocation per helper: 231 harness, 232 galera)."""
+        assert re.match(r"^[a-z]{3}$", prefix), prefix
+        self.name, self.owners = prefix, OWNERS % prefix
+        sweep(prefix)
         used = set(int(m) for m in re.findall(r"inet 10\.%d\.(\d+)\." % first_octet,
                                               sh("ip", "-o", "addr")))
         self.tag = "%04x" % random.randrange(0x10000)
-        while os.path.exists(os.path.join(OWNERS, self.tag)) or \
-                sh("ip", "link", "show", "lfh" + self.tag, check=False):
+        while os.path.exists(os.path.join(self.owners, self.tag)) or \
+                sh("ip", "link", "show", prefix + self.tag, check=False):
             self.tag = "%04x" % random.randrange(0x10000)
         self.prefix = "10.%d.%d" % (first_octet,
                                     random.choice([s for s in range(1, 255) if s not in used]))
-        self.bridge = "lfh" + self.tag
+        self.bridge = prefix + self.tag
         self.nodes, self.groups, self.pids, self.vips = [], [], [], {}
         self.closed = False
-        with open(os.path.join(OWNERS, self.tag), "w") as f:
+        with open(os.path.join(self.owners, self.tag), "w") as f:
             f.write(str(os.getpid()))
         atexit.register(self.close)
         for s in (signal.SIGTERM, signal.SIGINT):
@@ -174,6 +191,7 @@ class Net:
         sh("ip", "addr", "add", self.prefix + ".1/24", "dev", self.bridge)
         sh("ip", "link", "set", self.bridge, "up")
         self.host = self.prefix + ".1"          # the test process's address
+        self.client = Host(self.host)
 
     def _on_signal(self, sig, frame, prev):
         self.close()
@@ -207,6 +225,8 @@ class Net:
     # -- nemeses ------------------------------------------------------------
 
     def _drop(self, at, senders):
+        if at is self.client:
+            return                      # never an nft rule in the root namespace
         addrs = sorted(set(a for s in senders for a in s.addrs))
         at.run(["nft", "add table inet lfh; add chain inet lfh in "
                 "{ type filter hook input priority -10; policy accept; }; "
@@ -300,7 +320,7 @@ class Net:
             sh("ip", "netns", "del", n.ns, check=False)
         sh("ip", "link", "del", self.bridge, check=False)
         try:
-            os.unlink(os.path.join(OWNERS, self.tag))
+            os.unlink(os.path.join(self.owners, self.tag))
         except OSError:
             pass
 
@@ -343,9 +363,15 @@ def probe():
         out["nft both ways b->a"] = can_connect(b, a.addr, 7000)
         net.heal()
         out["healed a->b"] = can_connect(a, b.addr, 7000)
+        net.partition([net.client], [b])
+        out["client cut from b: host->b"] = can_connect_host(b.addr, 7000)
+        out["client cut from b: a->b"] = can_connect(a, b.addr, 7000)
+        net.heal()
         net.partition([a], [b], oneway=True)
         out["nft one-way a->b"] = can_connect(a, b.addr, 7000)
         out["nft one-way b->a (TCP needs a's answers)"] = can_connect(b, a.addr, 7000)
+        out["nft one-way, UDP b->a"] = udp_reaches(b, a)
+        out["nft one-way, UDP a->b"] = udp_reaches(a, b)
         net.heal()
         a.run(["ip", "route", "add", "blackhole", b.addr + "/32"])
         out["blackhole route in a, a->b"] = can_connect(a, b.addr, 7000)
@@ -363,9 +389,21 @@ def probe():
         out["vip on b"] = can_connect(a, net.vip(1), 7000)
         net.move_vip(net.vip(1), b, a)
         out["vip moved to a, from b"] = can_connect(b, net.vip(1), 7000)
-    left = [x for x in sh("ip", "netns", "list").split("\n") if x.startswith("lfh-%s" % net.tag)]
+    left = [x for x in sh("ip", "netns", "list").split("\n") if x.startswith("lfh-%s-" % net.tag)]
     out["cleanup: namespaces left"] = str(len(left))
     return out
+
+
+def udp_reaches(src, dst):
+    """"ok" if a datagram from src reaches dst within 2 s."""
+    recv = dst.popen(["python3", "-c", "import socket\ns=socket.socket(socket.AF_INET,"
+                      "socket.SOCK_DGRAM);s.bind(('0.0.0.0',7001));s.settimeout(2)\n"
+                      "try:\n s.recv(10);print('ok')\nexcept Exception as e:\n"
+                      " print(type(e).__name__)"], stdout=subprocess.PIPE)
+    time.sleep(0.3)
+    src.run(["python3", "-c", "import socket\nsocket.socket(socket.AF_INET,socket.SOCK_DGRAM)"
+             ".sendto(b'x',('%s',7001))" % dst.addr])
+    return recv.communicate(timeout=10)[0].decode().strip()
 
 
 def can_connect_host(addr, port, timeout=1.0):
