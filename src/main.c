@@ -32,6 +32,7 @@
 #include "sfconfig.h"
 #include "snowflake.h"
 #include "store.h"
+#include "store_marks.h"
 
 #include "version.h"
 
@@ -58,6 +59,10 @@ usage(FILE *out)
         "       leafd multi-db init URL1 URL2 [URL3 ...] [--block-size=N] [--floor=ID]\n"
         "                 [--accept-serial-restart]\n"
         "                 prepare (or extend) databases for segment.mysql.urls\n"
+        "       leafd db-fence --floor=ID [--serial-floor=N] [-c FILE] [--KEY=VALUE ...]\n"
+        "                 after a failover or a restore: raise every leaf_alloc row\n"
+        "                 of the configured database to ID and let refused nodes\n"
+        "                 resume (docs/operations.md, \"Replicated databases\")\n"
         "       leafd --help | --version\n"
         "\n"
         "leafd serves unique IDs over HTTP, Leaf-style:\n"
@@ -292,6 +297,9 @@ start(struct leafd *d, char **cause)
     /* Before anything opens a descriptor of its own. */
     if (fd_budget(cfg, threads, &pub_cap, &admin_cap, cause) == -1)
         return -1;
+    /* The marks before any load: a refusal kept from a run before holds. */
+    if (store_marks_open(cfg->marks_file, cause) == -1)
+        return -1;
     if (cfg->segment_enable) {
         struct segment_options so = {
             .prefetch_percent = (int)cfg->prefetch_percent,
@@ -484,6 +492,7 @@ stop(struct leafd *d)
     loader_free(d->loader);
     serial_loader_free(d->serial_loader);
     serials_free(d->serials);
+    store_marks_close();            /* after every loader thread */
     http_tls_free(d->tls);          /* after the servers: their SSLs are gone */
 }
 
@@ -497,8 +506,9 @@ main(int argc, char **argv)
     char *cause = NULL;
     const char *decode_arg = NULL;
     char *multi_urls[STORE_MULTI_MAX + 1];
-    int nmulti = -1, serial_restart_ok = 0;
-    int64_t block_size = 10000000, multi_floor = 0;
+    int nmulti = -1, serial_restart_ok = 0, fence = 0;
+    int64_t block_size = 10000000, multi_floor = 0, fence_floor = 0,
+            fence_serial = 0;
     struct event *ev_term, *ev_int, *ev_hup;
 
     memset(&d, 0, sizeof d);
@@ -535,6 +545,22 @@ main(int argc, char **argv)
                 return 2;
             }
             nmulti = 0;
+        } else if (strcmp(a, "db-fence") == 0 && i == 1) {
+            fence = 1;
+        } else if (fence && strncmp(a, "--floor=", 8) == 0) {
+            if (util_parse_i64(a + 8, strlen(a + 8), 0, &fence_floor) == -1 ||
+                fence_floor < 1) {
+                fprintf(stderr, "leafd: db-fence: --floor must be an ID of 1 "
+                        "or more\n");
+                return 2;
+            }
+        } else if (fence && strncmp(a, "--serial-floor=", 15) == 0) {
+            if (util_parse_i64(a + 15, strlen(a + 15), 0, &fence_serial) == -1 ||
+                fence_serial < 1) {
+                fprintf(stderr, "leafd: db-fence: --serial-floor must be 1 or "
+                        "more\n");
+                return 2;
+            }
         } else if (nmulti >= 0 && strncmp(a, "--block-size=", 13) == 0) {
             if (util_parse_i64(a + 13, strlen(a + 13), 0, &block_size) == -1 ||
                 block_size < 1000 || block_size > ((int64_t)1 << 50)) {
@@ -587,6 +613,26 @@ main(int argc, char **argv)
         sbuf_free(&out);
         config_free(&d.cfg);
         return 0;
+    }
+    if (fence) {
+        if (fence_floor < 1) {
+            fprintf(stderr, "leafd: db-fence needs --floor=ID: an ID above "
+                    "every ID any node issued (the largest marks_max of the "
+                    "nodes' /health)\n");
+            config_free(&d.cfg);
+            return 2;
+        }
+        log_init(LOGL_WARN, "");
+        store_thread_init();
+        rc = store_fence(&d.cfg, fence_floor, fence_serial, stdout, &cause);
+        store_thread_end();
+        if (rc == -1) {
+            fprintf(stderr, "leafd: db-fence: %s\n", cause);
+            free(cause);
+        }
+        config_free(&d.cfg);
+        store_library_end();
+        return rc == -1 ? 1 : 0;
     }
     if (nmulti >= 0) {
         log_init(LOGL_WARN, "");

@@ -160,7 +160,12 @@ reply_no_ids(struct api *a, struct http_conn *c, enum route r,
         loader_status(a->loader, &mine);
         ls = &mine;
     }
-    if (st->take.tag == NULL)
+    if (ls->refusal[0] != '\0')
+        api_reply_error(c, r, 503, ls->refusal, "Retry-After: 5\r\n",
+                        "no ID for biz_tag '%s': %sloads from the database are "
+                        "refused: %s", tag, st->take.tag == NULL ? "" :
+                        "both buffers are empty and ", ls->last_error);
+    else if (st->take.tag == NULL)
         api_reply_error(c, r, 503, "tag_lookup_unavailable", "Retry-After: 1\r\n",
                         "cannot tell whether biz_tag '%s' exists: %s%s%s; retry later",
                         tag, ls->db_up ? "the database did not answer in time"
@@ -272,7 +277,7 @@ api_serve_segment(struct api *a, struct http_conn *c, struct http_request *req,
         /* Nothing to wait for while the database is known to be down (the
          * loader is backing off): say so now rather than after wait_ms. One
          * atomic load: a parked request checks this on every retry. */
-        if (!loader_db_up(a->loader)) {
+        if (!loader_db_up(a->loader) || loader_refused(a->loader)) {
             reply_no_ids(a, c, r, st, tag, NULL);
             return;
         }

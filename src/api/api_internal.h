@@ -70,7 +70,8 @@ static const int status_codes[] = { 200, 400, 401, 403, 404, 405, 503 };
 static const char *const codes_503[] = {
     "ids_exhausted", "tag_lookup_unavailable", "bad_leaf_alloc_row",
     "batch_fragmented", "random_unavailable", "serial_exhausted",
-    "serial_unavailable", "serial_refused", "other"
+    "serial_unavailable", "serial_refused", "store_behind", "db_failover",
+    "durability_degraded", "other"
 };
 #define NCODES_503 (sizeof codes_503 / sizeof codes_503[0])
 

@@ -120,6 +120,12 @@ api_lease_take(struct api *a, struct http_conn *c, struct http_request *req,
             snprintf(why, whylen, "the database failed: %s", j->error);
             r = API_LEASE_UNAVAILABLE;
             break;
+        case STORE_REFUSED:
+        case STORE_DEGRADED:
+            snprintf(why, whylen, "loads from the database are refused: %s",
+                     j->error);
+            r = API_LEASE_UNAVAILABLE;
+            break;
         default:
             snprintf(why, whylen, "the leaf_alloc row cannot give %lld IDs: %s",
                      (long long)j->n, j->error);
@@ -238,10 +244,17 @@ api_serve_lease(struct api *a, struct http_conn *c, struct http_request *req,
         api_reply_error(c, R_LEASE, 503, "bad_leaf_alloc_row", "Retry-After: 60\r\n",
                         "%s", why);
         return;
-    case API_LEASE_UNAVAILABLE:
-        api_reply_error(c, R_LEASE, 503, "ids_exhausted", "Retry-After: 1\r\n",
+    case API_LEASE_UNAVAILABLE: {
+        struct loader_status ls;
+
+        ls.refusal[0] = '\0';
+        if (loader_refused(a->loader))
+            loader_status(a->loader, &ls);
+        api_reply_error(c, R_LEASE, 503, ls.refusal[0] ? ls.refusal :
+                        "ids_exhausted", "Retry-After: 1\r\n",
                         "no lease for biz_tag '%s': %s; retry later", tag, why);
         return;
+    }
     case API_LEASE_DONE:
         break;
     }

@@ -122,14 +122,16 @@ api_health(struct api *a, struct sbuf *b)
     if (a->segs != NULL) {
         struct loader_status ls;
         struct health_scan h = { 0 };
+        char why[1024];
 
         loader_status(a->loader, &ls);
         segments_foreach(a->segs, health_tag, &h);
         sbuf_printf(b, "\"segment\":{\"enabled\":true,\"store\":\"%s\",\"db\":\"%s\","
                        "\"tags\":%zu,\"tags_without_ids\":%lld",
-                    ls.store, ls.db_up ? "up" : "down", segments_count(a->segs),
+                    ls.store, ls.refusal[0] ? "refused" : ls.db_up ? "up" : "down",
+                    segments_count(a->segs),
                     (long long)h.dry);
-        if (!ls.db_up) {
+        if (!ls.db_up && ls.refusal[0] == '\0') {
             sbuf_printf(b, ",\"db_down_for_ms\":%lld,\"db_error\":",
                         (long long)(util_wall_ms() - ls.down_since_ms));
             sbuf_json_str(b, ls.last_error);
@@ -147,6 +149,23 @@ api_health(struct api *a, struct sbuf *b)
         if (store_multi_count() > 0) {
             sbuf_puts(b, ",\"databases\":");
             store_multi_status_json(b);
+        }
+        sbuf_puts(b, ",");
+        store_repl_status_json(b);
+        switch (store_repl_health(why, sizeof why)) {
+        case 2:
+            if (h.dry > 0)
+                ok = 0;
+            else
+                degraded = 1;
+            sbuf_printf(&reasons, "segment: %s; ", why);
+            break;
+        case 1:
+            degraded = 1;
+            sbuf_printf(&reasons, "segment: %s; ", why);
+            break;
+        default:
+            break;
         }
         sbuf_puts(b, "},");
     } else {
@@ -328,6 +347,7 @@ api_page_metrics(struct api *a, struct http_conn *c)
         segments_foreach(a->segs, metrics_tag, &b);
         loader_metrics(a->loader, &b);
         store_multi_metrics(&b);
+        store_repl_metrics(&b);
     }
     sbuf_metric_head(&b, "leafd_http_503_total", "counter",
                      "503 answers by route and error code (snowflake refusals "

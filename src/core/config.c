@@ -32,6 +32,7 @@ struct key {
 static const char *const store_names[] = { "auto", "sqlite", "mysql", NULL };
 static const char *const worker_names[] = { "auto", "static", "zookeeper", "redis", "mysql", "k8s", NULL };
 static const char *const k8s_fence_names[] = { "none", "redis", "mysql", NULL };
+static const char *const replication_names[] = { "async", "semi-sync", "galera", NULL };
 static const char *const level_names[] = { "debug", "info", "warn", "error", NULL };
 static const char *const client_auth_names[] = { "off", "optional", "required", NULL };
 static const char *const tls_version_names[] = { "1.2", "1.3", NULL };
@@ -154,6 +155,14 @@ static const struct key keys[] = {
     { "segment.mysql.urls", K_STR, OFF(mysql_urls), 0, 4000, "", NULL,
       "several databases, comma-separated mysql:// URLs (prepared by leafd "
       "multi-db init): any one down is invisible to clients" },
+    { "segment.mysql.replication", K_ENUM, OFF(mysql_replication), 0, 0, "async",
+      replication_names,
+      "how segment.mysql.url's database is replicated: async (a change of "
+      "server is refused until leafd db-fence), semi-sync (AFTER_SYNC; only "
+      "ranges a replica acknowledged are used) or galera (MariaDB only)" },
+    { "segment.marks_file", K_STR, OFF(marks_file), 0, 1024, "", NULL,
+      "keep the highest max_id received per tag, and any refusal, in this "
+      "file across restarts (empty: in memory only)" },
     { "segment.db_threads", K_INT, OFF(db_threads), 1, 64, "2", NULL,
       "database threads (one connection each) loading segments" },
     { "segment.db_timeout_ms", K_INT, OFF(db_timeout_ms), 100, 600000, "3000", NULL,

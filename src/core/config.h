@@ -21,6 +21,7 @@ enum worker_source { WORKER_AUTO, WORKER_STATIC, WORKER_ZOOKEEPER, WORKER_REDIS,
 /* snowflake.k8s.fence_store: where a k8s pod's fence is kept besides its
  * cache file */
 enum k8s_fence_store { K8S_FENCE_NONE, K8S_FENCE_REDIS, K8S_FENCE_MYSQL };
+enum db_replication { REPL_ASYNC, REPL_SEMI_SYNC, REPL_GALERA };
 /* tls.client_auth and tls.min_version */
 enum tls_client_auth { TLS_AUTH_OFF, TLS_AUTH_OPTIONAL, TLS_AUTH_REQUIRED };
 enum tls_min_version { TLS_MIN_12, TLS_MIN_13 };
@@ -92,6 +93,8 @@ struct config {
     char    *sqlite_path;          /* segment.sqlite.path */
     char    *mysql_url;            /* segment.mysql.url (mysql://u:p@h:port/db) */
     char    *mysql_urls;           /* segment.mysql.urls: several, comma-separated */
+    int      mysql_replication;    /* segment.mysql.replication: enum db_replication */
+    char    *marks_file;           /* segment.marks_file ("" = marks in memory only) */
     int64_t  db_threads;           /* segment.db_threads */
     int64_t  db_timeout_ms;        /* segment.db_timeout_ms */
     int64_t  db_backoff_max_ms;    /* segment.db_backoff_max_ms */

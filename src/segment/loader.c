@@ -18,6 +18,7 @@
 #include "log.h"
 #include "segment.h"
 #include "store.h"
+#include "store_marks.h"
 
 #define LOOKUP_BATCH 4          /* more pending lookups than this: one full list */
 #define BACKOFF_MIN_MS 50
@@ -52,6 +53,7 @@ struct loader {
     int64_t          next_refresh_ms;  /* monotonic */
 
     _Atomic int      db_up;        /* written under lock; read lock-free */
+    _Atomic int      refused;      /* the last load was refused (st.refusal) */
     int64_t          down_since_ms;
     int64_t          backoff_ms;
     int64_t          retry_at_ms;      /* monotonic: no store call before */
@@ -156,6 +158,8 @@ do_load_pop(struct loader *l)
 }
 
 static void do_db_result(struct loader *l, int ok, const char *err);
+static void do_load_result(struct loader *l, enum store_result rc,
+                           const char *err);
 
 struct loader_lease *
 loader_lease_new(const char *tag, int64_t n)
@@ -218,7 +222,7 @@ run_lease(struct loader *l, struct store *s, struct loader_lease *j)
     }
     rc = store_alloc(s, j->tag, j->n, &max_id, &db_step, &cause);
     pthread_mutex_lock(&l->lock);
-    do_db_result(l, rc != STORE_DB_ERROR, cause);
+    do_load_result(l, rc, cause);
     if (rc == STORE_OK)
         l->st.leases++;
     pthread_mutex_unlock(&l->lock);
@@ -283,6 +287,27 @@ loader_refresh_now(struct loader *l, int keep_rows)
     pthread_cond_signal(&l->cond);
     pthread_mutex_unlock(&l->lock);
     return gen;
+}
+
+/* A load's outcome: as do_db_result (a refused or degraded load is a
+ * failed one: backoff, the job kept), and the refusal for clients (its
+ * code, or none after a load that worked). Lock held. */
+static void
+do_load_result(struct loader *l, enum store_result rc, const char *err)
+{
+    const char *code = rc == STORE_REFUSED ? "db_refused" :
+        rc == STORE_DEGRADED ? "durability_degraded" : NULL;
+    char c[32];
+
+    if (rc == STORE_REFUSED && store_marks_refused(c, sizeof c, NULL, 0))
+        code = c;
+    do_db_result(l, !store_load_failed(rc), err);
+    if (code != NULL)
+        snprintf(l->st.refusal, sizeof l->st.refusal, "%s", code);
+    else if (rc == STORE_OK)
+        l->st.refusal[0] = '\0';
+    if (code != NULL || rc == STORE_OK)
+        atomic_store(&l->refused, code != NULL);
 }
 
 /* Record the outcome of a store call; lock held. */
@@ -357,12 +382,11 @@ run_load(struct loader *l, struct store *s, struct segment_tag *t)
     ms = (double)(util_mono_us() - t0) / 1000.0;
 
     pthread_mutex_lock(&l->lock);
-    /* Only STORE_DB_ERROR says anything about the database. */
-    do_db_result(l, rc != STORE_DB_ERROR, cause);
+    do_load_result(l, rc, cause);
     if (rc == STORE_OK) {
         l->st.loads++;
         do_observe_latency(l, ms);
-    } else if (rc == STORE_DB_ERROR) {
+    } else if (store_load_failed(rc)) {
         do_load_push(l, t);         /* keep the job: retry after the backoff */
     }
     pthread_mutex_unlock(&l->lock);
@@ -389,10 +413,12 @@ run_load(struct loader *l, struct store *s, struct segment_tag *t)
                       segment_tag_name(t), cause);
         break;
     case STORE_DB_ERROR:
+    case STORE_REFUSED:
+    case STORE_DEGRADED:
         break;
     }
     free(cause);
-    return rc != STORE_DB_ERROR;
+    return !store_load_failed(rc);
 }
 
 static int
@@ -434,6 +460,7 @@ run_refresh(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_
     enum store_result rc;
     uint64_t since = segments_generation(l->segs);
 
+    store_marks_sync();         /* the marks' appends, once a refresh */
     pthread_mutex_lock(&l->lock);
     keep = l->rows_wanted;
     l->rows_wanted = 0;
@@ -653,6 +680,12 @@ loader_stop(struct loader *l)
     }
     free(l->threads);
     l->threads = NULL;
+}
+
+int
+loader_refused(struct loader *l)
+{
+    return atomic_load_explicit(&l->refused, memory_order_relaxed);
 }
 
 int

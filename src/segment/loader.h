@@ -77,13 +77,18 @@ struct loader_status {
     uint64_t refreshes;            /* full tag-list reads */
     uint64_t refresh_gen;          /* completed refreshes */
     int64_t  refreshed_ms;         /* wall ms of the last refresh */
-    char     last_error[256];
+    char     last_error[512];
+    char     refusal[32];          /* the last load was refused: its code
+                                      (store_behind, db_failover,
+                                      durability_degraded); "" */
     const char *store;             /* "sqlite" or "mysql" */
 };
 void loader_status(struct loader *l, struct loader_status *st);
 /* Whether the last database call succeeded: one relaxed atomic load, no lock
  * (for parked requests). */
 int  loader_db_up(struct loader *l);
+/* Whether the last load was refused (st.refusal): one relaxed load. */
+int  loader_refused(struct loader *l);
 
 /* The leaf_alloc rows of the last refresh as JSON, into b. Returns the
  * refresh generation the rows come from. */

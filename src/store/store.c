@@ -12,6 +12,7 @@
 #include "log.h"
 #include "store.h"
 #include "store_impl.h"
+#include "store_marks.h"
 #include "util.h"
 
 
@@ -71,10 +72,37 @@ store_check_tag(const char *tag, char **cause)
     return 0;
 }
 
+static const char *
+store_where(const struct store *s)
+{
+    return s->ops->where != NULL ? s->ops->where(s) : s->ops->name;
+}
+
+/* While the process is refused (store_marks.h), a fence at or above its
+ * marks lifts the refusal: 0 not refused (any more), or -1 with *cause. */
+static int
+marks_lift(struct store *s, char **cause)
+{
+    char code[32], why[MARKS_WHY_MAX], server[MARKS_SERVER_MAX];
+    int64_t floor = 0;
+
+    if (!store_marks_refused(code, sizeof code, why, sizeof why))
+        return 0;
+    if (s->ops->fence_get != NULL &&
+        s->ops->fence_get(s, &floor, server, sizeof server, NULL) == STORE_OK &&
+        store_marks_fenced(floor, server))
+        return 0;
+    store_set_cause(cause, "%s", why);
+    return -1;
+}
+
 enum store_result
 store_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
             int64_t *db_step, char **cause)
 {
+    struct mark *held;
+    enum store_result rc;
+
     if (store_check_tag(tag, cause) == -1)
         return STORE_BAD_ARG;
     if (step < 1 || step > STORE_STEP_MAX) {
@@ -82,7 +110,16 @@ store_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
                         tag, STORE_STEP_MAX);
         return STORE_BAD_ROW;
     }
-    return s->ops->alloc(s, tag, step, max_id, db_step, cause);
+    if (marks_lift(s, cause) == -1)
+        return STORE_REFUSED;
+    /* Loads and leases of one tag run on several loader threads. */
+    held = store_marks_hold(tag);
+    rc = s->ops->alloc(s, tag, step, max_id, db_step, cause);
+    if (rc == STORE_OK && store_marks_take(tag, *max_id, step,
+                                           store_where(s), cause) == -1)
+        rc = STORE_REFUSED;
+    store_marks_release(held);
+    return rc;
 }
 
 /* The backends call key through this: a row name is checked as any tag. */
@@ -129,14 +166,22 @@ store_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
                    size_t cap, int64_t *max_id, char **cause)
 {
     struct serial_key_check k = { key, arg };
+    enum store_result rc;
 
     if (step < 1 || step > STORE_STEP_MAX || cap < TAG_MAX + 1) {
         store_set_cause(cause, "serial step %lld is not in [1, %d]",
                         (long long)step, STORE_STEP_MAX);
         return STORE_BAD_ARG;
     }
-    return s->ops->serial_alloc(s, offset_ms, serial_key_checked, &k, step,
-                                db_ms, tag, cap, max_id, cause);
+    if (marks_lift(s, cause) == -1)
+        return STORE_REFUSED;
+    /* One serial loader thread: no hold (store_marks_take). */
+    rc = s->ops->serial_alloc(s, offset_ms, serial_key_checked, &k, step,
+                              db_ms, tag, cap, max_id, cause);
+    if (rc == STORE_OK && store_marks_take(tag, *max_id, step, store_where(s),
+                                           cause) == -1)
+        return STORE_REFUSED;
+    return rc;
 }
 
 enum store_result
@@ -220,4 +265,35 @@ int
 store_row_is_serial(const struct store_row *row)
 {
     return strcmp(row->description, STORE_SERIAL_DESCRIPTION) == 0;
+}
+
+int
+store_fence(const struct config *cfg, int64_t floor, int64_t serial_floor,
+            FILE *out, char **cause)
+{
+    struct store *s = store_open(cfg, cause);
+    char server[MARKS_SERVER_MAX];
+    int64_t rows = 0, got = 0;
+    enum store_result rc;
+
+    if (s == NULL)
+        return -1;
+    if (s->ops->fence_set == NULL) {
+        store_set_cause(cause, "a %s store cannot be fenced%s", s->ops->name,
+                        store_multi_count() > 0 ? " (several databases: "
+                        "leafd multi-db init --floor=ID raises a set)" : "");
+        store_close(s);
+        return -1;
+    }
+    rc = s->ops->fence_set(s, floor, serial_floor, &rows, cause);
+    if (rc == STORE_OK)
+        rc = s->ops->fence_get(s, &got, server, sizeof server, cause);
+    store_close(s);
+    if (rc != STORE_OK)
+        return -1;
+    assert(got >= floor);
+    fprintf(out, "fenced %s at %lld: %lld rows raised; nodes whose highest "
+            "mark is at most %lld resume loading\n", server, (long long)got,
+            (long long)rows, (long long)got);
+    return 0;
 }

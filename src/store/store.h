@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "util.h"
 
@@ -42,7 +43,22 @@ enum store_result {
     STORE_EXISTS = 3,      /* store_insert: the tag is there already */
     STORE_BAD_ARG = 4,     /* a tag, step, max_id or description leafd
                               refuses before any SQL runs */
+    STORE_REFUSED = 5,     /* loads are refused until an operator fences
+                              the database (store_marks.h: it went back
+                              in time, or its server changed under
+                              asynchronous replication); nothing of a
+                              range may be used */
+    STORE_DEGRADED = 6,    /* semi-sync: no replica acknowledged the
+                              commit; nothing of the range may be used,
+                              retry later */
 };
+
+/* Nothing of a range may be used, and a later try may work. */
+static inline int
+store_load_failed(enum store_result rc)
+{
+    return rc == STORE_DB_ERROR || rc == STORE_REFUSED || rc == STORE_DEGRADED;
+}
 
 struct store_row {
     char    biz_tag[TAG_MAX + 1];
@@ -84,6 +100,21 @@ const char *store_kind_name(const struct store *s);
 #define STORE_STEP_MAX 2147483647     /* Leaf's step column is an int(11) */
 enum store_result store_alloc(struct store *s, const char *tag, int64_t step,
                               int64_t *max_id, int64_t *db_step, char **cause);
+
+/* store_alloc and store_serial_alloc check every range against this
+ * process's marks (store_marks.h) and refuse loads while the process is
+ * refused, unless the database was fenced at or above its marks since
+ * (STORE_REFUSED, *cause saying why and what to do).
+ *
+ * leafd db-fence: raise every segment row's max_id to at least floor and
+ * every serial row's to at least serial_floor (0: leave serial rows), and
+ * record floor in the table leafd_fence (made when missing), in one
+ * transaction. A node refused for a failover or a database behind its
+ * marks resumes once it reads a fence at or above its highest mark. The
+ * operator gives a floor above every ID any node issued (the largest
+ * "marks_max" of the nodes' /health). 0, or -1 with *cause. */
+int store_fence(const struct config *cfg, int64_t floor, int64_t serial_floor,
+                FILE *out, char **cause);
 
 /* Serial numbers (serial.c): in one transaction, read the database's own
  * clock (MySQL UTC_TIMESTAMP(6), SQLite 'now'; plus offset_ms, which is 0
@@ -169,13 +200,21 @@ void store_multi_metrics(struct sbuf *b);
  * otherwise). serial_restart_ok: the set's first database may be missing
  * or behind with no copy of its serial rows in the list (refused
  * otherwise). 0, or -1 with *cause. */
-#include <stdio.h>
 int  store_multi_init(const struct config *cfg, char **urls, int n,
                       int64_t block_size, int64_t floor, int serial_restart_ok,
                       FILE *out, char **cause);
 /* A single MySQL store must not be one database of a set: -1 with
  * *cause if it is (0 when it is not, or cannot tell now). */
 int  store_single_check(struct store *s, char **cause);
+
+/* The failover rule's state (store_marks.h, store_mysql_repl.c): the
+ * marks, any refusal, the server and, for a single MySQL store, what it
+ * last said of its replication. JSON members (no braces) into b; Prometheus
+ * lines; store_repl_health: 0 fine, 1 durability degraded, 2 loads
+ * refused, with why (cap bytes). */
+void store_repl_status_json(struct sbuf *b);
+void store_repl_metrics(struct sbuf *b);
+int  store_repl_health(char *why, size_t cap);
 
 /* Threads. Every thread that calls store functions (the main thread too,
  * and whichever thread calls store_open) calls store_thread_init() before

@@ -40,7 +40,18 @@ struct store_ops {
                                       int64_t step, int64_t *db_ms, char *tag,
                                       size_t cap, int64_t *max_id,
                                       char **cause);
+    /* The highest floor in leafd_fence (0: none, or no such table) and
+     * the identity of the server that answered ("server_id=N"); NULL:
+     * the backend cannot be fenced. */
+    enum store_result (*fence_get)(struct store *s, int64_t *floor,
+                                   char *server, size_t cap, char **cause);
+    /* store_fence's transaction on this store. */
+    enum store_result (*fence_set)(struct store *s, int64_t floor,
+                                   int64_t serial_floor, int64_t *rows,
+                                   char **cause);
     void (*close)(struct store *s);
+    /* "host:port/db" for messages; NULL: the name. */
+    const char *(*where)(const struct store *s);
     /* The store that holds the serial rows (a set's first database); NULL:
      * this one. */
     struct store *(*serial_home)(struct store *s);
@@ -59,6 +70,9 @@ struct store *store_multi_open(const struct config *cfg, char **cause);
 struct store *store_mysql_open_url(const struct config *cfg, const char *url,
                                    const char *key, char **cause);
 const char *store_mysql_where(const struct store *s);
+/* The store is segment mode's one database (not a database of a set): its
+ * loads check the server (segment.mysql.replication, store_mysql_repl.c). */
+void store_mysql_single(struct store *s, const struct config *cfg);
 
 /* Several databases (store_multi.c; the SQL is store_mysql.c's). Each
  * database of a set holds a leafd_multi_db row: its index in the set, the

@@ -71,6 +71,10 @@ static const char sql_insert[] =
 static const char sql_now_ms[] =
     "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', "
     "UTC_TIMESTAMP(6)) DIV 1000 + ?";
+/* The server's identity and role, read by every load of a single store
+ * (store_mysql_repl.c). */
+static const char sql_repl[] =
+    "SELECT @@GLOBAL.server_id, @@GLOBAL.read_only";
 /* A serial period's row, unless another node made it first (only a
  * duplicate key is ignored; any other error is one). */
 static const char sql_insert_serial[] =
@@ -95,16 +99,10 @@ static const char sql_serial_raise[] =
 static const char sql_serial_raise_old[] =
     "UPDATE leaf_alloc SET max_id = GREATEST(max_id, ?) WHERE " MY_LIKE;
 
-/* The statements every call uses, prepared at connect (db_mysql_conn.h):
- * m->c.stmt[MY_UPDATE] is sql_update's. */
-enum my_stmt {
-    MY_UPDATE, MY_SELECT, MY_GET, MY_LIST, MY_INSERT, MY_NOW_MS,
-    MY_INSERT_SERIAL, MY_NSTMT
-};
 static const char *const my_sql[MY_NSTMT] = {
     [MY_UPDATE] = sql_update, [MY_SELECT] = sql_select, [MY_GET] = sql_get,
     [MY_LIST] = sql_list, [MY_INSERT] = sql_insert, [MY_NOW_MS] = sql_now_ms,
-    [MY_INSERT_SERIAL] = sql_insert_serial,
+    [MY_INSERT_SERIAL] = sql_insert_serial, [MY_REPL] = sql_repl,
 };
 _Static_assert(MY_NSTMT <= DB_MYSQL_CONN_STMTS, "room for the statements");
 
@@ -139,6 +137,12 @@ my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
     my_ulonglong changed;
     int rc;
 
+    if (m->repl >= 0) {
+        enum store_result res = store_my_repl_check(m, cause);
+
+        if (res != STORE_OK)
+            return res;
+    }
     /* max_id <= INT64_MAX - step: refuse a range that would overflow. */
     db_mysql_bind_i64(&p[0], &v_step);
     store_my_bind_str(&p[1], tag, &tag_len);
@@ -200,6 +204,12 @@ my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
     }
     if (db_mysql_conn_commit(&m->c, cause) == -1)
         return STORE_DB_ERROR;      /* either way the range is not used */
+    if (m->repl == REPL_SEMI_SYNC) {
+        enum store_result res = store_my_repl_acked(m, v_max, cause);
+
+        if (res != STORE_OK)
+            return res;
+    }
     *max_id = v_max;
     *db_step = v_dbstep;
     return STORE_OK;
@@ -629,7 +639,10 @@ static const struct store_ops store_mysql_ops = {
     .list = store_mysql_list,
     .insert = store_mysql_insert,
     .serial_alloc = store_mysql_serial_alloc,
+    .fence_get = store_my_fence_get,
+    .fence_set = store_my_fence_set,
     .close = store_mysql_close,
+    .where = store_mysql_where,
 };
 
 static int
@@ -641,11 +654,19 @@ nonempty(const char *s)
 struct store *
 store_mysql_open(const struct config *cfg, char **cause)
 {
+    struct store *s;
+
     if (nonempty(cfg->mysql_url))
-        return store_mysql_open_url(cfg, cfg->mysql_url, "segment.mysql.url",
-                                    cause);
-    if (nonempty(cfg->jdbc_url))
-        return store_mysql_open_url(cfg, cfg->jdbc_url, "leaf.jdbc.url", cause);
+        s = store_mysql_open_url(cfg, cfg->mysql_url, "segment.mysql.url",
+                                 cause);
+    else if (nonempty(cfg->jdbc_url))
+        s = store_mysql_open_url(cfg, cfg->jdbc_url, "leaf.jdbc.url", cause);
+    else
+        s = NULL;
+    if (s != NULL)
+        store_mysql_single(s, cfg);
+    if (s != NULL || nonempty(cfg->mysql_url) || nonempty(cfg->jdbc_url))
+        return s;
     store_set_cause(cause, "segment.store is mysql but neither "
                     "leaf.jdbc.url nor segment.mysql.url is set");
     return NULL;
@@ -664,6 +685,7 @@ store_mysql_open_url(const struct config *cfg, const char *url,
 
     m = xcalloc(1, sizeof *m);
     m->base.ops = &store_mysql_ops;
+    m->repl = -1;
     if (db_mysql_target_from_url(url, &m->c.t, cause) == -1) {
         char *why = cause != NULL ? *cause : NULL;
         if (cause != NULL)
@@ -704,3 +726,9 @@ store_mysql_open_url(const struct config *cfg, const char *url,
     return &m->base;
 }
 
+
+void
+store_mysql_single(struct store *s, const struct config *cfg)
+{
+    ((struct store_mysql *)s)->repl = cfg->mysql_replication;
+}

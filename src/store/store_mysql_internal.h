@@ -24,6 +24,16 @@
 struct store_mysql {
     struct store         base;
     struct db_mysql_conn c;     /* the connection and its statements */
+    int                  repl;  /* enum db_replication; -1: a database of
+                                   a set, no checks (store_mysql_repl.c) */
+    long long            no_tx; /* semi-sync: no_tx before this load */
+};
+
+/* The statements every call uses, prepared at connect (db_mysql_conn.h):
+ * m->c.stmt[MY_UPDATE] is sql_update's. */
+enum my_stmt {
+    MY_UPDATE, MY_SELECT, MY_GET, MY_LIST, MY_INSERT, MY_NOW_MS,
+    MY_INSERT_SERIAL, MY_REPL, MY_NSTMT
 };
 
 /* The body of a call, inside the transaction store_my_tx opened; it ends it
@@ -67,6 +77,21 @@ store_my_tx(struct store_mysql *m, my_tx_fn body, void *arg, char **cause)
 enum store_result store_my_meta_check(struct store_mysql *m,
                                       const struct multi_meta *want,
                                       struct multi_meta *got, char **cause);
+
+/* store_mysql_repl.c (its DESIGN): inside a load's transaction, before
+ * its UPDATE, the server's identity and state; STORE_OK, or the
+ * transaction rolled back and STORE_DB_ERROR (read-only, a Galera node not
+ * synced), STORE_DEGRADED (semi-sync off) or STORE_REFUSED (a failover).
+ * After the COMMIT (semi-sync): STORE_OK when a replica acknowledged it,
+ * else STORE_DEGRADED (the range must not be used). */
+enum store_result store_my_repl_check(struct store_mysql *m, char **cause);
+enum store_result store_my_repl_acked(struct store_mysql *m, int64_t max_id,
+                                      char **cause);
+enum store_result store_my_fence_get(struct store *s, int64_t *floor,
+                                     char *server, size_t cap, char **cause);
+enum store_result store_my_fence_set(struct store *s, int64_t floor,
+                                     int64_t serial_floor, int64_t *rows,
+                                     char **cause);
 
 /* A string parameter of *len bytes at s. */
 static inline void

@@ -36,6 +36,8 @@ store_open(const struct config *cfg, char **cause)
         /* One URL: exactly segment.mysql.url. */
         s = store_mysql_open_url(cfg, urls[0], "segment.mysql.urls", cause);
         free(urls[0]);
+        if (s != NULL)
+            store_mysql_single(s, cfg);
         return s;
     }
     if (kind == STORE_AUTO)

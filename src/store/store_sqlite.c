@@ -504,6 +504,120 @@ sqlite_insert(struct store *s, const char *tag, int64_t max_id, int64_t step,
     return rc == SQLITE_DONE ? STORE_OK : STORE_EXISTS;
 }
 
+/* ---- leafd db-fence (store.h) ---- */
+
+static const char sql_fence_ddl[] =
+    "CREATE TABLE IF NOT EXISTS leafd_fence (id INTEGER PRIMARY KEY, "
+    "floor INTEGER NOT NULL, serial_floor INTEGER NOT NULL, "
+    "server TEXT NOT NULL, fenced_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)";
+
+/* One ad hoc statement with up to two integer parameters, stepped once:
+ * its first column into *v when it gives a row. SQLITE_OK, or SQLite's
+ * error code with *cause set. */
+static int
+sqlite_adhoc(struct store_sqlite *q, const char *sql, int64_t a, int64_t b,
+             int64_t *v, int *changes, char **cause)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(q->db, sql, -1, &st, NULL);
+
+    if (rc != SQLITE_OK) {
+        store_set_cause(cause, "sqlite %s: prepare \"%.40s\": %s", q->path,
+                        sql, sqlite3_errmsg(q->db));
+        return rc;
+    }
+    if (sqlite3_bind_parameter_count(st) >= 1)
+        sqlite3_bind_int64(st, 1, a);
+    if (sqlite3_bind_parameter_count(st) >= 2)
+        sqlite3_bind_int64(st, 2, b);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW && v != NULL)
+        *v = sqlite3_column_int64(st, 0);
+    if (changes != NULL)
+        *changes = sqlite3_changes(q->db);
+    if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+        rc = SQLITE_OK;
+    else
+        store_set_cause(cause, "sqlite %s: \"%.40s\": %s", q->path, sql,
+                        sqlite3_errmsg(q->db));
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static enum store_result
+sqlite_fence_get(struct store *s, int64_t *floor, char *server, size_t cap,
+                 char **cause)
+{
+    struct store_sqlite *q = (struct store_sqlite *)s;
+    char *why = NULL;
+
+    *floor = 0;
+    snprintf(server, cap, "sqlite:%s", q->path);
+    if (sqlite_adhoc(q, "SELECT COALESCE(MAX(floor), 0) FROM leafd_fence",
+                     0, 0, floor, NULL, &why) != SQLITE_OK) {
+        /* No table: never fenced. */
+        if (why != NULL && strstr(why, "no such table") != NULL) {
+            free(why);
+            return STORE_OK;
+        }
+        if (cause != NULL)
+            *cause = why;
+        else
+            free(why);
+        return STORE_DB_ERROR;
+    }
+    return STORE_OK;
+}
+
+static enum store_result
+sqlite_fence_set(struct store *s, int64_t floor, int64_t serial_floor,
+                 int64_t *rows, char **cause)
+{
+    struct store_sqlite *q = (struct store_sqlite *)s;
+    char server[TAG_MAX + SQLITE_PATH_MAX];
+    int n = 0, ok;
+    sqlite3_stmt *st;
+
+    snprintf(server, sizeof server, "sqlite:%s", q->path);
+    if (sqlite_writer_enter(q, cause) == -1)
+        return STORE_DB_ERROR;
+    ok = sqlite_run(q, q->begin, "BEGIN IMMEDIATE", cause) == 0 &&
+        sqlite_adhoc(q, sql_fence_ddl, 0, 0, NULL, NULL, cause) == SQLITE_OK &&
+        sqlite_adhoc(q, "UPDATE leaf_alloc SET max_id = ?1 WHERE max_id < ?1 "
+                     "AND typeof(max_id) = 'integer' AND (description IS NULL "
+                     "OR description <> '" STORE_SERIAL_DESCRIPTION "')",
+                     floor, 0, NULL, &n, cause) == SQLITE_OK;
+    *rows = n;
+    if (ok && serial_floor > 0) {
+        ok = sqlite_adhoc(q, "UPDATE leaf_alloc SET max_id = ?1 WHERE "
+                          "max_id < ?1 AND typeof(max_id) = 'integer' AND "
+                          "description = '" STORE_SERIAL_DESCRIPTION "'",
+                          serial_floor, 0, NULL, &n, cause) == SQLITE_OK;
+        *rows += n;
+    }
+    if (ok) {
+        ok = sqlite3_prepare_v2(q->db, "INSERT INTO leafd_fence (floor, "
+                                "serial_floor, server) VALUES (?1, ?2, ?3)",
+                                -1, &st, NULL) == SQLITE_OK;
+        if (ok) {
+            sqlite3_bind_int64(st, 1, floor);
+            sqlite3_bind_int64(st, 2, serial_floor);
+            sqlite3_bind_text(st, 3, server, (int)strlen(server), SQLITE_STATIC);
+            ok = sqlite3_step(st) == SQLITE_DONE;
+            sqlite3_finalize(st);
+        }
+        if (!ok)
+            store_set_cause(cause, "sqlite %s: INSERT leafd_fence: %s", q->path,
+                            sqlite3_errmsg(q->db));
+    }
+    if (ok)
+        ok = sqlite_run(q, q->commit, "COMMIT", cause) == 0;
+    else
+        sqlite_rollback(q);
+    sqlite_writer_leave(q);
+    return ok ? STORE_OK : STORE_DB_ERROR;
+}
+
 static void
 sqlite_close(struct store *s)
 {
@@ -677,5 +791,7 @@ static const struct store_ops sqlite_ops = {
     .list = sqlite_list,
     .insert = sqlite_insert,
     .serial_alloc = sqlite_serial_alloc,
+    .fence_get = sqlite_fence_get,
+    .fence_set = sqlite_fence_set,
     .close = sqlite_close,
 };

@@ -228,7 +228,8 @@ def installed_checks(version, multiarch):
     with open("/etc/leafd/leafd.conf") as f:
         conf = f.read()
     check("segment.sqlite.path = /var/lib/leafd/leafd.db" in conf
-          and "snowflake.cache_file = /var/lib/leafd/" in conf,
+          and "snowflake.cache_file = /var/lib/leafd/" in conf
+          and "segment.marks_file = /var/lib/leafd/segment-marks" in conf,
           "the conffile keeps its state in /var/lib/leafd")
 
     svc = unit_service(UNIT)

@@ -22,6 +22,7 @@
 #include "db_mysql_url.h"
 #include "store.h"
 #include "store_impl.h"
+#include "store_marks.h"
 #include "util.h"
 
 /* ---- URL parsing ---- */
@@ -1435,6 +1436,273 @@ START_TEST(test_multi_init_hostile_rows)
 }
 END_TEST
 
+/* ---- the failover rule: marks, refusals, fences (store_marks.h) ---- */
+
+/* The database goes back in time under a running process (a restored
+ * dump): the next range below what the process had is refused, the whole
+ * process with it, until a fence at or above its marks. */
+START_TEST(test_marks_behind_then_fence)
+{
+    struct store *s = be_open();
+    char *cause = NULL, sql[512], t1[TAG_MAX + 1], t2[TAG_MAX + 1];
+    int64_t max_id = 0, step = 0, top;
+    FILE *out = tmpfile();
+
+    store_marks_reset();
+    snprintf(t1, sizeof t1, "%s", tag("mk1"));
+    snprintf(t2, sizeof t2, "%s", tag("mk2"));
+    ck_assert_int_eq(store_insert(s, t1, 1, 100, NULL, &cause), STORE_OK);
+    ck_assert_int_eq(store_insert(s, t2, 1, 100, NULL, &cause), STORE_OK);
+    ck_assert_int_eq(store_alloc(s, t1, 100, &max_id, &step, &cause), STORE_OK);
+    ck_assert_int_eq(store_alloc(s, t1, 100, &max_id, &step, &cause), STORE_OK);
+    ck_assert_int_eq(max_id, 201);
+    ck_assert_int_eq(store_marks_get(t1), 201);
+
+    /* Restored: max_id back to 101. [101, 201) was handed out already. */
+    snprintf(sql, sizeof sql, "UPDATE leaf_alloc SET max_id = 101 WHERE "
+             "biz_tag = '%s'", t1);
+    be_exec(sql);
+    ck_assert_int_eq(store_alloc(s, t1, 100, &max_id, &step, &cause),
+                     STORE_REFUSED);
+    ck_assert_ptr_nonnull(strstr(cause, "went back in time"));
+    free(cause);
+    cause = NULL;
+    /* Every tag stops: the database forgot, this node cannot tell what. */
+    ck_assert_int_eq(store_alloc(s, t2, 100, &max_id, &step, &cause),
+                     STORE_REFUSED);
+    free(cause);
+    cause = NULL;
+    ck_assert_int_eq(store_marks_refused(NULL, 0, NULL, 0), 1);
+
+    /* A fence below the marks does not lift it; one at or above does. */
+    top = store_marks_max();
+    ck_assert_int_eq(store_fence(&be.cfg, top - 1, 0, out, &cause), 0);
+    ck_assert_int_eq(store_alloc(s, t2, 100, &max_id, &step, &cause),
+                     STORE_REFUSED);
+    free(cause);
+    cause = NULL;
+    ck_assert_int_eq(store_fence(&be.cfg, top + 1000, 0, out, &cause), 0);
+    ck_assert_int_eq(store_alloc(s, t1, 100, &max_id, &step, &cause), STORE_OK);
+    ck_assert_int_ge(max_id - 100, top + 1000);
+    ck_assert_int_eq(store_alloc(s, t2, 100, &max_id, &step, &cause), STORE_OK);
+    ck_assert_int_ge(max_id - 100, top + 1000);
+    ck_assert_int_eq(store_marks_refused(NULL, 0, NULL, 0), 0);
+    fclose(out);
+    store_close(s);
+}
+END_TEST
+
+/* The marks, the server and a refusal survive a restart in the file; a
+ * file that is not a marks file stops the start; a last line cut by a
+ * crash is dropped. */
+START_TEST(test_marks_file)
+{
+    char path[256], code[32], srv[MARKS_SERVER_MAX];
+    char *cause = NULL;
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/marks", be.dir);
+    store_marks_reset();
+    ck_assert_int_eq(store_marks_open(path, &cause), 0);
+    ck_assert_int_eq(store_marks_take("a", 100, 10, "db", NULL), 0);
+    ck_assert_int_eq(store_marks_take("b", 5000, 10, "db", NULL), 0);
+    store_marks_set_server("server_id=7");
+    ck_assert_int_eq(store_marks_take("a", 50, 10, "db", &cause), -1);
+    free(cause);
+    cause = NULL;
+    store_marks_close();
+    store_marks_reset();
+    ck_assert_int_eq(store_marks_get("a"), 0);
+
+    ck_assert_int_eq(store_marks_open(path, &cause), 0);
+    ck_assert_int_eq(store_marks_get("a"), 100);
+    ck_assert_int_eq(store_marks_get("b"), 5000);
+    ck_assert_int_eq(store_marks_max(), 5000);
+    store_marks_server(srv, sizeof srv);
+    ck_assert_str_eq(srv, "server_id=7");
+    ck_assert_int_eq(store_marks_refused(code, sizeof code, NULL, 0), 1);
+    ck_assert_str_eq(code, "store_behind");
+    ck_assert_int_eq(store_marks_fenced(4999, "server_id=8"), 0);
+    ck_assert_int_eq(store_marks_fenced(5000, "server_id=8"), 1);
+    store_marks_close();
+    store_marks_reset();
+
+    /* A line cut by a crash: the whole lines before it hold. */
+    f = fopen(path, "a");
+    fputs("m a 90000", f);
+    fclose(f);
+    ck_assert_int_eq(store_marks_open(path, &cause), 0);
+    ck_assert_int_eq(store_marks_refused(NULL, 0, NULL, 0), 0);
+    ck_assert_int_eq(store_marks_get("a"), 100);
+    store_marks_server(srv, sizeof srv);
+    ck_assert_str_eq(srv, "server_id=8");
+    store_marks_close();
+    store_marks_reset();
+
+    f = fopen(path, "w");
+    fputs("not a marks file\n", f);
+    fclose(f);
+    ck_assert_int_eq(store_marks_open(path, &cause), -1);
+    ck_assert_ptr_nonnull(strstr(cause, "not a leafd marks line"));
+    free(cause);
+    unlink(path);
+}
+END_TEST
+
+static char private_dir[256];
+
+static void
+private_mariadb_stop(void)
+{
+    char path[512], line[1600];
+
+    if (private_dir[0] == '\0')
+        return;
+    snprintf(line, sizeof line, "sh %s stop %s >/dev/null 2>&1; rm -rf %s",
+             root_path("tests/lib/mariadb.sh", path, sizeof path),
+             private_dir, private_dir);
+    private_dir[0] = '\0';
+    if (system(line) != 0)
+        fprintf(stderr, "check_store: stopping %s failed\n", line);
+}
+
+/* A throwaway MariaDB in dir (tests/lib/mariadb.sh): its URL into url. */
+static char *
+private_mariadb(char *dir, size_t dcap, char *url, size_t ucap)
+{
+    char path[512], line[1600];
+    FILE *f;
+
+    snprintf(dir, dcap, "%s/db", be.dir);
+    /* Stopped when the test's process ends, also after a failed assert. */
+    snprintf(private_dir, sizeof private_dir, "%s", dir);
+    atexit(private_mariadb_stop);
+    snprintf(line, sizeof line, "sh %s start %s >/dev/null 2>&1",
+             root_path("tests/lib/mariadb.sh", path, sizeof path), dir);
+    ck_assert_int_eq(system(line), 0);
+    snprintf(path, sizeof path, "%s/env", dir);
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    url[0] = '\0';
+    while (fgets(line, sizeof line, f) != NULL)
+        if (strncmp(line, "MYSQL_URL=", 10) == 0)
+            snprintf(url, ucap, "%.*s", (int)strcspn(line + 10, "\n"),
+                     line + 10);
+    fclose(f);
+    ck_assert_int_ne(url[0], '\0');
+    return url;
+}
+
+/* Run sql, then return the first column of the first row as a number. */
+static long long
+url_query_i64(const char *url, const char *sql)
+{
+    struct db_mysql_target t;
+    char *cause = NULL;
+    MYSQL *db = mysql_init(NULL);
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    long long v;
+
+    ck_assert_int_eq(db_mysql_url_parse(url, &t, &cause), 0);
+    ck_assert_msg(mysql_real_connect(db, t.host, t.user, t.password,
+                  t.database, (unsigned)t.port, t.socket, 0) != NULL,
+                  "connect: %s", mysql_error(db));
+    ck_assert_msg(mysql_query(db, sql) == 0, "%s: %s", sql, mysql_error(db));
+    res = mysql_store_result(db);
+    row = mysql_fetch_row(res);
+    v = row != NULL && row[0] != NULL ? atoll(row[0]) : -1;
+    mysql_free_result(res);
+    mysql_close(db);
+    db_mysql_target_free(&t);
+    return v;
+}
+
+/* A failover as the store sees it: the server behind the URL has another
+ * @@server_id. Under async, every load is refused (db_failover) until a
+ * fence; a read-only server is down; semi-sync off and a Galera node that
+ * is not one are refused too. The server's settings are put back before
+ * anything is asserted. */
+START_TEST(test_mysql_server_change)
+{
+    struct store *s, *semi, *galera;
+    char *cause = NULL, *c_change = NULL, *c_ro = NULL, *c_semi = NULL;
+    char *c_galera = NULL, sql[256], code[32], dbdir[256], url[256];
+    int64_t max_id = 0, step = 0, max_ro = 0, top;
+    long long sid;
+    enum store_result r_change, r_ro, r_semi, r_galera, r_again;
+    FILE *out = tmpfile();
+
+    store_marks_reset();
+    /* A server of its own: other suites share LEAFD_TEST_MYSQL_URL's, and
+     * server_id and read_only are global. */
+    be.cfg.mysql_url = private_mariadb(dbdir, sizeof dbdir, url, sizeof url);
+    be.cfg.mysql_replication = REPL_ASYNC;
+    s = be_open();
+    ck_assert_int_eq(store_insert(s, tag("fo"), 1, 10, NULL, &cause), STORE_OK);
+    ck_assert_int_eq(store_alloc(s, tag("fo"), 10, &max_id, &step, &cause),
+                     STORE_OK);
+
+    sid = url_query_i64(be.cfg.mysql_url, "SELECT @@GLOBAL.server_id");
+    snprintf(sql, sizeof sql, "SET GLOBAL server_id = %lld", sid + 1000);
+    url_exec(be.cfg.mysql_url, sql);
+    r_change = store_alloc(s, tag("fo"), 10, &max_id, &step, &c_change);
+    snprintf(sql, sizeof sql, "SET GLOBAL server_id = %lld", sid);
+    url_exec(be.cfg.mysql_url, sql);
+    /* Sticky: the old server back is no proof that nothing was lost. */
+    r_again = store_alloc(s, tag("fo"), 10, &max_id, &step, &cause);
+
+    url_exec(be.cfg.mysql_url, "SET GLOBAL read_only = 1");
+    r_ro = store_alloc(s, tag("fo"), 10, &max_ro, &step, &c_ro);
+    url_exec(be.cfg.mysql_url, "SET GLOBAL read_only = 0");
+
+    ck_assert_int_eq(r_change, STORE_REFUSED);
+    ck_assert_ptr_nonnull(strstr(c_change, "changed from"));
+    ck_assert_int_eq(store_marks_refused(code, sizeof code, NULL, 0), 1);
+    ck_assert_str_eq(code, "db_failover");
+    ck_assert_int_eq(r_again, STORE_REFUSED);
+    ck_assert_int_eq(r_ro, STORE_REFUSED);  /* refused first, read-only next */
+    free(cause);
+    cause = NULL;
+
+    top = store_marks_max();
+    ck_assert_int_eq(store_fence(&be.cfg, top + 50, 0, out, &cause), 0);
+    ck_assert_int_eq(store_alloc(s, tag("fo"), 10, &max_id, &step, &cause),
+                     STORE_OK);
+    ck_assert_int_ge(max_id - 10, top + 50);
+
+    url_exec(be.cfg.mysql_url, "SET GLOBAL read_only = 1");
+    r_ro = store_alloc(s, tag("fo"), 10, &max_ro, &step, &c_ro);
+    url_exec(be.cfg.mysql_url, "SET GLOBAL read_only = 0");
+    ck_assert_int_eq(r_ro, STORE_DB_ERROR);
+    ck_assert_ptr_nonnull(strstr(c_ro, "read-only"));
+
+    /* Semi-sync is off on a lone server: no range may be used. */
+    be.cfg.mysql_replication = REPL_SEMI_SYNC;
+    semi = be_open();
+    r_semi = store_alloc(semi, tag("fo"), 10, &max_id, &step, &c_semi);
+    ck_assert_int_eq(r_semi, STORE_DEGRADED);
+    ck_assert_ptr_nonnull(strstr(c_semi, "semi-sync"));
+    /* Nor is a lone server a Galera node. */
+    be.cfg.mysql_replication = REPL_GALERA;
+    galera = be_open();
+    r_galera = store_alloc(galera, tag("fo"), 10, &max_id, &step, &c_galera);
+    ck_assert_int_eq(r_galera, STORE_DB_ERROR);
+    ck_assert_ptr_nonnull(strstr(c_galera, "not ready"));
+
+    free(cause);
+    free(c_change);
+    free(c_ro);
+    free(c_semi);
+    free(c_galera);
+    fclose(out);
+    store_close(galera);
+    store_close(semi);
+    store_close(s);
+    private_mariadb_stop();
+}
+END_TEST
+
 static void
 add_behaviour(TCase *tc)
 {
@@ -1469,6 +1737,10 @@ store_suite(void)
     tcase_add_test(tc, test_sqlite_demo_and_pragmas);
     tcase_add_test(tc, test_sqlite_fresh_race);
     tcase_add_test(tc, test_sqlite_busy);
+    tcase_add_test(tc, test_marks_file);
+    /* SQLite only: a fence raises every row of the database, and the MySQL
+     * one is shared (test_mysql_server_change fences its own server). */
+    tcase_add_test(tc, test_marks_behind_then_fence);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(su, tc);
 
@@ -1483,6 +1755,7 @@ store_suite(void)
         tcase_add_test(tc, test_multi_serial_rows);
         tcase_add_test(tc, test_multi_init_members);
         tcase_add_test(tc, test_multi_init_hostile_rows);
+        tcase_add_test(tc, test_mysql_server_change);
         tcase_set_timeout(tc, 180);
         suite_add_tcase(su, tc);
     } else {

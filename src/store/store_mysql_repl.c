@@ -1,0 +1,580 @@
+/* store_mysql_repl.c: what a single MySQL store checks about the server
+ * it writes to (segment.mysql.replication), and leafd db-fence on MySQL.
+ *
+ * DESIGN
+ *
+ * A failover must never repeat a range. Two facts carry the rule:
+ *
+ * 1. Marks (store_marks.h). Every range this process receives, segment or
+ *    serial, must start at or above the highest max_id it received before
+ *    for that row, or it is refused and the process stops loading until a
+ *    fence. That catches a database that went back in time (a restored
+ *    dump, a promoted replica that lacks the last commits) as soon as it
+ *    hands this node a range it already had. It cannot catch a range this
+ *    node never had but another node did: for that, rule 2.
+ *
+ * 2. The server's identity. Every load reads @@server_id and @@read_only
+ *    in its transaction (galera: the cluster's state UUID instead of the
+ *    server), and the process records the identity of the server of its
+ *    loads (store_marks_server, kept in segment.marks_file). A load on a
+ *    server whose identity differs from the last one is a failover, and:
+ *    - async (the default): refused, and the process with it (code
+ *      db_failover), until an operator runs leafd db-fence with a floor
+ *      above every ID any node issued: an asynchronous replica may lack
+ *      commits, and no node can know what another node was given.
+ *    - semi-sync: accepted. In this mode a range is used only when a
+ *      replica acknowledged its commit: before the UPDATE, the server must
+ *      say Rpl_semi_sync_master_status ON with wait point AFTER_SYNC (else
+ *      the load is refused, nothing changed, STORE_DEGRADED), and after
+ *      the COMMIT, status still ON and Rpl_semi_sync_master_no_tx (commits
+ *      the server gave up waiting for) unchanged since before the UPDATE
+ *      (else the committed range is dropped, never used: STORE_DEGRADED).
+ *      So every range any node uses is on a replica; the operator's part
+ *      is to promote the replica with every acknowledged event (one
+ *      replica, or the failover tool's "most advanced replica").
+ *    - galera: a change of node within the cluster (same cluster state
+ *      UUID) is accepted, and a load needs wsrep_ready ON and
+ *      wsrep_local_state 4 (Synced) on its node; a certification conflict
+ *      (1213) is a failed load, retried. A new cluster (another UUID) is
+ *      refused as under async.
+ *    A server that says read_only is refused as down (STORE_DB_ERROR): a
+ *    replica, or a primary being demoted.
+ *
+ * What no check here can see: a node that never loaded before (no marks,
+ * no identity) trusts the server it finds; a restored dump on the same
+ * server is seen only by the nodes that received ranges above it. The
+ * operator fences after every restore and every async failover
+ * (docs/operations.md, "Replicated databases").
+ */
+#include <mysql.h>
+#include <mysqld_error.h>
+#include <assert.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+#include "store.h"
+#include "store_impl.h"
+#include "store_marks.h"
+#include "store_mysql_internal.h"
+#include "util.h"
+
+static const char *const repl_names[] = { "async", "semi-sync", "galera" };
+
+/* MariaDB's status variables for the modes that need them (prepared per
+ * load: MySQL 8 has no information_schema.GLOBAL_STATUS, and async mode
+ * must work there). */
+static const char sql_repl_status[] =
+    "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
+    "WHERE VARIABLE_NAME IN ('RPL_SEMI_SYNC_MASTER_STATUS', "
+    "'RPL_SEMI_SYNC_MASTER_NO_TX', 'WSREP_READY', 'WSREP_LOCAL_STATE', "
+    "'WSREP_CLUSTER_STATE_UUID')";
+static const char sql_wait_point[] =
+    "SELECT @@GLOBAL.rpl_semi_sync_master_wait_point";
+static const char sql_fence_floor[] =
+    "SELECT COALESCE(MAX(floor), 0) FROM leafd_fence";
+static const char sql_fence_ddl[] =
+    "CREATE TABLE IF NOT EXISTS leafd_fence ("
+    " id bigint NOT NULL AUTO_INCREMENT,"
+    " floor bigint NOT NULL,"
+    " serial_floor bigint NOT NULL,"
+    " server varchar(96) NOT NULL,"
+    " fenced_at timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP,"
+    " PRIMARY KEY (id)) ENGINE=InnoDB";
+static const char sql_fence_rows[] =
+    "UPDATE leaf_alloc SET max_id = ? WHERE max_id < ? AND "
+    "(description IS NULL OR description <> '" STORE_SERIAL_DESCRIPTION "')";
+static const char sql_fence_serial[] =
+    "UPDATE leaf_alloc SET max_id = ? WHERE max_id < ? AND "
+    "description = '" STORE_SERIAL_DESCRIPTION "'";
+static const char sql_fence_insert[] =
+    "INSERT INTO leafd_fence (floor, serial_floor, server) VALUES (?, ?, ?)";
+
+/* What one read of the server said. */
+struct repl_state {
+    long long server_id, read_only, no_tx, wsrep_state;
+    char      semi[8], ready[8], wait_point[16], cluster[40];
+    char      id[MARKS_SERVER_MAX];     /* the identity marks record */
+};
+
+/* The last state seen, for /health and /metrics. */
+static struct {
+    pthread_mutex_t   lock;        /* guards everything below */
+    int               mode;        /* -1: no single MySQL store */
+    char              where[160];
+    struct repl_state st;
+    int               read;        /* st was read at least once */
+    int               degraded;
+    char              degraded_why[256];
+    uint64_t          changes, dropped;
+} shown = { .lock = PTHREAD_MUTEX_INITIALIZER, .mode = -1 };
+
+static void
+show(const struct store_mysql *m, const struct repl_state *st)
+{
+    pthread_mutex_lock(&shown.lock);
+    shown.mode = m->repl;
+    snprintf(shown.where, sizeof shown.where, "%s", m->c.where);
+    shown.st = *st;
+    shown.read = 1;
+    pthread_mutex_unlock(&shown.lock);
+}
+
+static void
+show_degraded(int on, const char *why)
+{
+    pthread_mutex_lock(&shown.lock);
+    if (on && !shown.degraded)
+        log_error("durability degraded: %s", why);
+    else if (!on && shown.degraded)
+        log_info("durability restored: a replica acknowledges commits again");
+    if (on)
+        snprintf(shown.degraded_why, sizeof shown.degraded_why, "%s", why);
+    shown.degraded = on;
+    pthread_mutex_unlock(&shown.lock);
+}
+
+/* Strings of one status row into st. */
+static void
+status_value(struct repl_state *st, const char *name, const char *v)
+{
+    if (strcmp(name, "RPL_SEMI_SYNC_MASTER_STATUS") == 0)
+        snprintf(st->semi, sizeof st->semi, "%.7s", v);
+    else if (strcmp(name, "RPL_SEMI_SYNC_MASTER_NO_TX") == 0)
+        st->no_tx = strtoll(v, NULL, 10);
+    else if (strcmp(name, "WSREP_READY") == 0)
+        snprintf(st->ready, sizeof st->ready, "%.7s", v);
+    else if (strcmp(name, "WSREP_LOCAL_STATE") == 0)
+        st->wsrep_state = strtoll(v, NULL, 10);
+    else if (strcmp(name, "WSREP_CLUSTER_STATE_UUID") == 0)
+        snprintf(st->cluster, sizeof st->cluster, "%.39s", v);
+}
+
+/* Read the server's state inside the caller's transaction: 0, or -1 after
+ * db_mysql_conn_fail. */
+static int
+read_state(struct store_mysql *m, struct repl_state *st, char **cause)
+{
+    MYSQL_BIND r[2];
+    MYSQL_STMT *q;
+    char name[64], val[64];
+    unsigned long name_len = 0, val_len = 0;
+    int rc;
+
+    memset(st, 0, sizeof *st);
+    db_mysql_bind_i64(&r[0], &st->server_id);
+    db_mysql_bind_i64(&r[1], &st->read_only);
+    if (db_mysql_conn_exec(&m->c, m->c.stmt[MY_REPL], NULL, r,
+                           "SELECT @@server_id", cause) == -1)
+        return -1;
+    rc = db_mysql_conn_fetch(&m->c, m->c.stmt[MY_REPL], "SELECT @@server_id",
+                             cause);
+    mysql_stmt_free_result(m->c.stmt[MY_REPL]);
+    if (rc != 1)
+        return rc == -1 ? -1 : db_mysql_conn_fail(&m->c, NULL,
+                                                  "SELECT @@server_id", cause);
+    if (m->repl != REPL_ASYNC) {
+        db_mysql_bind_str(&r[0], name, sizeof name, &name_len);
+        db_mysql_bind_str(&r[1], val, sizeof val, &val_len);
+        if (db_mysql_conn_adhoc(&m->c, sql_repl_status, NULL, r, &q,
+                                "SELECT GLOBAL_STATUS", 0, cause) != 0)
+            return -1;
+        while ((rc = db_mysql_conn_fetch(&m->c, q, "SELECT GLOBAL_STATUS",
+                                         cause)) == 1) {
+            name[name_len < sizeof name ? name_len : sizeof name - 1] = '\0';
+            val[val_len < sizeof val ? val_len : sizeof val - 1] = '\0';
+            status_value(st, name, val);
+        }
+        mysql_stmt_close(q);
+        if (rc == -1)
+            return -1;
+    }
+    if (m->repl == REPL_SEMI_SYNC) {
+        db_mysql_bind_str(&r[0], st->wait_point, sizeof st->wait_point,
+                          &val_len);
+        if (db_mysql_conn_adhoc(&m->c, sql_wait_point, NULL, r, &q,
+                                "SELECT rpl_semi_sync_master_wait_point", 0,
+                                cause) != 0)
+            return -1;
+        rc = db_mysql_conn_fetch(&m->c, q, "SELECT wait point", cause);
+        mysql_stmt_close(q);
+        if (rc == -1)
+            return -1;
+        st->wait_point[val_len < sizeof st->wait_point ? val_len :
+                       sizeof st->wait_point - 1] = '\0';
+    }
+    if (m->repl == REPL_GALERA)
+        snprintf(st->id, sizeof st->id, "galera:%s", st->cluster);
+    else
+        snprintf(st->id, sizeof st->id, "server_id=%lld", st->server_id);
+    show(m, st);
+    return 0;
+}
+
+/* The same server: identities equal up to their ';' (what follows says
+ * how its loads were made). */
+static int
+same_server(const char *a, const char *b)
+{
+    size_t la = strcspn(a, ";"), lb = strcspn(b, ";");
+
+    return la == lb && memcmp(a, b, la) == 0;
+}
+
+static enum store_result
+refuse(struct store_mysql *m, enum store_result rc, char **cause,
+       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Roll back and return rc with *cause from fmt. */
+static enum store_result
+refuse(struct store_mysql *m, enum store_result rc, char **cause,
+       const char *fmt, ...)
+{
+    va_list ap;
+
+    if (db_mysql_conn_rollback(&m->c, cause) == -1)
+        return STORE_DB_ERROR;
+    va_start(ap, fmt);
+    util_vset_cause(cause, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+enum store_result
+store_my_repl_check(struct store_mysql *m, char **cause)
+{
+    struct repl_state st;
+    char last[MARKS_SERVER_MAX];
+
+    assert(m->repl >= REPL_ASYNC && m->repl <= REPL_GALERA);
+    if (read_state(m, &st, cause) == -1)
+        return STORE_DB_ERROR;
+    if (st.read_only)
+        return refuse(m, STORE_DB_ERROR, cause, "mysql %s (server_id %lld) is "
+                      "read-only: a replica, or a primary being demoted; "
+                      "loads wait for a writable primary", m->c.where,
+                      st.server_id);
+    if (m->repl == REPL_GALERA &&
+        (strcmp(st.ready, "ON") != 0 || st.wsrep_state != 4))
+        return refuse(m, STORE_DB_ERROR, cause, "galera node %s is not ready "
+                      "(wsrep_ready %s, wsrep_local_state %lld; 4 is Synced): "
+                      "it is not in the primary component, or joining",
+                      m->c.where, st.ready[0] ? st.ready : "missing",
+                      st.wsrep_state);
+    if (m->repl == REPL_SEMI_SYNC &&
+        (strcmp(st.semi, "ON") != 0 || strcmp(st.wait_point, "AFTER_SYNC") != 0)) {
+        char why[256];
+
+        snprintf(why, sizeof why, "semi-sync on %s is %s with wait point %s: "
+                 "no replica acknowledges commits losslessly (needs "
+                 "Rpl_semi_sync_master_status ON and AFTER_SYNC); loads are "
+                 "refused until it is", m->c.where,
+                 st.semi[0] ? st.semi : "missing",
+                 st.wait_point[0] ? st.wait_point : "missing");
+        show_degraded(1, why);
+        return refuse(m, STORE_DEGRADED, cause, "%s", why);
+    }
+    m->no_tx = st.no_tx;
+
+    store_marks_server(last, sizeof last);
+    if (last[0] != '\0' && !same_server(last, st.id)) {
+        /* Galera: another cluster. Semi-sync accepts a change of server
+         * only from a server whose loads were all acknowledged. */
+        if (m->repl != REPL_SEMI_SYNC || strstr(last, ";acked") == NULL) {
+            store_marks_refuse("db_failover", "the database server behind %s "
+                               "changed from %s to %s under "
+                               "segment.mysql.replication = %s: the new server "
+                               "may lack ranges that nodes already handed "
+                               "out; every load is refused until an operator "
+                               "runs leafd db-fence --floor=N with N above "
+                               "every ID any node issued (the largest "
+                               "marks_max of the nodes' /health; this node's "
+                               "is %" PRId64 ")", m->c.where, last, st.id,
+                               repl_names[m->repl], store_marks_max());
+            return refuse(m, STORE_REFUSED, cause, "the database server "
+                          "changed from %s to %s: loads are refused until "
+                          "leafd db-fence", last, st.id);
+        }
+        log_warn("database server behind %s changed from %s to %s: accepted "
+                 "(semi-sync: every range in use was acknowledged by a "
+                 "replica)", m->c.where, last, st.id);
+        pthread_mutex_lock(&shown.lock);
+        shown.changes++;
+        pthread_mutex_unlock(&shown.lock);
+    }
+    if (last[0] == '\0' || !same_server(last, st.id))
+        store_marks_set_server(st.id);
+    return STORE_OK;
+}
+
+enum store_result
+store_my_repl_acked(struct store_mysql *m, int64_t max_id, char **cause)
+{
+    struct repl_state st;
+    char why[256];
+
+    assert(m->repl == REPL_SEMI_SYNC);
+    if (read_state(m, &st, cause) == -1)
+        return STORE_DB_ERROR;
+    if (db_mysql_conn_rollback(&m->c, cause) == -1)   /* the read's */
+        return STORE_DB_ERROR;
+    if (strcmp(st.semi, "ON") == 0 && st.no_tx == m->no_tx) {
+        char id[MARKS_SERVER_MAX + 8];
+
+        /* Acknowledged: so is every commit before it on this server. */
+        snprintf(id, sizeof id, "%s;acked", st.id);
+        store_marks_set_server(id);
+        show_degraded(0, NULL);
+        return STORE_OK;
+    }
+    snprintf(why, sizeof why, "the commit of the range ending at %" PRId64
+             " on %s was not acknowledged by a replica (semi-sync %s, "
+             "Rpl_semi_sync_master_no_tx %lld -> %lld): the range is dropped; "
+             "semi-sync fell back to asynchronous", max_id, m->c.where,
+             st.semi[0] ? st.semi : "missing", m->no_tx, st.no_tx);
+    show_degraded(1, why);
+    pthread_mutex_lock(&shown.lock);
+    shown.dropped++;
+    pthread_mutex_unlock(&shown.lock);
+    store_set_cause(cause, "%s", why);
+    return STORE_DEGRADED;
+}
+
+/* ---- leafd db-fence ---- */
+
+struct fence_get_arg {
+    int64_t *floor;
+    char    *server;
+    size_t   cap;
+};
+
+static enum store_result
+fence_get_once(struct store_mysql *m, void *arg, char **cause)
+{
+    struct fence_get_arg *a = arg;
+    struct repl_state st;
+    MYSQL_STMT *q;
+    MYSQL_BIND r[1];
+    long long v = 0;
+    int rc;
+
+    if (read_state(m, &st, cause) == -1)
+        return STORE_DB_ERROR;
+    db_mysql_bind_i64(&r[0], &v);
+    rc = db_mysql_conn_adhoc(&m->c, sql_fence_floor, NULL, r, &q,
+                             "SELECT leafd_fence", ER_NO_SUCH_TABLE, cause);
+    if (rc == -1)
+        return STORE_DB_ERROR;
+    if (rc == 0) {
+        rc = db_mysql_conn_fetch(&m->c, q, "SELECT leafd_fence", cause);
+        mysql_stmt_close(q);
+        if (rc == -1)
+            return STORE_DB_ERROR;
+    }
+    if (db_mysql_conn_rollback(&m->c, cause) == -1)
+        return STORE_DB_ERROR;
+    *a->floor = v;
+    snprintf(a->server, a->cap, "%s", st.id);
+    return STORE_OK;
+}
+
+enum store_result
+store_my_fence_get(struct store *s, int64_t *floor, char *server, size_t cap,
+                   char **cause)
+{
+    struct store_mysql *m = (struct store_mysql *)s;
+    struct fence_get_arg a = { floor, server, cap };
+
+    if (m->repl < 0)
+        m->repl = REPL_ASYNC;
+    return store_my_tx(m, fence_get_once, &a, cause);
+}
+
+struct fence_set_arg {
+    long long floor, serial_floor;
+    int64_t  *rows;
+};
+
+static enum store_result
+fence_set_once(struct store_mysql *m, void *arg, char **cause)
+{
+    struct fence_set_arg *a = arg;
+    struct repl_state st;
+    MYSQL_BIND p[3];
+    MYSQL_STMT *q;
+    char server[MARKS_SERVER_MAX];
+    unsigned long server_len;
+
+    /* CREATE TABLE commits by itself: before the transaction's writes. */
+    if (db_mysql_conn_run(&m->c, sql_fence_ddl, NULL,
+                          "CREATE TABLE leafd_fence", cause) == -1 ||
+        read_state(m, &st, cause) == -1)
+        return STORE_DB_ERROR;
+    if (st.read_only)
+        return refuse(m, STORE_DB_ERROR, cause, "mysql %s (server_id %lld) is "
+                      "read-only: fence the primary", m->c.where, st.server_id);
+    db_mysql_bind_i64(&p[0], &a->floor);
+    db_mysql_bind_i64(&p[1], &a->floor);
+    if (db_mysql_conn_adhoc(&m->c, sql_fence_rows, p, NULL, &q,
+                            "UPDATE leaf_alloc (fence)", 0, cause) != 0)
+        return STORE_DB_ERROR;
+    *a->rows = (int64_t)mysql_stmt_affected_rows(q);
+    mysql_stmt_close(q);
+    if (a->serial_floor > 0) {
+        db_mysql_bind_i64(&p[0], &a->serial_floor);
+        db_mysql_bind_i64(&p[1], &a->serial_floor);
+        if (db_mysql_conn_adhoc(&m->c, sql_fence_serial, p, NULL, &q,
+                                "UPDATE leaf_alloc (fence serial)", 0,
+                                cause) != 0)
+            return STORE_DB_ERROR;
+        *a->rows += (int64_t)mysql_stmt_affected_rows(q);
+        mysql_stmt_close(q);
+    }
+    snprintf(server, sizeof server, "%s", st.id);
+    server_len = strlen(server);
+    db_mysql_bind_i64(&p[0], &a->floor);
+    db_mysql_bind_i64(&p[1], &a->serial_floor);
+    store_my_bind_str(&p[2], server, &server_len);
+    if (db_mysql_conn_run(&m->c, sql_fence_insert, p, "INSERT leafd_fence",
+                          cause) == -1 ||
+        db_mysql_conn_commit(&m->c, cause) == -1)
+        return STORE_DB_ERROR;
+    return STORE_OK;
+}
+
+enum store_result
+store_my_fence_set(struct store *s, int64_t floor, int64_t serial_floor,
+                   int64_t *rows, char **cause)
+{
+    struct store_mysql *m = (struct store_mysql *)s;
+    struct fence_set_arg a = { floor, serial_floor, rows };
+
+    if (m->repl < 0)
+        m->repl = REPL_ASYNC;
+    return store_my_tx(m, fence_set_once, &a, cause);
+}
+
+/* ---- /health and /metrics ---- */
+
+void
+store_repl_status_json(struct sbuf *b)
+{
+    char code[32], why[MARKS_WHY_MAX], server[MARKS_SERVER_MAX];
+    int refused = store_marks_refused(code, sizeof code, why, sizeof why);
+
+    store_marks_server(server, sizeof server);
+    sbuf_printf(b, "\"marks_max\":%" PRId64 ",\"marks\":%zu,\"server\":",
+                store_marks_max(), store_marks_count());
+    sbuf_json_str(b, server);
+    if (refused) {
+        sbuf_puts(b, ",\"refused\":{\"code\":");
+        sbuf_json_str(b, code);
+        sbuf_puts(b, ",\"reason\":");
+        sbuf_json_str(b, why);
+        sbuf_puts(b, "}");
+    }
+    pthread_mutex_lock(&shown.lock);
+    if (shown.mode >= 0) {
+        const struct repl_state *st = &shown.st;
+
+        sbuf_printf(b, ",\"replication\":{\"mode\":\"%s\"", repl_names[shown.mode]);
+        if (shown.read) {
+            sbuf_printf(b, ",\"server_id\":%lld,\"read_only\":%s",
+                        st->server_id, st->read_only ? "true" : "false");
+            if (shown.mode == REPL_SEMI_SYNC) {
+                sbuf_puts(b, ",\"semi_sync\":");
+                sbuf_json_str(b, st->semi[0] ? st->semi : "missing");
+                sbuf_puts(b, ",\"wait_point\":");
+                sbuf_json_str(b, st->wait_point);
+                sbuf_printf(b, ",\"no_tx\":%lld", st->no_tx);
+            }
+            if (shown.mode == REPL_GALERA) {
+                sbuf_puts(b, ",\"wsrep_ready\":");
+                sbuf_json_str(b, st->ready[0] ? st->ready : "missing");
+                sbuf_printf(b, ",\"wsrep_local_state\":%lld,\"cluster\":",
+                            st->wsrep_state);
+                sbuf_json_str(b, st->cluster);
+            }
+        }
+        sbuf_printf(b, ",\"durability\":\"%s\"", shown.degraded ? "degraded" : "ok");
+        if (shown.degraded) {
+            sbuf_puts(b, ",\"degraded_reason\":");
+            sbuf_json_str(b, shown.degraded_why);
+        }
+        sbuf_printf(b, ",\"server_changes\":%" PRIu64 ",\"ranges_dropped\":%"
+                    PRIu64 "}", shown.changes, shown.dropped);
+    }
+    pthread_mutex_unlock(&shown.lock);
+}
+
+int
+store_repl_health(char *why, size_t cap)
+{
+    char code[32], reason[MARKS_WHY_MAX];
+    int bad = 0;
+
+    if (store_marks_refused(code, sizeof code, reason, sizeof reason)) {
+        snprintf(why, cap, "loads refused (%s): %s", code, reason);
+        return 2;
+    }
+    pthread_mutex_lock(&shown.lock);
+    if (shown.degraded) {
+        snprintf(why, cap, "durability degraded: %s", shown.degraded_why);
+        bad = 1;
+    }
+    pthread_mutex_unlock(&shown.lock);
+    return bad;
+}
+
+void
+store_repl_metrics(struct sbuf *b)
+{
+    char code[32];
+    int refused = store_marks_refused(code, sizeof code, NULL, 0);
+
+    sbuf_printf(b, "# HELP leafd_segment_marks_max The highest max_id this "
+                "node received for any row.\n"
+                "# TYPE leafd_segment_marks_max gauge\n"
+                "leafd_segment_marks_max %" PRId64 "\n"
+                "# HELP leafd_segment_loads_refused 1 while loads are refused "
+                "until leafd db-fence, by code.\n"
+                "# TYPE leafd_segment_loads_refused gauge\n"
+                "leafd_segment_loads_refused{code=\"store_behind\"} %d\n"
+                "leafd_segment_loads_refused{code=\"db_failover\"} %d\n",
+                store_marks_max(),
+                refused && strcmp(code, "store_behind") == 0,
+                refused && strcmp(code, "db_failover") == 0);
+    pthread_mutex_lock(&shown.lock);
+    if (shown.mode >= 0) {
+        const struct repl_state *st = &shown.st;
+
+        sbuf_printf(b, "# HELP leafd_db_durability_degraded 1 while no "
+                    "replica acknowledges commits (semi-sync).\n"
+                    "# TYPE leafd_db_durability_degraded gauge\n"
+                    "leafd_db_durability_degraded{mode=\"%s\"} %d\n"
+                    "# HELP leafd_db_read_only 1 when the server said read_only.\n"
+                    "# TYPE leafd_db_read_only gauge\n"
+                    "leafd_db_read_only %d\n"
+                    "# HELP leafd_db_server_changes_total Changes of server "
+                    "accepted (semi-sync, galera).\n"
+                    "# TYPE leafd_db_server_changes_total counter\n"
+                    "leafd_db_server_changes_total %" PRIu64 "\n"
+                    "# HELP leafd_db_ranges_dropped_total Committed ranges "
+                    "not used: no replica acknowledged them.\n"
+                    "# TYPE leafd_db_ranges_dropped_total counter\n"
+                    "leafd_db_ranges_dropped_total %" PRIu64 "\n",
+                    repl_names[shown.mode], shown.degraded,
+                    (int)st->read_only, shown.changes, shown.dropped);
+        if (shown.mode == REPL_GALERA)
+            sbuf_printf(b, "# HELP leafd_db_wsrep_local_state The Galera "
+                        "node's wsrep_local_state (4: Synced).\n"
+                        "# TYPE leafd_db_wsrep_local_state gauge\n"
+                        "leafd_db_wsrep_local_state %lld\n", st->wsrep_state);
+    }
+    pthread_mutex_unlock(&shown.lock);
+}
