@@ -266,34 +266,3 @@ store_row_is_serial(const struct store_row *row)
 {
     return strcmp(row->description, STORE_SERIAL_DESCRIPTION) == 0;
 }
-
-int
-store_fence(const struct config *cfg, int64_t floor, int64_t serial_floor,
-            FILE *out, char **cause)
-{
-    struct store *s = store_open(cfg, cause);
-    char server[MARKS_SERVER_MAX];
-    int64_t rows = 0, got = 0;
-    enum store_result rc;
-
-    if (s == NULL)
-        return -1;
-    if (s->ops->fence_set == NULL) {
-        store_set_cause(cause, "a %s store cannot be fenced%s", s->ops->name,
-                        store_multi_count() > 0 ? " (several databases: "
-                        "leafd multi-db init --floor=ID raises a set)" : "");
-        store_close(s);
-        return -1;
-    }
-    rc = s->ops->fence_set(s, floor, serial_floor, &rows, cause);
-    if (rc == STORE_OK)
-        rc = s->ops->fence_get(s, &got, server, sizeof server, cause);
-    store_close(s);
-    if (rc != STORE_OK)
-        return -1;
-    assert(got >= floor);
-    fprintf(out, "fenced %s at %lld: %lld rows raised; nodes whose highest "
-            "mark is at most %lld resume loading\n", server, (long long)got,
-            (long long)rows, (long long)got);
-    return 0;
-}

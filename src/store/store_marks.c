@@ -123,6 +123,16 @@ one_line(char *s)
             *s = ' ';
 }
 
+/* Printable ASCII without spaces, as identities are. */
+static int
+printable(const char *s)
+{
+    for (; *s != '\0'; s++)
+        if ((unsigned char)*s <= 0x20 || (unsigned char)*s >= 0x7f)
+            return 0;
+    return 1;
+}
+
 /* One line of the file; 0, or -1. Lock held. */
 static int
 do_replay(char *line)
@@ -143,13 +153,18 @@ do_replay(char *line)
     } else if (line[0] == 's' && line[1] == ' ') {
         size_t len = strlen(line + 2);
 
-        if (len >= sizeof marks.server)
+        if (len == 0 || len >= sizeof marks.server || !printable(line + 2))
             return -1;
         memcpy(marks.server, line + 2, len + 1);
     } else if (line[0] == 'r' && line[1] == ' ') {
         sp = strchr(line + 2, ' ');
-        if (sp == NULL || (size_t)(sp - line - 2) >= sizeof marks.code)
+        if (sp == NULL || sp == line + 2 ||
+            (size_t)(sp - line - 2) >= sizeof marks.code)
             return -1;
+        *sp = '\0';
+        if (strspn(line + 2, "abcdefghijklmnopqrstuvwxyz_") != strlen(line + 2))
+            return -1;
+        *sp = ' ';
         marks.refused = 1;
         snprintf(marks.code, sizeof marks.code, "%.*s", (int)(sp - line - 2),
                  line + 2);
@@ -162,19 +177,13 @@ do_replay(char *line)
     return 0;
 }
 
+/* The lines of f into the state. Lock held. */
 static int
-do_load(const char *path, char **cause)
+do_parse(FILE *f, const char *path, char **cause)
 {
     char line[MARKS_LINE_MAX + 2];
-    FILE *f = fopen(path, "r");
     int lineno = 0;
 
-    if (f == NULL) {
-        if (errno == ENOENT)
-            return 0;
-        *cause = xasprintf("segment.marks_file %s: %s", path, strerror(errno));
-        return -1;
-    }
     while (fgets(line, sizeof line, f) != NULL) {
         size_t len = strlen(line);
 
@@ -184,7 +193,7 @@ do_load(const char *path, char **cause)
                 break;      /* a last line cut by a crash: drop it */
             *cause = xasprintf("segment.marks_file %s:%d: line too long",
                                path, lineno);
-            goto fail;
+            return -1;
         }
         line[len - 1] = '\0';
         if (lineno == 1 ? strcmp(line, "leafd-marks 1") != 0
@@ -193,14 +202,38 @@ do_load(const char *path, char **cause)
                                "line; move the file away only if this node "
                                "never loaded from the database it names",
                                path, lineno);
-            goto fail;
+            return -1;
         }
     }
-    fclose(f);
     return 0;
-fail:
+}
+
+static int
+do_load(const char *path, char **cause)
+{
+    FILE *f = fopen(path, "r");
+    int rc;
+
+    if (f == NULL) {
+        if (errno == ENOENT)
+            return 0;
+        *cause = xasprintf("segment.marks_file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    rc = do_parse(f, path, cause);
     fclose(f);
-    return -1;
+    return rc;
+}
+
+int
+store_marks_parse(FILE *f, const char *name, char **cause)
+{
+    int rc;
+
+    pthread_mutex_lock(&marks.lock);
+    rc = do_parse(f, name, cause);
+    pthread_mutex_unlock(&marks.lock);
+    return rc;
 }
 
 /* The whole state into path (temporary file, fsync, rename), opened for

@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define MARKS_SERVER_MAX 96        /* a server identity, as text */
 #define MARKS_WHY_MAX    512
@@ -32,6 +33,9 @@
  * open for appends. 0, or -1 with *cause (a file that is not a marks file,
  * a line that does not parse, an unwritable directory). */
 int store_marks_open(const char *path, char **cause);
+/* The lines of a marks file from f, added to what is there (for the fuzz
+ * target; store_marks_open reads the file with it). 0, or -1 with *cause. */
+int store_marks_parse(FILE *f, const char *name, char **cause);
 void store_marks_sync(void);               /* fsync the file, if any */
 void store_marks_close(void);              /* sync, close; marks stay */
 void store_marks_reset(void);              /* forget everything (tests) */

@@ -226,6 +226,8 @@ my_alloc_body(struct store_mysql *m, void *arg, char **cause)
 {
     const struct my_alloc_arg *a = arg;
 
+    if (store_my_single_check(m, a->tag, cause) != STORE_OK)
+        return STORE_DB_ERROR;      /* a set's member: store_mysql_multi.c */
     return my_alloc_once(m, a->tag, a->step, a->max_id, a->db_step, cause);
 }
 
@@ -336,8 +338,18 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
     if (db_mysql_conn_exec(&m->c, m->c.stmt[MY_INSERT_SERIAL], p, NULL,
                            "INSERT leaf_alloc", cause) == -1)
         return STORE_DB_ERROR;
+    if (a->want == NULL && store_my_single_check(m, NULL, cause) != STORE_OK)
+        return STORE_DB_ERROR;      /* alone, but a set's member */
     if (floor.n > 0 && my_serial_floor(m, &floor, &v_floor, cause) == -1)
         return STORE_DB_ERROR;
+    if (floor.n > 0 && floor.mark > (v_floor > 1 ? v_floor : 1)) {
+        if (db_mysql_conn_rollback(&m->c, cause) == -1)
+            return STORE_DB_ERROR;
+        store_set_cause(cause, STORE_SERIAL_BEHIND, m->c.where, tag,
+                        v_floor > 1 ? v_floor : 1, (long long)floor.mark,
+                        floor.mark_src);
+        return STORE_BAD_ROW;
+    }
     if (v_floor > 1) {
         MYSQL_BIND q[3];
 

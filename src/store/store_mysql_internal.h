@@ -93,6 +93,12 @@ enum store_result store_my_fence_set(struct store *s, int64_t floor,
                                      int64_t serial_floor, int64_t *rows,
                                      char **cause);
 
+/* Inside a single-URL node's load: refused (rolled back, STORE_DB_ERROR)
+ * when the database is frozen by multi-db init or a member of a set; tag:
+ * the row to lock first (NULL: locked already). store_mysql_multi.c. */
+enum store_result store_my_single_check(struct store_mysql *m, const char *tag,
+                                        char **cause);
+
 /* A string parameter of *len bytes at s. */
 static inline void
 store_my_bind_str(MYSQL_BIND *b, const char *s, unsigned long *len)

@@ -348,6 +348,13 @@ do_sqlite_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn k
         sqlite3_reset(q->serial_floor);
         sqlite3_clear_bindings(q->serial_floor);
     }
+    if (floor.n > 0 && floor.mark > (low > 1 ? low : 1)) {
+        sqlite_rollback(q);
+        store_set_cause(cause, STORE_SERIAL_BEHIND, q->path, tag,
+                        (long long)(low > 1 ? low : 1), (long long)floor.mark,
+                        floor.mark_src);
+        return STORE_BAD_ROW;
+    }
     sqlite_bind_tag(q->insert_serial, 1, tag);
     sqlite3_bind_int64(q->insert_serial, 2, step);
     if (sqlite3_step(q->insert_serial) != SQLITE_DONE)

@@ -1322,6 +1322,131 @@ START_TEST(test_multi_serial_rows)
 }
 END_TEST
 
+/* Issue 28, 3.4: a node on one URL (segment.mysql.url) still running
+ * while `leafd multi-db init` makes its database a member of a set loaded
+ * plain ranges inside blocks another database owns. Its loads (segment
+ * and serial) read the database's leafd_multi_db row in their transaction
+ * and refuse, naming the set, once the database is frozen by init or is
+ * a member; a database with no such table or row loads as before. */
+START_TEST(test_single_node_during_init)
+{
+    const char *base = be.cfg.mysql_url;
+    char *urls[2], *cause = NULL, sql[256], name[2][64], got[TAG_MAX + 1];
+    struct store *one[2], *single;
+    FILE *out = tmpfile();
+    int64_t max_id, step, db_ms;
+
+    ck_assert_ptr_nonnull(out);
+    for (int i = 0; i < 2; i++)
+        urls[i] = fresh_schema(base, "single", i, name[i], sizeof name[i]);
+    for (int i = 0; i < 2; i++) {
+        be.cfg.mysql_url = urls[i];
+        one[i] = be_open();
+        ck_assert_msg(store_mysql_prepare_tables(one[i], &cause) == STORE_OK,
+                      "tables: %s", cause);
+        ck_assert_int_eq(store_insert(one[i], "order", 1, 10, "", &cause),
+                         STORE_OK);
+    }
+    /* The running single-URL node, on the second database. */
+    be.cfg.mysql_url = urls[1];
+    single = be_open();
+    ck_assert_int_eq(store_alloc(single, "order", 10, &max_id, &step, &cause),
+                     STORE_OK);
+    ck_assert_int_eq(store_serial_alloc(single, 0, fixed_row_name,
+                                        (void *)"PAY:20261123", 10, &db_ms, got,
+                                        sizeof got, &max_id, &cause), STORE_OK);
+    /* init freezes it first: refused from then on. */
+    ck_assert_int_eq(store_mysql_freeze(one[1], 1, &cause), STORE_OK);
+    ck_assert_int_ne(store_alloc(single, "order", 10, &max_id, &step, &cause),
+                     STORE_OK);
+    ck_assert_msg(strstr(cause, "leafd multi-db init") != NULL &&
+                  strstr(cause, "segment.mysql.urls") != NULL, "%s", cause);
+    free(cause);
+    cause = NULL;
+    /* (A freeze of its own is no set: init would refuse the row.) */
+    url_exec(urls[1], "DROP TABLE leafd_multi_db");
+    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, 1000, 0, 0, out, &cause) == 0,
+                  "init: %s", cause);
+    store_thread_init();                /* init ended this thread's */
+    /* A member of a set of 2: every load refused, nothing taken. */
+    ck_assert_int_ne(store_alloc(single, "order", 10, &max_id, &step, &cause),
+                     STORE_OK);
+    ck_assert_msg(strstr(cause, "database 1 of a set of 2") != NULL, "%s", cause);
+    free(cause);
+    cause = NULL;
+    ck_assert_int_ne(store_serial_alloc(single, 0, fixed_row_name,
+                                        (void *)"PAY:20261123", 10, &db_ms, got,
+                                        sizeof got, &max_id, &cause), STORE_OK);
+    ck_assert_msg(strstr(cause, "database 1 of a set of 2") != NULL, "%s", cause);
+    free(cause);
+    cause = NULL;
+    {
+        struct store_row row;
+
+        ck_assert_int_eq(store_get(one[1], "order", &row, &cause), STORE_OK);
+        ck_assert_int_eq(row.max_id, 1000);     /* init's: block 1 */
+    }
+    store_close(single);
+    for (int i = 0; i < 2; i++) {
+        store_close(one[i]);
+        snprintf(sql, sizeof sql, "DROP DATABASE %s", name[i]);
+        url_exec(base, sql);
+        free(urls[i]);
+    }
+    fclose(out);
+}
+END_TEST
+
+/* Issue 28, 3.2: the first database of a set (its serial rows) restored
+ * from an older dump while the nodes run. Its row is below what the set
+ * handed out; the copies in the other databases (pushed after every
+ * serial load) show it: the load is refused in its transaction, naming
+ * the copy, instead of handing the serials out again. */
+START_TEST(test_multi_serial_first_restored)
+{
+    const char *base = be.cfg.mysql_url;
+    char *urls[2], *cause = NULL, list[1100], sql[256], name[2][64];
+    char got[TAG_MAX + 1];
+    struct store *m;
+    FILE *out = tmpfile();
+    int64_t max_id, db_ms;
+
+    ck_assert_ptr_nonnull(out);
+    for (int i = 0; i < 2; i++)
+        urls[i] = fresh_schema(base, "restore", i, name[i], sizeof name[i]);
+    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, 1000, 0, 0, out, &cause) == 0,
+                  "init: %s", cause);
+    store_thread_init();
+    snprintf(list, sizeof list, "%s,%s", urls[0], urls[1]);
+    be.cfg.mysql_url = NULL;
+    be.cfg.mysql_urls = list;
+    m = be_open();
+    serial_row(m, "PAY:20261128");
+    serial_row(m, "PAY:20261128");                  /* [11, 21) */
+    url_exec(urls[0], "UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = "
+             "'PAY:20261128'");
+    ck_assert_int_ne(store_serial_alloc(m, 0, fixed_row_name,
+                                        (void *)"PAY:20261128", 10, &db_ms, got,
+                                        sizeof got, &max_id, &cause), STORE_OK);
+    ck_assert_msg(strstr(cause, "copy in database 1") != NULL &&
+                  strstr(cause, "went back in time") != NULL, "%s", cause);
+    free(cause);
+    cause = NULL;
+    /* Nothing changed: the row is where the restore left it. */
+    url_exec(urls[0], "UPDATE leaf_alloc SET max_id = 21 WHERE biz_tag = "
+             "'PAY:20261128'");
+    serial_row(m, "PAY:20261128");
+    store_close(m);
+    be.cfg.mysql_urls = NULL;
+    for (int i = 0; i < 2; i++) {
+        snprintf(sql, sizeof sql, "DROP DATABASE %s", name[i]);
+        url_exec(base, sql);
+        free(urls[i]);
+    }
+    fclose(out);
+}
+END_TEST
+
 /* multi-db init against real databases: a list that lacks a member of
  * the set is refused, naming the floor flag; with --floor no ID below it
  * is handed out; a reordered list keeps the serial rows (merged into the
@@ -1756,6 +1881,8 @@ store_suite(void)
         tcase_add_test(tc, test_multi_init_members);
         tcase_add_test(tc, test_multi_init_hostile_rows);
         tcase_add_test(tc, test_mysql_server_change);
+        tcase_add_test(tc, test_single_node_during_init);
+        tcase_add_test(tc, test_multi_serial_first_restored);
         tcase_set_timeout(tc, 180);
         suite_add_tcase(su, tc);
     } else {
