@@ -18,32 +18,55 @@ clients: tests/lib/idcheck.py (HTTP, leases, RESP, memcached, gRPC when
 python3-grpcio is there), one thread per node per front end.
 
 Phases (figures per phase: answers/s, failed requests by code, longest wait,
-p50/p99):
+p50/p99; and p99 failover against calm):
   calm      the nodes start cut from database 0 (nftables) so that their
             loads go to database 1 (a node prefers the database that
-            answered last), then the cut heals; both nodes load from db1.
+            answered last), then the cut heals and database 0 is probed
+            back (segment.refresh_ms 500: the probe runs on the refresh;
+            until then no top is pushed to it); both nodes load from db1,
+            database 0 records db1's top.
   lag       db1r's SQL thread stopped: it receives, applies nothing.
   failover  kill-first (default): db1p killed -9, db1r promoted without its
-            relay log (what an async replica loses), VIP moved. vip-first:
-            the VIP moves first (db1p hung or cut off: keepalived moves the
-            address), db1r promoted, db1p killed -9 after.
+            relay log (what an async replica loses), VIP moved.
+            --order vip-first: db1p hung or cut off: db1r promoted and the
+            VIP moved to it while db1p is still up, db1p killed -9 after
+            (leafd's connections see no connect failure, only a lost
+            connection that it retries on a new one: on the promoted server).
   after     database 1, behind the top the nodes recorded for it, must stay
             out of loads: every node serves from database 0, and its
             /health shows database 1 down with "restored from an older
-            copy?". Requires 0 duplicates.
-  reinit    the operator step: `leafd multi-db init` with the same list (it
-            sets the set above every top), the nodes restarted.
-  back      the nodes cut from database 0 for a while: loads go to the
-            restored database 1, at the new since_block; healed. 0
-            duplicates over the whole run, and no failed request in calm,
-            lag, after, back.
+            copy?".
+  reinit    the operator step: nodes stopped, `leafd multi-db init` with the
+            same list (it sets the set above every top), nodes started.
+  cut0      the nodes cut from database 0 until the restored database 1 has
+            served loads; healed (503 ids_exhausted allowed here: a load
+            waits db_timeout_ms on the cut connection).
+  back      every client served again; no failure.
+0 duplicates over the whole run, and no failed request in calm, lag, after,
+back.
+
+--idle-node: a third node n2, with the others through calm (its loads from
+db1), takes 20 IDs in calm and nothing more until after the failover, then
+HTTP and lease clients for one phase. It finds db1 through a lost
+connection retried at once on the promoted server, never a failed load: it
+never marks db1 down, so multi_behind never runs for it, and its loads
+start at the promoted max_id (its own floor is lower).
+
+What this found (issue 28 helper report, leafd main at 93b4056, and
+a46976b alike): kill-first with two busy nodes passes (the busy nodes' loads
+fail during the move, db1 is marked down, the probe finds it behind); with
+--idle-node, about 10,000 to 12,000 of 700,000 IDs are given twice, from
+exactly the promoted max_id up; with --order vip-first, 0 to 45 twice (the
+busy nodes reconnect silently too; a duplicate needs the node with the
+lower floor to load first) and database 1 is never kept out. Both fail
+until multi-db loads detect the change of server.
 
 Positive control (--control single): the same pair, no multi-db: both nodes
 on segment.mysql.url = the VIP alone, [calm] [lag] [failover] [after].
 --expect-duplicates passes only if duplicates are seen: on leafd a46976b
-(before the marks and the server-identity rule), it shows the hole the
-multi-db records close. Without --expect-duplicates (new code), the single
-scenario requires 0 duplicates (the nodes refuse with db_failover).
+(before the marks and the server-identity rule) 56,997 of 242,291 IDs twice.
+Without --expect-duplicates (new code), it requires 0 duplicates (the nodes
+refuse with db_failover; no fence in this scenario).
 
 Exit 1 if a check fails. Root only (network namespaces). Ports 25000-25999.
 """
@@ -64,7 +87,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
-from bbutil import LEAFD, TestFailure, in_ci, wait_for  # noqa: E402
+from bbutil import LEAFD, Client, TestFailure, in_ci, wait_for  # noqa: E402
 from idcheck import Load  # noqa: E402
 from mariadb_ns import NsMariaDB  # noqa: E402
 from netns import Net  # noqa: E402
@@ -252,6 +275,9 @@ class Scenario:
         self.secs = args.phase_secs
         self.load = None
         self.notes = []
+        self.failed_load = None
+        self.load2 = None
+        self.extra_ids = []               # the idle node's, outside self.load
 
     def phase(self, name, secs=None):
         say("  phase %s" % name)
@@ -259,12 +285,30 @@ class Scenario:
         if secs:
             time.sleep(secs)
 
+    def halt(self):
+        """On a failure: stop the clients before the network goes (the
+        figures up to the failure, without the teardown's errors)."""
+        if self.load2 is not None:
+            self.load2.stop()
+        if self.load is not None:
+            self.load.stop()
+            self.failed_load = self.load
+            self.load = None
+
     def finish(self):
         load, self.load = self.load, None
         load.stop()
         rep = load.report()
         print(rep.text, flush=True)
         check(not rep.bad, "answers that were not the IDs asked for: %s" % rep.bad[:3])
+        if self.extra_ids:
+            allids = sorted([i for a in load.ids for i in a] + self.extra_ids)
+            dups = [a for a, b in zip(allids, allids[1:]) if a == b]
+            say("  with the idle node's %d IDs: %d IDs issued, %d given twice%s"
+                % (len(self.extra_ids), len(allids), len(dups),
+                   " (e.g. %s)" % sorted(set(dups))[:5] if dups else ""))
+            rep.issued, rep.duplicates = len(allids), len(dups)
+            rep.dup_examples = sorted(set(dups))[:5]
         calm = rep.phases.get("calm", {}).get("p99_ms", 0)
         fo = rep.phases.get("failover", {}).get("p99_ms", 0)
         say("  p99 failover %.1f ms vs calm %.1f ms (%.1fx)"
@@ -284,18 +328,24 @@ class Scenario:
 def failover(s, net, db1p, db1r, vip):
     """db1p lost, db1r promoted without its relay log, the VIP on db1r.
     Returns the time the VIP moved."""
-    at_primary = max_id(db1p)
     if s.args.order == "vip-first":
+        # db1p cut off or hung: the failover tool promotes db1r, the VIP
+        # moves to it; db1p, still up meanwhile, is killed after (STONITH).
+        # (Promoted before the move: leafd connects as root here, and
+        # read_only does not stop root on a replica still replicating.)
+        db1r.promote(apply_relay=False)
+        promoted = max_id(db1r)
         net.move_vip(vip, db1p.node, db1r.node)
         moved = time.time()
-        db1r.promote(apply_relay=False)
+        at_primary = max_id(db1p)
         db1p.kill9()
     else:
+        at_primary = max_id(db1p)
         db1p.kill9()
         db1r.promote(apply_relay=False)
+        promoted = max_id(db1r)
         net.move_vip(vip, db1p.node, db1r.node)
         moved = time.time()
-    promoted = max_id(db1r)
     say("  db1p reached max_id %d; db1r, promoted, has %d (%d IDs lost)"
         % (at_primary, promoted, at_primary - promoted))
     check(promoted < at_primary, "the replica did not lag: nothing to lose")
@@ -303,8 +353,17 @@ def failover(s, net, db1p, db1r, vip):
 
 
 def sc_multi(s):
-    args = s.args
     with Net(prefix="lfm", first_octet=235) as net:
+        try:
+            multi_body(s, net)
+        finally:
+            s.halt()
+    return s
+
+
+def multi_body(s, net):
+    args = s.args
+    if True:
         dbz, db1p, db1r = start_dbs(net, s.wd, ["dbz", "db1p", "db1r"])
         vip = net.vip(1)
         net.add_vip(db1p.node, vip)
@@ -316,15 +375,25 @@ def sc_multi(s):
         check(rc == 0, "leafd multi-db init failed: %s" % out)
         db1r.wait_caught_up(db1p)
         names = ["n0", "n1"]
-        nns = [net.add(n) for n in names]
+        nns = [net.add(n) for n in names + (["n2"] if args.idle_node else [])]
         # Cut from database 0 while they start: their loads go to database
         # 1, which they then prefer.
         net.partition(nns, [dbz.node])
         nodes = [LeafNode(n, s.wd, {"segment.mysql.urls": ",".join(urls)}, args.leafd,
                           args.grpc).start() for n in nns]
+        idle = nodes.pop() if args.idle_node else None
         s.load = Load([n.client() for n in nodes], TAG, kinds=args.kinds).start()
         s.phase("calm")
         wait_each(s.load, names, 0, lambda c: c is None, 30, "every node serving")
+        if idle is not None:
+            # A node with little traffic: a few IDs now (its loads, from
+            # database 1), then nothing until after the failover.
+            c = Client(idle.ports["http"], host=idle.node.addr, timeout=5)
+            for _ in range(4):
+                r = c.get("/segment/%s?count=5" % TAG)
+                check(r.status == 200, "n2: %d %s" % (r.status, r.text[:200]))
+                s.extra_ids.extend(r.ids())
+            c.close()
         net.heal()
         time.sleep(s.secs)
         for n in nodes:
@@ -343,6 +412,18 @@ def sc_multi(s):
         wait_each(s.load, names, moved + 0.5, lambda c: c is None, 30,
                   "every node serving after the failover")
         s.phase("after", s.secs)
+        if idle is not None:
+            # The idle node's clients come now: its first load after the
+            # failover.
+            s.load2 = Load([idle.client()], TAG, kinds=("http", "lease")).start()
+            s.load2.phase("after")
+            time.sleep(s.secs)
+            s.load2.stop()
+            rep2 = s.load2.report()
+            say("  n2 (idle through the failover), after it: " +
+                rep2.text.replace("\n", "\n      "))
+            s.extra_ids.extend(i for a in s.load2.ids for i in a)
+            nodes.append(idle)
 
         def said():
             return all("older copy" in (multi_dbs(n.health())[1].get("error") or "")
@@ -360,6 +441,9 @@ def sc_multi(s):
                                                             d1.get("error", "")[:200]))
         s.notes.append("kept out after failover: %s" % kept_out)
         s.phase("reinit")
+        if idle is not None:
+            nodes.remove(idle)
+            idle.stop()
         for n in nodes:
             n.stop()
         rc, out = leafd_cmd(args.leafd, "multi-db", "init", *urls)
@@ -398,8 +482,17 @@ def sc_multi(s):
 
 def sc_single(s):
     """The positive control: the pair alone, segment.mysql.url = the VIP."""
-    args = s.args
     with Net(prefix="lfm", first_octet=235) as net:
+        try:
+            single_body(s, net)
+        finally:
+            s.halt()
+    return s
+
+
+def single_body(s, net):
+    args = s.args
+    if True:
         db1p, db1r = start_dbs(net, s.wd, ["db1p", "db1r"])
         vip = net.vip(1)
         net.add_vip(db1p.node, vip)
@@ -431,6 +524,9 @@ def main():
     ap.add_argument("--control", choices=["multi", "single"], default="multi")
     ap.add_argument("--order", choices=["kill-first", "vip-first"], default="kill-first")
     ap.add_argument("--expect-duplicates", action="store_true")
+    ap.add_argument("--idle-node", action="store_true",
+                    help="a third node n2 that takes a few IDs in calm and none "
+                    "until after the failover")
     ap.add_argument("--kinds", default="http,lease,resp,mc,grpc")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
@@ -473,9 +569,8 @@ def main():
         say("FAIL %s: %s: %s" % (name, type(e).__name__, e))
         for n in s.notes:
             say("  " + n)
-        if s.load is not None:            # the figures up to the failure
-            s.load.stop()
-            print(s.load.report().text, flush=True)
+        if s.failed_load is not None:     # the figures up to the failure
+            print(s.failed_load.report().text, flush=True)
     finally:
         if s.load is not None:
             s.load.stop_ev.set()
