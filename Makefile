@@ -6,6 +6,7 @@
 #   make check-asan the unit tests again under AddressSanitizer + UBSan
 #   make bench      benchmark leafd against nginx (and peers) in one run
 #   make lint       cppcheck over every C file, and the layers of src/ (also in make test)
+#   make chaos-long the chaos run, MariaDB failovers and their positive controls, long
 #   make deb        the Debian packages build/leafd{,-dev}_<version>_<arch>.deb (tools/deb.sh)
 #
 # Plain make, -MMD dependencies, strict warnings (-Werror with WERROR=1, as CI).
@@ -344,6 +345,23 @@ bench-dbload: leafd $(BENCH_BINS)
 
 chaos: leafd
 	@python3 tests/blackbox/chaos.py --duration=$(or $(DURATION),600)
+
+# --- chaos-long: the chaos run above, then tests/blackbox/failover.py's
+# MariaDB failovers (network namespaces, root) with each phase PHASE_SECS
+# (default 30) long, then its positive controls against leafd built from
+# OLD_COMMIT (default a46976b, before issue 28's fix) in a scratch worktree:
+# they pass only if that binary repeats IDs.
+OLD_COMMIT ?= a46976b
+.PHONY: chaos-long
+chaos-long: leafd
+	@sh .ci/deps.sh test
+	@python3 tests/blackbox/chaos.py --duration=$(or $(DURATION),600)
+	@python3 tests/blackbox/failover.py --phase-secs=$(or $(PHASE_SECS),30)
+	@old=$$(mktemp -d /tmp/lfh-old-XXXXXX); trap 'git worktree remove --force "$$old"; rm -rf "$$old"' EXIT; \
+		git worktree add --detach "$$old" $(OLD_COMMIT) >/dev/null && \
+		$(MAKE) --no-print-directory -C "$$old" -j2 leafd >/dev/null && \
+		python3 tests/blackbox/failover.py --phase-secs=$(or $(PHASE_SECS),30) \
+			--expect-duplicates --leafd "$$old/leafd"
 
 # --- libleafd-client (clients/c/): IDs made in process from leased ranges.
 # It links leafd's own snowflake decoder (src/snowflake/sfcodec.c, src/core/util.c), built

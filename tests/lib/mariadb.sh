@@ -12,6 +12,11 @@
 # has database `leaf` with sql/mysql.sql loaded, logs to DIR/mariadbd.log, and
 # keeps its temporary files in DIR/tmp. Words in DIR/args (if any) are more
 # mariadbd options, e.g. --ssl-cert=... (no spaces in them).
+# MARIADB_BIND=ADDR (default 127.0.0.1): listen on ADDR instead, e.g. 0.0.0.0
+# inside a test's network namespace (tests/lib/netns.py); then root may also
+# connect over TCP from any address, without a password, and the printed URL
+# names ADDR (127.0.0.1 for 0.0.0.0). A port written to DIR/port beforehand
+# is used as it is.
 #
 # Sourced (". tests/lib/mariadb.sh"), it only defines mariadb_start, mariadb_stop
 # and mariadb_restart; mariadb_start also exports MYSQL_PORT and MYSQL_URL.
@@ -78,7 +83,7 @@ mariadb_launch() {
     mkdir -p "$dir/tmp"
     setsid mariadbd --no-defaults --user=root --datadir="$dir/data" \
         --tmpdir="$dir/tmp" \
-        --socket="$dir/sock" --port="$port" --bind-address=127.0.0.1 \
+        --socket="$dir/sock" --port="$port" --bind-address="${MARIADB_BIND:-127.0.0.1}" \
         --skip-name-resolve --pid-file="$dir/pid" \
         --innodb-buffer-pool-size=32M --max-connections=200 \
         --innodb-flush-log-at-trx-commit=2 $(cat "$dir/args" 2>/dev/null) \
@@ -104,6 +109,16 @@ mariadb_launch() {
     [ -f "$dir/pid" ] && kill -KILL "$(cat "$dir/pid")" 2>/dev/null
     rm -f "$dir/pid"
     return 1
+}
+
+# With MARIADB_BIND other than loopback: root from any address (a private
+# test network only).
+mariadb_remote_root() {
+    case "${MARIADB_BIND:-127.0.0.1}" in
+    127.0.0.1) ;;
+    *) echo "CREATE USER IF NOT EXISTS 'root'@'%';
+             GRANT ALL PRIVILEGES ON *.* TO 'root'@'%' WITH GRANT OPTION;" ;;
+    esac
 }
 
 mariadb_start() {
@@ -167,6 +182,7 @@ mariadb_start() {
             if ! mariadb_client "$dir" -e "
                 CREATE USER IF NOT EXISTS 'root'@'127.0.0.1';
                 GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
+                $(mariadb_remote_root)
                 CREATE DATABASE IF NOT EXISTS leaf DEFAULT CHARACTER SET utf8mb4;" ||
                ! mariadb_client "$dir" leaf <"$(mariadb_root)/sql/mysql.sql"; then
                 mariadb_log "cannot create database leaf"
@@ -176,7 +192,9 @@ mariadb_start() {
     fi
     port=$(cat "$dir/port")
     MYSQL_PORT=$port
-    MYSQL_URL=mysql://root@127.0.0.1:$port/leaf
+    host=${MARIADB_BIND:-127.0.0.1}
+    [ "$host" = 0.0.0.0 ] && host=127.0.0.1
+    MYSQL_URL=mysql://root@$host:$port/leaf
     export MYSQL_PORT MYSQL_URL
     printf 'MYSQL_PORT=%s\nMYSQL_URL=%s\n' "$MYSQL_PORT" "$MYSQL_URL" >"$dir/env"
     cat "$dir/env"

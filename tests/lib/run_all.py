@@ -11,6 +11,8 @@ TEST_JOBS at once, started in the order of START below (the chaos run
 first, then the longest lanes, so that no long lane starts last; a short
 one fills the end). They are:
   chaos       chaos.py --short (at nice -5 where allowed)             ports 18000-19999
+  failover    failover.py --short: MariaDB failovers in network        ports 21000-21999
+              namespaces (root), every ID checked (nice -5)
   bb-asan     blackbox.py --asan -j BB_JOBS against ./leafd-asan      ports 14000-17999
               (any ASan/UBSan report of any leafd fails the lane; the
               front ends, parsers, hostile input, refusals and teardown:
@@ -63,7 +65,7 @@ TSAN_OPTIONS = "halt_on_error=1 second_deadlock_stack=1 history_size=4"
 
 # The order lanes start in: the chaos run first (it times every node's
 # answers), then the longest lanes, the short ones last.
-START = ["chaos", "blackbox", "unit-asan", "fuzz", "unit", "unit-tsan", "bb-asan",
+START = ["chaos", "failover", "blackbox", "unit-asan", "fuzz", "unit", "unit-tsan", "bb-asan",
          "deb", "lint"]
 
 
@@ -86,6 +88,10 @@ def lanes(tmp):
         "chaos": (False, {"LEAFD_TEST_PORTS": "18000-19999"}, [
             ("chaos run, short version (make chaos for the long one)",
              ["python3", "tests/blackbox/chaos.py", "--short"]),
+        ], -5),
+        "failover": (False, {"LEAFD_TEST_PORTS": "21000-21999"}, [
+            ("MariaDB failovers under load, short version (make chaos-long for the long one)",
+             ["python3", "tests/blackbox/failover.py", "--short"]),
         ], -5),
         "bb-asan": (False, {
             "LEAFD_TEST_BIN": os.path.join(ROOT, "leafd-asan"),

@@ -1,0 +1,450 @@
+#!/usr/bin/env python3
+"""failover.py: segment mode through MariaDB failovers, under real network
+namespaces, with every ID checked (issue 28, sections 2.1, 2.3 and 3.1).
+
+    python3 tests/blackbox/failover.py --short        make test (lane failover)
+    python3 tests/blackbox/failover.py                make chaos-long: each phase
+                                                      --phase-secs (30) long
+    python3 tests/blackbox/failover.py --expect-duplicates --leafd OLD
+        the positive control: scenarios async and restore against a leafd
+        without the fix; passes only if each shows duplicates
+    --only async,semisync,...   a subset;  --keep   keep the work directory
+
+Every scenario runs in its own tests/lib/netns.py network (bridge lfhXXXX,
+10.231.S.0/24): each MariaDB and each leafd node in a namespace of its own,
+the clients (tests/lib/idcheck.py: HTTP, leases, RESP, memcached, gRPC; one
+thread per node per front end) in the test process, through the bridge.
+Tag `fo`, step 10, segment.max_step 40: a load every few requests. The
+leafd nodes reach the database through a VIP (10.231.S.201) that moves to
+the promoted replica as keepalived moves it.
+
+Scenarios (phases in brackets; figures printed per phase):
+  async     GTID primary db1 -> async replica db2, two leafd nodes. [calm]
+            [lag: db2's SQL thread stopped] [failover: db1 killed -9, db2
+            promoted without applying its relay log, VIP moved]. Without the
+            fix: duplicates (the positive control). With it: every node
+            refuses with 503 db_failover once its buffers drain [refused],
+            until `leafd db-fence --url VIP --floor N`, N the largest
+            db.marks_max of the nodes' /health [fenced]; then every node
+            serves again [after]; 0 duplicates, no failure in [after].
+  semisync  db1 -> db2, db3, semi-sync AFTER_SYNC (timeout 10 s), nodes with
+            segment.mysql.replication = semi-sync. [calm] [lag: db2's SQL
+            thread stopped] [failover: db1 killed, the replica that
+            received the most promoted after applying what it received,
+            the other re-pointed to it, VIP moved] [after]. 0 duplicates;
+            no failed request outside [failover].
+  degrade   db1 -> db2 semi-sync, timeout 500 ms. [calm] [degraded: db2's IO
+            thread stopped: the primary falls back to async; every node
+            answers 503 durability_degraded and its /health says so]
+            [recovering: IO thread started, semi-sync back on] [after: no
+            failure]. 0 duplicates.
+  restore   one MariaDB, one node. [calm] a dump of leaf_alloc taken,
+            [drift] [restored: the dump loaded back while the node runs].
+            Without the fix: duplicates (positive control). With it: 503
+            store_behind, 0 duplicates.
+Exit 1 if any scenario's check fails. Root only (network namespaces).
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
+from bbutil import LEAFD, TestFailure, free_port, in_ci, wait_for  # noqa: E402
+from idcheck import Load  # noqa: E402
+from mariadb_ns import NsMariaDB, wait_semi_sync, dump, restore  # noqa: E402
+from netns import Net  # noqa: E402
+
+TAG = "fo"
+T0 = time.time()
+
+
+def say(msg):
+    print("[%6.1fs] %s" % (time.time() - T0, msg), flush=True)
+
+
+def check(cond, msg):
+    if not cond:
+        raise TestFailure(msg)
+
+
+class LeafNode:
+    """A leafd in a namespace of its own, every front end on 0.0.0.0."""
+
+    def __init__(self, node, wd, url, extra, binary, grpc=True):
+        self.node, self.binary = node, binary
+        self.ports = {"http": free_port(), "resp": free_port(), "mc": free_port()}
+        if grpc:
+            self.ports["grpc"] = free_port()
+        conf = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
+                "segment.store": "mysql", "segment.mysql.url": url,
+                "listen.address": "0.0.0.0", "listen.port": self.ports["http"],
+                "resp.listen.address": "0.0.0.0", "resp.listen.port": self.ports["resp"],
+                "memcache.listen.address": "0.0.0.0", "memcache.listen.port": self.ports["mc"],
+                "segment.max_step": 40, "segment.db_timeout_ms": 1000,
+                "segment.db_backoff_max_ms": 300}
+        if grpc:
+            conf.update({"grpc.listen.address": "0.0.0.0",
+                         "grpc.listen.port": self.ports["grpc"]})
+        conf.update(extra)
+        self.conf = os.path.join(wd, "%s.conf" % node.name)
+        with open(self.conf, "w") as f:
+            f.write("".join("%s = %s\n" % kv for kv in conf.items()))
+        self.log = os.path.join(wd, "%s.log" % node.name)
+
+    def start(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LEAFD_")}
+        with open(self.log, "ab") as lf:
+            self.proc = self.node.popen([self.binary, "-c", self.conf], stdout=lf,
+                                        stderr=subprocess.STDOUT, env=env)
+        end = time.time() + 20
+        while True:
+            check(self.proc.poll() is None, "%s exited: %s" % (self.node.name, self.tail()))
+            try:
+                socket.create_connection((self.node.addr, self.ports["http"]), 0.5).close()
+                return self
+            except OSError:
+                check(time.time() < end, "%s not listening after 20 s: %s"
+                      % (self.node.name, self.tail()))
+                time.sleep(0.05)
+
+    def tail(self, n=15):
+        with open(self.log, errors="replace") as f:
+            return "".join(f.readlines()[-n:])
+
+    def health(self):
+        try:
+            with urllib.request.urlopen("http://%s:%d/health" % (self.node.addr,
+                                                                 self.ports["http"]),
+                                        timeout=5) as r:
+                body = r.read()
+        except urllib.error.HTTPError as e:
+            body = e.read()
+        return json.loads(body)
+
+    def client(self):
+        return (self.node.name, self.node.addr, self.ports)
+
+
+def start_dbs(net, wd, n, **kw):
+    dbs = [NsMariaDB(net.add("db%d" % (i + 1)), wd, i + 1, **kw) for i in range(n)]
+    errs = []
+
+    def go(d):
+        try:
+            d.start()
+        except Exception as e:
+            errs.append(e)
+    ts = [threading.Thread(target=go, args=(d,)) for d in dbs]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errs:
+        raise errs[0]
+    return dbs
+
+
+def add_tag(db):
+    db.sql("INSERT INTO leaf_alloc(biz_tag, max_id, step, description) "
+           "VALUES ('%s', 1, 10, 'failover test')" % TAG)
+
+
+def max_id(db):
+    return int(db.sql("SELECT max_id FROM leaf_alloc WHERE biz_tag='%s'" % TAG))
+
+
+def wait_each(load, nodes, since, pred, timeout, what):
+    """Until every node has an answer since `since` that pred accepts
+    (pred(code) on the load's records)."""
+    def done():
+        seen = set()
+        for recs in load.recs:
+            for r in recs[::-1]:
+                if r[0] < since:
+                    break
+                if pred(r[4]):
+                    seen.add(r[2])
+        return all(n.node.name in seen for n in nodes)
+    wait_for(done, timeout, step=0.1, what=what)
+
+
+def fence(nodes, url, wd, binary):
+    floor = max(int(n.health()["db"]["marks_max"]) for n in nodes)
+    r = subprocess.run([binary, "db-fence", "--url", url, "--floor", str(floor)],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60,
+                       env={k: v for k, v in os.environ.items() if not k.startswith("LEAFD_")})
+    say("leafd db-fence --floor %d: exit %d: %s" % (floor, r.returncode,
+                                                    r.stdout.decode().strip()[:300]))
+    check(r.returncode == 0, "leafd db-fence failed")
+    return floor
+
+
+class Scenario:
+    def __init__(self, args, name):
+        self.args, self.name = args, name
+        self.wd = tempfile.mkdtemp(prefix="lfh-%s-" % name)
+        self.secs = args.phase_secs
+        self.load = None
+
+    def phase(self, load, name, secs=None):
+        say("  phase %s" % name)
+        load.phase(name)
+        if secs:
+            time.sleep(secs)
+
+    def start_load(self, nodes):
+        self.load = s.start_load(nodes)
+        return self.load
+
+    def finish(self, load):
+        self.load = None
+        load.stop()
+        rep = load.report()
+        print(rep.text, flush=True)
+        check(not rep.bad, "answers that were not the IDs asked for: %s" % rep.bad[:3])
+        return rep
+
+    def expect_dups(self, rep):
+        if self.args.expect_duplicates:
+            check(rep.duplicates > 0, "positive control: no duplicate seen (%d IDs)" % rep.issued)
+        else:
+            check(rep.duplicates == 0, "%d IDs given twice, e.g. %s"
+                  % (rep.duplicates, rep.dup_examples))
+
+
+def sc_async(s):
+    args = s.args
+    with Net() as net:
+        db1, db2 = start_dbs(net, s.wd, 2)
+        vip = net.vip(1)
+        net.add_vip(db1.node, vip)
+        db2.replicate_from(db1)
+        add_tag(db1)
+        db2.wait_caught_up(db1)
+        url = db1.url(vip)
+        nodes = [LeafNode(net.add("n%d" % i), s.wd, url, {}, args.leafd, args.grpc).start()
+                 for i in range(2)]
+        load = s.start_load(nodes)
+        s.phase(load, "calm", s.secs)
+        db2.lag()
+        s.phase(load, "lag", s.secs)
+        s.phase(load, "failover")
+        at_primary = max_id(db1)
+        db1.kill9()
+        db2.promote(apply_relay=False)
+        net.move_vip(vip, db1.node, db2.node)
+        moved = time.time()
+        say("  db1 reached max_id %d; db2, promoted, has %d" % (at_primary, max_id(db2)))
+        check(max_id(db2) < at_primary, "the replica did not lag: nothing to lose")
+        if args.expect_duplicates:
+            time.sleep(s.secs * 2)
+            rep = s.finish(load)
+        else:
+            wait_each(load, nodes, moved, lambda c: c == "db_failover", 30 + s.secs,
+                      "every node refusing with db_failover")
+            s.phase(load, "refused", s.secs / 2)
+            fence(nodes, url, s.wd, args.leafd)
+            fenced = time.time()
+            s.phase(load, "fenced")
+            wait_each(load, nodes, fenced, lambda c: c is None, 30,
+                      "every node serving after db-fence")
+            s.phase(load, "after", s.secs)
+            rep = s.finish(load)
+            check(rep.failed(["calm", "lag", "after"]) == 0,
+                  "failed requests outside the failover: %s" % rep.errors(["calm", "lag", "after"]))
+        s.expect_dups(rep)
+    return s
+
+
+def promote_best(replicas):
+    """The replica that received the most (Gtid_IO_Pos, domain 0), promoted
+    after applying its relay log; the others re-pointed to it."""
+    def seq(d):
+        pos = d.slave_status().get("Gtid_IO_Pos", "")
+        return max([int(p.split("-")[2]) for p in pos.split(",") if p.startswith("0-")] or [0])
+    best = max(replicas, key=seq)
+    best.promote(apply_relay=True)
+    for d in replicas:
+        if d is not best:
+            d.repoint(best)
+    return best
+
+
+def sc_semisync(s):
+    args = s.args
+    with Net() as net:
+        db1, db2, db3 = start_dbs(net, s.wd, 3, semi_sync=True, semi_timeout_ms=10000)
+        vip = net.vip(1)
+        net.add_vip(db1.node, vip)
+        db2.replicate_from(db1)
+        db3.replicate_from(db1)
+        wait_semi_sync(db1)
+        add_tag(db1)
+        url = db1.url(vip)
+        nodes = [LeafNode(net.add("n%d" % i), s.wd, url,
+                          {"segment.mysql.replication": "semi-sync"}, args.leafd,
+                          args.grpc).start() for i in range(2)]
+        load = s.start_load(nodes)
+        s.phase(load, "calm", s.secs)
+        db2.lag()
+        s.phase(load, "lag", s.secs)
+        s.phase(load, "failover")
+        db1.kill9()
+        best = promote_best([db2, db3])
+        net.move_vip(vip, db1.node, best.node)
+        moved = time.time()
+        say("  promoted %s, max_id %d" % (best.node.name, max_id(best)))
+        wait_semi_sync(best)
+        wait_each(load, nodes, moved, lambda c: c is None, 30 + s.secs,
+                  "every node serving after the failover")
+        s.phase(load, "after", s.secs)
+        rep = s.finish(load)
+        check(rep.failed(["calm", "lag", "after"]) == 0,
+              "failed requests outside the failover: %s" % rep.errors(["calm", "lag", "after"]))
+        s.expect_dups(rep)
+    return s
+
+
+def sc_degrade(s):
+    args = s.args
+    with Net() as net:
+        db1, db2 = start_dbs(net, s.wd, 2, semi_sync=True, semi_timeout_ms=500)
+        db2.replicate_from(db1)
+        wait_semi_sync(db1)
+        add_tag(db1)
+        url = db1.url()
+        nodes = [LeafNode(net.add("n%d" % i), s.wd, url,
+                          {"segment.mysql.replication": "semi-sync"}, args.leafd,
+                          args.grpc).start() for i in range(2)]
+        load = s.start_load(nodes)
+        s.phase(load, "calm", s.secs)
+        s.phase(load, "degraded")
+        cut = time.time()
+        db2.stop_io()
+        wait_each(load, nodes, cut, lambda c: c == "durability_degraded", 30 + s.secs,
+                  "every node refusing with durability_degraded")
+        for n in nodes:
+            h = json.dumps(n.health())
+            check("durability_degraded" in h or '"degraded": true' in h,
+                  "%s /health does not say degraded: %s" % (n.node.name, h[:400]))
+        check(db1.status("Rpl_semi_sync_master_status") == "OFF",
+              "semi-sync still on with the replica's IO thread stopped")
+        s.phase(load, "recovering")
+        db2.start_io()
+        wait_semi_sync(db1)
+        back = time.time()
+        wait_each(load, nodes, back, lambda c: c is None, 30, "every node serving again")
+        s.phase(load, "after", s.secs)
+        rep = s.finish(load)
+        check(rep.failed(["calm", "after"]) == 0,
+              "failed requests outside the fallback: %s" % rep.errors(["calm", "after"]))
+        s.expect_dups(rep)
+    return s
+
+
+def sc_restore(s):
+    args = s.args
+    with Net() as net:
+        (db,) = start_dbs(net, s.wd, 1)
+        add_tag(db)
+        nodes = [LeafNode(net.add("n0"), s.wd, db.url(), {}, args.leafd, args.grpc).start()]
+        load = s.start_load(nodes)
+        s.phase(load, "calm", s.secs)
+        path = os.path.join(s.wd, "leaf_alloc.sql")
+        dump(db, path)
+        before = max_id(db)
+        s.phase(load, "drift", s.secs)
+        s.phase(load, "restored")
+        after = max_id(db)
+        restore(db, path)
+        restored = time.time()
+        say("  max_id %d just after the dump, %d before the restore, %d after"
+            % (before, after, max_id(db)))
+        check(after > before, "no load between the dump and the restore")
+        if not args.expect_duplicates:
+            wait_each(load, nodes, restored, lambda c: c == "store_behind", 30 + s.secs,
+                      "the node refusing with store_behind")
+        time.sleep(s.secs)
+        rep = s.finish(load)
+        check(rep.failed(["calm", "drift"]) == 0,
+              "failed requests before the restore: %s" % rep.errors(["calm", "drift"]))
+        s.expect_dups(rep)
+    return s
+
+
+SCENARIOS = {"async": sc_async, "semisync": sc_semisync, "degrade": sc_degrade,
+             "restore": sc_restore}
+CONTROLS = ("async", "restore")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--short", action="store_true")
+    ap.add_argument("--phase-secs", type=float, default=None)
+    ap.add_argument("--leafd", default=LEAFD)
+    ap.add_argument("--expect-duplicates", action="store_true")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    if args.phase_secs is None:
+        args.phase_secs = 3.0 if args.short else 30.0
+    if os.geteuid() != 0:
+        msg = "failover.py needs root (network namespaces)"
+        if in_ci():
+            print("FAIL " + msg)
+            return 1
+        print("SKIP " + msg)
+        return 0
+    args.leafd = os.path.abspath(args.leafd)
+    try:
+        sys.path.insert(0, HERE)
+        from bb_grpc import mods
+        mods()
+        args.grpc = True
+    except Exception as e:               # under CI, bb_grpc's skip() raises this
+        if in_ci():
+            print("FAIL gRPC client: %s" % e)
+            return 1
+        print("gRPC client left out: %s" % e)
+        args.grpc = False
+    names = args.only.split(",") if args.only else \
+        list(CONTROLS if args.expect_duplicates else SCENARIOS)
+    failed = []
+    for name in names:
+        say("== %s%s (%s)" % (name, " (positive control)" if args.expect_duplicates else "",
+                              args.leafd))
+        t = time.time()
+        s = Scenario(args, name)
+        try:
+            SCENARIOS[name](s)
+            say("== %s: ok in %.0fs" % (name, time.time() - t))
+        except Exception as e:
+            failed.append(name)
+            say("FAIL %s: %s: %s" % (name, type(e).__name__, e))
+            if s.load is not None:        # the figures up to the failure
+                s.load.stop()
+                print(s.load.report().text, flush=True)
+        finally:                          # interrupted too (SIGTERM: SystemExit)
+            if s.load is not None:
+                s.load.stop_ev.set()
+            if args.keep or name in failed:
+                say("  (kept %s)" % s.wd)
+            else:
+                shutil.rmtree(s.wd, ignore_errors=True)
+    print("%d passed, %d failed" % (len(names) - len(failed), len(failed)), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
+    sys.exit(main())
