@@ -85,12 +85,16 @@ enum store_result store_mysql_meta_get(struct store *s, struct multi_meta *mm,
                                        char **cause);
 /* Take step IDs for tag on this database, in a block it owns, at or above
  * floor, in one transaction that first checks (in share mode) that the
- * database's meta row is want and not frozen (else STORE_DB_ERROR). */
+ * database's meta row is want and not frozen (else STORE_DB_ERROR). A
+ * read-only server is STORE_DB_ERROR; *server_id is the server's
+ * @@server_id, and when it was not 0 and the server has another, nothing
+ * is taken: STORE_REFUSED with the new one in *server_id. */
 enum store_result store_mysql_alloc_block(struct store *s,
                                           const struct multi_meta *want,
                                           const char *tag, int64_t step,
-                                          int64_t floor, int64_t *max_id,
-                                          int64_t *db_step, char **cause);
+                                          int64_t floor, long long *server_id,
+                                          int64_t *max_id, int64_t *db_step,
+                                          char **cause);
 enum store_result store_mysql_prepare_tables(struct store *s, char **cause);
 enum store_result store_mysql_freeze(struct store *s, int frozen, char **cause);
 enum store_result store_mysql_switch(struct store *s, const struct store_row *rows,

@@ -133,6 +133,7 @@ struct multi_db {
     _Atomic uint64_t loads, failures, failovers_to;
     _Atomic int      behind;            /* multi_behind: no load tries it */
     _Atomic int64_t  top_seen;          /* its highest max_id known here */
+    _Atomic long long server_id;        /* @@server_id of its last load; 0 */
     char             where[160];
     char             last_error[256];   /* shared.lock */
 };
@@ -322,7 +323,7 @@ raise_top_seen(int i, int64_t top)
 /* 1 with *cause when database i's rows are below the top this process
  * got from it or another database up recorded for it (restored from an
  * older copy): its loads would repeat what it handed out since. 0 when
- * not, or when it cannot tell (a read failed). */
+ * not, -1 when it cannot tell (its rows could not be read; *cause set). */
 static int
 multi_behind(struct store_multi *m, int i, char **cause)
 {
@@ -332,8 +333,9 @@ multi_behind(struct store_multi *m, int i, char **cause)
     char *why = NULL;
 
     if (store_list(m->sub[i], &rows, &nr, &why) != STORE_OK) {
+        store_set_cause(cause, "cannot read its rows: %s", why ? why : "?");
         free(why);
-        return 0;
+        return -1;
     }
     for (size_t k = 0; k < nr; k++)
         if (!store_row_is_serial(&rows[k]) && rows[k].max_id > own)
@@ -470,7 +472,7 @@ multi_check(struct store_multi *m, const struct config *cfg, char **cause)
     for (int i = 0; i < m->n; i++) {
         char *why = NULL;
 
-        if (reach[i] && multi_behind(m, i, &why)) {
+        if (reach[i] && multi_behind(m, i, &why) == 1) {
             atomic_store(&shared.db[i].behind, 1);
             mark_down(i, why);
             reach[i] = 0;
@@ -698,6 +700,57 @@ push_serial(struct store_multi *m, const char *tag, int64_t max_id,
     }
 }
 
+/* A load on database i, whose server must be the one of its last load:
+ * a database whose server changed (a replica promoted behind a moved
+ * address, reached through a fresh connection without any error) is
+ * first checked as one back from an outage is (multi_behind): behind its
+ * records, it stays out of loads (STORE_DB_ERROR); else its server is
+ * taken and the load runs. */
+static enum store_result
+multi_alloc_on(struct store_multi *m, int i, const struct multi_meta *want,
+               const char *tag, int64_t step, int64_t floor, int64_t *max_id,
+               int64_t *db_step, char **cause)
+{
+    long long was = atomic_load(&shared.db[i].server_id), now = was;
+    enum store_result r;
+    int behind;
+
+    r = store_mysql_alloc_block(m->sub[i], want, tag, step, floor, &now,
+                                max_id, db_step, cause);
+    if (r != STORE_REFUSED) {
+        if (r == STORE_OK && was == 0)
+            atomic_compare_exchange_strong(&shared.db[i].server_id, &was, now);
+        return r;
+    }
+    assert(now != was && was != 0);
+    free(*cause);
+    *cause = NULL;
+    log_warn("segment database %d (%s): the server behind it changed from "
+             "server_id %lld to %lld (a failover?): checking it against the "
+             "records before it serves a load", i, shared.db[i].where, was, now);
+    behind = multi_behind(m, i, cause);
+    if (behind != 0) {
+        if (behind == 1) {
+            atomic_store(&shared.db[i].behind, 1);
+            log_error("segment database %d (%s): %s", i, shared.db[i].where,
+                      *cause);
+        }
+        return STORE_DB_ERROR;
+    }
+    free(*cause);
+    *cause = NULL;
+    atomic_store(&shared.db[i].server_id, now);
+    was = now;
+    r = store_mysql_alloc_block(m->sub[i], want, tag, step, floor, &now,
+                                max_id, db_step, cause);
+    if (r == STORE_REFUSED) {       /* changed again meanwhile */
+        free(*cause);
+        store_set_cause(cause, "the server behind it changed again");
+        return STORE_DB_ERROR;
+    }
+    return r;
+}
+
 static enum store_result
 multi_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
             int64_t *db_step, char **cause)
@@ -720,8 +773,8 @@ multi_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
             errs++;
             continue;
         }
-        r = store_mysql_alloc_block(m->sub[i], &want, tag, step, floor,
-                                    max_id, db_step, &why);
+        r = multi_alloc_on(m, i, &want, tag, step, floor, max_id, db_step,
+                           &why);
         switch (r) {
         case STORE_OK:
             mark_up(i);
@@ -799,7 +852,7 @@ multi_probe(struct store_multi *m)
                 mm.since_block == want.since_block) {
                 if (atomic_load(&shared.member_id[i]) == 0)
                     learn_members(m, i);    /* none answered at start */
-                if (!multi_behind(m, i, &why)) {
+                if (multi_behind(m, i, &why) != 1) {
                     atomic_store(&shared.db[i].behind, 0);
                     mark_up(i);
                     continue;

@@ -207,6 +207,7 @@ struct my_block_arg {
     const struct multi_meta *want;
     const char              *tag;
     int64_t                  step, floor;
+    long long               *server_id;
     int64_t                 *max_id, *db_step;
 };
 
@@ -219,8 +220,8 @@ my_alloc_block_once(struct store_mysql *m, void *arg, char **cause)
     int64_t step = a->step, floor = a->floor;
     struct multi_meta mm;
     MYSQL_STMT *st;
-    MYSQL_BIND p[2], r[3];
-    long long v_max = 0, v_step = 0, v_new;
+    MYSQL_BIND p[2], r[5];
+    long long v_max = 0, v_step = 0, v_new, v_server = 0, v_ro = 0;
     unsigned long tag_len = strlen(tag), r_tag_len = 0;
     char r_tag[MY_TAG_BUF];
     int64_t start;
@@ -236,16 +237,38 @@ my_alloc_block_once(struct store_mysql *m, void *arg, char **cause)
     r[0].length = &r_tag_len;
     db_mysql_bind_i64(&r[1], &v_max);
     db_mysql_bind_i64(&r[2], &v_step);
+    db_mysql_bind_i64(&r[3], &v_server);
+    db_mysql_bind_i64(&r[4], &v_ro);
     store_my_bind_str(&p[0], tag, &tag_len);
     if (db_mysql_conn_adhoc(&m->c,
-            "SELECT biz_tag, max_id, step FROM leaf_alloc WHERE "
-            "biz_tag = ? FOR UPDATE", p, r, &st, "SELECT leaf_alloc", 0,
-            cause) == -1)
+            "SELECT biz_tag, max_id, step, @@GLOBAL.server_id, "
+            "@@GLOBAL.read_only FROM leaf_alloc WHERE biz_tag = ? FOR UPDATE",
+            p, r, &st, "SELECT leaf_alloc", 0, cause) == -1)
         return STORE_DB_ERROR;
     rc = db_mysql_conn_fetch(&m->c, st, "SELECT leaf_alloc", cause);
     mysql_stmt_close(st);
     if (rc == -1)
         return STORE_DB_ERROR;
+    /* The server of this database's last load, or refused: the caller
+     * checks a changed one against the records (store_multi.c). */
+    if (rc == 1 && v_ro) {
+        if (db_mysql_conn_rollback(&m->c, cause) == -1)
+            return STORE_DB_ERROR;
+        store_set_cause(cause, "mysql %s (server_id %lld) is read-only: a "
+                        "replica, or a primary being demoted", m->c.where,
+                        v_server);
+        return STORE_DB_ERROR;
+    }
+    if (rc == 1 && *a->server_id != 0 && v_server != *a->server_id) {
+        if (db_mysql_conn_rollback(&m->c, cause) == -1)
+            return STORE_DB_ERROR;
+        store_set_cause(cause, "mysql %s: server_id %lld, not %lld",
+                        m->c.where, v_server, *a->server_id);
+        *a->server_id = v_server;
+        return STORE_REFUSED;
+    }
+    if (rc == 1)
+        *a->server_id = v_server;
     if (rc == 0 || r_tag_len != tag_len || memcmp(r_tag, tag, tag_len) != 0) {
         if (db_mysql_conn_rollback(&m->c, cause) == -1)
             return STORE_DB_ERROR;
@@ -278,9 +301,11 @@ my_alloc_block_once(struct store_mysql *m, void *arg, char **cause)
 enum store_result
 store_mysql_alloc_block(struct store *s, const struct multi_meta *want,
                         const char *tag, int64_t step, int64_t floor,
-                        int64_t *max_id, int64_t *db_step, char **cause)
+                        long long *server_id, int64_t *max_id,
+                        int64_t *db_step, char **cause)
 {
-    struct my_block_arg a = { want, tag, step, floor, max_id, db_step };
+    struct my_block_arg a = { want, tag, step, floor, server_id, max_id,
+                              db_step };
 
     return store_my_tx_retry((struct store_mysql *)s, my_alloc_block_once, &a,
                              cause);
