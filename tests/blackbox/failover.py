@@ -24,8 +24,8 @@ Scenarios (phases in brackets; figures printed per phase):
             promoted without applying its relay log, VIP moved]. Without the
             fix: duplicates (the positive control). With it: every node
             refuses with 503 db_failover once its buffers drain [refused],
-            until `leafd db-fence --url VIP --floor N`, N the largest
-            db.marks_max of the nodes' /health [fenced]; then every node
+            until `leafd db-fence --floor=N --segment.mysql.url=VIP`, N the
+            largest segment.marks_max of the nodes' /health [fenced]; then every node
             serves again [after]; 0 duplicates, no failure in [after].
   semisync  db1 -> db2, db3, semi-sync AFTER_SYNC (timeout 10 s), nodes with
             segment.mysql.replication = semi-sync. [calm] [lag: db2's SQL
@@ -35,7 +35,8 @@ Scenarios (phases in brackets; figures printed per phase):
             no failed request outside [failover].
   degrade   db1 -> db2 semi-sync, timeout 500 ms. [calm] [degraded: db2's IO
             thread stopped: the primary falls back to async; every node
-            answers 503 durability_degraded and its /health says so]
+            answers 503 durability_degraded and its /health says
+            segment.replication.durability "degraded"]
             [recovering: IO thread started, semi-sync back on] [after: no
             failure]. 0 duplicates.
   restore   one MariaDB, one node. [calm] a dump of leaf_alloc taken,
@@ -179,8 +180,11 @@ def wait_each(load, nodes, since, pred, timeout, what):
 
 
 def fence(nodes, url, wd, binary):
-    floor = max(int(n.health()["db"]["marks_max"]) for n in nodes)
-    r = subprocess.run([binary, "db-fence", "--url", url, "--floor", str(floor)],
+    """leafd db-fence with the floor the runbook says: the largest
+    segment.marks_max of the nodes' /health."""
+    floor = max(int(n.health()["segment"]["marks_max"]) for n in nodes)
+    r = subprocess.run([binary, "db-fence", "--floor=%d" % floor, "--segment.store=mysql",
+                        "--segment.mysql.url=" + url],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60,
                        env={k: v for k, v in os.environ.items() if not k.startswith("LEAFD_")})
     say("leafd db-fence --floor %d: exit %d: %s" % (floor, r.returncode,
@@ -203,7 +207,7 @@ class Scenario:
             time.sleep(secs)
 
     def start_load(self, nodes):
-        self.load = s.start_load(nodes)
+        self.load = Load([n.client() for n in nodes], TAG).start()
         return self.load
 
     def finish(self, load):
@@ -334,9 +338,9 @@ def sc_degrade(s):
         wait_each(load, nodes, cut, lambda c: c == "durability_degraded", 30 + s.secs,
                   "every node refusing with durability_degraded")
         for n in nodes:
-            h = json.dumps(n.health())
-            check("durability_degraded" in h or '"degraded": true' in h,
-                  "%s /health does not say degraded: %s" % (n.node.name, h[:400]))
+            h = n.health()
+            check(h["segment"].get("replication", {}).get("durability") == "degraded",
+                  "%s /health does not say degraded: %s" % (n.node.name, json.dumps(h)[:600]))
         check(db1.status("Rpl_semi_sync_master_status") == "OFF",
               "semi-sync still on with the replica's IO thread stopped")
         s.phase(load, "recovering")

@@ -26,6 +26,7 @@ reset connection. A 200 that does not carry K increasing IDs is an error
 import array
 import collections
 import json
+import re
 import os
 import socket
 import sys
@@ -44,10 +45,15 @@ class BadAnswer(Exception):
 
 
 def _http_code(r):
+    """leafd's JSON error code; else "http_<status>", an answer that is
+    not leafd's (the checker fails on it: BadAnswer)."""
     try:
-        return r.json().get("error") or "http_%d" % r.status
-    except ValueError:
-        return "http_%d" % r.status
+        code = r.json().get("error")
+    except (ValueError, AttributeError):
+        code = None
+    if not code:
+        raise BadAnswer("%d %r" % (r.status, r.body[:200]))
+    return code
 
 
 class HttpIds:
@@ -153,8 +159,10 @@ class GrpcIds:
         try:
             return None, list(self.call(self.req, timeout=TIMEOUT).ids)
         except self.grpc.RpcError as e:
-            d = e.details() or ""
-            return (d.split(":", 1)[0] if ":" in d else "grpc_%s" % e.code().name.lower()), []
+            m = re.match(r"^([a-z_]+): ", e.details() or "")
+            if m:                       # leafd's code first in the details
+                return m.group(1), []
+            raise ConnectionError("grpc %s: %s" % (e.code().name, e.details()))
 
     def close(self):
         self.ch.close()
