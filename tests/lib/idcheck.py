@@ -181,7 +181,7 @@ def make_client(kind, addr, ports, tag):
 
 
 class Load:
-    def __init__(self, nodes, tag, kinds=("http", "lease", "resp", "mc", "grpc"), pause=0.002):
+    def __init__(self, nodes, tag, kinds=("http", "lease", "resp", "mc", "grpc"), pause=0.005):
         self.nodes, self.tag, self.pause = nodes, tag, pause
         self.kinds = kinds
         self.stop_ev = threading.Event()
