@@ -43,7 +43,8 @@ Nemeses:
   FAKETIME_DONT_FAKE_MONOTONIC unset, to the monotonic clock too.
 
 What this kernel has (6.18, Debian 12 user space; measured by
-`python3 tests/lib/netns.py --probe`, which each claim below came from):
+`python3 tests/lib/netns.py --probe`, which each claim below came from;
+--check, in make test's failover lane, fails if any of it changes):
 - netem: no (`tc qdisc add ... netem` -> "Specified qdisc kind is unknown"):
   no delay, loss or reorder;
 - nftables inside a namespace: yes, input drop cuts TCP both ways and
@@ -415,12 +416,33 @@ def can_connect_host(addr, port, timeout=1.0):
         return "%s %s" % (type(e).__name__, e)
 
 
+# What the harness relies on: a key of probe()'s answer -> connects ("ok")
+# or not. (netem is only reported: nothing here needs it.)
+RELIES_ON = {
+    "baseline a->b": True, "baseline host->b": True,
+    "nft both ways a->b": False, "nft both ways b->a": False, "healed a->b": True,
+    "client cut from b: host->b": False, "client cut from b: a->b": True,
+    "nft one-way a->b": False, "nft one-way, UDP b->a": True, "nft one-way, UDP a->b": False,
+    "blackhole route in a, a->b": False, "link down in a, a->b": False,
+    "link up again a->b": True, "vip on b": True, "vip moved to a, from b": True,
+}
+
+
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--probe"]:
-        for k, v in probe().items():
+    if sys.argv[1:] in (["--probe"], ["--check"]):
+        found = probe()
+        bad = []
+        for k, v in found.items():
             print("%-45s %s" % (k, v))
+            if k in RELIES_ON and (v == "ok") != RELIES_ON[k]:
+                bad.append(k)
+        if found["cleanup: namespaces left"] != "0":
+            bad.append("cleanup")
+        if sys.argv[1] == "--check":
+            print("FAIL netns: %s" % ", ".join(bad) if bad else "netns: as expected")
+            sys.exit(1 if bad else 0)
     elif sys.argv[1:] == ["--sweep"]:
         sweep()
     else:
-        print("usage: netns.py --probe | --sweep")
+        print("usage: netns.py --probe | --check | --sweep")
         sys.exit(2)
