@@ -13,7 +13,8 @@ namespaces, with every ID checked (issue 28, sections 2.1, 2.3 and 3.1).
 Every scenario runs in its own tests/lib/netns.py network (bridge lfhXXXX,
 10.231.S.0/24): each MariaDB and each leafd node in a namespace of its own,
 the clients (tests/lib/idcheck.py: HTTP, leases, RESP, memcached, gRPC; one
-thread per node per front end) in the test process, through the bridge.
+thread per node per front end; and libleafd-client over both nodes, a
+process) in the root namespace, through the bridge.
 Tag `fo`, step 10, segment.max_step 5000: the step grows to about a
 second of IDs, so that a load stalled a moment by a busy machine (make test
 runs lanes side by side) does not drain the buffers, while every phase
@@ -30,6 +31,11 @@ Scenarios (phases in brackets; figures printed per phase):
             until `leafd db-fence --floor=N --segment.mysql.url=VIP`, N the
             largest segment.marks_max of the nodes' /health [fenced]; then every node
             serves again [after]; 0 duplicates, no failure in [after].
+  partition the same, by partitions: [lag: db1 cut from db2 (nftables), the
+            replica's IO thread gets nothing] [failover: db1 cut from the
+            leafd nodes too, left running (a primary on the wrong side of
+            a partition), db2 promoted, VIP moved]; then as async. The
+            nodes' connections to the VIP hang until db_timeout_ms.
   semisync  db1 -> db2, db3, semi-sync AFTER_SYNC (timeout 10 s), nodes with
             segment.mysql.replication = semi-sync. [calm] [lag: db2's SQL
             thread stopped] [failover: db1 killed, the replica that
@@ -49,6 +55,7 @@ Scenarios (phases in brackets; figures printed per phase):
 Exit 1 if any scenario's check fails. Root only (network namespaces).
 """
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -64,7 +71,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 from bbutil import LEAFD, TestFailure, free_port, in_ci, wait_for  # noqa: E402
-from idcheck import Load  # noqa: E402
+from idcheck import Load, build_idstream  # noqa: E402
 from mariadb_ns import NsMariaDB, wait_semi_sync, dump, restore  # noqa: E402
 from netns import Net  # noqa: E402
 
@@ -209,8 +216,19 @@ class Scenario:
         if secs:
             time.sleep(secs)
 
+    @contextlib.contextmanager
+    def network(self):
+        """A Net whose clients stop before it closes (a failed check
+        leaves no client counting the teardown as failed requests)."""
+        with Net() as net:
+            try:
+                yield net
+            finally:
+                if self.load is not None:
+                    self.load.stop()
+
     def start_load(self, nodes):
-        self.load = Load([n.client() for n in nodes], TAG).start()
+        self.load = Load([n.client() for n in nodes], TAG, cclient=self.args.cclient).start()
         return self.load
 
     def finish(self, load):
@@ -229,9 +247,12 @@ class Scenario:
                   % (rep.duplicates, rep.dup_examples))
 
 
-def sc_async(s):
+def sc_async(s, cut=False):
+    """cut: the partition variant (lag and failover by nftables, the old
+    primary left running); else the replica's SQL thread stopped and the
+    primary killed -9."""
     args = s.args
-    with Net() as net:
+    with s.network() as net:
         db1, db2 = start_dbs(net, s.wd, 2)
         vip = net.vip(1)
         net.add_vip(db1.node, vip)
@@ -243,11 +264,18 @@ def sc_async(s):
                  for i in range(2)]
         load = s.start_load(nodes)
         s.phase(load, "calm", s.secs)
-        db2.lag()
+        if cut:
+            net.partition([db1.node], [db2.node])
+        else:
+            db2.lag()
         s.phase(load, "lag", s.secs)
         s.phase(load, "failover")
+        if cut:
+            net.partition([db1.node], [n.node for n in nodes])
+            time.sleep(0.5)               # what was in flight lands or times out
         at_primary = max_id(db1)
-        db1.kill9()
+        if not cut:
+            db1.kill9()
         db2.promote(apply_relay=False)
         net.move_vip(vip, db1.node, db2.node)
         moved = time.time()
@@ -289,7 +317,7 @@ def promote_best(replicas):
 
 def sc_semisync(s):
     args = s.args
-    with Net() as net:
+    with s.network() as net:
         db1, db2, db3 = start_dbs(net, s.wd, 3, semi_sync=True, semi_timeout_ms=10000)
         vip = net.vip(1)
         net.add_vip(db1.node, vip)
@@ -324,7 +352,7 @@ def sc_semisync(s):
 
 def sc_degrade(s):
     args = s.args
-    with Net() as net:
+    with s.network() as net:
         db1, db2 = start_dbs(net, s.wd, 2, semi_sync=True, semi_timeout_ms=500)
         db2.replicate_from(db1)
         wait_semi_sync(db1)
@@ -361,7 +389,7 @@ def sc_degrade(s):
 
 def sc_restore(s):
     args = s.args
-    with Net() as net:
+    with s.network() as net:
         (db,) = start_dbs(net, s.wd, 1)
         add_tag(db)
         nodes = [LeafNode(net.add("n0"), s.wd, db.url(), {}, args.leafd, args.grpc).start()]
@@ -389,9 +417,9 @@ def sc_restore(s):
     return s
 
 
-SCENARIOS = {"async": sc_async, "semisync": sc_semisync, "degrade": sc_degrade,
-             "restore": sc_restore}
-CONTROLS = ("async", "restore")
+SCENARIOS = {"async": sc_async, "partition": lambda s: sc_async(s, cut=True),
+             "semisync": sc_semisync, "degrade": sc_degrade, "restore": sc_restore}
+CONTROLS = ("async", "partition", "restore")
 
 
 def main():
@@ -424,6 +452,15 @@ def main():
             return 1
         print("gRPC client left out: %s" % e)
         args.grpc = False
+    cdir = tempfile.mkdtemp(prefix="lfh-idstream-")
+    try:
+        args.cclient = build_idstream(cdir)
+        return run(args)
+    finally:
+        shutil.rmtree(cdir, ignore_errors=True)
+
+
+def run(args):
     names = args.only.split(",") if args.only else \
         list(CONTROLS if args.expect_duplicates else SCENARIOS)
     failed = []

@@ -17,6 +17,9 @@ Clients (one thread per node per front end, each on its own connection):
   grpc   leafd.v1.IdService/NextSegment (python3-grpcio, stubs protoc makes
          from proto/ as tests/blackbox/bb_grpc.py does; only when ports has
          "grpc")
+  c      libleafd-client over every node at once (its leases, its failover
+         between servers): tests/lib/idstream.c, one process, node "all"
+         (Load(cclient=path), path from build_idstream())
 Every answer is recorded as (start, latency, node, front end, error code or
 None, IDs received); an error code is leafd's ("ids_exhausted",
 "db_failover", ...), or "client:<exception>" for a timeout, a refused or a
@@ -29,6 +32,7 @@ import json
 import re
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -180,9 +184,29 @@ def make_client(kind, addr, ports, tag):
     return GrpcIds(addr, ports["grpc"], tag)
 
 
+def build_idstream(workdir):
+    """tests/lib/idstream.c linked with build/libleafd-client.a (made if
+    missing); its path."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    lib = os.path.join(root, "build", "libleafd-client.a")
+    if not os.path.exists(lib):
+        subprocess.run(["make", "--no-print-directory", "-C", root, "build/libleafd-client.a"],
+                       check=True, stdout=subprocess.DEVNULL)
+    out = os.path.join(workdir, "idstream")
+    curl = subprocess.run(["pkg-config", "--libs", "libcurl"], stdout=subprocess.PIPE,
+                          check=True).stdout.decode().split()
+    subprocess.run([os.environ.get("CC", "cc"), "-std=gnu11", "-O2", "-Wall", "-Werror",
+                    "-I" + os.path.join(root, "clients", "c"), "-o", out,
+                    os.path.join(root, "tests", "lib", "idstream.c"), lib] + curl + ["-pthread"],
+                   check=True)
+    return out
+
+
 class Load:
-    def __init__(self, nodes, tag, kinds=("http", "lease", "resp", "mc", "grpc"), pause=0.005):
-        self.nodes, self.tag, self.pause = nodes, tag, pause
+    def __init__(self, nodes, tag, kinds=("http", "lease", "resp", "mc", "grpc"), pause=0.005,
+                 cclient=None):
+        self.nodes, self.tag, self.pause, self.cclient = nodes, tag, pause, cclient
+        self.cproc = None
         self.kinds = kinds
         self.stop_ev = threading.Event()
         self.threads, self.recs, self.ids, self.bad = [], [], [], []
@@ -200,7 +224,34 @@ class Load:
                                          daemon=True)
                     t.start()
                     self.threads.append(t)
+        if self.cclient:
+            urls = ",".join("http://%s:%d" % (addr, ports["http"]) for _, addr, ports in self.nodes)
+            self.cproc = subprocess.Popen([self.cclient, urls, self.tag, str(K),
+                                           str(int(self.pause * 1e6))], stdout=subprocess.PIPE)
+            recs, ids = [], array.array("q")
+            self.recs.append(recs)
+            self.ids.append(ids)
+            t = threading.Thread(target=self.read_c, args=(recs, ids), daemon=True)
+            t.start()
+            self.threads.append(t)
         return self
+
+    def read_c(self, recs, ids):
+        """idstream's lines: "<us> ok <id>..." or "<us> c_<error> <why>"."""
+        for line in self.cproc.stdout:
+            end = time.time()
+            f = line.decode(errors="replace").split()
+            if len(f) < 2 or self.stop_ev.is_set():
+                continue
+            lat = int(f[0]) / 1e6
+            if f[1] == "ok":
+                got = [int(x) for x in f[2:]]
+                if any(a >= b for a, b in zip(got, got[1:])):
+                    self.bad.append(("all", "c", got[:10]))
+                ids.extend(got)
+                recs.append((end - lat, lat, "all", "c", None, len(got)))
+            else:
+                recs.append((end - lat, lat, "all", "c", f[1], 0))
 
     def phase(self, name):
         self.phases.append((name, time.time()))
@@ -236,7 +287,12 @@ class Load:
             c.close()
 
     def stop(self):
+        if self.t_end is not None:
+            return
         self.stop_ev.set()
+        if self.cproc is not None:
+            self.cproc.terminate()
+            self.cproc.wait(10)
         for t in self.threads:
             t.join(timeout=TIMEOUT * 3)
         self.t_end = time.time()
@@ -300,7 +356,8 @@ class Report:
     def text(self):
         out = ["IDs issued %d, duplicates %d%s, bad answers %d"
                % (self.issued, self.duplicates,
-                  " (e.g. %s)" % self.dup_examples if self.duplicates else "", len(self.bad))]
+                  " (e.g. %s)" % self.dup_examples if self.duplicates else "", len(self.bad))
+               + (" (e.g. %s)" % self.bad[:3] if self.bad else "")]
         kinds = collections.Counter()
         for p in self.phases.values():
             kinds.update(p["by_kind"])

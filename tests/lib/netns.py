@@ -180,7 +180,7 @@ class Net:
         self.prefix = "10.%d.%d" % (first_octet,
                                     random.choice([s for s in range(1, 255) if s not in used]))
         self.bridge = prefix + self.tag
-        self.nodes, self.groups, self.pids, self.vips = [], [], [], {}
+        self.nodes, self.groups, self.pids, self.vips, self.cuts = [], [], [], {}, []
         self.closed = False
         with open(os.path.join(self.owners, self.tag), "w") as f:
             f.write(str(os.getpid()))
@@ -225,25 +225,31 @@ class Net:
 
     # -- nemeses ------------------------------------------------------------
 
-    def _drop(self, at, senders):
-        if at is self.client:
-            return                      # never an nft rule in the root namespace
-        addrs = sorted(set(a for s in senders for a in s.addrs))
-        at.run(["nft", "add table inet lfh; add chain inet lfh in "
-                "{ type filter hook input priority -10; policy accept; }; "
-                "add rule inet lfh in ip saddr { %s } drop" % ", ".join(addrs)])
-
-    def partition(self, a_nodes, b_nodes, oneway=False):
-        """Cut a_nodes from b_nodes (both ways, or only a -> b)."""
-        for b in b_nodes:
-            self._drop(b, a_nodes)
-        if not oneway:
-            for a in a_nodes:
-                self._drop(a, b_nodes)
-
-    def heal(self):
+    def _render(self):
+        """Every namespace's rules from self.cuts, with each node's
+        addresses as they are now (a VIP that moved is cut where it went)."""
         for n in self.nodes:
             n.run(["nft", "delete", "table", "inet", "lfh"], check=False)
+            addrs = sorted(set(a for at, senders in self.cuts if at is n
+                               for s in senders for a in s.addrs))
+            if addrs:
+                n.run(["nft", "add table inet lfh; add chain inet lfh in "
+                       "{ type filter hook input priority -10; policy accept; }; "
+                       "add rule inet lfh in ip saddr { %s } drop" % ", ".join(addrs)])
+
+    def partition(self, a_nodes, b_nodes, oneway=False):
+        """Cut a_nodes from b_nodes (both ways, or only a -> b). Never a
+        rule in the root namespace: net.client's side gets none."""
+        for b in b_nodes:
+            self.cuts.append((b, list(a_nodes)))
+        if not oneway:
+            for a in a_nodes:
+                self.cuts.append((a, list(b_nodes)))
+        self._render()
+
+    def heal(self):
+        self.cuts = []
+        self._render()
 
     @staticmethod
     def kill9(pid):
@@ -279,6 +285,7 @@ class Net:
         if vip in from_node.addrs:
             from_node.addrs.remove(vip)
         self.add_vip(to_node, vip)
+        self._render()
 
     # -- clocks ---------------------------------------------------------------
 
