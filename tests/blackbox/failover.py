@@ -176,7 +176,13 @@ def max_id(db):
 
 def wait_each(load, nodes, since, pred, timeout, what):
     """Until every node has an answer since `since` that pred accepts
-    (pred(code) on the load's records)."""
+    (pred(code) on the load's records); when pred accepts a success, the
+    C client too (its "node" is "all": it serves from its leases, and after
+    an outage waits dead_ms before it asks a server again)."""
+    want = set(n.node.name for n in nodes)
+    if load.cclient and pred(None):
+        want.add("all")
+
     def done():
         seen = set()
         for recs in load.recs:
@@ -185,7 +191,7 @@ def wait_each(load, nodes, since, pred, timeout, what):
                     break
                 if pred(r[4]):
                     seen.add(r[2])
-        return all(n.node.name in seen for n in nodes)
+        return want <= seen
     wait_for(done, timeout, step=0.1, what=what)
 
 
@@ -209,6 +215,7 @@ class Scenario:
         self.wd = tempfile.mkdtemp(prefix="lfh-%s-" % name)
         self.secs = args.phase_secs
         self.load = None
+        self.summary = None
 
     def phase(self, load, name, secs=None):
         say("  phase %s" % name)
@@ -231,11 +238,17 @@ class Scenario:
         self.load = Load([n.client() for n in nodes], TAG, cclient=self.args.cclient).start()
         return self.load
 
-    def finish(self, load):
-        self.load = None
+    def report(self, load):
         load.stop()
         rep = load.report()
         print(rep.text, flush=True)
+        self.summary = rep.summary([p for p in rep.phases if p not in ("calm", "lag", "drift",
+                                                                         "after")])
+        return rep
+
+    def finish(self, load):
+        self.load = None
+        rep = self.report(load)
         check(not rep.bad, "answers that were not the IDs asked for: %s" % rep.bad[:3])
         return rep
 
@@ -463,7 +476,7 @@ def main():
 def run(args):
     names = args.only.split(",") if args.only else \
         list(CONTROLS if args.expect_duplicates else SCENARIOS)
-    failed = []
+    failed, summaries = [], []
     for name in names:
         say("== %s%s (%s)" % (name, " (positive control)" if args.expect_duplicates else "",
                               args.leafd))
@@ -476,8 +489,8 @@ def run(args):
             failed.append(name)
             say("FAIL %s: %s: %s" % (name, type(e).__name__, e))
             if s.load is not None:        # the figures up to the failure
-                s.load.stop()
-                print(s.load.report().text, flush=True)
+                load, s.load = s.load, None
+                s.report(load)
         finally:                          # interrupted too (SIGTERM: SystemExit)
             if s.load is not None:
                 s.load.stop_ev.set()
@@ -485,6 +498,13 @@ def run(args):
                 say("  (kept %s)" % s.wd)
             else:
                 shutil.rmtree(s.wd, ignore_errors=True)
+        if s.summary:
+            summaries.append("%-10s %s%s" % (name, "FAILED: " if name in failed else "",
+                                             s.summary))
+    print("== figures%s (%s):" % (" of the positive control" if args.expect_duplicates else "",
+                                  args.leafd))
+    for line in summaries:
+        print("   " + line)
     print("%d passed, %d failed" % (len(names) - len(failed), len(failed)), flush=True)
     return 1 if failed else 0
 

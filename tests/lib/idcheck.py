@@ -311,7 +311,8 @@ def pct(xs, p):
 class Report:
     """The checker's findings: duplicates over every ID of every client, and
     per phase: requests, answers/s, errors by code, longest wait (the longest
-    time in the phase with no successful answer from any node), p50/p99."""
+    time in the phase one client, a node's front end, had no successful
+    answer), p50/p99 latency."""
 
     def __init__(self, load):
         allids = array.array("q")
@@ -325,18 +326,29 @@ class Report:
         self.bad = load.bad
         recs = sorted(r for rs in load.recs for r in rs)
         self.phases = collections.OrderedDict()
+        self.latencies = {}
         bounds = load.phases + [("end", load.t_end)]
         for (name, t0), (_, t1) in zip(bounds, bounds[1:]):
             rs = [r for r in recs if t0 <= r[0] < t1]
             ok_ends = sorted(r[0] + r[1] for r in rs if r[4] is None)
-            edges = [t0] + ok_ends + [t1]
+            # The longest wait: the longest time one client (a node and a
+            # front end) went without a successful answer in the phase.
+            streams = collections.defaultdict(list)
+            for r in rs:
+                if r[4] is None:
+                    streams[(r[2], r[3])].append(r[0] + r[1])
+            wait = 0.0
+            for key in set((r[2], r[3]) for r in recs):
+                edges = [t0] + sorted(streams.get(key, [])) + [t1]
+                wait = max(wait, max(b - a for a, b in zip(edges, edges[1:])))
             errors = collections.Counter(r[4] for r in rs if r[4] is not None)
+            self.latencies[name] = [r[1] for r in rs]
             self.phases[name] = {
                 "secs": t1 - t0, "requests": len(rs),
                 "answers_per_s": len(ok_ends) / max(t1 - t0, 1e-9),
                 "ids": sum(r[5] for r in rs),
                 "errors": dict(errors), "failed": sum(errors.values()),
-                "longest_wait_s": max(b - a for a, b in zip(edges, edges[1:])),
+                "longest_wait_s": wait,
                 "p50_ms": pct([r[1] for r in rs], 0.50) * 1000,
                 "p99_ms": pct([r[1] for r in rs], 0.99) * 1000,
                 "by_kind": dict(collections.Counter(r[3] for r in rs if r[4] is None)),
@@ -351,6 +363,19 @@ class Report:
             if phases is None or n in phases:
                 c.update(p["errors"])
         return dict(c)
+
+    def summary(self, window):
+        """One line of the issue's figures: IDs, duplicates, failed requests
+        by code, seconds without service (the longest wait of any client in
+        any phase),
+        p99 in the window's phases against the calm phase's."""
+        lat = [x for n in window for x in self.latencies.get(n, [])]
+        return ("IDs %d, duplicates %d, failed %s, without service %.2f s, "
+                "p99 %.1f ms in %s against %.1f ms calm"
+                % (self.issued, self.duplicates, json.dumps(self.errors(), sort_keys=True),
+                   max(p["longest_wait_s"] for p in self.phases.values()),
+                   pct(lat, 0.99) * 1000, "+".join(window),
+                   pct(self.latencies.get("calm", []), 0.99) * 1000))
 
     @property
     def text(self):
