@@ -66,6 +66,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -195,7 +196,19 @@ def wait_each(load, nodes, since, pred, timeout, what):
     wait_for(done, timeout, step=0.1, what=what)
 
 
-def fence(nodes, url, wd, binary):
+def wait_serving(load, nodes, timeout, what):
+    """Until no node's /health shows loads refused or durability degraded
+    (a node can answer from its buffers while it refuses to load, and run
+    dry after), then until every node and the C client answered since."""
+    def healthy(n):
+        seg = n.health()["segment"]
+        return "refused" not in seg and \
+            seg.get("replication", {}).get("durability") != "degraded"
+    wait_for(lambda: all(healthy(n) for n in nodes), timeout, step=0.1, what=what + " (/health)")
+    wait_each(load, nodes, time.time(), lambda c: c is None, 30, what)
+
+
+def fence(nodes, url, binary):
     """leafd db-fence with the floor the runbook says: the largest
     segment.marks_max of the nodes' /health."""
     floor = max(int(n.health()["segment"]["marks_max"]) for n in nodes)
@@ -301,11 +314,9 @@ def sc_async(s, cut=False):
             wait_each(load, nodes, moved, lambda c: c == "db_failover", 30 + s.secs,
                       "every node refusing with db_failover")
             s.phase(load, "refused", s.secs / 2)
-            fence(nodes, url, s.wd, args.leafd)
-            fenced = time.time()
+            fence(nodes, url, args.leafd)
             s.phase(load, "fenced")
-            wait_each(load, nodes, fenced, lambda c: c is None, 30,
-                      "every node serving after db-fence")
+            wait_serving(load, nodes, 30, "every node serving after db-fence")
             s.phase(load, "after", s.secs)
             rep = s.finish(load)
             check(rep.failed(["calm", "lag", "after"]) == 0,
@@ -350,15 +361,15 @@ def sc_semisync(s):
         db1.kill9()
         best = promote_best([db2, db3])
         net.move_vip(vip, db1.node, best.node)
-        moved = time.time()
         say("  promoted %s, max_id %d" % (best.node.name, max_id(best)))
         wait_semi_sync(best)
-        wait_each(load, nodes, moved, lambda c: c is None, 30 + s.secs,
-                  "every node serving after the failover")
+        wait_serving(load, nodes, 30 + s.secs, "every node serving after the failover")
         s.phase(load, "after", s.secs)
         rep = s.finish(load)
         check(rep.failed(["calm", "lag", "after"]) == 0,
               "failed requests outside the failover: %s" % rep.errors(["calm", "lag", "after"]))
+        check("db_failover" not in rep.errors(),
+              "semi-sync: the promoted replica was not accepted without db-fence")
         s.expect_dups(rep)
     return s
 
@@ -390,8 +401,7 @@ def sc_degrade(s):
         s.phase(load, "recovering")
         db2.start_io()
         wait_semi_sync(db1)
-        back = time.time()
-        wait_each(load, nodes, back, lambda c: c is None, 30, "every node serving again")
+        wait_serving(load, nodes, 30, "every node serving again")
         s.phase(load, "after", s.secs)
         rep = s.finish(load)
         check(rep.failed(["calm", "after"]) == 0,

@@ -29,8 +29,8 @@ reset connection. A 200 that does not carry K increasing IDs is an error
 import array
 import collections
 import json
-import re
 import os
+import re
 import socket
 import subprocess
 import sys

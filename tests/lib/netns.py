@@ -39,8 +39,9 @@ Nemeses:
   LD_PRELOAD (bbutil.faketime_preload: tests/lib/ftfix.c then
   libfaketimeMT) reading FAKETIME_TIMESTAMP_FILE, re-read every
   FAKETIME_CACHE_DURATION=1 s; step_clock(stamp_file, "-10s") writes a new
-  offset ("+0" back to real time). Steps apply to CLOCK_REALTIME and, with
-  FAKETIME_DONT_FAKE_MONOTONIC unset, to the monotonic clock too.
+  offset ("+0" back to real time). The probe checks a step of
+  CLOCK_REALTIME; libfaketime moves the monotonic clock too unless
+  FAKETIME_DONT_FAKE_MONOTONIC=1 is in the environment.
 
 What this kernel has (6.18, Debian 12 user space; measured by
 `python3 tests/lib/netns.py --probe`, which each claim below came from;
@@ -393,6 +394,7 @@ def probe():
                             "root", "netem", "delay", "10ms"], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, env=dict(os.environ, PATH=PATH))
         out["netem"] = "ok" if r.returncode == 0 else r.stdout.decode().strip()
+        out["faketime step -100s in a"] = faketime_probe(net, a)
         net.add_vip(b, net.vip(1))
         out["vip on b"] = can_connect(a, net.vip(1), 7000)
         net.move_vip(net.vip(1), b, a)
@@ -400,6 +402,24 @@ def probe():
     left = [x for x in sh("ip", "netns", "list").split("\n") if x.startswith("lfh-%s-" % net.tag)]
     out["cleanup: namespaces left"] = str(len(left))
     return out
+
+
+def faketime_probe(net, node):
+    """"ok" if a process of node's, started at +0, sees its clock 100 s
+    back after step_clock(.., "-100s")."""
+    import tempfile
+    wd = tempfile.mkdtemp(prefix="lfh-ft-")
+    try:
+        stamp = os.path.join(wd, "stamp")
+        env = dict(os.environ, **net.faketime_env(wd, stamp))
+        p = node.popen(["python3", "-c", "import time\nt0=time.time()\ntime.sleep(2.5)\n"
+                        "print(time.time()-t0)"], env=env, stdout=subprocess.PIPE)
+        time.sleep(0.5)
+        step_clock(stamp, "-100s")
+        d = float(p.communicate(timeout=20)[0].decode().strip() or "nan")
+        return "ok" if -100 < d < -95 else "stepped %.1f s, not -100 + 2.5" % d
+    finally:
+        shutil.rmtree(wd, ignore_errors=True)
 
 
 def udp_reaches(src, dst):
@@ -431,7 +451,7 @@ RELIES_ON = {
     "client cut from b: host->b": False, "client cut from b: a->b": True,
     "nft one-way a->b": False, "nft one-way, UDP b->a": True, "nft one-way, UDP a->b": False,
     "blackhole route in a, a->b": False, "link down in a, a->b": False,
-    "link up again a->b": True, "vip on b": True, "vip moved to a, from b": True,
+    "link up again a->b": True, "faketime step -100s in a": True, "vip on b": True, "vip moved to a, from b": True,
 }
 
 
