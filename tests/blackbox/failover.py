@@ -42,7 +42,7 @@ Scenarios (phases in brackets; figures printed per phase):
             received the most promoted after applying what it received,
             the other re-pointed to it, VIP moved] [after]. 0 duplicates;
             no failed request outside [failover].
-  degrade   db1 -> db2 semi-sync, timeout 500 ms. [calm] [degraded: db2's IO
+  degrade   db1 -> db2 semi-sync, timeout 1 s. [calm] [degraded: db2's IO
             thread stopped: the primary falls back to async; every node
             answers 503 durability_degraded and its /health says
             segment.replication.durability "degraded"]
@@ -377,7 +377,7 @@ def sc_semisync(s):
 def sc_degrade(s):
     args = s.args
     with s.network() as net:
-        db1, db2 = start_dbs(net, s.wd, 2, semi_sync=True, semi_timeout_ms=500)
+        db1, db2 = start_dbs(net, s.wd, 2, semi_sync=True, semi_timeout_ms=1000)
         db2.replicate_from(db1)
         wait_semi_sync(db1)
         add_tag(db1)
