@@ -263,7 +263,7 @@ FUZZ_OBJS_util       := util
 FUZZ_OBJS_idkinds    := uuid7 ulid csprng sfcodec util
 FUZZ_OBJS_tzone      := tzone util
 FUZZ_OBJS_serial_pattern := serial_fmt tzone util
-FUZZ_OBJS_serial_defs := serial serial_rows store serial_fmt tzone config log util
+FUZZ_OBJS_serial_defs := serial serial_rows store store_marks serial_fmt tzone config log util
 FUZZ_OBJS_resp_parse  := resp_parse
 FUZZ_OBJS_mc_parse    := mc_parse
 FUZZ_OBJS_multi_block := multi_block util
@@ -275,6 +275,7 @@ FUZZ_OBJS_grpc_msg   := api_grpc_msg leafd.pb-c health.pb-c util
 FUZZ_OBJS_grpc_frame := grpc_frame
 FUZZ_OBJS_h2_conn    := http_h2 http_h2_reply http_conn http_conn_mc http_conn_info http_park http_tls http_out http_server http_parse resp_parse mc_parse grpc_frame log util
 FUZZ_OBJS_tls_conn   := http_tls log util
+FUZZ_OBJS_marks      := store_marks log util
 fuzz_objs = $(patsubst %,build/fuzz/obj/%.o,$(FUZZ_OBJS_$(1)))
 # The C client's lease answer parser (clients/c/, not src/).
 build/fuzz/fuzz_lease_answer: clients/c/lease_parse.c

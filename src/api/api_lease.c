@@ -228,7 +228,7 @@ api_serve_lease(struct api *a, struct http_conn *c, struct http_request *req,
                 const char *tag, int64_t n, const struct api_writer *w)
 {
     struct segment_range r[API_LEASE_MAX_RANGES];
-    char why[512];
+    char why[1024];
     int nr = 0;
 
     assert(w->lease != NULL);
@@ -251,7 +251,8 @@ api_serve_lease(struct api *a, struct http_conn *c, struct http_request *req,
         if (loader_refused(a->loader))
             loader_status(a->loader, &ls);
         api_reply_error(c, R_LEASE, 503, ls.refusal[0] ? ls.refusal :
-                        "ids_exhausted", "Retry-After: 1\r\n",
+                        "ids_exhausted", ls.refusal[0] ? "Retry-After: 5\r\n" :
+                        "Retry-After: 1\r\n",
                         "no lease for biz_tag '%s': %s; retry later", tag, why);
         return;
     }

@@ -39,12 +39,20 @@ api_serial_key(const char *code, size_t len)
 static void
 reply_unavailable(struct api *a, struct http_conn *c, const char *code)
 {
-    char err[512];
+    char err[512], rcode[32];
 
     if (a->serial_loader != NULL &&
         serial_loader_refusal(a->serial_loader, code, err, sizeof err)) {
         api_reply_error(c, R_SERIAL, 503, "serial_refused", "Retry-After: 60\r\n",
                         "no serial for code '%s': %s", code, err);
+        return;
+    }
+    if (a->serial_loader != NULL &&
+        serial_loader_store_refusal(a->serial_loader, rcode, sizeof rcode, err,
+                                    sizeof err)) {
+        api_reply_error(c, R_SERIAL, 503, rcode, "Retry-After: 5\r\n",
+                        "no serial for code '%s': loads from the database are "
+                        "refused: %s", code, err);
         return;
     }
     if (a->serial_loader != NULL && !serial_loader_db_up(a->serial_loader)) {

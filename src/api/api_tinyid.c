@@ -138,7 +138,7 @@ api_tinyid_handle(struct api *a, struct http_conn *c, struct http_request *req,
 {
     const struct http_msg *m = &req->msg;
     struct segment_range r[API_LEASE_MAX_RANGES];
-    char biz[TAG_MAX + 2], batch[24], tokbuf[AUTH_TOKEN_MAX], why[512], msg[600];
+    char biz[TAG_MAX + 2], batch[24], tokbuf[AUTH_TOKEN_MAX], why[1024], msg[1200];
     int nr = 0, biz_long, batch_bad, rc;
     int64_t n = 1;
     enum tinyid_op op;

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "csprng.h"
 #include "db_mysql_conn.h"
 #include "log.h"
 #include "util.h"
@@ -252,5 +254,45 @@ db_mysql_conn_tx(struct db_mysql_conn *c, db_mysql_tx_fn body, void *arg,
         rc = body(arg, cause);
         if (rc != -1 || !conn_retry(c, attempt, reused, t0, cause))
             return rc;
+    }
+}
+
+/* The pause before rerun `attempt` (0-based) after a deadlock: 1..10 ms
+ * times attempt + 1 (at most 5), random, so that two nodes that met do not
+ * meet again in step. */
+static int64_t
+conn_deadlock_pause_ms(int attempt)
+{
+    unsigned char rnd = 0;
+
+    if (csprng_fill(&rnd, 1) == -1)
+        rnd = 0;
+    return (int64_t)(1 + rnd % 10) * (attempt < 4 ? attempt + 1 : 5);
+}
+
+int
+db_mysql_conn_tx_retry(struct db_mysql_conn *c, db_mysql_tx_fn body,
+                       void *arg, char **cause)
+{
+    int64_t start = util_mono_ms(), pause;
+    int rc;
+
+    for (int attempt = 0;; attempt++) {
+        c->last_errno = 0;
+        rc = db_mysql_conn_tx(c, body, arg, cause);
+        if (rc != -1 || c->last_errno != ER_LOCK_DEADLOCK ||
+            attempt == DB_MYSQL_DEADLOCK_RETRIES)
+            return rc;
+        pause = conn_deadlock_pause_ms(attempt);
+        if (util_mono_ms() - start + pause >= c->timeout_ms)
+            return rc;
+        log_info("%s; running it again (%d of %d)",
+                 cause != NULL && *cause != NULL ? *cause : "deadlock",
+                 attempt + 1, DB_MYSQL_DEADLOCK_RETRIES);
+        if (cause != NULL) {
+            free(*cause);
+            *cause = NULL;
+        }
+        usleep((useconds_t)pause * 1000);
     }
 }

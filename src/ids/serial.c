@@ -19,10 +19,12 @@
  *    the range taken, so that a node of the version before continues
  *    above it. Two codes whose serials could be the same text are refused
  *    at start (shapes_meet), and so is a code whose text a row of another
- *    shape can print in a period not yet over (serial_rows_check; the
- *    loader asks it at start and before a range of a row it has not
- *    checked is used). Such rows cannot share a floor: the same text is
- *    another sequence number in each shape.
+ *    shape can print in a period not yet over, or whose period's text
+ *    (over) the code's pattern reads as a date not yet over, as when the
+ *    date fields are reordered (serial_rows_check; the loader asks it at
+ *    start and before a range of a row it has not checked is used). Such
+ *    rows cannot share a floor: the same text is another sequence number
+ *    in each shape.
  *  - A node keeps ranges of one period only, and drops them when its
  *    estimate of the database's time passes the period's end. The estimate
  *    is the database time of the last load plus the monotonic time since

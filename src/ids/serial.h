@@ -126,13 +126,21 @@ struct serial_key_arg {
 struct store_serial_floor;
 int  serial_row_name(void *arg, int64_t db_ms, char *tag, size_t cap,
                      struct store_serial_floor *floor);
+/* serial_row_name puts the row's mark (store_marks_get: the highest
+ * max_id this process got from a load of that row, in segment.marks_file
+ * across restarts) in the floor, so that a load below it (the database
+ * went back in time) is refused in its transaction; store_serial_alloc
+ * raises the mark after each load. */
 /* Does a row of the database stand in the way of code i? rows are the
  * serial rows (store_serial_rows). A row of another shape whose serials
  * can be the same text as code i's (serial.h's row key parsed back; the
  * prefix compared without regard to case) and whose period some zone may
  * still print at now_ms (its last day's end at UTC-12 plus an hour; "all"
- * always; yy read as 20yy) is one: -1 with *cause (malloc'd) naming the
- * row, the code and what to do. Else 0. */
+ * always; yy read as 20yy) is one; so is such a row of a period over
+ * whose text code i's pattern reads as a date (or a date it cannot read)
+ * not over at now_ms (ddMMyy's 281126 of 2026-11-28 is yyMMdd's
+ * 2028-11-26): -1 with *cause (malloc'd) naming the row, the code and
+ * what to do. Else 0. */
 struct store_row;
 int  serial_rows_check(const struct serials *s, size_t i,
                        const struct store_row *rows, size_t n, int64_t now_ms,

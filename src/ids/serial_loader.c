@@ -18,6 +18,7 @@
 #include "serial.h"
 #include "serial_loader.h"
 #include "store.h"
+#include "store_marks.h"
 #include "util.h"
 
 #define BACKOFF_MIN_MS 50
@@ -44,7 +45,9 @@ struct serial_loader {
     int64_t              backoff_ms;
     atomic_int           db_up;
     uint64_t             errors;
-    char                 last_error[256];
+    char                 last_error[512];
+    char                 store_refusal[32]; /* the last load was refused by
+                                               the failover rule: its code */
 };
 
 struct serial_loader *
@@ -201,6 +204,7 @@ load_one(struct serial_loader *l, size_t i)
         pthread_mutex_unlock(&l->lock);
         serial_install(l->serials, i, db_ms, sent, max_id, d->step);
         pthread_mutex_lock(&l->lock);
+        l->store_refusal[0] = '\0';
         if (!atomic_load(&l->db_up))
             log_info("serial: the database answers again");
         atomic_store(&l->db_up, 1);
@@ -211,6 +215,15 @@ load_one(struct serial_loader *l, size_t i)
         return 0;
     }
     pthread_mutex_lock(&l->lock);
+    if (r == STORE_REFUSED || r == STORE_DEGRADED) {
+        char code[32] = "store_behind";
+
+        if (r == STORE_DEGRADED)
+            snprintf(code, sizeof code, "durability_degraded");
+        else
+            store_marks_refused(code, sizeof code, NULL, 0);
+        snprintf(l->store_refusal, sizeof l->store_refusal, "%s", code);
+    }
     l->errors++;
     if (atomic_load(&l->db_up) || strcmp(l->last_error, cause ? cause : "") != 0)
         log_error("serial %s: cannot take a range: %s", d->code,
@@ -339,6 +352,22 @@ serial_loader_last_error(struct serial_loader *l, char *out, size_t cap)
     pthread_mutex_lock(&l->lock);
     snprintf(out, cap, "%s", l->last_error);
     pthread_mutex_unlock(&l->lock);
+}
+
+int
+serial_loader_store_refusal(struct serial_loader *l, char *code, size_t ccap,
+                            char *why, size_t wcap)
+{
+    int r;
+
+    pthread_mutex_lock(&l->lock);
+    r = l->store_refusal[0] != '\0';
+    if (r) {
+        snprintf(code, ccap, "%s", l->store_refusal);
+        snprintf(why, wcap, "%s", l->last_error);
+    }
+    pthread_mutex_unlock(&l->lock);
+    return r;
 }
 
 int

@@ -49,6 +49,10 @@ void serial_loader_last_error(struct serial_loader *l, char *out, size_t cap);
 /* Is code refused by a row of another shape? 1 with the reason in out. */
 int  serial_loader_refusal(struct serial_loader *l, const char *code,
                            char *out, size_t cap);
+/* Was the last load refused by the failover rule (store_marks.h)? 1 with
+ * its 503 code (store_behind, db_failover, durability_degraded) and why. */
+int  serial_loader_store_refusal(struct serial_loader *l, char *code,
+                                 size_t ccap, char *why, size_t wcap);
 const char *serial_loader_store(const struct serial_loader *l);
 
 #endif

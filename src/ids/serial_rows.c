@@ -5,6 +5,7 @@
  * (serial_rows_check). The rules: serial.c's DESIGN comment. */
 #include <assert.h>
 #include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "serial.h"
 #include "serial_internal.h"
 #include "store.h"
+#include "store_marks.h"
 #include "util.h"
 
 /* What each character of d's serials can be: lit[k], or when lit[k] is 0,
@@ -36,19 +38,12 @@ text_shape(const struct serial_def *d, char *lit, uint16_t *dig)
     return n;
 }
 
-/* Can a serial of a and one of b be the same text? (1 unless some
- * character always differs: a sound test, never a false no.) fold: the
- * prefixes' letters are compared without regard to case (b's prefix is a
- * row key's, in lower case). */
-int
-serial_shapes_meet(const struct serial_def *a, const struct serial_def *b, int fold)
+/* Can character strings of the two shapes (lit/dig as text_shape makes
+ * them, n long) be the same text? fold: letters without regard to case. */
+static int
+chars_meet(const char *la, const uint16_t *da, const char *lb,
+           const uint16_t *db, int n, int fold)
 {
-    char la[SERIAL_TEXT_MAX], lb[SERIAL_TEXT_MAX];
-    uint16_t da[SERIAL_TEXT_MAX], db[SERIAL_TEXT_MAX];
-    int n = text_shape(a, la, da);
-
-    if (text_shape(b, lb, db) != n)
-        return 0;
     for (int k = 0; k < n; k++) {
         int meet;
 
@@ -67,6 +62,22 @@ serial_shapes_meet(const struct serial_def *a, const struct serial_def *b, int f
             return 0;
     }
     return 1;
+}
+
+/* Can a serial of a and one of b be the same text? (1 unless some
+ * character always differs: a sound test, never a false no.) fold: the
+ * prefixes' letters are compared without regard to case (b's prefix is a
+ * row key's, in lower case). */
+int
+serial_shapes_meet(const struct serial_def *a, const struct serial_def *b, int fold)
+{
+    char la[SERIAL_TEXT_MAX], lb[SERIAL_TEXT_MAX];
+    uint16_t da[SERIAL_TEXT_MAX], db[SERIAL_TEXT_MAX];
+    int n = text_shape(a, la, da);
+
+    if (text_shape(b, lb, db) != n)
+        return 0;
+    return chars_meet(la, da, lb, db, n, fold);
 }
 
 /* ---- periods ---- */
@@ -180,6 +191,9 @@ serial_row_name(void *arg, int64_t db_ms, char *tag, size_t cap,
     n = snprintf(tag, cap, "%s:%s", shape, period);
     if (n < 0 || (size_t)n >= cap)
         return -1;
+    floor->mark = store_marks_get(tag);
+    snprintf(floor->mark_src, sizeof floor->mark_src, "this process's mark: "
+             "the serials it got of that row");
     /* This period's rows and those in it: the period as a prefix. */
     serial_period_key(d->reset, &tm, old);
     floor->n = 0;
@@ -277,13 +291,116 @@ row_period_over(const struct serial_def *d, const char *period)
     return day * 24 * HOUR_MS + 13 * HOUR_MS;
 }
 
+/* The text a row of shape d printed in its period (as row_period_over
+ * reads it): text_shape's, with the fields the period fixes (the year,
+ * then the month and the day as far as the period goes) as their digits.
+ * 0, or -1 when the period does not parse (nothing fixed then). */
+static int
+row_text_shape(const struct serial_def *d, const char *period, char *lit,
+               uint16_t *dig)
+{
+    int yd = serial_pattern_has_yy(&d->pattern) ? 2 : 4;
+    size_t len = strlen(period);
+    int at = (int)strlen(d->prefix);
+    int nf = len == (size_t)yd ? 1 : len == (size_t)yd + 2 ? 2 :
+             len == (size_t)yd + 4 ? 3 : 0;
+
+    text_shape(d, lit, dig);
+    if (nf == 0 || row_period_over(d, period) == INT64_MAX)
+        return -1;
+    for (int t = 0; t < d->pattern.ntokens; t++) {
+        enum serial_token tok = d->pattern.tokens[t];
+        int w = tok == SERIAL_T_YEAR4 ? 4 : tok == SERIAL_T_MILLI ? 3 : 2;
+        const char *from = NULL;
+
+        if (tok == SERIAL_T_YEAR4 || tok == SERIAL_T_YEAR2)
+            from = period;                  /* the period prints it so */
+        else if (tok == SERIAL_T_MONTH && nf >= 2)
+            from = period + yd;
+        else if (tok == SERIAL_T_DAY && nf == 3)
+            from = period + yd + 2;
+        if (from != NULL)
+            for (int j = 0; j < w; j++)
+                lit[at + j] = from[j];
+        at += w;
+    }
+    return 0;
+}
+
+/* Is every text a code of shape d could print from now_ms on unlike every
+ * text of the characters lit (a row's, row_text_shape)? d's date fields
+ * read from lit where all their characters are fixed: a month or a day
+ * no calendar has is never printed, and a date over everywhere (as
+ * row_period_over counts) is never printed again. Sound: a field not
+ * fixed, or a pattern without a year, is a date that may come. */
+static int
+date_read_over(const struct serial_def *d, const char *lit, int64_t now_ms)
+{
+    int64_t v[3] = { -1, -1, -1 }, day;
+    int at = (int)strlen(d->prefix);
+
+    for (int t = 0; t < d->pattern.ntokens; t++) {
+        enum serial_token tok = d->pattern.tokens[t];
+        int w = tok == SERIAL_T_YEAR4 ? 4 : tok == SERIAL_T_MILLI ? 3 : 2;
+        int f = tok == SERIAL_T_YEAR4 || tok == SERIAL_T_YEAR2 ? 0 :
+                tok == SERIAL_T_MONTH ? 1 : tok == SERIAL_T_DAY ? 2 : -1;
+        int64_t x = 0;
+
+        for (int j = 0; f >= 0 && j < w; j++) {
+            if (lit[at + j] < '0' || lit[at + j] > '9') {
+                x = -1;
+                break;
+            }
+            x = x * 10 + (lit[at + j] - '0');
+        }
+        if (f >= 0)
+            v[f] = x >= 0 && tok == SERIAL_T_YEAR2 ? x + 2000 : x;
+        at += w;
+    }
+    if ((v[1] >= 0 && (v[1] < 1 || v[1] > 12)) ||
+        (v[2] >= 0 && (v[2] < 1 || v[2] > 31)))
+        return 1;                           /* never printed */
+    if (v[0] < 0)
+        return 0;
+    if (v[1] < 0)
+        day = tzone_days_from_civil(v[0] + 1, 1, 1);
+    else if (v[2] < 0)
+        day = tzone_days_from_civil(v[1] == 12 ? v[0] + 1 : v[0],
+                                    v[1] == 12 ? 1 : (int)v[1] + 1, 1);
+    else
+        day = tzone_days_from_civil(v[0], (int)v[1], (int)v[2]) + 1;
+    return day * 24 * HOUR_MS + 13 * HOUR_MS <= now_ms;
+}
+
+/* A row of another shape whose period is over printed the texts of its
+ * period only; code d prints them again when its pattern reads them as a
+ * date still to come (ddMMyy's 281126 of 2026-11-28 is yyMMdd's
+ * 2028-11-26). 1 when it can, with the text's time part in *text. */
+static int
+row_text_again(const struct serial_def *d, const struct serial_def *other,
+               const char *period, int64_t now_ms, char *text)
+{
+    char la[SERIAL_TEXT_MAX], lb[SERIAL_TEXT_MAX];
+    uint16_t da[SERIAL_TEXT_MAX], db[SERIAL_TEXT_MAX];
+    int n = text_shape(d, la, da), at = (int)strlen(other->prefix);
+
+    if (row_text_shape(other, period, lb, db) == -1)
+        return 1;                           /* not read: never a false no */
+    if (!chars_meet(la, da, lb, db, n, 1) || date_read_over(d, lb, now_ms))
+        return 0;
+    for (int k = 0; k < other->pattern.width; k++)
+        text[k] = lb[at + k] != 0 ? lb[at + k] : '?';
+    text[other->pattern.width] = '\0';
+    return 1;
+}
+
 int
 serial_rows_check(const struct serials *s, size_t i,
                   const struct store_row *rows, size_t n, int64_t now_ms,
                   char **cause)
 {
     const struct serial_def *d = &s->codes[i].def;
-    char shape[SERIAL_ROW_SHAPE_MAX];
+    char shape[SERIAL_ROW_SHAPE_MAX], text[SERIAL_TEXT_MAX + 1];
 
     if (d->source != SERIAL_SRC_SEGMENT)
         return 0;
@@ -297,21 +414,36 @@ serial_rows_check(const struct serials *s, size_t i,
             row_shape_parse(rows[k].biz_tag, &other, &period) == -1 ||
             (strncasecmp(rows[k].biz_tag, shape, len) == 0 &&
              rows[k].biz_tag[len] == ':') ||
-            !serial_shapes_meet(d, &other, 1) ||
-            row_period_over(&other, period) <= now_ms)
+            !serial_shapes_meet(d, &other, 1))
+            continue;
+        if (row_period_over(&other, period) > now_ms) {
+            *cause = xasprintf("serial.%s: the database's row %s was made by "
+                               "a definition of another shape whose serials "
+                               "can be the same text as serial.%s's (the same "
+                               "length, and no character where they always "
+                               "differ), and its period (%s) is not over, so "
+                               "a serial could be handed out twice: keep the "
+                               "old definition until that period is over "
+                               "everywhere (a day's row: the next day, 13:00 "
+                               "UTC), or give serial.%s a prefix that cannot "
+                               "print that row's text", d->code,
+                               rows[k].biz_tag, d->code, period, d->code);
+            return -1;
+        }
+        if (!row_text_again(d, &other, period, now_ms, text))
             continue;
         *cause = xasprintf("serial.%s: the database's row %s was made by a "
-                           "definition of another shape whose serials can be "
-                           "the same text as serial.%s's (the same length, and "
-                           "no character where they always differ), and its "
-                           "period (%s) is not over, so a serial could be "
-                           "handed out twice: keep the old definition until "
-                           "that period is over everywhere (a day's row: the "
-                           "next day, 13:00 UTC), or give serial.%s a prefix "
-                           "that cannot print that row's text",
-                           d->code, rows[k].biz_tag, d->code, period, d->code);
+                           "definition of another shape whose serials printed "
+                           "the time as %s in its period (%s), and serial.%s's "
+                           "pattern prints that text again on a date not yet "
+                           "over (a reordered date, such as ddMMyy to "
+                           "yyMMdd), so a serial could be handed out twice: "
+                           "waiting for the old period to end does not help; "
+                           "give serial.%s a prefix that cannot print that "
+                           "row's text, or keep the old pattern",
+                           d->code, rows[k].biz_tag, text, period, d->code,
+                           d->code);
         return -1;
     }
     return 0;
 }
-

@@ -295,12 +295,17 @@ loader_refresh_now(struct loader *l, int keep_rows)
 static void
 do_load_result(struct loader *l, enum store_result rc, const char *err)
 {
-    const char *code = rc == STORE_REFUSED ? "db_refused" :
+    const char *code = rc == STORE_REFUSED ? "store_behind" :
         rc == STORE_DEGRADED ? "durability_degraded" : NULL;
     char c[32];
 
     if (rc == STORE_REFUSED && store_marks_refused(c, sizeof c, NULL, 0))
         code = c;
+    /* A refusal is logged where it is decided, not as an outage. */
+    if (code != NULL && l->db_up)
+        l->down_since_ms = util_wall_ms();
+    if (code != NULL)
+        l->db_up = 0;
     do_db_result(l, !store_load_failed(rc), err);
     if (code != NULL)
         snprintf(l->st.refusal, sizeof l->st.refusal, "%s", code);

@@ -56,7 +56,7 @@ struct loader_lease {
     _Atomic int          refs;
     enum store_result    rc;        /* STORE_OK: [start, start + n) is ours */
     int64_t              start;
-    char                 error[256];
+    char                 error[512];
     struct loader_lease *next;      /* loader queue */
 };
 struct loader_lease *loader_lease_new(const char *tag, int64_t n);

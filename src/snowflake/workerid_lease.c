@@ -45,8 +45,9 @@
  *     a lagging replica promoted; leaf_worker restored from a dump) keeps
  *     records older than what their holders wrote since. The store notes
  *     when (`since`: Redis's P server, when a claim or write sees another
- *     run_id/replid; MySQL, when a claim sees the table's CREATE_TIME differ
- *     from the one the epoch row notes; both, when a holder
+ *     run_id/replid; MySQL, when a claim sees the table's CREATE_TIME or
+ *     @@server_id differ from the ones the epoch row notes, or a live
+ *     holder's lock on an ID the table calls free; both, when a holder
  *     finds its own record older than its last write, which it then
  *     writes again). A record older than since is free only a lease after
  *     it (a live holder writes within that, or has stopped issuing), and

@@ -26,9 +26,31 @@
  * and keeps its since. A row whose heartbeat is older than since is free
  * only a lease after since (its holder, if alive, writes it within that,
  * or has stopped), and is taken gated on since + unknown_gate_ms, as a
- * missing row is. Rows put back into the same table (a data-only restore)
- * or a lagging replica promoted are seen only by the holders' next
- * writes. */
+ * missing row is.
+ *
+ * DESIGN: a promoted replica and rows put back. The marker also names the
+ * server ("@<ms>:s<@@server_id>"); a claim that finds another @@server_id
+ * (a replica promoted, which may lack the last heartbeats and claims, or
+ * another server behind the address) sets since to the server's clock
+ * now, before it looks at the rows. Rows put back into the same table (a
+ * data-only restore) change neither CREATE_TIME nor the server, so each
+ * holder also holds GET_LOCK on its worker ID on its connection (taken
+ * after each write that lands; it ends with the connection, and is not in
+ * any table a restore or a replica can bring back). A claim about to take
+ * a row the table calls free (released, or its lease expired since a
+ * write at or after since), or a gap in a table with an epoch row, first
+ * asks whether another connection holds that ID's lock and ran a command
+ * within half the lease (PROCESSLIST.TIME_MS, MariaDB): a holder that is
+ * writing. If so the table went back in time: since is now, and the rows
+ * are looked at again under it. The idle bound keeps a partitioned holder,
+ * whose connection the server may keep for hours, from holding its ID:
+ * its last command is its last landed write, over a lease before its row
+ * expires. Not covered: a promoted replica with the same @@server_id
+ * (replication refuses one), a marker that had not yet replicated or was
+ * never written (the table's first claim not yet on the replica), a
+ * server without GET_LOCK or TIME_MS, or other users' connections hidden
+ * from PROCESSLIST (no PROCESS privilege): there the holders' next writes
+ * see it, as before. */
 #include <mysql.h>
 #include <assert.h>
 #include <inttypes.h>
@@ -96,6 +118,25 @@ static const char wm_sql_marker[] =
 static const char wm_sql_since[] =
     "UPDATE leaf_worker SET heartbeat_ms = GREATEST(heartbeat_ms, ?)"
     " WHERE worker_id = -1 AND identity = '" WM_EPOCH_IDENT "'";
+/* The server behind the connection: a replica promoted, or another
+ * server behind the same address, has another @@server_id (replication
+ * requires distinct ones). */
+static const char wm_sql_server[] = "SELECT CAST(@@server_id AS SIGNED)";
+/* A holder's lock on its worker ID, held by its connection while it is
+ * open: the server's, not the table's, so no restore of rows and no
+ * failover to a replica can bring it back or fake it. Lock names are
+ * server-wide: the database's name (hashed, to fit 64 characters) keeps
+ * two databases' worker IDs apart. */
+#define WM_LOCK_NAME \
+    "CONCAT('leafd_worker:', LEFT(SHA1(IFNULL(DATABASE(), '')), 16), ':', ?)"
+static const char wm_sql_lock[] = "SELECT GET_LOCK(" WM_LOCK_NAME ", 0)";
+/* How long ago (ms) the connection that holds worker ID ?'s lock, if
+ * another one does, ran its last command; NULL: none holds it (or it is
+ * not ours to see: PROCESSLIST shows other users' connections only with
+ * the PROCESS privilege). TIME_MS is MariaDB's. */
+static const char wm_sql_lock_used[] =
+    "SELECT CAST(TIME_MS AS SIGNED) FROM information_schema.PROCESSLIST"
+    " WHERE ID = IS_USED_LOCK(" WM_LOCK_NAME ") AND ID <> CONNECTION_ID()";
 static const char wm_sql_release[] =
     "UPDATE leaf_worker SET fence_ms = ?, released = 1"
     " WHERE worker_id = ? AND instance = ?";
@@ -107,6 +148,9 @@ struct wmysql {
     struct wlease_note note;    /* the last claim's epoch gate: why */
     long long     held;         /* the worker ID last claimed, -1 none */
     long long     held_hb;      /* the heartbeat_ms last written for it */
+    long long     locked;       /* whose lock this connection holds, -1 */
+    int           lock_off;     /* the server refused GET_LOCK: no more */
+    int           live_off;     /* no PROCESSLIST.TIME_MS: not asked */
 };
 
 /* A connection with the timeout for starting or for service. The client
@@ -125,6 +169,7 @@ wm_connect(struct wmysql *m, int starting, char **cause)
         return -1;
     }
     m->c.timeout_s = want;
+    m->locked = -1;             /* a new connection holds no lock */
     if ((m->c.db = db_mysql_connect(&m->c.t, m->c.where, want,
                                     cause)) == NULL)
         return -1;
@@ -177,6 +222,91 @@ wm_created(struct wmysql *m, long long *ms, char **cause)
     return 0;
 }
 
+/* One integer from sql (p: its parameters, or NULL): 0 with *v (*null
+ * set when SQL NULL or no row), or -1 after db_mysql_conn_fail. */
+static int
+wm_scalar(struct wmysql *m, const char *sql, MYSQL_BIND *p, long long *v,
+          int *null, char **cause)
+{
+    MYSQL_BIND r[1];
+    MYSQL_STMT *st;
+    my_bool isnull = 0;
+
+    *v = 0;
+    db_mysql_bind_i64(&r[0], v);
+    r[0].is_null = &isnull;
+    if (db_mysql_conn_adhoc(&m->c, sql, p, r, &st, NULL, 0, cause) == -1)
+        return -1;
+    *null = mysql_stmt_fetch(st) != 0 || isnull;
+    mysql_stmt_close(st);
+    return 0;
+}
+
+/* Whether a holder is writing worker's record now, whatever the table
+ * says: another connection holds its lock and ran a command within half
+ * the lease (a holder writes every heartbeat, under half the lease; one
+ * whose writes have not landed for half the lease has stopped issuing,
+ * and a partitioned holder's connection, which the server may keep for
+ * hours, is idle that long). 0 with *used, or -1 after
+ * db_mysql_conn_fail. A server without TIME_MS (MySQL) is not asked
+ * again: *used 0. */
+static int
+wm_lock_used(struct wmysql *m, long long worker, int64_t lease_ms,
+             int *used, char **cause)
+{
+    MYSQL_BIND p[1];
+    long long v;
+    int null;
+
+    *used = 0;
+    if (m->live_off || lease_ms <= 0)
+        return 0;
+    db_mysql_bind_i64(&p[0], &worker);
+    if (wm_scalar(m, wm_sql_lock_used, p, &v, &null, cause) == -1) {
+        if (m->c.last_errno == 0 || m->c.last_errno >= 2000)
+            return -1;
+        log_warn("snowflake: cannot see worker ID locks' connections (%s): "
+                 "a claim then sees rows put back into leaf_worker only by "
+                 "their holders' next writes (docs/operations.md)",
+                 *cause != NULL ? *cause : "?");
+        m->live_off = 1;
+        return -1;          /* the connection is gone: the claim again */
+    }
+    *used = !null && v >= 0 && v < lease_ms / 2;
+    return 0;
+}
+
+/* After a write that landed: hold worker's lock on this connection (it
+ * ends with the connection). Not fatal: the write stands; a server that
+ * refuses GET_LOCK (an error from the server, not a lost connection) is
+ * not asked again. */
+static void
+wm_lock_take(struct wmysql *m, long long worker)
+{
+    MYSQL_BIND p[1];
+    char *cause = NULL;
+    long long v;
+    int null;
+
+    if (m->lock_off || m->locked == worker)
+        return;
+    db_mysql_bind_i64(&p[0], &worker);
+    if (wm_scalar(m, wm_sql_lock, p, &v, &null, &cause) == -1) {
+        if (m->c.last_errno != 0 && m->c.last_errno < 2000) {
+            m->lock_off = 1;
+            log_warn("snowflake: GET_LOCK refused by the server (%s): this "
+                     "node's worker ID has no lock in mysql; a restore of "
+                     "leaf_worker's rows is then seen only by its next "
+                     "write (docs/operations.md)", cause ? cause : "?");
+        }
+        free(cause);
+        return;
+    }
+    mysql_commit(m->c.db);      /* GET_LOCK opened no write; end the read */
+    if (!null && v == 1)
+        m->locked = worker;
+}
+
 /* Insert the epoch row, the server's clock read now (after the table was
  * locked: past every write that a lost row held): 0, or -1 after
  * db_mysql_conn_fail. */
@@ -190,6 +320,56 @@ wm_epoch_insert(struct wmysql *m, long long *epoch, char **cause)
     db_mysql_bind_i64(&p[0], epoch);
     db_mysql_bind_i64(&p[1], epoch);
     return db_mysql_conn_run(&m->c, wm_sql_epoch_insert, p, NULL, cause);
+}
+
+/* The epoch row's marker "@<CREATE_TIME ms>[:s<server_id>]": each part,
+ * or -1 where it is missing ("~epoch", an older leafd's "@<ms>"). */
+static void
+wm_marker_parse(const char *marker, long long *created, long long *server)
+{
+    char *end;
+
+    *created = -1;
+    *server = -1;
+    if (marker[0] != '@')
+        return;
+    *created = strtoll(marker + 1, &end, 10);
+    if (end == marker + 1)
+        *created = -1;
+    if (end[0] == ':' && end[1] == 's') {
+        char *e2;
+        long long v = strtoll(end + 2, &e2, 10);
+        if (e2 != end + 2 && *e2 == '\0')
+            *server = v;
+    }
+}
+
+/* The table went back in time, seen now (a live holder's lock on an ID
+ * the table calls free): since, the epoch row's heartbeat_ms, is now. 0,
+ * or -1 after db_mysql_conn_fail. */
+static int
+wm_since_now(struct wmysql *m, long long now, char **cause)
+{
+    MYSQL_BIND sp[1];
+
+    db_mysql_bind_i64(&sp[0], &now);
+    return db_mysql_conn_run(&m->c, wm_sql_since, sp, NULL, cause);
+}
+
+/* worker: the one wanted, or -1 (any) */
+static char *
+wm_live_lock(long long worker, long long until)
+{
+    char w[32] = "a";
+
+    if (worker >= 0)
+        snprintf(w, sizeof w, "%lld", worker);
+    return xasprintf("leaf_worker went back in time (rows restored?): "
+                     "snowflake worker ID %s that it calls free is held by a "
+                     "live node (its connection holds the ID's lock and "
+                     "writes); not taking it, nor any row older than now "
+                     "before server time %lld (docs/operations.md)", w,
+                     until);
 }
 
 /* The cause of a claim put off until the server's clock `until`. */
@@ -282,12 +462,12 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
     unsigned long il = 0, nl = 0, idl, inl;
     MYSQL_STMT *st;
     long long now, wid, hbv, fv, epoch = -1, since = 0, created;
-    long long past_max = -1, past_fence = 0;
+    long long past_max = -1, past_fence = 0, server, m_created, m_server;
     char marker[WM_NONCE_MAX + 1] = "", seen[WM_NONCE_MAX + 1];
     size_t n = 0, cap = 0;
     int64_t take = -1, tfence = 0;
     int fr, insert = 0, has_epoch = 0, epoch_ok = 1, rc = WLEASE_DOWN;
-    int waiting = 0, gate_since = 0, wr;
+    int waiting = 0, gate_since = 0, wr, null, used, live = 0, bumped = 0;
 
     if (strlen(c->identity) > WM_IDENT_MAX || strlen(c->nonce) >
         WM_NONCE_MAX) {
@@ -349,16 +529,36 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         free(rows);
         return WLEASE_DOWN;
     }
-    snprintf(seen, sizeof seen, "@%lld", created);
-    if (created > 0 && strcmp(marker, seen) != 0) {
+    /* the server: another @@server_id than the marker names (a replica
+     * promoted, which may lack the last writes) went back in time now */
+    if (wm_scalar(m, wm_sql_server, NULL, &server, &null, cause) == -1) {
+        free(rows);
+        return WLEASE_DOWN;
+    }
+    if (null)
+        server = -1;
+    wm_marker_parse(marker, &m_created, &m_server);
+    snprintf(seen, sizeof seen, "@%lld:s%lld", created > 0 ? created :
+             m_created > 0 ? m_created : 0, server);
+    if (strcmp(marker, seen) != 0) {
         MYSQL_BIND mp[2];
         unsigned long sl = strlen(seen);
 
-        if (marker[0] == '@' && created + 999 > since) {
+        if (created > 0 && m_created > 0 && created != m_created &&
+            created + 999 > since) {
             log_warn("snowflake: leaf_worker was created again at %lld "
                      "(a dump restored?): no worker ID whose row is older "
                      "before a lease has passed", created);
             since = created + 999;
+        }
+        if (server >= 0 && m_server >= 0 && server != m_server &&
+            now > since) {
+            log_warn("snowflake: leaf_worker's server changed (@@server_id "
+                     "%lld, was %lld: a replica promoted, or another server "
+                     "behind the address), and may lack the last writes: no "
+                     "worker ID whose row is older before a lease has "
+                     "passed", server, m_server);
+            since = now;
         }
         db_mysql_bind_str(&mp[0], seen, sl, &sl);
         db_mysql_bind_i64(&mp[1], &since);
@@ -375,6 +575,24 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         if (rc != WLEASE_OK)
             goto rollback;
         rc = WLEASE_DOWN;
+        /* free by the table, but its lock held: a live node's, and the
+         * table went back in time (rows put back) */
+        if ((at < 0 || strcmp(rows[at].ident, c->identity) != 0) &&
+            (c->alias == NULL || c->alias[0] == '\0' || at < 0 ||
+             strcmp(rows[at].ident, c->alias) != 0)) {
+            if (wm_lock_used(m, c->want_worker, c->lease_ms, &used, cause) == -1) {
+                free(rows);
+                return WLEASE_DOWN;
+            }
+            if (used) {
+                free(rows);
+                if (wm_since_now(m, now, cause) == -1 ||
+                    db_mysql_conn_commit(&m->c, cause) == -1)
+                    return WLEASE_DOWN;
+                *cause = wm_live_lock(c->want_worker, now + c->lease_ms);
+                return WLEASE_DOWN;
+            }
+        }
         if (move >= 0 && wm_move_out(m, move, cause) == -1) {
             free(rows);
             return WLEASE_DOWN;
@@ -411,10 +629,15 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
     /* else the lowest free: a gap, released, or lease expired (a lease
      * after since for a row older than since); and its fence below the
      * taker's clock */
+rescan:
     for (size_t i = 0, expect = 0; take < 0 && expect <= c->max_worker;
          expect++) {
+        int64_t cand = -1;
+        long long cfence = 0;
+        int gap = 0, old = 0;
+
         if (i < n && (uint64_t)rows[i].worker == expect) {
-            int old = rows[i].hb < since;
+            old = rows[i].hb < since;
 
             if (old && now - since < c->lease_ms)
                 waiting = 1;
@@ -422,22 +645,65 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
                  rows[i].released || now - rows[i].hb >= c->lease_ms) &&
                 rows[i].fence < c->now_ms &&
                 strcmp(rows[i].ident, c->identity) != 0) {
-                take = rows[i].worker;
-                tfence = rows[i].fence;
+                cand = rows[i].worker;
+                cfence = rows[i].fence;
             }
             i++;
         } else {
-            take = (int64_t)expect;
-            insert = 1;
+            cand = (int64_t)expect;
+            gap = 1;
         }
+        if (cand < 0)
+            continue;
+        /* free by the table (its lease expired since a write at or after
+         * since, or released, or no row), but a holder is writing it: the
+         * table went back in time (rows put back, a restore). A row older
+         * than since is free only a lease after since, whatever its lock
+         * (a holder would have written it within that); a gap in a table
+         * this claim found without an epoch row (emptied) gates on the
+         * new epoch, which is past what any holder confirmed. */
+        if (gap && !has_epoch)
+            old = 1;
+        if (!old && wm_lock_used(m, cand, c->lease_ms, &used, cause) == -1) {
+            free(rows);
+            return WLEASE_DOWN;
+        }
+        if (!old && used) {
+            live = 1;
+            continue;
+        }
+        take = cand;
+        tfence = cfence;
+        insert = gap;
     }
-    if (take < 0 && waiting) {
+    /* since is now, and the rows looked at again: none older is free for
+     * a lease, and a gap taken gates on it */
+    if (live && !bumped) {
+        log_warn("snowflake: a worker ID that leaf_worker calls free is "
+                 "held by a live node (its connection holds the ID's lock): "
+                 "the table went back in time (rows restored?); no worker ID "
+                 "whose row is older before a lease has passed");
+        if (wm_since_now(m, now, cause) == -1) {
+            free(rows);
+            return WLEASE_DOWN;
+        }
+        if (now > since)
+            since = now;
+        bumped = 1;
+        take = -1;
+        tfence = 0;
+        insert = 0;
+        waiting = 0;
+        goto rescan;
+    }
+    if (take < 0 && (waiting || live)) {
         /* WLEASE_DOWN: a lease later it is free; the marker and since
          * written above are kept */
         free(rows);
         if (db_mysql_conn_commit(&m->c, cause) == -1)
             return WLEASE_DOWN;
-        *cause = wm_waiting(since + c->lease_ms);
+        *cause = waiting ? wm_waiting(since + c->lease_ms) :
+                           wm_live_lock(-1, since + c->lease_ms);
         return WLEASE_DOWN;
     }
     if (take < 0) {
@@ -577,6 +843,7 @@ wm_update_held(struct wmysql *m, const char *sql, MYSQL_BIND *p,
         return WLEASE_DOWN;
     if (hit == 0) {
         *cause = xstrdup("leaf_worker row is held by another instance now");
+        db_mysql_conn_close(&m->c);     /* and our lock on it goes */
         return WLEASE_LOST;
     }
     return WLEASE_OK;
@@ -604,8 +871,10 @@ wm_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     db_mysql_bind_i64(&p[4], &last);
     if (m->held != worker) {
         rc = wm_update_held(m, wm_sql_fence, p, cause);
-        if (rc == WLEASE_OK)
+        if (rc == WLEASE_OK) {
             *store_ms = now;
+            wm_lock_take(m, worker);
+        }
         return rc;
     }
     /* the row as this holder left it (the usual case), else WM_BACK: still
@@ -622,9 +891,9 @@ wm_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
         rc = mysql_stmt_affected_rows(st) == 1;
         mysql_stmt_close(st);
         if (!rc) {
-            mysql_rollback(m->c.db);
             *cause = xstrdup("leaf_worker row is held by another instance "
                              "now");
+            db_mysql_conn_close(&m->c);     /* rolls back; the lock goes */
             return WLEASE_LOST;
         }
         db_mysql_bind_i64(&sp[0], &now);
@@ -641,6 +910,7 @@ wm_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
                  "older for a lease", worker, last, fence_ms);
     m->held_hb = now;
     *store_ms = now;
+    wm_lock_take(m, worker);
     return WLEASE_OK;
 }
 
@@ -714,6 +984,7 @@ workerid_mysql_store(const char *url, const char *user, const char *password,
      * makes one with the timeout it needs), a deadlock too */
     m->c.deadlock_drops = 1;
     m->held = -1;
+    m->locked = -1;
     m->service_s = wm_seconds(timeout_ms);
     m->start_s = wm_seconds(start_ms);
     memset(out, 0, sizeof *out);

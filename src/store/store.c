@@ -84,13 +84,13 @@ static int
 marks_lift(struct store *s, char **cause)
 {
     char code[32], why[MARKS_WHY_MAX], server[MARKS_SERVER_MAX];
-    int64_t floor = 0;
+    struct marks_fence last;
 
     if (!store_marks_refused(code, sizeof code, why, sizeof why))
         return 0;
     if (s->ops->fence_get != NULL &&
-        s->ops->fence_get(s, &floor, server, sizeof server, NULL) == STORE_OK &&
-        store_marks_fenced(floor, server))
+        s->ops->fence_get(s, &last, server, sizeof server, NULL) == STORE_OK &&
+        store_marks_fenced(&last, server))
         return 0;
     store_set_cause(cause, "%s", why);
     return -1;
@@ -115,7 +115,7 @@ store_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
     /* Loads and leases of one tag run on several loader threads. */
     held = store_marks_hold(tag);
     rc = s->ops->alloc(s, tag, step, max_id, db_step, cause);
-    if (rc == STORE_OK && store_marks_take(tag, *max_id, step,
+    if (rc == STORE_OK && store_marks_take(tag, 0, *max_id, step,
                                            store_where(s), cause) == -1)
         rc = STORE_REFUSED;
     store_marks_release(held);
@@ -178,9 +178,16 @@ store_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
     /* One serial loader thread: no hold (store_marks_take). */
     rc = s->ops->serial_alloc(s, offset_ms, serial_key_checked, &k, step,
                               db_ms, tag, cap, max_id, cause);
-    if (rc == STORE_OK && store_marks_take(tag, *max_id, step, store_where(s),
-                                           cause) == -1)
+    if (rc == STORE_OK && store_marks_take(tag, 1, *max_id, step,
+                                           store_where(s), cause) == -1)
         return STORE_REFUSED;
+    /* Behind the row's mark, found in the transaction: refused as a range
+     * below the marks is, where a fence can lift it (multi-db init merges
+     * a set's serial rows instead). */
+    if (rc == STORE_REFUSED && s->ops->fence_get != NULL &&
+        !store_marks_refused(NULL, 0, NULL, 0))
+        store_marks_refuse("store_behind", "%s", cause != NULL && *cause != NULL ?
+                           *cause : "a serial row went back in time");
     return rc;
 }
 
@@ -265,35 +272,4 @@ int
 store_row_is_serial(const struct store_row *row)
 {
     return strcmp(row->description, STORE_SERIAL_DESCRIPTION) == 0;
-}
-
-int
-store_fence(const struct config *cfg, int64_t floor, int64_t serial_floor,
-            FILE *out, char **cause)
-{
-    struct store *s = store_open(cfg, cause);
-    char server[MARKS_SERVER_MAX];
-    int64_t rows = 0, got = 0;
-    enum store_result rc;
-
-    if (s == NULL)
-        return -1;
-    if (s->ops->fence_set == NULL) {
-        store_set_cause(cause, "a %s store cannot be fenced%s", s->ops->name,
-                        store_multi_count() > 0 ? " (several databases: "
-                        "leafd multi-db init --floor=ID raises a set)" : "");
-        store_close(s);
-        return -1;
-    }
-    rc = s->ops->fence_set(s, floor, serial_floor, &rows, cause);
-    if (rc == STORE_OK)
-        rc = s->ops->fence_get(s, &got, server, sizeof server, cause);
-    store_close(s);
-    if (rc != STORE_OK)
-        return -1;
-    assert(got >= floor);
-    fprintf(out, "fenced %s at %lld: %lld rows raised; nodes whose highest "
-            "mark is at most %lld resume loading\n", server, (long long)got,
-            (long long)rows, (long long)got);
-    return 0;
 }

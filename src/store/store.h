@@ -144,7 +144,27 @@ struct store_serial_floor {
                            0: the row tag */
         int  raise;     /* 1: raised to the range's end as well */
     } row[STORE_SERIAL_FLOOR_MAX];
+    /* The least the range may start at: the highest max_id this process
+     * got for the row (serial_row_name), or one of its copies in a set
+     * (store_multi.c); 0: none. Checked against the floor's maximum, which
+     * counts the row itself (serial_row_name's first entry; with n == 0 it
+     * is not checked). A load whose range would start below it
+     * is refused in its transaction (nothing changes), STORE_REFUSED with
+     * STORE_SERIAL_BEHIND's cause (and, for a store that can be fenced,
+     * the process refused as for any range below its marks): the database went back in time and
+     * would hand out again serials already handed out. mark_src says
+     * whose mark it is. */
+    int64_t mark;
+    char    mark_src[96];
 };
+/* The cause of that refusal: where (the database), the row, the range's
+ * start, the mark and mark_src. */
+#define STORE_SERIAL_BEHIND "%s: the serial row %s would give a range from " \
+    "%lld, below %lld (%s): the database went back in time (a restored " \
+    "dump, a promoted replica without the last commits?) and would hand " \
+    "out serials again; loads of this row are refused. Raise the row's " \
+    "max_id above the highest mark any node logs for it (UPDATE leaf_alloc " \
+    "SET max_id = N WHERE biz_tag = '...'), then loads resume"
 typedef int (*store_serial_key_fn)(void *arg, int64_t db_ms, char *tag,
                                    size_t cap, struct store_serial_floor *floor);
 /* tag as a LIKE pattern with '!' as the escape ("ESCAPE '!'"), '%' after it

@@ -21,6 +21,8 @@ enum store_result store_list_keep(struct store *s, store_keep_fn keep,
 #define STORE_DESC_MAX 256          /* bytes kept of description (row field) */
 #define STORE_SQLITE_TIMEOUT_MS 5000 /* busy timeout when db_timeout_ms <= 0 */
 
+struct marks_fence;
+
 struct store_ops {
     const char *name;                            /* "sqlite" or "mysql" */
     enum store_result (*alloc)(struct store *s, const char *tag, int64_t step,
@@ -40,10 +42,10 @@ struct store_ops {
                                       int64_t step, int64_t *db_ms, char *tag,
                                       size_t cap, int64_t *max_id,
                                       char **cause);
-    /* The highest floor in leafd_fence (0: none, or no such table) and
+    /* The last row of leafd_fence (id 0: none, or no such table) and
      * the identity of the server that answered ("server_id=N"); NULL:
      * the backend cannot be fenced. */
-    enum store_result (*fence_get)(struct store *s, int64_t *floor,
+    enum store_result (*fence_get)(struct store *s, struct marks_fence *last,
                                    char *server, size_t cap, char **cause);
     /* store_fence's transaction on this store. */
     enum store_result (*fence_set)(struct store *s, int64_t floor,
@@ -83,12 +85,16 @@ enum store_result store_mysql_meta_get(struct store *s, struct multi_meta *mm,
                                        char **cause);
 /* Take step IDs for tag on this database, in a block it owns, at or above
  * floor, in one transaction that first checks (in share mode) that the
- * database's meta row is want and not frozen (else STORE_DB_ERROR). */
+ * database's meta row is want and not frozen (else STORE_DB_ERROR). A
+ * read-only server is STORE_DB_ERROR; *server_id is the server's
+ * @@server_id, and when it was not 0 and the server has another, nothing
+ * is taken: STORE_REFUSED with the new one in *server_id. */
 enum store_result store_mysql_alloc_block(struct store *s,
                                           const struct multi_meta *want,
                                           const char *tag, int64_t step,
-                                          int64_t floor, int64_t *max_id,
-                                          int64_t *db_step, char **cause);
+                                          int64_t floor, long long *server_id,
+                                          int64_t *max_id, int64_t *db_step,
+                                          char **cause);
 enum store_result store_mysql_prepare_tables(struct store *s, char **cause);
 enum store_result store_mysql_freeze(struct store *s, int frozen, char **cause);
 enum store_result store_mysql_switch(struct store *s, const struct store_row *rows,

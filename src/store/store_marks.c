@@ -4,8 +4,10 @@
  * The file is a log of lines, each one a fact that replaces an older one:
  *   leafd-marks 1          first line
  *   m <tag> <max_id>       the tag's mark (the highest wins)
+ *   n <row> <max_id>       a serial row's mark
  *   s <server>             the server of the last load
  *   r <code> <why>         refused from here on
+ *   f <id>                 refused: only a fence after this one lifts it
  *   c                      the refusal lifted (fenced)
  * Open reads it, then writes it back compacted (temporary file, fsync,
  * rename). Appends are write(2)s under the mutex, so a reader of the file
@@ -33,6 +35,7 @@
 struct mark {
     struct mark    *next;
     pthread_mutex_t load;          /* held across one load of the tag */
+    int             serial;        /* a serial row's */
     int64_t         max_id;
     char            tag[TAG_MAX + 1];
 };
@@ -41,14 +44,17 @@ static struct {
     pthread_mutex_t lock;          /* guards everything below */
     struct mark    *bucket[MARKS_BUCKETS];
     size_t          n;
-    int64_t         max;           /* over every mark */
+    int64_t         max;           /* over the segment tags' marks */
+    int64_t         serial_max;    /* over the serial rows' */
     int             refused;
+    int64_t         refused_fence; /* refused: the fence to beat; -1 */
+    int64_t         low_fence;     /* a fence seen too low (logged) */
     char            code[32];
     char            why[MARKS_WHY_MAX];
     char            server[MARKS_SERVER_MAX];
     int             fd;            /* the file, appended to; -1: none */
     char           *path;
-} marks = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
+} marks = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .refused_fence = -1 };
 
 static struct mark **
 mark_slot(const char *tag)
@@ -81,13 +87,16 @@ do_mark(const char *tag, int make)
 }
 
 static void
-do_raise(const char *tag, int64_t max_id)
+do_raise(const char *tag, int serial, int64_t max_id)
 {
     struct mark *e = do_mark(tag, 1);
 
+    e->serial = serial;
     if (max_id > e->max_id)
         e->max_id = max_id;
-    if (max_id > marks.max)
+    if (serial && max_id > marks.serial_max)
+        marks.serial_max = max_id;
+    if (!serial && max_id > marks.max)
         marks.max = max_id;
 }
 
@@ -123,6 +132,16 @@ one_line(char *s)
             *s = ' ';
 }
 
+/* Printable ASCII without spaces, as identities are. */
+static int
+printable(const char *s)
+{
+    for (; *s != '\0'; s++)
+        if ((unsigned char)*s <= 0x20 || (unsigned char)*s >= 0x7f)
+            return 0;
+    return 1;
+}
+
 /* One line of the file; 0, or -1. Lock held. */
 static int
 do_replay(char *line)
@@ -130,7 +149,7 @@ do_replay(char *line)
     char *sp, *end;
     long long v;
 
-    if (line[0] == 'm' && line[1] == ' ') {
+    if ((line[0] == 'm' || line[0] == 'n') && line[1] == ' ') {
         sp = strrchr(line + 2, ' ');
         if (sp == NULL || !util_tag_valid(line + 2, (size_t)(sp - line - 2)))
             return -1;
@@ -139,42 +158,49 @@ do_replay(char *line)
         v = strtoll(sp + 1, &end, 10);
         if (errno != 0 || *end != '\0' || v < 1)
             return -1;
-        do_raise(line + 2, v);
+        do_raise(line + 2, line[0] == 'n', v);
     } else if (line[0] == 's' && line[1] == ' ') {
         size_t len = strlen(line + 2);
 
-        if (len >= sizeof marks.server)
+        if (len == 0 || len >= sizeof marks.server || !printable(line + 2))
             return -1;
         memcpy(marks.server, line + 2, len + 1);
     } else if (line[0] == 'r' && line[1] == ' ') {
         sp = strchr(line + 2, ' ');
-        if (sp == NULL || (size_t)(sp - line - 2) >= sizeof marks.code)
+        if (sp == NULL || sp == line + 2 ||
+            (size_t)(sp - line - 2) >= sizeof marks.code)
             return -1;
+        *sp = '\0';
+        if (strspn(line + 2, "abcdefghijklmnopqrstuvwxyz_") != strlen(line + 2))
+            return -1;
+        *sp = ' ';
         marks.refused = 1;
+        marks.refused_fence = -1;
         snprintf(marks.code, sizeof marks.code, "%.*s", (int)(sp - line - 2),
                  line + 2);
         snprintf(marks.why, sizeof marks.why, "%s", sp + 1);
+    } else if (line[0] == 'f' && line[1] == ' ') {
+        errno = 0;
+        v = strtoll(line + 2, &end, 10);
+        if (errno != 0 || *end != '\0' || end == line + 2 || v < 0)
+            return -1;
+        marks.refused_fence = v;
     } else if (strcmp(line, "c") == 0) {
         marks.refused = 0;
+        marks.refused_fence = -1;
     } else {
         return -1;
     }
     return 0;
 }
 
+/* The lines of f into the state. Lock held. */
 static int
-do_load(const char *path, char **cause)
+do_parse(FILE *f, const char *path, char **cause)
 {
     char line[MARKS_LINE_MAX + 2];
-    FILE *f = fopen(path, "r");
     int lineno = 0;
 
-    if (f == NULL) {
-        if (errno == ENOENT)
-            return 0;
-        *cause = xasprintf("segment.marks_file %s: %s", path, strerror(errno));
-        return -1;
-    }
     while (fgets(line, sizeof line, f) != NULL) {
         size_t len = strlen(line);
 
@@ -184,7 +210,7 @@ do_load(const char *path, char **cause)
                 break;      /* a last line cut by a crash: drop it */
             *cause = xasprintf("segment.marks_file %s:%d: line too long",
                                path, lineno);
-            goto fail;
+            return -1;
         }
         line[len - 1] = '\0';
         if (lineno == 1 ? strcmp(line, "leafd-marks 1") != 0
@@ -193,14 +219,38 @@ do_load(const char *path, char **cause)
                                "line; move the file away only if this node "
                                "never loaded from the database it names",
                                path, lineno);
-            goto fail;
+            return -1;
         }
     }
-    fclose(f);
     return 0;
-fail:
+}
+
+static int
+do_load(const char *path, char **cause)
+{
+    FILE *f = fopen(path, "r");
+    int rc;
+
+    if (f == NULL) {
+        if (errno == ENOENT)
+            return 0;
+        *cause = xasprintf("segment.marks_file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    rc = do_parse(f, path, cause);
     fclose(f);
-    return -1;
+    return rc;
+}
+
+int
+store_marks_parse(FILE *f, const char *name, char **cause)
+{
+    int rc;
+
+    pthread_mutex_lock(&marks.lock);
+    rc = do_parse(f, name, cause);
+    pthread_mutex_unlock(&marks.lock);
+    return rc;
 }
 
 /* The whole state into path (temporary file, fsync, rename), opened for
@@ -219,9 +269,12 @@ do_rewrite(const char *path, char **cause)
         fprintf(f, "s %s\n", marks.server);
     for (size_t i = 0; i < MARKS_BUCKETS; i++)
         for (struct mark *e = marks.bucket[i]; e != NULL; e = e->next)
-            fprintf(f, "m %s %" PRId64 "\n", e->tag, e->max_id);
+            fprintf(f, "%c %s %" PRId64 "\n", e->serial ? 'n' : 'm', e->tag,
+                    e->max_id);
     if (marks.refused)
         fprintf(f, "r %s %s\n", marks.code, marks.why);
+    if (marks.refused && marks.refused_fence >= 0)
+        fprintf(f, "f %" PRId64 "\n", marks.refused_fence);
     if (fflush(f) != 0 || fsync(fileno(f)) == -1) {
         fclose(f);
         goto fail;
@@ -301,7 +354,10 @@ store_marks_reset(void)
     }
     marks.n = 0;
     marks.max = 0;
+    marks.serial_max = 0;
     marks.refused = 0;
+    marks.refused_fence = -1;
+    marks.low_fence = 0;
     marks.code[0] = marks.why[0] = marks.server[0] = '\0';
     free(marks.path);
     marks.path = NULL;
@@ -332,6 +388,28 @@ store_marks_max(void)
     return v;
 }
 
+int64_t
+store_marks_serial_max(void)
+{
+    int64_t v;
+
+    pthread_mutex_lock(&marks.lock);
+    v = marks.serial_max;
+    pthread_mutex_unlock(&marks.lock);
+    return v;
+}
+
+int64_t
+store_marks_refused_fence(void)
+{
+    int64_t v;
+
+    pthread_mutex_lock(&marks.lock);
+    v = marks.refused ? marks.refused_fence : -1;
+    pthread_mutex_unlock(&marks.lock);
+    return v;
+}
+
 size_t
 store_marks_count(void)
 {
@@ -347,6 +425,7 @@ static void
 do_refuse(const char *code, const char *why)
 {
     marks.refused = 1;
+    marks.refused_fence = -1;
     snprintf(marks.code, sizeof marks.code, "%s", code);
     snprintf(marks.why, sizeof marks.why, "%s", why);
     one_line(marks.why);
@@ -372,7 +451,7 @@ store_marks_release(struct mark *e)
 }
 
 int
-store_marks_take(const char *tag, int64_t max_id, int64_t step,
+store_marks_take(const char *tag, int serial, int64_t max_id, int64_t step,
                  const char *where, char **cause)
 {
     struct mark *e;
@@ -384,12 +463,13 @@ store_marks_take(const char *tag, int64_t max_id, int64_t step,
     e = do_mark(tag, 0);
     mark = e != NULL ? e->max_id : 0;
     if (max_id - step < mark) {
-        snprintf(why, sizeof why, "the database %s gave tag %s the range "
+        snprintf(why, sizeof why, "the database %s gave %s %s the range "
                  "[%" PRId64 ", %" PRId64 "), below the %" PRId64 " this node "
                  "already received: it went back in time (a restored dump, or "
                  "a failover to a replica that lacks the last commits); every "
                  "load is refused until an operator runs leafd db-fence with "
-                 "a floor above every ID any node issued", where, tag, max_id - step,
+                 "a floor above every ID any node issued", where,
+                 serial ? "serial row" : "tag", tag, max_id - step,
                  max_id, mark);
         do_refuse("store_behind", why);
         pthread_mutex_unlock(&marks.lock);
@@ -398,8 +478,8 @@ store_marks_take(const char *tag, int64_t max_id, int64_t step,
             *cause = xstrdup(why);
         return -1;
     }
-    do_raise(tag, max_id);
-    do_append("m %s %" PRId64 "\n", tag, max_id);
+    do_raise(tag, serial, max_id);
+    do_append("%c %s %" PRId64 "\n", serial ? 'n' : 'm', tag, max_id);
     pthread_mutex_unlock(&marks.lock);
     return 0;
 }
@@ -439,23 +519,51 @@ store_marks_refused(char *code, size_t code_cap, char *why, size_t why_cap)
 }
 
 int
-store_marks_fenced(int64_t floor, const char *server)
+store_marks_same_server(const char *a, const char *b)
 {
-    int ok;
+    size_t la = strcspn(a, ";"), lb = strcspn(b, ";");
+
+    return la == lb && memcmp(a, b, la) == 0;
+}
+
+int
+store_marks_fenced(const struct marks_fence *last, const char *cur)
+{
+    int ok = 0, say = 0;
 
     pthread_mutex_lock(&marks.lock);
-    ok = floor >= marks.max;
-    if (ok) {
-        if (marks.refused)
-            log_info("database fenced at %" PRId64 " (at or above this node's "
-                     "highest mark %" PRId64 "): loads resume on %s", floor,
-                     marks.max, server);
+    if (!marks.refused) {
+        ok = 1;
+    } else if (marks.refused_fence < 0) {
+        /* The fences there are now came before the refusal. */
+        marks.refused_fence = last->id;
+        do_append("f %" PRId64 "\n", last->id);
+    } else if (last->id > marks.refused_fence &&
+               store_marks_same_server(last->server, cur) &&
+               last->floor >= marks.max &&
+               last->serial_floor >= marks.serial_max) {
+        ok = 1;
+        log_info("database %s fenced (#%" PRId64 ", floor %" PRId64 ", serial "
+                 "floor %" PRId64 ") at or above this node's marks (%" PRId64
+                 ", serial %" PRId64 "): loads resume", cur, last->id,
+                 last->floor, last->serial_floor, marks.max, marks.serial_max);
         marks.refused = 0;
+        marks.refused_fence = -1;
         do_append("c\n");
-        snprintf(marks.server, sizeof marks.server, "%s", server);
+        snprintf(marks.server, sizeof marks.server, "%s", cur);
         do_append("s %s\n", marks.server);
+    } else if (last->id > marks.refused_fence && last->id != marks.low_fence) {
+        marks.low_fence = last->id;
+        say = 1;
     }
     pthread_mutex_unlock(&marks.lock);
+    if (say)
+        log_error("fence #%" PRId64 " of %s (floor %" PRId64 ", serial floor %"
+                  PRId64 ") does not lift this node's refusal: it needs a fence "
+                  "of %s with a floor of at least %" PRId64 " and a serial "
+                  "floor of at least %" PRId64 "; run leafd db-fence again",
+                  last->id, last->server, last->floor, last->serial_floor, cur,
+                  store_marks_max(), store_marks_serial_max());
     return ok;
 }
 

@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define MARKS_SERVER_MAX 96        /* a server identity, as text */
 #define MARKS_WHY_MAX    512
@@ -32,22 +33,28 @@
  * open for appends. 0, or -1 with *cause (a file that is not a marks file,
  * a line that does not parse, an unwritable directory). */
 int store_marks_open(const char *path, char **cause);
+/* The lines of a marks file from f, added to what is there (for the fuzz
+ * target; store_marks_open reads the file with it). 0, or -1 with *cause. */
+int store_marks_parse(FILE *f, const char *name, char **cause);
 void store_marks_sync(void);               /* fsync the file, if any */
 void store_marks_close(void);              /* sync, close; marks stay */
 void store_marks_reset(void);              /* forget everything (tests) */
 
 int64_t store_marks_get(const char *tag);  /* 0: none */
-int64_t store_marks_max(void);             /* over every tag; 0: none */
+int64_t store_marks_max(void);             /* over segment tags; 0: none */
+int64_t store_marks_serial_max(void);      /* over serial rows; 0: none */
 size_t  store_marks_count(void);
+int64_t store_marks_refused_fence(void);   /* refused: the fence id to beat
+                                              (-1: not read yet) */
 
-/* A range of tag the store committed: 0 and the mark raised to max_id, or
+/* A range of tag (a serial row when serial) the store committed: 0 and the mark raised to max_id, or
  * -1 when it starts below the mark (the process is refused then, code
  * "store_behind", and *cause says why and what to do). Two loads of one tag
  * in this process would commit in one order and record their marks in the
  * other: a caller that may load a tag from several threads holds it
  * (store_marks_hold) from before its transaction until after this. */
-int store_marks_take(const char *tag, int64_t max_id, int64_t step,
-                     const char *where, char **cause);
+int store_marks_take(const char *tag, int serial, int64_t max_id,
+                     int64_t step, const char *where, char **cause);
 
 struct mark;
 struct mark *store_marks_hold(const char *tag);    /* blocks; never NULL */
@@ -60,9 +67,24 @@ void store_marks_refuse(const char *code, const char *fmt, ...)
 /* 1 while refused (code and why copied out when not NULL), else 0. */
 int store_marks_refused(char *code, size_t code_cap, char *why, size_t why_cap);
 
-/* The database was fenced at floor by server: accepted (refusal cleared,
- * server recorded) when floor >= store_marks_max(): 1; else 0. */
-int store_marks_fenced(int64_t floor, const char *server);
+/* The last row of a database's leafd_fence (id 0: none). */
+struct marks_fence {
+    int64_t id, floor, serial_floor;
+    char    server[MARKS_SERVER_MAX];   /* the server that was fenced */
+};
+
+/* While refused: does the database's last fence lift it? The first call
+ * after a refusal records the last fence's id (an older fence never lifts
+ * it); then a fence with a greater id, of the server that answers now
+ * (cur), whose floor is at or above the segment marks and serial_floor at
+ * or above the serial marks, clears the refusal and records cur as the
+ * server: 1. Else 0 (a fence seen but too low is logged once). Not
+ * refused: 1. */
+int store_marks_fenced(const struct marks_fence *last, const char *cur);
+
+/* Two identities name the same server: equal up to their ';' (what
+ * follows says how the loads were made). */
+int store_marks_same_server(const char *a, const char *b);
 
 /* The identity of the server of the last load ("" before any). */
 void store_marks_server(char *out, size_t cap);

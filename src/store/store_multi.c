@@ -9,10 +9,17 @@
  * hands out ranges only inside blocks it owns, and a range never crosses a
  * block's end (store_block_start: the rest of a block too short for the
  * range is skipped). Each database's leaf_alloc.max_id only grows, under
- * its row lock, so one database never repeats itself; two databases never
- * hand out the same block, whatever their max_id values are. So no two
- * ranges overlap, with any database up, down, slow or restored from an old
- * backup (that one repeats its own past, as a single Leaf database would).
+ * its row lock, so one database never repeats itself while its rows are
+ * not set back; two databases never hand out the same block, whatever
+ * their max_id values are. So no two databases' ranges overlap, with any
+ * database up, down or slow. A database restored from an older copy (or a
+ * promoted replica without the last commits) is different: its max_id
+ * went back, and its next loads would hand out its own past blocks again.
+ * The blocks keep that to its own blocks; what stops it is multi_behind
+ * below, which sees only what some node recorded (the highest max_id this
+ * process got from it, and the tops pushed to the others after each
+ * load): a load it served whose push did not land, by a node that since
+ * restarted, is in no record.
  * Each range is contiguous: the allocator's fast path is unchanged.
  *
  * Each database's leafd_multi_db row says its index, N, the block size and
@@ -78,7 +85,12 @@
  * rows (the first one's and the copies) into every database of the new
  * set, each at the greatest value any of them has (by key, whatever the
  * key says), so a reordered list, a new first database, a first database
- * removed or restored from an older dump goes on from there. It refuses a
+ * removed or restored from an older dump goes on from there. While the
+ * nodes run, a serial load also starts at or above the row's copies in
+ * the other databases up and the highest max_id this process got for the
+ * row (copies_key, serial_row_name: the floor's mark), or is refused in
+ * its transaction: a first database restored under running nodes repeats
+ * no serial that a copy or this process recorded. It refuses a
  * list whose old first database is missing, or behind its record, while
  * no other listed database holds a copy of a serial row, unless the
  * operator accepts that serials start again (--accept-serial-restart). A
@@ -104,6 +116,7 @@
 #include "log.h"
 #include "store.h"
 #include "store_impl.h"
+#include "store_marks.h"
 #include "multi_block.h"
 #include "util.h"
 
@@ -120,6 +133,7 @@ struct multi_db {
     _Atomic uint64_t loads, failures, failovers_to;
     _Atomic int      behind;            /* multi_behind: no load tries it */
     _Atomic int64_t  top_seen;          /* its highest max_id known here */
+    _Atomic long long server_id;        /* @@server_id of its last load; 0 */
     char             where[160];
     char             last_error[256];   /* shared.lock */
 };
@@ -138,6 +152,7 @@ static struct {
     int                 n;
     struct multi_meta   want;           /* db_index filled per database */
     int                 want_known;
+    int64_t             lease_max, max_step;    /* the config's, for fits */
     _Atomic int         preferred;
     struct multi_db     db[STORE_MULTI_MAX];
     _Atomic int64_t     member_id[STORE_MULTI_MAX];     /* 0: not known */
@@ -214,15 +229,18 @@ do_floor_entry(const char *tag)
     return e;
 }
 
+/* The tag's floor: the highest max_id this process got for it, here or
+ * kept from a run before in the marks (segment.marks_file), so that a
+ * restarted node's ranges pass the marks' check too. */
 static int64_t
 floor_get(const char *tag)
 {
-    int64_t v;
+    int64_t v, mark = store_marks_get(tag);
 
     pthread_mutex_lock(&shared.lock);
     v = do_floor_entry(tag)->max_id;
     pthread_mutex_unlock(&shared.lock);
-    return v;
+    return v > mark ? v : mark;
 }
 
 static void
@@ -305,7 +323,7 @@ raise_top_seen(int i, int64_t top)
 /* 1 with *cause when database i's rows are below the top this process
  * got from it or another database up recorded for it (restored from an
  * older copy): its loads would repeat what it handed out since. 0 when
- * not, or when it cannot tell (a read failed). */
+ * not, -1 when it cannot tell (its rows could not be read; *cause set). */
 static int
 multi_behind(struct store_multi *m, int i, char **cause)
 {
@@ -315,8 +333,9 @@ multi_behind(struct store_multi *m, int i, char **cause)
     char *why = NULL;
 
     if (store_list(m->sub[i], &rows, &nr, &why) != STORE_OK) {
+        store_set_cause(cause, "cannot read its rows: %s", why ? why : "?");
         free(why);
-        return 0;
+        return -1;
     }
     for (size_t k = 0; k < nr; k++)
         if (!store_row_is_serial(&rows[k]) && rows[k].max_id > own)
@@ -365,6 +384,30 @@ multi_behind(struct store_multi *m, int i, char **cause)
  * all; tags the same everywhere (a step over the block size is capped,
  * cap_step). Databases
  * down now are checked by every load instead (their meta row). */
+/* Do the config's lease_max and max_step fit mm's blocks (a range, and a
+ * lease from the table, is inside one block)? 1, or 0 with *cause. Asked
+ * at start when a database answers, else when the first one answers
+ * later (want_for): a node started while every database was down. */
+static int
+block_fits(const struct multi_meta *mm, char **cause)
+{
+    if (shared.lease_max > mm->block_size) {
+        store_set_cause(cause, "segment.lease_max %lld is over the databases' "
+                        "block size %lld: lower it (a lease from the table is "
+                        "one range, inside one block)",
+                        (long long)shared.lease_max, (long long)mm->block_size);
+        return 0;
+    }
+    if (shared.max_step > mm->block_size) {
+        store_set_cause(cause, "segment.max_step %lld is over the databases' "
+                        "block size %lld: lower it (a range never crosses a "
+                        "block)", (long long)shared.max_step,
+                        (long long)mm->block_size);
+        return 0;
+    }
+    return 1;
+}
+
 static int
 multi_check(struct store_multi *m, const struct config *cfg, char **cause)
 {
@@ -429,27 +472,17 @@ multi_check(struct store_multi *m, const struct config *cfg, char **cause)
     for (int i = 0; i < m->n; i++) {
         char *why = NULL;
 
-        if (reach[i] && multi_behind(m, i, &why)) {
+        if (reach[i] && multi_behind(m, i, &why) == 1) {
             atomic_store(&shared.db[i].behind, 1);
             mark_down(i, why);
             reach[i] = 0;
         }
         free(why);
     }
-    if (shared.want_known && cfg->lease_max > shared.want.block_size) {
-        store_set_cause(cause, "segment.lease_max %lld is over the databases' "
-                        "block size %lld: lower it (a lease from the table is "
-                        "one range, inside one block)", (long long)cfg->lease_max,
-                        (long long)shared.want.block_size);
+    shared.lease_max = cfg->lease_max;
+    shared.max_step = cfg->max_step;
+    if (shared.want_known && !block_fits(&shared.want, cause))
         goto out;
-    }
-    if (shared.want_known && cfg->max_step > shared.want.block_size) {
-        store_set_cause(cause, "segment.max_step %lld is over the databases' "
-                        "block size %lld: lower it (a range never crosses a "
-                        "block)", (long long)cfg->max_step,
-                        (long long)shared.want.block_size);
-        goto out;
-    }
     for (int i = 0; i < m->n; i++) {
         if (!reach[i] || i == ref)
             continue;
@@ -587,6 +620,8 @@ want_for(struct store_multi *m, int i, struct multi_meta *out, char **cause)
                         i, (long long)mm.db_index, (long long)mm.db_count);
         return -1;
     }
+    if (!block_fits(&mm, cause))
+        return -1;                  /* every load refused, never learnt */
     pthread_mutex_lock(&shared.lock);
     if (!shared.want_known) {
         shared.want = mm;
@@ -665,6 +700,57 @@ push_serial(struct store_multi *m, const char *tag, int64_t max_id,
     }
 }
 
+/* A load on database i, whose server must be the one of its last load:
+ * a database whose server changed (a replica promoted behind a moved
+ * address, reached through a fresh connection without any error) is
+ * first checked as one back from an outage is (multi_behind): behind its
+ * records, it stays out of loads (STORE_DB_ERROR); else its server is
+ * taken and the load runs. */
+static enum store_result
+multi_alloc_on(struct store_multi *m, int i, const struct multi_meta *want,
+               const char *tag, int64_t step, int64_t floor, int64_t *max_id,
+               int64_t *db_step, char **cause)
+{
+    long long was = atomic_load(&shared.db[i].server_id), now = was;
+    enum store_result r;
+    int behind;
+
+    r = store_mysql_alloc_block(m->sub[i], want, tag, step, floor, &now,
+                                max_id, db_step, cause);
+    if (r != STORE_REFUSED) {
+        if (r == STORE_OK && was == 0)
+            atomic_compare_exchange_strong(&shared.db[i].server_id, &was, now);
+        return r;
+    }
+    assert(now != was && was != 0);
+    free(*cause);
+    *cause = NULL;
+    log_warn("segment database %d (%s): the server behind it changed from "
+             "server_id %lld to %lld (a failover?): checking it against the "
+             "records before it serves a load", i, shared.db[i].where, was, now);
+    behind = multi_behind(m, i, cause);
+    if (behind != 0) {
+        if (behind == 1) {
+            atomic_store(&shared.db[i].behind, 1);
+            log_error("segment database %d (%s): %s", i, shared.db[i].where,
+                      *cause);
+        }
+        return STORE_DB_ERROR;
+    }
+    free(*cause);
+    *cause = NULL;
+    atomic_store(&shared.db[i].server_id, now);
+    was = now;
+    r = store_mysql_alloc_block(m->sub[i], want, tag, step, floor, &now,
+                                max_id, db_step, cause);
+    if (r == STORE_REFUSED) {       /* changed again meanwhile */
+        free(*cause);
+        store_set_cause(cause, "the server behind it changed again");
+        return STORE_DB_ERROR;
+    }
+    return r;
+}
+
 static enum store_result
 multi_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
             int64_t *db_step, char **cause)
@@ -687,8 +773,8 @@ multi_alloc(struct store *s, const char *tag, int64_t step, int64_t *max_id,
             errs++;
             continue;
         }
-        r = store_mysql_alloc_block(m->sub[i], &want, tag, step, floor,
-                                    max_id, db_step, &why);
+        r = multi_alloc_on(m, i, &want, tag, step, floor, max_id, db_step,
+                           &why);
         switch (r) {
         case STORE_OK:
             mark_up(i);
@@ -766,7 +852,7 @@ multi_probe(struct store_multi *m)
                 mm.since_block == want.since_block) {
                 if (atomic_load(&shared.member_id[i]) == 0)
                     learn_members(m, i);    /* none answered at start */
-                if (!multi_behind(m, i, &why)) {
+                if (multi_behind(m, i, &why) != 1) {
                     atomic_store(&shared.db[i].behind, 0);
                     mark_up(i);
                     continue;
@@ -867,6 +953,47 @@ multi_get(struct store *s, const char *tag, struct store_row *row, char **cause)
     return r;
 }
 
+struct copies_key {
+    struct store_multi *m;
+    store_serial_key_fn key;
+    void               *arg;
+};
+
+/* The row's name and floor (key's), with the floor's mark raised to its
+ * copies in the other databases up: every serial load pushes its row's
+ * end there (push_serial), so a first database restored from an older
+ * dump has the row below a copy, and the load is refused in its
+ * transaction instead of handing those serials out again. */
+static int
+copies_key(void *arg, int64_t db_ms, char *tag, size_t cap,
+           struct store_serial_floor *floor)
+{
+    const struct copies_key *k = arg;
+
+    if (k->key(k->arg, db_ms, tag, cap, floor) == -1)
+        return -1;
+    if (floor->n == 0) {            /* the mark is checked on the floor */
+        snprintf(floor->row[0].tag, sizeof floor->row[0].tag, "%s", tag);
+        floor->row[0].prefix = 0;
+        floor->row[0].raise = 0;
+        floor->n = 1;
+    }
+    for (int j = 1; j < k->m->n; j++) {
+        struct store_row row;
+        char *why = NULL;
+
+        if (atomic_load(&shared.db[j].up) &&
+            store_get(k->m->sub[j], tag, &row, &why) == STORE_OK &&
+            store_row_is_serial(&row) && row.max_id > floor->mark) {
+            floor->mark = row.max_id;
+            snprintf(floor->mark_src, sizeof floor->mark_src, "its copy in "
+                     "database %d, %s", j, store_mysql_where(k->m->sub[j]));
+        }
+        free(why);
+    }
+    return 0;
+}
+
 static enum store_result
 multi_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
                    void *arg, int64_t step, int64_t *db_ms, char *tag,
@@ -874,15 +1001,16 @@ multi_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
 {
     struct store_multi *m = (struct store_multi *)s;
     struct multi_meta want;
-
+    struct copies_key ck = { m, key, arg };
     enum store_result r;
 
     /* Only while the first database is the first of the set this node
      * knows: a reordered set's serial rows were merged into another. */
     if (want_for(m, 0, &want, cause) == -1)
         return STORE_DB_ERROR;
-    r = store_mysql_serial_alloc_in_set(m->sub[0], &want, offset_ms, key, arg,
-                                        step, db_ms, tag, cap, max_id, cause);
+    r = store_mysql_serial_alloc_in_set(m->sub[0], &want, offset_ms,
+                                        copies_key, &ck, step, db_ms, tag, cap,
+                                        max_id, cause);
     if (r == STORE_OK)
         push_serial(m, tag, *max_id, step);
     return r;

@@ -9,7 +9,10 @@
  * (the caller backs off). One exception: when a connection kept from an
  * earlier call turns out dead at once (server restarted, connection killed)
  * before anything was committed, the call reconnects and runs again once.
- * These steps are db_mysql_conn.c's, shared with the worker-ID store.
+ * These steps are db_mysql_conn.c's, shared with the worker-ID store. A
+ * load (store_mysql_alloc, multi-db's store_mysql_alloc_block) also runs
+ * again after ER_LOCK_DEADLOCK, a deadlock or a Galera certification
+ * conflict, after a short random pause (db_mysql_conn_tx_retry).
  *
  * Timeouts: MYSQL_OPT_CONNECT/READ/WRITE_TIMEOUT are db_timeout_ms rounded up
  * to whole seconds (the C API's unit), so a hung server costs a call at most
@@ -71,10 +74,14 @@ static const char sql_insert[] =
 static const char sql_now_ms[] =
     "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', "
     "UTC_TIMESTAMP(6)) DIV 1000 + ?";
-/* The server's identity and role, read by every load of a single store
- * (store_mysql_repl.c). */
-static const char sql_repl[] =
-    "SELECT @@GLOBAL.server_id, @@GLOBAL.read_only";
+/* A single store's SELECT after its UPDATE: the row, and in the same round
+ * trip the server's identity and role (store_mysql_repl.c) and whether
+ * leafd_multi_db exists (store_my_single_check reads it only then). */
+static const char sql_select_check[] =
+    "SELECT biz_tag, max_id, step, @@GLOBAL.server_id, @@GLOBAL.read_only, "
+    "(SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = "
+    "DATABASE() AND TABLE_NAME = 'leafd_multi_db') FROM leaf_alloc "
+    "WHERE biz_tag = ?";
 /* A serial period's row, unless another node made it first (only a
  * duplicate key is ignored; any other error is one). */
 static const char sql_insert_serial[] =
@@ -102,7 +109,7 @@ static const char sql_serial_raise_old[] =
 static const char *const my_sql[MY_NSTMT] = {
     [MY_UPDATE] = sql_update, [MY_SELECT] = sql_select, [MY_GET] = sql_get,
     [MY_LIST] = sql_list, [MY_INSERT] = sql_insert, [MY_NOW_MS] = sql_now_ms,
-    [MY_INSERT_SERIAL] = sql_insert_serial, [MY_REPL] = sql_repl,
+    [MY_INSERT_SERIAL] = sql_insert_serial, [MY_SELECT_CHECK] = sql_select_check,
 };
 _Static_assert(MY_NSTMT <= DB_MYSQL_CONN_STMTS, "room for the statements");
 
@@ -126,23 +133,25 @@ store_library_end(void)
     db_mysql_library_end();
 }
 
+/* What a load checks besides its row (my_alloc_once's checks). */
+enum {
+    MY_CHECK_SINGLE = 1,    /* the database is in no multi-db set */
+    MY_CHECK_REPL = 2,      /* the server (segment.mysql.replication) */
+};
+
 static enum store_result
 my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
-              int64_t *max_id, int64_t *db_step, char **cause)
+              int checks, int64_t *max_id, int64_t *db_step, char **cause)
 {
-    MYSQL_BIND p[3], r[3];
+    MYSQL_BIND p[3], r[6];
     long long v_step = step, v_limit = INT64_MAX - step, v_max = 0, v_dbstep = 0;
+    long long v_server = 0, v_ro = 0, v_multi = 0;
     unsigned long tag_len = strlen(tag), r_tag_len = 0;
     char r_tag[MY_TAG_BUF];
+    MYSQL_STMT *sel = m->c.stmt[checks ? MY_SELECT_CHECK : MY_SELECT];
     my_ulonglong changed;
     int rc;
 
-    if (m->repl >= 0) {
-        enum store_result res = store_my_repl_check(m, cause);
-
-        if (res != STORE_OK)
-            return res;
-    }
     /* max_id <= INT64_MAX - step: refuse a range that would overflow. */
     db_mysql_bind_i64(&p[0], &v_step);
     store_my_bind_str(&p[1], tag, &tag_len);
@@ -159,14 +168,16 @@ my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
     r[0].length = &r_tag_len;
     db_mysql_bind_i64(&r[1], &v_max);
     db_mysql_bind_i64(&r[2], &v_dbstep);
-    if (db_mysql_conn_exec(&m->c, m->c.stmt[MY_SELECT], p + 1, r,
-                           "SELECT leaf_alloc", cause) == -1)
+    db_mysql_bind_i64(&r[3], &v_server);
+    db_mysql_bind_i64(&r[4], &v_ro);
+    db_mysql_bind_i64(&r[5], &v_multi);
+    if (db_mysql_conn_exec(&m->c, sel, p + 1, r, "SELECT leaf_alloc",
+                           cause) == -1)
         return STORE_DB_ERROR;
-    rc = db_mysql_conn_fetch(&m->c, m->c.stmt[MY_SELECT], "SELECT leaf_alloc",
-                             cause);
+    rc = db_mysql_conn_fetch(&m->c, sel, "SELECT leaf_alloc", cause);
     if (rc == -1)
         return STORE_DB_ERROR;
-    mysql_stmt_free_result(m->c.stmt[MY_SELECT]);
+    mysql_stmt_free_result(sel);
     /* The collation may match "Demo" to "demo"; leafd's tags are exact. */
     if (rc == 1 &&
         (r_tag_len != tag_len || memcmp(r_tag, tag, tag_len) != 0)) {
@@ -202,6 +213,17 @@ my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
                         m->c.where, tag);
         return STORE_DB_ERROR;
     }
+    /* The row is locked by the UPDATE: multi-db init's freeze waits for
+     * this transaction, so a table made after this read finds it done. */
+    if ((checks & MY_CHECK_SINGLE) && v_multi > 0 &&
+        store_my_single_check(m, NULL, cause) != STORE_OK)
+        return STORE_DB_ERROR;      /* a set's member: store_mysql_multi.c */
+    if (checks & MY_CHECK_REPL) {
+        enum store_result res = store_my_repl_check(m, v_server, v_ro, cause);
+
+        if (res != STORE_OK)
+            return res;
+    }
     if (db_mysql_conn_commit(&m->c, cause) == -1)
         return STORE_DB_ERROR;      /* either way the range is not used */
     if (m->repl == REPL_SEMI_SYNC) {
@@ -226,7 +248,9 @@ my_alloc_body(struct store_mysql *m, void *arg, char **cause)
 {
     const struct my_alloc_arg *a = arg;
 
-    return my_alloc_once(m, a->tag, a->step, a->max_id, a->db_step, cause);
+    return my_alloc_once(m, a->tag, a->step, MY_CHECK_SINGLE |
+                         (m->repl >= 0 ? MY_CHECK_REPL : 0), a->max_id,
+                         a->db_step, cause);
 }
 
 static enum store_result
@@ -235,7 +259,8 @@ store_mysql_alloc(struct store *s, const char *tag, int64_t step,
 {
     struct my_alloc_arg a = { tag, step, max_id, db_step };
 
-    return store_my_tx((struct store_mysql *)s, my_alloc_body, &a, cause);
+    return store_my_tx_retry((struct store_mysql *)s, my_alloc_body, &a,
+                             cause);
 }
 
 
@@ -336,8 +361,18 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
     if (db_mysql_conn_exec(&m->c, m->c.stmt[MY_INSERT_SERIAL], p, NULL,
                            "INSERT leaf_alloc", cause) == -1)
         return STORE_DB_ERROR;
+    if (a->want == NULL && store_my_single_check(m, NULL, cause) != STORE_OK)
+        return STORE_DB_ERROR;      /* alone, but a set's member */
     if (floor.n > 0 && my_serial_floor(m, &floor, &v_floor, cause) == -1)
         return STORE_DB_ERROR;
+    if (floor.n > 0 && floor.mark > (v_floor > 1 ? v_floor : 1)) {
+        if (db_mysql_conn_rollback(&m->c, cause) == -1)
+            return STORE_DB_ERROR;
+        store_set_cause(cause, STORE_SERIAL_BEHIND, m->c.where, tag,
+                        v_floor > 1 ? v_floor : 1, (long long)floor.mark,
+                        floor.mark_src);
+        return STORE_REFUSED;
+    }
     if (v_floor > 1) {
         MYSQL_BIND q[3];
 
@@ -367,7 +402,9 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
                               "UPDATE leaf_alloc (old rows)", cause) == -1)
             return STORE_DB_ERROR;
     }
-    res = my_alloc_once(m, tag, step, a->max_id, &db_step, cause);
+    /* A set's first database: checked above (store_my_meta_check). */
+    res = my_alloc_once(m, tag, step, m->repl >= 0 ? MY_CHECK_REPL : 0,
+                        a->max_id, &db_step, cause);
     if (res == STORE_NOT_FOUND) {
         /* Only a row whose tag differs in case blocks ours. */
         store_set_cause(cause, "mysql %s: the serial row %s is blocked by a "
@@ -730,5 +767,12 @@ store_mysql_open_url(const struct config *cfg, const char *url,
 void
 store_mysql_single(struct store *s, const struct config *cfg)
 {
+    static int said;
+
     ((struct store_mysql *)s)->repl = cfg->mysql_replication;
+    if ((cfg->marks_file == NULL || cfg->marks_file[0] == '\0') && !said++)
+        log_warn("segment.marks_file is not set: a restart forgets the server "
+                 "this node loaded from and the IDs it received, so a node "
+                 "restarted after a failover or a restore trusts the database "
+                 "it finds (docs/operations.md, \"Replicated databases\")");
 }

@@ -33,7 +33,7 @@ struct store_mysql {
  * m->c.stmt[MY_UPDATE] is sql_update's. */
 enum my_stmt {
     MY_UPDATE, MY_SELECT, MY_GET, MY_LIST, MY_INSERT, MY_NOW_MS,
-    MY_INSERT_SERIAL, MY_REPL, MY_NSTMT
+    MY_INSERT_SERIAL, MY_SELECT_CHECK, MY_NSTMT
 };
 
 /* The body of a call, inside the transaction store_my_tx opened; it ends it
@@ -72,6 +72,22 @@ store_my_tx(struct store_mysql *m, my_tx_fn body, void *arg, char **cause)
                                                cause);
 }
 
+/* store_my_tx, run again after a deadlock or a Galera certification
+ * conflict (db_mysql_conn_tx_retry): for loads, whose rerun is safe. */
+static inline enum store_result
+store_my_tx_retry(struct store_mysql *m, my_tx_fn body, void *arg,
+                  char **cause)
+{
+    struct store_my_call k;
+
+    k.m = m;
+    k.body = body;
+    k.arg = arg;
+    return (enum store_result)db_mysql_conn_tx_retry(&m->c,
+                                                     store_my_call_body, &k,
+                                                     cause);
+}
+
 /* The set's leafd_multi_db row matches want and is not frozen
  * (store_mysql_multi.c). */
 enum store_result store_my_meta_check(struct store_mysql *m,
@@ -79,19 +95,28 @@ enum store_result store_my_meta_check(struct store_mysql *m,
                                       struct multi_meta *got, char **cause);
 
 /* store_mysql_repl.c (its DESIGN): inside a load's transaction, before
- * its UPDATE, the server's identity and state; STORE_OK, or the
+ * its COMMIT, the server's identity and role (server_id and read_only as
+ * the load's SELECT read them) and state; STORE_OK, or the
  * transaction rolled back and STORE_DB_ERROR (read-only, a Galera node not
  * synced), STORE_DEGRADED (semi-sync off) or STORE_REFUSED (a failover).
  * After the COMMIT (semi-sync): STORE_OK when a replica acknowledged it,
  * else STORE_DEGRADED (the range must not be used). */
-enum store_result store_my_repl_check(struct store_mysql *m, char **cause);
+enum store_result store_my_repl_check(struct store_mysql *m,
+                                      long long server_id, long long read_only,
+                                      char **cause);
 enum store_result store_my_repl_acked(struct store_mysql *m, int64_t max_id,
                                       char **cause);
-enum store_result store_my_fence_get(struct store *s, int64_t *floor,
+enum store_result store_my_fence_get(struct store *s, struct marks_fence *last,
                                      char *server, size_t cap, char **cause);
 enum store_result store_my_fence_set(struct store *s, int64_t floor,
                                      int64_t serial_floor, int64_t *rows,
                                      char **cause);
+
+/* Inside a single-URL node's load: refused (rolled back, STORE_DB_ERROR)
+ * when the database is frozen by multi-db init or a member of a set; tag:
+ * the row to lock first (NULL: locked already). store_mysql_multi.c. */
+enum store_result store_my_single_check(struct store_mysql *m, const char *tag,
+                                        char **cause);
 
 /* A string parameter of *len bytes at s. */
 static inline void

@@ -88,6 +88,64 @@ my_meta_read(struct store_mysql *m, struct multi_meta *mm, int lock,
     return rc;
 }
 
+/* Inside a single-URL node's load (store_mysql.c): is its database free
+ * of any set? A node started on segment.mysql.url alone passes
+ * store_single_check at start; `leafd multi-db init` run while it serves
+ * makes the database a member, whose IDs outside its own blocks belong to
+ * the others. The load reads the leafd_multi_db row in share mode (init's
+ * freeze waits for it, or the load sees the freeze) after locking its
+ * leaf_alloc row (tag; NULL: the caller's statement locked it), so that
+ * init's wait for the rows after the freeze (store_mysql_freeze) waits for
+ * a load that read no table yet. A frozen row or a set of two or more:
+ * refused, the transaction rolled back, STORE_DB_ERROR with the cause. */
+enum store_result
+store_my_single_check(struct store_mysql *m, const char *tag, char **cause)
+{
+    struct multi_meta mm;
+    int rc;
+
+    if (tag != NULL) {
+        unsigned long tag_len = strlen(tag);
+        long long v = 0;
+        MYSQL_BIND p[1], r[1];
+        MYSQL_STMT *st;
+
+        store_my_bind_str(&p[0], tag, &tag_len);
+        db_mysql_bind_i64(&r[0], &v);
+        if (db_mysql_conn_adhoc(&m->c, "SELECT max_id FROM leaf_alloc WHERE "
+                                "biz_tag = ? FOR UPDATE", p, r, &st,
+                                "SELECT leaf_alloc (lock)", 0, cause) != 0)
+            return STORE_DB_ERROR;
+        rc = db_mysql_conn_fetch(&m->c, st, "SELECT leaf_alloc (lock)", cause);
+        mysql_stmt_close(st);
+        if (rc == -1)
+            return STORE_DB_ERROR;
+    }
+    rc = my_meta_read(m, &mm, 1, cause);
+    if (rc == -1)
+        return STORE_DB_ERROR;
+    if (rc == 0 || (!mm.frozen && mm.db_count < 2))
+        return STORE_OK;
+    if (db_mysql_conn_rollback(&m->c, cause) == -1)
+        return STORE_DB_ERROR;
+    if (mm.frozen)
+        store_set_cause(cause, "mysql %s is frozen by leafd multi-db init: "
+                        "it is being made a member of a set, whose IDs "
+                        "outside its own blocks belong to the others; this "
+                        "node (segment.mysql.url alone) stops loading: once "
+                        "init is done, restart it with every database in "
+                        "segment.mysql.urls", m->c.where);
+    else
+        store_set_cause(cause, "mysql %s is database %lld of a set of %lld "
+                        "(leafd multi-db init), whose IDs outside its own "
+                        "blocks belong to the others; this node "
+                        "(segment.mysql.url alone) stops loading: restart it "
+                        "with every database in segment.mysql.urls",
+                        m->c.where, (long long)mm.db_index,
+                        (long long)mm.db_count);
+    return STORE_DB_ERROR;
+}
+
 static enum store_result
 my_meta_get_once(struct store_mysql *m, void *arg, char **cause)
 {
@@ -149,6 +207,7 @@ struct my_block_arg {
     const struct multi_meta *want;
     const char              *tag;
     int64_t                  step, floor;
+    long long               *server_id;
     int64_t                 *max_id, *db_step;
 };
 
@@ -161,8 +220,8 @@ my_alloc_block_once(struct store_mysql *m, void *arg, char **cause)
     int64_t step = a->step, floor = a->floor;
     struct multi_meta mm;
     MYSQL_STMT *st;
-    MYSQL_BIND p[2], r[3];
-    long long v_max = 0, v_step = 0, v_new;
+    MYSQL_BIND p[2], r[5];
+    long long v_max = 0, v_step = 0, v_new, v_server = 0, v_ro = 0;
     unsigned long tag_len = strlen(tag), r_tag_len = 0;
     char r_tag[MY_TAG_BUF];
     int64_t start;
@@ -178,16 +237,38 @@ my_alloc_block_once(struct store_mysql *m, void *arg, char **cause)
     r[0].length = &r_tag_len;
     db_mysql_bind_i64(&r[1], &v_max);
     db_mysql_bind_i64(&r[2], &v_step);
+    db_mysql_bind_i64(&r[3], &v_server);
+    db_mysql_bind_i64(&r[4], &v_ro);
     store_my_bind_str(&p[0], tag, &tag_len);
     if (db_mysql_conn_adhoc(&m->c,
-            "SELECT biz_tag, max_id, step FROM leaf_alloc WHERE "
-            "biz_tag = ? FOR UPDATE", p, r, &st, "SELECT leaf_alloc", 0,
-            cause) == -1)
+            "SELECT biz_tag, max_id, step, @@GLOBAL.server_id, "
+            "@@GLOBAL.read_only FROM leaf_alloc WHERE biz_tag = ? FOR UPDATE",
+            p, r, &st, "SELECT leaf_alloc", 0, cause) == -1)
         return STORE_DB_ERROR;
     rc = db_mysql_conn_fetch(&m->c, st, "SELECT leaf_alloc", cause);
     mysql_stmt_close(st);
     if (rc == -1)
         return STORE_DB_ERROR;
+    /* The server of this database's last load, or refused: the caller
+     * checks a changed one against the records (store_multi.c). */
+    if (rc == 1 && v_ro) {
+        if (db_mysql_conn_rollback(&m->c, cause) == -1)
+            return STORE_DB_ERROR;
+        store_set_cause(cause, "mysql %s (server_id %lld) is read-only: a "
+                        "replica, or a primary being demoted", m->c.where,
+                        v_server);
+        return STORE_DB_ERROR;
+    }
+    if (rc == 1 && *a->server_id != 0 && v_server != *a->server_id) {
+        if (db_mysql_conn_rollback(&m->c, cause) == -1)
+            return STORE_DB_ERROR;
+        store_set_cause(cause, "mysql %s: server_id %lld, not %lld",
+                        m->c.where, v_server, *a->server_id);
+        *a->server_id = v_server;
+        return STORE_REFUSED;
+    }
+    if (rc == 1)
+        *a->server_id = v_server;
     if (rc == 0 || r_tag_len != tag_len || memcmp(r_tag, tag, tag_len) != 0) {
         if (db_mysql_conn_rollback(&m->c, cause) == -1)
             return STORE_DB_ERROR;
@@ -220,11 +301,14 @@ my_alloc_block_once(struct store_mysql *m, void *arg, char **cause)
 enum store_result
 store_mysql_alloc_block(struct store *s, const struct multi_meta *want,
                         const char *tag, int64_t step, int64_t floor,
-                        int64_t *max_id, int64_t *db_step, char **cause)
+                        long long *server_id, int64_t *max_id,
+                        int64_t *db_step, char **cause)
 {
-    struct my_block_arg a = { want, tag, step, floor, max_id, db_step };
+    struct my_block_arg a = { want, tag, step, floor, server_id, max_id,
+                              db_step };
 
-    return store_my_tx((struct store_mysql *)s, my_alloc_block_once, &a, cause);
+    return store_my_tx_retry((struct store_mysql *)s, my_alloc_block_once, &a,
+                             cause);
 }
 
 /* ---- leafd multi-db init (store_multi.c), one transaction per call ---- */
@@ -276,12 +360,43 @@ my_freeze_once(struct store_mysql *m, void *arg, char **cause)
     return STORE_OK;
 }
 
+/* Every leaf_alloc row in share mode, then commit: waits for the loads
+ * that hold a row (a single-URL node's that read no leafd_multi_db table
+ * before the freeze made it; store_my_single_check). */
+static enum store_result
+my_rows_wait_once(struct store_mysql *m, void *arg, char **cause)
+{
+    long long v = 0;
+    MYSQL_BIND r[1];
+    MYSQL_STMT *st;
+    int rc;
+
+    (void)arg;
+    db_mysql_bind_i64(&r[0], &v);
+    if (db_mysql_conn_adhoc(&m->c, "SELECT COUNT(*) FROM leaf_alloc LOCK IN "
+                            "SHARE MODE", NULL, r, &st,
+                            "SELECT leaf_alloc (wait)", 0, cause) != 0)
+        return STORE_DB_ERROR;
+    rc = db_mysql_conn_fetch(&m->c, st, "SELECT leaf_alloc (wait)", cause);
+    mysql_stmt_close(st);
+    if (rc == -1 || db_mysql_conn_commit(&m->c, cause) == -1)
+        return STORE_DB_ERROR;
+    return STORE_OK;
+}
+
 /* Set frozen (1: loads refused) on the meta row, creating it if missing.
- * Waits for loads in flight (they hold the row in share mode). */
+ * Waits for loads in flight (they hold the row in share mode); a freeze
+ * also waits for every load holding a leaf_alloc row, so that what init
+ * reads next includes them (store_my_single_check). */
 enum store_result
 store_mysql_freeze(struct store *s, int frozen, char **cause)
 {
-    return store_my_tx((struct store_mysql *)s, my_freeze_once, &frozen, cause);
+    enum store_result r;
+
+    r = store_my_tx((struct store_mysql *)s, my_freeze_once, &frozen, cause);
+    if (r != STORE_OK || !frozen)
+        return r;
+    return store_my_tx((struct store_mysql *)s, my_rows_wait_once, NULL, cause);
 }
 
 struct my_switch_arg {

@@ -14,20 +14,23 @@
  *    node never had but another node did: for that, rule 2.
  *
  * 2. The server's identity. Every load reads @@server_id and @@read_only
- *    in its transaction (galera: the cluster's state UUID instead of the
- *    server), and the process records the identity of the server of its
+ *    with its row, after its UPDATE and before its COMMIT (galera: the
+ *    cluster's state UUID instead of the server), and the process records
+ *    the identity of the server of its
  *    loads (store_marks_server, kept in segment.marks_file). A load on a
  *    server whose identity differs from the last one is a failover, and:
  *    - async (the default): refused, and the process with it (code
  *      db_failover), until an operator runs leafd db-fence with a floor
  *      above every ID any node issued: an asynchronous replica may lack
  *      commits, and no node can know what another node was given.
- *    - semi-sync: accepted. In this mode a range is used only when a
- *      replica acknowledged its commit: before the UPDATE, the server must
- *      say Rpl_semi_sync_master_status ON with wait point AFTER_SYNC (else
- *      the load is refused, nothing changed, STORE_DEGRADED), and after
+ *    - semi-sync: accepted from a server this node loaded from under
+ *      semi-sync (its identity is recorded with ";semi"). In this mode a
+ *      range is used only when a replica acknowledged its commit: before
+ *      the COMMIT, the server must say Rpl_semi_sync_master_status ON with
+ *      wait point AFTER_SYNC (else the load is rolled back, STORE_DEGRADED),
+ *      and after
  *      the COMMIT, status still ON and Rpl_semi_sync_master_no_tx (commits
- *      the server gave up waiting for) unchanged since before the UPDATE
+ *      the server gave up waiting for) unchanged since before the COMMIT
  *      (else the committed range is dropped, never used: STORE_DEGRADED).
  *      So every range any node uses is on a replica; the operator's part
  *      is to promote the replica with every acknowledged event (one
@@ -40,10 +43,22 @@
  *    A server that says read_only is refused as down (STORE_DB_ERROR): a
  *    replica, or a primary being demoted.
  *
+ * 3. The fence. leafd db-fence raises every row past the operator's floor
+ *    and adds a row to leafd_fence (id, floor, serial floor, the server).
+ *    A refused node reads the last fence at its first try after the
+ *    refusal and records its id; only a later fence of the server that
+ *    answers now, whose floors are at or above the node's segment and
+ *    serial marks, lifts the refusal (store_marks_fenced). So a fence of
+ *    an earlier incident, or of another server, never lets a node back.
+ *
  * What no check here can see: a node that never loaded before (no marks,
- * no identity) trusts the server it finds; a restored dump on the same
- * server is seen only by the nodes that received ranges above it. The
- * operator fences after every restore and every async failover
+ * no identity: also a node restarted without segment.marks_file) trusts
+ * the server it finds; a restored dump on the same server is seen only by
+ * the nodes that received ranges above it; a Galera cluster bootstrapped
+ * by force from a node that lacks commits keeps its state UUID; under
+ * semi-sync, a commit whose wait for the acknowledgement is cut short (a
+ * killed query) may count as acknowledged. The operator fences after
+ * every restore, every async failover and every forced bootstrap
  * (docs/operations.md, "Replicated databases").
  */
 #include <mysql.h>
@@ -74,10 +89,16 @@ static const char sql_repl_status[] =
     "WHERE VARIABLE_NAME IN ('RPL_SEMI_SYNC_MASTER_STATUS', "
     "'RPL_SEMI_SYNC_MASTER_NO_TX', 'WSREP_READY', 'WSREP_LOCAL_STATE', "
     "'WSREP_CLUSTER_STATE_UUID')";
+static const char sql_identity[] =
+    "SELECT @@GLOBAL.server_id, @@GLOBAL.read_only";
 static const char sql_wait_point[] =
     "SELECT @@GLOBAL.rpl_semi_sync_master_wait_point";
-static const char sql_fence_floor[] =
-    "SELECT COALESCE(MAX(floor), 0) FROM leafd_fence";
+static const char sql_fence_last[] =
+    "SELECT id, floor, serial_floor, server FROM leafd_fence "
+    "ORDER BY id DESC LIMIT 1";
+static const char sql_serial_rows[] =
+    "SELECT COUNT(*) FROM leaf_alloc WHERE description = '"
+    STORE_SERIAL_DESCRIPTION "'";
 static const char sql_fence_ddl[] =
     "CREATE TABLE IF NOT EXISTS leafd_fence ("
     " id bigint NOT NULL AUTO_INCREMENT,"
@@ -155,10 +176,12 @@ status_value(struct repl_state *st, const char *name, const char *v)
         snprintf(st->cluster, sizeof st->cluster, "%.39s", v);
 }
 
-/* Read the server's state inside the caller's transaction: 0, or -1 after
- * db_mysql_conn_fail. */
+/* Read the server's state inside the caller's transaction (with have_id,
+ * st's server_id and read_only are read already, the rest zeroed): 0, or
+ * -1 after db_mysql_conn_fail. */
 static int
-read_state(struct store_mysql *m, struct repl_state *st, char **cause)
+read_state(struct store_mysql *m, struct repl_state *st, int have_id,
+           char **cause)
 {
     MYSQL_BIND r[2];
     MYSQL_STMT *q;
@@ -166,18 +189,20 @@ read_state(struct store_mysql *m, struct repl_state *st, char **cause)
     unsigned long name_len = 0, val_len = 0;
     int rc;
 
-    memset(st, 0, sizeof *st);
-    db_mysql_bind_i64(&r[0], &st->server_id);
-    db_mysql_bind_i64(&r[1], &st->read_only);
-    if (db_mysql_conn_exec(&m->c, m->c.stmt[MY_REPL], NULL, r,
-                           "SELECT @@server_id", cause) == -1)
-        return -1;
-    rc = db_mysql_conn_fetch(&m->c, m->c.stmt[MY_REPL], "SELECT @@server_id",
-                             cause);
-    mysql_stmt_free_result(m->c.stmt[MY_REPL]);
-    if (rc != 1)
-        return rc == -1 ? -1 : db_mysql_conn_fail(&m->c, NULL,
-                                                  "SELECT @@server_id", cause);
+    if (!have_id) {
+        memset(st, 0, sizeof *st);
+        db_mysql_bind_i64(&r[0], &st->server_id);
+        db_mysql_bind_i64(&r[1], &st->read_only);
+        if (db_mysql_conn_adhoc(&m->c, sql_identity, NULL, r, &q,
+                                "SELECT @@server_id", 0, cause) != 0)
+            return -1;
+        rc = db_mysql_conn_fetch(&m->c, q, "SELECT @@server_id", cause);
+        mysql_stmt_close(q);
+        if (rc != 1)
+            return rc == -1 ? -1 : db_mysql_conn_fail(&m->c, NULL,
+                                                      "SELECT @@server_id",
+                                                      cause);
+    }
     if (m->repl != REPL_ASYNC) {
         db_mysql_bind_str(&r[0], name, sizeof name, &name_len);
         db_mysql_bind_str(&r[1], val, sizeof val, &val_len);
@@ -216,16 +241,6 @@ read_state(struct store_mysql *m, struct repl_state *st, char **cause)
     return 0;
 }
 
-/* The same server: identities equal up to their ';' (what follows says
- * how its loads were made). */
-static int
-same_server(const char *a, const char *b)
-{
-    size_t la = strcspn(a, ";"), lb = strcspn(b, ";");
-
-    return la == lb && memcmp(a, b, la) == 0;
-}
-
 static enum store_result
 refuse(struct store_mysql *m, enum store_result rc, char **cause,
        const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -246,13 +261,17 @@ refuse(struct store_mysql *m, enum store_result rc, char **cause,
 }
 
 enum store_result
-store_my_repl_check(struct store_mysql *m, char **cause)
+store_my_repl_check(struct store_mysql *m, long long server_id,
+                    long long read_only, char **cause)
 {
     struct repl_state st;
     char last[MARKS_SERVER_MAX];
 
     assert(m->repl >= REPL_ASYNC && m->repl <= REPL_GALERA);
-    if (read_state(m, &st, cause) == -1)
+    memset(&st, 0, sizeof st);
+    st.server_id = server_id;
+    st.read_only = read_only;
+    if (read_state(m, &st, 1, cause) == -1)
         return STORE_DB_ERROR;
     if (st.read_only)
         return refuse(m, STORE_DB_ERROR, cause, "mysql %s (server_id %lld) is "
@@ -282,10 +301,11 @@ store_my_repl_check(struct store_mysql *m, char **cause)
     m->no_tx = st.no_tx;
 
     store_marks_server(last, sizeof last);
-    if (last[0] != '\0' && !same_server(last, st.id)) {
+    if (last[0] != '\0' && !store_marks_same_server(last, st.id)) {
         /* Galera: another cluster. Semi-sync accepts a change of server
-         * only from a server whose loads were all acknowledged. */
-        if (m->repl != REPL_SEMI_SYNC || strstr(last, ";acked") == NULL) {
+         * only from a server this node loaded from under semi-sync, where
+         * it used acknowledged ranges only. */
+        if (m->repl != REPL_SEMI_SYNC || strstr(last, ";semi") == NULL) {
             store_marks_refuse("db_failover", "the database server behind %s "
                                "changed from %s to %s under "
                                "segment.mysql.replication = %s: the new server "
@@ -307,8 +327,15 @@ store_my_repl_check(struct store_mysql *m, char **cause)
         shown.changes++;
         pthread_mutex_unlock(&shown.lock);
     }
-    if (last[0] == '\0' || !same_server(last, st.id))
+    if (m->repl == REPL_SEMI_SYNC) {
+        char id[MARKS_SERVER_MAX + 8];
+
+        snprintf(id, sizeof id, "%s;semi", st.id);
+        if (strcmp(last, id) != 0)
+            store_marks_set_server(id);
+    } else if (last[0] == '\0' || !store_marks_same_server(last, st.id)) {
         store_marks_set_server(st.id);
+    }
     return STORE_OK;
 }
 
@@ -319,16 +346,11 @@ store_my_repl_acked(struct store_mysql *m, int64_t max_id, char **cause)
     char why[256];
 
     assert(m->repl == REPL_SEMI_SYNC);
-    if (read_state(m, &st, cause) == -1)
+    if (read_state(m, &st, 0, cause) == -1)
         return STORE_DB_ERROR;
     if (db_mysql_conn_rollback(&m->c, cause) == -1)   /* the read's */
         return STORE_DB_ERROR;
     if (strcmp(st.semi, "ON") == 0 && st.no_tx == m->no_tx) {
-        char id[MARKS_SERVER_MAX + 8];
-
-        /* Acknowledged: so is every commit before it on this server. */
-        snprintf(id, sizeof id, "%s;acked", st.id);
-        store_marks_set_server(id);
         show_degraded(0, NULL);
         return STORE_OK;
     }
@@ -348,25 +370,31 @@ store_my_repl_acked(struct store_mysql *m, int64_t max_id, char **cause)
 /* ---- leafd db-fence ---- */
 
 struct fence_get_arg {
-    int64_t *floor;
-    char    *server;
-    size_t   cap;
+    struct marks_fence *last;
+    char               *server;
+    size_t              cap;
 };
 
 static enum store_result
 fence_get_once(struct store_mysql *m, void *arg, char **cause)
 {
     struct fence_get_arg *a = arg;
+    struct marks_fence *last = a->last;
     struct repl_state st;
     MYSQL_STMT *q;
-    MYSQL_BIND r[1];
-    long long v = 0;
+    MYSQL_BIND r[4];
+    long long id = 0, floor = 0, serial_floor = 0;
+    unsigned long len = 0;
     int rc;
 
-    if (read_state(m, &st, cause) == -1)
+    if (read_state(m, &st, 0, cause) == -1)
         return STORE_DB_ERROR;
-    db_mysql_bind_i64(&r[0], &v);
-    rc = db_mysql_conn_adhoc(&m->c, sql_fence_floor, NULL, r, &q,
+    memset(last, 0, sizeof *last);
+    db_mysql_bind_i64(&r[0], &id);
+    db_mysql_bind_i64(&r[1], &floor);
+    db_mysql_bind_i64(&r[2], &serial_floor);
+    db_mysql_bind_str(&r[3], last->server, sizeof last->server - 1, &len);
+    rc = db_mysql_conn_adhoc(&m->c, sql_fence_last, NULL, r, &q,
                              "SELECT leafd_fence", ER_NO_SUCH_TABLE, cause);
     if (rc == -1)
         return STORE_DB_ERROR;
@@ -375,20 +403,26 @@ fence_get_once(struct store_mysql *m, void *arg, char **cause)
         mysql_stmt_close(q);
         if (rc == -1)
             return STORE_DB_ERROR;
+        if (rc == 1) {
+            last->id = id;
+            last->floor = floor;
+            last->serial_floor = serial_floor;
+            last->server[len < sizeof last->server ? len :
+                         sizeof last->server - 1] = '\0';
+        }
     }
     if (db_mysql_conn_rollback(&m->c, cause) == -1)
         return STORE_DB_ERROR;
-    *a->floor = v;
     snprintf(a->server, a->cap, "%s", st.id);
     return STORE_OK;
 }
 
 enum store_result
-store_my_fence_get(struct store *s, int64_t *floor, char *server, size_t cap,
-                   char **cause)
+store_my_fence_get(struct store *s, struct marks_fence *last, char *server,
+                   size_t cap, char **cause)
 {
     struct store_mysql *m = (struct store_mysql *)s;
-    struct fence_get_arg a = { floor, server, cap };
+    struct fence_get_arg a = { last, server, cap };
 
     if (m->repl < 0)
         m->repl = REPL_ASYNC;
@@ -413,11 +447,30 @@ fence_set_once(struct store_mysql *m, void *arg, char **cause)
     /* CREATE TABLE commits by itself: before the transaction's writes. */
     if (db_mysql_conn_run(&m->c, sql_fence_ddl, NULL,
                           "CREATE TABLE leafd_fence", cause) == -1 ||
-        read_state(m, &st, cause) == -1)
+        read_state(m, &st, 0, cause) == -1)
         return STORE_DB_ERROR;
     if (st.read_only)
         return refuse(m, STORE_DB_ERROR, cause, "mysql %s (server_id %lld) is "
                       "read-only: fence the primary", m->c.where, st.server_id);
+    if (a->serial_floor == 0) {
+        MYSQL_BIND r[1];
+        long long n = 0;
+        int rc;
+
+        db_mysql_bind_i64(&r[0], &n);
+        if (db_mysql_conn_adhoc(&m->c, sql_serial_rows, NULL, r, &q,
+                                "SELECT COUNT(*) leaf_alloc", 0, cause) != 0)
+            return STORE_DB_ERROR;
+        rc = db_mysql_conn_fetch(&m->c, q, "SELECT COUNT(*)", cause);
+        mysql_stmt_close(q);
+        if (rc == -1)
+            return STORE_DB_ERROR;
+        if (n > 0)
+            return refuse(m, STORE_BAD_ARG, cause, "mysql %s holds %lld serial "
+                          "rows: give --serial-floor=S too, S above the "
+                          "largest serial_marks_max of the nodes' /health",
+                          m->c.where, n);
+    }
     db_mysql_bind_i64(&p[0], &a->floor);
     db_mysql_bind_i64(&p[1], &a->floor);
     if (db_mysql_conn_adhoc(&m->c, sql_fence_rows, p, NULL, &q,
@@ -468,15 +521,17 @@ store_repl_status_json(struct sbuf *b)
     int refused = store_marks_refused(code, sizeof code, why, sizeof why);
 
     store_marks_server(server, sizeof server);
-    sbuf_printf(b, "\"marks_max\":%" PRId64 ",\"marks\":%zu,\"server\":",
-                store_marks_max(), store_marks_count());
+    sbuf_printf(b, "\"marks_max\":%" PRId64 ",\"serial_marks_max\":%" PRId64
+                ",\"marks\":%zu,\"server\":", store_marks_max(),
+                store_marks_serial_max(), store_marks_count());
     sbuf_json_str(b, server);
     if (refused) {
         sbuf_puts(b, ",\"refused\":{\"code\":");
         sbuf_json_str(b, code);
         sbuf_puts(b, ",\"reason\":");
         sbuf_json_str(b, why);
-        sbuf_puts(b, "}");
+        sbuf_printf(b, ",\"needs_fence_after\":%" PRId64 "}",
+                    store_marks_refused_fence());
     }
     pthread_mutex_lock(&shown.lock);
     if (shown.mode >= 0) {
@@ -541,12 +596,16 @@ store_repl_metrics(struct sbuf *b)
                 "node received for any row.\n"
                 "# TYPE leafd_segment_marks_max gauge\n"
                 "leafd_segment_marks_max %" PRId64 "\n"
+                "# HELP leafd_serial_marks_max The highest max_id this node "
+                "received for any serial row.\n"
+                "# TYPE leafd_serial_marks_max gauge\n"
+                "leafd_serial_marks_max %" PRId64 "\n"
                 "# HELP leafd_segment_loads_refused 1 while loads are refused "
                 "until leafd db-fence, by code.\n"
                 "# TYPE leafd_segment_loads_refused gauge\n"
                 "leafd_segment_loads_refused{code=\"store_behind\"} %d\n"
                 "leafd_segment_loads_refused{code=\"db_failover\"} %d\n",
-                store_marks_max(),
+                store_marks_max(), store_marks_serial_max(),
                 refused && strcmp(code, "store_behind") == 0,
                 refused && strcmp(code, "db_failover") == 0);
     pthread_mutex_lock(&shown.lock);

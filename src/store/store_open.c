@@ -3,12 +3,15 @@
  * (store_multi.c), one a MySQL store (store_mysql.c), none SQLite
  * (store_sqlite.c). Above the backends, so that they never call up into
  * it. */
+#include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "config.h"
 #include "multi_block.h"
 #include "store.h"
 #include "store_impl.h"
+#include "store_marks.h"
 
 static int
 nonempty(const char *s)
@@ -52,4 +55,37 @@ store_open(const struct config *cfg, char **cause)
         store_set_cause(cause, "unknown segment.store kind %d", kind);
         return NULL;
     }
+}
+
+int
+store_fence(const struct config *cfg, int64_t floor, int64_t serial_floor,
+            FILE *out, char **cause)
+{
+    struct store *s = store_open(cfg, cause);
+    char server[MARKS_SERVER_MAX];
+    struct marks_fence last;
+    int64_t rows = 0;
+    enum store_result rc;
+
+    if (s == NULL)
+        return -1;
+    if (s->ops->fence_set == NULL) {
+        store_set_cause(cause, "a %s store cannot be fenced%s", s->ops->name,
+                        store_multi_count() > 0 ? " (several databases: "
+                        "leafd multi-db init --floor=ID raises a set)" : "");
+        store_close(s);
+        return -1;
+    }
+    rc = s->ops->fence_set(s, floor, serial_floor, &rows, cause);
+    if (rc == STORE_OK)
+        rc = s->ops->fence_get(s, &last, server, sizeof server, cause);
+    store_close(s);
+    if (rc != STORE_OK)
+        return -1;
+    assert(last.id > 0 && last.floor == floor);
+    fprintf(out, "fence #%lld of %s: floor %lld, serial floor %lld, %lld rows "
+            "raised; refused nodes whose marks are at most these resume\n",
+            (long long)last.id, last.server, (long long)last.floor,
+            (long long)last.serial_floor, (long long)rows);
+    return 0;
 }

@@ -34,6 +34,7 @@
 #include "log.h"
 #include "store.h"
 #include "store_impl.h"
+#include "store_marks.h"
 
 #define SQLITE_PATH_MAX 4096
 
@@ -348,6 +349,13 @@ do_sqlite_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn k
         sqlite3_reset(q->serial_floor);
         sqlite3_clear_bindings(q->serial_floor);
     }
+    if (floor.n > 0 && floor.mark > (low > 1 ? low : 1)) {
+        sqlite_rollback(q);
+        store_set_cause(cause, STORE_SERIAL_BEHIND, q->path, tag,
+                        (long long)(low > 1 ? low : 1), (long long)floor.mark,
+                        floor.mark_src);
+        return STORE_REFUSED;
+    }
     sqlite_bind_tag(q->insert_serial, 1, tag);
     sqlite3_bind_int64(q->insert_serial, 2, step);
     if (sqlite3_step(q->insert_serial) != SQLITE_DONE)
@@ -545,28 +553,41 @@ sqlite_adhoc(struct store_sqlite *q, const char *sql, int64_t a, int64_t b,
 }
 
 static enum store_result
-sqlite_fence_get(struct store *s, int64_t *floor, char *server, size_t cap,
-                 char **cause)
+sqlite_fence_get(struct store *s, struct marks_fence *last, char *server,
+                 size_t cap, char **cause)
 {
     struct store_sqlite *q = (struct store_sqlite *)s;
-    char *why = NULL;
+    sqlite3_stmt *st;
+    int rc;
 
-    *floor = 0;
+    memset(last, 0, sizeof *last);
     snprintf(server, cap, "sqlite:%s", q->path);
-    if (sqlite_adhoc(q, "SELECT COALESCE(MAX(floor), 0) FROM leafd_fence",
-                     0, 0, floor, NULL, &why) != SQLITE_OK) {
+    rc = sqlite3_prepare_v2(q->db, "SELECT id, floor, serial_floor, server "
+                            "FROM leafd_fence ORDER BY id DESC LIMIT 1", -1,
+                            &st, NULL);
+    if (rc != SQLITE_OK) {
         /* No table: never fenced. */
-        if (why != NULL && strstr(why, "no such table") != NULL) {
-            free(why);
+        if (strstr(sqlite3_errmsg(q->db), "no such table") != NULL)
             return STORE_OK;
-        }
-        if (cause != NULL)
-            *cause = why;
-        else
-            free(why);
+        store_set_cause(cause, "sqlite %s: SELECT leafd_fence: %s", q->path,
+                        sqlite3_errmsg(q->db));
         return STORE_DB_ERROR;
     }
-    return STORE_OK;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        const unsigned char *srv = sqlite3_column_text(st, 3);
+
+        last->id = sqlite3_column_int64(st, 0);
+        last->floor = sqlite3_column_int64(st, 1);
+        last->serial_floor = sqlite3_column_int64(st, 2);
+        snprintf(last->server, sizeof last->server, "%s",
+                 srv != NULL ? (const char *)srv : "");
+    } else if (rc != SQLITE_DONE) {
+        store_set_cause(cause, "sqlite %s: SELECT leafd_fence: %s", q->path,
+                        sqlite3_errmsg(q->db));
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : STORE_DB_ERROR;
 }
 
 static enum store_result
@@ -575,6 +596,7 @@ sqlite_fence_set(struct store *s, int64_t floor, int64_t serial_floor,
 {
     struct store_sqlite *q = (struct store_sqlite *)s;
     char server[TAG_MAX + SQLITE_PATH_MAX];
+    int64_t serial_rows = 0;
     int n = 0, ok;
     sqlite3_stmt *st;
 
@@ -583,6 +605,19 @@ sqlite_fence_set(struct store *s, int64_t floor, int64_t serial_floor,
         return STORE_DB_ERROR;
     ok = sqlite_run(q, q->begin, "BEGIN IMMEDIATE", cause) == 0 &&
         sqlite_adhoc(q, sql_fence_ddl, 0, 0, NULL, NULL, cause) == SQLITE_OK &&
+        sqlite_adhoc(q, "SELECT COUNT(*) FROM leaf_alloc WHERE description = '"
+                     STORE_SERIAL_DESCRIPTION "'", 0, 0, &serial_rows, NULL,
+                     cause) == SQLITE_OK;
+    if (ok && serial_floor == 0 && serial_rows > 0) {
+        store_set_cause(cause, "sqlite %s holds %lld serial rows: give "
+                        "--serial-floor=S too, S above the largest "
+                        "serial_marks_max of the nodes' /health", q->path,
+                        (long long)serial_rows);
+        sqlite_rollback(q);
+        sqlite_writer_leave(q);
+        return STORE_BAD_ARG;
+    }
+    ok = ok &&
         sqlite_adhoc(q, "UPDATE leaf_alloc SET max_id = ?1 WHERE max_id < ?1 "
                      "AND typeof(max_id) = 'integer' AND (description IS NULL "
                      "OR description <> '" STORE_SERIAL_DESCRIPTION "')",

@@ -15,6 +15,7 @@ the embedded SQLite store, whose clock ('now') is the leafd process's own,
 and steps it with libfaketime across midnight and back."""
 import os
 import random
+import sqlite3
 import threading
 import time
 
@@ -30,6 +31,8 @@ TESTS = [
     "test_clock_step_during_reset_change",
     "test_rolling_upgrade_old_node",
     "test_shape_change_same_text",
+    "test_pattern_reorder_after_period",
+    "test_serial_row_restored",
     "test_snowflake_zone_change",
 ]
 
@@ -322,6 +325,81 @@ def test_shape_change_same_text(ctx):
                          env=pinned(ms_utc(2026, 11, 25, 0, 30))).start()
             load(d, "S")
             eq(d.stop(), 0, "later: leafd exit status")
+
+
+def test_pattern_reorder_after_period(ctx):
+    """ddMMyy -> yyMMdd (issue 28, 3.3): the old pattern printed
+    INV281126000001.. on 2026-11-28; its period is over long before
+    2028-11-26, when yyMMdd prints INV281126 again from a row of its own.
+    Waiting for the period to end does not help: leafd refuses the start
+    on that date (and on every date before it), naming the row and the
+    text, and starts once 2028-11-26 is over everywhere."""
+    with Workdir("ops-serial-reorder") as wd:
+        base = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
+                "serial.count_max": "10", "serial.S.prefix": "INV"}
+        old = dict(base, **{"serial.S.pattern": "ddMMyy"})
+        new = dict(base, **{"serial.S.pattern": "yyMMdd"})
+        d = wd.leafd(conf=old, name="old",
+                     env=pinned(ms_utc(2026, 11, 28, 12))).start()
+        got = [load(d, "S")]
+        eq(d.stop(), 0, "old pattern: leafd exit status")
+        check(any(s.startswith("INV281126") for s in got[0]),
+              "the old pattern printed INV281126...: %r" % got[0][:3])
+        for name, when in (("same_text", ms_utc(2028, 11, 26, 12)),
+                           ("next_day", ms_utc(2026, 11, 30, 12))):
+            d = wd.leafd(conf=new, name=name, env=pinned(when))
+            must_refuse(d, "S", got, "%s: yyMMdd started while it can print "
+                        "the old row's text again" % name)
+            check("serial.inv.dmoy2.0.6:261128" in d.log() and "281126" in d.log()
+                  and "prefix" in d.log(),
+                  "the refusal names the row, the text and what to do:\n%s" % d.log())
+        d = wd.leafd(conf=new, name="later",
+                     env=pinned(ms_utc(2028, 11, 28, 12))).start()
+        got.append(load(d, "S"))
+        eq(d.stop(), 0, "later: leafd exit status")
+        no_repeat(got)
+
+
+def test_serial_row_restored(ctx):
+    """A serial row going back in time while the node runs (issue 28, 3.2:
+    a restored dump, a promoted replica that lacks the last commits; here
+    the embedded SQLite store's row set back with sqlite3). The node got
+    ranges up to its mark for that row; a load that comes back below it is
+    refused in its transaction (nothing changes) and logged, naming the
+    row, the database's value and the mark: no serial twice, the clients
+    get 503 serial_unavailable once the buffers drain."""
+    with Workdir("ops-serial-restore") as wd:
+        conf = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
+                "serial.count_max": "10", "serial.S.prefix": "RSB",
+                "serial.S.step": "50"}
+        d = wd.leafd(conf=conf, name="node",
+                     env=pinned(ms_utc(2026, 11, 23, 12))).start()
+        got = [load(d, "S")]
+        db = sqlite3.connect(os.path.join(wd.path, "leafd.db"), timeout=30)
+        row, top = db.execute("SELECT biz_tag, max_id FROM leaf_alloc WHERE "
+                              "description = 'serial period'").fetchone()
+        db.execute("UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = ?", (row,))
+        db.commit()
+        served, refused = [], [0]
+        c = Client(d.port)
+        end = time.time() + PHASE_S
+        while time.time() < end:
+            r = c.get("/serial/S?count=3&format=json")
+            if r.status == 200:
+                served.extend(r.json()["ids"])
+            elif r.status == 503 and r.json().get("error") == "serial_unavailable":
+                refused[0] += 1
+            else:
+                raise TestFailure("after the restore: %r" % r)
+        c.close()
+        got.append(served)
+        log = d.log()
+        eq(d.stop(), 0, "leafd exit status")
+        no_repeat(got)
+        check(refused[0] > 0 and row in log and "mark" in log,
+              "the refusal names the row and the mark (%d refused):\n%s"
+              % (refused[0], log))
+        db.close()
 
 
 def test_snowflake_zone_change(ctx):

@@ -15,11 +15,13 @@ Without redis-server, MariaDB or ZooKeeper those tests skip (under CI=1 they
 fail)."""
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import threading
 import time
 
-from bbutil import Client, Workdir, check, eq, faketime_preload, wait_for
+from bbutil import Client, MariaDB, Workdir, check, eq, faketime_preload, wait_for
 
 TESTS = [
     "test_redis_restart_without_persistence",
@@ -29,6 +31,7 @@ TESTS = [
     "test_mysql_restore_older_dump",
     "test_zookeeper_data_dir_lost",
     "test_redis_restore_with_clock_step",
+    "test_mysql_failover_lagging_replica",
 ]
 
 # Run by the plain black-box lane only, not against leafd-asan (blackbox.py
@@ -368,3 +371,153 @@ def test_redis_restore_with_clock_step(ctx):
             f.write("-2\n")
         grows(load, 2000, 60, "IDs after C's clock step")
         load.assert_unique("redis restore and a clock step")
+
+
+class Proxy:
+    """A TCP proxy on 127.0.0.1 whose backend can move, as a VIP does:
+    move() closes every connection through it (as the old primary's death
+    does) and sends new ones to the new backend; None refuses them (the
+    address not yet up anywhere)."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.lock = threading.Lock()
+        self.socks = []
+        self.ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(64)
+        self.port = self.ls.getsockname()[1]
+        self.done = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.done:
+            try:
+                c, _ = self.ls.accept()
+            except OSError:
+                return
+            with self.lock:
+                to = self.backend
+            if to is None:
+                c.close()
+                continue
+            try:
+                u = socket.create_connection(("127.0.0.1", to), timeout=5)
+            except OSError:
+                c.close()
+                continue
+            u.settimeout(None)
+            with self.lock:
+                self.socks += [c, u]
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a, b):
+        try:
+            while True:
+                d = a.recv(65536)
+                if not d:
+                    break
+                b.sendall(d)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def move(self, backend):
+        with self.lock:
+            self.backend = backend
+            socks, self.socks = self.socks, []
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def close(self):
+        self.done = True
+        self.move(None)
+        self.ls.close()
+
+
+def replicated_pair(wd):
+    """A MariaDB primary (server_id 1) and an asynchronous GTID replica of
+    it (server_id 2), both with binary logs, the replica read-only."""
+    dbs = []
+    for sid in (1, 2):
+        m = MariaDB.__new__(MariaDB)
+        m.dir = os.path.join(wd.path, "mariadb%d" % sid)
+        os.makedirs(m.dir, exist_ok=True)
+        m.port = m.url = None
+        with open(os.path.join(m.dir, "args"), "w") as f:
+            f.write("--server-id=%d --log-bin=%s/binlog --binlog-format=ROW "
+                    "--log-slave-updates --gtid-strict-mode=0%s\n"
+                    % (sid, m.dir, " --read-only=1" if sid == 2 else ""))
+        wd.cleanup.append(m.stop)
+        dbs.append(m.start())
+    p, r = dbs
+    # both loaded sql/mysql.sql at start: the replica starts from the
+    # primary's position now
+    pos = p.sql("SELECT @@gtid_binlog_pos").strip()
+    r.sql("SET GLOBAL gtid_slave_pos = '%s'" % pos)
+    r.sql("CHANGE MASTER TO master_host='127.0.0.1', master_port=%d, "
+          "master_user='root', master_use_gtid=slave_pos, "
+          "master_connect_retry=1" % p.port)
+    r.sql("START SLAVE")
+    return p, r
+
+
+def replica_caught_up(p, r, timeout=30):
+    pos = p.sql("SELECT @@gtid_binlog_pos").strip()
+    wait_for(lambda: r.sql("SELECT MASTER_GTID_WAIT('%s', 1)" % pos).strip() == "0",
+             timeout, step=0.1, what="the replica applying the primary's writes")
+
+
+def test_mysql_failover_lagging_replica(ctx):
+    """leaf_worker on a MariaDB primary with an asynchronous replica whose
+    SQL thread stops (it lags more than a lease behind A's heartbeats); the
+    primary is killed, the replica promoted, and each node's database
+    address moves to it (C's first, A's a little later, as VIPs and DNS
+    reach nodes at different times). C, started at once, finds A's row with
+    a stale heartbeat: it must not take A's worker ID (A issued under it
+    until a moment ago), and no ID may be issued twice."""
+    with Workdir("ops-wid-mysql-failover") as wd:
+        p, r = replicated_pair(wd)
+        pa, pc = Proxy(p.port), Proxy(p.port)
+        wd.cleanup.append(pa.close)
+        wd.cleanup.append(pc.close)
+        p.worker_epoch0()
+        a = mysql_node(wd, type("DB", (), {"url": "mysql://root@127.0.0.1:%d/leaf"
+                                          % pa.port})(), "10.7.0.1").start()
+        load = Load().start()
+        load.add(a)
+        grows(load, 2000, 60, "the first IDs from A")
+        wa = state(a)["worker_id"]
+        replica_caught_up(p, r)
+        r.sql("STOP SLAVE SQL_THREAD")
+        time.sleep(LEASE_MS / 1000.0 + 1)   # A's heartbeats go to the primary only
+        grows(load, 1000, 30, "IDs while the replica lags")
+        os.kill(int(open(os.path.join(p.dir, "pid")).read().strip()), signal.SIGKILL)
+        pa.move(None)
+        pc.move(None)
+        r.sql("STOP SLAVE")
+        r.sql("RESET SLAVE ALL")
+        r.sql("SET GLOBAL read_only = 0")
+        pc.move(r.port)
+        c = mysql_node(wd, type("DB", (), {"url": "mysql://root@127.0.0.1:%d/leaf"
+                                          % pc.port})(), "10.7.0.3")
+        join_third(wd, load, c)
+        wc = c_worker(c)
+        pa.move(r.port)
+        grows(load, 2000, 60, "IDs after the failover")
+        load.assert_unique("a lagging replica promoted")
+        check(wc != wa, "C took A's worker ID %r on the promoted replica" % wa)
+        check("server changed" in c.log(), "C logs that leaf_worker's server changed")
+        eq(state(a)["worker_id"], wa, "A keeps its worker ID")
+        check("went back in time" in a.log(), "A logs that its row went back in time")

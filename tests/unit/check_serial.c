@@ -324,6 +324,61 @@ START_TEST(rows_of_other_shapes)
 }
 END_TEST
 
+/* Issue 28, section 3.3: ddMMyy -> yyMMdd. The old row of 2026-11-28
+ * printed INV281126000001..; its period is over, but yyMMdd prints
+ * INV281126 again on 2028-11-26, so the row stands in the way until that
+ * date is over everywhere. A row whose text the new pattern reads as a
+ * date already over, or as no date at all, does not. */
+START_TEST(pattern_reorder_after_period)
+{
+    const char *inv = "serial.N.prefix = INV\nserial.N.pattern = yyMMdd\n";
+    int64_t dec5 = D23 + 12 * 24 * HOUR;            /* 2026-12-05 */
+    int64_t d2028 = INT64_C(1795392000000) + 734 * 24 * HOUR; /* 2028-11-26 */
+    char *cause = NULL;
+
+    ck_assert_int_eq(in_the_way(inv, "serial.inv.dmoy2.0.6:261128", dec5,
+                                &cause), -1);
+    ck_assert_msg(strstr(cause, "serial.inv.dmoy2.0.6:261128") != NULL &&
+                  strstr(cause, "281126") != NULL, "%s", cause);
+    free(cause);
+    /* The other way: yyMMdd's 261128 is ddMMyy's 2028-11-26. */
+    ck_assert_int_eq(in_the_way("serial.N.prefix = INV\nserial.N.pattern = "
+                                "ddMMyy\n", "serial.inv.y2mod.0.6:261128",
+                                dec5, &cause), -1);
+    free(cause);
+    /* A month's row: MMyy's 1126 of November 2026 is yyMM's 2011-26: no
+     * month 26, never printed. yyyyMM's 202611 as MMyyyy: month 20. */
+    ck_assert_int_eq(in_the_way("serial.N.prefix = INV\nserial.N.pattern = "
+                                "yyMM\nserial.N.reset = month\n",
+                                "serial.inv.moy2.0.6:2611", dec5, &cause), 0);
+    ck_assert_int_eq(in_the_way("serial.N.prefix = INV\nserial.N.pattern = "
+                                "MMyyyy\nserial.N.reset = month\n",
+                                "serial.inv.y4mo.0.6:202611", dec5,
+                                &cause), 0);
+    /* 2026-11-20 under ddMMyy printed 201126: yyMMdd's 2020-11-26, over. */
+    ck_assert_int_eq(in_the_way(inv, "serial.inv.dmoy2.0.6:261120", dec5,
+                                &cause), 0);
+    /* Still in the way on 2028-11-26, clear once that day is over. */
+    ck_assert_int_eq(in_the_way(inv, "serial.inv.dmoy2.0.6:261128",
+                                d2028 + 36 * HOUR, &cause), -1);
+    free(cause);
+    ck_assert_int_eq(in_the_way(inv, "serial.inv.dmoy2.0.6:261128",
+                                d2028 + 37 * HOUR, &cause), 0);
+    /* A pattern with no year reads no date: always in the way. */
+    ck_assert_int_eq(in_the_way("serial.N.prefix = INV\nserial.N.pattern = "
+                                "ddMMHH\nserial.N.reset = never\n",
+                                "serial.inv.dmoy2.0.6:261128", dec5 + 3000 *
+                                24 * HOUR, &cause), -1);
+    free(cause);
+    /* A field finer than the period is any digit (yyyyMMdd reset by the
+     * month prints 202611dd); ddMMyyyy reads 20 as the day and 26 as the
+     * month: never printed. */
+    ck_assert_int_eq(in_the_way("serial.N.prefix = INV\nserial.N.pattern = "
+                                "ddMMyyyy\n", "serial.inv.y4mod.0.6:202611",
+                                dec5, &cause), 0);
+}
+END_TEST
+
 /* Issue 20, finding 3, review hole 3: a snowflake serial's zone moved to
  * one behind it (Tokyo UTC+9 -> Shanghai UTC+8) is refused; ahead of it,
  * or with a new prefix, it is recorded. */
@@ -893,6 +948,7 @@ main(void)
     tcase_add_test(tc, store_sqlite_rows);
     tcase_add_test(tc, old_node_interleaved);
     tcase_add_test(tc, rows_of_other_shapes);
+    tcase_add_test(tc, pattern_reorder_after_period);
     tcase_add_test(tc, snowflake_zone_behind);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);

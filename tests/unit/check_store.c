@@ -1069,6 +1069,89 @@ START_TEST(test_mysql_restart)
 }
 END_TEST
 
+/* The rows left in the deadlock test's counter (leafd_test_deadlock). */
+static long long
+deadlocks_left(void)
+{
+    struct db_mysql_target t;
+    char *cause = NULL;
+    MYSQL *db = mysql_init(NULL);
+    MYSQL_RES *res;
+    MYSQL_ROW r;
+    long long n;
+
+    ck_assert_int_eq(db_mysql_url_parse(be.cfg.mysql_url, &t, &cause), 0);
+    ck_assert_msg(mysql_real_connect(db, t.host, t.user, t.password,
+                  t.database, (unsigned)t.port, t.socket, 0) != NULL,
+                  "connect: %s", mysql_error(db));
+    ck_assert_int_eq(mysql_query(db, "SELECT n FROM leafd_test_deadlock"), 0);
+    ck_assert_ptr_nonnull(res = mysql_store_result(db));
+    ck_assert_ptr_nonnull(r = mysql_fetch_row(res));
+    n = atoll(r[0]);
+    mysql_free_result(res);
+    mysql_close(db);
+    db_mysql_target_free(&t);
+    return n;
+}
+
+/* A load that fails with ER_LOCK_DEADLOCK (an InnoDB deadlock victim, or a
+ * Galera certification conflict) runs again: a trigger makes the UPDATE of
+ * one tag fail with 1213 while a counter in a MyISAM table (not rolled
+ * back) is above 0. Three failures: the load still succeeds, with one
+ * range. Endless failures: it fails after a bounded number of reruns,
+ * having taken nothing. */
+START_TEST(test_mysql_deadlock_retry)
+{
+    struct store *s;
+    struct store_row row;
+    char *cause = NULL;
+    char sql[1024];
+    int64_t max_id = 0, step = 0;
+    long long used;
+
+    s = be_open();
+    ck_assert_int_eq(store_insert(s, tag("dl"), 1, 10, NULL, &cause), 0);
+    be_exec("DROP TABLE IF EXISTS leafd_test_deadlock");
+    be_exec("CREATE TABLE leafd_test_deadlock (n INT NOT NULL) ENGINE=MyISAM");
+    be_exec("INSERT INTO leafd_test_deadlock VALUES (3)");
+    be_exec("DROP TRIGGER IF EXISTS leafd_test_deadlock_trg");
+    snprintf(sql, sizeof sql,
+             "CREATE TRIGGER leafd_test_deadlock_trg BEFORE UPDATE ON "
+             "leaf_alloc FOR EACH ROW BEGIN IF NEW.biz_tag = '%s' AND "
+             "(SELECT n FROM leafd_test_deadlock) > 0 THEN "
+             "UPDATE leafd_test_deadlock SET n = n - 1; "
+             "SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, "
+             "MESSAGE_TEXT = 'test: deadlock'; END IF; END", tag("dl"));
+    be_exec(sql);
+
+    ck_assert_msg(store_alloc(s, tag("dl"), 10, &max_id, &step, &cause) == 0,
+                  "alloc after 3 deadlocks: %s", cause);
+    ck_assert_int_eq(max_id, 11);
+    ck_assert_int_eq(deadlocks_left(), 0);
+    ck_assert_ptr_null(cause);
+
+    be_exec("UPDATE leafd_test_deadlock SET n = 1000");
+    ck_assert_int_eq(store_alloc(s, tag("dl"), 10, &max_id, &step, &cause),
+                     STORE_DB_ERROR);
+    ck_assert_ptr_nonnull(cause);
+    ck_assert_msg(strstr(cause, "deadlock") != NULL, "cause: %s", cause);
+    free(cause);
+    cause = NULL;
+    used = 1000 - deadlocks_left();
+    printf("check_store: endless deadlocks: %lld attempts\n", used);
+    ck_assert_int_ge(used, 1);
+    ck_assert_int_le(used, 33);     /* 1 + DB_MYSQL_DEADLOCK_RETRIES */
+
+    be_exec("DROP TRIGGER leafd_test_deadlock_trg");
+    be_exec("DROP TABLE leafd_test_deadlock");
+    ck_assert_int_eq(store_get(s, tag("dl"), &row, &cause), 0);
+    ck_assert_int_eq(row.max_id, 11);
+    ck_assert_int_eq(store_alloc(s, tag("dl"), 10, &max_id, &step, &cause), 0);
+    ck_assert_int_eq(max_id, 21);
+    store_close(s);
+}
+END_TEST
+
 /* A hung server (SIGSTOP): calls fail within about db_timeout_ms instead of
  * hanging, and the store works again once it runs. */
 START_TEST(test_mysql_hung)
@@ -1322,6 +1405,131 @@ START_TEST(test_multi_serial_rows)
 }
 END_TEST
 
+/* Issue 28, 3.4: a node on one URL (segment.mysql.url) still running
+ * while `leafd multi-db init` makes its database a member of a set loaded
+ * plain ranges inside blocks another database owns. Its loads (segment
+ * and serial) read the database's leafd_multi_db row in their transaction
+ * and refuse, naming the set, once the database is frozen by init or is
+ * a member; a database with no such table or row loads as before. */
+START_TEST(test_single_node_during_init)
+{
+    const char *base = be.cfg.mysql_url;
+    char *urls[2], *cause = NULL, sql[256], name[2][64], got[TAG_MAX + 1];
+    struct store *one[2], *single;
+    FILE *out = tmpfile();
+    int64_t max_id, step, db_ms;
+
+    ck_assert_ptr_nonnull(out);
+    for (int i = 0; i < 2; i++)
+        urls[i] = fresh_schema(base, "single", i, name[i], sizeof name[i]);
+    for (int i = 0; i < 2; i++) {
+        be.cfg.mysql_url = urls[i];
+        one[i] = be_open();
+        ck_assert_msg(store_mysql_prepare_tables(one[i], &cause) == STORE_OK,
+                      "tables: %s", cause);
+        ck_assert_int_eq(store_insert(one[i], "order", 1, 10, "", &cause),
+                         STORE_OK);
+    }
+    /* The running single-URL node, on the second database. */
+    be.cfg.mysql_url = urls[1];
+    single = be_open();
+    ck_assert_int_eq(store_alloc(single, "order", 10, &max_id, &step, &cause),
+                     STORE_OK);
+    ck_assert_int_eq(store_serial_alloc(single, 0, fixed_row_name,
+                                        (void *)"PAY:20261123", 10, &db_ms, got,
+                                        sizeof got, &max_id, &cause), STORE_OK);
+    /* init freezes it first: refused from then on. */
+    ck_assert_int_eq(store_mysql_freeze(one[1], 1, &cause), STORE_OK);
+    ck_assert_int_ne(store_alloc(single, "order", 10, &max_id, &step, &cause),
+                     STORE_OK);
+    ck_assert_msg(strstr(cause, "leafd multi-db init") != NULL &&
+                  strstr(cause, "segment.mysql.urls") != NULL, "%s", cause);
+    free(cause);
+    cause = NULL;
+    /* (A freeze of its own is no set: init would refuse the row.) */
+    url_exec(urls[1], "DROP TABLE leafd_multi_db");
+    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, 1000, 0, 0, out, &cause) == 0,
+                  "init: %s", cause);
+    store_thread_init();                /* init ended this thread's */
+    /* A member of a set of 2: every load refused, nothing taken. */
+    ck_assert_int_ne(store_alloc(single, "order", 10, &max_id, &step, &cause),
+                     STORE_OK);
+    ck_assert_msg(strstr(cause, "database 1 of a set of 2") != NULL, "%s", cause);
+    free(cause);
+    cause = NULL;
+    ck_assert_int_ne(store_serial_alloc(single, 0, fixed_row_name,
+                                        (void *)"PAY:20261123", 10, &db_ms, got,
+                                        sizeof got, &max_id, &cause), STORE_OK);
+    ck_assert_msg(strstr(cause, "database 1 of a set of 2") != NULL, "%s", cause);
+    free(cause);
+    cause = NULL;
+    {
+        struct store_row row;
+
+        ck_assert_int_eq(store_get(one[1], "order", &row, &cause), STORE_OK);
+        ck_assert_int_eq(row.max_id, 1000);     /* init's: block 1 */
+    }
+    store_close(single);
+    for (int i = 0; i < 2; i++) {
+        store_close(one[i]);
+        snprintf(sql, sizeof sql, "DROP DATABASE %s", name[i]);
+        url_exec(base, sql);
+        free(urls[i]);
+    }
+    fclose(out);
+}
+END_TEST
+
+/* Issue 28, 3.2: the first database of a set (its serial rows) restored
+ * from an older dump while the nodes run. Its row is below what the set
+ * handed out; the copies in the other databases (pushed after every
+ * serial load) show it: the load is refused in its transaction, naming
+ * the copy, instead of handing the serials out again. */
+START_TEST(test_multi_serial_first_restored)
+{
+    const char *base = be.cfg.mysql_url;
+    char *urls[2], *cause = NULL, list[1100], sql[256], name[2][64];
+    char got[TAG_MAX + 1];
+    struct store *m;
+    FILE *out = tmpfile();
+    int64_t max_id, db_ms;
+
+    ck_assert_ptr_nonnull(out);
+    for (int i = 0; i < 2; i++)
+        urls[i] = fresh_schema(base, "restore", i, name[i], sizeof name[i]);
+    ck_assert_msg(store_multi_init(&be.cfg, urls, 2, 1000, 0, 0, out, &cause) == 0,
+                  "init: %s", cause);
+    store_thread_init();
+    snprintf(list, sizeof list, "%s,%s", urls[0], urls[1]);
+    be.cfg.mysql_url = NULL;
+    be.cfg.mysql_urls = list;
+    m = be_open();
+    serial_row(m, "PAY:20261128");
+    serial_row(m, "PAY:20261128");                  /* [11, 21) */
+    url_exec(urls[0], "UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = "
+             "'PAY:20261128'");
+    ck_assert_int_ne(store_serial_alloc(m, 0, fixed_row_name,
+                                        (void *)"PAY:20261128", 10, &db_ms, got,
+                                        sizeof got, &max_id, &cause), STORE_OK);
+    ck_assert_msg(strstr(cause, "copy in database 1") != NULL &&
+                  strstr(cause, "went back in time") != NULL, "%s", cause);
+    free(cause);
+    cause = NULL;
+    /* Nothing changed: the row is where the restore left it. */
+    url_exec(urls[0], "UPDATE leaf_alloc SET max_id = 21 WHERE biz_tag = "
+             "'PAY:20261128'");
+    serial_row(m, "PAY:20261128");
+    store_close(m);
+    be.cfg.mysql_urls = NULL;
+    for (int i = 0; i < 2; i++) {
+        snprintf(sql, sizeof sql, "DROP DATABASE %s", name[i]);
+        url_exec(base, sql);
+        free(urls[i]);
+    }
+    fclose(out);
+}
+END_TEST
+
 /* multi-db init against real databases: a list that lacks a member of
  * the set is refused, naming the floor flag; with --floor no ID below it
  * is handed out; a reordered list keeps the serial rows (merged into the
@@ -1499,15 +1707,17 @@ START_TEST(test_marks_file)
 {
     char path[256], code[32], srv[MARKS_SERVER_MAX];
     char *cause = NULL;
+    struct marks_fence fence;
     FILE *f;
 
     snprintf(path, sizeof path, "%s/marks", be.dir);
     store_marks_reset();
     ck_assert_int_eq(store_marks_open(path, &cause), 0);
-    ck_assert_int_eq(store_marks_take("a", 100, 10, "db", NULL), 0);
-    ck_assert_int_eq(store_marks_take("b", 5000, 10, "db", NULL), 0);
+    ck_assert_int_eq(store_marks_take("a", 0, 100, 10, "db", NULL), 0);
+    ck_assert_int_eq(store_marks_take("b", 0, 5000, 10, "db", NULL), 0);
+    ck_assert_int_eq(store_marks_take("PAY:1", 1, 70, 10, "db", NULL), 0);
     store_marks_set_server("server_id=7");
-    ck_assert_int_eq(store_marks_take("a", 50, 10, "db", &cause), -1);
+    ck_assert_int_eq(store_marks_take("a", 0, 50, 10, "db", &cause), -1);
     free(cause);
     cause = NULL;
     store_marks_close();
@@ -1520,10 +1730,25 @@ START_TEST(test_marks_file)
     ck_assert_int_eq(store_marks_max(), 5000);
     store_marks_server(srv, sizeof srv);
     ck_assert_str_eq(srv, "server_id=7");
+    ck_assert_int_eq(store_marks_serial_max(), 70);
     ck_assert_int_eq(store_marks_refused(code, sizeof code, NULL, 0), 1);
     ck_assert_str_eq(code, "store_behind");
-    ck_assert_int_eq(store_marks_fenced(4999, "server_id=8"), 0);
-    ck_assert_int_eq(store_marks_fenced(5000, "server_id=8"), 1);
+    /* The fences there at the refusal never lift it; a later one of the
+     * server that answers, at or above both marks, does. */
+    fence = (struct marks_fence){ .id = 3, .floor = 9000, .serial_floor = 900 };
+    snprintf(fence.server, sizeof fence.server, "server_id=8");
+    ck_assert_int_eq(store_marks_fenced(&fence, "server_id=8"), 0);
+    ck_assert_int_eq(store_marks_refused_fence(), 3);
+    ck_assert_int_eq(store_marks_fenced(&fence, "server_id=8"), 0);
+    fence.id = 4;
+    fence.floor = 4999;
+    ck_assert_int_eq(store_marks_fenced(&fence, "server_id=8"), 0);
+    fence.floor = 5000;
+    fence.serial_floor = 69;
+    ck_assert_int_eq(store_marks_fenced(&fence, "server_id=8"), 0);
+    fence.serial_floor = 70;
+    ck_assert_int_eq(store_marks_fenced(&fence, "server_id=9"), 0);
+    ck_assert_int_eq(store_marks_fenced(&fence, "server_id=8;semi"), 1);
     store_marks_close();
     store_marks_reset();
 
@@ -1535,7 +1760,7 @@ START_TEST(test_marks_file)
     ck_assert_int_eq(store_marks_refused(NULL, 0, NULL, 0), 0);
     ck_assert_int_eq(store_marks_get("a"), 100);
     store_marks_server(srv, sizeof srv);
-    ck_assert_str_eq(srv, "server_id=8");
+    ck_assert_str_eq(srv, "server_id=8;semi");
     store_marks_close();
     store_marks_reset();
 
@@ -1643,6 +1868,10 @@ START_TEST(test_mysql_server_change)
     ck_assert_int_eq(store_alloc(s, tag("fo"), 10, &max_id, &step, &cause),
                      STORE_OK);
 
+    /* A fence from an earlier incident, above every mark: it must not
+     * lift the refusal of a failover that comes after it. */
+    ck_assert_int_eq(store_fence(&be.cfg, store_marks_max() + 1000000, 0, out,
+                                 &cause), 0);
     sid = url_query_i64(be.cfg.mysql_url, "SELECT @@GLOBAL.server_id");
     snprintf(sql, sizeof sql, "SET GLOBAL server_id = %lld", sid + 1000);
     url_exec(be.cfg.mysql_url, sql);
@@ -1666,10 +1895,10 @@ START_TEST(test_mysql_server_change)
     cause = NULL;
 
     top = store_marks_max();
-    ck_assert_int_eq(store_fence(&be.cfg, top + 50, 0, out, &cause), 0);
+    ck_assert_int_eq(store_fence(&be.cfg, top + 2000000, 0, out, &cause), 0);
     ck_assert_int_eq(store_alloc(s, tag("fo"), 10, &max_id, &step, &cause),
                      STORE_OK);
-    ck_assert_int_ge(max_id - 10, top + 50);
+    ck_assert_int_ge(max_id - 10, top + 2000000);
 
     url_exec(be.cfg.mysql_url, "SET GLOBAL read_only = 1");
     r_ro = store_alloc(s, tag("fo"), 10, &max_ro, &step, &c_ro);
@@ -1752,10 +1981,13 @@ store_suite(void)
         tcase_add_test(tc, test_mysql_jdbc_url);
         tcase_add_test(tc, test_mysql_restart);
         tcase_add_test(tc, test_mysql_hung);
+        tcase_add_test(tc, test_mysql_deadlock_retry);
         tcase_add_test(tc, test_multi_serial_rows);
         tcase_add_test(tc, test_multi_init_members);
         tcase_add_test(tc, test_multi_init_hostile_rows);
         tcase_add_test(tc, test_mysql_server_change);
+        tcase_add_test(tc, test_single_node_during_init);
+        tcase_add_test(tc, test_multi_serial_first_restored);
         tcase_set_timeout(tc, 180);
         suite_add_tcase(su, tc);
     } else {

@@ -1955,6 +1955,10 @@ END_TEST
 /* --- the store goes back in time (a snapshot or a dump restored) --------- */
 
 static pid_t rdb_pid;       /* the rollback tests' own redis-server */
+/* MySQL: the rows alone dumped and put back into the same table (a
+ * data-only restore: its CREATE_TIME and the epoch row's marker unchanged),
+ * not DROP, CREATE, INSERT */
+static int rows_only;
 
 /* A redis-server of the test's own on redis_port, its RDB file
  * tmpdir/snap.rdb (read at start, written only by SAVE). */
@@ -2011,7 +2015,8 @@ store_snapshot(void)
         return;
     }
     args = mysql_cli_args();
-    cmd = xasprintf("mariadb-dump %s leaf_worker > %s/dump.sql", args,
+    cmd = xasprintf("mariadb-dump %s %sleaf_worker > %s/dump.sql", args,
+                    rows_only ? "--no-create-info --skip-add-locks " : "",
                     tmpdir);
     ck_assert_msg(system(cmd) == 0, "%s", cmd);
     free(cmd);
@@ -2031,6 +2036,8 @@ store_restore(void)
         return;
     }
     args = mysql_cli_args();
+    if (rows_only)
+        ck_assert_int_eq(mysql_exec("DELETE FROM leaf_worker"), 0);
     cmd = xasprintf("mariadb %s < %s/dump.sql", args, tmpdir);
     ck_assert_msg(system(cmd) == 0, "%s", cmd);
     free(cmd);
@@ -2091,7 +2098,27 @@ hold_past_snapshot(const struct wlease_params *pa, const char *pfx,
  * next write. B must not get ID 0 before a lease has passed since the store
  * went back (A writes within it), nor issue under it what A did; A's next
  * write notices its record went back and writes it again. */
+static void back_in_time_two(void);
+
 START_TEST(store_back_in_time)
+{
+    rows_only = 0;
+    back_in_time_two();
+}
+END_TEST
+
+/* The same with leaf_worker's rows put back into the same table (DELETE,
+ * then a dump's INSERTs): nothing in the table says it went back; A's
+ * connection's lock on worker ID 0 does (workerid_mysql.c). */
+START_TEST(mysql_rows_restored)
+{
+    rows_only = 1;
+    back_in_time_two();
+}
+END_TEST
+
+static void
+back_in_time_two(void)
 {
     char *pfx, *c1 = tmp_path("1"), *c2 = tmp_path("2");
     struct wlease_params pa = ep_params("10.0.0.1:1", c1),
@@ -2138,7 +2165,6 @@ START_TEST(store_back_in_time)
     free(c1);
     free(c2);
 }
-END_TEST
 
 /* Only one worker ID, so B's only choice is A's, whose record the store
  * lost by going back: B gets none while A heartbeats (its claim waits a
@@ -2239,6 +2265,7 @@ main(void)
         tcase_add_test(tc, slow_mysql_at_start);
         tcase_add_test(tc, store_back_in_time);
         tcase_add_test(tc, store_back_in_time_one_id);
+        tcase_add_test(tc, mysql_rows_restored);
         suite_add_tcase(s, tc);
         tc = tcase_create("mysql-k8s");
         tcase_add_checked_fixture(tc, setup_mysql_k8s, teardown_tmp);
