@@ -359,7 +359,7 @@ chaos-long: leafd
 	@python3 tests/blackbox/failover.py --phase-secs=$(or $(PHASE_SECS),30)
 	@old=$$(mktemp -d /tmp/lfh-old-XXXXXX); trap 'git worktree remove --force "$$old"; rm -rf "$$old"' EXIT; \
 		git worktree add --detach "$$old" $(OLD_COMMIT) >/dev/null && \
-		$(MAKE) --no-print-directory -C "$$old" -j2 leafd >/dev/null && \
+		make --no-print-directory -C "$$old" -j2 leafd >/dev/null && \
 		python3 tests/blackbox/failover.py --phase-secs=$(or $(PHASE_SECS),30) \
 			--expect-duplicates --leafd "$$old/leafd"
 

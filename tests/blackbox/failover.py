@@ -13,8 +13,12 @@ namespaces, with every ID checked (issue 28, sections 2.1, 2.3 and 3.1).
 Every scenario runs in its own tests/lib/netns.py network (bridge lfhXXXX,
 10.231.S.0/24): each MariaDB and each leafd node in a namespace of its own,
 the clients (tests/lib/idcheck.py: HTTP, leases, RESP, memcached, gRPC; one
-thread per node per front end) in the test process, through the bridge.
-Tag `fo`, step 10, segment.max_step 40: a load every few requests. The
+thread per node per front end; and libleafd-client over both nodes, a
+process) in the root namespace, through the bridge.
+Tag `fo`, step 10, segment.max_step 5000: the step grows to about a
+second of IDs, so that a load stalled a moment by a busy machine (make test
+runs lanes side by side) does not drain the buffers, while every phase
+still sees several loads per node. The
 leafd nodes reach the database through a VIP (10.231.S.201) that moves to
 the promoted replica as keepalived moves it.
 
@@ -24,18 +28,24 @@ Scenarios (phases in brackets; figures printed per phase):
             promoted without applying its relay log, VIP moved]. Without the
             fix: duplicates (the positive control). With it: every node
             refuses with 503 db_failover once its buffers drain [refused],
-            until `leafd db-fence --url VIP --floor N`, N the largest
-            db.marks_max of the nodes' /health [fenced]; then every node
+            until `leafd db-fence --floor=N --segment.mysql.url=VIP`, N the
+            largest segment.marks_max of the nodes' /health [fenced]; then every node
             serves again [after]; 0 duplicates, no failure in [after].
+  partition the same, by partitions: [lag: db1 cut from db2 (nftables), the
+            replica's IO thread gets nothing] [failover: db1 cut from the
+            leafd nodes too, left running (a primary on the wrong side of
+            a partition), db2 promoted, VIP moved]; then as async. The
+            nodes' connections to the VIP hang until db_timeout_ms.
   semisync  db1 -> db2, db3, semi-sync AFTER_SYNC (timeout 10 s), nodes with
             segment.mysql.replication = semi-sync. [calm] [lag: db2's SQL
             thread stopped] [failover: db1 killed, the replica that
             received the most promoted after applying what it received,
             the other re-pointed to it, VIP moved] [after]. 0 duplicates;
             no failed request outside [failover].
-  degrade   db1 -> db2 semi-sync, timeout 500 ms. [calm] [degraded: db2's IO
+  degrade   db1 -> db2 semi-sync, timeout 1 s. [calm] [degraded: db2's IO
             thread stopped: the primary falls back to async; every node
-            answers 503 durability_degraded and its /health says so]
+            answers 503 durability_degraded and its /health says
+            segment.replication.durability "degraded"]
             [recovering: IO thread started, semi-sync back on] [after: no
             failure]. 0 duplicates.
   restore   one MariaDB, one node. [calm] a dump of leaf_alloc taken,
@@ -45,6 +55,7 @@ Scenarios (phases in brackets; figures printed per phase):
 Exit 1 if any scenario's check fails. Root only (network namespaces).
 """
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -55,12 +66,13 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 from bbutil import LEAFD, TestFailure, free_port, in_ci, wait_for  # noqa: E402
-from idcheck import Load  # noqa: E402
+from idcheck import Load, build_idstream  # noqa: E402
 from mariadb_ns import NsMariaDB, wait_semi_sync, dump, restore  # noqa: E402
 from netns import Net  # noqa: E402
 
@@ -90,7 +102,7 @@ class LeafNode:
                 "listen.address": "0.0.0.0", "listen.port": self.ports["http"],
                 "resp.listen.address": "0.0.0.0", "resp.listen.port": self.ports["resp"],
                 "memcache.listen.address": "0.0.0.0", "memcache.listen.port": self.ports["mc"],
-                "segment.max_step": 40, "segment.db_timeout_ms": 1000,
+                "segment.max_step": 5000, "segment.db_timeout_ms": 1000,
                 "segment.db_backoff_max_ms": 300}
         if grpc:
             conf.update({"grpc.listen.address": "0.0.0.0",
@@ -165,7 +177,13 @@ def max_id(db):
 
 def wait_each(load, nodes, since, pred, timeout, what):
     """Until every node has an answer since `since` that pred accepts
-    (pred(code) on the load's records)."""
+    (pred(code) on the load's records); when pred accepts a success, the
+    C client too (its "node" is "all": it serves from its leases, and after
+    an outage waits dead_ms before it asks a server again)."""
+    want = set(n.node.name for n in nodes)
+    if load.cclient and pred(None):
+        want.add("all")
+
     def done():
         seen = set()
         for recs in load.recs:
@@ -174,13 +192,28 @@ def wait_each(load, nodes, since, pred, timeout, what):
                     break
                 if pred(r[4]):
                     seen.add(r[2])
-        return all(n.node.name in seen for n in nodes)
+        return want <= seen
     wait_for(done, timeout, step=0.1, what=what)
 
 
-def fence(nodes, url, wd, binary):
-    floor = max(int(n.health()["db"]["marks_max"]) for n in nodes)
-    r = subprocess.run([binary, "db-fence", "--url", url, "--floor", str(floor)],
+def wait_serving(load, nodes, timeout, what):
+    """Until no node's /health shows loads refused or durability degraded
+    (a node can answer from its buffers while it refuses to load, and run
+    dry after), then until every node and the C client answered since."""
+    def healthy(n):
+        seg = n.health()["segment"]
+        return "refused" not in seg and \
+            seg.get("replication", {}).get("durability") != "degraded"
+    wait_for(lambda: all(healthy(n) for n in nodes), timeout, step=0.1, what=what + " (/health)")
+    wait_each(load, nodes, time.time(), lambda c: c is None, 30, what)
+
+
+def fence(nodes, url, binary):
+    """leafd db-fence with the floor the runbook says: the largest
+    segment.marks_max of the nodes' /health."""
+    floor = max(int(n.health()["segment"]["marks_max"]) for n in nodes)
+    r = subprocess.run([binary, "db-fence", "--floor=%d" % floor, "--segment.store=mysql",
+                        "--segment.mysql.url=" + url],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60,
                        env={k: v for k, v in os.environ.items() if not k.startswith("LEAFD_")})
     say("leafd db-fence --floor %d: exit %d: %s" % (floor, r.returncode,
@@ -195,6 +228,7 @@ class Scenario:
         self.wd = tempfile.mkdtemp(prefix="lfh-%s-" % name)
         self.secs = args.phase_secs
         self.load = None
+        self.summary = None
 
     def phase(self, load, name, secs=None):
         say("  phase %s" % name)
@@ -202,15 +236,32 @@ class Scenario:
         if secs:
             time.sleep(secs)
 
+    @contextlib.contextmanager
+    def network(self):
+        """A Net whose clients stop before it closes (a failed check
+        leaves no client counting the teardown as failed requests)."""
+        with Net() as net:
+            try:
+                yield net
+            finally:
+                if self.load is not None:
+                    self.load.stop()
+
     def start_load(self, nodes):
-        self.load = s.start_load(nodes)
+        self.load = Load([n.client() for n in nodes], TAG, cclient=self.args.cclient).start()
         return self.load
 
-    def finish(self, load):
-        self.load = None
+    def report(self, load):
         load.stop()
         rep = load.report()
         print(rep.text, flush=True)
+        self.summary = rep.summary([p for p in rep.phases if p not in ("calm", "lag", "drift",
+                                                                         "after")])
+        return rep
+
+    def finish(self, load):
+        self.load = None
+        rep = self.report(load)
         check(not rep.bad, "answers that were not the IDs asked for: %s" % rep.bad[:3])
         return rep
 
@@ -222,9 +273,12 @@ class Scenario:
                   % (rep.duplicates, rep.dup_examples))
 
 
-def sc_async(s):
+def sc_async(s, cut=False):
+    """cut: the partition variant (lag and failover by nftables, the old
+    primary left running); else the replica's SQL thread stopped and the
+    primary killed -9."""
     args = s.args
-    with Net() as net:
+    with s.network() as net:
         db1, db2 = start_dbs(net, s.wd, 2)
         vip = net.vip(1)
         net.add_vip(db1.node, vip)
@@ -236,11 +290,18 @@ def sc_async(s):
                  for i in range(2)]
         load = s.start_load(nodes)
         s.phase(load, "calm", s.secs)
-        db2.lag()
+        if cut:
+            net.partition([db1.node], [db2.node])
+        else:
+            db2.lag()
         s.phase(load, "lag", s.secs)
         s.phase(load, "failover")
+        if cut:
+            net.partition([db1.node], [n.node for n in nodes])
+            time.sleep(0.5)               # what was in flight lands or times out
         at_primary = max_id(db1)
-        db1.kill9()
+        if not cut:
+            db1.kill9()
         db2.promote(apply_relay=False)
         net.move_vip(vip, db1.node, db2.node)
         moved = time.time()
@@ -253,11 +314,9 @@ def sc_async(s):
             wait_each(load, nodes, moved, lambda c: c == "db_failover", 30 + s.secs,
                       "every node refusing with db_failover")
             s.phase(load, "refused", s.secs / 2)
-            fence(nodes, url, s.wd, args.leafd)
-            fenced = time.time()
+            fence(nodes, url, args.leafd)
             s.phase(load, "fenced")
-            wait_each(load, nodes, fenced, lambda c: c is None, 30,
-                      "every node serving after db-fence")
+            wait_serving(load, nodes, 30, "every node serving after db-fence")
             s.phase(load, "after", s.secs)
             rep = s.finish(load)
             check(rep.failed(["calm", "lag", "after"]) == 0,
@@ -282,7 +341,7 @@ def promote_best(replicas):
 
 def sc_semisync(s):
     args = s.args
-    with Net() as net:
+    with s.network() as net:
         db1, db2, db3 = start_dbs(net, s.wd, 3, semi_sync=True, semi_timeout_ms=10000)
         vip = net.vip(1)
         net.add_vip(db1.node, vip)
@@ -302,23 +361,23 @@ def sc_semisync(s):
         db1.kill9()
         best = promote_best([db2, db3])
         net.move_vip(vip, db1.node, best.node)
-        moved = time.time()
         say("  promoted %s, max_id %d" % (best.node.name, max_id(best)))
         wait_semi_sync(best)
-        wait_each(load, nodes, moved, lambda c: c is None, 30 + s.secs,
-                  "every node serving after the failover")
+        wait_serving(load, nodes, 30 + s.secs, "every node serving after the failover")
         s.phase(load, "after", s.secs)
         rep = s.finish(load)
         check(rep.failed(["calm", "lag", "after"]) == 0,
               "failed requests outside the failover: %s" % rep.errors(["calm", "lag", "after"]))
+        check("db_failover" not in rep.errors(),
+              "semi-sync: the promoted replica was not accepted without db-fence")
         s.expect_dups(rep)
     return s
 
 
 def sc_degrade(s):
     args = s.args
-    with Net() as net:
-        db1, db2 = start_dbs(net, s.wd, 2, semi_sync=True, semi_timeout_ms=500)
+    with s.network() as net:
+        db1, db2 = start_dbs(net, s.wd, 2, semi_sync=True, semi_timeout_ms=1000)
         db2.replicate_from(db1)
         wait_semi_sync(db1)
         add_tag(db1)
@@ -334,16 +393,15 @@ def sc_degrade(s):
         wait_each(load, nodes, cut, lambda c: c == "durability_degraded", 30 + s.secs,
                   "every node refusing with durability_degraded")
         for n in nodes:
-            h = json.dumps(n.health())
-            check("durability_degraded" in h or '"degraded": true' in h,
-                  "%s /health does not say degraded: %s" % (n.node.name, h[:400]))
+            h = n.health()
+            check(h["segment"].get("replication", {}).get("durability") == "degraded",
+                  "%s /health does not say degraded: %s" % (n.node.name, json.dumps(h)[:600]))
         check(db1.status("Rpl_semi_sync_master_status") == "OFF",
               "semi-sync still on with the replica's IO thread stopped")
         s.phase(load, "recovering")
         db2.start_io()
         wait_semi_sync(db1)
-        back = time.time()
-        wait_each(load, nodes, back, lambda c: c is None, 30, "every node serving again")
+        wait_serving(load, nodes, 30, "every node serving again")
         s.phase(load, "after", s.secs)
         rep = s.finish(load)
         check(rep.failed(["calm", "after"]) == 0,
@@ -354,7 +412,7 @@ def sc_degrade(s):
 
 def sc_restore(s):
     args = s.args
-    with Net() as net:
+    with s.network() as net:
         (db,) = start_dbs(net, s.wd, 1)
         add_tag(db)
         nodes = [LeafNode(net.add("n0"), s.wd, db.url(), {}, args.leafd, args.grpc).start()]
@@ -382,9 +440,9 @@ def sc_restore(s):
     return s
 
 
-SCENARIOS = {"async": sc_async, "semisync": sc_semisync, "degrade": sc_degrade,
-             "restore": sc_restore}
-CONTROLS = ("async", "restore")
+SCENARIOS = {"async": sc_async, "partition": lambda s: sc_async(s, cut=True),
+             "semisync": sc_semisync, "degrade": sc_degrade, "restore": sc_restore}
+CONTROLS = ("async", "partition", "restore")
 
 
 def main():
@@ -417,9 +475,18 @@ def main():
             return 1
         print("gRPC client left out: %s" % e)
         args.grpc = False
+    cdir = tempfile.mkdtemp(prefix="lfh-idstream-")
+    try:
+        args.cclient = build_idstream(cdir)
+        return run(args)
+    finally:
+        shutil.rmtree(cdir, ignore_errors=True)
+
+
+def run(args):
     names = args.only.split(",") if args.only else \
         list(CONTROLS if args.expect_duplicates else SCENARIOS)
-    failed = []
+    failed, summaries = [], []
     for name in names:
         say("== %s%s (%s)" % (name, " (positive control)" if args.expect_duplicates else "",
                               args.leafd))
@@ -432,8 +499,8 @@ def main():
             failed.append(name)
             say("FAIL %s: %s: %s" % (name, type(e).__name__, e))
             if s.load is not None:        # the figures up to the failure
-                s.load.stop()
-                print(s.load.report().text, flush=True)
+                load, s.load = s.load, None
+                s.report(load)
         finally:                          # interrupted too (SIGTERM: SystemExit)
             if s.load is not None:
                 s.load.stop_ev.set()
@@ -441,6 +508,13 @@ def main():
                 say("  (kept %s)" % s.wd)
             else:
                 shutil.rmtree(s.wd, ignore_errors=True)
+        if s.summary:
+            summaries.append("%-10s %s%s" % (name, "FAILED: " if name in failed else "",
+                                             s.summary))
+    print("== figures%s (%s):" % (" of the positive control" if args.expect_duplicates else "",
+                                  args.leafd))
+    for line in summaries:
+        print("   " + line)
     print("%d passed, %d failed" % (len(names) - len(failed), len(failed)), flush=True)
     return 1 if failed else 0
 

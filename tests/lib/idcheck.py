@@ -17,6 +17,9 @@ Clients (one thread per node per front end, each on its own connection):
   grpc   leafd.v1.IdService/NextSegment (python3-grpcio, stubs protoc makes
          from proto/ as tests/blackbox/bb_grpc.py does; only when ports has
          "grpc")
+  c      libleafd-client over every node at once (its leases, its failover
+         between servers): tests/lib/idstream.c, one process, node "all"
+         (Load(cclient=path), path from build_idstream())
 Every answer is recorded as (start, latency, node, front end, error code or
 None, IDs received); an error code is leafd's ("ids_exhausted",
 "db_failover", ...), or "client:<exception>" for a timeout, a refused or a
@@ -27,7 +30,9 @@ import array
 import collections
 import json
 import os
+import re
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -44,10 +49,15 @@ class BadAnswer(Exception):
 
 
 def _http_code(r):
+    """leafd's JSON error code; else "http_<status>", an answer that is
+    not leafd's (the checker fails on it: BadAnswer)."""
     try:
-        return r.json().get("error") or "http_%d" % r.status
-    except ValueError:
-        return "http_%d" % r.status
+        code = r.json().get("error")
+    except (ValueError, AttributeError):
+        code = None
+    if not code:
+        raise BadAnswer("%d %r" % (r.status, r.body[:200]))
+    return code
 
 
 class HttpIds:
@@ -153,8 +163,10 @@ class GrpcIds:
         try:
             return None, list(self.call(self.req, timeout=TIMEOUT).ids)
         except self.grpc.RpcError as e:
-            d = e.details() or ""
-            return (d.split(":", 1)[0] if ":" in d else "grpc_%s" % e.code().name.lower()), []
+            m = re.match(r"^([a-z_]+): ", e.details() or "")
+            if m:                       # leafd's code first in the details
+                return m.group(1), []
+            raise ConnectionError("grpc %s: %s" % (e.code().name, e.details()))
 
     def close(self):
         self.ch.close()
@@ -172,9 +184,29 @@ def make_client(kind, addr, ports, tag):
     return GrpcIds(addr, ports["grpc"], tag)
 
 
+def build_idstream(workdir):
+    """tests/lib/idstream.c linked with build/libleafd-client.a (made if
+    missing); its path."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    lib = os.path.join(root, "build", "libleafd-client.a")
+    if not os.path.exists(lib):
+        subprocess.run(["make", "--no-print-directory", "-C", root, "build/libleafd-client.a"],
+                       check=True, stdout=subprocess.DEVNULL)
+    out = os.path.join(workdir, "idstream")
+    curl = subprocess.run(["pkg-config", "--libs", "libcurl"], stdout=subprocess.PIPE,
+                          check=True).stdout.decode().split()
+    subprocess.run([os.environ.get("CC", "cc"), "-std=gnu11", "-O2", "-Wall", "-Werror",
+                    "-I" + os.path.join(root, "clients", "c"), "-o", out,
+                    os.path.join(root, "tests", "lib", "idstream.c"), lib] + curl + ["-pthread"],
+                   check=True)
+    return out
+
+
 class Load:
-    def __init__(self, nodes, tag, kinds=("http", "lease", "resp", "mc", "grpc"), pause=0.002):
-        self.nodes, self.tag, self.pause = nodes, tag, pause
+    def __init__(self, nodes, tag, kinds=("http", "lease", "resp", "mc", "grpc"), pause=0.005,
+                 cclient=None):
+        self.nodes, self.tag, self.pause, self.cclient = nodes, tag, pause, cclient
+        self.cproc = None
         self.kinds = kinds
         self.stop_ev = threading.Event()
         self.threads, self.recs, self.ids, self.bad = [], [], [], []
@@ -192,7 +224,34 @@ class Load:
                                          daemon=True)
                     t.start()
                     self.threads.append(t)
+        if self.cclient:
+            urls = ",".join("http://%s:%d" % (addr, ports["http"]) for _, addr, ports in self.nodes)
+            self.cproc = subprocess.Popen([self.cclient, urls, self.tag, str(K),
+                                           str(int(self.pause * 1e6))], stdout=subprocess.PIPE)
+            recs, ids = [], array.array("q")
+            self.recs.append(recs)
+            self.ids.append(ids)
+            t = threading.Thread(target=self.read_c, args=(recs, ids), daemon=True)
+            t.start()
+            self.threads.append(t)
         return self
+
+    def read_c(self, recs, ids):
+        """idstream's lines: "<us> ok <id>..." or "<us> c_<error> <why>"."""
+        for line in self.cproc.stdout:
+            end = time.time()
+            f = line.decode(errors="replace").split()
+            if len(f) < 2 or self.stop_ev.is_set():
+                continue
+            lat = int(f[0]) / 1e6
+            if f[1] == "ok":
+                got = [int(x) for x in f[2:]]
+                if any(a >= b for a, b in zip(got, got[1:])):
+                    self.bad.append(("all", "c", got[:10]))
+                ids.extend(got)
+                recs.append((end - lat, lat, "all", "c", None, len(got)))
+            else:
+                recs.append((end - lat, lat, "all", "c", f[1], 0))
 
     def phase(self, name):
         self.phases.append((name, time.time()))
@@ -228,7 +287,12 @@ class Load:
             c.close()
 
     def stop(self):
+        if self.t_end is not None:
+            return
         self.stop_ev.set()
+        if self.cproc is not None:
+            self.cproc.terminate()
+            self.cproc.wait(10)
         for t in self.threads:
             t.join(timeout=TIMEOUT * 3)
         self.t_end = time.time()
@@ -247,7 +311,8 @@ def pct(xs, p):
 class Report:
     """The checker's findings: duplicates over every ID of every client, and
     per phase: requests, answers/s, errors by code, longest wait (the longest
-    time in the phase with no successful answer from any node), p50/p99."""
+    time in the phase one client, a node's front end, had no successful
+    answer), p50/p99 latency."""
 
     def __init__(self, load):
         allids = array.array("q")
@@ -261,18 +326,29 @@ class Report:
         self.bad = load.bad
         recs = sorted(r for rs in load.recs for r in rs)
         self.phases = collections.OrderedDict()
+        self.latencies = {}
         bounds = load.phases + [("end", load.t_end)]
         for (name, t0), (_, t1) in zip(bounds, bounds[1:]):
             rs = [r for r in recs if t0 <= r[0] < t1]
             ok_ends = sorted(r[0] + r[1] for r in rs if r[4] is None)
-            edges = [t0] + ok_ends + [t1]
+            # The longest wait: the longest time one client (a node and a
+            # front end) went without a successful answer in the phase.
+            streams = collections.defaultdict(list)
+            for r in rs:
+                if r[4] is None:
+                    streams[(r[2], r[3])].append(r[0] + r[1])
+            wait = 0.0
+            for key in set((r[2], r[3]) for r in recs):
+                edges = [t0] + sorted(streams.get(key, [])) + [t1]
+                wait = max(wait, max(b - a for a, b in zip(edges, edges[1:])))
             errors = collections.Counter(r[4] for r in rs if r[4] is not None)
+            self.latencies[name] = [r[1] for r in rs]
             self.phases[name] = {
                 "secs": t1 - t0, "requests": len(rs),
                 "answers_per_s": len(ok_ends) / max(t1 - t0, 1e-9),
                 "ids": sum(r[5] for r in rs),
                 "errors": dict(errors), "failed": sum(errors.values()),
-                "longest_wait_s": max(b - a for a, b in zip(edges, edges[1:])),
+                "longest_wait_s": wait,
                 "p50_ms": pct([r[1] for r in rs], 0.50) * 1000,
                 "p99_ms": pct([r[1] for r in rs], 0.99) * 1000,
                 "by_kind": dict(collections.Counter(r[3] for r in rs if r[4] is None)),
@@ -288,11 +364,25 @@ class Report:
                 c.update(p["errors"])
         return dict(c)
 
+    def summary(self, window):
+        """One line of the issue's figures: IDs, duplicates, failed requests
+        by code, seconds without service (the longest wait of any client in
+        any phase),
+        p99 in the window's phases against the calm phase's."""
+        lat = [x for n in window for x in self.latencies.get(n, [])]
+        return ("IDs %d, duplicates %d, failed %s, without service %.2f s, "
+                "p99 %.1f ms in %s against %.1f ms calm"
+                % (self.issued, self.duplicates, json.dumps(self.errors(), sort_keys=True),
+                   max(p["longest_wait_s"] for p in self.phases.values()),
+                   pct(lat, 0.99) * 1000, "+".join(window),
+                   pct(self.latencies.get("calm", []), 0.99) * 1000))
+
     @property
     def text(self):
         out = ["IDs issued %d, duplicates %d%s, bad answers %d"
                % (self.issued, self.duplicates,
-                  " (e.g. %s)" % self.dup_examples if self.duplicates else "", len(self.bad))]
+                  " (e.g. %s)" % self.dup_examples if self.duplicates else "", len(self.bad))
+               + (" (e.g. %s)" % self.bad[:3] if self.bad else "")]
         kinds = collections.Counter()
         for p in self.phases.values():
             kinds.update(p["by_kind"])

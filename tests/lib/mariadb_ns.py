@@ -137,7 +137,10 @@ class NsMariaDB:
         applied is lost (an async failover that does not wait); True: what
         it received is applied first (what a semi-sync failover does)."""
         if apply_relay:
-            self.sql("STOP SLAVE IO_THREAD")
+            # The SQL thread first, with the IO thread still up (retrying
+            # the dead primary): with MASTER_USE_GTID, once both threads
+            # are stopped the next start discards the relay log and fetches
+            # from gtid_slave_pos again, and nobody is there to fetch from.
             io_pos = self.slave_status().get("Gtid_IO_Pos", "")
             self.sql("START SLAVE SQL_THREAD")
             got = self.sql("SELECT MASTER_GTID_WAIT('%s', 60)" % io_pos, timeout=70)

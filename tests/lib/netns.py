@@ -39,11 +39,13 @@ Nemeses:
   LD_PRELOAD (bbutil.faketime_preload: tests/lib/ftfix.c then
   libfaketimeMT) reading FAKETIME_TIMESTAMP_FILE, re-read every
   FAKETIME_CACHE_DURATION=1 s; step_clock(stamp_file, "-10s") writes a new
-  offset ("+0" back to real time). Steps apply to CLOCK_REALTIME and, with
-  FAKETIME_DONT_FAKE_MONOTONIC unset, to the monotonic clock too.
+  offset ("+0" back to real time). The probe checks a step of
+  CLOCK_REALTIME; libfaketime moves the monotonic clock too unless
+  FAKETIME_DONT_FAKE_MONOTONIC=1 is in the environment.
 
 What this kernel has (6.18, Debian 12 user space; measured by
-`python3 tests/lib/netns.py --probe`, which each claim below came from):
+`python3 tests/lib/netns.py --probe`, which each claim below came from;
+--check, in make test's failover lane, fails if any of it changes):
 - netem: no (`tc qdisc add ... netem` -> "Specified qdisc kind is unknown"):
   no delay, loss or reorder;
 - nftables inside a namespace: yes, input drop cuts TCP both ways and
@@ -94,13 +96,12 @@ def sh(*argv, check=True, ns=None, timeout=30):
 
 
 def _pid_alive(pid):
+    """pid runs (a zombie, killed and not yet reaped, does not)."""
     try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
         return False
-    except PermissionError:
-        return True
 
 
 def sweep(prefix="lfh"):
@@ -179,7 +180,7 @@ class Net:
         self.prefix = "10.%d.%d" % (first_octet,
                                     random.choice([s for s in range(1, 255) if s not in used]))
         self.bridge = prefix + self.tag
-        self.nodes, self.groups, self.pids, self.vips = [], [], [], {}
+        self.nodes, self.groups, self.pids, self.vips, self.cuts = [], [], [], {}, []
         self.closed = False
         with open(os.path.join(self.owners, self.tag), "w") as f:
             f.write(str(os.getpid()))
@@ -224,25 +225,31 @@ class Net:
 
     # -- nemeses ------------------------------------------------------------
 
-    def _drop(self, at, senders):
-        if at is self.client:
-            return                      # never an nft rule in the root namespace
-        addrs = sorted(set(a for s in senders for a in s.addrs))
-        at.run(["nft", "add table inet lfh; add chain inet lfh in "
-                "{ type filter hook input priority -10; policy accept; }; "
-                "add rule inet lfh in ip saddr { %s } drop" % ", ".join(addrs)])
-
-    def partition(self, a_nodes, b_nodes, oneway=False):
-        """Cut a_nodes from b_nodes (both ways, or only a -> b)."""
-        for b in b_nodes:
-            self._drop(b, a_nodes)
-        if not oneway:
-            for a in a_nodes:
-                self._drop(a, b_nodes)
-
-    def heal(self):
+    def _render(self):
+        """Every namespace's rules from self.cuts, with each node's
+        addresses as they are now (a VIP that moved is cut where it went)."""
         for n in self.nodes:
             n.run(["nft", "delete", "table", "inet", "lfh"], check=False)
+            addrs = sorted(set(a for at, senders in self.cuts if at is n
+                               for s in senders for a in s.addrs))
+            if addrs:
+                n.run(["nft", "add table inet lfh; add chain inet lfh in "
+                       "{ type filter hook input priority -10; policy accept; }; "
+                       "add rule inet lfh in ip saddr { %s } drop" % ", ".join(addrs)])
+
+    def partition(self, a_nodes, b_nodes, oneway=False):
+        """Cut a_nodes from b_nodes (both ways, or only a -> b). Never a
+        rule in the root namespace: net.client's side gets none."""
+        for b in b_nodes:
+            self.cuts.append((b, list(a_nodes)))
+        if not oneway:
+            for a in a_nodes:
+                self.cuts.append((a, list(b_nodes)))
+        self._render()
+
+    def heal(self):
+        self.cuts = []
+        self._render()
 
     @staticmethod
     def kill9(pid):
@@ -278,6 +285,7 @@ class Net:
         if vip in from_node.addrs:
             from_node.addrs.remove(vip)
         self.add_vip(to_node, vip)
+        self._render()
 
     # -- clocks ---------------------------------------------------------------
 
@@ -385,6 +393,7 @@ def probe():
                             "root", "netem", "delay", "10ms"], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, env=dict(os.environ, PATH=PATH))
         out["netem"] = "ok" if r.returncode == 0 else r.stdout.decode().strip()
+        out["faketime step -100s in a"] = faketime_probe(net, a)
         net.add_vip(b, net.vip(1))
         out["vip on b"] = can_connect(a, net.vip(1), 7000)
         net.move_vip(net.vip(1), b, a)
@@ -392,6 +401,24 @@ def probe():
     left = [x for x in sh("ip", "netns", "list").split("\n") if x.startswith("lfh-%s-" % net.tag)]
     out["cleanup: namespaces left"] = str(len(left))
     return out
+
+
+def faketime_probe(net, node):
+    """"ok" if a process of node's, started at +0, sees its clock 100 s
+    back after step_clock(.., "-100s")."""
+    import tempfile
+    wd = tempfile.mkdtemp(prefix="lfh-ft-")
+    try:
+        stamp = os.path.join(wd, "stamp")
+        env = dict(os.environ, **net.faketime_env(wd, stamp))
+        p = node.popen(["python3", "-c", "import time\nt0=time.time()\ntime.sleep(2.5)\n"
+                        "print(time.time()-t0)"], env=env, stdout=subprocess.PIPE)
+        time.sleep(0.5)
+        step_clock(stamp, "-100s")
+        d = float(p.communicate(timeout=20)[0].decode().strip() or "nan")
+        return "ok" if -100 < d < -95 else "stepped %.1f s, not -100 + 2.5" % d
+    finally:
+        shutil.rmtree(wd, ignore_errors=True)
 
 
 def udp_reaches(src, dst):
@@ -415,12 +442,33 @@ def can_connect_host(addr, port, timeout=1.0):
         return "%s %s" % (type(e).__name__, e)
 
 
+# What the harness relies on: a key of probe()'s answer -> connects ("ok")
+# or not. (netem is only reported: nothing here needs it.)
+RELIES_ON = {
+    "baseline a->b": True, "baseline host->b": True,
+    "nft both ways a->b": False, "nft both ways b->a": False, "healed a->b": True,
+    "client cut from b: host->b": False, "client cut from b: a->b": True,
+    "nft one-way a->b": False, "nft one-way, UDP b->a": True, "nft one-way, UDP a->b": False,
+    "blackhole route in a, a->b": False, "link down in a, a->b": False,
+    "link up again a->b": True, "faketime step -100s in a": True, "vip on b": True, "vip moved to a, from b": True,
+}
+
+
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--probe"]:
-        for k, v in probe().items():
+    if sys.argv[1:] in (["--probe"], ["--check"]):
+        found = probe()
+        bad = []
+        for k, v in found.items():
             print("%-45s %s" % (k, v))
+            if k in RELIES_ON and (v == "ok") != RELIES_ON[k]:
+                bad.append(k)
+        if found["cleanup: namespaces left"] != "0":
+            bad.append("cleanup")
+        if sys.argv[1] == "--check":
+            print("FAIL netns: %s" % ", ".join(bad) if bad else "netns: as expected")
+            sys.exit(1 if bad else 0)
     elif sys.argv[1:] == ["--sweep"]:
         sweep()
     else:
-        print("usage: netns.py --probe | --sweep")
+        print("usage: netns.py --probe | --check | --sweep")
         sys.exit(2)

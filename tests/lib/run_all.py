@@ -90,6 +90,8 @@ def lanes(tmp):
              ["python3", "tests/blackbox/chaos.py", "--short"]),
         ], -5),
         "failover": (False, {"LEAFD_TEST_PORTS": "21000-21999"}, [
+            ("what the fault harness needs of this kernel (tests/lib/netns.py --check)",
+             ["python3", "tests/lib/netns.py", "--check"]),
             ("MariaDB failovers under load, short version (make chaos-long for the long one)",
              ["python3", "tests/blackbox/failover.py", "--short"]),
         ], -5),
