@@ -152,6 +152,12 @@ my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
     my_ulonglong changed;
     int rc;
 
+    if ((checks & MY_CHECK_REPL) && m->repl != REPL_ASYNC) {
+        enum store_result res = store_my_repl_pre(m, cause);
+
+        if (res != STORE_OK)
+            return res;
+    }
     /* max_id <= INT64_MAX - step: refuse a range that would overflow. */
     db_mysql_bind_i64(&p[0], &v_step);
     store_my_bind_str(&p[1], tag, &tag_len);

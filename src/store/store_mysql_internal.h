@@ -21,12 +21,21 @@
 #define MY_USER_MAX     128
 #define MY_PASSWORD_MAX 256
 
+/* What a load read of its server (store_mysql_repl.c). */
+struct my_repl_state {
+    long long server_id, read_only, no_tx, wsrep_state;
+    char      semi[8], ready[8], wait_point[16], cluster[40];
+    char      id[96];               /* the identity marks record */
+};
+
 struct store_mysql {
     struct store         base;
     struct db_mysql_conn c;     /* the connection and its statements */
     int                  repl;  /* enum db_replication; -1: a database of
                                    a set, no checks (store_mysql_repl.c) */
     long long            no_tx; /* semi-sync: no_tx before this load */
+    struct my_repl_state pre;   /* semi-sync, galera: read before the
+                                   UPDATE (store_my_repl_pre) */
 };
 
 /* The statements every call uses, prepared at connect (db_mysql_conn.h):
@@ -95,12 +104,15 @@ enum store_result store_my_meta_check(struct store_mysql *m,
                                       struct multi_meta *got, char **cause);
 
 /* store_mysql_repl.c (its DESIGN): inside a load's transaction, before
- * its COMMIT, the server's identity and role (server_id and read_only as
- * the load's SELECT read them) and state; STORE_OK, or the
+ * its UPDATE (semi-sync and galera: _pre, their state, while the
+ * transaction holds no lock a replicated write could abort), and before
+ * its COMMIT (_check: the server's identity and role as the load's SELECT
+ * read them); STORE_OK, or the
  * transaction rolled back and STORE_DB_ERROR (read-only, a Galera node not
  * synced), STORE_DEGRADED (semi-sync off) or STORE_REFUSED (a failover).
  * After the COMMIT (semi-sync): STORE_OK when a replica acknowledged it,
  * else STORE_DEGRADED (the range must not be used). */
+enum store_result store_my_repl_pre(struct store_mysql *m, char **cause);
 enum store_result store_my_repl_check(struct store_mysql *m,
                                       long long server_id, long long read_only,
                                       char **cause);

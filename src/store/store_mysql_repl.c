@@ -117,11 +117,9 @@ static const char sql_fence_insert[] =
     "INSERT INTO leafd_fence (floor, serial_floor, server) VALUES (?, ?, ?)";
 
 /* What one read of the server said. */
-struct repl_state {
-    long long server_id, read_only, no_tx, wsrep_state;
-    char      semi[8], ready[8], wait_point[16], cluster[40];
-    char      id[MARKS_SERVER_MAX];     /* the identity marks record */
-};
+#define repl_state my_repl_state
+_Static_assert(sizeof ((struct my_repl_state *)0)->id == MARKS_SERVER_MAX,
+               "an identity fits the marks");
 
 /* The last state seen, for /health and /metrics. */
 static struct {
@@ -176,9 +174,19 @@ status_value(struct repl_state *st, const char *name, const char *v)
         snprintf(st->cluster, sizeof st->cluster, "%.39s", v);
 }
 
+/* The identity marks record for the server st describes. */
+static void
+repl_identity(const struct store_mysql *m, struct repl_state *st)
+{
+    if (m->repl == REPL_GALERA)
+        snprintf(st->id, sizeof st->id, "galera:%s", st->cluster);
+    else
+        snprintf(st->id, sizeof st->id, "server_id=%lld", st->server_id);
+}
+
 /* Read the server's state inside the caller's transaction (with have_id,
- * st's server_id and read_only are read already, the rest zeroed): 0, or
- * -1 after db_mysql_conn_fail. */
+ * not its server_id and read_only, which the load reads with its row, nor
+ * is it shown yet): 0, or -1 after db_mysql_conn_fail. */
 static int
 read_state(struct store_mysql *m, struct repl_state *st, int have_id,
            char **cause)
@@ -233,11 +241,9 @@ read_state(struct store_mysql *m, struct repl_state *st, int have_id,
         st->wait_point[val_len < sizeof st->wait_point ? val_len :
                        sizeof st->wait_point - 1] = '\0';
     }
-    if (m->repl == REPL_GALERA)
-        snprintf(st->id, sizeof st->id, "galera:%s", st->cluster);
-    else
-        snprintf(st->id, sizeof st->id, "server_id=%lld", st->server_id);
-    show(m, st);
+    repl_identity(m, st);
+    if (!have_id)
+        show(m, st);
     return 0;
 }
 
@@ -261,6 +267,40 @@ refuse(struct store_mysql *m, enum store_result rc, char **cause,
 }
 
 enum store_result
+store_my_repl_pre(struct store_mysql *m, char **cause)
+{
+    struct repl_state *st = &m->pre;
+
+    assert(m->repl == REPL_SEMI_SYNC || m->repl == REPL_GALERA);
+    memset(st, 0, sizeof *st);
+    if (read_state(m, st, 1, cause) == -1)
+        return STORE_DB_ERROR;
+    if (m->repl == REPL_GALERA &&
+        (strcmp(st->ready, "ON") != 0 || st->wsrep_state != 4))
+        return refuse(m, STORE_DB_ERROR, cause, "galera node %s is not ready "
+                      "(wsrep_ready %s, wsrep_local_state %lld; 4 is Synced): "
+                      "it is not in the primary component, or joining",
+                      m->c.where, st->ready[0] ? st->ready : "missing",
+                      st->wsrep_state);
+    if (m->repl == REPL_SEMI_SYNC &&
+        (strcmp(st->semi, "ON") != 0 ||
+         strcmp(st->wait_point, "AFTER_SYNC") != 0)) {
+        char why[256];
+
+        snprintf(why, sizeof why, "semi-sync on %s is %s with wait point %s: "
+                 "no replica acknowledges commits losslessly (needs "
+                 "Rpl_semi_sync_master_status ON and AFTER_SYNC); loads are "
+                 "refused until it is", m->c.where,
+                 st->semi[0] ? st->semi : "missing",
+                 st->wait_point[0] ? st->wait_point : "missing");
+        show_degraded(1, why);
+        return refuse(m, STORE_DEGRADED, cause, "%s", why);
+    }
+    m->no_tx = st->no_tx;
+    return STORE_OK;
+}
+
+enum store_result
 store_my_repl_check(struct store_mysql *m, long long server_id,
                     long long read_only, char **cause)
 {
@@ -268,37 +308,17 @@ store_my_repl_check(struct store_mysql *m, long long server_id,
     char last[MARKS_SERVER_MAX];
 
     assert(m->repl >= REPL_ASYNC && m->repl <= REPL_GALERA);
-    memset(&st, 0, sizeof st);
+    /* Galera and semi-sync: their state read before the UPDATE. */
+    st = m->repl == REPL_ASYNC ? (struct repl_state){ 0 } : m->pre;
     st.server_id = server_id;
     st.read_only = read_only;
-    if (read_state(m, &st, 1, cause) == -1)
-        return STORE_DB_ERROR;
+    repl_identity(m, &st);
+    show(m, &st);
     if (st.read_only)
         return refuse(m, STORE_DB_ERROR, cause, "mysql %s (server_id %lld) is "
                       "read-only: a replica, or a primary being demoted; "
                       "loads wait for a writable primary", m->c.where,
                       st.server_id);
-    if (m->repl == REPL_GALERA &&
-        (strcmp(st.ready, "ON") != 0 || st.wsrep_state != 4))
-        return refuse(m, STORE_DB_ERROR, cause, "galera node %s is not ready "
-                      "(wsrep_ready %s, wsrep_local_state %lld; 4 is Synced): "
-                      "it is not in the primary component, or joining",
-                      m->c.where, st.ready[0] ? st.ready : "missing",
-                      st.wsrep_state);
-    if (m->repl == REPL_SEMI_SYNC &&
-        (strcmp(st.semi, "ON") != 0 || strcmp(st.wait_point, "AFTER_SYNC") != 0)) {
-        char why[256];
-
-        snprintf(why, sizeof why, "semi-sync on %s is %s with wait point %s: "
-                 "no replica acknowledges commits losslessly (needs "
-                 "Rpl_semi_sync_master_status ON and AFTER_SYNC); loads are "
-                 "refused until it is", m->c.where,
-                 st.semi[0] ? st.semi : "missing",
-                 st.wait_point[0] ? st.wait_point : "missing");
-        show_degraded(1, why);
-        return refuse(m, STORE_DEGRADED, cause, "%s", why);
-    }
-    m->no_tx = st.no_tx;
 
     store_marks_server(last, sizeof last);
     if (last[0] != '\0' && !store_marks_same_server(last, st.id)) {
