@@ -348,20 +348,28 @@ chaos: leafd
 
 # --- chaos-long: the chaos run above, then tests/blackbox/failover.py's
 # MariaDB failovers (network namespaces, root) with each phase PHASE_SECS
-# (default 30) long, then its positive controls against leafd built from
-# OLD_COMMIT (default a46976b, before issue 28's fix) in a scratch worktree:
-# they pass only if that binary repeats IDs.
+# (default 30) long, failover_multidb.py's (a member of a set failing over;
+# also with a node idle through it, and the address moved first) and
+# galera.py's (3 rounds), then the positive controls against leafd built
+# from OLD_COMMIT (default a46976b, before issue 28's fix) in a scratch
+# worktree: they pass only if that binary repeats IDs.
 OLD_COMMIT ?= a46976b
 .PHONY: chaos-long
 chaos-long: leafd
 	@sh .ci/deps.sh test
 	@python3 tests/blackbox/chaos.py --duration=$(or $(DURATION),600)
 	@python3 tests/blackbox/failover.py --phase-secs=$(or $(PHASE_SECS),30)
+	@python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30)
+	@python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30) --idle-node
+	@python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30) --order vip-first
+	@python3 tests/blackbox/galera.py
 	@old=$$(mktemp -d /tmp/lfh-old-XXXXXX); trap 'git worktree remove --force "$$old"; rm -rf "$$old"' EXIT; \
 		git worktree add --detach "$$old" $(OLD_COMMIT) >/dev/null && \
 		make --no-print-directory -C "$$old" -j2 leafd >/dev/null && \
 		python3 tests/blackbox/failover.py --phase-secs=$(or $(PHASE_SECS),30) \
-			--expect-duplicates --leafd "$$old/leafd"
+			--expect-duplicates --leafd "$$old/leafd" && \
+		python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30) \
+			--idle-node --expect-duplicates --leafd "$$old/leafd"
 
 # --- libleafd-client (clients/c/): IDs made in process from leased ranges.
 # It links leafd's own snowflake decoder (src/snowflake/sfcodec.c, src/core/util.c), built

@@ -300,6 +300,14 @@ start(struct leafd *d, char **cause)
     /* The marks before any load: a refusal kept from a run before holds. */
     if (store_marks_open(cfg->marks_file, cause) == -1)
         return -1;
+    if (cfg->segment_enable && cfg->marks_file[0] == '\0' &&
+        cfg->store != STORE_SQLITE && (cfg->mysql_url[0] != '\0' ||
+                                       cfg->jdbc_url[0] != '\0' ||
+                                       cfg->mysql_urls[0] != '\0'))
+        log_warn("segment.marks_file is not set: a restart forgets the server "
+                 "this node loaded from and the IDs it received, so a node "
+                 "restarted after a failover or a restore trusts the database "
+                 "it finds (docs/operations.md, \"Replicated databases\")");
     if (cfg->segment_enable) {
         struct segment_options so = {
             .prefetch_percent = (int)cfg->prefetch_percent,

@@ -191,14 +191,21 @@ mark_down(int i, const char *cause)
     atomic_store(&d->retry_at_ms, util_mono_ms() + b);
     atomic_store(&d->backoff_ms, b * 2 > MULTI_BACKOFF_MAX_MS ?
                  MULTI_BACKOFF_MAX_MS : b * 2);
+    int was_up, same;
+
     pthread_mutex_lock(&shared.lock);
+    same = strcmp(d->last_error, cause ? cause : "?") == 0;
     snprintf(d->last_error, sizeof d->last_error, "%s", cause ? cause : "?");
     pthread_mutex_unlock(&shared.lock);
-    if (atomic_exchange(&d->up, 0)) {
+    was_up = atomic_exchange(&d->up, 0);
+    if (was_up)
         atomic_store(&d->down_since_ms, util_wall_ms());
-        log_warn("segment database %d (%s) is down: %s; loads go to the "
-                 "others", i, d->where, cause ? cause : "?");
-    }
+    /* Once when it goes down, and again when the reason changes (a
+     * database that answers again but is refused for another reason). */
+    if (was_up || !same)
+        log_warn("segment database %d (%s) is %s: %s; loads go to the "
+                 "others", i, d->where, was_up ? "down" : "still down",
+                 cause ? cause : "?");
 }
 
 /* ---- the floor: the highest max_id this process got, per tag ---- */

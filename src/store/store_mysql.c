@@ -767,12 +767,5 @@ store_mysql_open_url(const struct config *cfg, const char *url,
 void
 store_mysql_single(struct store *s, const struct config *cfg)
 {
-    static int said;
-
     ((struct store_mysql *)s)->repl = cfg->mysql_replication;
-    if ((cfg->marks_file == NULL || cfg->marks_file[0] == '\0') && !said++)
-        log_warn("segment.marks_file is not set: a restart forgets the server "
-                 "this node loaded from and the IDs it received, so a node "
-                 "restarted after a failover or a restore trusts the database "
-                 "it finds (docs/operations.md, \"Replicated databases\")");
 }

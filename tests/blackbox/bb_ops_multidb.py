@@ -13,7 +13,8 @@ import random
 import subprocess
 import time
 
-from bbutil import LEAFD, Workdir, check, eq, wait_for
+import bbutil
+from bbutil import LEAFD, MariaDB, Workdir, check, eq, wait_for
 from bb_multidb import Load, node
 
 TESTS = [
@@ -31,6 +32,7 @@ TESTS = [
     "test_legacy_set_restore",
     "test_step_over_block_size",
     "test_step_change_single_database",
+    "test_all_down_at_start_then_block_check",
 ]
 
 # Run by the plain black-box lane only, not against leafd-asan (blackbox.py
@@ -510,3 +512,95 @@ def test_step_change_single_database(ctx):
             time.sleep(1.5)
         load.check("step changes")
         stop_all(nodes)
+
+
+def own_servers(wd, n):
+    """n throwaway MariaDB servers (they are stopped and started, which the
+    shared one must not be); their ports from LEAFD_TEST_PORTS's slice when
+    it is set (mariadb.sh uses a port written to DIR/port as it is)."""
+    out = []
+    for i in range(n):
+        m = MariaDB(os.path.join(wd.path, "db%d" % i))
+        if bbutil._port_range() is not None:
+            with open(os.path.join(m.dir, "port"), "w") as f:
+                f.write("%d\n" % bbutil.free_port())
+        wd.cleanup.append(m.stop)
+        out.append(m.start())
+    return out
+
+
+
+def test_all_down_at_start_then_block_check(ctx):
+    """Issue 28 (section 3.5): segment.lease_max or segment.max_step over
+    the set's block size is refused at start when a database answers (a
+    lease from the table, or a range, is one range inside one block). A
+    node started while every database is down cannot check it then: it
+    checks when a database first answers, and refuses every load, saying
+    why in /health (each database's error), until it is restarted with a
+    config that fits. Before (a46976b) such a node served segment IDs as if the config
+    fit, and a lease over the block size answered 503 bad_leaf_alloc_row,
+    blaming the tag's row instead of the config."""
+    with Workdir("ops-multidb-alldown-block") as wd:
+        block = 1000
+        a, b = own_servers(wd, 2)
+        a.sql("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('bk', 1, 100)")
+        urls = [a.url, b.url]
+        r = subprocess.run([LEAFD, "multi-db", "init"] + urls
+                           + ["--block-size=%d" % block, "--segment.max_step=%d" % block,
+                              "--segment.lease_max=%d" % block],
+                           capture_output=True, timeout=120)
+        eq(r.returncode, 0, "init: %s" % (r.stdout + r.stderr).decode())
+
+        def configured(name, lease_max, max_step):
+            return node(wd, urls, name, ["--segment.lease_max=%d" % lease_max,
+                                         "--segment.max_step=%d" % max_step])
+
+        for key, lm, ms in (("lease_max", 5 * block, block), ("max_step", block, 5 * block)):
+            said = "segment.%s %d is over the databases' block size %d" % (key, 5 * block, block)
+            # The reference: with the databases up, refused at start.
+            d = configured("up-" + key, lm, ms)
+            rc = d.start(expect_fail=True)
+            check(rc != 0 and said in d.log(),
+                  "%s over the block size, databases up: refused at start (rc %s):\n%s"
+                  % (key, rc, d.log()))
+            a.stop()
+            b.stop()
+            d = configured("down-" + key, lm, ms).start()   # nothing to check against yet
+            a.start()
+            b.start()
+
+            def answered():
+                """A request served, or the node saying why it refuses."""
+                r = d.get("/segment/bk")
+                if r.status == 200:
+                    return r
+                dbs = d.get("/health").json()["segment"]["databases"]
+                return r if all(said in x.get("error", "") for x in dbs) else None
+
+            r = wait_for(answered, timeout=60, step=0.2,
+                         what="%s: both databases answering again" % d.name)
+            check(r.status == 503 and r.json().get("error"),
+                  "%s %d over the block size %d, started with every database down: "
+                  "once they answer, every load is refused (503 and a JSON error), "
+                  "got %d %s" % (key, 5 * block, block, r.status, r.text.strip()[:300]))
+            if key == "lease_max":
+                r = d.get("/segment/bk/lease?size=%d" % (block + block // 2))
+                check(r.status == 503 and r.json().get("error") not in (None, "bad_leaf_alloc_row"),
+                      "a lease over the block size: 503, and not blamed on the row: %d %s"
+                      % (r.status, r.text.strip()[:300]))
+            for x in d.get("/health").json()["segment"]["databases"]:
+                check(not x["up"] and said in x.get("error", ""),
+                      "/health says why each database is kept out: %s" % x)
+            d.stop()
+        # The config fixed: the same databases serve, a lease of a whole
+        # block stays inside one block.
+        d = configured("fits", block, block).start()
+        r = wait_for(lambda: d.get("/segment/bk/lease?size=%d" % block).status == 200 and
+                     d.get("/segment/bk/lease?size=%d" % block), timeout=60, step=0.2,
+                     what="a lease of %d from the fixed node" % block)
+        for line in r.text.split("\n"):
+            if line.strip():
+                lo, hi = (int(x) for x in line.split())
+                eq(lo // block, (hi - 1) // block, "lease [%d, %d) inside one block" % (lo, hi))
+        eq(d.get("/segment/bk?count=10").status, 200, "the fixed node serves")
+        d.stop()

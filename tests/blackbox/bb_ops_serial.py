@@ -367,7 +367,8 @@ def test_serial_row_restored(ctx):
     ranges up to its mark for that row; a load that comes back below it is
     refused in its transaction (nothing changes) and logged, naming the
     row, the database's value and the mark: no serial twice, the clients
-    get 503 serial_unavailable once the buffers drain."""
+    get 503 store_behind once the buffers drain (the node stays refused
+    until leafd db-fence)."""
     with Workdir("ops-serial-restore") as wd:
         conf = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
                 "serial.count_max": "10", "serial.S.prefix": "RSB",
@@ -387,7 +388,7 @@ def test_serial_row_restored(ctx):
             r = c.get("/serial/S?count=3&format=json")
             if r.status == 200:
                 served.extend(r.json()["ids"])
-            elif r.status == 503 and r.json().get("error") == "serial_unavailable":
+            elif r.status == 503 and r.json().get("error") == "store_behind":
                 refused[0] += 1
             else:
                 raise TestFailure("after the restore: %r" % r)

@@ -12,7 +12,10 @@ first, then the longest lanes, so that no long lane starts last; a short
 one fills the end). They are:
   chaos       chaos.py --short (at nice -5 where allowed)             ports 18000-19999
   failover    failover.py --short: MariaDB failovers in network        ports 21000-21999
-              namespaces (root), every ID checked (nice -5)
+              namespaces (root), every ID checked (nice -5); then
+              failover_multidb.py --short --idle-node
+  galera      galera.py --short: a 3-node Galera cluster in namespaces  ports 22000-22999
+              under kill, partition and quorum loss (nice -5)
   bb-asan     blackbox.py --asan -j BB_JOBS against ./leafd-asan      ports 14000-17999
               (any ASan/UBSan report of any leafd fails the lane; the
               front ends, parsers, hostile input, refusals and teardown:
@@ -65,7 +68,7 @@ TSAN_OPTIONS = "halt_on_error=1 second_deadlock_stack=1 history_size=4"
 
 # The order lanes start in: the chaos run first (it times every node's
 # answers), then the longest lanes, the short ones last.
-START = ["chaos", "failover", "blackbox", "unit-asan", "fuzz", "unit", "unit-tsan", "bb-asan",
+START = ["chaos", "failover", "galera", "blackbox", "unit-asan", "fuzz", "unit", "unit-tsan", "bb-asan",
          "deb", "lint"]
 
 
@@ -94,6 +97,13 @@ def lanes(tmp):
              ["python3", "tests/lib/netns.py", "--check"]),
             ("MariaDB failovers under load, short version (make chaos-long for the long one)",
              ["python3", "tests/blackbox/failover.py", "--short"]),
+            ("multi-db with a member that fails over, a node idle through it",
+             ["python3", "tests/blackbox/failover_multidb.py", "--short",
+              "--idle-node"]),
+        ], -5),
+        "galera": (False, {"LEAFD_TEST_PORTS": "22000-22999"}, [
+            ("two leafd nodes through a 3-node Galera cluster: kill, partition, "
+             "quorum loss", ["python3", "tests/blackbox/galera.py", "--short"]),
         ], -5),
         "bb-asan": (False, {
             "LEAFD_TEST_BIN": os.path.join(ROOT, "leafd-asan"),

@@ -1893,6 +1893,8 @@ START_TEST(test_mysql_server_change)
     ck_assert_int_eq(r_ro, STORE_REFUSED);  /* refused first, read-only next */
     free(cause);
     cause = NULL;
+    free(c_ro);
+    c_ro = NULL;
 
     top = store_marks_max();
     ck_assert_int_eq(store_fence(&be.cfg, top + 2000000, 0, out, &cause), 0);
