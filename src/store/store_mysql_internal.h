@@ -24,7 +24,7 @@
 /* What a load read of its server (store_mysql_repl.c). */
 struct my_repl_state {
     long long server_id, read_only, no_tx, wsrep_state;
-    char      semi[8], ready[8], wait_point[16], cluster[40];
+    char      semi[8], ready[8], wait_point[16], cluster[40], node[40];
     char      id[96];               /* the identity marks record */
 };
 

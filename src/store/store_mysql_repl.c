@@ -37,9 +37,16 @@
  *      replica, or the failover tool's "most advanced replica").
  *    - galera: a change of node within the cluster (same cluster state
  *      UUID) is accepted, and a load needs wsrep_ready ON and
- *      wsrep_local_state 4 (Synced) on its node; a certification conflict
- *      (1213) is a failed load, retried. A new cluster (another UUID) is
- *      refused as under async.
+ *      wsrep_local_state 4 (Synced) on its node, and the writer's lease:
+ *      one Galera node at a time takes loads, the one named in
+ *      leafd_galera_writer, whose lease (2 x segment.db_timeout_ms on the
+ *      database's clock) every load through it renews in its transaction;
+ *      a load through another node is refused as the database down until
+ *      the lease lapses. Two loads through two nodes at once lost an
+ *      update in make test (both committed one range), so leafd does not
+ *      write through two. A certification conflict (1213) is a failed
+ *      load, retried. A new cluster (another UUID) is refused as under
+ *      async.
  *    A server that says read_only is refused as down (STORE_DB_ERROR): a
  *    replica, or a primary being demoted.
  *
@@ -88,7 +95,21 @@ static const char sql_repl_status[] =
     "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
     "WHERE VARIABLE_NAME IN ('RPL_SEMI_SYNC_MASTER_STATUS', "
     "'RPL_SEMI_SYNC_MASTER_NO_TX', 'WSREP_READY', 'WSREP_LOCAL_STATE', "
-    "'WSREP_CLUSTER_STATE_UUID')";
+    "'WSREP_CLUSTER_STATE_UUID', 'WSREP_GCOMM_UUID')";
+/* Galera: one node of the cluster takes loads at a time (the writer),
+ * by a lease in a row every load renews in its transaction. */
+static const char sql_writer_ddl[] =
+    "CREATE TABLE IF NOT EXISTS leafd_galera_writer ("
+    " id tinyint NOT NULL, node varchar(40) NOT NULL, until_ms bigint NOT NULL,"
+    " PRIMARY KEY (id)) ENGINE=InnoDB";
+static const char sql_writer_row[] =
+    "INSERT IGNORE INTO leafd_galera_writer (id, node, until_ms) VALUES (1, '', 0)";
+#define SQL_NOW_MS "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)"
+static const char sql_writer_claim[] =
+    "UPDATE leafd_galera_writer SET node = ?, until_ms = " SQL_NOW_MS " + ? "
+    "WHERE id = 1 AND (node = ? OR until_ms < " SQL_NOW_MS ")";
+static const char sql_writer_get[] =
+    "SELECT node, until_ms - " SQL_NOW_MS " FROM leafd_galera_writer WHERE id = 1";
 static const char sql_identity[] =
     "SELECT @@GLOBAL.server_id, @@GLOBAL.read_only";
 static const char sql_wait_point[] =
@@ -170,6 +191,8 @@ status_value(struct repl_state *st, const char *name, const char *v)
         snprintf(st->ready, sizeof st->ready, "%.7s", v);
     else if (strcmp(name, "WSREP_LOCAL_STATE") == 0)
         st->wsrep_state = strtoll(v, NULL, 10);
+    else if (strcmp(name, "WSREP_GCOMM_UUID") == 0)
+        snprintf(st->node, sizeof st->node, "%.39s", v);
     else if (strcmp(name, "WSREP_CLUSTER_STATE_UUID") == 0)
         snprintf(st->cluster, sizeof st->cluster, "%.39s", v);
 }
@@ -266,6 +289,62 @@ refuse(struct store_mysql *m, enum store_result rc, char **cause,
     return rc;
 }
 
+/* The writer lease, in the load's transaction: 1 this node is the writer
+ * (the lease renewed), 0 another node is (*holder, *left_ms), -1 after
+ * db_mysql_conn_fail; the table is made when missing (2: run the load
+ * again). */
+static int
+writer_claim(struct store_mysql *m, const char *node, char *holder,
+             size_t cap, long long *left_ms, char **cause)
+{
+    MYSQL_BIND p[3], r[2];
+    MYSQL_STMT *q;
+    unsigned long nlen = strlen(node), hlen = 0;
+    long long lease = m->c.timeout_ms * 2;
+    int rc;
+
+    store_my_bind_str(&p[0], node, &nlen);
+    db_mysql_bind_i64(&p[1], &lease);
+    store_my_bind_str(&p[2], node, &nlen);
+    rc = db_mysql_conn_adhoc(&m->c, sql_writer_claim, p, NULL, &q,
+                             "UPDATE leafd_galera_writer", ER_NO_SUCH_TABLE,
+                             cause);
+    if (rc == -1)
+        return -1;
+    if (rc == 1) {                  /* no table yet: DDL commits by itself */
+        if (db_mysql_conn_rollback(&m->c, cause) == -1 ||
+            db_mysql_conn_run(&m->c, sql_writer_ddl, NULL,
+                              "CREATE TABLE leafd_galera_writer", cause) == -1 ||
+            db_mysql_conn_run(&m->c, sql_writer_row, NULL,
+                              "INSERT leafd_galera_writer", cause) == -1 ||
+            db_mysql_conn_commit(&m->c, cause) == -1)
+            return -1;
+        return 2;
+    }
+    rc = mysql_stmt_affected_rows(q) == 1;
+    mysql_stmt_close(q);
+    if (rc == 1)
+        return 1;
+    db_mysql_bind_str(&r[0], holder, cap - 1, &hlen);
+    db_mysql_bind_i64(&r[1], left_ms);
+    if (db_mysql_conn_adhoc(&m->c, sql_writer_get, NULL, r, &q,
+                            "SELECT leafd_galera_writer", 0, cause) != 0)
+        return -1;
+    rc = db_mysql_conn_fetch(&m->c, q, "SELECT leafd_galera_writer", cause);
+    mysql_stmt_close(q);
+    if (rc == -1)
+        return -1;
+    holder[rc == 1 && hlen < cap ? hlen : 0] = '\0';
+    if (rc == 0) {                  /* the row is gone: made again */
+        if (db_mysql_conn_run(&m->c, sql_writer_row, NULL,
+                              "INSERT leafd_galera_writer", cause) == -1 ||
+            db_mysql_conn_commit(&m->c, cause) == -1)
+            return -1;
+        return 2;
+    }
+    return 0;
+}
+
 enum store_result
 store_my_repl_pre(struct store_mysql *m, char **cause)
 {
@@ -282,6 +361,28 @@ store_my_repl_pre(struct store_mysql *m, char **cause)
                       "it is not in the primary component, or joining",
                       m->c.where, st->ready[0] ? st->ready : "missing",
                       st->wsrep_state);
+    if (m->repl == REPL_GALERA) {
+        char holder[40] = "";
+        long long left = 0;
+        int rc;
+
+        for (int tries = 0; (rc = writer_claim(m, st->node, holder,
+                                               sizeof holder, &left,
+                                               cause)) == 2 && tries < 2;
+             tries++)
+            ;
+        if (rc == -1)
+            return STORE_DB_ERROR;
+        if (rc != 1)
+            return refuse(m, STORE_DB_ERROR, cause, "galera node %s (%s) is "
+                          "not the cluster's writer: node %s holds the lease "
+                          "for %lld ms more; leafd loads through one Galera "
+                          "node at a time, and another leafd loads through "
+                          "that one (point every node at one Galera node, or "
+                          "let this one take over when that one stops)",
+                          m->c.where, st->node, holder[0] ? holder : "?",
+                          left);
+    }
     if (m->repl == REPL_SEMI_SYNC &&
         (strcmp(st->semi, "ON") != 0 ||
          strcmp(st->wait_point, "AFTER_SYNC") != 0)) {
