@@ -81,7 +81,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -90,7 +89,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 from bbutil import LEAFD, TestFailure, free_port, in_ci, wait_for  # noqa: E402
 from idcheck import Load, build_idstream  # noqa: E402
-from mariadb_ns import NsMariaDB, wait_semi_sync, dump, restore  # noqa: E402
+from mariadb_ns import NsMariaDB, start_all, wait_semi_sync, dump, restore  # noqa: E402
 from netns import Net  # noqa: E402
 
 TAG = "fo"
@@ -166,21 +165,7 @@ class LeafNode:
 
 def start_dbs(net, wd, n, **kw):
     dbs = [NsMariaDB(net.add("db%d" % (i + 1)), wd, i + 1, **kw) for i in range(n)]
-    errs = []
-
-    def go(d):
-        try:
-            d.start()
-        except Exception as e:
-            errs.append(e)
-    ts = [threading.Thread(target=go, args=(d,)) for d in dbs]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    if errs:
-        raise errs[0]
-    return dbs
+    return start_all(dbs)
 
 
 def add_tag(db):

@@ -80,7 +80,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -89,7 +88,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 from bbutil import LEAFD, Client, TestFailure, in_ci, wait_for  # noqa: E402
 from idcheck import Load  # noqa: E402
-from mariadb_ns import NsMariaDB  # noqa: E402
+from mariadb_ns import NsMariaDB, start_all  # noqa: E402
 from netns import Net  # noqa: E402
 
 TAG = "fo"
@@ -213,21 +212,7 @@ def multi_dbs(h):
 
 def start_dbs(net, wd, names):
     dbs = [NsMariaDB(net.add(n), wd, i + 1) for i, n in enumerate(names)]
-    errs = []
-
-    def go(d):
-        try:
-            d.start()
-        except Exception as e:
-            errs.append(e)
-    ts = [threading.Thread(target=go, args=(d,)) for d in dbs]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    if errs:
-        raise errs[0]
-    return dbs
+    return start_all(dbs)
 
 
 def max_id(db):

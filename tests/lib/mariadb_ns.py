@@ -19,6 +19,7 @@ the server's unix socket (a path socket works from any network namespace).
 import os
 import signal
 import subprocess
+import threading
 import time
 
 from bbutil import ROOT, TestFailure, wait_for
@@ -182,3 +183,22 @@ def restore(db, path):
                             "-uroot", "leaf"], stdin=f, stderr=subprocess.PIPE, timeout=60)
     if r.returncode != 0:
         raise TestFailure("restore: %s" % r.stderr.decode())
+
+
+def start_all(dbs):
+    """Start the servers dbs (NsMariaDB) at once; raise the first failure."""
+    errs = []
+
+    def go(d):
+        try:
+            d.start()
+        except Exception as e:
+            errs.append(e)
+    ts = [threading.Thread(target=go, args=(d,)) for d in dbs]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errs:
+        raise errs[0]
+    return dbs
