@@ -410,7 +410,10 @@ store_my_repl_check(struct store_mysql *m, long long server_id,
 
     assert(m->repl >= REPL_ASYNC && m->repl <= REPL_GALERA);
     /* Galera and semi-sync: their state read before the UPDATE. */
-    st = m->repl == REPL_ASYNC ? (struct repl_state){ 0 } : m->pre;
+    if (m->repl == REPL_ASYNC)
+        memset(&st, 0, sizeof st);
+    else
+        st = m->pre;
     st.server_id = server_id;
     st.read_only = read_only;
     repl_identity(m, &st);
