@@ -466,6 +466,7 @@ run_refresh(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_
     uint64_t since = segments_generation(l->segs);
 
     store_marks_sync();         /* the marks' appends, once a refresh */
+    store_probe(s);             /* the server's state, also while idle */
     pthread_mutex_lock(&l->lock);
     keep = l->rows_wanted;
     l->rows_wanted = 0;

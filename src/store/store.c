@@ -273,3 +273,10 @@ store_row_is_serial(const struct store_row *row)
 {
     return strcmp(row->description, STORE_SERIAL_DESCRIPTION) == 0;
 }
+
+void
+store_probe(struct store *s)
+{
+    if (s->ops->probe != NULL)
+        s->ops->probe(s);
+}

@@ -233,6 +233,12 @@ int  store_single_check(struct store *s, char **cause);
  * lines; store_repl_health: 0 fine, 1 durability degraded, 2 loads
  * refused, with why (cap bytes). */
 void store_repl_status_json(struct sbuf *b);
+/* Read the server's replication state now (a single MySQL store: its
+ * identity, read_only, semi-sync or Galera state) for /health and
+ * /metrics, without a load; a failure is left to the next call. The
+ * loader calls it at each refresh, so the state shows from the start and
+ * while no tag loads. */
+void store_probe(struct store *s);
 void store_repl_metrics(struct sbuf *b);
 int  store_repl_health(char *why, size_t cap);
 

@@ -52,6 +52,9 @@ struct store_ops {
                                    int64_t serial_floor, int64_t *rows,
                                    char **cause);
     void (*close)(struct store *s);
+    /* Read and show the server's replication state (store_probe); NULL:
+     * nothing to read. */
+    void (*probe)(struct store *s);
     /* "host:port/db" for messages; NULL: the name. */
     const char *(*where)(const struct store *s);
     /* The store that holds the serial rows (a set's first database); NULL:
@@ -75,6 +78,7 @@ const char *store_mysql_where(const struct store *s);
 /* The store is segment mode's one database (not a database of a set): its
  * loads check the server (segment.mysql.replication, store_mysql_repl.c). */
 void store_mysql_single(struct store *s, const struct config *cfg);
+void store_my_probe(struct store *s);
 
 /* Several databases (store_multi.c; the SQL is store_mysql.c's). Each
  * database of a set holds a leafd_multi_db row: its index in the set, the

@@ -684,6 +684,7 @@ static const struct store_ops store_mysql_ops = {
     .serial_alloc = store_mysql_serial_alloc,
     .fence_get = store_my_fence_get,
     .fence_set = store_my_fence_set,
+    .probe = store_my_probe,
     .close = store_mysql_close,
     .where = store_mysql_where,
 };

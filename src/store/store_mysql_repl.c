@@ -491,6 +491,45 @@ store_my_repl_acked(struct store_mysql *m, int64_t max_id, char **cause)
     return STORE_DEGRADED;
 }
 
+/* ---- the state without a load (store_probe) ---- */
+
+static enum store_result
+probe_once(struct store_mysql *m, void *arg, char **cause)
+{
+    struct repl_state st;
+
+    (void)arg;
+    if (read_state(m, &st, 0, cause) == -1 ||
+        db_mysql_conn_rollback(&m->c, cause) == -1)
+        return STORE_DB_ERROR;
+    if (m->repl == REPL_SEMI_SYNC) {
+        int on = strcmp(st.semi, "ON") == 0 &&
+                 strcmp(st.wait_point, "AFTER_SYNC") == 0;
+        char why[256];
+
+        snprintf(why, sizeof why, "semi-sync on %s is %s with wait point %s: "
+                 "no replica acknowledges commits losslessly", m->c.where,
+                 st.semi[0] ? st.semi : "missing",
+                 st.wait_point[0] ? st.wait_point : "missing");
+        show_degraded(!on, why);
+    }
+    return STORE_OK;
+}
+
+void
+store_my_probe(struct store *s)
+{
+    struct store_mysql *m = (struct store_mysql *)s;
+    char *cause = NULL;
+
+    if (m->repl < 0)
+        return;                 /* a database of a set */
+    if (store_my_tx(m, probe_once, NULL, &cause) != STORE_OK)
+        log_debug("replication state of %s not read: %s", m->c.where,
+                  cause ? cause : "?");
+    free(cause);
+}
+
 /* ---- leafd db-fence ---- */
 
 struct fence_get_arg {

@@ -1853,6 +1853,7 @@ START_TEST(test_mysql_server_change)
     struct store *s, *semi, *galera;
     char *cause = NULL, *c_change = NULL, *c_ro = NULL, *c_semi = NULL;
     char *c_galera = NULL, sql[256], code[32], dbdir[256], url[256];
+    char why[1024];
     int64_t max_id = 0, step = 0, max_ro = 0, top;
     long long sid;
     enum store_result r_change, r_ro, r_semi, r_galera, r_again;
@@ -1911,6 +1912,11 @@ START_TEST(test_mysql_server_change)
     /* Semi-sync is off on a lone server: no range may be used. */
     be.cfg.mysql_replication = REPL_SEMI_SYNC;
     semi = be_open();
+    /* Shown without a load (the loader probes at each refresh). */
+    ck_assert_int_eq(store_repl_health(why, sizeof why), 0);
+    store_probe(semi);
+    ck_assert_int_eq(store_repl_health(why, sizeof why), 1);
+    ck_assert_ptr_nonnull(strstr(why, "semi-sync"));
     r_semi = store_alloc(semi, tag("fo"), 10, &max_id, &step, &c_semi);
     ck_assert_int_eq(r_semi, STORE_DEGRADED);
     ck_assert_ptr_nonnull(strstr(c_semi, "semi-sync"));
