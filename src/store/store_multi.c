@@ -134,6 +134,7 @@ struct multi_db {
     _Atomic int      behind;            /* multi_behind: no load tries it */
     _Atomic int64_t  top_seen;          /* its highest max_id known here */
     _Atomic long long server_id;        /* @@server_id of its last load; 0 */
+    _Atomic int      server_changed;    /* multi_alloc_on: out until restart */
     char             where[160];
     char             last_error[256];   /* shared.lock */
 };
@@ -707,12 +708,13 @@ push_serial(struct store_multi *m, const char *tag, int64_t max_id,
     }
 }
 
-/* A load on database i, whose server must be the one of its last load:
- * a database whose server changed (a replica promoted behind a moved
- * address, reached through a fresh connection without any error) is
- * first checked as one back from an outage is (multi_behind): behind its
- * records, it stays out of loads (STORE_DB_ERROR); else its server is
- * taken and the load runs. */
+/* A load on database i, whose server must be the one of its last load.
+ * A database whose server changed (a replica promoted behind a moved
+ * address, reached by a fresh connection without any error) may lack the
+ * last ranges of any tag, and the records (multi_behind) compare one top
+ * per database, not per tag: it stays out of loads, and out of the probe's
+ * way (server_changed), until leafd multi-db init sets the set above every
+ * record and the nodes restart. */
 static enum store_result
 multi_alloc_on(struct store_multi *m, int i, const struct multi_meta *want,
                const char *tag, int64_t step, int64_t floor, int64_t *max_id,
@@ -720,8 +722,14 @@ multi_alloc_on(struct store_multi *m, int i, const struct multi_meta *want,
 {
     long long was = atomic_load(&shared.db[i].server_id), now = was;
     enum store_result r;
-    int behind;
+    char *why = NULL;
 
+    if (atomic_load(&shared.db[i].server_changed)) {
+        store_set_cause(cause, "the server behind it changed: it stays out of "
+                        "loads until leafd multi-db init with the same list "
+                        "and a restart of the nodes");
+        return STORE_DB_ERROR;
+    }
     r = store_mysql_alloc_block(m->sub[i], want, tag, step, floor, &now,
                                 max_id, db_step, cause);
     if (r != STORE_REFUSED) {
@@ -732,30 +740,21 @@ multi_alloc_on(struct store_multi *m, int i, const struct multi_meta *want,
     assert(now != was && was != 0);
     free(*cause);
     *cause = NULL;
-    log_warn("segment database %d (%s): the server behind it changed from "
-             "server_id %lld to %lld (a failover?): checking it against the "
-             "records before it serves a load", i, shared.db[i].where, was, now);
-    behind = multi_behind(m, i, cause);
-    if (behind != 0) {
-        if (behind == 1) {
-            atomic_store(&shared.db[i].behind, 1);
-            log_error("segment database %d (%s): %s", i, shared.db[i].where,
-                      *cause);
-        }
-        return STORE_DB_ERROR;
-    }
-    free(*cause);
-    *cause = NULL;
-    atomic_store(&shared.db[i].server_id, now);
-    was = now;
-    r = store_mysql_alloc_block(m->sub[i], want, tag, step, floor, &now,
-                                max_id, db_step, cause);
-    if (r == STORE_REFUSED) {       /* changed again meanwhile */
-        free(*cause);
-        store_set_cause(cause, "the server behind it changed again");
-        return STORE_DB_ERROR;
-    }
-    return r;
+    atomic_store(&shared.db[i].server_changed, 1);
+    atomic_store(&shared.db[i].behind, 1);
+    if (multi_behind(m, i, &why) == 1)
+        store_set_cause(cause, "the server behind it changed from server_id "
+                        "%lld to %lld, and %s", was, now, why);
+    else
+        store_set_cause(cause, "the server behind it changed from server_id "
+                        "%lld to %lld (a failover?): a promoted replica may "
+                        "lack the last ranges of any tag; it stays out of "
+                        "loads; run leafd multi-db init with the same list "
+                        "(it sets the set above every record), then restart "
+                        "the nodes", was, now);
+    free(why);
+    log_error("segment database %d (%s): %s", i, shared.db[i].where, *cause);
+    return STORE_DB_ERROR;
 }
 
 static enum store_result
@@ -845,7 +844,8 @@ multi_probe(struct store_multi *m)
         char *why = NULL;
 
         if (atomic_load(&shared.db[i].up) ||
-            atomic_load(&shared.db[i].retry_at_ms) > now)
+            atomic_load(&shared.db[i].retry_at_ms) > now ||
+            atomic_load(&shared.db[i].server_changed))
             continue;
         if (store_mysql_ping(m->sub[i], &why) == STORE_OK) {
             struct multi_meta want, mm;

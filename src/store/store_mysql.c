@@ -137,6 +137,7 @@ store_library_end(void)
 enum {
     MY_CHECK_SINGLE = 1,    /* the database is in no multi-db set */
     MY_CHECK_REPL = 2,      /* the server (segment.mysql.replication) */
+    MY_CHECK_PRE = 4,       /* and its state first (store_my_repl_pre) */
 };
 
 static enum store_result
@@ -152,7 +153,7 @@ my_alloc_once(struct store_mysql *m, const char *tag, int64_t step,
     my_ulonglong changed;
     int rc;
 
-    if ((checks & MY_CHECK_REPL) && m->repl != REPL_ASYNC) {
+    if ((checks & MY_CHECK_PRE) && m->repl > REPL_ASYNC) {
         enum store_result res = store_my_repl_pre(m, cause);
 
         if (res != STORE_OK)
@@ -255,8 +256,8 @@ my_alloc_body(struct store_mysql *m, void *arg, char **cause)
     const struct my_alloc_arg *a = arg;
 
     return my_alloc_once(m, a->tag, a->step, MY_CHECK_SINGLE |
-                         (m->repl >= 0 ? MY_CHECK_REPL : 0), a->max_id,
-                         a->db_step, cause);
+                         (m->repl >= 0 ? MY_CHECK_REPL | MY_CHECK_PRE : 0),
+                         a->max_id, a->db_step, cause);
 }
 
 static enum store_result
@@ -334,6 +335,13 @@ my_serial_alloc_once(struct store_mysql *m, void *arg, char **cause)
 
         if (store_my_meta_check(m, a->want, &mm, cause) != STORE_OK)
             return STORE_DB_ERROR;
+    }
+    /* Semi-sync and Galera state before the row and the floor are locked
+     * (my_alloc_once checks the rest before the COMMIT). */
+    if (m->repl > REPL_ASYNC) {
+        res = store_my_repl_pre(m, cause);
+        if (res != STORE_OK)
+            return res;
     }
     db_mysql_bind_i64(&p[0], &v_off);
     db_mysql_bind_i64(&r[0], &v_now);

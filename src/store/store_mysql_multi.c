@@ -207,7 +207,8 @@ struct my_block_arg {
     const struct multi_meta *want;
     const char              *tag;
     int64_t                  step, floor;
-    long long               *server_id;
+    long long                expect;    /* the server's @@server_id; 0 */
+    long long               *server_id; /* what this attempt read */
     int64_t                 *max_id, *db_step;
 };
 
@@ -259,16 +260,15 @@ my_alloc_block_once(struct store_mysql *m, void *arg, char **cause)
                         v_server);
         return STORE_DB_ERROR;
     }
-    if (rc == 1 && *a->server_id != 0 && v_server != *a->server_id) {
+    if (rc == 1)
+        *a->server_id = v_server;
+    if (rc == 1 && a->expect != 0 && v_server != a->expect) {
         if (db_mysql_conn_rollback(&m->c, cause) == -1)
             return STORE_DB_ERROR;
         store_set_cause(cause, "mysql %s: server_id %lld, not %lld",
-                        m->c.where, v_server, *a->server_id);
-        *a->server_id = v_server;
+                        m->c.where, v_server, a->expect);
         return STORE_REFUSED;
     }
-    if (rc == 1)
-        *a->server_id = v_server;
     if (rc == 0 || r_tag_len != tag_len || memcmp(r_tag, tag, tag_len) != 0) {
         if (db_mysql_conn_rollback(&m->c, cause) == -1)
             return STORE_DB_ERROR;
@@ -304,11 +304,18 @@ store_mysql_alloc_block(struct store *s, const struct multi_meta *want,
                         long long *server_id, int64_t *max_id,
                         int64_t *db_step, char **cause)
 {
-    struct my_block_arg a = { want, tag, step, floor, server_id, max_id,
-                              db_step };
+    long long got = 0;
+    struct my_block_arg a = { want, tag, step, floor, *server_id, &got,
+                              max_id, db_step };
+    enum store_result r;
 
-    return store_my_tx_retry((struct store_mysql *)s, my_alloc_block_once, &a,
-                             cause);
+    /* Each attempt compares with the same server; only the one that
+     * ends the call says which it met. */
+    r = store_my_tx_retry((struct store_mysql *)s, my_alloc_block_once, &a,
+                          cause);
+    if (r == STORE_OK || r == STORE_REFUSED)
+        *server_id = got;
+    return r;
 }
 
 /* ---- leafd multi-db init (store_multi.c), one transaction per call ---- */

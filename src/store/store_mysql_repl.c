@@ -30,7 +30,7 @@
  *      wait point AFTER_SYNC (else the load is rolled back, STORE_DEGRADED),
  *      and after
  *      the COMMIT, status still ON and Rpl_semi_sync_master_no_tx (commits
- *      the server gave up waiting for) unchanged since before the COMMIT
+ *      the server gave up waiting for) unchanged since before the UPDATE
  *      (else the committed range is dropped, never used: STORE_DEGRADED).
  *      So every range any node uses is on a replica; the operator's part
  *      is to promote the replica with every acknowledged event (one
@@ -42,11 +42,15 @@
  *      leafd_galera_writer, whose lease (2 x segment.db_timeout_ms on the
  *      database's clock) every load through it renews in its transaction;
  *      a load through another node is refused as the database down until
- *      the lease lapses. Two loads through two nodes at once lost an
- *      update in make test (both committed one range), so leafd does not
- *      write through two. A certification conflict (1213) is a failed
- *      load, retried. A new cluster (another UUID) is refused as under
- *      async.
+ *      the lease lapses (each Galera node's clock: around a handover, or
+ *      with clocks apart by more than the lease, two nodes may both load;
+ *      their loads then conflict in certification on the writer's row as
+ *      on the tag's). Two loads through two nodes at once lost an update
+ *      in make test (both committed one range; the cause is not known), so
+ *      leafd keeps loads on one node; the lease makes two at once rare, it
+ *      does not make them impossible. A certification conflict (1213) is a
+ *      failed load, retried. A new cluster (another UUID) is refused as
+ *      under async.
  *    A server that says read_only is refused as down (STORE_DB_ERROR): a
  *    replica, or a primary being demoted.
  *
@@ -64,7 +68,8 @@
  * the nodes that received ranges above it; a Galera cluster bootstrapped
  * by force from a node that lacks commits keeps its state UUID; under
  * semi-sync, a commit whose wait for the acknowledgement is cut short (a
- * killed query) may count as acknowledged. The operator fences after
+ * killed query), or made while an administrator had semi-sync switched off
+ * and on again (no_tx does not count those), may count as acknowledged. The operator fences after
  * every restore, every async failover and every forced bootstrap
  * (docs/operations.md, "Replicated databases").
  */
@@ -104,7 +109,9 @@ static const char sql_writer_ddl[] =
     " PRIMARY KEY (id)) ENGINE=InnoDB";
 static const char sql_writer_row[] =
     "INSERT IGNORE INTO leafd_galera_writer (id, node, until_ms) VALUES (1, '', 0)";
-#define SQL_NOW_MS "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)"
+/* The database's clock in unix ms, whatever the session time zone. */
+#define SQL_NOW_MS "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', " \
+    "UTC_TIMESTAMP(3)) DIV 1000)"
 static const char sql_writer_claim[] =
     "UPDATE leafd_galera_writer SET node = ?, until_ms = " SQL_NOW_MS " + ? "
     "WHERE id = 1 AND (node = ? OR until_ms < " SQL_NOW_MS ")";
@@ -311,7 +318,9 @@ writer_claim(struct store_mysql *m, const char *node, char *holder,
                              cause);
     if (rc == -1)
         return -1;
-    if (rc == 1) {                  /* no table yet: DDL commits by itself */
+    if (rc == 1) {
+        /* No table yet: the caller's transaction is rolled back, the table
+         * made (DDL commits by itself), and the load fails this once. */
         if (db_mysql_conn_rollback(&m->c, cause) == -1 ||
             db_mysql_conn_run(&m->c, sql_writer_ddl, NULL,
                               "CREATE TABLE leafd_galera_writer", cause) == -1 ||
@@ -335,8 +344,9 @@ writer_claim(struct store_mysql *m, const char *node, char *holder,
     if (rc == -1)
         return -1;
     holder[rc == 1 && hlen < cap ? hlen : 0] = '\0';
-    if (rc == 0) {                  /* the row is gone: made again */
-        if (db_mysql_conn_run(&m->c, sql_writer_row, NULL,
+    if (rc == 0) {                  /* the row is gone: made again, alone */
+        if (db_mysql_conn_rollback(&m->c, cause) == -1 ||
+            db_mysql_conn_run(&m->c, sql_writer_row, NULL,
                               "INSERT leafd_galera_writer", cause) == -1 ||
             db_mysql_conn_commit(&m->c, cause) == -1)
             return -1;
@@ -366,13 +376,18 @@ store_my_repl_pre(struct store_mysql *m, char **cause)
         long long left = 0;
         int rc;
 
-        for (int tries = 0; (rc = writer_claim(m, st->node, holder,
-                                               sizeof holder, &left,
-                                               cause)) == 2 && tries < 2;
-             tries++)
-            ;
+        if (st->node[0] == '\0')
+            return refuse(m, STORE_DB_ERROR, cause, "galera node %s has no "
+                          "wsrep_gcomm_uuid: it cannot hold the writer's "
+                          "lease", m->c.where);
+        rc = writer_claim(m, st->node, holder, sizeof holder, &left, cause);
         if (rc == -1)
             return STORE_DB_ERROR;
+        if (rc == 2) {
+            store_set_cause(cause, "galera: leafd_galera_writer made on %s; "
+                            "the load runs again", m->c.where);
+            return STORE_DB_ERROR;
+        }
         if (rc != 1)
             return refuse(m, STORE_DB_ERROR, cause, "galera node %s (%s) is "
                           "not the cluster's writer: node %s holds the lease "

@@ -209,6 +209,20 @@ def wait_serving(load, nodes, timeout, what):
     wait_for(lambda: all(healthy(n) for n in nodes), timeout, step=0.1, what=what + " (/health)")
     wait_each(load, nodes, time.time(), lambda c: c is None, 30, what)
 
+    # Then a second of answers without a failure: a client that was
+    # backing off (the C client waits dead_ms after an outage) or a node
+    # whose next segment was still on its way has caught up.
+    def quiet():
+        now = time.time()
+        for recs in load.recs:
+            for r in recs[::-1]:
+                if r[0] < now - 1.0:
+                    break
+                if r[4] is not None:
+                    return False
+        return True
+    wait_for(quiet, 30, step=0.1, what=what + " (1 s without a failed answer)")
+
 
 def fence(nodes, url, binary):
     """leafd db-fence with the floor the runbook says: the largest
