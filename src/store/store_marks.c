@@ -10,7 +10,8 @@
  *   f <id>                 refused: only a fence after this one lifts it
  *   c                      the refusal lifted (fenced)
  * Open reads it, then writes it back compacted (temporary file, fsync,
- * rename). Appends are write(2)s under the mutex, so a reader of the file
+ * rename), and so do appends once they outgrow the state (do_append).
+ * Appends are write(2)s under the mutex, so a reader of the file
  * after a crash sees whole lines but perhaps not the last few: the marks it
  * keeps are lower than the process had, which makes the check weaker,
  * never wrong. */
@@ -31,6 +32,7 @@
 
 #define MARKS_BUCKETS 1024
 #define MARKS_LINE_MAX (TAG_MAX + MARKS_WHY_MAX + 64)
+#define MARKS_COMPACT_BYTES (1L << 20)
 
 struct mark {
     struct mark    *next;
@@ -54,6 +56,8 @@ static struct {
     char            server[MARKS_SERVER_MAX];
     int             fd;            /* the file, appended to; -1: none */
     char           *path;
+    long            compacted;     /* its size when last written whole */
+    long            appended;      /* bytes appended since */
 } marks = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .refused_fence = -1 };
 
 static struct mark **
@@ -100,8 +104,13 @@ do_raise(const char *tag, int serial, int64_t max_id)
         marks.max = max_id;
 }
 
+static int do_rewrite(const char *path, char **cause);
+
 /* Append one line to the file, if any. A failed write is logged and the
- * file dropped: the marks go on in memory. Lock held. */
+ * file dropped: the marks go on in memory. Once the appends are over
+ * MARKS_COMPACT_BYTES and four times what the whole state took, the file
+ * is written whole again, so it stays in proportion to the tags, not to
+ * the loads. Lock held. */
 static void
 do_append(const char *fmt, ...)
 {
@@ -120,6 +129,19 @@ do_append(const char *fmt, ...)
                   "only from now on", marks.path, strerror(errno));
         close(marks.fd);
         marks.fd = -1;
+        return;
+    }
+    marks.appended += len;
+    if (marks.appended > MARKS_COMPACT_BYTES &&
+        marks.appended > 4 * marks.compacted) {
+        char *why = NULL;
+
+        close(marks.fd);
+        marks.fd = -1;
+        if (do_rewrite(marks.path, &why) == -1) {
+            log_error("%s; marks are kept in memory only from now on", why);
+            free(why);
+        }
     }
 }
 
@@ -279,6 +301,8 @@ do_rewrite(const char *path, char **cause)
         fclose(f);
         goto fail;
     }
+    marks.compacted = ftell(f);
+    marks.appended = 0;
     if (fclose(f) != 0 || rename(tmp, path) == -1)
         goto fail;
     fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);

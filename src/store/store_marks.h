@@ -15,7 +15,8 @@
  * The marks, the refusal and the identity of the server of the last load
  * live in memory and, when segment.marks_file is set, in that file (lines
  * appended with write(2), synced by store_marks_sync and at close,
- * rewritten whole at open), so a restarted node keeps them.
+ * rewritten whole at open and once the appends outgrow the state), so a
+ * restarted node keeps them.
  *
  * Threads: every function takes the module's one mutex; any thread.
  * Before store_marks_open (and after close) the marks are in memory only. */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1761,6 +1762,24 @@ START_TEST(test_marks_file)
     ck_assert_int_eq(store_marks_get("a"), 100);
     store_marks_server(srv, sizeof srv);
     ck_assert_str_eq(srv, "server_id=8;semi");
+    store_marks_close();
+    store_marks_reset();
+
+    /* Many loads, few tags: the file stays in proportion to the tags. */
+    ck_assert_int_eq(store_marks_open(path, &cause), 0);
+    for (int64_t v = 200; v < 300000; v++)
+        ck_assert_int_eq(store_marks_take("a", 0, v, 1, "db", NULL), 0);
+    {
+        struct stat sb;
+
+        ck_assert_int_eq(stat(path, &sb), 0);
+        ck_assert_msg(sb.st_size < (2 << 20), "marks file of %lld bytes "
+                      "after 299,800 loads of one tag (3.2 MB of appends)", (long long)sb.st_size);
+    }
+    store_marks_close();
+    store_marks_reset();
+    ck_assert_int_eq(store_marks_open(path, &cause), 0);
+    ck_assert_int_eq(store_marks_get("a"), 299999);
     store_marks_close();
     store_marks_reset();
 
