@@ -145,7 +145,6 @@ static const char sql_fence_insert[] =
     "INSERT INTO leafd_fence (floor, serial_floor, server) VALUES (?, ?, ?)";
 
 /* What one read of the server said. */
-#define repl_state my_repl_state
 _Static_assert(sizeof ((struct my_repl_state *)0)->id == MARKS_SERVER_MAX,
                "an identity fits the marks");
 
@@ -153,8 +152,7 @@ _Static_assert(sizeof ((struct my_repl_state *)0)->id == MARKS_SERVER_MAX,
 static struct {
     pthread_mutex_t   lock;        /* guards everything below */
     int               mode;        /* -1: no single MySQL store */
-    char              where[160];
-    struct repl_state st;
+    struct my_repl_state st;
     int               read;        /* st was read at least once */
     int               degraded;
     char              degraded_why[256];
@@ -162,11 +160,10 @@ static struct {
 } shown = { .lock = PTHREAD_MUTEX_INITIALIZER, .mode = -1 };
 
 static void
-show(const struct store_mysql *m, const struct repl_state *st)
+show(const struct store_mysql *m, const struct my_repl_state *st)
 {
     pthread_mutex_lock(&shown.lock);
     shown.mode = m->repl;
-    snprintf(shown.where, sizeof shown.where, "%s", m->c.where);
     shown.st = *st;
     shown.read = 1;
     pthread_mutex_unlock(&shown.lock);
@@ -188,7 +185,7 @@ show_degraded(int on, const char *why)
 
 /* Strings of one status row into st. */
 static void
-status_value(struct repl_state *st, const char *name, const char *v)
+status_value(struct my_repl_state *st, const char *name, const char *v)
 {
     if (strcmp(name, "RPL_SEMI_SYNC_MASTER_STATUS") == 0)
         snprintf(st->semi, sizeof st->semi, "%.7s", v);
@@ -206,7 +203,7 @@ status_value(struct repl_state *st, const char *name, const char *v)
 
 /* The identity marks record for the server st describes. */
 static void
-repl_identity(const struct store_mysql *m, struct repl_state *st)
+repl_identity(const struct store_mysql *m, struct my_repl_state *st)
 {
     if (m->repl == REPL_GALERA)
         snprintf(st->id, sizeof st->id, "galera:%s", st->cluster);
@@ -218,7 +215,7 @@ repl_identity(const struct store_mysql *m, struct repl_state *st)
  * not its server_id and read_only, which the load reads with its row, nor
  * is it shown yet): 0, or -1 after db_mysql_conn_fail. */
 static int
-read_state(struct store_mysql *m, struct repl_state *st, int have_id,
+read_state(struct store_mysql *m, struct my_repl_state *st, int have_id,
            char **cause)
 {
     MYSQL_BIND r[2];
@@ -358,7 +355,7 @@ writer_claim(struct store_mysql *m, const char *node, char *holder,
 enum store_result
 store_my_repl_pre(struct store_mysql *m, char **cause)
 {
-    struct repl_state *st = &m->pre;
+    struct my_repl_state *st = &m->pre;
 
     assert(m->repl == REPL_SEMI_SYNC || m->repl == REPL_GALERA);
     memset(st, 0, sizeof *st);
@@ -420,7 +417,7 @@ enum store_result
 store_my_repl_check(struct store_mysql *m, long long server_id,
                     long long read_only, char **cause)
 {
-    struct repl_state st;
+    struct my_repl_state st;
     char last[MARKS_SERVER_MAX];
 
     assert(m->repl >= REPL_ASYNC && m->repl <= REPL_GALERA);
@@ -481,7 +478,7 @@ store_my_repl_check(struct store_mysql *m, long long server_id,
 enum store_result
 store_my_repl_acked(struct store_mysql *m, int64_t max_id, char **cause)
 {
-    struct repl_state st;
+    struct my_repl_state st;
     char why[256];
 
     assert(m->repl == REPL_SEMI_SYNC);
@@ -511,7 +508,7 @@ store_my_repl_acked(struct store_mysql *m, int64_t max_id, char **cause)
 static enum store_result
 probe_once(struct store_mysql *m, void *arg, char **cause)
 {
-    struct repl_state st;
+    struct my_repl_state st;
 
     (void)arg;
     if (read_state(m, &st, 0, cause) == -1 ||
@@ -558,7 +555,7 @@ fence_get_once(struct store_mysql *m, void *arg, char **cause)
 {
     struct fence_get_arg *a = arg;
     struct marks_fence *last = a->last;
-    struct repl_state st;
+    struct my_repl_state st;
     MYSQL_STMT *q;
     MYSQL_BIND r[4];
     long long id = 0, floor = 0, serial_floor = 0;
@@ -616,7 +613,7 @@ static enum store_result
 fence_set_once(struct store_mysql *m, void *arg, char **cause)
 {
     struct fence_set_arg *a = arg;
-    struct repl_state st;
+    struct my_repl_state st;
     MYSQL_BIND p[3];
     MYSQL_STMT *q;
     char server[MARKS_SERVER_MAX];
@@ -713,7 +710,7 @@ store_repl_status_json(struct sbuf *b)
     }
     pthread_mutex_lock(&shown.lock);
     if (shown.mode >= 0) {
-        const struct repl_state *st = &shown.st;
+        const struct my_repl_state *st = &shown.st;
 
         sbuf_printf(b, ",\"replication\":{\"mode\":\"%s\"", repl_names[shown.mode]);
         if (shown.read) {
@@ -788,7 +785,7 @@ store_repl_metrics(struct sbuf *b)
                 refused && strcmp(code, "db_failover") == 0);
     pthread_mutex_lock(&shown.lock);
     if (shown.mode >= 0) {
-        const struct repl_state *st = &shown.st;
+        const struct my_repl_state *st = &shown.st;
 
         sbuf_printf(b, "# HELP leafd_db_durability_degraded 1 while no "
                     "replica acknowledges commits (semi-sync).\n"
