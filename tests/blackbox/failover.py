@@ -77,18 +77,16 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
-from bbutil import LEAFD, TestFailure, free_port, in_ci, wait_for  # noqa: E402
+from bbutil import LEAFD, TestFailure, in_ci, wait_for  # noqa: E402
 from idcheck import Load, build_idstream  # noqa: E402
+from leafd_ns import NsLeafd  # noqa: E402
 from mariadb_ns import NsMariaDB, start_all, wait_semi_sync, dump, restore  # noqa: E402
 from netns import Net  # noqa: E402
 
@@ -105,62 +103,11 @@ def check(cond, msg):
         raise TestFailure(msg)
 
 
-class LeafNode:
-    """A leafd in a namespace of its own, every front end on 0.0.0.0."""
-
-    def __init__(self, node, wd, url, extra, binary, grpc=True):
-        self.node, self.binary = node, binary
-        self.ports = {"http": free_port(), "resp": free_port(), "mc": free_port()}
-        if grpc:
-            self.ports["grpc"] = free_port()
-        conf = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
-                "segment.store": "mysql", "segment.mysql.url": url,
-                "listen.address": "0.0.0.0", "listen.port": self.ports["http"],
-                "resp.listen.address": "0.0.0.0", "resp.listen.port": self.ports["resp"],
-                "memcache.listen.address": "0.0.0.0", "memcache.listen.port": self.ports["mc"],
-                "segment.max_step": 5000, "segment.db_timeout_ms": 1000,
-                "segment.db_backoff_max_ms": 300}
-        if grpc:
-            conf.update({"grpc.listen.address": "0.0.0.0",
-                         "grpc.listen.port": self.ports["grpc"]})
-        conf.update(extra)
-        self.conf = os.path.join(wd, "%s.conf" % node.name)
-        with open(self.conf, "w") as f:
-            f.write("".join("%s = %s\n" % kv for kv in conf.items()))
-        self.log = os.path.join(wd, "%s.log" % node.name)
-
-    def start(self):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LEAFD_")}
-        with open(self.log, "ab") as lf:
-            self.proc = self.node.popen([self.binary, "-c", self.conf], stdout=lf,
-                                        stderr=subprocess.STDOUT, env=env)
-        end = time.time() + 20
-        while True:
-            check(self.proc.poll() is None, "%s exited: %s" % (self.node.name, self.tail()))
-            try:
-                socket.create_connection((self.node.addr, self.ports["http"]), 0.5).close()
-                return self
-            except OSError:
-                check(time.time() < end, "%s not listening after 20 s: %s"
-                      % (self.node.name, self.tail()))
-                time.sleep(0.05)
-
-    def tail(self, n=15):
-        with open(self.log, errors="replace") as f:
-            return "".join(f.readlines()[-n:])
-
-    def health(self):
-        try:
-            with urllib.request.urlopen("http://%s:%d/health" % (self.node.addr,
-                                                                 self.ports["http"]),
-                                        timeout=5) as r:
-                body = r.read()
-        except urllib.error.HTTPError as e:
-            body = e.read()
-        return json.loads(body)
-
-    def client(self):
-        return (self.node.name, self.node.addr, self.ports)
+def LeafNode(node, wd, url, extra, binary, grpc=True):
+    """A leafd on url in its own namespace (leafd_ns.NsLeafd)."""
+    conf = {"segment.mysql.url": url, "segment.max_step": 5000}
+    conf.update(extra)
+    return NsLeafd(node, wd, conf, binary, grpc)
 
 
 def start_dbs(net, wd, n, **kw):

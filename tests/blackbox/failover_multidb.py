@@ -71,23 +71,20 @@ refuse with db_failover; no fence in this scenario).
 Exit 1 if a check fails. Root only (network namespaces). Ports 25000-25999.
 """
 import argparse
-import json
 import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 from bbutil import LEAFD, Client, TestFailure, in_ci, wait_for  # noqa: E402
 from idcheck import Load  # noqa: E402
+from leafd_ns import NsLeafd, clean_env  # noqa: E402
 from mariadb_ns import NsMariaDB, start_all  # noqa: E402
 from netns import Net  # noqa: E402
 
@@ -114,83 +111,14 @@ def check(cond, msg):
         raise TestFailure(msg)
 
 
-def clean_env():
-    return {k: v for k, v in os.environ.items() if not k.startswith("LEAFD_")}
-
-
-class LeafNode:
-    """A leafd in a namespace of its own, every front end on 0.0.0.0."""
-
-    def __init__(self, node, wd, store_conf, binary, grpc):
-        self.node, self.binary = node, binary
-        self.ports = {"http": port(), "resp": port(), "mc": port()}
-        conf = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
-                "segment.store": "mysql",
-                "listen.address": "0.0.0.0", "listen.port": self.ports["http"],
-                "resp.listen.address": "0.0.0.0", "resp.listen.port": self.ports["resp"],
-                "memcache.listen.address": "0.0.0.0", "memcache.listen.port": self.ports["mc"],
-                "segment.max_step": 40, "segment.db_timeout_ms": 1000,
-                "segment.db_backoff_max_ms": 300,
-                # A database marked down is probed back on the refresh
-                # (default 60 s): until then no top is pushed to it.
-                "segment.refresh_ms": 500}
-        if grpc:
-            self.ports["grpc"] = port()
-            conf.update({"grpc.listen.address": "0.0.0.0",
-                         "grpc.listen.port": self.ports["grpc"]})
-        conf.update(store_conf)
-        self.conf = os.path.join(wd, "%s.conf" % node.name)
-        with open(self.conf, "w") as f:
-            f.write("".join("%s = %s\n" % kv for kv in conf.items()))
-        self.log = os.path.join(wd, "%s.log" % node.name)
-        self.proc = None
-
-    def start(self):
-        with open(self.log, "ab") as lf:
-            self.proc = self.node.popen([self.binary, "-c", self.conf], stdout=lf,
-                                        stderr=subprocess.STDOUT, env=clean_env())
-        end = time.time() + 30
-        while True:
-            check(self.proc.poll() is None, "%s exited: %s" % (self.node.name, self.tail()))
-            try:
-                socket.create_connection((self.node.addr, self.ports["http"]), 0.5).close()
-                return self
-            except OSError:
-                check(time.time() < end, "%s not listening after 30 s: %s"
-                      % (self.node.name, self.tail()))
-                time.sleep(0.05)
-
-    def stop(self):
-        """SIGTERM to the process group popen made, wait for it."""
-        if self.proc is None:
-            return
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
-        self.proc = None
-
-    def tail(self, n=15):
-        with open(self.log, errors="replace") as f:
-            return "".join(f.readlines()[-n:])
-
-    def health(self):
-        try:
-            with urllib.request.urlopen("http://%s:%d/health" % (self.node.addr,
-                                                                 self.ports["http"]),
-                                        timeout=5) as r:
-                body = r.read()
-        except urllib.error.HTTPError as e:
-            body = e.read()
-        return json.loads(body)
-
-    def client(self):
-        return (self.node.name, self.node.addr, self.ports)
+def LeafNode(node, wd, store_conf, binary, grpc):
+    """A leafd in its own namespace (leafd_ns.NsLeafd) on store_conf."""
+    conf = {"segment.max_step": 40,
+            # A database marked down is probed back on the refresh
+            # (default 60 s): until then no top is pushed to it.
+            "segment.refresh_ms": 500}
+    conf.update(store_conf)
+    return NsLeafd(node, wd, conf, binary, grpc, port_fn=port)
 
 
 def multi_dbs(h):
