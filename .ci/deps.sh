@@ -14,7 +14,7 @@ libhiredis-dev redis-server redis-tools python3-redis python3-yaml
 nghttp2-client protobuf-compiler python3-grpcio python3-protobuf python3-pymemcache
 memcached libmemcached-tools openssl debhelper lintian systemd man-db
 golang-go golang-google-grpc-dev golang-goprotobuf-dev iproute2 nftables iputils-arping
-galera-4 rsync"
+galera-4 rsync prometheus"
 bench="$test nginx wrk"
 deb="$build debhelper lintian python3"
 case "$profile" in

@@ -326,6 +326,10 @@ api_page_metrics(struct api *a, struct http_conn *c)
                             "leafd_tls_handshakes_total{result=\"failed\"} %llu\n",
                         (unsigned long long)hs.tls_handshakes,
                         (unsigned long long)hs.tls_failures);
+            sbuf_metric_i64(&b, "leafd_tls_cert_not_after_seconds", "gauge",
+                            "The notAfter of tls.cert_file's certificate "
+                            "(Unix seconds; after a reload, the new one's).",
+                            hs.tls_not_after);
         }
     }
     if (a->segs != NULL) {

@@ -275,6 +275,8 @@ struct http_stats {
     uint64_t tls_failures;          /* TLS handshakes failed or timed out */
     uint64_t h2_open;               /* HTTP/2 connections open (h2c, gRPC) */
     uint64_t h2_streams;            /* HTTP/2 streams handed to the handler */
+    int64_t  tls_not_after;         /* the TLS certificate's notAfter (Unix
+                                       seconds); 0: no TLS, or unknown */
 };
 void http_server_stats(const struct http_server *s, struct http_stats *out);
 

@@ -621,6 +621,17 @@ wl_metrics(void *arg, struct sbuf *out)
     if (atomic_load(&l->measured))
         sbuf_printf(out, "leafd_snowflake_clock_offset_ms{source=\"%s\"} %"
                     PRId64 "\n", l->st.name, -atomic_load(&l->offset_ms));
+    sbuf_metric_head(out, "leafd_snowflake_lease_seconds", "gauge",
+                     "The lease (snowflake.takeover_age_ms): others may take "
+                     "the worker ID this long after its last heartbeat (0: no "
+                     "lease).");
+    sbuf_printf(out, "leafd_snowflake_lease_seconds{source=\"%s\"} %.3f\n",
+                l->st.name, (double)l->p.lease_ms / 1000.0);
+    sbuf_metric_head(out, "leafd_snowflake_max_clock_offset_ms", "gauge",
+                     "snowflake.max_clock_offset_ms: past this offset from "
+                     "the store, no IDs (0: no check).");
+    sbuf_printf(out, "leafd_snowflake_max_clock_offset_ms{source=\"%s\"} %"
+                PRId64 "\n", l->st.name, l->p.max_clock_offset_ms);
     sbuf_metric_head(out, "leafd_snowflake_store_writes_total", "counter",
                      "Fence writes (heartbeats) to the worker ID store, by "
                      "result.");
