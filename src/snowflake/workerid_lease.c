@@ -185,6 +185,7 @@ wl_claim(struct wlease *l, char **cause)
     c.prev_worker = l->prev_worker;
     c.now_ms = wl_now(l);
     c.lease_ms = l->p.lease_ms;
+    c.min_worker = l->p.min_worker;
     c.max_worker = l->p.max_worker;
     c.want_worker = l->p.fixed_worker ? l->p.worker_id : -1;
     c.unknown_gate_ms = l->p.unknown_gate_ms;
@@ -200,7 +201,9 @@ wl_claim(struct wlease *l, char **cause)
         l->gate_note_at = at;
         pthread_mutex_unlock(&l->mu);
     }
-    assert(worker >= 0 && (uint64_t)worker <= l->p.max_worker);
+    /* every store claims inside the range; a full range is REFUSED */
+    assert(worker >= 0 && (uint64_t)worker >= l->p.min_worker &&
+           (uint64_t)worker <= l->p.max_worker);
     assert(!l->p.fixed_worker || worker == l->p.worker_id);
     if (fence > l->start_fence)
         l->start_fence = fence;
@@ -261,10 +264,19 @@ wlease_open(const struct wlease_params *p, const struct wlease_store *store,
                            p->lease_ms, p->heartbeat_ms);
         goto error;
     }
+    if (p->min_worker > p->max_worker) {
+        *cause = xasprintf("snowflake.worker_id_min %" PRIu64 " is above "
+                           "snowflake.worker_id_max %" PRIu64, p->min_worker,
+                           p->max_worker);
+        goto error;
+    }
     if (p->fixed_worker && (p->worker_id < 0 ||
+                            (uint64_t)p->worker_id < p->min_worker ||
                             (uint64_t)p->worker_id > p->max_worker)) {
         *cause = xasprintf("snowflake worker ID %" PRId64 " is outside "
-                           "0..%" PRIu64, p->worker_id, p->max_worker);
+                           "%" PRIu64 "..%" PRIu64 " (snowflake."
+                           "worker_id_min, worker_id_max)", p->worker_id,
+                           p->min_worker, p->max_worker);
         goto error;
     }
     crc = workerid_cache_read(l->cache_path, &c, cause);

@@ -32,6 +32,10 @@ struct wlease_claim {
     int64_t     prev_worker;/* the cache file's worker ID, or -1 */
     int64_t     now_ms;     /* the taker's clock: fences must be below it */
     int64_t     lease_ms;   /* 0: no lease (a held ID is never taken) */
+    uint64_t    min_worker; /* the range this node may hold (snowflake.
+                               worker_id_min.._max; the whole field by
+                               default): a claim takes only an ID inside
+                               it, and "all in use" means all of it */
     uint64_t    max_worker;
     int64_t     want_worker;/* -1: any (the identity's own, else the lowest
                                free); else exactly this one, or refuse it
@@ -57,6 +61,14 @@ enum {
     WLEASE_REFUSED = -2,    /* claim: refused for good (twin, all in use) */
     WLEASE_LOST = -3        /* fence: another instance holds the ID now */
 };
+
+/* What a store's "all in use" refusal says to do: the range is the
+ * node's (min_worker..max_worker), and never spills into another. */
+#define WLEASE_FULL_HINT \
+    ". The range is snowflake.worker_id_min..worker_id_max: stop a node " \
+    "that holds one of them, wait for a stale one's lease to run out " \
+    "(snowflake.release_on_stop frees one at a clean stop), or widen the " \
+    "range, never into another datacenter's (docs/operations.md)"
 
 struct wlease_store {
     const char *name;                   /* "redis", "mysql", "zookeeper" */
@@ -112,6 +124,7 @@ struct wlease_params {
     const char *ip;
     int         port;
     int64_t     datacenter_id;
+    uint64_t    min_worker;     /* wlease_claim's range */
     uint64_t    max_worker;
     int         fixed_worker;   /* claim exactly worker_id (k8s: the pod's
                                    ordinal + offset), else any */
@@ -136,12 +149,14 @@ struct wlease_params {
     void       *clock_arg;
 };
 
-/* Claim a worker ID from the store. The store unreachable at start is not a
- * failure: no worker ID (worker_id_unknown) until a claim succeeds in the
- * background; the cache file's worker ID is not used meanwhile, as no fence
- * could be confirmed. Fails on a corrupt cache file and on a refused claim
- * (a live twin of this identity, every worker ID in use; with fixed_worker,
- * that ID held by another identity). */
+/* Claim a worker ID from the store, inside min_worker..max_worker. The
+ * store unreachable at start is not a failure: no worker ID
+ * (worker_id_unknown) until a claim succeeds in the background; the cache
+ * file's worker ID is not used meanwhile, as no fence could be confirmed.
+ * Fails on a corrupt cache file, a range that is empty, a fixed_worker
+ * outside it, and on a refused claim (a live twin of this identity, every
+ * worker ID of the range in use; with fixed_worker, that ID held by another
+ * identity). */
 struct wlease *wlease_open(const struct wlease_params *p,
                            const struct wlease_store *store, char **cause);
 void wlease_close(struct wlease *l);

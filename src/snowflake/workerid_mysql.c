@@ -601,8 +601,8 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         tfence = at >= 0 ? rows[at].fence : 0;
         insert = at < 0;
     }
-    /* this identity's row; one past the layout's highest worker ID
-     * (worker_bits lowered) is freed below, as the identity is UNIQUE */
+    /* this identity's row; one outside the range (worker_bits lowered,
+     * the range moved) is freed below, as the identity is UNIQUE */
     for (size_t i = 0; take < 0 && i < n; i++) {
         if (strcmp(rows[i].ident, c->identity) != 0)
             continue;
@@ -617,7 +617,8 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
             rc = WLEASE_REFUSED;
             goto rollback;
         }
-        if ((uint64_t)rows[i].worker > c->max_worker) {
+        if ((uint64_t)rows[i].worker > c->max_worker ||
+            (uint64_t)rows[i].worker < c->min_worker) {
             past_max = rows[i].worker;
             past_fence = rows[i].fence;
             continue;
@@ -630,12 +631,14 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
      * after since for a row older than since); and its fence below the
      * taker's clock */
 rescan:
-    for (size_t i = 0, expect = 0; take < 0 && expect <= c->max_worker;
-         expect++) {
+    for (size_t i = 0, expect = c->min_worker; take < 0 &&
+         expect <= c->max_worker; expect++) {
         int64_t cand = -1;
         long long cfence = 0;
         int gap = 0, old = 0;
 
+        while (i < n && (uint64_t)rows[i].worker < expect)
+            i++;                /* below the range */
         if (i < n && (uint64_t)rows[i].worker == expect) {
             old = rows[i].hb < since;
 
@@ -708,17 +711,19 @@ rescan:
     }
     if (take < 0) {
         *cause = xasprintf("no free snowflake worker ID in leaf_worker: all "
-                           "%" PRIu64 " (0..%" PRIu64 ") are in use (leases "
-                           "live, or fences not yet passed)",
-                           c->max_worker + 1, c->max_worker);
+                           "%" PRIu64 " (%" PRIu64 "..%" PRIu64 ") are in "
+                           "use (leases live, or fences not yet passed)%s",
+                           c->max_worker - c->min_worker + 1, c->min_worker,
+                           c->max_worker, WLEASE_FULL_HINT);
         rc = WLEASE_REFUSED;
         goto rollback;
     }
     if (past_max >= 0) {
-        log_warn("snowflake: %s held worker ID %lld in leaf_worker, past "
-                 "the layout's highest %" PRIu64 " (worker_bits lowered): "
-                 "freeing that row (fence kept), taking %" PRId64,
-                 c->identity, past_max, c->max_worker, take);
+        log_warn("snowflake: %s held worker ID %lld in leaf_worker, outside "
+                 "this node's range %" PRIu64 "..%" PRIu64 " (worker_bits "
+                 "lowered, or the range moved): freeing that row (fence "
+                 "kept), taking %" PRId64, c->identity, past_max,
+                 c->min_worker, c->max_worker, take);
         if (wm_move_out(m, past_max, cause) == -1) {
             free(rows);
             return WLEASE_DOWN;

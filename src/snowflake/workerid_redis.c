@@ -31,7 +31,8 @@ struct wredis {
 /* ARGV: prefix, identity, nonce, prev_nonce, taker_now_ms, lease_ms,
  * max_worker, want (-1: any), unknown_gate_ms, server (wr_server's
  * marker), uptime_ms, alias (the identity's former name, whose wanted ID
- * is its own; "" none). Returns {worker, fence, epoch, hb} (epoch -1
+ * is its own; "" none), min_worker (IDs are claimed in min..max only: the
+ * identity's own, the lowest free; "in use" counts that range). Returns {worker, fence, epoch, hb} (epoch -1
  * unless the ID had no hash; hb the store's clock written as its
  * heartbeat) or {-2, hb} (a live twin) or {-1, in use} or {-5, 0} (the
  * epoch key is not a number) or {-6, until} (nothing free before the
@@ -41,8 +42,8 @@ struct wredis {
  * Free: no hash, released, or lease expired on the store's clock; and in
  * every case the fence below the taker's clock. A wanted ID that this
  * identity holds is taken back whatever its lease; the identity's other ID,
- * if any, is released (its fence kept), as is its ID past maxw (after
- * worker_bits was lowered) when it takes one within.
+ * if any, is released (its fence kept), as is its ID outside minw..maxw
+ * (worker_bits lowered, the range moved) when it takes one within.
  * P epoch is the store's clock when a claim first found it missing: every
  * hash a node held before that was written before it, so an ID with no
  * hash (never used, or lost with the data) gates on epoch +
@@ -76,6 +77,7 @@ static const char wr_claim_lua[] =
 "local p, ident, nonce, prev = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
 "local now, lease, maxw = tonumber(ARGV[5]), tonumber(ARGV[6]), "
 "tonumber(ARGV[7])\n"
+"local minw = tonumber(ARGV[13])\n"
 "local t = redis.call('TIME')\n"
 "local snow = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
 "local function fmt(x) return string.format('%.0f', x) end\n"
@@ -87,7 +89,8 @@ WR_SINCE_LUA("ARGV[10]", "ARGV[11]")
 "local unknown = math.max(epoch, since) + tonumber(ARGV[9])\n"
 "local function take(id, fence, hashless, old)\n"
 "  if (hashless or old) and unknown > fence then fence = unknown end\n"
-"  if mine and mine > maxw and redis.call('HGET', p .. 'w:' .. mine,"
+"  if mine and (mine < minw or mine > maxw) and "
+"redis.call('HGET', p .. 'w:' .. mine,"
 " 'identity') == ident then\n"
 "    local mf = tonumber(redis.call('HGET', p .. 'w:' .. mine, 'fence')) or 0\n"
 "    if mf > fence then fence = mf end\n"
@@ -120,7 +123,7 @@ WR_SINCE_LUA("ARGV[10]", "ARGV[11]")
 "  end\n"
 "  return take(want, fence, not h[1], hb < since)\n"
 "end\n"
-"if mine and mine <= maxw then\n"
+"if mine and mine >= minw and mine <= maxw then\n"
 "  local h = redis.call('HMGET', p .. 'w:' .. mine, 'identity', 'instance',"
 " 'fence', 'hb', 'released')\n"
 "  if h[1] == ident then\n"
@@ -131,7 +134,7 @@ WR_SINCE_LUA("ARGV[10]", "ARGV[11]")
 "  end\n"
 "end\n"
 "local waiting\n"
-"for id = 0, maxw do\n"
+"for id = minw, maxw do\n"
 "  local k = p .. 'w:' .. id\n"
 "  local h = redis.call('HMGET', k, 'identity', 'fence', 'hb', 'released')\n"
 "  if not h[1] then return take(id, 0, true) end\n"
@@ -149,7 +152,7 @@ WR_SINCE_LUA("ARGV[10]", "ARGV[11]")
 "  end\n"
 "end\n"
 "if waiting then return {-6, waiting} end\n"
-"return {-1, maxw + 1}\n";
+"return {-1, maxw - minw + 1}\n";
 
 /* KEYS[1] the hash; ARGV: nonce, fence, server, uptime_ms, the hb this
  * holder last wrote (0: none yet), prefix. {store's clock, back} (back 1:
@@ -332,22 +335,23 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
 {
     struct wredis *r = arg;
     char now[24], lease[24], maxw[24], want[24], unknown[24], srv[96],
-         up[24];
+         up[24], minw[24];
     const char *a[] = { r->prefix, c->identity, c->nonce, c->prev_nonce,
                         now, lease, maxw, want, unknown, srv, up,
-                        c->alias != NULL ? c->alias : "" };
+                        c->alias != NULL ? c->alias : "", minw };
     redisReply *rep;
     int64_t x, y, epoch = -1, hb = 0;
 
     snprintf(now, sizeof now, "%" PRId64, c->now_ms);
     snprintf(lease, sizeof lease, "%" PRId64, c->lease_ms);
     snprintf(maxw, sizeof maxw, "%" PRIu64, c->max_worker);
+    snprintf(minw, sizeof minw, "%" PRIu64, c->min_worker);
     snprintf(want, sizeof want, "%" PRId64, c->want_worker);
     snprintf(unknown, sizeof unknown, "%" PRId64, c->unknown_gate_ms);
     r->want_ms = r->op_ms;
     if (wr_server(r, srv, sizeof srv, up, sizeof up, cause) == -1)
         return WLEASE_DOWN;
-    rep = wr_eval(r, wr_claim_lua, 0, 12, a, cause);
+    rep = wr_eval(r, wr_claim_lua, 0, 13, a, cause);
     if (rep == NULL)
         return WLEASE_DOWN;
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||
@@ -410,9 +414,10 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
     }
     if (x == -1) {
         *cause = xasprintf("no free snowflake worker ID in redis (prefix "
-                           "\"%s\"): all %" PRId64 " (0..%" PRIu64 ") are "
-                           "in use (leases live, or fences not yet passed)",
-                           r->prefix, y, c->max_worker);
+                           "\"%s\"): all %" PRId64 " (%" PRIu64 "..%" PRIu64
+                           ") are in use (leases live, or fences not yet "
+                           "passed)%s", r->prefix, y, c->min_worker,
+                           c->max_worker, WLEASE_FULL_HINT);
         return WLEASE_REFUSED;
     }
     if (epoch >= 0 && y >= c->now_ms)

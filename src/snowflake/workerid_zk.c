@@ -102,6 +102,9 @@ struct wz_child {
 
 enum { WZ_OWN, WZ_RELEASED, WZ_TAKEOVER };
 
+/* The ip of wz_advance's probe nodes: no address, so no identity's. */
+#define WZ_PROBE_IP "leafd.advance"
+
 static int
 wz_log_due(struct wzk *z)
 {
@@ -374,6 +377,122 @@ wz_forever_gate(struct wzk *z, const struct wlease_claim *cl, int64_t *gate,
     return rc;
 }
 
+/* Is seq (a node's sequence, its worker ID) inside the claim's range? */
+static int
+wz_in_range(const struct wlease_claim *cl, int64_t seq)
+{
+    return seq >= 0 && (uint64_t)seq >= cl->min_worker &&
+           (uint64_t)seq <= cl->max_worker;
+}
+
+/* The refusal when ZooKeeper's counter under forever has passed the range
+ * (what gave: the node or the probe that showed it). */
+static char *
+wz_full(struct wzk *z, const struct wlease_claim *cl, const char *gave)
+{
+    return xasprintf("no free worker ID: ZooKeeper gave %s, past this "
+                     "node's range %" PRIu64 "..%" PRIu64 " (its sequence "
+                     "counter under %s only goes up; every node of the "
+                     "range is held by its own identity). Reuse a "
+                     "registration: start the node on an ip:port that "
+                     "has one, set snowflake.release_on_stop (a released "
+                     "node is taken again) or snowflake.takeover; or delete "
+                     "stale nodes of stopped identities; or widen the "
+                     "range, never into another datacenter's "
+                     "(docs/operations.md)", gave, cl->min_worker,
+                     cl->max_worker, z->forever);
+}
+
+/* Nodes Java Leaf (no leafd nonce) registered outside the range: Java Leaf
+ * takes its sequence as its worker ID, whatever this node's range is. */
+static void
+wz_warn_foreign_outside(struct wzk *z, const struct wlease_claim *cl,
+                        const struct wz_child *c, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (c[i].parsed && c[i].nonce == NULL && !wz_in_range(cl, c[i].seq) &&
+            strcmp(c[i].ip, WZ_PROBE_IP) != 0)
+            log_warn("%s (not leafd's: Java Leaf's, or an older leafd) has "
+                     "worker ID %" PRId64 ", outside this node's range %"
+                     PRIu64 "..%" PRIu64 ": if it runs, it may collide with "
+                     "the range that ID belongs to", c[i].path, c[i].seq,
+                     cl->min_worker, cl->max_worker);
+}
+
+/* Bring forever's sequence counter up to the range, so that the next
+ * node created gets a sequence of at least min_worker. The counter is at
+ * least `lower` (the highest child's sequence + 1: each create takes one
+ * number, a delete gives none back); from there, ephemeral probe nodes
+ * WZ_PROBE_IP:0-<seq>, each deleted at once, until one is min_worker - 1
+ * or more. Ephemeral, so a crash leaves none behind; Leaf's name form, so
+ * Java Leaf's start on the same path reads them as another endpoint.
+ * Nothing to do once a child is inside the range or past min_worker.
+ * WLEASE_OK; WLEASE_REFUSED (wz_full) when the counter is past the range;
+ * WLEASE_DOWN. */
+static int
+wz_advance(struct wzk *z, const struct wlease_claim *cl, int64_t lower,
+           char **cause)
+{
+    char *path, *data;
+    int len, rc = WLEASE_OK, logged = 0;
+    int64_t seq = -1;
+
+    if (lower > 0 && (uint64_t)lower > cl->max_worker) {
+        char gave[64];
+        snprintf(gave, sizeof gave, "sequence %" PRId64 " to a node",
+                 lower - 1);
+        *cause = wz_full(z, cl, gave);
+        return WLEASE_REFUSED;
+    }
+    if ((uint64_t)lower >= cl->min_worker)
+        return WLEASE_OK;
+    path = xasprintf("%s/%s:0-", z->forever, WZ_PROBE_IP);
+    data = wzk_node_format(WZ_PROBE_IP, 0, 0, NULL, 0, &len);
+    for (;;) {
+        char *created = NULL, *dcause = NULL;
+
+        if (zk_create(z->zk, path, data, len, ZOO_EPHEMERAL_SEQUENTIAL,
+                      &created, z->op_timeout_ms, cause) != ZOK) {
+            rc = WLEASE_DOWN;
+            break;
+        }
+        seq = wz_name_seq(created, NULL);
+        if (zk_delete(z->zk, created, -1, z->op_timeout_ms, &dcause) != ZOK) {
+            log_warn("%s (an ephemeral probe: it goes with the session)",
+                     dcause);
+            free(dcause);
+        }
+        if (seq < 0) {
+            *cause = xasprintf("ZooKeeper created %s: no sequence", created);
+            free(created);
+            rc = WLEASE_DOWN;
+            break;
+        }
+        if ((uint64_t)seq >= cl->max_worker) {
+            /* the next create gets seq + 1 or more: past the range */
+            *cause = wz_full(z, cl, created);
+            free(created);
+            rc = WLEASE_REFUSED;
+            break;
+        }
+        free(created);
+        if ((uint64_t)seq + 1 >= cl->min_worker)
+            break;
+        if (!logged++)
+            log_info("%s: ZooKeeper's sequence counter is at %" PRId64
+                     ", below this node's range %" PRIu64 "..%" PRIu64
+                     ": advancing it (%" PRIu64 " creates, once per path)",
+                     z->forever, seq, cl->min_worker, cl->max_worker,
+                     cl->min_worker - (uint64_t)seq - 1);
+    }
+    free(data);
+    free(path);
+    if (logged && rc == WLEASE_OK)
+        log_info("%s: sequence counter advanced to %" PRId64, z->forever,
+                 seq + 1);
+    return rc;
+}
+
 /* The claim (see workerid_zk.h for the order). */
 static int
 wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
@@ -383,7 +502,7 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
     char *path, *data, *created = NULL;
     int n = 0, rc, len, pick = -1;
     int takeover = z->p.takeover && cl->lease_ms > 0;
-    int64_t now = cl->now_ms, seq, gate = 0;
+    int64_t now = cl->now_ms, seq, gate = 0, lower = 0;
 
     path = xasprintf("/snowflake/%s", z->leaf_name);
     if (wz_ensure_path(z, "/snowflake", cause) != ZOK ||
@@ -396,11 +515,15 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
     if (wz_read_children(z, &c, &n, cause) != ZOK)
         return WLEASE_DOWN;
 
-    /* 1. our own node */
+    wz_warn_foreign_outside(z, cl, c, n);
+    /* 1. our own node (of several, one inside the range; the cache
+     * file's) */
     for (int i = 0; i < n; i++) {
+        int in = wz_in_range(cl, c[i].seq);
         if (!c[i].mine)
             continue;
-        if (pick == -1 || c[i].seq == cl->prev_worker)
+        if (pick == -1 || (in && !wz_in_range(cl, c[pick].seq)) ||
+            (in && c[i].seq == cl->prev_worker))
             pick = i;
     }
     if (pick != -1) {
@@ -410,11 +533,16 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
         if (mine > 1)
             log_warn("%d nodes under %s name %s:%d; using %s", mine,
                      z->forever, z->ip, z->p.port, c[pick].name);
-        if ((uint64_t)c[pick].seq > cl->max_worker) {
+        if (!wz_in_range(cl, c[pick].seq)) {
             *cause = xasprintf("this node's registration %s has sequence %"
-                               PRId64 ", beyond the layout's highest worker "
-                               "ID %" PRIu64, c[pick].path, c[pick].seq,
-                               cl->max_worker);
+                               PRId64 " (its worker ID), outside this "
+                               "node's range %" PRIu64 "..%" PRIu64
+                               " (snowflake.worker_id_min, worker_id_max, "
+                               "within the layout's worker bits): stop the "
+                               "process that used it, then delete the node "
+                               "so this identity registers anew inside the "
+                               "range (docs/operations.md)", c[pick].path,
+                               c[pick].seq, cl->min_worker, cl->max_worker);
             wz_children_free(c, n);
             return WLEASE_REFUSED;
         }
@@ -425,13 +553,16 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
         return rc;
     }
 
+    for (int i = 0; i < n; i++)
+        if (c[i].seq + 1 > lower)
+            lower = c[i].seq + 1;
     /* 2. a released leafd node whose fence our clock has passed; 3. with
      * takeover, a stale one that only leafd can claim */
     for (int kind = WZ_RELEASED; kind <= WZ_TAKEOVER; kind++) {
         if (kind == WZ_TAKEOVER && !takeover)
             break;
         for (int i = 0; i < n; i++) {
-            if (!c[i].parsed || (uint64_t)c[i].seq > cl->max_worker)
+            if (!c[i].parsed || !wz_in_range(cl, c[i].seq))
                 continue;
             if (kind == WZ_RELEASED ? !c[i].released || c[i].ts >= now :
                 c[i].ts >= now - cl->lease_ms)
@@ -454,9 +585,13 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
     }
     wz_children_free(c, n);
 
-    /* 4. a new node, past what a lost one held (wz_forever_gate) */
+    /* 4. a new node, past what a lost one held (wz_forever_gate), its
+     * sequence inside the range (wz_advance) */
     if (wz_forever_gate(z, cl, &gate, cause) != ZOK)
         return WLEASE_DOWN;
+    rc = wz_advance(z, cl, lower, cause);
+    if (rc != WLEASE_OK)
+        return rc;
     path = xasprintf("%s/%s:%d-", z->forever, z->ip, z->p.port);
     data = wz_node_data(z, gate > now ? gate : now, 0, &len);
     rc = zk_create(z->zk, path, data, len, ZOO_PERSISTENT_SEQUENTIAL,
@@ -466,17 +601,23 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
     if (rc != ZOK)
         return WLEASE_DOWN;
     seq = wz_name_seq(created, NULL);
-    if (seq < 0 || (uint64_t)seq > cl->max_worker) {
+    if (seq < 0 || !wz_in_range(cl, seq)) {
         char *dcause = NULL;
         if (zk_delete(z->zk, created, -1, z->op_timeout_ms, &dcause) != ZOK) {
             log_warn("%s", dcause);
             free(dcause);
         }
-        *cause = xasprintf("no free worker ID: ZooKeeper gave %s, but the "
-                           "layout's highest worker ID is %" PRIu64 "; remove "
-                           "stale nodes under %s, use more worker bits, or "
-                           "set snowflake.takeover=true", created,
-                           cl->max_worker, z->forever);
+        /* below the range only if the counter went back (a ZooKeeper
+         * restored): try again, which advances it */
+        if (seq >= 0 && (uint64_t)seq < cl->min_worker) {
+            *cause = xasprintf("ZooKeeper gave %s, below this node's range "
+                               "%" PRIu64 "..%" PRIu64 " after the counter "
+                               "was past it; trying again", created,
+                               cl->min_worker, cl->max_worker);
+            free(created);
+            return WLEASE_DOWN;
+        }
+        *cause = wz_full(z, cl, created);
         free(created);
         return WLEASE_REFUSED;
     }

@@ -1464,6 +1464,105 @@ START_TEST(bits_lowered_row_past_max)
 }
 END_TEST
 
+
+/* Two datacenters' ranges in one store (snowflake.worker_id_min/_max):
+ * each node claims the lowest free ID of its own range, a full range is
+ * refused naming the range and what to do, and never spills into the
+ * other, not even into an ID the other range released. */
+START_TEST(ranges_apart)
+{
+    char *pfx = fresh_prefix(), *c[8], *cause = NULL;
+    struct wlease *a[3], *b[3], *x;
+    struct wlease_params p;
+    char ident[32];
+
+    for (int i = 0; i < 8; i++) {
+        char n[16];
+        snprintf(n, sizeof n, "%d", i);
+        c[i] = tmp_path(n);
+    }
+    for (int i = 0; i < 3; i++) {
+        /* B first: its lowest free is its range's first, not 0 */
+        snprintf(ident, sizeof ident, "10.0.1.%d:1", i + 1);
+        p = params(ident, c[i]);
+        p.min_worker = 512;
+        p.max_worker = 514;
+        b[i] = open_ok(&p, pfx);
+        ck_assert_int_eq(worker_of(b[i]), 512 + i);
+        snprintf(ident, sizeof ident, "10.0.0.%d:1", i + 1);
+        p = params(ident, c[3 + i]);
+        p.max_worker = 2;
+        p.release_on_stop = 1;
+        a[i] = open_ok(&p, pfx);
+        ck_assert_int_eq(worker_of(a[i]), i);
+    }
+    /* a freed ID of range A (released, fence passed) is no use to B */
+    wlease_close(a[1]);
+    usleep(20000);
+    p = params("10.0.1.9:1", c[6]);
+    p.min_worker = 512;
+    p.max_worker = 514;
+    x = open_at(&p, store_port(), pfx, &cause);
+    ck_assert_ptr_null(x);
+    ck_assert_msg(strstr(cause, "all 3 (512..514) are in use") != NULL &&
+                  strstr(cause, "snowflake.worker_id_min..worker_id_max") !=
+                  NULL, "%s", cause);
+    free(cause);
+    cause = NULL;
+    /* ... while A takes it back */
+    p = params("10.0.0.9:1", c[7]);
+    p.max_worker = 2;
+    x = open_ok(&p, pfx);
+    ck_assert_int_eq(worker_of(x), 1);
+    wlease_close(x);
+    wlease_close(a[0]);
+    wlease_close(a[2]);
+    for (int i = 0; i < 3; i++)
+        wlease_close(b[i]);
+    for (int i = 0; i < 8; i++)
+        free(c[i]);
+    free(pfx);
+}
+END_TEST
+
+/* The range moved (a node moved to the other datacenter's range, or
+ * hand-offset IDs replaced by a range): the identity's row outside it is
+ * freed (its fence kept) and it takes one inside; an empty range and a
+ * fixed worker ID outside it are refused at open. */
+START_TEST(range_moved_row_outside)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *who, *cause = NULL;
+    struct wlease_params p = params("10.0.0.1:1", c1);
+    struct wlease *l;
+
+    plant_stale(pfx, 3, "10.0.0.1:1");
+    p.min_worker = 512;
+    p.max_worker = 1023;
+    l = open_ok(&p, pfx);
+    ck_assert_int_eq(worker_of(l), 512);
+    who = store_holder(pfx, 3);
+    ck_assert_msg(strstr(who, "(released)") != NULL, "%s", who);
+    free(who);
+    wlease_close(l);
+    p.min_worker = 600;
+    p.max_worker = 599;
+    ck_assert_ptr_null(open_at(&p, store_port(), pfx, &cause));
+    ck_assert_msg(strstr(cause, "snowflake.worker_id_min 600 is above") !=
+                  NULL, "%s", cause);
+    free(cause);
+    cause = NULL;
+    p.min_worker = 512;
+    p.max_worker = 1023;
+    p.fixed_worker = 1;
+    p.worker_id = 5;
+    ck_assert_ptr_null(open_at(&p, store_port(), pfx, &cause));
+    ck_assert_msg(strstr(cause, "outside 512..1023") != NULL, "%s", cause);
+    free(cause);
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
 static void
 store_tests(TCase *tc)
 {
@@ -1482,6 +1581,8 @@ store_tests(TCase *tc)
     tcase_add_test(tc, clock_off_while_running);
     tcase_add_test(tc, readers_while_keeping);
     tcase_add_test(tc, bits_lowered_row_past_max);
+    tcase_add_test(tc, ranges_apart);
+    tcase_add_test(tc, range_moved_row_outside);
 }
 
 /* Redis lost its data (the keys gone): the holder's next fence write finds
