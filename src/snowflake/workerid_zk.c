@@ -67,6 +67,10 @@ struct wzk {
     char            *leaf_name;
     char            *ip;
     char            *forever;       /* /snowflake/<name>/forever */
+    char            *lock;          /* /snowflake/<name>/advance: held
+                                       (ephemeral) while wz_advance probes
+                                       and until the node is created */
+    int              locked;
     int              op_timeout_ms; /* one call of a claim */
     int              write_timeout_ms; /* one fence write */
     struct zk       *zk;
@@ -386,21 +390,22 @@ wz_in_range(const struct wlease_claim *cl, int64_t seq)
 }
 
 /* The refusal when ZooKeeper's counter under forever has passed the range
- * (what gave: the node or the probe that showed it). */
+ * (next: the lowest sequence a new node could get). */
 static char *
-wz_full(struct wzk *z, const struct wlease_claim *cl, const char *gave)
+wz_full(struct wzk *z, const struct wlease_claim *cl, int64_t next)
 {
-    return xasprintf("no free worker ID: ZooKeeper gave %s, past this "
-                     "node's range %" PRIu64 "..%" PRIu64 " (its sequence "
-                     "counter under %s only goes up; every node of the "
-                     "range is held by its own identity). Reuse a "
+    return xasprintf("no free worker ID: a new node under %s would get "
+                     "sequence %" PRId64 " or more, past this node's range %"
+                     PRIu64 "..%" PRIu64 " (ZooKeeper's sequence counter "
+                     "only goes up; every node of the range is held by "
+                     "its own identity). Reuse a "
                      "registration: start the node on an ip:port that "
                      "has one, set snowflake.release_on_stop (a released "
                      "node is taken again) or snowflake.takeover; or delete "
                      "stale nodes of stopped identities; or widen the "
                      "range, never into another datacenter's "
-                     "(docs/operations.md)", gave, cl->min_worker,
-                     cl->max_worker, z->forever);
+                     "(docs/operations.md)", z->forever, next,
+                     cl->min_worker, cl->max_worker);
 }
 
 /* Nodes Java Leaf (no leafd nonce) registered outside the range: Java Leaf
@@ -419,6 +424,58 @@ wz_warn_foreign_outside(struct wzk *z, const struct wlease_claim *cl,
                      cl->min_worker, cl->max_worker);
 }
 
+/* Drop the advance lock, if held. */
+static void
+wz_unlock(struct wzk *z)
+{
+    char *cause = NULL;
+
+    if (!z->locked)
+        return;
+    z->locked = 0;
+    if (zk_delete(z->zk, z->lock, -1, z->op_timeout_ms, &cause) != ZOK) {
+        log_warn("%s (ephemeral: it goes with the session)", cause);
+        free(cause);
+    }
+}
+
+/* Take the advance lock and read forever's counter again under it: 0 with
+ * *lower; WLEASE_DOWN when another node holds it (or ZooKeeper fails). */
+static int
+wz_lock(struct wzk *z, int64_t *lower, char **cause)
+{
+    char *data, **names = NULL;
+    int len, n = 0, rc;
+
+    data = wzk_node_format(z->ip, z->p.port, util_wall_ms(), z->nonce, 0,
+                           &len);
+    rc = zk_create(z->zk, z->lock, data, len, ZOO_EPHEMERAL, NULL,
+                   z->op_timeout_ms, cause);
+    free(data);
+    if (rc == ZNODEEXISTS) {
+        free(*cause);
+        *cause = xasprintf("another leafd is advancing ZooKeeper's sequence "
+                           "counter under %s to its range (%s held); "
+                           "trying again", z->forever, z->lock);
+        return WLEASE_DOWN;
+    }
+    if (rc != ZOK)
+        return WLEASE_DOWN;
+    z->locked = 1;
+    if (zk_children(z->zk, z->forever, &names, &n, z->op_timeout_ms,
+                    cause) != ZOK) {
+        wz_unlock(z);
+        return WLEASE_DOWN;
+    }
+    for (int i = 0; i < n; i++) {
+        int64_t seq = wz_name_seq(names[i], NULL);
+        if (seq + 1 > *lower)
+            *lower = seq + 1;
+    }
+    zk_strings_free(names, n);
+    return 0;
+}
+
 /* Bring forever's sequence counter up to the range, so that the next
  * node created gets a sequence of at least min_worker. The counter is at
  * least `lower` (the highest child's sequence + 1: each create takes one
@@ -426,7 +483,10 @@ wz_warn_foreign_outside(struct wzk *z, const struct wlease_claim *cl,
  * WZ_PROBE_IP:0-<seq>, each deleted at once, until one is min_worker - 1
  * or more. Ephemeral, so a crash leaves none behind; Leaf's name form, so
  * Java Leaf's start on the same path reads them as another endpoint.
- * Nothing to do once a child is inside the range or past min_worker.
+ * Nothing to do once a child is inside the range or past min_worker. One
+ * node at a time probes, under the advance lock (held on WLEASE_OK until
+ * the caller's create: wz_unlock), so that no probe takes a number of the
+ * range that another node's probe brought the counter to.
  * WLEASE_OK; WLEASE_REFUSED (wz_full) when the counter is past the range;
  * WLEASE_DOWN. */
 static int
@@ -437,11 +497,12 @@ wz_advance(struct wzk *z, const struct wlease_claim *cl, int64_t lower,
     int len, rc = WLEASE_OK, logged = 0;
     int64_t seq = -1;
 
+    if ((uint64_t)lower < cl->min_worker &&
+        wz_lock(z, &lower, cause) == WLEASE_DOWN)
+        return WLEASE_DOWN;
     if (lower > 0 && (uint64_t)lower > cl->max_worker) {
-        char gave[64];
-        snprintf(gave, sizeof gave, "sequence %" PRId64 " to a node",
-                 lower - 1);
-        *cause = wz_full(z, cl, gave);
+        wz_unlock(z);
+        *cause = wz_full(z, cl, lower);
         return WLEASE_REFUSED;
     }
     if ((uint64_t)lower >= cl->min_worker)
@@ -470,7 +531,7 @@ wz_advance(struct wzk *z, const struct wlease_claim *cl, int64_t lower,
         }
         if ((uint64_t)seq >= cl->max_worker) {
             /* the next create gets seq + 1 or more: past the range */
-            *cause = wz_full(z, cl, created);
+            *cause = wz_full(z, cl, seq + 1);
             free(created);
             rc = WLEASE_REFUSED;
             break;
@@ -487,6 +548,8 @@ wz_advance(struct wzk *z, const struct wlease_claim *cl, int64_t lower,
     }
     free(data);
     free(path);
+    if (rc != WLEASE_OK)
+        wz_unlock(z);
     if (logged && rc == WLEASE_OK)
         log_info("%s: sequence counter advanced to %" PRId64, z->forever,
                  seq + 1);
@@ -596,6 +659,7 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
     data = wz_node_data(z, gate > now ? gate : now, 0, &len);
     rc = zk_create(z->zk, path, data, len, ZOO_PERSISTENT_SEQUENTIAL,
                    &created, z->op_timeout_ms, cause);
+    wz_unlock(z);
     free(data);
     free(path);
     if (rc != ZOK)
@@ -617,7 +681,8 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
             free(created);
             return WLEASE_DOWN;
         }
-        *cause = wz_full(z, cl, created);
+        log_info("ZooKeeper gave %s: past the range, removed", created);
+        *cause = wz_full(z, cl, seq);
         free(created);
         return WLEASE_REFUSED;
     }
@@ -774,6 +839,7 @@ wz_close(void *arg)
     free(z->leaf_name);
     free(z->ip);
     free(z->forever);
+    free(z->lock);
     free(z->node);
     pthread_mutex_destroy(&z->mu);
     free(z);
@@ -864,6 +930,7 @@ workerid_zk_store(const struct workerid_zk_params *p,
     z->p.leaf_name = z->leaf_name;
     z->p.ip = z->ip;
     z->forever = xasprintf("/snowflake/%s/forever", z->leaf_name);
+    z->lock = xasprintf("/snowflake/%s/advance", z->leaf_name);
     t = p->session_timeout_ms / 2;
     z->op_timeout_ms = (int)(t < 500 ? 500 : t > 5000 ? 5000 : t);
     t = p->fence_step_ms / 4;

@@ -11,6 +11,8 @@ style: any ID given twice fails; availability is reported per phase.
 
 Clients (one thread per node per front end, each on its own connection):
   http   GET /segment/TAG?count=K               IDs, one per line
+  sf     GET /snowflake?count=K                 snowflake IDs (only when
+         kinds names it)
   lease  GET /segment/TAG/lease?size=K          "start end" ranges, expanded
   resp   LEAF.SEGMENT TAG K (RESP, resp.listen.port)
   mc     get TAG (memcached text protocol, memcache.listen.port)
@@ -175,6 +177,10 @@ class GrpcIds:
 def make_client(kind, addr, ports, tag):
     if kind == "http":
         return HttpIds(addr, ports["http"], tag)
+    if kind == "sf":            # snowflake IDs: GET /snowflake?count=K (tag unused)
+        c = HttpIds(addr, ports["http"], tag)
+        c.path = "/snowflake?count=%d" % K
+        return c
     if kind == "lease":
         return HttpIds(addr, ports["http"], tag, lease=True)
     if kind == "resp":
@@ -216,7 +222,7 @@ class Load:
     def start(self):
         for name, addr, ports in self.nodes:
             for kind in self.kinds:
-                if kind in ports or kind == "lease" and "http" in ports:
+                if kind in ports or kind in ("lease", "sf") and "http" in ports:
                     recs, ids = [], array.array("q")
                     self.recs.append(recs)
                     self.ids.append(ids)
