@@ -69,6 +69,14 @@
  *     (SNOWFLAKE_TICK_CLOCK_BAD: clock_offset) until it is back within.
  *     Uniqueness does not rest on it (the fences do); it keeps a node
  *     whose clock is far off from taking IDs whose fence it passes early.
+ *   - The range (min_worker..max_worker, snowflake.worker_id_min/_max):
+ *     every store claims only inside it (Redis's script and MySQL's scan
+ *     take the lowest free in it; ZooKeeper advances its sequence counter
+ *     to it, workerid_zk.h), a fixed worker ID outside it is refused at
+ *     open, and "all in use" is all of the range: a full range refuses the
+ *     claim (WLEASE_REFUSED), it never takes an ID of another range. An
+ *     identity's record outside the range (the range moved) is freed, its
+ *     fence kept, when it takes one inside. wl_claim asserts the result.
  */
 #include <assert.h>
 #include <inttypes.h>
