@@ -228,6 +228,7 @@ base_config(struct config *cfg, const char *cache)
     cfg->zk_address = "";
     cfg->worker_source = WORKER_STATIC;
     cfg->worker_id = 3;
+    cfg->worker_id_max = -1;        /* the whole field, as the key's default */
     cfg->epoch_ms = SFCODEC_LEAF_EPOCH_MS;
     cfg->timestamp_bits = 41;
     cfg->worker_bits = 10;
