@@ -350,7 +350,9 @@ chaos: leafd
 # MariaDB failovers (network namespaces, root) with each phase PHASE_SECS
 # (default 30) long, failover_multidb.py's (a member of a set failing over;
 # also with a node idle through it, and the address moved first) and
-# galera.py's (3 rounds), then the positive controls against leafd built
+# galera.py's (3 rounds), bb_datacenters' two datacenters under load for
+# PHASE_SECS (with their own positive control), then the positive controls
+# against leafd built
 # from OLD_COMMIT (default a46976b, before issue 28's fix) in a scratch
 # worktree: they pass only if that binary repeats IDs.
 OLD_COMMIT ?= a46976b
@@ -363,6 +365,7 @@ chaos-long: leafd
 	@python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30) --idle-node
 	@python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30) --order vip-first
 	@python3 tests/blackbox/galera.py
+	@DC_LOAD_SECS=$(or $(PHASE_SECS),30) python3 tests/blackbox/blackbox.py bb_datacenters.test_two_datacenters
 	@old=$$(mktemp -d /tmp/lfh-old-XXXXXX); trap 'git worktree remove --force "$$old"; rm -rf "$$old"' EXIT; \
 		git worktree add --detach "$$old" $(OLD_COMMIT) >/dev/null && \
 		make --no-print-directory -C "$$old" -j2 leafd >/dev/null && \

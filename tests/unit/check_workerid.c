@@ -989,6 +989,41 @@ START_TEST(zk_range_refusals)
 }
 END_TEST
 
+/* One node at a time advances the counter: while another holds
+ * /snowflake/<name>/advance, a node whose range is past the counter has
+ * no worker ID yet (no failure: it tries again), and takes the range's
+ * first once the lock is gone; the probes took none of the range. */
+START_TEST(zk_range_advance_lock)
+{
+    char *name = fresh_name(), *cache = tmp_path("l.json"), *lock, *cause = NULL;
+    struct zk *z = zk_test_open();
+    struct zkt_params p = zk_params(name, "10.0.4.1", 7700, cache);
+    struct wlease *w;
+    int64_t worker = -1, fence;
+
+    free(java_leaf_node(z, name, "10.9.9.9", 8080, util_wall_ms()));
+    lock = xasprintf("/snowflake/%s/advance", name);
+    ck_assert_int_eq(zk_create(z, lock, "x", 1, ZOO_EPHEMERAL, NULL, 4000,
+                               &cause), ZOK);
+    p.min_worker = 20;
+    p.max_worker = 29;
+    w = open_ok(&p);
+    ck_assert_int_eq(wlease_get(w, &worker, &fence), -1);
+    ck_assert_int_eq(zk_delete(z, lock, -1, 4000, &cause), ZOK);
+    for (int i = 0; i < 100 && worker < 0; i++) {
+        usleep(50000);
+        zkt_tick(w, util_wall_ms());
+        wlease_get(w, &worker, &fence);
+    }
+    ck_assert_int_eq(worker, 20);
+    wlease_close(w);
+    free(lock);
+    free(cache);
+    zk_close(z);
+    free(name);
+}
+END_TEST
+
 START_TEST(zk_down_at_start_no_cache)
 {
     char *name = fresh_name(), *cache = tmp_path("c.json");
@@ -2069,6 +2104,7 @@ workerid_suite(void)
     tcase_add_test(tc, zk_exhausted);
     tcase_add_test(tc, zk_range_advances_counter);
     tcase_add_test(tc, zk_range_refusals);
+    tcase_add_test(tc, zk_range_advance_lock);
     tcase_add_test(tc, zk_down_at_start_no_cache);
     tcase_add_test(tc, zk_snowflake_start);
     tcase_add_test(tc, zk_session_expiry);
