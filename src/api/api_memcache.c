@@ -68,26 +68,6 @@ key_is(const struct mc_ctx *x, const char *s)
     return x->klen == strlen(s) && memcmp(x->key, s, x->klen) == 0;
 }
 
-/* The name of the command: token 0, at most 32 printable bytes. */
-static void
-cmd_name(const struct mc_ctx *x, char *out, size_t cap)
-{
-    size_t n = 0, len = x->cmd->ntok ? x->cmd->len[0] : 0;
-
-    for (size_t i = 0; i < len && n + 1 < cap && i < 32; i++) {
-        char ch = x->req->mc_line[x->cmd->off[0] + i];
-        out[n++] = ch > 0x20 && ch < 0x7f ? ch : '?';
-    }
-    out[n] = '\0';
-}
-
-static void
-reply(struct mc_ctx *x, const char *s, size_t len, int flags)
-{
-    api_count(R_MEMCACHE, 200);
-    http_reply_mc(x->c, s, len, flags);
-}
-
 /* The token check of a key's scope; 1 if answered. */
 static int
 key_denied(struct mc_ctx *x, enum route r, const char *scope)
@@ -127,12 +107,12 @@ cmd_get(struct mc_ctx *x)
         if (api_sf_disabled(a, x->c, R_SNOWFLAKE) ||
             (first && key_denied(x, R_SNOWFLAKE, "@snowflake")))
             return;
-        api_serve_snowflake(a, x->c, x->req, R_SNOWFLAKE, 1, &api_writer_mc);
+        api_serve_snowflake(a, x->c, x->req, R_SNOWFLAKE, 1, api_self->writer);
         return;
     }
     if (key_is(x, "@uuid") || key_is(x, "@ulid")) {
         api_serve_id128(a, x->c, key_is(x, "@uuid") ? R_UUID : R_ULID, 1,
-                        &api_writer_mc);
+                        api_self->writer);
         return;
     }
     if (api_tag_arg(x->c, R_SEGMENT, x->key, x->klen, API_TAG_KEY, tag) < 0 ||
@@ -141,7 +121,7 @@ cmd_get(struct mc_ctx *x)
     if (first && key_denied(x, R_SEGMENT, tag))
         return;
     api_serve_segment(a, x->c, x->req, R_SEGMENT, tag, x->klen, 1,
-                      &api_writer_mc);
+                      api_self->writer);
 }
 
 static int
@@ -164,7 +144,8 @@ cmd_stats(struct mc_ctx *x)
     if (arg_is(x, 1, "settings")) {
         sbuf_printf(&b, "STAT maxconns %lld\r\nSTAT tcpport %lld\r\n"
                     "STAT num_threads %d\r\nSTAT item_size_max 0\r\n"
-                    "STAT binding_protocol ascii\r\nSTAT cas_enabled yes\r\n",
+                    "STAT binding_protocol auto-negotiate\r\n"
+                    "STAT cas_enabled yes\r\n",
                     (long long)a->cfg->max_connections, (long long)a->cfg->mc_port,
                     a->nthreads);
     } else if (arg_is(x, 1, "items") || arg_is(x, 1, "slabs") ||
@@ -206,19 +187,18 @@ cmd_stats(struct mc_ctx *x)
                     (unsigned long long)hs.requests_parked,
                     (unsigned long long)hs.connections_open);
     }
-    sbuf_puts(&b, "END\r\n");
-    reply(x, b.p, b.len, 0);
+    api_mc_reply_stats(x->c, b.p, b.len);
     sbuf_free(&b);
 }
 
 static void
 cmd_refused(struct mc_ctx *x)
 {
-    char name[40], msg[200];
+    char msg[200];
 
-    cmd_name(x, name, sizeof name);
     snprintf(msg, sizeof msg, "leafd hands out IDs and stores nothing: %s is "
-             "not served; take an ID with get <biz_tag> or get @snowflake", name);
+             "not served; take an ID with get <biz_tag> or get @snowflake",
+             x->cmd->name);
     api_mc_reply_error(x->c, R_MEMCACHE, 503, "not_supported", msg);
 }
 
@@ -226,22 +206,22 @@ void
 api_mc_command(struct api *a, struct http_conn *c, struct http_request *req)
 {
     struct mc_ctx x = { a, c, req, req->mc, NULL, 0 };
-    char line[64];
 
     switch (x.cmd->kind) {
     case MC_GET:
         cmd_get(&x);
         break;
     case MC_VERSION:
-        snprintf(line, sizeof line, "VERSION " MC_PROTOCOL_VERSION " leafd-%s\r\n",
-                 LEAFD_VERSION);
-        reply(&x, line, strlen(line), 0);
+        api_mc_reply_version(c, MC_PROTOCOL_VERSION " leafd-" LEAFD_VERSION);
         break;
     case MC_STATS:
         cmd_stats(&x);
         break;
     case MC_QUIT:
-        reply(&x, "", 0, HTTP_MC_END | HTTP_MC_CLOSE);
+        api_mc_reply_quit(c);
+        break;
+    case MC_NOOP:
+        api_mc_reply_noop(c);
         break;
     case MC_STORE:
     case MC_REFUSED:
@@ -253,8 +233,7 @@ api_mc_command(struct api *a, struct http_conn *c, struct http_request *req)
         api_mc_reply_error(c, R_MEMCACHE, 400, "bad_command", x.cmd->err);
         break;
     case MC_UNKNOWN:
-        api_count(R_MEMCACHE, 400);
-        http_reply_mc(c, "ERROR\r\n", 7, x.cmd->noreply ? HTTP_MC_CLOSE : 0);
+        api_mc_reply_unknown(c);
         break;
     }
 }

@@ -25,6 +25,10 @@ api_mc_reply_error(struct http_conn *c, enum route r, int status, const char *co
     int n;
 
     assert(req->mc != NULL);
+    if (req->mc->binary) {
+        api_mcbin_reply_error(c, r, status, code, msg);
+        return;
+    }
     n = snprintf(out, sizeof out, "%s %s %s", status < 500 ? "CLIENT_ERROR" :
                  "SERVER_ERROR", code, msg);
     if (n < 0)
@@ -110,3 +114,75 @@ texts_mc(struct http_conn *c, enum route r, char *text, size_t len, size_t n,
 const struct api_writer api_writer_mc = {
     ids_mc, texts_mc, NULL, error_mc
 };
+
+/* ---- the other commands' answers, text or binary (api_writer.h) ---- */
+
+static int
+binary(struct http_conn *c)
+{
+    api_count(R_MEMCACHE, 200);
+    return http_conn_request(c)->mc->binary;
+}
+
+void
+api_mc_reply_version(struct http_conn *c, const char *version)
+{
+    char line[128];
+    int n;
+
+    if (binary(c)) {
+        api_mcbin_reply(c, version, strlen(version), 0);
+        return;
+    }
+    n = snprintf(line, sizeof line, "VERSION %s\r\n", version);
+    if (n < 0 || (size_t)n >= sizeof line)
+        n = 0;
+    http_reply_mc(c, line, (size_t)n, 0);
+}
+
+void
+api_mc_reply_stats(struct http_conn *c, const char *text, size_t len)
+{
+    struct sbuf b = { 0 };
+
+    if (binary(c)) {
+        api_mcbin_reply_stats(c, text, len);
+        return;
+    }
+    sbuf_append(&b, text, len);
+    sbuf_puts(&b, "END\r\n");
+    http_reply_mc(c, b.p, b.len, 0);
+    sbuf_free(&b);
+}
+
+void
+api_mc_reply_quit(struct http_conn *c)
+{
+    const struct mc_cmd *cmd = http_conn_request(c)->mc;
+
+    if (binary(c) && !cmd->quiet)
+        api_mcbin_reply(c, "", 0, HTTP_MC_END | HTTP_MC_CLOSE);
+    else
+        http_reply_mc(c, "", 0, HTTP_MC_END | HTTP_MC_CLOSE);
+}
+
+void
+api_mc_reply_noop(struct http_conn *c)
+{
+    if (binary(c))
+        api_mcbin_reply(c, "", 0, 0);
+    else
+        http_reply_mc(c, "ERROR\r\n", 7, 0);     /* never parsed from text */
+}
+
+void
+api_mc_reply_unknown(struct http_conn *c)
+{
+    const struct mc_cmd *cmd = http_conn_request(c)->mc;
+
+    api_count(R_MEMCACHE, 400);
+    if (cmd->binary)
+        api_mcbin_reply_unknown(c);
+    else
+        http_reply_mc(c, "ERROR\r\n", 7, cmd->noreply ? HTTP_MC_CLOSE : 0);
+}
