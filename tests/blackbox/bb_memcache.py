@@ -242,7 +242,7 @@ def test_storage_and_malformed(ctx):
         eq(got[3], "VERSION 1.4.0 leafd-0.1.0", "next command")
         c.send(b"stats settings\r\nstats items\r\n")
         got = c.read_lines(8)
-        check("STAT binding_protocol ascii" in got and got.count("END") == 2, got)
+        check("STAT binding_protocol auto-negotiate" in got and got.count("END") == 2, got)
         c.send(b"quit\r\n")
         eq(c.read_all(30), b"", "quit closes, with no answer")
         c.close()
