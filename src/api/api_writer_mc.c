@@ -145,6 +145,8 @@ api_mc_reply_stats(struct http_conn *c, const char *text, size_t len)
 {
     struct sbuf b = { 0 };
 
+    if (len == 0)
+        text = "";                  /* an empty group: its sbuf is NULL */
     if (binary(c)) {
         api_mcbin_reply_stats(c, text, len);
         return;
