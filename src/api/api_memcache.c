@@ -1,5 +1,6 @@
-/* api_memcache.c: leafd's commands over memcached's text protocol, so that
- * any memcached client (and katsubushi's users) can take IDs with `get`.
+/* api_memcache.c: leafd's commands over memcached's text and binary
+ * protocols, so that any memcached client (and katsubushi's users) can take
+ * IDs with `get`.
  *
  * DESIGN
  *
@@ -7,7 +8,8 @@
  * threads, buffers, limits, parking, stop); this file only answers a parsed
  * call (req->mc). The layer calls it once per key of a get, in order, so a
  * key is one ID request: it calls the same handlers as the HTTP routes
- * (api_serve_*) with the memcached writer (api_writer_mc.c), with the same
+ * (api_serve_*) with the memcached writer (api_writer_mc.c, or
+ * api_writer_mcbin.c for a binary frame: dispatch picks it), with the same
  * IDs, waits (a key that waits for a segment parks, and the keys and
  * commands behind it wait in order) and refusals. The writer writes the
  * answers and errors for the key the request names (req->mc_key).
@@ -30,7 +32,14 @@
  * noreply is answered all the same and the connection closed: the client
  * reads no answer, so it would take this one for its next command's.
  *
- * Tokens. memcached's text protocol carries none. With auth.tokens_file,
+ * Binary frames (req->mc->binary) are the same commands, one key per get:
+ * GET GETQ GETK GETKQ as get, STAT as stats (its key the group), VERSION,
+ * NOOP, QUIT and QUITQ; every storage opcode and its quiet form is refused
+ * (not supported, 0x0083) and the connection kept. The writers turn each
+ * answer and refusal into the protocol's form (api_writer.h,
+ * api_mcbin_status: the status of each refusal).
+ *
+ * Tokens. memcached's protocols carry none (SASL is not served). With auth.tokens_file,
  * the listener acts with memcache.token (a token of that file) when it is
  * set, and so serves that token's scopes; without it, every key a token
  * protects is refused (CLIENT_ERROR noauth), and never given an ID.
