@@ -8,8 +8,8 @@
  * threads, buffers, limits, parking, stop); this file only answers a parsed
  * call (req->mc). The layer calls it once per key of a get, in order, so a
  * key is one ID request: it calls the same handlers as the HTTP routes
- * (api_serve_*) with the memcached writer (api_writer_mc.c, or
- * api_writer_mcbin.c for a binary frame: dispatch picks it), with the same
+ * (api_serve_*) with the memcached writer (api_writer_mc.c, which writes a
+ * binary request's answers with api_writer_mcbin.c), with the same
  * IDs, waits (a key that waits for a segment parks, and the keys and
  * commands behind it wait in order) and refusals. The writer writes the
  * answers and errors for the key the request names (req->mc_key).
@@ -116,12 +116,12 @@ cmd_get(struct mc_ctx *x)
         if (api_sf_disabled(a, x->c, R_SNOWFLAKE) ||
             (first && key_denied(x, R_SNOWFLAKE, "@snowflake")))
             return;
-        api_serve_snowflake(a, x->c, x->req, R_SNOWFLAKE, 1, api_self->writer);
+        api_serve_snowflake(a, x->c, x->req, R_SNOWFLAKE, 1, &api_writer_mc);
         return;
     }
     if (key_is(x, "@uuid") || key_is(x, "@ulid")) {
         api_serve_id128(a, x->c, key_is(x, "@uuid") ? R_UUID : R_ULID, 1,
-                        api_self->writer);
+                        &api_writer_mc);
         return;
     }
     if (api_tag_arg(x->c, R_SEGMENT, x->key, x->klen, API_TAG_KEY, tag) < 0 ||
@@ -130,7 +130,7 @@ cmd_get(struct mc_ctx *x)
     if (first && key_denied(x, R_SEGMENT, tag))
         return;
     api_serve_segment(a, x->c, x->req, R_SEGMENT, tag, x->klen, 1,
-                      api_self->writer);
+                      &api_writer_mc);
 }
 
 static int

@@ -13,7 +13,6 @@
 #include "config.h"
 #include "console.h"
 #include "http.h"
-#include "mc_parse.h"
 #include "snowflake.h"
 #include "util.h"
 
@@ -135,7 +134,7 @@ static const struct api_writer *
 writer_of(const struct http_request *req)
 {
     if (req->mc != NULL)
-        return req->mc->binary ? &api_writer_mcbin : &api_writer_mc;
+        return &api_writer_mc;
     if (req->proto == HTTP_REQ_GRPC)
         return &api_writer_grpc;
     if (req->proto == HTTP_REQ_RESP)

@@ -45,10 +45,11 @@ struct api_writer {
 };
 
 /* api_writer_http.c, api_writer_resp.c, api_writer_mc.c (memcached's text
- * protocol), api_writer_mcbin.c (its binary protocol), api_writer_grpc.c */
+ * and binary protocols: api_writer_mcbin.c writes the binary frames),
+ * api_writer_grpc.c */
 extern const struct api_writer api_writer_text, api_writer_leaf, api_writer_json,
                                api_writer_resp, api_writer_resp_int, api_writer_mc,
-                               api_writer_mcbin, api_writer_grpc;
+                               api_writer_grpc;
 
 /* HTTP (api_writer_http.c): answer and count; an ID route's answer gets
  * Cache-Control: no-store. api_reply_sbuf frees b. */
@@ -90,11 +91,14 @@ void api_mc_reply_noop(struct http_conn *c);
 void api_mc_reply_unknown(struct http_conn *c);
 /* The binary protocol (api_writer_mcbin.c): the status of a refusal (the
  * mapping docs/memcache.md gives), the error frame of c's request (a
- * quiet get's "key not found": no answer), a frame with val as its value,
- * stats' frames, unknown command's. */
+ * quiet get's "key not found": no answer), a get's value (counted as
+ * api_mc_reply_error and the text VALUE are), a frame with val as its
+ * value, stats' frames, unknown command's. */
 uint16_t api_mcbin_status(int status, const char *code);
 void api_mcbin_reply_error(struct http_conn *c, enum route r, int status,
                            const char *code, const char *msg);
+void api_mcbin_reply_value(struct http_conn *c, enum route r, const char *val,
+                           size_t len, uint64_t cas);
 void api_mcbin_reply(struct http_conn *c, const char *val, size_t len, int flags);
 void api_mcbin_reply_stats(struct http_conn *c, const char *text, size_t len);
 void api_mcbin_reply_unknown(struct http_conn *c);

@@ -2,8 +2,10 @@
  * VALUE of the key the request names (req->mc_key; gets adds the cas), with
  * END after the last key, and a refusal as "CLIENT_ERROR <code> <message>"
  * (4xx: the client's mistake) or "SERVER_ERROR <code> <message>" (retry
- * later), which also ends a get's answer (see api_memcache.c). See
- * api_writer.h.
+ * later), which also ends a get's answer (see api_memcache.c); and the
+ * other commands' answers. A binary request's (req->mc->binary) are frames,
+ * which api_writer_mcbin.c writes: this file picks the form, here only.
+ * See api_writer.h.
  */
 #include <assert.h>
 #include <stdio.h>
@@ -56,6 +58,10 @@ reply_value(struct http_conn *c, enum route r, const char *val, size_t len,
     size_t klen = cmd->len[req->mc_key];
     char out[MC_KEY_MAX + 128], *p = out;
 
+    if (cmd->binary) {
+        api_mcbin_reply_value(c, r, val, len, cas);
+        return;
+    }
     assert(cmd->kind == MC_GET);
     assert(len <= 64 && klen <= MC_KEY_MAX);
     memcpy(p, "VALUE ", 6);

@@ -1,12 +1,13 @@
-/* api_writer_mcbin.c: the memcached binary protocol's writer: a get's one
- * ID or text as a response frame (status 0, 4 bytes of flags 0, the key for
+/* api_writer_mcbin.c: the memcached writer's binary frames (api_writer_mc.c
+ * calls them for a binary request): a get's one ID or text as a response
+ * frame (status 0, 4 bytes of flags 0, the key for
  * GETK and GETKQ, the ID in decimal as the value, the ID as the CAS), a
  * refusal as an error frame whose value is "<code>: <message>" (the status
  * by api_mcbin_status), and the other commands' answers (api_memcache.c
  * calls them through api_mc_reply_*). Every frame echoes the request's
  * opcode and opaque. A quiet get's "key not found" is not answered (the
  * protocol's quiet get: only a NOOP or a later answer tells the client it
- * missed). See api_writer.h.
+ * missed).
  */
 #include <assert.h>
 #include <stdio.h>
@@ -83,10 +84,9 @@ api_mcbin_reply_error(struct http_conn *c, enum route r, int status,
     http_reply_mc(c, out, frame(out, req, st, 0, val, (size_t)n, 0), HTTP_MC_END);
 }
 
-/* One key's value: flags 0, the CAS. */
-static void
-reply_value(struct http_conn *c, enum route r, const char *val, size_t len,
-            uint64_t cas)
+void
+api_mcbin_reply_value(struct http_conn *c, enum route r, const char *val,
+                      size_t len, uint64_t cas)
 {
     const struct http_request *req = http_conn_request(c);
     char out[MC_BIN_HEADER + 4 + MC_KEY_MAX + 64];
@@ -97,35 +97,6 @@ reply_value(struct http_conn *c, enum route r, const char *val, size_t len,
     api_count(r, 200);
     http_reply_mc(c, out, frame(out, req, MC_BIN_OK, 1, val, len, cas), 0);
 }
-
-static void
-error_mcbin(struct http_conn *c, enum route r, int status, const char *code,
-            const char *extra, const char *msg)
-{
-    api_mcbin_reply_error(c, r, status, code, msg);
-}
-
-static void
-ids_mcbin(struct http_conn *c, enum route r, const char *tag, const uint64_t *ids,
-          size_t n)
-{
-    char d[24], *e = util_u64_dec(d, ids[0]);
-
-    assert(n == 1);
-    reply_value(c, r, d, (size_t)(e - d), ids[0]);
-}
-
-static void
-texts_mcbin(struct http_conn *c, enum route r, char *text, size_t len, size_t n,
-            uint64_t cas)
-{
-    assert(n == 1 && len >= 1 && text[len - 1] == '\n');
-    reply_value(c, r, text, len - 1, cas);
-}
-
-const struct api_writer api_writer_mcbin = {
-    ids_mcbin, texts_mcbin, NULL, error_mcbin
-};
 
 void
 api_mcbin_reply(struct http_conn *c, const char *val, size_t len, int flags)
