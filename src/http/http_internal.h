@@ -324,8 +324,8 @@ void http_out_append(struct http_conn *c, const char *data, size_t len);
 void http_out_error(struct http_conn *c, int status, const char *code,
                     const char *message);
 /* A binary memcached connection's error frame (status MC_BIN_*; 0: none),
- * its value "<code>: <message>", for the frame being answered (or, with no
- * request active, the one at the input's start); then close. */
+ * its value "<code>: <message>", for the frame being answered or skipped
+ * (or else the one at the input's start); then close. */
 void http_out_mc_bin_error(struct http_conn *c, uint16_t status,
                            const char *code, const char *message);
 void http_out_parse_error(struct http_conn *c, enum http_parse_result r);

@@ -185,8 +185,6 @@ http_out_mc_bin_error(struct http_conn *c, uint16_t status, const char *code,
                       const char *message)
 {
     unsigned char out[MC_BIN_HEADER + 256];
-    const unsigned char *in = (const unsigned char *)c->in + c->in_off;
-    size_t have = c->in_len - c->in_off;
     uint8_t opcode = 0;
     uint32_t opaque = 0;
     int n;
@@ -194,12 +192,17 @@ http_out_mc_bin_error(struct http_conn *c, uint16_t status, const char *code,
     c->closing = 1;
     if (status == 0)
         return;
-    if (c->req_active) {
+    if (c->req_active || c->body_left > 0) {
+        /* the frame answered now, or the refused one whose body is skipped */
         opcode = c->mc->cmd.opcode;
         opaque = c->mc->cmd.opaque;
-    } else if (c->in != NULL && have >= 2 && in[0] == MC_BIN_REQ_MAGIC) {
-        opcode = in[1];
-        if (have >= 16)
+    } else if (c->in != NULL && c->in_len - c->in_off >= 2) {
+        /* the frame not yet whole at the input's start */
+        const unsigned char *in = (const unsigned char *)c->in + c->in_off;
+
+        if (in[0] == MC_BIN_REQ_MAGIC)
+            opcode = in[1];
+        if (in[0] == MC_BIN_REQ_MAGIC && c->in_len - c->in_off >= 16)
             opaque = (uint32_t)in[12] << 24 | (uint32_t)in[13] << 16 |
                      (uint32_t)in[14] << 8 | in[15];
     }

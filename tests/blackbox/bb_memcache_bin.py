@@ -318,6 +318,14 @@ def test_bin_bad_frames(ctx):
         check(r[4].startswith(b"request_timeout: "), r[4])
         eq(c.read_eof(), b"", "then closed")
         c.close()
+        # A refused set whose body stops coming: the same, for the set.
+        c = Bin(d.mport)
+        c.send(frame(SET, b"k", b"\0" * 8, bodylen=9 + 100, opaque=10) + b"v" * 50)
+        eq(c.read()[1], 0x83, "the set refused")
+        r = c.read()
+        eq((r[0], r[1], r[5]), (SET, 0x04, 10), "a timed-out body: %r" % (r,))
+        eq(c.read_eof(), b"", "then closed")
+        c.close()
         # Cut short, then the client closes: leafd goes on.
         for cut in (1, 10, 24, 27):
             s = socket.create_connection(("127.0.0.1", d.mport), 5)
