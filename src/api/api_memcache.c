@@ -39,10 +39,11 @@
  * answer and refusal into the protocol's form (api_writer.h,
  * api_mcbin_status: the status of each refusal).
  *
- * Tokens. memcached's protocols carry none (SASL is not served). With auth.tokens_file,
- * the listener acts with memcache.token (a token of that file) when it is
- * set, and so serves that token's scopes; without it, every key a token
- * protects is refused (CLIENT_ERROR noauth), and never given an ID.
+ * Tokens. memcached's protocols carry none (SASL is not served). With
+ * auth.tokens_file, the listener acts with memcache.token (a token of that
+ * file) when it is set, and so serves that token's scopes; without it,
+ * every key a token protects is refused (CLIENT_ERROR noauth, binary
+ * 0x0008), and never given an ID.
  */
 #include <assert.h>
 #include <stdio.h>

@@ -82,8 +82,8 @@ void api_mc_reply_error(struct http_conn *c, enum route r, int status,
  * binary: req->mc->binary), counted as 200 on R_MEMCACHE (unknown: 400):
  * version's (the version string), stats' (text: "STAT <name> <value>\r\n"
  * lines; END or the binary end frame is added), quit's (closes; a QUITQ
- * or text quit: no answer), noop's (binary only) and an unknown command's
- * (text: ERROR). */
+ * or text quit: no answer), noop's (binary only: asserted) and an unknown
+ * command's (text: ERROR). */
 void api_mc_reply_version(struct http_conn *c, const char *version);
 void api_mc_reply_stats(struct http_conn *c, const char *text, size_t len);
 void api_mc_reply_quit(struct http_conn *c);
