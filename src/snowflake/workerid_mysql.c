@@ -169,6 +169,7 @@ struct wmysql {
     int           lock_off;     /* the server refused GET_LOCK: no more */
     int           live_off;     /* no PROCESSLIST.TIME_MS: not asked */
     int           zones_col;    /* serial_zones is known to be there */
+    int           zones_tried;  /* adding it was tried (logged once) */
     struct wlease_rec rec;      /* serial_zones: the taken row's, to write */
 };
 
@@ -208,8 +209,11 @@ wm_connect(struct wmysql *m, int starting, char **cause)
         if (have == 0) {
             char *why = NULL;
 
-            log_info("snowflake: adding column serial_zones to leaf_worker "
-                     "(the serial zones record of each worker ID)");
+            if (!m->zones_tried)
+                log_info("snowflake: adding column serial_zones to "
+                         "leaf_worker (the serial zones record of each "
+                         "worker ID)");
+            m->zones_tried = 1;
             if (db_mysql_conn_run(&m->c, wm_sql_zones_add, NULL, NULL,
                                   &why) == -1) {
                 *cause = xasprintf("leaf_worker has no column serial_zones, "
