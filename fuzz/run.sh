@@ -38,6 +38,7 @@ opts() {
     util)       echo "-max_len=600" ;;
     idkinds)    echo "-max_len=64" ;;
     tzone)      echo "-max_len=8192" ;;
+    serial_zonerec) echo "-max_len=15000" ;;
     serial_pattern) echo "-max_len=64" ;;
     serial_defs) echo "-max_len=2048 -dict=fuzz/serial_defs.dict" ;;
     resp_parse) echo "-max_len=4096 -dict=fuzz/resp.dict" ;;

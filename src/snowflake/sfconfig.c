@@ -171,9 +171,23 @@ sfconfig_decode_cli(const struct config *cfg, const char *id,
     return sfcodec_decode_to_json(&l, id, strlen(id), leaf_format, out, cause);
 }
 
+static struct wlease *lease_open(const struct config *cfg,
+                                 const struct sfcodec_layout *l,
+                                 int http_port,
+                                 const struct wlease_hook *hook,
+                                 char **cause);
+
 struct snowflake *
 sfconfig_start(const struct config *cfg, int http_port, snowflake_wake_fn wake,
                 void *wake_arg, char **cause)
+{
+    return sfconfig_start_with(cfg, http_port, wake, wake_arg, NULL, cause);
+}
+
+struct snowflake *
+sfconfig_start_with(const struct config *cfg, int http_port,
+                    snowflake_wake_fn wake, void *wake_arg,
+                    const struct wlease_hook *hook, char **cause)
 {
     struct snowflake_options o;
     struct workerid *w;
@@ -215,8 +229,8 @@ sfconfig_start(const struct config *cfg, int http_port, snowflake_wake_fn wake,
     if (cfg->worker_source == WORKER_REDIS ||
         cfg->worker_source == WORKER_MYSQL || sfconfig_uses_zk(cfg) ||
         sfconfig_k8s_store(cfg)) {
-        struct wlease *l = sfconfig_lease_open(cfg, &o.layout, http_port,
-                                               cause);
+        struct wlease *l = lease_open(cfg, &o.layout, http_port, hook,
+                                      cause);
         if (l == NULL)
             return NULL;
         w = NULL;
@@ -294,6 +308,13 @@ struct wlease *
 sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
                     int http_port, char **cause)
 {
+    return lease_open(cfg, l, http_port, NULL, cause);
+}
+
+static struct wlease *
+lease_open(const struct config *cfg, const struct sfcodec_layout *l,
+           int http_port, const struct wlease_hook *hook, char **cause)
+{
     struct wlease_params p;
     struct wlease_store st;
     char ip[64], ident[256], alias[256] = "", *cache = NULL;
@@ -333,6 +354,8 @@ sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
         free(cache);
         return NULL;
     }
+    if (hook != NULL)
+        p.hook = *hook;
     workerid_cache_layout(l->epoch_ms, l->timestamp_bits, l->datacenter_bits,
                           l->worker_bits, l->sequence_bits, p.layout,
                           sizeof p.layout);

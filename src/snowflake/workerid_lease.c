@@ -162,6 +162,7 @@ wl_log_due(struct wlease *l)
 
 static int wl_write(struct wlease *l, int64_t fence_ms, int starting,
                     char **cause);
+static void wl_set_record(struct wlease *l, int64_t fence_ms);
 static const char *wl_source(void *arg);
 
 /* The last measured offset is over the limit (0: no limit). */
@@ -200,6 +201,14 @@ wl_claim(struct wlease *l, char **cause)
     rc = l->st.claim(l->st.arg, &c, &worker, &fence, cause);
     if (rc != WLEASE_OK)
         return rc;
+    if (l->p.hook.claimed != NULL) {
+        /* before the worker ID is published: nothing of it issued yet */
+        char *rec = l->st.claimed_record != NULL ?
+                    l->st.claimed_record(l->st.arg) : NULL;
+        l->p.hook.claimed(l->p.hook.arg, rec != NULL ? rec : "",
+                          rec != NULL ? strlen(rec) : 0, fence);
+        free(rec);
+    }
     if (l->st.epoch_note != NULL) {
         int64_t at = -1;
         char *note = l->st.epoch_note(l->st.arg, &at);
@@ -341,6 +350,8 @@ wlease_close(struct wlease *l)
     if (l->p.release_on_stop && !l->lost && atomic_load(&l->worker) >= 0) {
         char *cause = NULL;
         int64_t f = atomic_load(&l->store_fence);
+
+        wl_set_record(l, f);
         if (l->st.release(l->st.arg, atomic_load(&l->worker), l->nonce, f,
                           &cause) == WLEASE_OK)
             log_info("snowflake worker ID %" PRId64 " released in %s "
@@ -374,6 +385,24 @@ wlease_get(struct wlease *l, int64_t *worker, int64_t *fence_ms)
     return *worker >= 0 ? 0 : -1;
 }
 
+/* The record the next write carries: the hook's for the fence the store
+ * will hold (each write carries the record of its own fence, in the same
+ * store write). */
+static void
+wl_set_record(struct wlease *l, int64_t fence_ms)
+{
+    int64_t floor;
+    char *rec;
+
+    if (l->p.hook.record == NULL || l->st.set_record == NULL)
+        return;
+    floor = l->st.fence_floor != NULL ? l->st.fence_floor(l->st.arg) : 0;
+    rec = l->p.hook.record(l->p.hook.arg, fence_ms > floor ? fence_ms : floor);
+    assert(rec == NULL || strlen(rec) <= WLEASE_REC_MAX);
+    l->st.set_record(l->st.arg, rec);
+    free(rec);
+}
+
 /* A fence write (the heartbeat too): WLEASE_*. */
 static int
 wl_write(struct wlease *l, int64_t fence_ms, int starting, char **cause)
@@ -383,6 +412,7 @@ wl_write(struct wlease *l, int64_t fence_ms, int starting, char **cause)
 
     if (l->lost)
         return WLEASE_LOST;
+    wl_set_record(l, fence_ms);
     t0 = wl_now(l);
     rc = l->st.fence(l->st.arg, atomic_load(&l->worker), l->nonce, fence_ms,
                      starting, &store_ms, cause);
@@ -673,6 +703,42 @@ wlease_note_take(struct wlease_note *n, int64_t *gate)
     *gate = n->gate;
     n->text = NULL;
     return text;
+}
+
+void
+wlease_rec_claim(struct wlease_rec *r, const char *rec, size_t len)
+{
+    wlease_rec_free(r);
+    if (rec != NULL)
+        r->claimed = xstrndup(rec, len < WLEASE_REC_MAX + 1 ? len
+                                                            : WLEASE_REC_MAX + 1);
+}
+
+char *
+wlease_rec_claimed(const struct wlease_rec *r)
+{
+    return r->claimed != NULL ? xstrdup(r->claimed) : NULL;
+}
+
+void
+wlease_rec_set(struct wlease_rec *r, const char *rec)
+{
+    free(r->next);
+    r->next = rec != NULL ? xstrdup(rec) : NULL;
+}
+
+const char *
+wlease_rec_write(const struct wlease_rec *r)
+{
+    return r->next != NULL ? r->next : r->claimed;
+}
+
+void
+wlease_rec_free(struct wlease_rec *r)
+{
+    free(r->claimed);
+    free(r->next);
+    r->claimed = r->next = NULL;
 }
 
 void *

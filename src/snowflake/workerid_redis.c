@@ -26,6 +26,7 @@ struct wredis {
     int64_t        held;        /* the worker ID last claimed, -1 none */
     int64_t        held_hb;     /* the hb last written for it (the store's
                                    clock), 0 none */
+    struct wlease_rec rec;      /* the hash's "zones": claimed, to write */
 };
 
 /* ARGV: prefix, identity, nonce, prev_nonce, taker_now_ms, lease_ms,
@@ -99,7 +100,8 @@ WR_SINCE_LUA("ARGV[10]", "ARGV[11]")
 "  redis.call('HSET', p .. 'w:' .. id, 'identity', ident, 'instance', nonce,"
 " 'fence', fmt(fence), 'hb', fmt(snow), 'released', '0')\n"
 "  redis.call('SET', p .. 'id:' .. ident, id)\n"
-"  return {id, fence, hashless and epoch or -1, snow}\n"
+"  return {id, fence, hashless and epoch or -1, snow,"
+" redis.call('HGET', p .. 'w:' .. id, 'zones') or ''}\n"
 "end\n"
 "local want = tonumber(ARGV[8])\n"
 "if want >= 0 then\n"
@@ -155,7 +157,9 @@ WR_SINCE_LUA("ARGV[10]", "ARGV[11]")
 "return {-1, maxw - minw + 1}\n";
 
 /* KEYS[1] the hash; ARGV: nonce, fence, server, uptime_ms, the hb this
- * holder last wrote (0: none yet), prefix. {store's clock, back} (back 1:
+ * holder last wrote (0: none yet), prefix, "1" to write zones (the serial
+ * zones record, workerid_lease.h's record) as ARGV[8] ("0": keep the
+ * hash's). {store's clock, back} (back 1:
  * the hash's hb is older than what this holder wrote, so the store went
  * back in time: since is set to now, and this write puts the record back);
  * {-1} when the nonce does not hold it, {-2} when the hash is gone (Redis
@@ -175,11 +179,14 @@ WR_SINCE_LUA("ARGV[3]", "ARGV[4]")
 "end\n"
 "redis.call('HSET', KEYS[1], 'fence', ARGV[2], 'hb', "
 "string.format('%.0f', snow))\n"
+"if ARGV[7] == '1' then redis.call('HSET', KEYS[1], 'zones', ARGV[8]) end\n"
 "return {snow, back}\n";
 
+/* ARGV: nonce, fence, "1" to write zones as ARGV[4] (as the fence's). */
 static const char wr_release_lua[] =
 "if redis.call('HGET', KEYS[1], 'instance') ~= ARGV[1] then return -1 end\n"
 "redis.call('HSET', KEYS[1], 'fence', ARGV[2], 'released', '1')\n"
+"if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'zones', ARGV[4]) end\n"
 "return 0\n";
 
 static void
@@ -377,11 +384,18 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
         freeReplyObject(rep);
         return WLEASE_REFUSED;
     }
-    if (x >= 0 && rep->elements == 4 &&
+    if (x >= 0 && rep->elements == 5 &&
         rep->element[2]->type == REDIS_REPLY_INTEGER &&
         rep->element[3]->type == REDIS_REPLY_INTEGER) {
         epoch = rep->element[2]->integer;
         hb = rep->element[3]->integer;
+    }
+    if (x >= 0) {
+        int got = rep->elements == 5 &&
+                  rep->element[4]->type == REDIS_REPLY_STRING;
+
+        wlease_rec_claim(&r->rec, got ? rep->element[4]->str : NULL,
+                         got ? rep->element[4]->len : 0);
     }
     freeReplyObject(rep);
     if (x == -6) {
@@ -459,7 +473,9 @@ wr_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
 {
     struct wredis *r = arg;
     char key[600], f[24], srv[96], up[24], last[24];
-    const char *a[] = { key, nonce, f, srv, up, last, r->prefix };
+    const char *a[] = { key, nonce, f, srv, up, last, r->prefix,
+                        r->rec.next != NULL ? "1" : "0",
+                        r->rec.next != NULL ? r->rec.next : "" };
     redisReply *rep;
     int64_t x;
 
@@ -473,7 +489,7 @@ wr_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     r->want_ms = starting ? r->op_ms : r->timeout_ms;
     if (wr_server(r, srv, sizeof srv, up, sizeof up, cause) == -1)
         return WLEASE_DOWN;
-    rep = wr_eval(r, wr_fence_lua, 1, 7, a, cause);
+    rep = wr_eval(r, wr_fence_lua, 1, 9, a, cause);
     if (rep == NULL)
         return WLEASE_DOWN;
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 ||
@@ -512,13 +528,26 @@ wr_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     return WLEASE_OK;
 }
 
+static char *
+wr_claimed_record(void *arg)
+{
+    return wlease_rec_claimed(&((struct wredis *)arg)->rec);
+}
+
+static void
+wr_set_record(void *arg, const char *rec)
+{
+    wlease_rec_set(&((struct wredis *)arg)->rec, rec);
+}
+
 static int
 wr_release(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
            char **cause)
 {
     struct wredis *r = arg;
     char key[600], f[24];
-    const char *a[] = { key, nonce, f };
+    const char *a[] = { key, nonce, f, r->rec.next != NULL ? "1" : "0",
+                        r->rec.next != NULL ? r->rec.next : "" };
     redisReply *rep;
     int rc;
 
@@ -526,7 +555,7 @@ wr_release(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     snprintf(f, sizeof f, "%" PRId64, fence_ms);
     /* at stop: quick; a release that fails leaves the ID to its lease */
     r->want_ms = r->timeout_ms;
-    rep = wr_eval(r, wr_release_lua, 1, 3, a, cause);
+    rep = wr_eval(r, wr_release_lua, 1, 5, a, cause);
     if (rep == NULL)
         return WLEASE_DOWN;
     rc = rep->type == REDIS_REPLY_INTEGER && rep->integer == 0 ? WLEASE_OK
@@ -547,6 +576,7 @@ wr_close(void *arg)
     wr_drop(r);
     workerid_redis_url_free(&r->u);
     free(r->note.text);
+    wlease_rec_free(&r->rec);
     free(r->prefix);
     free(r);
 }
@@ -579,6 +609,8 @@ workerid_redis_store(const char *url, const char *prefix, int64_t timeout_ms,
     out->release = wr_release;
     out->close = wr_close;
     out->epoch_note = wr_epoch_note;
+    out->claimed_record = wr_claimed_record;
+    out->set_record = wr_set_record;
     out->arg = r;
     return 0;
 }

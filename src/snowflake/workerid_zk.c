@@ -86,6 +86,8 @@ struct wzk {
     _Atomic uint64_t writes_ok;
     _Atomic uint64_t writes_fail;
     int64_t          last_log_mono;
+    struct wlease_rec rec;          /* serial_zones: the claimed node's,
+                                       to write */
     pthread_mutex_t  mu;            /* guards node */
 };
 
@@ -100,6 +102,7 @@ struct wz_child {
     int64_t  port;
     int64_t  ts;
     char    *nonce;         /* "leafd" in the data: a leafd fence */
+    char    *zones;         /* "serial_zones", or NULL */
     int      released;
     int      mine;
 };
@@ -125,7 +128,9 @@ wz_log_due(struct wzk *z)
 static char *
 wz_node_data(const struct wzk *z, int64_t ts, int released, int *len)
 {
-    return wzk_node_format(z->ip, z->p.port, ts, z->nonce, released, len);
+    /* the record: set_record's, else the one the claim found */
+    return wzk_node_format_zones(z->ip, z->p.port, ts, z->nonce, released,
+                                 wlease_rec_write(&z->rec), len);
 }
 
 /* "<ip>:<port>-<seq>": the sequence number, or -1. */
@@ -171,6 +176,7 @@ wz_children_free(struct wz_child *c, int n)
         free(c[i].path);
         free(c[i].ip);
         free(c[i].nonce);
+        free(c[i].zones);
     }
     free(c);
 }
@@ -229,6 +235,7 @@ wz_read_children(struct wzk *z, struct wz_child **out, int *nout,
             c[k].port = nd.port;
             c[k].ts = nd.ts;
             c[k].nonce = nd.nonce;
+            c[k].zones = nd.zones;
             c[k].released = nd.released;
         }
         if (c[k].parsed)
@@ -324,6 +331,10 @@ wz_claim_node(struct wzk *z, const struct wlease_claim *cl,
             return WLEASE_REFUSED;
         }
     }
+    /* the node's record goes on with it (relative to a timestamp at or
+     * above its own until the lease's first write: only more cautious) */
+    wlease_rec_claim(&z->rec, c->zones, c->zones != NULL ? strlen(c->zones)
+                                                         : 0);
     data = wz_node_data(z, gate > now ? gate : now, 0, &len);
     rc = zk_set(z->zk, c->path, data, len, c->version, &st, z->op_timeout_ms,
                 cause);
@@ -656,6 +667,7 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
     if (rc != WLEASE_OK)
         return rc;
     path = xasprintf("%s/%s:%d-", z->forever, z->ip, z->p.port);
+    wlease_rec_claim(&z->rec, NULL, 0);
     data = wz_node_data(z, gate > now ? gate : now, 0, &len);
     rc = zk_create(z->zk, path, data, len, ZOO_PERSISTENT_SEQUENTIAL,
                    &created, z->op_timeout_ms, cause);
@@ -827,6 +839,25 @@ wz_release(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     return wz_write(z, fence_ms, 1, 0, &mtime, cause);
 }
 
+static char *
+wz_claimed_record(void *arg)
+{
+    return wlease_rec_claimed(&((struct wzk *)arg)->rec);
+}
+
+static void
+wz_set_record(void *arg, const char *rec)
+{
+    wlease_rec_set(&((struct wzk *)arg)->rec, rec);
+}
+
+/* A fence write puts no less than this in the node (wz_write). */
+static int64_t
+wz_fence_floor(void *arg)
+{
+    return ((struct wzk *)arg)->floor_ts;
+}
+
 static void
 wz_close(void *arg)
 {
@@ -841,6 +872,7 @@ wz_close(void *arg)
     free(z->forever);
     free(z->lock);
     free(z->node);
+    wlease_rec_free(&z->rec);
     pthread_mutex_destroy(&z->mu);
     free(z);
 }
@@ -950,6 +982,9 @@ workerid_zk_store(const struct workerid_zk_params *p,
     out->claim = wz_claim;
     out->fence = wz_fence;
     out->release = wz_release;
+    out->claimed_record = wz_claimed_record;
+    out->set_record = wz_set_record;
+    out->fence_floor = wz_fence_floor;
     out->close = wz_close;
     out->source = wz_source;
     out->node = wz_node;
