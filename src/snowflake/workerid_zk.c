@@ -39,11 +39,16 @@
  *     old forever, so this does not cover it; the next rule does.
  *   - Going back in time (issue 20's rule): /snowflake/<name>/leafd_since
  *     notes "<epoch> <since>", since the store time ZooKeeper last went
- *     back as far as leafd can tell. Every claim stamps it (a versioned
- *     write, whose zxid's high 32 bits are the ensemble's epoch); a note
- *     of another epoch (every election raises it: a leader lost, a
- *     restart, a restore, which always restarts the ensemble), or none,
- *     sets since to that write's mtime. A holder whose write finds its own
+ *     back as far as leafd can tell (0 never). Every claim first writes
+ *     /snowflake/<name>/leafd_clock, whose zxid's high 32 bits are the
+ *     ensemble's epoch and whose mtime is the store's clock; a note of
+ *     another epoch (every election raises it: a leader lost, a restart,
+ *     a restore, which always restarts the ensemble) sets since to that
+ *     mtime (a versioned write of the note: of two claimers one notes it,
+ *     the other reads it). No note yet (a new store, or one from before
+ *     this rule) is noted with since 0: a restore to before the first
+ *     note is not seen. A standalone server keeps epoch 0 across
+ *     restarts: only its holders' writes see a restore there. A holder whose write finds its own
  *     node at a version below the one it wrote last, or gone, sets since
  *     too. A node last written (mtime) before since gates on since +
  *     unknown_gate_ms (every fence its holder counted was written before
@@ -83,6 +88,7 @@ struct wzk {
     char            *ip;
     char            *forever;       /* /snowflake/<name>/forever */
     char            *since_path;    /* /snowflake/<name>/leafd_since */
+    char            *clock_path;    /* /snowflake/<name>/leafd_clock */
     int              op_timeout_ms; /* one call of a claim */
     int              write_timeout_ms; /* one fence write */
     struct zk       *zk;
@@ -275,32 +281,69 @@ wz_gate(const struct wz_child *c)
     return g > c->back_gate ? g : c->back_gate;
 }
 
-/* Read the going-back note and stamp it (see the DESIGN): *since, the store
- * time ZooKeeper last went back as far as leafd can tell, and *store_now,
- * ZooKeeper's clock at the stamp. back: we saw it go back (now is since).
+/* ZooKeeper's epoch (the zxid's high 32 bits) and clock now: an
+ * unconditional write of /snowflake/<name>/leafd_clock. ZOK or the error. */
+static int
+wz_stamp(struct wzk *z, int64_t *epoch, int64_t *store_now, char **cause)
+{
+    struct Stat st;
+    int rc = zk_set(z->zk, z->clock_path, "", 0, -1, &st, z->op_timeout_ms,
+                    cause);
+
+    if (rc == ZNONODE) {
+        free(*cause);
+        *cause = NULL;
+        rc = zk_create(z->zk, z->clock_path, "", 0, 0, NULL,
+                       z->op_timeout_ms, cause);
+        if (rc != ZOK && rc != ZNODEEXISTS)
+            return rc;
+        free(*cause);
+        *cause = NULL;
+        rc = zk_set(z->zk, z->clock_path, "", 0, -1, &st, z->op_timeout_ms,
+                    cause);
+    }
+    if (rc == ZOK) {
+        *epoch = st.mzxid >> 32;
+        *store_now = st.mtime;
+    }
+    return rc;
+}
+
+/* The going-back note (see the DESIGN): *since, the store time ZooKeeper
+ * last went back as far as leafd can tell (0: never), and *store_now,
+ * ZooKeeper's clock now. back: we saw it go back (since is now). No note
+ * yet (a store before this rule, or a new one) is written with since 0.
  * ZOK or the error with *cause. */
 static int
 wz_since(struct wzk *z, int back, int64_t *since, int64_t *store_now,
          char **cause)
 {
-    for (int tries = 0; tries < 3; tries++) {
+    for (int tries = 0; tries < 5; tries++) {
         struct Stat st;
         char *d = NULL, buf[64] = "";
         int len = 0, rc;
-        int64_t epoch = -1, noted = 0, now_epoch;
+        int64_t epoch = -1, noted = 0, now_epoch = 0;
 
+        rc = wz_stamp(z, &now_epoch, store_now, cause);
+        if (rc != ZOK)
+            return rc;
         rc = zk_get(z->zk, z->since_path, &d, &len, &st, z->op_timeout_ms,
                     cause);
         if (rc == ZNONODE) {
             free(*cause);
             *cause = NULL;
-            rc = zk_create(z->zk, z->since_path, "", 0, 0, NULL,
-                           z->op_timeout_ms, cause);
-            if (rc != ZOK && rc != ZNODEEXISTS)
-                return rc;
-            free(*cause);
-            *cause = NULL;
-            continue;
+            snprintf(buf, sizeof buf, "%" PRId64 " %" PRId64, now_epoch,
+                     back ? *store_now : 0);
+            rc = zk_create(z->zk, z->since_path, buf, (int)strlen(buf), 0,
+                           NULL, z->op_timeout_ms, cause);
+            if (rc == ZNODEEXISTS) {
+                free(*cause);
+                *cause = NULL;
+                continue;
+            }
+            if (rc == ZOK)
+                *since = back ? *store_now : 0;
+            return rc;
         }
         if (rc != ZOK)
             return rc;
@@ -311,27 +354,15 @@ wz_since(struct wzk *z, int back, int64_t *since, int64_t *store_now,
                 epoch = -1;
         }
         free(d);
-        /* the same data again: the write's zxid and mtime are now's */
-        rc = zk_set(z->zk, z->since_path, buf, (int)strlen(buf), st.version,
-                    &st, z->op_timeout_ms, cause);
-        if (rc == ZBADVERSION) {
-            free(*cause);
-            *cause = NULL;
-            continue;
-        }
-        if (rc != ZOK)
-            return rc;
-        now_epoch = st.mzxid >> 32;
-        *store_now = st.mtime;
         if (!back && now_epoch == epoch) {
             *since = noted;
             return ZOK;
         }
         snprintf(buf, sizeof buf, "%" PRId64 " %" PRId64, now_epoch,
-                 st.mtime);
+                 *store_now);
         rc = zk_set(z->zk, z->since_path, buf, (int)strlen(buf), st.version,
                     &st, z->op_timeout_ms, cause);
-        if (rc == ZBADVERSION) {    /* another claimer noted it: read it */
+        if (rc == ZBADVERSION) {    /* another one noted it: read it */
             free(*cause);
             *cause = NULL;
             continue;
@@ -352,7 +383,7 @@ wz_since(struct wzk *z, int back, int64_t *since, int64_t *store_now,
         *since = *store_now;
         return ZOK;
     }
-    *cause = xasprintf("%s changed under every one of three tries",
+    *cause = xasprintf("%s changed under every one of five tries",
                        z->since_path);
     return ZBADVERSION;
 }
@@ -780,6 +811,7 @@ wz_close(void *arg)
     free(z->ip);
     free(z->forever);
     free(z->since_path);
+    free(z->clock_path);
     free(z->node);
     pthread_mutex_destroy(&z->mu);
     free(z);
@@ -871,6 +903,7 @@ workerid_zk_store(const struct workerid_zk_params *p,
     z->p.ip = z->ip;
     z->forever = xasprintf("/snowflake/%s/forever", z->leaf_name);
     z->since_path = xasprintf("/snowflake/%s/leafd_since", z->leaf_name);
+    z->clock_path = xasprintf("/snowflake/%s/leafd_clock", z->leaf_name);
     t = p->session_timeout_ms / 2;
     z->op_timeout_ms = (int)(t < 500 ? 500 : t > 5000 ? 5000 : t);
     t = p->fence_step_ms / 4;
