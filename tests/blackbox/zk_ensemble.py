@@ -66,9 +66,9 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
-from bbutil import LEAFD, TestFailure, in_ci, wait_for  # noqa: E402
+from bbutil import LEAFD, TestFailure, wait_for  # noqa: E402
 from idcheck import SNOWFLAKE, Load, pct  # noqa: E402
-from leafd_ns import NsLeafd  # noqa: E402
+from leafd_ns import NsLeafd, preflight  # noqa: E402
 from netns import Net  # noqa: E402
 from zookeeper_ns import Ensemble, four  # noqa: E402
 
@@ -485,25 +485,10 @@ def main():
         args.phase_secs = 2.0 if args.short else 20.0
     if args.fence_step is None:
         args.fence_step = 1000 if args.short else 3000
-    if os.geteuid() != 0:
-        msg = "zk_ensemble.py needs root (network namespaces)"
-        if in_ci():
-            print("FAIL " + msg)
-            return 1
-        print("SKIP " + msg)
-        return 0
+    code, args.grpc = preflight("zk_ensemble.py")
+    if code is not None:
+        return code
     args.leafd = os.path.abspath(args.leafd)
-    try:
-        sys.path.insert(0, HERE)
-        from bb_grpc import mods
-        mods()
-        args.grpc = True
-    except Exception as e:               # under CI, bb_grpc's skip() raises this
-        if in_ci():
-            print("FAIL gRPC client: %s" % e)
-            return 1
-        print("gRPC client left out: %s" % e)
-        args.grpc = False
     wd = tempfile.mkdtemp(prefix="lfz-")
     rc = 1
     try:
