@@ -48,9 +48,11 @@
  *     the other reads it). No note yet (a new store, or one from before
  *     this rule) is noted with since 0: a restore to before the first
  *     note is not seen. A standalone server keeps epoch 0 across
- *     restarts: only its holders' writes see a restore there. A holder whose write finds its own
- *     node at a version below the one it wrote last, or gone, sets since
- *     too. A node last written (mtime) before since gates on since +
+ *     restarts: only its holders' writes see a restore there. A holder
+ *     whose write finds its own node at a version below the one it wrote
+ *     last, or gone, sets since too. Since is when a claim noticed, not
+ *     when the election was: later, which only costs waiting. A node last
+ *     written (mtime) before since gates on since +
  *     unknown_gate_ms (every fence its holder counted was written before
  *     since), and another identity takes it, released or stale, only a
  *     lease (without takeover: a session timeout) after since, when a live
