@@ -6,7 +6,7 @@
 #   make check-asan the unit tests again under AddressSanitizer + UBSan
 #   make bench      benchmark leafd against nginx (and peers) in one run
 #   make lint       cppcheck over every C file, and the layers of src/ (also in make test)
-#   make chaos-long the chaos run, MariaDB failovers and their positive controls, long
+#   make chaos-long the chaos run, MariaDB and ZooKeeper failovers, their positive controls, long
 #   make deb        the Debian packages build/leafd{,-dev}_<version>_<arch>.deb (tools/deb.sh)
 #
 # Plain make, -MMD dependencies, strict warnings (-Werror with WERROR=1, as CI).
@@ -352,12 +352,15 @@ chaos: leafd
 # MariaDB failovers (network namespaces, root) with each phase PHASE_SECS
 # (default 30) long, failover_multidb.py's (a member of a set failing over;
 # also with a node idle through it, and the address moved first) and
-# galera.py's (3 rounds), bb_datacenters' two datacenters under load for
-# PHASE_SECS (with their own positive control), then the positive controls
-# against leafd built
-# from OLD_COMMIT (default a46976b, before issue 28's fix) in a scratch
-# worktree: they pass only if that binary repeats IDs.
+# galera.py's (3 rounds), zk_ensemble.py's (a ZooKeeper ensemble; also its
+# restore with 8 s fence steps), bb_datacenters' two datacenters under load
+# for PHASE_SECS (with their own positive control), then the positive
+# controls against leafd built from OLD_COMMIT (default a46976b, before
+# issue 28's fix) and ZK_OLD_COMMIT (default f146e8c, before the ZooKeeper
+# restore rule) in scratch worktrees: they pass only if that binary repeats
+# IDs.
 OLD_COMMIT ?= a46976b
+ZK_OLD_COMMIT ?= f146e8c
 .PHONY: chaos-long
 chaos-long: leafd
 	@sh .ci/deps.sh test
@@ -368,6 +371,8 @@ chaos-long: leafd
 	@python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30) --order vip-first
 	@python3 tests/blackbox/galera.py
 	@DC_LOAD_SECS=$(or $(PHASE_SECS),30) python3 tests/blackbox/blackbox.py bb_datacenters.test_two_datacenters
+	@python3 tests/blackbox/zk_ensemble.py --phase-secs=$(or $(PHASE_SECS),20)
+	@python3 tests/blackbox/zk_ensemble.py --fence-step 8000 --only restore
 	@old=$$(mktemp -d /tmp/lfh-old-XXXXXX); trap 'git worktree remove --force "$$old"; rm -rf "$$old"' EXIT; \
 		git worktree add --detach "$$old" $(OLD_COMMIT) >/dev/null && \
 		make --no-print-directory -C "$$old" -j2 leafd >/dev/null && \
@@ -375,6 +380,11 @@ chaos-long: leafd
 			--expect-duplicates --leafd "$$old/leafd" && \
 		python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30) \
 			--idle-node --expect-duplicates --leafd "$$old/leafd"
+	@old=$$(mktemp -d /tmp/lfz-old-XXXXXX); trap 'git worktree remove --force "$$old"; rm -rf "$$old"' EXIT; \
+		git worktree add --detach "$$old" $(ZK_OLD_COMMIT) >/dev/null && \
+		make --no-print-directory -C "$$old" -j2 leafd >/dev/null && \
+		python3 tests/blackbox/zk_ensemble.py --fence-step 8000 --only restore \
+			--expect-duplicates --leafd "$$old/leafd"
 
 # --- libleafd-client (clients/c/): IDs made in process from leased ranges.
 # It links leafd's own snowflake decoder (src/snowflake/sfcodec.c, src/core/util.c), built

@@ -36,7 +36,29 @@
  *     that lost its data directory creates forever again after the last
  *     write of any node it lost, and gives their sequence numbers (worker
  *     IDs) out again. A ZooKeeper restored from an older snapshot keeps an
- *     old forever, so this does not cover it (docs/operations.md).
+ *     old forever, so this does not cover it; the next rule does.
+ *   - Going back in time (issue 20's rule): /snowflake/<name>/leafd_since
+ *     notes "<epoch> <since>", since the store time ZooKeeper last went
+ *     back as far as leafd can tell (0 never). Every claim first writes
+ *     /snowflake/<name>/leafd_clock, whose zxid's high 32 bits are the
+ *     ensemble's epoch and whose mtime is the store's clock; a note of
+ *     another epoch (every election raises it: a leader lost, a restart,
+ *     a restore, which always restarts the ensemble) sets since to that
+ *     mtime (a versioned write of the note: of two claimers one notes it,
+ *     the other reads it). No note yet (a new store, or one from before
+ *     this rule) is noted with since 0: a restore to before the first
+ *     note is not seen. A standalone server keeps epoch 0 across
+ *     restarts: only its holders' writes see a restore there. A holder
+ *     whose write finds its own node at a version below the one it wrote
+ *     last, or gone, sets since too. Since is when a claim noticed, not
+ *     when the election was: later, which only costs waiting. A node last
+ *     written (mtime) before since gates on since +
+ *     unknown_gate_ms (every fence its holder counted was written before
+ *     since), and another identity takes it, released or stale, only a
+ *     lease (without takeover: a session timeout) after since, when a live
+ *     holder has written it again or stopped issuing. A new node gates on
+ *     since + unknown_gate_ms too: its sequence may be one the restore
+ *     gave out again.
  * The store's clock is the node's mtime, read from every fence write's
  * Stat.
  */
@@ -71,6 +93,8 @@ struct wzk {
                                        (ephemeral) while wz_advance probes
                                        and until the node is created */
     int              locked;
+    char            *since_path;    /* /snowflake/<name>/leafd_since */
+    char            *clock_path;    /* /snowflake/<name>/leafd_clock */
     int              op_timeout_ms; /* one call of a claim */
     int              write_timeout_ms; /* one fence write */
     struct zk       *zk;
@@ -101,6 +125,9 @@ struct wz_child {
     char    *ip;
     int64_t  port;
     int64_t  ts;
+    int64_t  mtime;         /* the store's clock at its last write */
+    int64_t  back_gate;     /* written before since: since + the new-node
+                               gate; else 0 */
     char    *nonce;         /* "leafd" in the data: a leafd fence */
     char    *zones;         /* "serial_zones", or NULL */
     int      released;
@@ -228,6 +255,7 @@ wz_read_children(struct wzk *z, struct wz_child **out, int *nout,
             return rc;
         }
         c[k].version = st.version;
+        c[k].mtime = st.mtime;
         c[k].parsed = wzk_node_parse(data, (size_t)len, &nd) == 0;
         free(data);
         if (c[k].parsed) {      /* the strings move into the child */
@@ -261,11 +289,119 @@ wz_read_children(struct wzk *z, struct wz_child **out, int *nout,
 static int64_t
 wz_gate(const struct wz_child *c)
 {
-    if (!c->parsed)
-        return 0;
-    if (c->nonce == NULL)
-        return c->ts + WID_FOREIGN_HEARTBEAT_MS + WID_FOREIGN_MARGIN_MS;
-    return c->ts;
+    int64_t g = 0;
+
+    if (c->parsed)
+        g = c->nonce == NULL ? c->ts + WID_FOREIGN_HEARTBEAT_MS +
+                               WID_FOREIGN_MARGIN_MS : c->ts;
+    return g > c->back_gate ? g : c->back_gate;
+}
+
+/* ZooKeeper's epoch (the zxid's high 32 bits) and clock now: an
+ * unconditional write of /snowflake/<name>/leafd_clock. ZOK or the error. */
+static int
+wz_stamp(struct wzk *z, int64_t *epoch, int64_t *store_now, char **cause)
+{
+    struct Stat st;
+    int rc = zk_set(z->zk, z->clock_path, "", 0, -1, &st, z->op_timeout_ms,
+                    cause);
+
+    if (rc == ZNONODE) {
+        free(*cause);
+        *cause = NULL;
+        rc = zk_create(z->zk, z->clock_path, "", 0, 0, NULL,
+                       z->op_timeout_ms, cause);
+        if (rc != ZOK && rc != ZNODEEXISTS)
+            return rc;
+        free(*cause);
+        *cause = NULL;
+        rc = zk_set(z->zk, z->clock_path, "", 0, -1, &st, z->op_timeout_ms,
+                    cause);
+    }
+    if (rc == ZOK) {
+        *epoch = st.mzxid >> 32;
+        *store_now = st.mtime;
+    }
+    return rc;
+}
+
+/* The going-back note (see the DESIGN): *since, the store time ZooKeeper
+ * last went back as far as leafd can tell (0: never), and *store_now,
+ * ZooKeeper's clock now. back: we saw it go back (since is now). No note
+ * yet (a store before this rule, or a new one) is written with since 0.
+ * ZOK or the error with *cause. */
+static int
+wz_since(struct wzk *z, int back, int64_t *since, int64_t *store_now,
+         char **cause)
+{
+    for (int tries = 0; tries < 5; tries++) {
+        struct Stat st;
+        char *d = NULL, buf[64] = "";
+        int len = 0, rc;
+        int64_t epoch = -1, noted = 0, now_epoch = 0;
+
+        rc = wz_stamp(z, &now_epoch, store_now, cause);
+        if (rc != ZOK)
+            return rc;
+        rc = zk_get(z->zk, z->since_path, &d, &len, &st, z->op_timeout_ms,
+                    cause);
+        if (rc == ZNONODE) {
+            free(*cause);
+            *cause = NULL;
+            snprintf(buf, sizeof buf, "%" PRId64 " %" PRId64, now_epoch,
+                     back ? *store_now : 0);
+            rc = zk_create(z->zk, z->since_path, buf, (int)strlen(buf), 0,
+                           NULL, z->op_timeout_ms, cause);
+            if (rc == ZNODEEXISTS) {
+                free(*cause);
+                *cause = NULL;
+                continue;
+            }
+            if (rc == ZOK)
+                *since = back ? *store_now : 0;
+            return rc;
+        }
+        if (rc != ZOK)
+            return rc;
+        if (d != NULL && len > 0 && (size_t)len < sizeof buf) {
+            memcpy(buf, d, (size_t)len);
+            buf[len] = '\0';
+            if (sscanf(buf, "%" SCNd64 " %" SCNd64, &epoch, &noted) != 2)
+                epoch = -1;
+        }
+        free(d);
+        if (!back && now_epoch == epoch) {
+            *since = noted;
+            return ZOK;
+        }
+        snprintf(buf, sizeof buf, "%" PRId64 " %" PRId64, now_epoch,
+                 *store_now);
+        rc = zk_set(z->zk, z->since_path, buf, (int)strlen(buf), st.version,
+                    &st, z->op_timeout_ms, cause);
+        if (rc == ZBADVERSION) {    /* another one noted it: read it */
+            free(*cause);
+            *cause = NULL;
+            continue;
+        }
+        if (rc != ZOK)
+            return rc;
+        if (back)
+            log_warn("ZooKeeper %s went back in time: noted at store time %"
+                     PRId64 " in %s", z->address, *store_now, z->since_path);
+        else
+            log_warn("ZooKeeper %s: epoch %" PRId64 ", the note %s says %"
+                     PRId64 " (a new leader, a restart, or data restored from "
+                     "an older snapshot: the store may have gone back in "
+                     "time): nodes last written before store time %" PRId64
+                     " gate on it + the new-node gate, and go to no other "
+                     "identity for a lease", z->address, now_epoch,
+                     z->since_path, epoch, *store_now);
+        *since = *store_now;
+        return ZOK;
+    }
+    *cause = xasprintf("%s changed under every one of five tries",
+                       z->since_path);
+    return ZBADVERSION;
 }
 
 /* Does the node at path still carry version after about two heartbeats?
@@ -576,7 +712,8 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
     char *path, *data, *created = NULL;
     int n = 0, rc, len, pick = -1;
     int takeover = z->p.takeover && cl->lease_ms > 0;
-    int64_t now = cl->now_ms, seq, gate = 0, lower = 0;
+    int64_t now = cl->now_ms, seq, gate = 0, lower = 0, since = 0;
+    int64_t store_now = 0, back_gate, free_at;
 
     path = xasprintf("/snowflake/%s", z->leaf_name);
     if (wz_ensure_path(z, "/snowflake", cause) != ZOK ||
@@ -586,8 +723,16 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
         return WLEASE_DOWN;
     }
     free(path);
+    if (wz_since(z, 0, &since, &store_now, cause) != ZOK)
+        return WLEASE_DOWN;
     if (wz_read_children(z, &c, &n, cause) != ZOK)
         return WLEASE_DOWN;
+    back_gate = since > 0 ? since + cl->unknown_gate_ms : 0;
+    free_at = since + (cl->lease_ms > 0 ? cl->lease_ms :
+                       z->p.session_timeout_ms);
+    for (int i = 0; i < n; i++)
+        if (c[i].mtime < since)
+            c[i].back_gate = back_gate;
 
     wz_warn_foreign_outside(z, cl, c, n);
     /* 1. our own node (of several, one inside the range; the cache
@@ -641,6 +786,14 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
             if (kind == WZ_RELEASED ? !c[i].released || c[i].ts >= now :
                 c[i].ts >= now - cl->lease_ms)
                 continue;
+            if (c[i].back_gate > 0 && store_now < free_at) {
+                if (wz_log_due(z))
+                    log_info("not taking %s: last written before ZooKeeper "
+                             "went back in time (store time %" PRId64 "); "
+                             "its holder may live: not before store time %"
+                             PRId64, c[i].path, since, free_at);
+                continue;
+            }
             if (c[i].nonce == NULL) {
                 if (kind == WZ_TAKEOVER && wz_log_due(z))
                     log_info("not taking over %s: leafd did not write it "
@@ -663,6 +816,8 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
      * sequence inside the range (wz_advance) */
     if (wz_forever_gate(z, cl, &gate, cause) != ZOK)
         return WLEASE_DOWN;
+    if (back_gate > gate)
+        gate = back_gate;
     rc = wz_advance(z, cl, lower, cause);
     if (rc != WLEASE_OK)
         return rc;
@@ -701,10 +856,11 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
     log_info("registered %s: worker ID %" PRId64, created, seq);
     if (gate > now)
         log_warn("%s was created at ZooKeeper time %" PRId64 " (a new or "
-                 "wiped ZooKeeper): no IDs from %s until %" PRId64 " (%"
-                 PRId64 " ms), past anything a node could have issued under "
-                 "a node ZooKeeper lost", z->forever, gate -
-                 cl->unknown_gate_ms, created, gate, gate - now);
+                 "wiped ZooKeeper), or ZooKeeper went back in time then: no "
+                 "IDs from %s until %" PRId64 " (%" PRId64 " ms), past "
+                 "anything a node could have issued under a node ZooKeeper "
+                 "lost", z->forever, gate - cl->unknown_gate_ms, created,
+                 gate, gate - now);
     wz_hold(z, created, seq, 0, WZ_OWN, gate > now ? gate : now);
     *worker = seq;
     *fence_ms = gate > now ? gate : now;
@@ -739,6 +895,19 @@ wz_claim(void *arg, const struct wlease_claim *cl, int64_t *worker,
         return WLEASE_DOWN;
     }
     return wz_register(z, cl, worker, fence_ms, cause);
+}
+
+/* A holder saw ZooKeeper go back in time: note it for the claimers. */
+static void
+wz_note_back(struct wzk *z)
+{
+    int64_t since = 0, now = 0;
+    char *cause = NULL;
+
+    if (wz_since(z, 1, &since, &now, &cause) != ZOK) {
+        log_warn("%s", cause != NULL ? cause : "?");
+        free(cause);
+    }
 }
 
 /* Write ts (and released) into our node. WLEASE_OK with *mtime,
@@ -791,6 +960,14 @@ again:
             free(cur);
             wzk_node_free(&nd);
             if (ours) {
+                if (st.version < z->version) {
+                    log_warn("%s is at version %d, below the %d this "
+                             "process wrote last: ZooKeeper went back in "
+                             "time (restored from an older snapshot?); "
+                             "writing it again", node, st.version,
+                             z->version);
+                    wz_note_back(z);
+                }
                 z->version = st.version;
                 goto again;
             }
@@ -811,7 +988,9 @@ again:
     atomic_fetch_add(&z->writes_fail, 1);
     if (rc == ZNONODE) {
         free(*cause);
-        *cause = xasprintf("%s was removed from ZooKeeper", node);
+        *cause = xasprintf("%s was removed from ZooKeeper (or ZooKeeper "
+                           "went back to before it was created)", node);
+        wz_note_back(z);
     }
     free(node);
     return rc == ZBADVERSION || rc == ZNONODE ? WLEASE_LOST : WLEASE_DOWN;
@@ -871,6 +1050,8 @@ wz_close(void *arg)
     free(z->ip);
     free(z->forever);
     free(z->lock);
+    free(z->since_path);
+    free(z->clock_path);
     free(z->node);
     wlease_rec_free(&z->rec);
     pthread_mutex_destroy(&z->mu);
@@ -963,6 +1144,8 @@ workerid_zk_store(const struct workerid_zk_params *p,
     z->p.ip = z->ip;
     z->forever = xasprintf("/snowflake/%s/forever", z->leaf_name);
     z->lock = xasprintf("/snowflake/%s/advance", z->leaf_name);
+    z->since_path = xasprintf("/snowflake/%s/leafd_since", z->leaf_name);
+    z->clock_path = xasprintf("/snowflake/%s/leafd_clock", z->leaf_name);
     t = p->session_timeout_ms / 2;
     z->op_timeout_ms = (int)(t < 500 ? 500 : t > 5000 ? 5000 : t);
     t = p->fence_step_ms / 4;

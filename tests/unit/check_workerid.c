@@ -29,6 +29,7 @@
 #include "workerid.h"
 #include "workerid_lease.h"
 #include "workerid_zk.h"
+#include "workerid_zk_node.h"
 #include "zk.h"
 
 static char tmpdir[64];
@@ -842,6 +843,72 @@ START_TEST(zk_taken_over_is_lost)
     free(node);
     free(cache);
     free(cache2);
+    free(name);
+    zk_close(z);
+}
+END_TEST
+
+/* ZooKeeper went back in time, as an ensemble restored from an older copy
+ * does: the going-back note of another epoch (an election: a standalone
+ * server keeps epoch 0, so the note says 77) and A's node holding an
+ * older fence, as the copy had it. B, with takeover, must neither take A's
+ * node within a lease nor issue before the claim's moment + the new-node
+ * gate; A, writing again, keeps its worker ID. Before the rule B took A's
+ * node over, gated on the copy's fence. */
+START_TEST(zk_went_back_in_time)
+{
+    char *name = fresh_name(), *ca = tmp_path("a.json"), *cb = tmp_path("b.json");
+    char *node, *data = NULL, *note;
+    struct zk *z = zk_test_open();
+    struct zkt_params pa = zk_params(name, "10.0.2.1", 7911, ca), pb;
+    struct wzk_node nd;
+    struct wlease *wa, *wb;
+    int64_t worker_a, worker_b, fence, t0;
+    int len = 0;
+
+    pa.takeover = 1;
+    pa.takeover_age_ms = 2000;
+    pa.fence_step_ms = 200;
+    pa.heartbeat_ms = 100;
+    pa.unknown_gate_ms = 1500;
+    wa = open_ok(&pa);
+    wlease_get(wa, &worker_a, &fence);
+    node = zkt_node(wa);
+    ck_assert_int_eq(zkt_persist(wa, util_wall_ms() + 200, NULL), 0);
+    /* the restored copy: A's data with a fence older than the lease */
+    ck_assert_int_eq(zk_get(z, node, &data, &len, NULL, 4000, NULL), ZOK);
+    ck_assert_int_eq(wzk_node_parse(data, (size_t)len, &nd), 0);
+    free(data);
+    data = wzk_node_format(nd.ip, nd.port, util_wall_ms() - 10000, nd.nonce,
+                           0, &len);
+    ck_assert_int_eq(zk_set(z, node, data, len, -1, NULL, 4000, NULL), ZOK);
+    free(data);
+    wzk_node_free(&nd);
+    note = xasprintf("/snowflake/%s/leafd_since", name);
+    if (zk_create(z, note, "77 0", 4, 0, NULL, 4000, NULL) != ZOK)
+        ck_assert_int_eq(zk_set(z, note, "77 0", 4, -1, NULL, 4000, NULL),
+                         ZOK);
+    usleep(20 * 1000);              /* A's node written before the claim */
+
+    pb = pa;
+    pb.ip = "10.0.2.2";
+    pb.port = 7912;
+    pb.cache_path = cb;
+    t0 = util_wall_ms();
+    wb = open_ok(&pb);
+    wlease_get(wb, &worker_b, &fence);
+    ck_assert_int_ne(worker_b, worker_a);
+    ck_assert_str_eq(zkt_source(wb), "zookeeper");
+    ck_assert_int_ge(fence, t0 + pb.unknown_gate_ms);
+    /* A's next write lands (its own nonce): it keeps the ID */
+    ck_assert_int_eq(zkt_persist(wa, util_wall_ms() + 200, NULL), 0);
+    ck_assert_int_eq(zkt_tick(wa, util_wall_ms()), SNOWFLAKE_TICK_NONE);
+    wlease_close(wb);
+    wlease_close(wa);
+    free(note);
+    free(node);
+    free(ca);
+    free(cb);
     free(name);
     zk_close(z);
 }
@@ -2101,6 +2168,7 @@ workerid_suite(void)
     tcase_add_test(tc, zk_java_leaf_node);
     tcase_add_test(tc, zk_takeover_race);
     tcase_add_test(tc, zk_taken_over_is_lost);
+    tcase_add_test(tc, zk_went_back_in_time);
     tcase_add_test(tc, zk_exhausted);
     tcase_add_test(tc, zk_range_advances_counter);
     tcase_add_test(tc, zk_range_refusals);
