@@ -312,7 +312,7 @@
       sf && sf.datacenter_id !== undefined ? ['datacenter ID', String(sf.datacenter_id), null, 'datacenter'] : null,
       sf && sf.worker_id_min !== undefined ? ['worker ID range', rangeText(sf), null, 'range'] : null,
       ['source', sf ? sf.source : '–'],
-      sf && sf.zk_state && sf.zk_state !== 'none' ? ['ZooKeeper', sf.zk_state + (sf.zk_address ? ' (' + sf.zk_address + ')' : ''), null, 'zk']
+      sf && sf.zk_state && sf.zk_state !== 'none' ? ['ZooKeeper', sf.zk_state + (sf.zk_server ? ' to ' + sf.zk_server : '') + (sf.zk_address ? ' (' + sf.zk_address + ')' : ''), null, 'zk']
         : sf && sf.store && sf.store !== 'zookeeper' ? ['store', sf.store + (sf.last_error ? ' · ' + sf.last_error : ''), sf.last_error ? 'badv' : null, 'store'] : null,
       sf && sf.heartbeat_age_ms !== undefined ? ['heartbeat age', sf.heartbeat_age_ms === null ? 'none yet' : dur(sf.heartbeat_age_ms)] : null
     ] : [['status', 'off on this node']]);
@@ -571,7 +571,8 @@
         : dur(sf.clock_offset_ms) + ' (round trip ' + dur(sf.clock_rtt_ms) + ')', null, 'storeoffset'] : null,
       ['ip:port', sf.ip + ':' + sf.port],
       ['cache file', sf.cache_file, 'mono'],
-      sf.zk_state && sf.zk_state !== 'none' ? ['ZooKeeper', sf.zk_state + (sf.zk_address ? ' · ' + sf.zk_address : '')] : null,
+      sf.zk_state && sf.zk_state !== 'none' ? ['ZooKeeper', sf.zk_state + (sf.zk_server ? ' to member ' + sf.zk_server : '') + (sf.zk_address ? ' · ' + sf.zk_address : ''), null, 'zkmember'] : null,
+      sf.store_failovers !== undefined ? ['store failovers seen', String(sf.store_failovers), 'mono', 'failovers'] : null,
       sf.heartbeat_age_ms !== undefined ? ['heartbeat age', sf.heartbeat_age_ms === null ? 'none yet' : dur(sf.heartbeat_age_ms + age), null, 'heartbeat'] : ['heartbeat age', 'no heartbeat (static worker ID)', null, 'heartbeat'],
       sf.last_error ? ['last error', sf.last_error, 'badv'] : null
     ]);

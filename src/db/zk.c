@@ -35,8 +35,11 @@ struct zk {
     _Atomic uint64_t expirations;
     _Atomic int64_t down_since;         /* mono ms not connected since, 0
                                            while connected */
-    pthread_mutex_t mu;                 /* guards nothing but the wait below */
+    pthread_mutex_t mu;                 /* guards server, and the wait below */
     pthread_cond_t  cv;                 /* signalled on every state change */
+    char            server[ZK_SERVER_MAX]; /* under mu: the member the
+                                           session last connected to, "" */
+    _Atomic uint64_t server_changes;    /* connections to another member */
 };
 
 struct zk_call {
@@ -97,13 +100,27 @@ zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 {
     struct zk *z = ctx;
 
-    (void)zh;
     (void)path;
     if (type != ZOO_SESSION_EVENT)
         return;
     /* One log line per change of state, as for the database. */
     if (state == ZOO_CONNECTED_STATE) {
-        int was = atomic_exchange(&z->state, ZK_ST_CONNECTED);
+        /* The library's own text, from a static buffer that only its
+         * threads write: copied at once, on the completion thread. */
+        const char *cur = zoo_get_current_server(zh);
+        int was;
+
+        pthread_mutex_lock(&z->mu);
+        if (cur != NULL && strcmp(cur, "null") != 0) {
+            if (z->server[0] != '\0' && strcmp(z->server, cur) != 0) {
+                atomic_fetch_add(&z->server_changes, 1);
+                log_info("ZooKeeper %s: now on member %s (was %s)", z->hosts,
+                         cur, z->server);
+            }
+            snprintf(z->server, sizeof z->server, "%s", cur);
+        }
+        pthread_mutex_unlock(&z->mu);
+        was = atomic_exchange(&z->state, ZK_ST_CONNECTED);
         atomic_store(&z->down_since, 0);
         if (atomic_fetch_add(&z->connects, 1) > 0 && was != ZK_ST_CONNECTED)
             log_info("ZooKeeper %s: connected again", z->hosts);
@@ -218,6 +235,20 @@ uint64_t
 zk_expirations(struct zk *z)
 {
     return atomic_load(&z->expirations);
+}
+
+void
+zk_current_server(struct zk *z, char *buf, size_t cap)
+{
+    pthread_mutex_lock(&z->mu);
+    snprintf(buf, cap, "%s", z->server);
+    pthread_mutex_unlock(&z->mu);
+}
+
+uint64_t
+zk_server_changes(struct zk *z)
+{
+    return atomic_load(&z->server_changes);
 }
 
 int

@@ -1083,6 +1083,7 @@ static void
 wz_state_json(void *arg, struct sbuf *out)
 {
     struct wzk *z = arg;
+    char server[ZK_SERVER_MAX];
 
     pthread_mutex_lock(&z->mu);
     sbuf_puts(out, ",\"zk_node\":");
@@ -1095,6 +1096,14 @@ wz_state_json(void *arg, struct sbuf *out)
     sbuf_json_str(out, z->address);
     sbuf_printf(out, ",\"zk_state\":\"%s\",\"takeover\":%s",
                 zk_state_name(z->zk), z->p.takeover ? "true" : "false");
+    zk_current_server(z->zk, server, sizeof server);
+    sbuf_puts(out, ",\"zk_server\":");
+    if (server[0] != '\0')
+        sbuf_json_str(out, server);
+    else
+        sbuf_puts(out, "null");
+    sbuf_printf(out, ",\"store_failovers\":%" PRIu64,
+                zk_server_changes(z->zk));
 }
 
 static void
@@ -1114,6 +1123,11 @@ wz_metrics(void *arg, struct sbuf *out)
                     "ZooKeeper (re)connections.", zk_connects(z->zk));
     sbuf_metric_u64(out, "leafd_snowflake_zk_expirations_total", "counter",
                     "ZooKeeper sessions that expired.", zk_expirations(z->zk));
+    sbuf_metric_head(out, "leafd_snowflake_store_failovers_total", "counter",
+                     "Failovers the worker ID store's client saw: ZooKeeper, "
+                     "a connection to another ensemble member.");
+    sbuf_printf(out, "leafd_snowflake_store_failovers_total{source=\"zookeeper\"} %"
+                PRIu64 "\n", zk_server_changes(z->zk));
 }
 
 int

@@ -540,6 +540,12 @@ def test_console_zookeeper_in_browser(ctx):
             hb = text_of(drv, '#sf-worker [data-k="heartbeat"]')
             check(hb.endswith(" s") or hb.endswith(" ms"), "heartbeat age: %r" % hb)
             check(st["zk_node"] in text_of(drv, "#sf-worker"), "the registration %s" % st["zk_node"])
+            check(st["zk_server"] and st["zk_server"].endswith(":%d" % zk.port),
+                  "zk_server in /snowflake/state: %r" % st.get("zk_server"))
+            check("to member " + st["zk_server"] in text_of(drv, '#sf-worker [data-k="zkmember"]'),
+                  "the ensemble member in use on the snowflake page")
+            eq(text_of(drv, '#sf-worker [data-k="failovers"]'), str(st["store_failovers"]),
+               "the store failovers seen")
             eq(text_of(drv, '#sf-worker [data-k="range"]'), rng, "the range on the snowflake page")
             shot(drv, "snowflake-zookeeper-desktop")
             errs = console_errors(drv)

@@ -112,6 +112,12 @@ def http_json(n, path):
         return json.loads(e.read())
 
 
+def http_text(n, path):
+    url = "http://%s:%d%s" % (n.node.addr, n.ports["http"], path)
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return r.read().decode()
+
+
 def sf_state(n):
     return http_json(n, "/snowflake/state")
 
@@ -245,10 +251,32 @@ def sc_follower(r):
     f = max(followers, key=lambda m: sessions_on(m, leafs))
     say("  cutting %r (follower, %d leafd sessions) from the other members and the nodes"
         % (f, sessions_on(f, leafs)))
+    before = {name: sf_state(n) for name, n in r.nodes.items()}
+    on_f = [name for name, st in before.items()
+            if st.get("zk_server") == "%s:%d" % (f.addr, f.port)]
+    check(on_f, "no node's /snowflake/state names %s:%d as its member: %s"
+          % (f.addr, f.port, {k: v.get("zk_server") for k, v in before.items()}))
     r.phase("follower")
     r.net.partition([f.node], [m.node for m in r.ens.members if m is not f] +
                     [n.node for n in leafs])
     time.sleep(max(secs, 2 * r.step / 1000.0))
+    # Section 4 of issue 29: the member in use and the failovers seen, in
+    # /snowflake/state and /metrics, on each node that was on f.
+    for name in on_f:
+        end = time.time() + 30
+        while True:
+            st = sf_state(r.nodes[name])
+            if (st.get("zk_server") not in (None, "%s:%d" % (f.addr, f.port)) and
+                    st.get("store_failovers", 0) > before[name].get("store_failovers", 0)):
+                break
+            check(time.time() < end, "%s: still on %s:%d after the cut: %s"
+                  % (name, f.addr, f.port, st))
+            time.sleep(0.2)
+        met = http_text(r.nodes[name], "/metrics")
+        check(re.search(r'^leafd_snowflake_store_failovers_total\{source="zookeeper"\} [1-9]',
+                        met, re.M), "%s: no failover counted in /metrics" % name)
+        say("  %s moved from %s:%d to %s (failovers seen: %d)"
+            % (name, f.addr, f.port, st["zk_server"], st["store_failovers"]))
     r.phase("f-healed")
     r.net.heal()
     r.ens.wait_quorum(30, [f])
