@@ -12,7 +12,7 @@
 # Plain make, -MMD dependencies, strict warnings (-Werror with WERROR=1, as CI).
 
 CC      ?= cc
-PKGS    := libevent libevent_pthreads jansson sqlite3 mariadb libnghttp2 libssl libcrypto
+PKGS    := libevent libevent_pthreads jansson sqlite3 mariadb libpq libnghttp2 libssl libcrypto
 WARN    := -Wall -Wextra -Wshadow -Wpointer-arith -Wstrict-prototypes \
            -Wmissing-prototypes -Wno-unused-parameter
 ifeq ($(WERROR),1)
