@@ -271,6 +271,7 @@ FUZZ_OBJS_segment_model := segment segment_tags log util
 FUZZ_OBJS_redis_url  := workerid_redis_url util
 FUZZ_OBJS_zk_node    := workerid_zk_node util
 FUZZ_OBJS_mysql_url  := db_mysql_url util
+FUZZ_OBJS_pg_conninfo := db_pg_conninfo util
 FUZZ_OBJS_grpc_msg   := api_grpc_msg leafd.pb-c health.pb-c util
 FUZZ_OBJS_grpc_frame := grpc_frame
 FUZZ_OBJS_h2_conn    := http_h2 http_h2_reply http_conn http_conn_mc http_conn_info http_park http_tls http_out http_server http_parse resp_parse mc_parse grpc_frame log util

@@ -62,6 +62,73 @@ ports_ok(const char *v)
     }
 }
 
+/* Does tok occur in a password of conninfo: a keyword form's password=
+ * value (to a space, or its closing quote) or a URI's userinfo after its
+ * ':' (to the '@')? */
+static int
+in_password(const char *conninfo, const char *tok, size_t len)
+{
+    const char *p = conninfo, *end;
+
+    if (len == 0)
+        return 0;
+    while ((p = strstr(p, "password")) != NULL) {
+        p += 8;
+        while (*p == ' ' || *p == '=')
+            p++;
+        end = *p == '\'' ? strchr(p + 1, '\'') : p + strcspn(p, " \t\n&");
+        if (end == NULL)
+            end = p + strlen(p);
+        if (memmem(p, (size_t)(end - p), tok, len) != NULL)
+            return 1;
+    }
+    if ((p = strstr(conninfo, "://")) != NULL) {
+        const char *at, *colon;
+
+        p += 3;
+        at = strchr(p, '@');
+        colon = strchr(p, ':');
+        if (at != NULL && colon != NULL && colon < at &&
+            memmem(colon, (size_t)(at - colon), tok, len) != NULL)
+            return 1;
+    }
+    return 0;
+}
+
+/* libpq's reason with every quoted token that may be a password (one in
+ * a password, a bad %-escape, anything but a keyword's letters) hidden. */
+static void
+redact(char *msg, const char *conninfo)
+{
+    char *q = msg;
+
+    while ((q = strchr(q, '"')) != NULL) {
+        char *e = strchr(q + 1, '"');
+        size_t len;
+        int word = 1;
+
+        if (e == NULL)
+            return;
+        len = (size_t)(e - q - 1);
+        for (size_t i = 0; i < len; i++)
+            if (!((q[1 + i] >= 'a' && q[1 + i] <= 'z') || q[1 + i] == '_'))
+                word = 0;
+        if (len == 1 && q[1] == '=')
+            word = 1;                   /* missing "=" after ... */
+        if (!word || len > 40 || in_password(conninfo, q + 1, len)) {
+            /* "..." in place of the token: never longer than it. */
+            if (len >= 3) {
+                memcpy(q + 1, "...", 3);
+                memmove(q + 4, e, strlen(e) + 1);
+                e = q + 4;
+            }
+            else
+                memset(q + 1, '.', len);
+        }
+        q = e + 1;
+    }
+}
+
 static int
 fail(char **cause, const char *key, const char *fmt, const char *a,
      const char *b)
@@ -94,7 +161,9 @@ db_pg_conninfo_check(const char *conninfo, const char *key, char **cause)
         if ((nl = strchr(err, '\n')) != NULL)
             *nl = '\0';
         /* libpq's text names the part ("invalid URI query parameter:
-         * \"x\"", "missing \"=\" after \"x\""), never a password. */
+         * \"x\"", "missing \"=\" after \"x\""): shown, but for a token
+         * that may be a password. */
+        redact(err, conninfo);
         rc = fail(cause, key, "%s (libpq)%s", err, "");
         PQfreemem(err);
         return rc;

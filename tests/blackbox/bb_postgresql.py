@@ -219,6 +219,9 @@ def test_pg_bad_url_refused(ctx):
         ("host=127.0.0.1 password=s3cr3t replication=database", "replication=database"),
         ("dbname=leaf password=s3cr3t", "no host"),
         ("postgresql://leaf:s3cr3t@127.0.0.1/leaf?connect_timeout=soon", "connect_timeout \"soon\""),
+        # libpq quotes the bad token: never the password's.
+        ("postgresql://leaf:s3cr3t%zz@127.0.0.1/leaf", "invalid percent-encoded token: \"...\""),
+        ("host=127.0.0.1 password=s3cr3t s3cr3t", "missing \"=\" after \"...\""),
     ]
     with Workdir("pg-badurl") as wd:
         for i, (url, want) in enumerate(cases):
