@@ -592,9 +592,15 @@ pg_insert_once(struct store_pg *p, void *arg, char **cause)
     snprintf(step, sizeof step, "%lld", (long long)a->step);
     r = db_pg_conn_exec(&p->c, PG_INSERT, NULL, 4, v, "INSERT leaf_alloc",
                         "23505", cause);
+    if (r == NULL && strcmp(p->c.sqlstate, "23505") == 0 && p->c.db != NULL) {
+        if (cause != NULL) {            /* an answer, not a failure */
+            free(*cause);
+            *cause = NULL;
+        }
+        return STORE_EXISTS;
+    }
     if (r == NULL)
-        return strcmp(p->c.sqlstate, "23505") == 0 && p->c.db != NULL ?
-               STORE_EXISTS : STORE_DB_ERROR;
+        return STORE_DB_ERROR;
     PQclear(r);
     return STORE_OK;
 }
