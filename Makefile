@@ -310,13 +310,17 @@ compose-check:
 # --- bench: the in-process microbenchmark and the database-per-ID client ---
 # (bench/bench.py runs both; `make bench-dbload` runs only the 2-minute
 # MariaDB load figure, which `DBLOAD=1 make bench` adds to the full table.)
-BENCH_BINS := build/microbench build/dbclient build/clientbench build/mcload
+BENCH_BINS := build/microbench build/dbclient build/clientbench build/mcload build/storebench
 
 .PHONY: bench-dbload
 
 bench: $(BENCH_BINS)
 
 build/microbench: bench/microbench.c $(LIBOBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(LIBOBJS) $(LDFLAGS) $(LDLIBS)
+
+build/storebench: bench/storebench.c $(LIBOBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(LIBOBJS) $(LDFLAGS) $(LDLIBS)
 
