@@ -529,9 +529,11 @@ def test_pg_promoted_standby(ctx):
     primary hands out more ranges (it lacks the last commits), the primary
     dies, the standby is promoted: leafd follows the host list to it,
     sees a new timeline of the same cluster, and refuses every load
-    (503 db_failover) rather than repeat the ranges the standby lacks.
-    leafd db-fence with the largest marks_max lets both nodes resume; no
-    ID repeated across the failover."""
+    (503 db_failover) rather than repeat the ranges the standby lacks:
+    also node c, idle through the lag, whose marks cannot tell (positive
+    control, by hand, with pg_server_check's refusal taken out: c served
+    IDs that a and b had issued). leafd db-fence with the largest
+    marks_max lets every node resume; no ID repeated across the failover."""
     with Workdir("pg-promote") as wd:
         primary = wd.postgresql(name="primary")
         add_tag(primary, "fo", 100)
@@ -544,13 +546,16 @@ def test_pg_promoted_standby(ctx):
                  .strip() == "1", timeout=30, what="the standby has the row")
         url = ("postgresql://leaf:%s@127.0.0.1:%d,127.0.0.1:%d/leaf?"
                "target_session_attrs=read-write" % (PW, standby.port, primary.port))
-        cf = conf(url, **{"segment.wait_ms": "500", "segment.db_backoff_max_ms": "300",
+        cf = conf(url, **{"segment.wait_ms": "3000", "segment.db_backoff_max_ms": "300",
                           "segment.db_timeout_ms": "2000"})
-        nodes = [wd.leafd(conf=cf, name=n).start() for n in ("a", "b")]
+        # c loads before the lag and is idle through it: its marks are below
+        # what the standby lacks, so only the server's identity stops it
+        # from taking again the ranges a and b took meanwhile.
+        nodes = [wd.leafd(conf=cf, name=n).start() for n in ("a", "b", "c")]
         ids = []
-        for i in range(10):
-            r = nodes[i % 2].get("/segment/fo?count=50")
-            eq(r.status, 200, "before: %r\n%s" % (r, nodes[i % 2].log()))
+        for i in range(9):
+            r = nodes[i % 3].get("/segment/fo?count=50")
+            eq(r.status, 200, "before: %r\n%s" % (r, nodes[i % 3].log()))
             ids += r.ids()
         server = nodes[0].get("/health").json()["segment"]["server"]
         check(server.endswith("/1"), "timeline 1 before: %r" % server)
@@ -570,16 +575,28 @@ def test_pg_promoted_standby(ctx):
         standby_max = int(standby.sql("SELECT max_id FROM leaf_alloc WHERE biz_tag = 'fo'"))
         check(standby_max < primary_max, "the promoted standby lacks the last ranges: "
               "%d < %d" % (standby_max, primary_max))
-        refused = {}
-        for k, n in enumerate(nodes):
-            def no_id():
+        # Each node serves what it holds, then is refused (or, without the
+        # rule, goes on: at most 40 requests of 100 IDs). c first: a refused
+        # load of a or b would move the counter past what they issued.
+        codes = []
+        for n in reversed(nodes):
+            r = None
+            for _ in range(40):
+                r = wait_for(lambda: (lambda x: x if x.status in (200, 503) else None)(
+                    n.get("/segment/fo?count=100")), timeout=30, what="an answer")
+                if r.status != 200:
+                    break
+                ids.extend(r.ids())
+            while r.status == 503 and r.json().get("error") == "ids_exhausted":
+                time.sleep(0.1)             # the load in flight, then its verdict
                 r = n.get("/segment/fo?count=100")
                 if r.status == 200:
                     ids.extend(r.ids())
-                    return None
-                return r if r.json().get("error") == "db_failover" else None
-            refused[k] = wait_for(no_id, timeout=60, step=0.1,
-                                  what="node %d refuses after the promotion" % k)
+            codes.append(r.json().get("error") if r.status != 200 else "served")
+        eq(len(ids), len(set(ids)), "no ID repeated after the promotion (%d IDs, %d twice)"
+           % (len(ids), len(ids) - len(set(ids))))
+        eq(codes, ["db_failover"] * 3, "every node refused for the failover")
+        for n in nodes:
             check("changed from pg:" in n.log(), "the log names the change:\n%s" % n.log())
         eq(len(ids), len(set(ids)), "no ID repeated before the fence")
         marks = max(n.get("/health").json()["segment"]["marks_max"] for n in nodes)
