@@ -33,6 +33,7 @@ static const char *const store_names[] = { "auto", "sqlite", "mysql", "postgresq
 static const char *const worker_names[] = { "auto", "static", "zookeeper", "redis", "mysql", "k8s", NULL };
 static const char *const k8s_fence_names[] = { "none", "redis", "mysql", NULL };
 static const char *const replication_names[] = { "async", "semi-sync", "galera", NULL };
+static const char *const pg_replication_names[] = { "async", "sync", NULL };
 static const char *const level_names[] = { "debug", "info", "warn", "error", NULL };
 static const char *const client_auth_names[] = { "off", "optional", "required", NULL };
 static const char *const tls_version_names[] = { "1.2", "1.3", NULL };
@@ -160,6 +161,12 @@ static const struct key keys[] = {
       "libpq connection string for segment.store = postgresql, a URI "
       "(postgresql://user@host1,host2/db?sslmode=verify-full&"
       "target_session_attrs=read-write) or keywords (host=h dbname=leaf ...)" },
+    { "segment.postgresql.replication", K_ENUM, OFF(pg_replication), 0, 0, "async",
+      pg_replication_names,
+      "how segment.postgresql.url's cluster is replicated: async (a new "
+      "timeline is refused until leafd db-fence) or sync (synchronous_commit "
+      "on and synchronous_standby_names set: only ranges a standby flushed "
+      "are used, and a promoted standby of the same cluster is followed)" },
     { "segment.mysql.replication", K_ENUM, OFF(mysql_replication), 0, 0, "async",
       replication_names,
       "how segment.mysql.url's database is replicated: async (a change of "

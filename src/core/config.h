@@ -91,6 +91,7 @@ struct config {
     /* segment mode */
     int      store;                /* segment.store: auto|sqlite|mysql|postgresql */
     char    *pg_url;               /* segment.postgresql.url (libpq's) */
+    int      pg_replication;       /* segment.postgresql.replication: 0 async, 1 sync */
     char    *sqlite_path;          /* segment.sqlite.path */
     char    *mysql_url;            /* segment.mysql.url (mysql://u:p@h:port/db) */
     char    *mysql_urls;           /* segment.mysql.urls: several, comma-separated */

@@ -108,14 +108,16 @@ db_pg_conn_init(struct db_pg_conn *c, const char *conninfo, const char *key,
     }
     if (get(c, "application_name") == NULL)
         put(c, &n, "application_name", "leafd");
-    /* The server ends a statement, or a transaction left idle, that
-     * outlives the client's deadline. */
+    /* The server ends a statement before the client's deadline (so that
+     * its own answer, a cut-short wait for a standby's WARNING included,
+     * comes back), and a transaction left idle. */
     user_opts = get(c, "options");
     opt = xasprintf("%s%s-c statement_timeout=%lld "
                     "-c idle_in_transaction_session_timeout=%lld",
                     user_opts != NULL ? user_opts : "",
                     user_opts != NULL && *user_opts ? " " : "",
-                    (long long)c->timeout_ms, (long long)c->timeout_ms * 2);
+                    (long long)(c->timeout_ms * 4 / 5),
+                    (long long)c->timeout_ms * 2);
     put(c, &n, "options", opt);
     free(opt);
     c->sql = sql;

@@ -133,6 +133,10 @@ enum store_result store_mysql_serial_alloc_in_set(struct store *s,
                                                   char **cause);
 enum store_result store_mysql_ping(struct store *s, char **cause);
 
+/* Durability degraded (on) or restored, for /health and its log lines
+ * (store_mysql_repl.c's state; the PostgreSQL store's sync mode too). */
+void store_repl_degraded(int on, const char *why);
+
 /* Copy at most cap - 1 bytes of src[0, len) into dst and NUL-terminate,
  * cutting before a partial UTF-8 sequence. */
 void store_copy_text(char *dst, size_t cap, const char *src, size_t len);

@@ -26,11 +26,24 @@
  * identity is "pg:<system identifier>/<timeline>": a promoted standby
  * keeps the system identifier but starts a new timeline, so a failover
  * changes it. Every load and serial load compares it with the server the
- * marks last recorded (store_marks_server) before its statement: a change
+ * marks last recorded (store_marks_server) once its statements succeeded
+ * on that connection, before its range is used: a change
  * refuses the process (db_failover) until leafd db-fence, as MySQL's async
  * rule (store_mysql_repl.c): a standby may lack the last commits. A
  * connection's server cannot change under it: a primary never goes back
  * into recovery without a restart, which ends the session.
+ *
+ * segment.postgresql.replication = sync: a range is used only when its
+ * commit waited for a synchronous standby's flush: the load's statement
+ * returns synchronous_commit (on or remote_apply) and
+ * synchronous_standby_names (not empty), and no WARNING came that the
+ * wait was cut short (statement_timeout, set below the client's deadline,
+ * cancels the wait and commits locally); else the range is dropped
+ * (STORE_DEGRADED). The node records its server as "<identity>;sync",
+ * and a new timeline of the same cluster is then followed without a fence:
+ * every range the node used is on the standby that waited. The operator's
+ * part: promote a standby that was synchronous (with FIRST/ANY k of
+ * several, the one with every flushed commit), as with semi-sync MySQL.
  */
 #include <assert.h>
 #include <inttypes.h>
@@ -51,7 +64,7 @@
 #define PG_RETRIES 8                /* serial loads after a deadlock */
 
 enum pg_stmt {
-    PG_ALLOC, PG_WHY, PG_GET, PG_LIST, PG_INSERT, PG_NOW_MS, PG_INSERT_SERIAL,
+    PG_ALLOC, PG_ALLOC_SYNC, PG_WHY, PG_GET, PG_LIST, PG_INSERT, PG_NOW_MS, PG_INSERT_SERIAL,
     PG_FLOOR, PG_RAISE, PG_RAISE_OLD, PG_NSTMT
 };
 
@@ -63,6 +76,14 @@ static const struct db_pg_stmt pg_sql[PG_NSTMT] = {
                    "= LOCALTIMESTAMP WHERE biz_tag = $1 AND max_id >= 1 AND "
                    "max_id <= 9223372036854775807 - $2 RETURNING max_id, step",
                    2 },
+    /* segment.postgresql.replication = sync: the same, and the settings
+     * that make its commit wait for a standby (pg_sync_acked). */
+    [PG_ALLOC_SYNC] = { "UPDATE leaf_alloc SET max_id = max_id + $2, "
+                        "update_time = LOCALTIMESTAMP WHERE biz_tag = $1 AND "
+                        "max_id >= 1 AND max_id <= 9223372036854775807 - $2 "
+                        "RETURNING max_id, step, "
+                        "current_setting('synchronous_commit'), "
+                        "current_setting('synchronous_standby_names')", 2 },
     [PG_WHY] = { "SELECT max_id, step FROM leaf_alloc WHERE biz_tag = $1", 1 },
     [PG_GET] = { PG_ROW "WHERE biz_tag = $1", 1 },
     [PG_LIST] = { PG_ROW "ORDER BY biz_tag", 0 },
@@ -125,6 +146,12 @@ struct store_pg {
     struct store      base;
     struct db_pg_conn c;
     char              id[MARKS_SERVER_MAX];   /* the server's, at connect */
+    int               sync;     /* segment.postgresql.replication = sync */
+    int               sync_ok;  /* the last load's settings wait for a
+                                   standby's flush */
+    int               cut;      /* a wait for a standby was cut short (the
+                                   server's WARNING) since the statement */
+    char              sync_why[160];
 };
 
 typedef enum store_result (*pg_body_fn)(struct store_pg *p, void *arg,
@@ -161,15 +188,71 @@ pg_identity(struct store_pg *p, char **cause)
     return 0;
 }
 
+/* The server's notices: a commit whose wait for a synchronous standby was
+ * cut short (statement_timeout, a cancel) says so in a WARNING, and its
+ * range must not be used. Nothing goes to stderr (libpq's default). */
+static void
+pg_notice(void *arg, const PGresult *res)
+{
+    struct store_pg *p = arg;
+    const char *m = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+
+    if (m != NULL && strstr(m, "synchronous replication") != NULL)
+        p->cut = 1;
+    log_debug("postgresql %s: %s", p->c.where, m != NULL ? m : "?");
+}
+
+/* Two identities of one cluster: equal up to the '/' of the timeline. */
+static int
+pg_same_cluster(const char *a, const char *b)
+{
+    size_t n = strcspn(a, "/");
+
+    return strncmp(a, "pg:", 3) == 0 && strncmp(a, b, n) == 0 && b[n] == '/';
+}
+
+/* After a load's commit, under sync: the range is used only when its
+ * commit waited for a standby's flush (synchronous_commit on or
+ * remote_apply, synchronous_standby_names set, no WARNING that the wait
+ * was cut short); else STORE_DEGRADED, the range dropped. */
+static enum store_result
+pg_sync_acked(struct store_pg *p, int64_t max_id, char **cause)
+{
+    char why[512];
+
+    if (!p->sync)
+        return STORE_OK;
+    if (p->sync_ok && !p->cut) {
+        store_repl_degraded(0, NULL);
+        return STORE_OK;
+    }
+    snprintf(why, sizeof why, "the commit of the range ending at %lld on %s "
+             "did not wait for a synchronous standby (%s): the range is "
+             "dropped; loads are refused until a standby acknowledges commits",
+             (long long)max_id, p->c.where, p->cut ? "the wait was cut short"
+             : p->sync_why);
+    store_repl_degraded(1, why);
+    store_set_cause(cause, "%s", why);
+    return STORE_DEGRADED;
+}
+
 /* Before a load: the server is the one the marks last recorded, else the
- * process is refused (db_failover). */
+ * process is refused (db_failover); under sync, a new timeline of the
+ * cluster it loaded from under sync is followed. */
 static enum store_result
 pg_server_check(struct store_pg *p, char **cause)
 {
-    char last[MARKS_SERVER_MAX];
+    char last[MARKS_SERVER_MAX], id[MARKS_SERVER_MAX + 8];
 
     store_marks_server(last, sizeof last);
-    if (last[0] != '\0' && !store_marks_same_server(last, p->id)) {
+    if (last[0] != '\0' && !store_marks_same_server(last, p->id) &&
+        p->sync && strstr(last, ";sync") != NULL &&
+        pg_same_cluster(last, p->id)) {
+        log_warn("postgresql server behind %s changed from %s to %s: "
+                 "accepted (segment.postgresql.replication = sync: every "
+                 "range in use was flushed by a synchronous standby)",
+                 p->c.where, last, p->id);
+    } else if (last[0] != '\0' && !store_marks_same_server(last, p->id)) {
         store_marks_refuse("db_failover", "the database server behind %s "
                            "changed from %s to %s (a promoted standby, a "
                            "restored cluster, another database): it may lack "
@@ -183,13 +266,16 @@ pg_server_check(struct store_pg *p, char **cause)
                         "loads are refused until leafd db-fence", last, p->id);
         return STORE_REFUSED;
     }
-    if (strcmp(last, p->id) != 0)
-        store_marks_set_server(p->id);
+    snprintf(id, sizeof id, "%s%s", p->id, p->sync ? ";sync" : "");
+    if (strcmp(last, id) != 0 &&
+        (p->sync || last[0] == '\0' || !store_marks_same_server(last, p->id)))
+        store_marks_set_server(id);
     return STORE_OK;
 }
 
-/* One call: connect if needed (reading the server), check the server when
- * check, run body; once more on a kept connection found dead at once. */
+/* One call: connect if needed (reading the server), run body, and when
+ * check, check the server that answered it; once more on a kept
+ * connection found dead at once. */
 static enum store_result
 pg_call(struct store_pg *p, pg_body_fn body, void *arg, int check,
         char **cause)
@@ -204,10 +290,22 @@ pg_call(struct store_pg *p, pg_body_fn body, void *arg, int check,
             return STORE_DB_ERROR;
         if (rc == 1 && pg_identity(p, cause) == -1)
             return STORE_DB_ERROR;
-        if (check && (res = pg_server_check(p, cause)) != STORE_OK)
-            return res;
+        if (rc == 1)
+            PQsetNoticeReceiver(p->c.db, pg_notice, p);
+        /* A refused node stays refused: before any statement. */
+        if (check && store_marks_refused(NULL, 0, NULL, 0)) {
+            store_set_cause(cause, "loads are refused until leafd db-fence");
+            return STORE_REFUSED;
+        }
         p->c.nexec = 0;
         res = body(p, arg, cause);
+        /* The server after a statement it answered: p->id is then the
+         * identity of the server that took the range (a connection kept
+         * from before a failover still holds the old one until its first
+         * statement fails). A refused range is never used. */
+        if (check && res == STORE_OK &&
+            (res = pg_server_check(p, cause)) != STORE_OK)
+            return res;
         if (res == STORE_DB_ERROR && kept && attempt == 0 && p->c.lost &&
             p->c.nexec == 1 && util_mono_ms() - t0 < p->c.timeout_ms / 2) {
             if (cause != NULL) {
@@ -284,8 +382,8 @@ pg_alloc_once(struct store_pg *p, void *arg, char **cause)
     int64_t max_id = 0, db_step = 0;
 
     snprintf(step, sizeof step, "%lld", (long long)a->step);
-    r = db_pg_conn_exec(&p->c, PG_ALLOC, NULL, 2, v, "UPDATE leaf_alloc",
-                        NULL, cause);
+    r = db_pg_conn_exec(&p->c, p->sync ? PG_ALLOC_SYNC : PG_ALLOC, NULL, 2, v,
+                        "UPDATE leaf_alloc", NULL, cause);
     if (r == NULL)
         return STORE_DB_ERROR;
     if (PQntuples(r) == 0) {
@@ -300,11 +398,31 @@ pg_alloc_once(struct store_pg *p, void *arg, char **cause)
                         "read", cause);
         return STORE_DB_ERROR;
     }
+    if (p->sync) {
+        const char *sc = PQgetvalue(r, 0, 2), *names = PQgetvalue(r, 0, 3);
+
+        p->sync_ok = (strcmp(sc, "on") == 0 || strcmp(sc, "remote_apply") == 0) &&
+                     names[0] != '\0';
+        snprintf(p->sync_why, sizeof p->sync_why, "synchronous_commit %.20s, "
+                 "synchronous_standby_names '%.60s'", sc, names);
+    }
     PQclear(r);
     assert(max_id - a->step >= 1);
     *a->max_id = max_id;
     *a->db_step = db_step;
     return STORE_OK;
+}
+
+/* A load alone: autocommit, so its statement is its commit. */
+static enum store_result
+pg_load_once(struct store_pg *p, void *arg, char **cause)
+{
+    const struct pg_alloc_arg *a = arg;
+    enum store_result rc;
+
+    p->cut = 0;
+    rc = pg_alloc_once(p, arg, cause);
+    return rc == STORE_OK ? pg_sync_acked(p, *a->max_id, cause) : rc;
 }
 
 static enum store_result
@@ -313,7 +431,7 @@ store_pg_alloc(struct store *s, const char *tag, int64_t step,
 {
     struct pg_alloc_arg a = { tag, step, max_id, db_step };
 
-    return pg_call((struct store_pg *)s, pg_alloc_once, &a, 1, cause);
+    return pg_call((struct store_pg *)s, pg_load_once, &a, 1, cause);
 }
 
 /* ---- serial rows ---- */
@@ -370,6 +488,7 @@ pg_serial_once(struct store_pg *p, void *arg, char **cause)
     struct pg_alloc_arg al;
     enum store_result res;
 
+    p->cut = 0;
     if (db_pg_conn_run(&p->c, -1, "BEGIN", 0, NULL, "BEGIN", cause) == -1)
         return STORE_DB_ERROR;
     snprintf(num[0], sizeof num[0], "%lld", (long long)a->offset_ms);
@@ -440,7 +559,7 @@ pg_serial_once(struct store_pg *p, void *arg, char **cause)
         return pg_rollback(p, res == STORE_NOT_FOUND ? STORE_BAD_ROW : res);
     if (db_pg_conn_run(&p->c, -1, "COMMIT", 0, NULL, "COMMIT", cause) == -1)
         return STORE_DB_ERROR;      /* either way the range is not used */
-    return STORE_OK;
+    return pg_sync_acked(p, *a->max_id, cause);
 }
 
 static enum store_result
@@ -788,6 +907,7 @@ store_pg_open(const struct config *cfg, char **cause)
     }
     p = xcalloc(1, sizeof *p);
     p->base.ops = &store_pg_ops;
+    p->sync = cfg->pg_replication == 1;
     if (db_pg_conn_init(&p->c, cfg->pg_url, "segment.postgresql.url",
                         cfg->db_timeout_ms, pg_sql, PG_NSTMT, cause) == -1) {
         db_pg_conn_free(&p->c);

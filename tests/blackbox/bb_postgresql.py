@@ -29,6 +29,7 @@ TESTS = [
     "test_pg_serial_nodes",
     "test_pg_tls",
     "test_pg_promoted_standby",
+    "test_pg_sync_standby_promoted",
 ]
 
 # Outage and failover scenarios, bound by their waits: the plain lane only.
@@ -36,6 +37,7 @@ PLAIN_ONLY = {
     "test_pg_outage_and_recovery",
     "test_pg_hung_server",
     "test_pg_promoted_standby",
+    "test_pg_sync_standby_promoted",
     "test_pg_serial_nodes",
 }
 
@@ -61,8 +63,11 @@ def shared(ctx):
 
 
 def conf(url, **extra):
+    # A long wait by default: a first load may be slow on a busy machine;
+    # the outage tests set their own.
     c = {"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
-         "segment.store": "postgresql", "segment.postgresql.url": url}
+         "segment.store": "postgresql", "segment.postgresql.url": url,
+         "segment.wait_ms": "5000"}
     c.update(extra)
     return c
 
@@ -337,7 +342,7 @@ def test_pg_store_behind_and_fence(ctx):
         db = wd.postgresql()
         add_tag(db, "behind", 100)
         add_tag(db, "other", 100)
-        d = wd.leafd(conf=conf(db.url, **{"segment.wait_ms": "500",
+        d = wd.leafd(conf=conf(db.url, **{"segment.wait_ms": "2000",
                                           "segment.db_backoff_max_ms": "300"})).start()
         ids = []
         for _ in range(5):
@@ -610,3 +615,104 @@ def test_pg_promoted_standby(ctx):
             server2 = n.get("/health").json()["segment"]["server"]
             check(server2.endswith("/2"), "timeline 2 after: %r" % server2)
         eq(len(ids), len(set(ids)), "no ID repeated across the failover (%d IDs)" % len(ids))
+
+
+def wait_sync(primary):
+    wait_for(lambda: primary.psql("SELECT count(*) FROM pg_stat_replication "
+                                  "WHERE sync_state = 'sync'", db="postgres").strip() == "1",
+             timeout=60, step=0.2, what="a synchronous standby streaming")
+
+
+def test_pg_sync_standby_promoted(ctx):
+    """segment.postgresql.replication = sync, a primary with a synchronous
+    standby (synchronous_standby_names = '*'), two nodes under load from
+    four clients: the primary is killed -9 and the standby promoted. The
+    promoted standby has no standby of its own, so its commits wait: the
+    nodes follow the host list to it, and a load's commit outlasts
+    segment.db_timeout_ms (the connection is closed, the range never used;
+    503 ids_exhausted); once a new standby streams from it, loads resume
+    on the new timeline without a fence (accepted: every range in use was
+    flushed by the standby). 0 IDs twice; the failed requests by code and
+    the seconds without an ID are printed."""
+    with Workdir("pg-sync") as wd:
+        primary = wd.postgresql(name="primary")
+        add_tag(primary, "sy", 200)     # before commits wait for a standby
+        with open(os.path.join(primary.dir, "conf"), "w") as f:
+            f.write("synchronous_standby_names = '*'\n")
+        primary.restart()
+        basebackup(primary, os.path.join(wd.path, "s1"))
+        s1 = PostgreSQL(wd.path, name="s1")
+        wd.cleanup.append(s1.stop)
+        s1.start()
+        wait_sync(primary)
+        url = ("postgresql://leaf:%s@127.0.0.1:%d,127.0.0.1:%d/leaf?"
+               "target_session_attrs=read-write" % (PW, s1.port, primary.port))
+        cf = conf(url, **{"segment.wait_ms": "1000", "segment.db_backoff_max_ms": "300",
+                          "segment.db_timeout_ms": "1500",
+                          "segment.postgresql.replication": "sync"})
+        nodes = [wd.leafd(conf=cf, name=n).start() for n in ("a", "b")]
+        lock = threading.Lock()
+        ids, codes, served_at = [], {}, []
+        stop = [False]
+
+        def client(i):
+            c = Client(nodes[i % 2].port)
+            while not stop[0]:
+                try:
+                    r = c.get("/segment/sy?count=%d" % (1 + i % 5))
+                except Exception:
+                    c.close()
+                    c = Client(nodes[i % 2].port)
+                    continue
+                with lock:
+                    if r.status == 200:
+                        ids.extend(r.ids())
+                        served_at.append(time.time())
+                    else:
+                        code = r.json().get("error") if r.status == 503 else r.status
+                        codes[code] = codes.get(code, 0) + 1
+                if r.status != 200:
+                    time.sleep(0.05)
+            c.close()
+        ts = [threading.Thread(target=client, args=(i,)) for i in range(4)]
+        for t in ts:
+            t.start()
+        try:
+            time.sleep(2)
+            before = len(ids)
+            check(before > 100, "served before the kill: %d" % before)
+            with open(os.path.join(primary.dir, "pid")) as f:
+                os.kill(int(f.read()), signal.SIGKILL)
+            t_kill = time.time()
+            s1.psql("SELECT pg_promote(true, 60)", db="postgres")
+            time.sleep(3)
+            # A new synchronous standby of the promoted one.
+            basebackup(s1, os.path.join(wd.path, "s2"))
+            s2 = PostgreSQL(wd.path, name="s2")
+            wd.cleanup.append(s2.stop)
+            s2.start()
+            wait_sync(s1)
+            t_sync = time.time()
+            wait_for(lambda: [t for t in served_at if t > t_sync + 0.5], timeout=60,
+                     step=0.2, what="served again once the new standby streams")
+            time.sleep(1)
+        finally:
+            stop[0] = True
+            for t in ts:
+                t.join()
+        gaps = [b - a for a, b in zip(served_at, served_at[1:]) if b > t_kill]
+        print("  %d IDs, %d twice; failed requests by code %r; longest time without an "
+              "ID after the kill %.1f s" % (len(ids), len(ids) - len(set(ids)), codes,
+                                             max(gaps) if gaps else -1))
+        eq(len(ids), len(set(ids)), "no ID twice across the promotion (%d IDs)" % len(ids))
+        check("db_failover" not in codes, "no refusal for the failover: %r" % codes)
+        for n in nodes:
+            h = n.get("/health").json()["segment"]
+            check(h["server"].endswith("/2;sync"), "on timeline 2 under sync: %r" % h["server"])
+            check("refused" not in h, "not refused: %r" % h)
+        check(any("accepted (segment.postgresql.replication = sync" in n.log() for n in nodes),
+              "the change of server logged as accepted")
+        for n in nodes:
+            eq(n.log().count("accepted (segment.postgresql.replication = sync"), 1,
+               "one change of server, accepted once (a connection kept from the old "
+               "primary never counts):\n%s" % n.log())
