@@ -108,9 +108,8 @@ db_pg_conn_init(struct db_pg_conn *c, const char *conninfo, const char *key,
     }
     if (get(c, "application_name") == NULL)
         put(c, &n, "application_name", "leafd");
-    /* The server ends a statement before the client's deadline (so that
-     * its own answer, a cut-short wait for a standby's WARNING included,
-     * comes back), and a transaction left idle. */
+    /* The server ends a statement before the client's deadline, so that
+     * its own error comes back, and a transaction left idle. */
     user_opts = get(c, "options");
     opt = xasprintf("%s%s-c statement_timeout=%lld "
                     "-c idle_in_transaction_session_timeout=%lld",

@@ -37,9 +37,10 @@
  * commit waited for a synchronous standby's flush: the load's statement
  * returns synchronous_commit (on or remote_apply) and
  * synchronous_standby_names (not empty), and no WARNING came that the
- * wait was cut short (statement_timeout, set below the client's deadline,
- * cancels the wait and commits locally); else the range is dropped
- * (STORE_DEGRADED). The node records its server as "<identity>;sync",
+ * wait was cut short (a cancel ends the wait and commits locally); else
+ * the range is dropped (STORE_DEGRADED). A commit still waiting at the
+ * client's deadline (statement_timeout is disarmed before a commit) fails
+ * the load: the connection is closed, the range never used. The node records its server as "<identity>;sync",
  * and a new timeline of the same cluster is then followed without a fence:
  * every range the node used is on the standby that waited. The operator's
  * part: promote a standby that was synchronous (with FIRST/ANY k of
