@@ -12,7 +12,7 @@
 # Plain make, -MMD dependencies, strict warnings (-Werror with WERROR=1, as CI).
 
 CC      ?= cc
-PKGS    := libevent libevent_pthreads jansson sqlite3 mariadb libnghttp2 libssl libcrypto
+PKGS    := libevent libevent_pthreads jansson sqlite3 mariadb libpq libnghttp2 libssl libcrypto
 WARN    := -Wall -Wextra -Wshadow -Wpointer-arith -Wstrict-prototypes \
            -Wmissing-prototypes -Wno-unused-parameter
 ifeq ($(WERROR),1)
@@ -273,6 +273,7 @@ FUZZ_OBJS_redis_url  := workerid_redis_url util
 FUZZ_OBJS_zk_node    := workerid_zk_node util
 FUZZ_OBJS_serial_zonerec := serial_zonerec util
 FUZZ_OBJS_mysql_url  := db_mysql_url util
+FUZZ_OBJS_pg_conninfo := db_pg_conninfo util
 FUZZ_OBJS_grpc_msg   := api_grpc_msg leafd.pb-c health.pb-c util
 FUZZ_OBJS_grpc_frame := grpc_frame
 FUZZ_OBJS_h2_conn    := http_h2 http_h2_reply http_conn http_conn_mc http_conn_info http_park http_tls http_out http_server http_parse resp_parse mc_parse mc_bin_parse grpc_frame log util
@@ -311,13 +312,17 @@ compose-check:
 # --- bench: the in-process microbenchmark and the database-per-ID client ---
 # (bench/bench.py runs both; `make bench-dbload` runs only the 2-minute
 # MariaDB load figure, which `DBLOAD=1 make bench` adds to the full table.)
-BENCH_BINS := build/microbench build/dbclient build/clientbench build/mcload
+BENCH_BINS := build/microbench build/dbclient build/clientbench build/mcload build/storebench
 
 .PHONY: bench-dbload
 
 bench: $(BENCH_BINS)
 
 build/microbench: bench/microbench.c $(LIBOBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(LIBOBJS) $(LDFLAGS) $(LDLIBS)
+
+build/storebench: bench/storebench.c $(LIBOBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(LIBOBJS) $(LDFLAGS) $(LDLIBS)
 

@@ -35,6 +35,7 @@ opts() {
     decode)     echo "-max_len=64" ;;
     redis_url)  echo "-max_len=1100" ;;
     mysql_url)  echo "-max_len=1100 -dict=fuzz/mysql_url.dict" ;;
+    pg_conninfo) echo "-max_len=1100 -dict=fuzz/pg_conninfo.dict" ;;
     util)       echo "-max_len=600" ;;
     idkinds)    echo "-max_len=64" ;;
     tzone)      echo "-max_len=8192" ;;

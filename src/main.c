@@ -676,6 +676,18 @@ main(int argc, char **argv)
             return 2;
         }
         serials_free(sv);
+        if (d.cfg.segment_enable && d.cfg.store == STORE_POSTGRESQL) {
+            /* The connection string, as at start (no connection made). */
+            struct store *s = store_open(&d.cfg, &cause);
+
+            if (s == NULL) {
+                fprintf(stderr, "leafd: %s\n", cause);
+                free(cause);
+                config_free(&d.cfg);
+                return 2;
+            }
+            store_close(s);
+        }
         d.tls = tls_open(&d.cfg, &cause);
         if (d.tls == NULL && cause != NULL) {
             fprintf(stderr, "leafd: %s\n", cause);

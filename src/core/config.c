@@ -29,10 +29,11 @@ struct key {
     const char   *help;
 };
 
-static const char *const store_names[] = { "auto", "sqlite", "mysql", NULL };
+static const char *const store_names[] = { "auto", "sqlite", "mysql", "postgresql", NULL };
 static const char *const worker_names[] = { "auto", "static", "zookeeper", "redis", "mysql", "k8s", NULL };
 static const char *const k8s_fence_names[] = { "none", "redis", "mysql", NULL };
 static const char *const replication_names[] = { "async", "semi-sync", "galera", NULL };
+static const char *const pg_replication_names[] = { "async", "sync", NULL };
 static const char *const level_names[] = { "debug", "info", "warn", "error", NULL };
 static const char *const client_auth_names[] = { "off", "optional", "required", NULL };
 static const char *const tls_version_names[] = { "1.2", "1.3", NULL };
@@ -146,7 +147,8 @@ static const struct key keys[] = {
 
     /* Segment mode. */
     { "segment.store", K_ENUM, OFF(store), 0, 0, "auto", store_names,
-      "auto (mysql when a MySQL URL is set, else sqlite), sqlite or mysql" },
+      "auto (mysql when a MySQL URL is set, postgresql when "
+      "segment.postgresql.url is, else sqlite), sqlite, mysql or postgresql" },
     { "segment.sqlite.path", K_STR, OFF(sqlite_path), 1, 1024, "leafd.db", NULL,
       "SQLite file holding leaf_alloc (created if missing)" },
     { "segment.mysql.url", K_STR, OFF(mysql_url), 0, 1024, "", NULL,
@@ -155,6 +157,16 @@ static const struct key keys[] = {
     { "segment.mysql.urls", K_STR, OFF(mysql_urls), 0, 4000, "", NULL,
       "several databases, comma-separated mysql:// URLs (prepared by leafd "
       "multi-db init): any one down is invisible to clients" },
+    { "segment.postgresql.url", K_STR, OFF(pg_url), 0, 1024, "", NULL,
+      "libpq connection string for segment.store = postgresql, a URI "
+      "(postgresql://user@host1,host2/db?sslmode=verify-full&"
+      "target_session_attrs=read-write) or keywords (host=h dbname=leaf ...)" },
+    { "segment.postgresql.replication", K_ENUM, OFF(pg_replication), 0, 0, "async",
+      pg_replication_names,
+      "how segment.postgresql.url's cluster is replicated: async (a new "
+      "timeline is refused until leafd db-fence) or sync (synchronous_commit "
+      "on and synchronous_standby_names set: only ranges a standby flushed "
+      "are used, and a promoted standby of the same cluster is followed)" },
     { "segment.mysql.replication", K_ENUM, OFF(mysql_replication), 0, 0, "async",
       replication_names,
       "how segment.mysql.url's database is replicated: async (a change of "
@@ -669,7 +681,12 @@ config_validate(struct config *cfg, char **cause)
         return -1;
     if (cfg->store == STORE_AUTO)
         cfg->store = (cfg->jdbc_url[0] || cfg->mysql_url[0] || cfg->mysql_urls[0]) ?
-            STORE_MYSQL : STORE_SQLITE;
+            STORE_MYSQL : cfg->pg_url[0] ? STORE_POSTGRESQL : STORE_SQLITE;
+    if (cfg->segment_enable && cfg->store == STORE_POSTGRESQL && !cfg->pg_url[0]) {
+        *cause = xasprintf("segment.store is postgresql but "
+                           "segment.postgresql.url is not set");
+        return -1;
+    }
     if (cfg->mysql_urls[0] && (cfg->mysql_url[0] || cfg->jdbc_url[0])) {
         *cause = xasprintf("segment.mysql.urls and segment.mysql.url (or "
                            "leaf.jdbc.url) are both set: use one");

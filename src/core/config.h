@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum store_kind { STORE_AUTO, STORE_SQLITE, STORE_MYSQL };
+enum store_kind { STORE_AUTO, STORE_SQLITE, STORE_MYSQL, STORE_POSTGRESQL };
 enum worker_source { WORKER_AUTO, WORKER_STATIC, WORKER_ZOOKEEPER, WORKER_REDIS,
                      WORKER_MYSQL, WORKER_K8S };
 /* snowflake.k8s.fence_store: where a k8s pod's fence is kept besides its
@@ -89,7 +89,9 @@ struct config {
     int64_t  tls_handshake_timeout_ms; /* tls.handshake_timeout_ms */
 
     /* segment mode */
-    int      store;                /* segment.store: auto|sqlite|mysql */
+    int      store;                /* segment.store: auto|sqlite|mysql|postgresql */
+    char    *pg_url;               /* segment.postgresql.url (libpq's) */
+    int      pg_replication;       /* segment.postgresql.replication: 0 async, 1 sync */
     char    *sqlite_path;          /* segment.sqlite.path */
     char    *mysql_url;            /* segment.mysql.url (mysql://u:p@h:port/db) */
     char    *mysql_urls;           /* segment.mysql.urls: several, comma-separated */
