@@ -53,6 +53,7 @@ opts() {
     zk_node)    echo "-max_len=512" ;;
     grpc_msg)   echo "-max_len=1024" ;;
     tls_conn)   echo "-max_len=4096" ;;
+    ff1)        echo "-max_len=2048" ;;
     *)          echo "" ;;
     esac
 }

@@ -385,6 +385,20 @@ ff1_domain_init(struct ff1_domain *dom, struct ff1_key *k, unsigned radix,
     }
     dom->tail_len = (unsigned)fill;
     memcpy(dom->tail, blk, fill);
+    dom->one_block = dom->fast && dom->tail_len + 1 + dom->b == 16;
+    for (unsigned i = 0; i < 10 && dom->one_block; i++) {
+        uint8_t base[16];
+
+        memcpy(base, dom->mac, 16);
+        for (size_t j = 0; j < fill; j++)
+            base[j] ^= blk[j];
+        base[dom->tail_len] ^= (uint8_t)i;
+        memcpy(&dom->round_in[i], base, 16);
+    }
+    if (dom->fast && dom->pow_v < U128_2P64) {
+        dom->recip_u = UINT64_MAX / (uint64_t)dom->pow_u;
+        dom->recip_v = UINT64_MAX / (uint64_t)dom->pow_v;
+    }
     assert((dom->tail_len + 1 + dom->b) % 16 == 0);
     return 0;
 }
@@ -404,8 +418,11 @@ ff1_round_s(struct ff1_key *k, const struct ff1_domain *dom, unsigned i,
     q[dom->tail_len] = (uint8_t)i;
     memcpy(q + dom->tail_len + 1, numb, dom->b);
     memcpy(r, dom->mac, 16);                            /* 6.ii: R = PRF(P || Q) */
-    for (size_t off = 0; off < qlen; off += 16)
-        mac_block(k, r, q + off);
+    for (size_t off = 0; off < qlen; off += 16) {
+        for (int j = 0; j < 16; j++)
+            r[j] ^= q[off + j];
+        ff1_aes(k, r, r, 1);
+    }
     /* 6.iii: S = the first d bytes of R || CIPH(R xor [1]^16) || ... ||
      * CIPH(R xor [ceil(d/16) - 1]^16) */
     memcpy(s, r, dom->d < 16 ? dom->d : 16);
@@ -433,15 +450,80 @@ be_num(const uint8_t *p, size_t len)
     return x;
 }
 
+static uint64_t
+be64(const uint8_t *p)
+{
+    uint64_t x;
+
+    memcpy(&x, p, 8);
+    return __builtin_bswap64(x);
+}
+
+/* radix^m < 2^64 here (dom->pow_v < 2^64) and b <= 8, d <= 12: 64-bit
+ * arithmetic, with one 128-bit remainder per round only when d == 12. */
 static void
-ff1_fast(struct ff1_key *k, const struct ff1_domain *dom, int enc,
-         unsigned __int128 *a, unsigned __int128 *b)
+ff1_fast64(struct ff1_key *k, const struct ff1_domain *dom, int enc,
+           uint64_t *a, uint64_t *b)
+{
+    uint64_t mu = (uint64_t)dom->pow_u, mv = (uint64_t)dom->pow_v;
+    uint8_t numb[8], s[16];
+
+    for (int step = 0; step < 10; step++) {
+        unsigned i = enc ? (unsigned)step : 9 - (unsigned)step;
+        uint64_t m = i % 2 == 0 ? mu : mv;                /* 6.v */
+        uint64_t in = enc ? *b : *a, y, c;
+
+        if (dom->one_block) {
+            /* Q's varying bytes fill one block: R = CIPH(mac_tail xor
+             * (0... || [i]^1 || [in]^b)), [in]^b in its last bytes; one
+             * 16-byte store, so the AES load is forwarded from it */
+            ff1_v2 blk = dom->round_in[i] ^ (ff1_v2){0, __builtin_bswap64(in)};
+
+            ff1_aes(k, (const uint8_t *)&blk, s, 1);
+        } else {
+            for (unsigned j = dom->b; j-- > 0;) {
+                numb[j] = (uint8_t)in;
+                in >>= 8;
+            }
+            ff1_round_s(k, dom, i, numb, s);
+        }
+        if (dom->d == 8) {                                /* 6.iv, mod radix^m */
+            /* y mod m by a reciprocal (Barrett): q = floor(y * r / 2^64) with
+             * r = floor((2^64 - 1) / m) is floor(y / m) or one less */
+            uint64_t yy = be64(s), r = i % 2 == 0 ? dom->recip_u : dom->recip_v;
+
+            y = yy - (uint64_t)(((unsigned __int128)yy * r) >> 64) * m;
+            if (y >= m)
+                y -= m;
+        } else {
+            y = (uint64_t)((((unsigned __int128)be64(s) << 32) |
+                            ((uint32_t)s[8] << 24 | (uint32_t)s[9] << 16 |
+                             (uint32_t)s[10] << 8 | s[11])) % m);
+        }
+        if (enc) {
+            c = *a + y;                                   /* 6.vi: both < m */
+            c = c >= m || c < y ? c - m : c;
+            *a = *b;                                      /* 6.viii */
+            *b = c;                                       /* 6.ix */
+        } else {
+            c = *b >= y ? *b - y : *b + (m - y);
+            *b = *a;
+            *a = c;
+        }
+    }
+}
+
+/* The same with 128-bit integers: radix^v == 2^64 exactly (radix 2, 4 or
+ * 16 with v = 64, 32 or 16). */
+static void
+ff1_fast128(struct ff1_key *k, const struct ff1_domain *dom, int enc,
+            unsigned __int128 *a, unsigned __int128 *b)
 {
     uint8_t numb[8], s[16];
 
     for (int step = 0; step < 10; step++) {
         unsigned i = enc ? (unsigned)step : 9 - (unsigned)step;
-        unsigned __int128 m = i % 2 == 0 ? dom->pow_u : dom->pow_v;     /* 6.v */
+        unsigned __int128 m = i % 2 == 0 ? dom->pow_u : dom->pow_v;
         unsigned __int128 in = enc ? *b : *a, y, c;
 
         for (unsigned j = dom->b; j-- > 0;) {
@@ -449,16 +531,31 @@ ff1_fast(struct ff1_key *k, const struct ff1_domain *dom, int enc,
             in >>= 8;
         }
         ff1_round_s(k, dom, i, numb, s);
-        y = be_num(s, dom->d) % m;                      /* 6.iv, mod radix^m */
+        y = be_num(s, dom->d) % m;
         if (enc) {
-            c = (*a + y) % m;                           /* 6.vi */
-            *a = *b;                                    /* 6.viii */
-            *b = c;                                     /* 6.ix */
+            c = (*a + y) % m;
+            *a = *b;
+            *b = c;
         } else {
             c = (*b + m - y) % m;
             *b = *a;
             *a = c;
         }
+    }
+}
+
+static void
+ff1_fast(struct ff1_key *k, const struct ff1_domain *dom, int enc,
+         unsigned __int128 *a, unsigned __int128 *b)
+{
+    if (dom->pow_v < U128_2P64) {
+        uint64_t a64 = (uint64_t)*a, b64 = (uint64_t)*b;
+
+        ff1_fast64(k, dom, enc, &a64, &b64);
+        *a = a64;
+        *b = b64;
+    } else {
+        ff1_fast128(k, dom, enc, a, b);
     }
 }
 

@@ -51,6 +51,9 @@
 
 struct ff1_key;
 
+/* 16 bytes as two 64-bit lanes (a GCC/Clang vector): one 16-byte store */
+typedef uint64_t ff1_v2 __attribute__((vector_size(16)));
+
 struct ff1_domain {
     uint64_t key_id;        /* the key (and its copies) this was made under */
     unsigned radix;
@@ -62,6 +65,9 @@ struct ff1_domain {
     unsigned __int128 pow_u, pow_v;   /* radix^u, radix^v when fast */
     uint8_t mac[16];        /* CBC-MAC state after P and Q's whole constant blocks */
     uint8_t tail[16];       /* those constant bytes (tweak end, zero pad) */
+    unsigned one_block;     /* fast, and Q's varying bytes fill one block */
+    ff1_v2 round_in[10];    /* then mac xor (tail || [i]^1 || 0...) per round */
+    uint64_t recip_u, recip_v;  /* floor((2^64 - 1) / radix^u or ^v) */
 };
 
 /* A key of key_len 16, 24 or 32 bytes. NULL with *cause otherwise. */
