@@ -232,9 +232,10 @@ static const struct key keys[] = {
     { "snowflake.worker_id_max", K_INT, OFF(worker_id_max), -1, (1LL << 22) - 1, "-1", NULL,
       "highest worker ID this node may hold (-1: 2^worker_bits - 1, the whole field)" },
     { "snowflake.sequence_random", K_BOOL, OFF(sequence_random), 0, 1, "false", NULL,
-      "start each ms at a random sequence in [0, sequence_random_bound), as Leaf" },
+      "start each ms's sequence at a random offset in [0, sequence_random_bound) "
+      "and wrap, so every value is still used (docs/id-kinds.md)" },
     { "snowflake.sequence_random_bound", K_INT, OFF(sequence_random_bound), 1, 1000000, "100", NULL,
-      "upper bound of the random sequence start" },
+      "upper bound of the random sequence offset" },
     { "snowflake.max_backward_ms", K_INT, OFF(max_backward_ms), 0, 3600000, "1000", NULL,
       "a clock step back up to this is served on the logical clock; beyond: 503" },
     { "snowflake.max_borrow_ms", K_INT, OFF(max_borrow_ms), 0, 60000, "1000", NULL,

@@ -50,6 +50,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "csprng.h"
 #include "log.h"
 #include "snowflake.h"
 #include "snowflake_internal.h"
@@ -80,49 +81,35 @@ snowflake_worker_id(struct snowflake *sf)
 
 /* --- the generator ----------------------------------------------------- */
 
-/* Per-thread xorshift64* for the random sequence start: no lock, no
- * syscall; seeded from the monotonic clock and the thread's address. */
-static __thread uint64_t sf_rng_tls;
-static _Atomic uint64_t sf_rng_seq;
-
+/* The sequence offset of ms t (since the layout's epoch): with
+ * sequence_random, a keyed mix of t below snowflake.sequence_random_bound;
+ * else 0. The state (t, s) counts the IDs of ms t (s = how many - 1); the
+ * ID's sequence field is (s + offset(t)) mod 2^sequence_bits, so the count
+ * runs through every value of the field once (the random start is where it
+ * begins, not values it skips), and all threads and retries agree on it
+ * because it depends on t alone. The key is drawn at creation; the mix is
+ * not a cryptographic function and the offset is no secret from someone
+ * who sees many IDs (docs/id-kinds.md, "Snowflake: sequence_random"). */
 static inline uint64_t
-sf_rng_next(uint64_t *x)
+sf_seq_offset(const struct snowflake *sf, int64_t t)
 {
-    *x ^= *x >> 12;
-    *x ^= *x << 25;
-    *x ^= *x >> 27;
-    return *x * UINT64_C(2685821657736338717);
-}
+    uint64_t z;
 
-static uint64_t
-sf_rng_seed(void)
-{
-    uint64_t z = (uint64_t)util_mono_us() ^ (uint64_t)(uintptr_t)&sf_rng_tls ^
-                 (atomic_fetch_add(&sf_rng_seq, 1) * UINT64_C(0x9e3779b97f4a7c15));
-
-    /* splitmix64 finaliser */
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    z ^= z >> 31;
-    return z != 0 ? z : 1;
-}
-
-/* First sequence number of a new ms. */
-static inline int64_t
-sf_seq_start(const struct snowflake *sf, uint64_t *rng)
-{
     if (!sf->seq_random)
         return 0;
-    return (int64_t)(sf_rng_next(rng) % sf->seq_bound);
+    z = ((uint64_t)t ^ sf->seq_key[0]) * UINT64_C(0x9e3779b97f4a7c15);
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27) ^ sf->seq_key[1]) * UINT64_C(0x94d049bb133111eb);
+    z ^= z >> 31;
+    return z % sf->seq_bound;
 }
 
 /* Where n more IDs after state `old` end, with the clock at nowr (ms since
- * the layout's epoch). Consumes one random number per new ms, in the same
- * order as sf_fill. Returns the last timestamp; *borrowed is how many ms
+ * the layout's epoch). Returns the last timestamp; *borrowed is how many ms
  * that is beyond max(old t, nowr). */
 static int64_t
 sf_plan(const struct snowflake *sf, uint64_t old, int64_t nowr, uint32_t n,
-        uint64_t *rng, uint64_t *nstate, int64_t *borrowed)
+        uint64_t *nstate, int64_t *borrowed)
 {
     int S = sf->layout.sequence_bits;
     int64_t M = (int64_t)sf->layout.max_sequence;
@@ -131,7 +118,7 @@ sf_plan(const struct snowflake *sf, uint64_t old, int64_t nowr, uint32_t n,
 
     if (nowr > t) {
         t = t0 = nowr;
-        s = sf_seq_start(sf, rng) - 1;
+        s = -1;
     }
     for (;;) {
         int64_t avail = M - s;
@@ -141,32 +128,36 @@ sf_plan(const struct snowflake *sf, uint64_t old, int64_t nowr, uint32_t n,
         }
         left -= avail;
         t++;
-        s = sf_seq_start(sf, rng) - 1;
+        s = -1;
     }
     *borrowed = t - t0;
     *nstate = ((uint64_t)t << S) | (uint64_t)s;
     return t;
 }
 
+/* The IDs sf_plan counted, from state old. */
 static void
 sf_fill(const struct snowflake *sf, uint64_t old, int64_t nowr, uint32_t n,
-        uint64_t rng, uint64_t wf, uint64_t *out)
+        uint64_t wf, uint64_t *out)
 {
     int S = sf->layout.sequence_bits, TS = sf->layout.timestamp_shift;
     int64_t M = (int64_t)sf->layout.max_sequence;
     int64_t t = (int64_t)(old >> S), s = (int64_t)(old & (uint64_t)M);
+    uint64_t off;
 
     if (nowr > t) {
         t = nowr;
-        s = sf_seq_start(sf, &rng) - 1;
+        s = -1;
     }
+    off = sf_seq_offset(sf, t);
     for (uint32_t i = 0; i < n; i++) {
         if (s == M) {
             t++;
-            s = sf_seq_start(sf, &rng) - 1;
+            s = -1;
+            off = sf_seq_offset(sf, t);
         }
         s++;
-        out[i] = ((uint64_t)t << TS) | wf | (uint64_t)s;
+        out[i] = ((uint64_t)t << TS) | wf | (((uint64_t)s + off) & (uint64_t)M);
     }
 }
 
@@ -279,7 +270,7 @@ snowflake_next(struct snowflake *sf, uint32_t n, uint64_t *out,
 {
     const struct sfcodec_layout *l = &sf->layout;
     int64_t now, hw, gate, fence, nowr, t_end, borrowed = 0, lease;
-    uint64_t old, nstate, wf, rng, rng0;
+    uint64_t old, nstate, wf;
     int st;
 
     if (n == 0 || n > sf->count_max)
@@ -349,14 +340,10 @@ snowflake_next(struct snowflake *sf, uint32_t n, uint64_t *out,
 
     fence = atomic_load_explicit(&sf->fence, memory_order_acquire);
     nowr = now - l->epoch_ms;
-    if (sf_rng_tls == 0)
-        sf_rng_tls = sf_rng_seed();
-    rng0 = sf_rng_tls;
     old = atomic_load_explicit(&sf->state, memory_order_relaxed);
     for (;;) {
         int64_t limit = (now > hw ? now : hw) + sf->max_borrow_ms;
-        rng = rng0;
-        t_end = sf_plan(sf, old, nowr, n, &rng, &nstate, &borrowed);
+        t_end = sf_plan(sf, old, nowr, n, &nstate, &borrowed);
         if ((uint64_t)t_end > l->max_timestamp)
             return sf_answer(sf, why, SNOWFLAKE_REFUSE, SF_C_LAYOUT_EXPIRED, 0,
                              "the %d-bit timestamp has run out",
@@ -400,9 +387,11 @@ snowflake_next(struct snowflake *sf, uint32_t n, uint64_t *out,
     assert(t_end + l->epoch_ms <= fence);
     assert(nstate > old);
     assert((int64_t)(nstate >> l->sequence_bits) == t_end);
-    sf_rng_tls = rng;
-    sf_fill(sf, old, nowr, n, rng0, wf, out);
-    assert(n == 1 || out[n - 1] > out[0]);
+    sf_fill(sf, old, nowr, n, wf, out);
+    /* increasing, but for the one wrap of a ms's sequence to 0 with
+     * sequence_random: the timestamps never go back */
+    assert(n == 1 || sf->seq_random || out[n - 1] > out[0]);
+    assert(out[n - 1] >> l->timestamp_shift >= out[0] >> l->timestamp_shift);
     assert((int64_t)(out[n - 1] >> l->timestamp_shift) == t_end);
 
     /* served at `now`: raise the high-water mark */
@@ -665,6 +654,11 @@ snowflake_create(const struct snowflake_options *o, char **cause)
                     (uint64_t)o->sequence_random_bound : 1;
     if (sf->seq_bound > l->max_sequence + 1)
         sf->seq_bound = l->max_sequence + 1;
+    if (sf->seq_random && csprng_fill(sf->seq_key, sizeof sf->seq_key) != 0) {
+        *cause = xasprintf("snowflake.sequence_random: no random bytes from "
+                           "the kernel: %s", strerror(errno));
+        goto error;
+    }
     sf->max_backward_ms = o->max_backward_ms;
     sf->max_borrow_ms = o->max_borrow_ms;
     sf->fence_step_ms = o->fence_step_ms > 0 ? o->fence_step_ms : 1;

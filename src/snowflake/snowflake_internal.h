@@ -65,6 +65,7 @@ struct snowflake {
                                                without one) */
     int              seq_random;
     uint64_t         seq_bound;
+    uint64_t         seq_key[2];            /* sf_seq_offset's, from the CSPRNG */
     int64_t          max_backward_ms;
     int64_t          max_borrow_ms;
     int64_t          fence_step_ms;

@@ -84,12 +84,15 @@ options(struct snowflake_options *o)
     o->no_thread = 1;
 }
 
+static int seq_random_on;        /* see in_order() */
+
 static struct snowflake *
 make(const struct snowflake_options *o)
 {
     char *cause = NULL;
     struct snowflake *sf = snowflake_create(o, &cause);
 
+    seq_random_on = o->sequence_random;
     if (sf == NULL)
         ck_abort_msg("snowflake_create: %s", cause);
     return sf;
@@ -120,6 +123,28 @@ ts_of(const struct snowflake *sf, uint64_t id)
     return (int64_t)(id >> l->timestamp_shift) + l->epoch_ms;
 }
 
+/* The order one node's IDs keep: each above the one before, except that
+ * with sequence_random a millisecond's sequence wraps to 0 once when more
+ * than 2^bits - offset IDs are taken in it (random_start_full_capacity);
+ * then the ID is below the one before in the same millisecond, and
+ * *wrap_ms (the last ms that wrapped; -1 at first) records it.
+ * seq_random_on: the last generator make() built has sequence_random. */
+
+static int
+in_order(const struct snowflake *sf, uint64_t prev, uint64_t id, int64_t *wrap_ms)
+{
+    const struct sfcodec_layout *l = snowflake_layout(sf);
+    int64_t ms = (int64_t)(id >> l->timestamp_shift);
+
+    if (id > prev)
+        return 1;
+    if (!seq_random_on || ms != (int64_t)(prev >> l->timestamp_shift) ||
+        ms == *wrap_ms)
+        return 0;
+    *wrap_ms = ms;
+    return 1;
+}
+
 /* next() with the keeper run by hand on fence_pending; checks that every ID
  * is within the fence persisted before the call returned. */
 static int
@@ -132,13 +157,13 @@ issue(struct snowflake *sf, uint32_t n, uint64_t *out, struct snowflake_refusal 
             continue;
         }
         if (rc == SNOWFLAKE_OK) {
-            int64_t max = atomic_load(&persisted_max);
+            int64_t max = atomic_load(&persisted_max), wrap_ms = -1;
             /* plain ifs: check writes to a pipe on every ck_assert */
             for (uint32_t i = 0; i < n; i++) {
                 if (ts_of(sf, out[i]) > max)
                     ck_abort_msg("ID ts %" PRId64 " beyond persisted fence %"
                                  PRId64, ts_of(sf, out[i]), max);
-                if (i > 0 && out[i] <= out[i - 1])
+                if (i > 0 && !in_order(sf, out[i - 1], out[i], &wrap_ms))
                     ck_abort_msg("batch not increasing");
             }
         }
@@ -716,6 +741,60 @@ START_TEST(random_sequence_start)
 }
 END_TEST
 
+/* sequence_random costs no capacity: with the clock held still, each
+ * millisecond (the clock's and the borrowed ones after it) hands out all
+ * 4096 sequence values, each once, one ID at a time and in batches that
+ * cross millisecond ends; the random start is an offset, not a skip.
+ * _i: the bound (100, Leaf's; 4096, every start possible). */
+START_TEST(random_start_full_capacity)
+{
+    enum { MS = 6, SEQ = 4096 };
+    struct snowflake_options o;
+    struct snowflake *sf;
+    struct snowflake_refusal why;
+    static uint64_t ids[MS * SEQ];
+    static uint8_t seen[MS][SEQ];
+    size_t n = 0;
+    int wrapped = 0;
+
+    reset_fakes();
+    options(&o);
+    o.sequence_random = 1;
+    o.sequence_random_bound = _i == 0 ? 100 : 4096;
+    sf = make(&o);
+    memset(seen, 0, sizeof seen);
+    while (n < MS * SEQ) {
+        /* 1 at a time in the first three ms, then batches of 1000 */
+        uint32_t k = n < 3 * SEQ ? 1 : (uint32_t)(MS * SEQ - n < 1000 ? MS * SEQ - n : 1000);
+
+        if (issue(sf, k, ids + n, &why) != SNOWFLAKE_OK)
+            ck_abort_msg("after %zu IDs: %s: %s", n, why.code, why.message);
+        n += k;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int64_t ms = ts_of(sf, ids[i]) - T0;
+        uint64_t seq = ids[i] & (SEQ - 1);
+
+        if (ms < 0 || ms >= MS)
+            ck_abort_msg("ID %zu of %zu in ms %+" PRId64 ": the sequence of "
+                         "ms %" PRId64 " was not used up", i, n, ms,
+                         ms < 0 ? ms : ms - 1);
+        if (seen[ms][seq]++)
+            ck_abort_msg("sequence %" PRIu64 " twice in ms %" PRId64, seq, ms);
+        if (i > 0 && ids[i] < ids[i - 1])
+            wrapped++;
+    }
+    for (int ms = 0; ms < MS; ms++)
+        for (int q = 0; q < SEQ; q++)
+            if (!seen[ms][q])
+                ck_abort_msg("sequence %d of ms %d never issued", q, ms);
+    /* each ms starts at an offset and wraps to 0 at most once */
+    ck_assert_int_le(wrapped, MS);
+    assert_unique(ids, n);
+    snowflake_stop(sf);
+}
+END_TEST
+
 /* --- threads -------------------------------------------------------------- */
 
 struct worker_arg {
@@ -735,6 +814,7 @@ hammer(void *p)
     struct snowflake_refusal why;
     unsigned seed = (unsigned)a->seed;
     uint64_t prev = 0;
+    int64_t wrap_ms = -1;
 
     while (a->n + 16 <= a->cap) {
         uint32_t k = 1 + (uint32_t)(rand_r(&seed) % 16);
@@ -747,7 +827,7 @@ hammer(void *p)
         int64_t max = atomic_load(&persisted_max);
         for (uint32_t i = 0; i < k; i++) {
             uint64_t id = a->ids[a->n + i];
-            if (id <= prev)
+            if (!in_order(a->sf, prev, id, &wrap_ms))
                 ck_abort_msg("not increasing in a thread");
             if (ts_of(a->sf, id) > max)
                 ck_abort_msg("ID beyond the persisted fence");
@@ -1048,6 +1128,7 @@ snowflake_suite(void)
     tcase_add_test(tc, fence_unconfirmed);
     tcase_add_test(tc, restart_behind_fence);
     tcase_add_test(tc, random_sequence_start);
+    tcase_add_loop_test(tc, random_start_full_capacity, 0, 2);
     tcase_add_test(tc, threads_no_duplicates);
     tcase_add_test(tc, threads_chaos_clock);
     tcase_add_test(tc, worker_unknown_then_acquired);
