@@ -720,6 +720,11 @@ def main():
         mrow("  snowflake_next, 1 ID, Leaf layout", "snowflake_next", 2)
         mrow("  snowflake_next, 1 ID, 21-bit sequence", "snowflake_next_seq21", 1)
         mrow("  snowflake_next, 1 ID, 21-bit sequence", "snowflake_next_seq21", 2)
+        # FF1 (src/core/ff1.c): encipherments/s; ns per encipherment in cpu/req
+        mrow("  ff1_encrypt_u64, 20-bit domain, AES-256", "ff1_encrypt_bin20", 1)
+        mrow("  ff1_encrypt_u64, 20-bit domain, AES-256", "ff1_encrypt_bin20", 2)
+        mrow("  ff1_encrypt_u64, 6 decimal digits, AES-256", "ff1_encrypt_dec6", 1)
+        mrow("  ff1_encrypt_u64, 6 decimal digits, AES-256", "ff1_encrypt_dec6", 2)
 
     if any(k[0] == "lease1000" for k in results):
         p("Leases over HTTP (vs base: leases/s / nginx req/s in the same run)")

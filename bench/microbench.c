@@ -18,6 +18,11 @@
  * call (as GET /uuid) from 1 and 2 threads, and 100 per call; the random
  * bits included (getrandom(2)), as the server pays them.
  *
+ * FF1 (src/core/ff1.c): ff1_encrypt_u64 over a 20-bit domain (radix 2,
+ * 20 digits) and a 6-digit decimal one, AES-256, an 11-byte tweak, one
+ * value per call, from 1 and 2 threads (a key copy each); "IDs/s" are
+ * encipherments/s, and each is checked by deciphering a sample.
+ *
  * Each figure is the median of RUNS runs of SECONDS (default 5 x 0.5 s).
  * Output, one line per figure, for bench/bench.py:
  *   RESULT <name> threads=<n> per_thread=<IDs/s> total=<IDs/s> limit=<IDs/s|0>
@@ -31,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ff1.h"
 #include "segment.h"
 #include "snowflake.h"
 #include "ulid.h"
@@ -136,6 +142,8 @@ struct worker {
     int         warm_up;                   /* snowflake: spend the borrowing */
     struct uuid7_gen *ug;                  /* uuid: one of these two */
     struct ulid_gen  *lg;
+    struct ff1_key   *fk;                  /* ff1: this thread's key copy */
+    const struct ff1_domain *fd;
     uint64_t    ids;
     uint64_t    waits;
     uint64_t    errors;                    /* IDs not increasing: a bug */
@@ -143,6 +151,18 @@ struct worker {
 };
 
 static _Atomic int go, stop;
+
+/* A worker's figures, as it stops (its thread's return value). */
+static void *
+worker_done(struct worker *w, double t0, uint64_t ids, uint64_t waits,
+            uint64_t errors)
+{
+    w->seconds = now_s() - t0;
+    w->ids = ids;
+    w->waits = waits;
+    w->errors = errors;
+    return NULL;
+}
 
 static void *
 segment_worker(void *arg)
@@ -177,11 +197,7 @@ segment_worker(void *arg)
             n += (uint64_t)w->batch;
         }
     }
-    w->seconds = now_s() - t0;
-    w->ids = n;
-    w->waits = waits;
-    w->errors = errors;
-    return NULL;
+    return worker_done(w, t0, n, waits, errors);
 }
 
 static void *
@@ -216,11 +232,7 @@ snowflake_worker(void *arg)
             n++;
         }
     }
-    w->seconds = now_s() - t0;
-    w->ids = n;
-    w->waits = waits;
-    w->errors = errors;
-    return NULL;
+    return worker_done(w, t0, n, waits, errors);
 }
 
 /* Runs nthreads workers once; returns per-thread IDs/s (mean over threads)
@@ -433,11 +445,7 @@ uuid_worker(void *arg)
             n += k;
         }
     }
-    w->seconds = now_s() - t0;
-    w->ids = n;
-    w->waits = 0;
-    w->errors = errors;
-    return NULL;
+    return worker_done(w, t0, n, 0, errors);
 }
 
 static void
@@ -466,6 +474,64 @@ bench_uuid(void)
     ulid_gen_free(lg);
 }
 
+/* ---- FF1 ---- */
+
+static void *
+ff1_worker(void *arg)
+{
+    struct worker *w = arg;
+    uint64_t n = 0, errors = 0, x = (uint64_t)w->id * 7919, y, back;
+    uint64_t size = w->fd->radix == 2 ? 1u << 20 : 1000000;
+    double t0;
+
+    while (!atomic_load(&go))
+        ;
+    t0 = now_s();
+    while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+        for (int i = 0; i < 1024; i++) {
+            x = x + 1 < size ? x + 1 : 0;
+            if (ff1_encrypt_u64(w->fk, w->fd, x, &y) != 0 || y >= size)
+                errors++;
+            n++;
+        }
+        if (ff1_decrypt_u64(w->fk, w->fd, y, &back) != 0 || back != x)
+            errors++;
+    }
+    return worker_done(w, t0, n, 0, errors);
+}
+
+static void
+bench_ff1(void)
+{
+    static const uint8_t key[32] = "leafd microbench FF1 key 256 bit";
+    struct ff1_key *k = ff1_key_new(key, sizeof key, NULL);
+    struct ff1_domain dom[2];
+    struct worker ws[MAX_THREADS];
+    static const char *names[2] = {"ff1_encrypt_bin20", "ff1_encrypt_dec6"};
+
+    if (k == NULL || ff1_domain_init(&dom[0], k, 2, 20, "PAY20261128", 11, NULL) != 0 ||
+        ff1_domain_init(&dom[1], k, 10, 6, "PAY20261128", 11, NULL) != 0) {
+        fprintf(stderr, "microbench: ff1 set-up failed\n");
+        failures++;
+        ff1_key_free(k);
+        return;
+    }
+    for (int d = 0; d < 2; d++) {
+        for (int threads = 1; threads <= 2; threads++) {
+            memset(ws, 0, sizeof ws);
+            for (int i = 0; i < threads; i++) {
+                ws[i].id = i;
+                ws[i].fk = ff1_key_dup(k);
+                ws[i].fd = &dom[d];
+            }
+            report(names[d], ff1_worker, ws, threads, 0);
+            for (int i = 0; i < threads; i++)
+                ff1_key_free(ws[i].fk);
+        }
+    }
+    ff1_key_free(k);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -480,7 +546,7 @@ main(int argc, char **argv)
         case 'o': only = optarg; break;
         default:
             fprintf(stderr, "usage: %s [-d SECONDS] [-r RUNS] [-s STEP] "
-                    "[-o segment|snowflake|uuid]\n", argv[0]);
+                    "[-o segment|snowflake|uuid|ff1]\n", argv[0]);
             return 2;
         }
     }
@@ -495,5 +561,7 @@ main(int argc, char **argv)
         bench_snowflake();
     if (only == NULL || strcmp(only, "uuid") == 0)
         bench_uuid();
+    if (only == NULL || strcmp(only, "ff1") == 0)
+        bench_ff1();
     return failures ? 1 : 0;
 }

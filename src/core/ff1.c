@@ -466,7 +466,7 @@ ff1_fast64(struct ff1_key *k, const struct ff1_domain *dom, int enc,
            uint64_t *a, uint64_t *b)
 {
     uint64_t mu = (uint64_t)dom->pow_u, mv = (uint64_t)dom->pow_v;
-    uint8_t numb[8], s[16];
+    uint8_t numb[8] = {0}, s[16];
 
     for (int step = 0; step < 10; step++) {
         unsigned i = enc ? (unsigned)step : 9 - (unsigned)step;
@@ -519,7 +519,7 @@ static void
 ff1_fast128(struct ff1_key *k, const struct ff1_domain *dom, int enc,
             unsigned __int128 *a, unsigned __int128 *b)
 {
-    uint8_t numb[8], s[16];
+    uint8_t numb[8] = {0}, s[16];
 
     for (int step = 0; step < 10; step++) {
         unsigned i = enc ? (unsigned)step : 9 - (unsigned)step;
@@ -670,7 +670,7 @@ ff1_u64(struct ff1_key *k, const struct ff1_domain *dom, int enc, uint64_t x,
     if (!dom->fits_u64 || x >= dom->pow_u * dom->pow_v)
         return -1;
     if (ff1_general_only) {
-        uint8_t dig[64];
+        uint8_t dig[64] = {0};
 
         for (unsigned i = dom->len; i-- > 0;) {
             dig[i] = (uint8_t)(x % dom->radix);
