@@ -127,9 +127,7 @@ ts_of(const struct snowflake *sf, uint64_t id)
  * with sequence_random a millisecond's sequence wraps to 0 once when more
  * than 2^bits - offset IDs are taken in it (random_start_full_capacity);
  * then the ID is below the one before in the same millisecond, and
- * *wrap_ms (the last ms that wrapped; -1 at first) records it.
- * seq_random_on: the last generator make() built has sequence_random. */
-
+ * *wrap_ms (the last ms that wrapped; -1 at first) records it. */
 static int
 in_order(const struct snowflake *sf, uint64_t prev, uint64_t id, int64_t *wrap_ms)
 {
@@ -745,7 +743,34 @@ END_TEST
  * millisecond (the clock's and the borrowed ones after it) hands out all
  * 4096 sequence values, each once, one ID at a time and in batches that
  * cross millisecond ends; the random start is an offset, not a skip.
- * _i: the bound (100, Leaf's; 4096, every start possible). */
+ * _i: 0, bound 100 (Leaf's); 1, bound 4096 (every start possible); 2,
+ * bound 4096 with two threads taking batches of 1 to 16 at once. */
+struct capacity_arg {
+    struct snowflake *sf;
+    uint64_t *ids;
+    size_t n;
+    unsigned seed;
+};
+
+static void *
+capacity_taker(void *p)
+{
+    struct capacity_arg *a = p;
+    struct snowflake_refusal why;
+    size_t done = 0;
+
+    while (done < a->n) {
+        uint32_t k = 1 + (uint32_t)(rand_r(&a->seed) % 16);
+
+        if (k > a->n - done)
+            k = (uint32_t)(a->n - done);
+        if (snowflake_next(a->sf, k, a->ids + done, &why) != SNOWFLAKE_OK)
+            ck_abort_msg("%s: %s", why.code, why.message);
+        done += k;
+    }
+    return NULL;
+}
+
 START_TEST(random_start_full_capacity)
 {
     enum { MS = 6, SEQ = 4096 };
@@ -763,6 +788,22 @@ START_TEST(random_start_full_capacity)
     o.sequence_random_bound = _i == 0 ? 100 : 4096;
     sf = make(&o);
     memset(seen, 0, sizeof seen);
+    if (_i == 2) {
+        /* the first ID here (it makes the fence durable), the rest from
+         * two threads: 12,287 and 12,288 */
+        struct capacity_arg a[2];
+        pthread_t th[2];
+
+        ck_assert_int_eq(issue(sf, 1, ids, &why), SNOWFLAKE_OK);
+        for (int t = 0; t < 2; t++) {
+            a[t] = (struct capacity_arg){sf, t == 0 ? ids + 1 : ids + MS * SEQ / 2,
+                                         MS * SEQ / 2 - (t == 0), (unsigned)t + 1};
+            pthread_create(&th[t], NULL, capacity_taker, &a[t]);
+        }
+        for (int t = 0; t < 2; t++)
+            pthread_join(th[t], NULL);
+        n = MS * SEQ;
+    }
     while (n < MS * SEQ) {
         /* 1 at a time in the first three ms, then batches of 1000 */
         uint32_t k = n < 3 * SEQ ? 1 : (uint32_t)(MS * SEQ - n < 1000 ? MS * SEQ - n : 1000);
@@ -781,7 +822,7 @@ START_TEST(random_start_full_capacity)
                          ms < 0 ? ms : ms - 1);
         if (seen[ms][seq]++)
             ck_abort_msg("sequence %" PRIu64 " twice in ms %" PRId64, seq, ms);
-        if (i > 0 && ids[i] < ids[i - 1])
+        if (i > 0 && ids[i] < ids[i - 1] && _i != 2)
             wrapped++;
     }
     for (int ms = 0; ms < MS; ms++)
@@ -1128,7 +1169,7 @@ snowflake_suite(void)
     tcase_add_test(tc, fence_unconfirmed);
     tcase_add_test(tc, restart_behind_fence);
     tcase_add_test(tc, random_sequence_start);
-    tcase_add_loop_test(tc, random_start_full_capacity, 0, 2);
+    tcase_add_loop_test(tc, random_start_full_capacity, 0, 3);
     tcase_add_test(tc, threads_no_duplicates);
     tcase_add_test(tc, threads_chaos_clock);
     tcase_add_test(tc, worker_unknown_then_acquired);
