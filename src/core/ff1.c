@@ -4,8 +4,12 @@
  *
  * Two ways through the ten Feistel rounds, with the same PRF:
  *   integers  when radix^v <= 2^64 (v = ceil(n/2)): A and B are numbers,
- *             NUM_radix(B) fits 8 bytes, so b <= 8, d <= 12 and y is one
- *             128-bit integer; step vi is (a + y mod radix^m) mod radix^m.
+ *             NUM_radix(B) fits 8 bytes, so b <= 8 and d <= 12; step vi is
+ *             (a + y mod radix^m) mod radix^m in 64-bit arithmetic, y mod
+ *             radix^m by a precomputed reciprocal when d = 8 (128-bit
+ *             arithmetic only when radix^v is 2^64 exactly). When Q's
+ *             varying bytes fill one block (b + 1 + the tweak's tail <= 16)
+ *             a round is one AES call on a block prepared per round.
  *   general   A and B are digit arrays. NUM_radix(B) is a small bignum
  *             (32-bit limbs, Horner by chunks of digits); y mod radix^m is
  *             read off as y's lowest m radix digits (y divided by the

@@ -252,6 +252,41 @@ START_TEST(tweak_lengths)
 }
 END_TEST
 
+/* Where the integer path ends: radix^v just below 2^64 (64-bit arithmetic
+ * with y up to 96 bits), exactly 2^64 (128-bit), just above (digit arrays
+ * only). Both paths agree on random strings, and round-trip. */
+START_TEST(integer_path_edges)
+{
+    static const struct { unsigned radix, len; int fast; } e[] = {
+        {10, 38, 1}, {10, 39, 0}, {3, 80, 1}, {3, 81, 0}, {36, 24, 1}, {36, 25, 0},
+        {2, 127, 1}, {2, 128, 1}, {2, 129, 0}, {16, 32, 1}, {16, 33, 0}, {4, 64, 1},
+        {7, 44, 1}, {7, 45, 0}, {35, 24, 1},
+    };
+    struct ff1_key *k = key_of("0123456789abcdef01234567", 24);
+    uint8_t x[FF1_LEN_MAX], y[FF1_LEN_MAX], z[FF1_LEN_MAX];
+
+    for (size_t c = 0; c < sizeof e / sizeof e[0]; c++) {
+        struct ff1_domain dom;
+
+        domain(&dom, k, e[c].radix, e[c].len, "edge", 4);
+        ck_assert_int_eq((int)dom.fast, e[c].fast);
+        for (int it = 0; it < 200; it++) {
+            for (unsigned i = 0; i < e[c].len; i++)     /* all-max strings too */
+                x[i] = (uint8_t)(it % 50 == 0 ? e[c].radix - 1 : rnd() % e[c].radix);
+            ck_assert_int_eq(ff1_encrypt(k, &dom, x, y), 0);
+            ff1_force_general_path(1);
+            ck_assert_int_eq(ff1_encrypt(k, &dom, x, z), 0);
+            ff1_force_general_path(0);
+            if (memcmp(y, z, e[c].len) != 0)
+                ck_abort_msg("radix %u, %u digits: the paths differ", e[c].radix, e[c].len);
+            ck_assert_int_eq(ff1_decrypt(k, &dom, y, z), 0);
+            ck_assert(memcmp(x, z, e[c].len) == 0);
+        }
+    }
+    ff1_key_free(k);
+}
+END_TEST
+
 /* The whole domain: every output in range, none twice, each deciphers
  * back. _i: 0 = radix 10, 6 digits (10^6); 1 = radix 2, 20 digits (2^20). */
 START_TEST(full_bijection)
@@ -457,6 +492,7 @@ main(void)
     tcase_add_test(tc, vectors_cover_long_prf);
     tcase_add_test(tc, round_trips);
     tcase_add_test(tc, tweak_lengths);
+    tcase_add_test(tc, integer_path_edges);
     tcase_add_loop_test(tc, full_bijection, 0, 2);
     tcase_add_test(tc, refusals);
     tcase_set_timeout(th, 300);
