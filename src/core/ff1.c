@@ -7,9 +7,10 @@
  *             NUM_radix(B) fits 8 bytes, so b <= 8 and d <= 12; step vi is
  *             (a + y mod radix^m) mod radix^m in 64-bit arithmetic, y mod
  *             radix^m by a precomputed reciprocal when d = 8 (128-bit
- *             arithmetic only when radix^v is 2^64 exactly). When Q's
- *             varying bytes fill one block (b + 1 + the tweak's tail <= 16)
- *             a round is one AES call on a block prepared per round.
+ *             arithmetic only when radix^v is 2^64 exactly). Q's varying
+ *             bytes are then one block (b + 1 <= 9), whatever the tweak's
+ *             length: a round is one AES call on a block prepared per
+ *             round at set-up.
  *   general   A and B are digit arrays. NUM_radix(B) is a small bignum
  *             (32-bit limbs, Horner by chunks of digits); y mod radix^m is
  *             read off as y's lowest m radix digits (y divided by the
@@ -389,8 +390,11 @@ ff1_domain_init(struct ff1_domain *dom, struct ff1_key *k, unsigned radix,
     }
     dom->tail_len = (unsigned)fill;
     memcpy(dom->tail, blk, fill);
-    dom->one_block = dom->fast && dom->tail_len + 1 + dom->b == 16;
-    for (unsigned i = 0; i < 10 && dom->one_block; i++) {
+    /* with b <= 8, tail_len + 1 + b (a multiple of 16) is 16: Q's varying
+     * bytes are its last block, whatever the tweak's length; that block's
+     * constant part, xored with the MAC state, for each round */
+    assert(!dom->fast || dom->tail_len + 1 + dom->b == 16);
+    for (unsigned i = 0; i < 10 && dom->fast; i++) {
         uint8_t base[16];
 
         memcpy(base, dom->mac, 16);
@@ -470,27 +474,19 @@ ff1_fast64(struct ff1_key *k, const struct ff1_domain *dom, int enc,
            uint64_t *a, uint64_t *b)
 {
     uint64_t mu = (uint64_t)dom->pow_u, mv = (uint64_t)dom->pow_v;
-    uint8_t numb[8] = {0}, s[16];
+    uint8_t s[16];
 
     for (int step = 0; step < 10; step++) {
         unsigned i = enc ? (unsigned)step : 9 - (unsigned)step;
         uint64_t m = i % 2 == 0 ? mu : mv;                /* 6.v */
         uint64_t in = enc ? *b : *a, y, c;
 
-        if (dom->one_block) {
-            /* Q's varying bytes fill one block: R = CIPH(mac_tail xor
-             * (0... || [i]^1 || [in]^b)), [in]^b in its last bytes; one
-             * 16-byte store, so the AES load is forwarded from it */
-            ff1_v2 blk = dom->round_in[i] ^ (ff1_v2){0, __builtin_bswap64(in)};
+        /* R = CIPH(round_in[i] xor (0... || [in]^b)): Q's varying bytes
+         * are one block here; built in registers and stored at once, so
+         * the AES load is forwarded from the store */
+        ff1_v2 blk = dom->round_in[i] ^ (ff1_v2){0, __builtin_bswap64(in)};
 
-            ff1_aes(k, (const uint8_t *)&blk, s, 1);
-        } else {
-            for (unsigned j = dom->b; j-- > 0;) {
-                numb[j] = (uint8_t)in;
-                in >>= 8;
-            }
-            ff1_round_s(k, dom, i, numb, s);
-        }
+        ff1_aes(k, (const uint8_t *)&blk, s, 1);
         if (dom->d == 8) {                                /* 6.iv, mod radix^m */
             /* y mod m by a reciprocal (Barrett): q = floor(y * r / 2^64) with
              * r = floor((2^64 - 1) / m) is floor(y / m) or one less */

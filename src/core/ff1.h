@@ -35,8 +35,9 @@
  * again. A struct ff1_domain is read-only after ff1_domain_init: any
  * number of threads may use one at once, each with its own copy of the
  * key. No call allocates or locks after set-up; an encipherment makes 10
- * AES block calls when radix^ceil(length/2) < 2^64 and the tweak ends a
- * few bytes into a block (more for longer strings and tweaks).
+ * AES block calls when radix^ceil(length/2) <= 2^64, whatever the tweak's
+ * length (the tweak's whole blocks are MACed once, at set-up); longer
+ * strings take more.
  */
 #ifndef LEAFD_FF1_H
 #define LEAFD_FF1_H
@@ -65,8 +66,7 @@ struct ff1_domain {
     unsigned __int128 pow_u, pow_v;   /* radix^u, radix^v when fast */
     uint8_t mac[16];        /* CBC-MAC state after P and Q's whole constant blocks */
     uint8_t tail[16];       /* those constant bytes (tweak end, zero pad) */
-    unsigned one_block;     /* fast, and Q's varying bytes fill one block */
-    ff1_v2 round_in[10];    /* then mac xor (tail || [i]^1 || 0...) per round */
+    ff1_v2 round_in[10];    /* fast: mac xor (tail || [i]^1 || 0...) per round */
     uint64_t recip_u, recip_v;  /* floor((2^64 - 1) / radix^u or ^v) */
 };
 
