@@ -89,7 +89,8 @@ snowflake_worker_id(struct snowflake *sf)
  * begins, not values it skips), and all threads and retries agree on it
  * because it depends on t alone. The key is drawn at creation; the mix is
  * not a cryptographic function and the offset is no secret from someone
- * who sees many IDs (docs/id-kinds.md, "Snowflake: sequence_random"). */
+ * who sees many IDs (docs/id-kinds.md, "Snowflake: what sequence_random
+ * hides"). */
 static inline uint64_t
 sf_seq_offset(const struct snowflake *sf, int64_t t)
 {
