@@ -269,6 +269,7 @@ FUZZ_OBJS_mc_parse    := mc_parse
 FUZZ_OBJS_multi_block := multi_block util
 FUZZ_OBJS_segment_model := segment segment_tags log util
 FUZZ_OBJS_redis_url  := workerid_redis_url util
+FUZZ_OBJS_redis_sentinel := workerid_redis_sentinel util
 FUZZ_OBJS_zk_node    := workerid_zk_node util
 FUZZ_OBJS_mysql_url  := db_mysql_url util
 FUZZ_OBJS_grpc_msg   := api_grpc_msg leafd.pb-c health.pb-c util

@@ -231,6 +231,22 @@ sfconfig_start(const struct config *cfg, int http_port, snowflake_wake_fn wake,
     return sf;
 }
 
+int
+sfconfig_check(const struct config *cfg, char **cause)
+{
+    struct workerid_redis_sentinels sv;
+
+    if (cfg->sf_redis_sentinels[0] == '\0')
+        return 0;
+    if (workerid_redis_check_master_name(cfg->sf_redis_master_name,
+                                         cause) == -1 ||
+        workerid_redis_parse_sentinels(cfg->sf_redis_sentinels, &sv,
+                                       cause) == -1)
+        return -1;
+    workerid_redis_sentinels_free(&sv);
+    return 0;
+}
+
 /* This node's ip for a store identity: snowflake.ip, or the first
  * non-loopback IPv4, or 127.0.0.1 (logged). */
 static void
@@ -348,6 +364,13 @@ sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
                                     p.heartbeat_ms < 1000 ? p.heartbeat_ms :
                                     1000, start_op_timeout(p.lease_ms), &st,
                                     cause) == -1) {
+        free(cache);
+        return NULL;
+    } else if (cfg->sf_redis_sentinels[0] != '\0' &&
+               workerid_redis_use_sentinels(&st, cfg->sf_redis_sentinels,
+                                            cfg->sf_redis_master_name,
+                                            cause) == -1) {
+        st.close(st.arg);
         free(cache);
         return NULL;
     }
