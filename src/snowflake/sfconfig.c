@@ -226,6 +226,7 @@ sfconfig_start(const struct config *cfg, int http_port, snowflake_wake_fn wake,
                  "are refused until it is reached", sfconfig_uses_zk(cfg) ?
                  "ZooKeeper" : "the worker ID store", sfconfig_uses_zk(cfg) ?
                  cfg->zk_address : sfconfig_uses_mysql(cfg) ? "(mysql)" :
+                 cfg->sf_redis_sentinels[0] ? cfg->sf_redis_sentinels :
                  cfg->sf_redis_url);
     }
     return sf;

@@ -20,7 +20,9 @@ Clients (one thread per node per front end, each on its own connection):
   c      libleafd-client over every node at once (its leases, its failover
          between servers): tests/lib/idstream.c, one process, node "all"
          (Load(cclient=path), path from build_idstream())
-Every answer is recorded as (start, latency, node, front end, error code or
+With tag "@snowflake" the clients take snowflake IDs instead (GET
+/snowflake?count=K, LEAF.SNOWFLAKE K, get @snowflake, NextSnowflake; no
+lease client). Every answer is recorded as (start, latency, node, front end, error code or
 None, IDs received); an error code is leafd's ("ids_exhausted",
 "db_failover", ...), or "client:<exception>" for a timeout, a refused or a
 reset connection. A 200 that does not carry K increasing IDs is an error
@@ -42,6 +44,7 @@ from bbutil import Client  # noqa: E402
 
 K = 5                 # IDs per request (mc: 1)
 TIMEOUT = 5.0         # per request
+SNOWFLAKE = "@snowflake"  # the tag that asks for snowflake IDs
 
 
 class BadAnswer(Exception):
@@ -64,6 +67,8 @@ class HttpIds:
     def __init__(self, addr, port, tag, lease=False):
         self.c = Client(port, host=addr, timeout=TIMEOUT)
         self.path = ("/segment/%s/lease?size=%d" if lease else "/segment/%s?count=%d") % (tag, K)
+        if tag == SNOWFLAKE:
+            self.path = "/snowflake?count=%d" % K
         self.lease = lease
 
     def get(self):
@@ -112,6 +117,8 @@ class RespIds(LineConn):
     def __init__(self, addr, port, tag):
         LineConn.__init__(self, addr, port)
         a = [b"LEAF.SEGMENT", tag.encode(), str(K).encode()]
+        if tag == SNOWFLAKE:
+            a = [b"LEAF.SNOWFLAKE", str(K).encode()]
         self.req = b"*%d\r\n" % len(a) + b"".join(b"$%d\r\n%s\r\n" % (len(x), x) for x in a)
 
     def get(self):
@@ -158,6 +165,11 @@ class GrpcIds:
                                         request_serializer=pb.SegmentRequest.SerializeToString,
                                         response_deserializer=pb.IdsReply.FromString)
         self.req = pb.SegmentRequest(biz_tag=tag, count=K)
+        if tag == SNOWFLAKE:
+            self.call = self.ch.unary_unary("/leafd.v1.IdService/NextSnowflake",
+                                            request_serializer=pb.CountRequest.SerializeToString,
+                                            response_deserializer=pb.IdsReply.FromString)
+            self.req = pb.CountRequest(count=K)
 
     def get(self):
         try:
@@ -216,6 +228,8 @@ class Load:
     def start(self):
         for name, addr, ports in self.nodes:
             for kind in self.kinds:
+                if kind == "lease" and self.tag == SNOWFLAKE:
+                    continue
                 if kind in ports or kind == "lease" and "http" in ports:
                     recs, ids = [], array.array("q")
                     self.recs.append(recs)
