@@ -6,7 +6,7 @@
 #   make check-asan the unit tests again under AddressSanitizer + UBSan
 #   make bench      benchmark leafd against nginx (and peers) in one run
 #   make lint       cppcheck over every C file, and the layers of src/ (also in make test)
-#   make chaos-long the chaos run, MariaDB failovers and their positive controls, long
+#   make chaos-long the chaos run, MariaDB and Redis Sentinel failovers and their positive controls, long
 #   make deb        the Debian packages build/leafd{,-dev}_<version>_<arch>.deb (tools/deb.sh)
 #
 # Plain make, -MMD dependencies, strict warnings (-Werror with WERROR=1, as CI).
@@ -353,8 +353,13 @@ chaos: leafd
 # also with a node idle through it, and the address moved first) and
 # galera.py's (3 rounds), then the positive controls against leafd built
 # from OLD_COMMIT (default a46976b, before issue 28's fix) in a scratch
-# worktree: they pass only if that binary repeats IDs.
+# worktree: they pass only if that binary repeats IDs. sentinel.py's
+# Redis Sentinel scenarios come after the MariaDB ones, and their positive
+# control (a split, leafd from SENTINEL_OLD_COMMIT, default f146e8c, before
+# the Sentinel support: plain URLs, no Sentinel majority behind a write)
+# last.
 OLD_COMMIT ?= a46976b
+SENTINEL_OLD_COMMIT ?= f146e8c
 .PHONY: chaos-long
 chaos-long: leafd
 	@sh .ci/deps.sh test
@@ -363,6 +368,7 @@ chaos-long: leafd
 	@python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30)
 	@python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30) --idle-node
 	@python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30) --order vip-first
+	@python3 tests/blackbox/sentinel.py --phase-secs=$(or $(PHASE_SECS),30)
 	@python3 tests/blackbox/galera.py
 	@old=$$(mktemp -d /tmp/lfh-old-XXXXXX); trap 'git worktree remove --force "$$old"; rm -rf "$$old"' EXIT; \
 		git worktree add --detach "$$old" $(OLD_COMMIT) >/dev/null && \
@@ -371,6 +377,11 @@ chaos-long: leafd
 			--expect-duplicates --leafd "$$old/leafd" && \
 		python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30) \
 			--idle-node --expect-duplicates --leafd "$$old/leafd"
+	@old=$$(mktemp -d /tmp/lfs-old-XXXXXX); trap 'git worktree remove --force "$$old"; rm -rf "$$old"' EXIT; \
+		git worktree add --detach "$$old" $(SENTINEL_OLD_COMMIT) >/dev/null && \
+		make --no-print-directory -C "$$old" -j2 leafd >/dev/null && \
+		python3 tests/blackbox/sentinel.py --phase-secs=$(or $(PHASE_SECS),30) \
+			--expect-duplicates --leafd "$$old/leafd"
 
 # --- libleafd-client (clients/c/): IDs made in process from leased ranges.
 # It links leafd's own snowflake decoder (src/snowflake/sfcodec.c, src/core/util.c), built

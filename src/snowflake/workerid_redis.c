@@ -29,6 +29,7 @@ struct wredis {
                                    clock), 0 none */
     /* Sentinel (sent.n 0: none): the master's address is asked of them */
     struct workerid_redis_sentinels sent;
+    redisContext  *sc[WORKERID_REDIS_SENTINELS_MAX]; /* to each, or NULL */
     char          *master_name;
     int            next_sentinel;   /* the last one that answered */
     int            unknown_master;  /* the last ask: every sentinel that
@@ -239,14 +240,16 @@ wr_ask_sentinel(struct wredis *r, int i, char *host, size_t hsize, int *port,
     struct timeval tv = { r->want_ms / 1000, (r->want_ms % 1000) * 1000 };
     const char *a[] = { "SENTINEL", "get-master-addr-by-name",
                         r->master_name };
-    redisContext *c;
+    redisContext *c = r->sc[i];
     redisReply *rep = NULL;
     int rc = -1;
 
-    c = redisConnectWithTimeout(r->sent.host[i], r->sent.port[i], tv);
-    if (c == NULL || c->err) {
-        *why = xstrdup(c != NULL ? c->errstr : "out of memory");
-        goto done;
+    if (c == NULL) {
+        c = redisConnectWithTimeout(r->sent.host[i], r->sent.port[i], tv);
+        if (c == NULL || c->err) {
+            *why = xstrdup(c != NULL ? c->errstr : "out of memory");
+            goto done;
+        }
     }
     if (redisSetTimeout(c, tv) != REDIS_OK) {
         *why = xstrdup("cannot set the timeout");
@@ -274,8 +277,12 @@ wr_ask_sentinel(struct wredis *r, int i, char *host, size_t hsize, int *port,
 done:
     if (rep != NULL)
         freeReplyObject(rep);
-    if (c != NULL)
+    /* kept for the next question unless it failed */
+    if (rc == -1 && c != NULL) {
         redisFree(c);
+        c = NULL;
+    }
+    r->sc[i] = c;
     return rc;
 }
 
@@ -320,6 +327,52 @@ wr_discover(struct wredis *r, char **cause)
     *cause = xasprintf("redis sentinel: no master %s: %s", r->master_name,
                        why.p != NULL ? why.p : "no sentinel");
     sbuf_free(&why);
+    return -1;
+}
+
+/* Before every claim and fence write: a majority of the sentinels name
+ * the master in use (asked in turn from the last that answered; none may
+ * name another). 0, or -1 with *cause (the connection dropped: the next
+ * call asks Sentinel again). A master cut off with this node from most
+ * sentinels, which may be promoting a replica on the other side, so takes
+ * no write that counts. */
+static int
+wr_confirm_master(struct wredis *r, char **cause)
+{
+    int need = r->sent.n / 2 + 1, agree = 0;
+    struct sbuf why = { 0 };
+
+    for (int k = 0; k < r->sent.n && agree < need; k++) {
+        int i = (r->next_sentinel + k) % r->sent.n, port = 0;
+        char host[sizeof r->mhost], *e = NULL;
+
+        if (wr_ask_sentinel(r, i, host, sizeof host, &port, &e) == 0) {
+            if (strcmp(host, r->mhost) == 0 && port == r->mport) {
+                agree++;
+                continue;
+            }
+            *cause = xasprintf("redis sentinel %s:%d names master %s:%d, "
+                               "not %s:%d (a failover): asking again",
+                               r->sent.host[i], r->sent.port[i], host, port,
+                               r->mhost, r->mport);
+            sbuf_free(&why);
+            wr_drop(r);
+            return -1;
+        }
+        sbuf_printf(&why, "; sentinel %s:%d: %s", r->sent.host[i],
+                    r->sent.port[i], e);
+        free(e);
+    }
+    if (agree >= need) {
+        sbuf_free(&why);
+        return 0;
+    }
+    *cause = xasprintf("redis master %s:%d confirmed by %d of %d sentinels, "
+                       "not a majority (%d): not writing%s", r->mhost,
+                       r->mport, agree, r->sent.n, need,
+                       why.p != NULL ? why.p : "");
+    sbuf_free(&why);
+    wr_drop(r);
     return -1;
 }
 
@@ -445,16 +498,8 @@ wr_server(struct wredis *r, char *marker, size_t size, char *uptime_ms,
         wr_drop(r);
         return -1;
     }
-    if (r->sent.n > 0 &&
-        strstr(rep->str, "\nmin_slaves_good_slaves:") == NULL) {
-        *cause = xasprintf("redis master %s:%d has no min-replicas-to-write "
-                           "and min-replicas-max-lag: cut off from its "
-                           "replicas and from Sentinel, it would go on taking "
-                           "this node's heartbeats while Sentinel promotes a "
-                           "replica that lacks them; set both on every "
-                           "server (docs/operations.md)", r->mhost, r->mport);
+    if (r->sent.n > 0 && wr_confirm_master(r, cause) == -1) {
         freeReplyObject(rep);
-        wr_drop(r);
         return -1;
     }
     run = strstr(rep->str, "\nrun_id:");
@@ -691,6 +736,9 @@ wr_close(void *arg)
     if (r == NULL)
         return;
     wr_drop(r);
+    for (int i = 0; i < r->sent.n; i++)
+        if (r->sc[i] != NULL)
+            redisFree(r->sc[i]);
     workerid_redis_url_free(&r->u);
     workerid_redis_sentinels_free(&r->sent);
     free(r->master_name);

@@ -25,10 +25,11 @@
  * from the last one that answered); snowflake.redis.url then gives only the
  * password and the database. Every claim and fence write first reads INFO:
  * a server whose role is not master is taken as down (no claim; a fence
- * write on it does not count), and so, with Sentinel, is a master without
- * min-replicas-to-write (INFO's min_slaves_good_slaves): the rule that
- * keeps a master cut off from its replicas from taking heartbeats while a
- * replica is promoted (docs/operations.md). Any error drops the
+ * write on it does not count), and so, with Sentinel, is a master that a
+ * majority of the sentinels do not name (asked before every claim and
+ * fence write; one naming another master is a failover): a master cut off
+ * with this node from most sentinels, while they promote a replica, takes
+ * no write that counts (docs/operations.md). Any error drops the
  * connection; the next command asks Sentinel again.
  *
  * Ownership: workerid_redis_store fills a struct wlease_store whose arg the

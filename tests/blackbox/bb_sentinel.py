@@ -3,10 +3,10 @@
 binary: the configuration refusals (--check-config and a start: a bad
 sentinels list names the bad entry, one key without the other, a bad master
 name); a Sentinel (redis-server --sentinel on a free port) that knows no
-master of the configured name refuses the start; a master without
-min-replicas-to-write gets no claim (503, /snowflake/state says why) until
-it has it and a replica, then IDs; a replica named by snowflake.redis.url
-gets no claim either (role:slave). The failovers under load are
+master of the configured name refuses the start; a master that
+only one of three listed Sentinels names (the others down) gets no claim
+(503, /snowflake/state says why: not a majority), one of one does; a
+replica named by snowflake.redis.url gets no claim (role:slave). The failovers under load are
 tests/blackbox/sentinel.py's (network namespaces). Without redis-server these
 tests skip (under CI=1 they fail)."""
 import os
@@ -101,23 +101,24 @@ def test_sentinel_master_checks(ctx):
         eq(d.start(expect_fail=True), 1, "a start with an unknown master name")
         check('knows no master named "nope"' in d.log(), "the log says why: %s"
               % d.log()[-400:])
-        # the master has no min-replicas-to-write: no claim, 503 and why
-        d = wd.leafd(flags=flags + ["--snowflake.redis.master_name=m1"], name="n1").start()
-        r2 = wd.redis(name="replica")
+        # one Sentinel of three answering: no majority behind the master,
+        # no claim (503, and why)
+        d = wd.leafd(flags=flags + ["--snowflake.redis.master_name=m1",
+                                    "--snowflake.redis.sentinels=127.0.0.1:%d,127.0.0.1:1,"
+                                    "127.0.0.1:2" % s.port], name="n0").start()
 
         def why():
-            st = d.get("/snowflake/state").json()
-            return st.get("last_error") or ""
-        wait_for(lambda: "min-replicas-to-write" in why(), 15,
-                 what="/snowflake/state naming min-replicas-to-write")
-        eq(d.get("/snowflake").status, 503, "no ID from a master without min-replicas")
-        # with it and a replica in sync, IDs
-        r.cli("CONFIG", "SET", "min-replicas-to-write", "1")
-        r.cli("CONFIG", "SET", "min-replicas-max-lag", "10")
+            return d.get("/snowflake/state").json().get("last_error") or ""
+        wait_for(lambda: "confirmed by 1 of 3 sentinels" in why(), 15,
+                 what="/snowflake/state: 1 of 3 sentinels, not a majority")
+        eq(d.get("/snowflake").status, 503, "no ID without a majority of sentinels")
+        d.stop()
+        # the one Sentinel of one: IDs
+        d = wd.leafd(flags=flags + ["--snowflake.redis.master_name=m1"], name="n1").start()
+        wait_for(lambda: d.get("/snowflake").status == 200, 30, what="IDs")
+        eq(d.get("/snowflake/state").json().get("worker_id"), 0, "worker ID")
+        r2 = wd.redis(name="replica")
         r2.cli("REPLICAOF", "127.0.0.1", r.port)
-        wait_for(lambda: d.get("/snowflake").status == 200, 30, what="IDs once it has both")
-        st = d.get("/snowflake/state").json()
-        eq(st.get("worker_id"), 0, "worker ID")
         # without Sentinel too, a replica is no store: no claim, and why
         d2 = wd.leafd(flags=BASE + ["--snowflake.redis.url=redis://127.0.0.1:%d" % r2.port,
                                     "--snowflake.ip=10.9.0.2", "--snowflake.cache_file=n2.json",

@@ -9,10 +9,9 @@ namespaces (one process per namespace), for the Sentinel scenarios
 
 Each server listens on 0.0.0.0:6379 in its namespace, without persistence
 (--save '', no AOF: a restart comes back empty, as a server whose disk was
-lost), with min-replicas-to-write 1 and min-replicas-max-lag 1 (s): the
-settings leafd needs with Sentinel (docs/operations.md) unless
-min_replicas=0 (the positive control's servers). A replica starts with
---replicaof; priority is its replica-priority (lower: promoted first).
+lost); min_replicas=N adds min-replicas-to-write N and min-replicas-max-lag
+1 (s). A replica starts with --replicaof; priority is its replica-priority
+(lower: promoted first).
 Each Sentinel listens on 0.0.0.0:26379 with its own config file (Sentinel
 rewrites it), monitors the master as NAME with quorum 2,
 down-after-milliseconds 1000 and failover-timeout 6000. Commands go through
@@ -41,7 +40,7 @@ def cli(addr, port, *args, timeout=5):
 
 
 class NsRedis:
-    def __init__(self, node, workdir, master=None, priority=100, min_replicas=1):
+    def __init__(self, node, workdir, master=None, priority=100, min_replicas=0):
         self.node, self.master, self.proc = node, master, None
         self.dir = os.path.join(workdir, "redis-%s" % node.name)
         os.makedirs(self.dir, exist_ok=True)
