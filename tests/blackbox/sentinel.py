@@ -60,7 +60,6 @@ The servers run without min-replicas-to-write: what leafd guarantees does
 not rest on it.
 Exit 1 if any scenario's check fails. Root only (network namespaces).
 """
-import argparse
 import array
 import contextlib
 import os
@@ -73,10 +72,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
-from bbutil import LEAFD, TestFailure, in_ci, wait_for  # noqa: E402
+from bbutil import LEAFD, in_ci, wait_for  # noqa: E402
 from idcheck import SNOWFLAKE, Load, HttpIds  # noqa: E402
 from leafd_ns import NsLeafd  # noqa: E402
 from netns import Net  # noqa: E402
+from scenario_cli import check, parser, preflight, run_all, say  # noqa: E402
 from redis_ns import NsRedis, NsSentinel, wait_master, wait_replicas, \
     wait_sentinels_see  # noqa: E402
 
@@ -86,16 +86,6 @@ LEASE_MS = 4000
 KINDS = ("http", "resp", "mc", "grpc")
 # what a node answers while its writes do not count (no Sentinel majority)
 REFUSALS = {"fence_unconfirmed", "fence_pending", "worker_lease_expired"}
-T0 = time.time()
-
-
-def say(msg):
-    print("[%6.1fs] %s" % (time.time() - T0, msg), flush=True)
-
-
-def check(cond, msg):
-    if not cond:
-        raise TestFailure(msg)
 
 
 class Scenario:
@@ -150,6 +140,16 @@ class Scenario:
         self.load = Load([n.client() for n in nodes], SNOWFLAKE, kinds=KINDS).start()
         return self.load
 
+    def calm(self, net):
+        """The servers, n1 and n2 under load, the calm phase."""
+        rs, ss = self.servers(net)
+        n1 = self.leafd(net, "n1", ss).start()
+        n2 = self.leafd(net, "n2", ss).start()
+        wait_serving([n1, n2], 60, "n1, n2 serving")
+        self.start_load([n1, n2])
+        self.phase("calm", self.secs)
+        return rs, ss, n1, n2
+
     def add_client(self, n):
         """An HTTP client of node n (started during the scenario) in the load."""
         recs, ids = [], array.array("q")
@@ -166,12 +166,16 @@ class Scenario:
         if secs:
             time.sleep(secs)
 
-    def finish(self):
-        load, self.load = self.load, None
+    def report(self, load):
         load.stop()
         rep = load.report()
         print(rep.text, flush=True)
         self.summary = rep.summary([p for p in rep.phases if p not in ("calm", "after")])
+        return rep
+
+    def finish(self):
+        load, self.load = self.load, None
+        rep = self.report(load)
         check(not rep.bad, "answers that were not the IDs asked for: %s" % rep.bad[:3])
         if self.control:
             check(rep.duplicates > 0, "positive control: no duplicate seen (%d IDs)" % rep.issued)
@@ -275,12 +279,7 @@ def sc_kill(s):
 
 def sc_sentinel(s):
     with s.network() as net:
-        (r1, r2, r3), ss = s.servers(net)
-        n1 = s.leafd(net, "n1", ss).start()
-        n2 = s.leafd(net, "n2", ss).start()
-        wait_serving([n1, n2], 60, "n1, n2 serving")
-        s.start_load([n1, n2])
-        s.phase("calm", s.secs)
+        (r1, r2, r3), ss, n1, n2 = s.calm(net)
         s.phase("cut_leafd")
         net.partition([x.node for x in ss], [n1.node, n2.node])
         restart(n2, "the Sentinels out of its reach")
@@ -310,12 +309,7 @@ def sc_sentinel(s):
 
 def sc_back(s):
     with s.network() as net:
-        (r1, r2, r3), ss = s.servers(net)
-        n1 = s.leafd(net, "n1", ss).start()
-        n2 = s.leafd(net, "n2", ss).start()
-        wait_serving([n1, n2], 60, "n1, n2 serving")
-        s.start_load([n1, n2])
-        s.phase("calm", s.secs)
+        (r1, r2, r3), ss, n1, n2 = s.calm(net)
         s.phase("failover")
         r1.kill9()
         wait_master(ss, r2, 60)
@@ -370,77 +364,21 @@ CONTROLS = ("split",)
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--short", action="store_true")
-    ap.add_argument("--phase-secs", type=float, default=None)
-    ap.add_argument("--leafd", default=LEAFD)
-    ap.add_argument("--expect-duplicates", action="store_true")
-    ap.add_argument("--only", default="")
-    ap.add_argument("--keep", action="store_true")
-    args = ap.parse_args()
+    args = parser(LEAFD).parse_args()
     if args.phase_secs is None:
         args.phase_secs = 2.0 if args.short else 20.0
-    if os.geteuid() != 0:
-        msg = "sentinel.py needs root (network namespaces)"
-        if in_ci():
-            print("FAIL " + msg)
-            return 1
-        print("SKIP " + msg)
-        return 0
     if not shutil.which("redis-server") or not shutil.which("redis-cli"):
         msg = "redis-server/redis-cli missing (sh .ci/deps.sh test)"
         print(("FAIL " if in_ci() else "SKIP ") + msg)
         return 1 if in_ci() else 0
-    args.leafd = os.path.abspath(args.leafd)
-    try:
-        sys.path.insert(0, HERE)
-        from bb_grpc import mods
-        mods()
-        args.grpc = True
-    except Exception as e:               # under CI, bb_grpc's skip() raises this
-        if in_ci():
-            print("FAIL gRPC client: %s" % e)
-            return 1
-        print("gRPC client left out: %s" % e)
-        args.grpc = False
+    rc = preflight(args, "sentinel.py")
+    if rc is not None:
+        return rc
     return run(args)
 
 
 def run(args):
-    names = args.only.split(",") if args.only else \
-        list(CONTROLS if args.expect_duplicates else SCENARIOS)
-    failed, summaries = [], []
-    for name in names:
-        say("== %s%s (%s)" % (name, " (positive control)" if args.expect_duplicates else "",
-                              args.leafd))
-        t = time.time()
-        s = Scenario(args, name)
-        try:
-            SCENARIOS[name](s)
-            say("== %s: ok in %.0fs" % (name, time.time() - t))
-        except Exception as e:
-            failed.append(name)
-            say("FAIL %s: %s: %s" % (name, type(e).__name__, e))
-            if s.load is not None:        # the figures up to the failure
-                load, s.load = s.load, None
-                load.stop()
-                print(load.report().text, flush=True)
-        finally:
-            if s.load is not None:
-                s.load.stop_ev.set()
-            if args.keep or name in failed:
-                say("  (kept %s)" % s.wd)
-            else:
-                shutil.rmtree(s.wd, ignore_errors=True)
-        if s.summary:
-            summaries.append("%-9s %s%s" % (name, "FAILED: " if name in failed else "",
-                                            s.summary))
-    print("== figures%s (%s):" % (" of the positive control" if args.expect_duplicates else "",
-                                  args.leafd))
-    for line in summaries:
-        print("   " + line)
-    print("%d passed, %d failed" % (len(names) - len(failed), len(failed)), flush=True)
-    return 1 if failed else 0
+    return run_all(args, SCENARIOS, CONTROLS, Scenario, say)
 
 
 if __name__ == "__main__":
