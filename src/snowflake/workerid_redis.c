@@ -1,6 +1,22 @@
 /* workerid_redis.c: the Redis store of worker IDs (see workerid_redis.h):
  * three Lua scripts over hiredis' blocking client, reconnecting after any
- * error; with Sentinel, each connection to the master a Sentinel names. */
+ * error; with Sentinel, each connection to the master a Sentinel names.
+ *
+ * DESIGN: which server a claim or fence write counts on. wr_server runs
+ * before each, on the connection the script then uses: a server whose INFO
+ * role is not master fails it (a demoted master, a replica: what it holds
+ * may be behind, and it takes no write). With Sentinel, so does a master
+ * that fewer than a majority of the configured sentinels name, or that one
+ * of them names differently (wr_confirm_master): a node cut off with an old
+ * master from most sentinels, while they promote a replica, gets no fence
+ * confirmed from then on, so it stops issuing within half the lease (the
+ * lease rule), before the lease that lets another node take its ID on the
+ * promoted replica runs out. That replica is another server (run_id,
+ * master_replid), so P server's since holds there as for any store that
+ * went back in time: records older than since wait a lease, IDs it has no
+ * record of gate past anything issued before it. What this leaves open is
+ * the moment between a confirmation and the write it precedes (at most the
+ * two commands' timeouts). */
 #include <assert.h>
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
