@@ -4,8 +4,8 @@
  * (workerid_redis_check_master_name) and a Sentinel's answer to
  * get-master-addr-by-name (workerid_redis_master_addr). Any bytes give a
  * result or a reason, never a crash; a list it accepts has 1..16 entries,
- * each a host of 1..255 bytes without ',' or ' ' and a port in 1..65535; an
- * address it accepts fits the buffer.
+ * each a host of 1..255 bytes without ',' or ' ' and a port in 1..65535,
+ * none twice; an address it accepts fits the buffer.
  *
  * Input: byte 0 picks the call (0 the list, 1 the name, 2 the answer:
  * host and port split at the first '\n'); the rest is the text.
@@ -45,6 +45,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (int i = 0; i < sv.n; i++) {
             size_t n = strlen(sv.host[i]);
             FUZZ_ASSERT(n >= 1 && n <= 255);
+            for (int j = 0; j < i; j++)
+                FUZZ_ASSERT(sv.port[j] != sv.port[i] ||
+                            strcmp(sv.host[j], sv.host[i]) != 0);
             FUZZ_ASSERT(strpbrk(sv.host[i], ", \t[]") == NULL);
             FUZZ_ASSERT(sv.port[i] >= 1 && sv.port[i] <= 65535);
         }

@@ -70,8 +70,8 @@ struct workerid_redis_sentinels {
 };
 
 /* "host:port[,host:port...]" (an IPv6 address in brackets; at most 16, at
- * most 1024 bytes; spaces around an entry ignored). 0, or -1 with *cause
- * naming the entry. Hosts malloc'd; workerid_redis_sentinels_free. */
+ * most 1024 bytes; spaces around an entry ignored; none twice, as leafd
+ * counts a majority of them). 0, or -1 with *cause naming the entry. Hosts malloc'd; workerid_redis_sentinels_free. */
 int  workerid_redis_parse_sentinels(const char *list,
                                     struct workerid_redis_sentinels *s,
                                     char **cause);

@@ -101,6 +101,16 @@ workerid_redis_parse_sentinels(const char *list,
         if (!wrs_host_ok(hs, (size_t)(he - hs)) ||
             wrs_port(ps, (size_t)(b - ps), &s->port[s->n]) == -1)
             goto bad;
+        for (int j = 0; j < s->n; j++)
+            if (s->port[j] == s->port[s->n] &&
+                strlen(s->host[j]) == (size_t)(he - hs) &&
+                memcmp(s->host[j], hs, (size_t)(he - hs)) == 0) {
+                /* one Sentinel counted twice would make a false majority */
+                *cause = xasprintf("snowflake.redis.sentinels: entry %d "
+                                   "\"%.*s\" repeats entry %d", i,
+                                   (int)(b - a < 80 ? b - a : 80), a, j + 1);
+                goto fail;
+            }
         s->host[s->n++] = xstrndup(hs, (size_t)(he - hs));
         p = e + 1;
         continue;

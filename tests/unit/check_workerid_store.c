@@ -528,7 +528,7 @@ START_TEST(sentinel_text)
         const char *bad[] = { "", "h", "h:", ":1", "h:0", "h:65536",
                               "h:1,", ",h:1", "h:1,,h:2", "::1:26379",
                               "[::1]26379", "[::1:1", "h x:1", "h:1x",
-                              "h:-1", "[]:1" };
+                              "h:-1", "[]:1", "a:1,b:1,a:1" };
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
             ck_assert_msg(workerid_redis_parse_sentinels(bad[i], &sv,
                                                          &cause) == -1,
