@@ -23,7 +23,7 @@ FROM debian:12 AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         gcc make pkg-config libc6-dev libevent-dev default-libmysqlclient-dev \
-        libzookeeper-mt-dev libjansson-dev libsqlite3-dev \
+        libzookeeper-mt-dev libjansson-dev libsqlite3-dev libpq-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -37,7 +37,7 @@ FROM debian:12-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         libevent-2.1-7 libevent-core-2.1-7 libevent-pthreads-2.1-7 \
-        libjansson4 libsqlite3-0 libmariadb3 libzookeeper-mt2 \
+        libjansson4 libsqlite3-0 libmariadb3 libpq5 libzookeeper-mt2 \
         curl ca-certificates tzdata \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 leafd \

@@ -6,13 +6,13 @@
 #   make check-asan the unit tests again under AddressSanitizer + UBSan
 #   make bench      benchmark leafd against nginx (and peers) in one run
 #   make lint       cppcheck over every C file, and the layers of src/ (also in make test)
-#   make chaos-long the chaos run, MariaDB and Redis Sentinel failovers and their positive controls, long
+#   make chaos-long the chaos run, MariaDB, ZooKeeper and Redis Sentinel failovers, their positive controls, long
 #   make deb        the Debian packages build/leafd{,-dev}_<version>_<arch>.deb (tools/deb.sh)
 #
 # Plain make, -MMD dependencies, strict warnings (-Werror with WERROR=1, as CI).
 
 CC      ?= cc
-PKGS    := libevent libevent_pthreads jansson sqlite3 mariadb libnghttp2 libssl libcrypto
+PKGS    := libevent libevent_pthreads jansson sqlite3 mariadb libpq libnghttp2 libssl libcrypto
 WARN    := -Wall -Wextra -Wshadow -Wpointer-arith -Wstrict-prototypes \
            -Wmissing-prototypes -Wno-unused-parameter
 ifeq ($(WERROR),1)
@@ -266,15 +266,18 @@ FUZZ_OBJS_serial_pattern := serial_fmt tzone util
 FUZZ_OBJS_serial_defs := serial serial_rows store store_marks serial_fmt tzone config log util
 FUZZ_OBJS_resp_parse  := resp_parse
 FUZZ_OBJS_mc_parse    := mc_parse
+FUZZ_OBJS_mc_bin_parse := mc_bin_parse
 FUZZ_OBJS_multi_block := multi_block util
 FUZZ_OBJS_segment_model := segment segment_tags log util
 FUZZ_OBJS_redis_url  := workerid_redis_url util
 FUZZ_OBJS_redis_sentinel := workerid_redis_sentinel util
 FUZZ_OBJS_zk_node    := workerid_zk_node util
+FUZZ_OBJS_serial_zonerec := serial_zonerec util
 FUZZ_OBJS_mysql_url  := db_mysql_url util
+FUZZ_OBJS_pg_conninfo := db_pg_conninfo util
 FUZZ_OBJS_grpc_msg   := api_grpc_msg leafd.pb-c health.pb-c util
 FUZZ_OBJS_grpc_frame := grpc_frame
-FUZZ_OBJS_h2_conn    := http_h2 http_h2_reply http_conn http_conn_mc http_conn_info http_park http_tls http_out http_server http_parse resp_parse mc_parse grpc_frame log util
+FUZZ_OBJS_h2_conn    := http_h2 http_h2_reply http_conn http_conn_mc http_conn_info http_park http_tls http_out http_server http_parse resp_parse mc_parse mc_bin_parse grpc_frame log util
 FUZZ_OBJS_tls_conn   := http_tls log util
 FUZZ_OBJS_marks      := store_marks log util
 fuzz_objs = $(patsubst %,build/fuzz/obj/%.o,$(FUZZ_OBJS_$(1)))
@@ -310,13 +313,17 @@ compose-check:
 # --- bench: the in-process microbenchmark and the database-per-ID client ---
 # (bench/bench.py runs both; `make bench-dbload` runs only the 2-minute
 # MariaDB load figure, which `DBLOAD=1 make bench` adds to the full table.)
-BENCH_BINS := build/microbench build/dbclient build/clientbench build/mcload
+BENCH_BINS := build/microbench build/dbclient build/clientbench build/mcload build/storebench
 
 .PHONY: bench-dbload
 
 bench: $(BENCH_BINS)
 
 build/microbench: bench/microbench.c $(LIBOBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(LIBOBJS) $(LDFLAGS) $(LDLIBS)
+
+build/storebench: bench/storebench.c $(LIBOBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(LIBOBJS) $(LDFLAGS) $(LDLIBS)
 
@@ -351,14 +358,17 @@ chaos: leafd
 # MariaDB failovers (network namespaces, root) with each phase PHASE_SECS
 # (default 30) long, failover_multidb.py's (a member of a set failing over;
 # also with a node idle through it, and the address moved first) and
-# galera.py's (3 rounds), then the positive controls against leafd built
-# from OLD_COMMIT (default a46976b, before issue 28's fix) in a scratch
-# worktree: they pass only if that binary repeats IDs. sentinel.py's
-# Redis Sentinel scenarios come after the MariaDB ones, and their positive
-# control (a split, leafd from SENTINEL_OLD_COMMIT, default f146e8c, before
-# the Sentinel support: plain URLs, no Sentinel majority behind a write)
-# last.
+# galera.py's (3 rounds), zk_ensemble.py's (a ZooKeeper ensemble; also its
+# restore with 8 s fence steps), bb_datacenters' two datacenters under load
+# for PHASE_SECS (with their own positive control), sentinel.py's Redis
+# Sentinel scenarios, then the positive controls against leafd built from
+# OLD_COMMIT (default a46976b, before issue 28's fix), ZK_OLD_COMMIT
+# (default f146e8c, before the ZooKeeper restore rule) and
+# SENTINEL_OLD_COMMIT (default f146e8c, before the Sentinel support: plain
+# URLs, no Sentinel majority behind a write; sentinel.py's split) in
+# scratch worktrees: they pass only if that binary repeats IDs.
 OLD_COMMIT ?= a46976b
+ZK_OLD_COMMIT ?= f146e8c
 SENTINEL_OLD_COMMIT ?= f146e8c
 .PHONY: chaos-long
 chaos-long: leafd
@@ -370,6 +380,9 @@ chaos-long: leafd
 	@python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30) --order vip-first
 	@python3 tests/blackbox/sentinel.py --phase-secs=$(or $(PHASE_SECS),30)
 	@python3 tests/blackbox/galera.py
+	@DC_LOAD_SECS=$(or $(PHASE_SECS),30) python3 tests/blackbox/blackbox.py bb_datacenters.test_two_datacenters
+	@python3 tests/blackbox/zk_ensemble.py --phase-secs=$(or $(PHASE_SECS),20)
+	@python3 tests/blackbox/zk_ensemble.py --fence-step 8000 --only restore
 	@old=$$(mktemp -d /tmp/lfh-old-XXXXXX); trap 'git worktree remove --force "$$old"; rm -rf "$$old"' EXIT; \
 		git worktree add --detach "$$old" $(OLD_COMMIT) >/dev/null && \
 		make --no-print-directory -C "$$old" -j2 leafd >/dev/null && \
@@ -377,6 +390,11 @@ chaos-long: leafd
 			--expect-duplicates --leafd "$$old/leafd" && \
 		python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30) \
 			--idle-node --expect-duplicates --leafd "$$old/leafd"
+	@old=$$(mktemp -d /tmp/lfz-old-XXXXXX); trap 'git worktree remove --force "$$old"; rm -rf "$$old"' EXIT; \
+		git worktree add --detach "$$old" $(ZK_OLD_COMMIT) >/dev/null && \
+		make --no-print-directory -C "$$old" -j2 leafd >/dev/null && \
+		python3 tests/blackbox/zk_ensemble.py --fence-step 8000 --only restore \
+			--expect-duplicates --leafd "$$old/leafd"
 	@old=$$(mktemp -d /tmp/lfs-old-XXXXXX); trap 'git worktree remove --force "$$old"; rm -rf "$$old"' EXIT; \
 		git worktree add --detach "$$old" $(SENTINEL_OLD_COMMIT) >/dev/null && \
 		make --no-print-directory -C "$$old" -j2 leafd >/dev/null && \

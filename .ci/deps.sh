@@ -6,7 +6,7 @@ set -e
 profile=${1:-build}
 build="gcc make pkg-config libc6-dev libevent-dev default-libmysqlclient-dev
 libzookeeper-mt-dev libjansson-dev libsqlite3-dev check curl tzdata libcurl4-openssl-dev
-libhiredis-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev"
+libhiredis-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev libpq-dev"
 test="$build mariadb-server mariadb-client zookeeper default-jre-headless python3 nginx
 libfaketime procps slowhttptest docker-compose clang libclang-rt-14-dev cppcheck
 chromium chromium-driver python3-selenium fonts-liberation
@@ -14,7 +14,7 @@ libhiredis-dev redis-server redis-tools redis-sentinel python3-redis python3-yam
 nghttp2-client protobuf-compiler python3-grpcio python3-protobuf python3-pymemcache
 memcached libmemcached-tools openssl debhelper lintian systemd man-db
 golang-go golang-google-grpc-dev golang-goprotobuf-dev iproute2 nftables iputils-arping
-galera-4 rsync"
+galera-4 rsync prometheus postgresql-15"
 bench="$test nginx wrk"
 deb="$build debhelper lintian python3"
 case "$profile" in

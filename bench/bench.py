@@ -26,6 +26,9 @@ sees the same machine noise):
              (bench/failover.py).
   dbtls      leafd on a database-bound tag over TLS to MariaDB against the
              same on a clear-text URL (bench/dbtls.py).
+  stores     segment allocations/s through leafd's store layer
+             (build/storebench), MariaDB against PostgreSQL, 1 and 4
+             connections (bench/stores.py).
   in process build/microbench: segment_take (and snowflake_next) IDs/s per
              thread, 1 and 2 threads.
   client     libleafd-client (build/clientbench) against a leafd started
@@ -46,6 +49,7 @@ sees the same machine noise):
     ROUNDS=5 DURATION=10 python3 bench/bench.py
     ONLY=http,micro python3 bench/bench.py   # sections: http resp peers failover micro
                                              # client startup footprint dbload multi memcache h2 grpc dbtls tls
+                                             # stores
 
 Environment: ROUNDS (3), DURATION (5 s per wrk/peer run), CONNS (64),
 THREADS (1,2), BUSY_POLL_US (50), DBCONNS (16), STARTUP_RUNS (5), FOOTPRINT_TAGS (10000),
@@ -485,6 +489,7 @@ def main():
     import dbload
     import failover
     import dbtls
+    import stores
 
     t_start = time.time()
     load_start = os.getloadavg()
@@ -495,7 +500,7 @@ def main():
     micro = []
     client = []
     startup = []
-    fp = db_load = fo = mc_lines = h2_rows = grpc_rows = db_tls = None
+    fp = db_load = fo = mc_lines = h2_rows = grpc_rows = db_tls = store_rows = None
     tls_rows = []
     servers = []
     mdb = None
@@ -580,6 +585,9 @@ def main():
             h2_rows = h2.run(work)
         if want("dbtls") and have("wrk") and have("mariadbd") and have("mariadb"):
             db_tls = dbtls.run(log)
+        if (want("stores") and have("mariadbd") and os.access(stores.STOREBENCH, os.X_OK)
+                and os.access("/usr/lib/postgresql/15/bin/postgres", os.X_OK)):
+            store_rows = stores.run(log)
         if want("tls") and have("wrk") and have("nginx"):
             import tls as tls_bench
             tls_rows = tls_bench.run(log)
@@ -835,6 +843,11 @@ def main():
 
     if db_tls:
         p("\n".join(db_tls))
+    if store_rows:
+        p("Segment allocations through leafd's store layer (build/storebench: store_alloc "
+          "in a loop, a connection and a tag per thread), MariaDB against PostgreSQL 15 on "
+          "this machine, medians of %d rounds of %g s:" % (stores.ROUNDS, stores.SECONDS))
+        p("\n".join(store_rows))
     if db_load:
         p("Database load: %d s at %s IDs/s (single IDs) on one tag, leafd on MariaDB; counted "
           "by leafd's /metrics and MariaDB's Com_update" % (db_load["seconds"], fmt_int(db_load["rate"])))

@@ -173,11 +173,13 @@ api_health(struct api *a, struct sbuf *b)
     }
     if (a->sf != NULL) {
         char *why = NULL;
+        sbuf_puts(b, "\"snowflake\":{\"enabled\":true,");
+        snowflake_identity_json(a->sf, b);
         if (snowflake_health(a->sf, &why) == 0) {
-            sbuf_puts(b, "\"snowflake\":{\"enabled\":true,\"status\":\"ok\"},");
+            sbuf_puts(b, ",\"status\":\"ok\"},");
         } else {
             ok = 0;
-            sbuf_puts(b, "\"snowflake\":{\"enabled\":true,\"status\":\"unavailable\",\"reason\":");
+            sbuf_puts(b, ",\"status\":\"unavailable\",\"reason\":");
             sbuf_json_str(b, why ? why : "?");
             sbuf_puts(b, "},");
             sbuf_printf(&reasons, "snowflake: %s; ", why ? why : "?");
@@ -326,6 +328,10 @@ api_page_metrics(struct api *a, struct http_conn *c)
                             "leafd_tls_handshakes_total{result=\"failed\"} %llu\n",
                         (unsigned long long)hs.tls_handshakes,
                         (unsigned long long)hs.tls_failures);
+            sbuf_metric_i64(&b, "leafd_tls_cert_not_after_seconds", "gauge",
+                            "The notAfter of tls.cert_file's certificate "
+                            "(Unix seconds; after a reload, the new one's).",
+                            hs.tls_not_after);
         }
     }
     if (a->segs != NULL) {

@@ -29,10 +29,11 @@ struct key {
     const char   *help;
 };
 
-static const char *const store_names[] = { "auto", "sqlite", "mysql", NULL };
+static const char *const store_names[] = { "auto", "sqlite", "mysql", "postgresql", NULL };
 static const char *const worker_names[] = { "auto", "static", "zookeeper", "redis", "mysql", "k8s", NULL };
 static const char *const k8s_fence_names[] = { "none", "redis", "mysql", NULL };
 static const char *const replication_names[] = { "async", "semi-sync", "galera", NULL };
+static const char *const pg_replication_names[] = { "async", "sync", NULL };
 static const char *const level_names[] = { "debug", "info", "warn", "error", NULL };
 static const char *const client_auth_names[] = { "off", "optional", "required", NULL };
 static const char *const tls_version_names[] = { "1.2", "1.3", NULL };
@@ -146,7 +147,8 @@ static const struct key keys[] = {
 
     /* Segment mode. */
     { "segment.store", K_ENUM, OFF(store), 0, 0, "auto", store_names,
-      "auto (mysql when a MySQL URL is set, else sqlite), sqlite or mysql" },
+      "auto (mysql when a MySQL URL is set, postgresql when "
+      "segment.postgresql.url is, else sqlite), sqlite, mysql or postgresql" },
     { "segment.sqlite.path", K_STR, OFF(sqlite_path), 1, 1024, "leafd.db", NULL,
       "SQLite file holding leaf_alloc (created if missing)" },
     { "segment.mysql.url", K_STR, OFF(mysql_url), 0, 1024, "", NULL,
@@ -155,6 +157,16 @@ static const struct key keys[] = {
     { "segment.mysql.urls", K_STR, OFF(mysql_urls), 0, 4000, "", NULL,
       "several databases, comma-separated mysql:// URLs (prepared by leafd "
       "multi-db init): any one down is invisible to clients" },
+    { "segment.postgresql.url", K_STR, OFF(pg_url), 0, 1024, "", NULL,
+      "libpq connection string for segment.store = postgresql, a URI "
+      "(postgresql://user@host1,host2/db?sslmode=verify-full&"
+      "target_session_attrs=read-write) or keywords (host=h dbname=leaf ...)" },
+    { "segment.postgresql.replication", K_ENUM, OFF(pg_replication), 0, 0, "async",
+      pg_replication_names,
+      "how segment.postgresql.url's cluster is replicated: async (a new "
+      "timeline is refused until leafd db-fence) or sync (synchronous_commit "
+      "on and synchronous_standby_names set: only ranges a standby flushed "
+      "are used, and a promoted standby of the same cluster is followed)" },
     { "segment.mysql.replication", K_ENUM, OFF(mysql_replication), 0, 0, "async",
       replication_names,
       "how segment.mysql.url's database is replicated: async (a change of "
@@ -215,6 +227,10 @@ static const struct key keys[] = {
       "sequence bits (IDs per ms per worker = 2^bits)" },
     { "snowflake.datacenter_id", K_INT, OFF(datacenter_id), 0, 65535, "0", NULL,
       "datacenter ID when datacenter_bits > 0" },
+    { "snowflake.worker_id_min", K_INT, OFF(worker_id_min), 0, (1LL << 22) - 1, "0", NULL,
+      "lowest worker ID this node may hold (every source claims only inside min..max)" },
+    { "snowflake.worker_id_max", K_INT, OFF(worker_id_max), -1, (1LL << 22) - 1, "-1", NULL,
+      "highest worker ID this node may hold (-1: 2^worker_bits - 1, the whole field)" },
     { "snowflake.sequence_random", K_BOOL, OFF(sequence_random), 0, 1, "false", NULL,
       "start each ms at a random sequence in [0, sequence_random_bound), as Leaf" },
     { "snowflake.sequence_random_bound", K_INT, OFF(sequence_random_bound), 1, 1000000, "100", NULL,
@@ -612,10 +628,34 @@ load_overrides(struct config *cfg, char **ov, int n, char **cause)
 }
 
 int
+config_worker_range(const struct config *cfg, int64_t *min, int64_t *max,
+                    char **cause)
+{
+    int64_t top = (1LL << cfg->worker_bits) - 1;
+
+    *min = cfg->worker_id_min;
+    *max = cfg->worker_id_max < 0 ? top : cfg->worker_id_max;
+    if (*max > top) {
+        *cause = xasprintf("snowflake.worker_id_max %lld does not fit in %lld worker bits "
+                           "(snowflake.worker_bits; max %lld)", (long long)*max,
+                           (long long)cfg->worker_bits, (long long)top);
+        return -1;
+    }
+    if (*min > *max) {
+        *cause = xasprintf("snowflake.worker_id_min %lld is above snowflake.worker_id_max "
+                           "%lld%s", (long long)*min, (long long)*max,
+                           cfg->worker_id_max < 0 ? " (2^snowflake.worker_bits - 1)" : "");
+        return -1;
+    }
+    return 0;
+}
+
+int
 config_validate(struct config *cfg, char **cause)
 {
     int64_t bits = cfg->timestamp_bits + cfg->datacenter_bits + cfg->worker_bits +
                    cfg->sequence_bits;
+    int64_t wmin, wmax;
 
     /* A missing enable key never turns a mode on when a config file was
      * given: only the embedded default (no file at all) serves both. */
@@ -641,9 +681,16 @@ config_validate(struct config *cfg, char **cause)
                            (long long)cfg->datacenter_id, (long long)cfg->datacenter_bits);
         return -1;
     }
+    if (config_worker_range(cfg, &wmin, &wmax, cause) == -1)
+        return -1;
     if (cfg->store == STORE_AUTO)
         cfg->store = (cfg->jdbc_url[0] || cfg->mysql_url[0] || cfg->mysql_urls[0]) ?
-            STORE_MYSQL : STORE_SQLITE;
+            STORE_MYSQL : cfg->pg_url[0] ? STORE_POSTGRESQL : STORE_SQLITE;
+    if (cfg->segment_enable && cfg->store == STORE_POSTGRESQL && !cfg->pg_url[0]) {
+        *cause = xasprintf("segment.store is postgresql but "
+                           "segment.postgresql.url is not set");
+        return -1;
+    }
     if (cfg->mysql_urls[0] && (cfg->mysql_url[0] || cfg->jdbc_url[0])) {
         *cause = xasprintf("segment.mysql.urls and segment.mysql.url (or "
                            "leaf.jdbc.url) are both set: use one");
@@ -661,6 +708,14 @@ config_validate(struct config *cfg, char **cause)
         !cfg->zk_address[0]) {
         *cause = xasprintf("snowflake.worker_source is zookeeper but "
                            "leaf.snowflake.zk.address is not set");
+        return -1;
+    }
+    if (cfg->snowflake_enable && cfg->worker_source == WORKER_STATIC &&
+        (cfg->worker_id < wmin || cfg->worker_id > wmax)) {
+        *cause = xasprintf("snowflake.worker_id %lld is outside snowflake.worker_id_min.."
+                           "snowflake.worker_id_max (%lld..%lld): set a worker ID inside "
+                           "this node's range", (long long)cfg->worker_id,
+                           (long long)wmin, (long long)wmax);
         return -1;
     }
     if (cfg->k8s_fence_store != K8S_FENCE_NONE &&

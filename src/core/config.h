@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum store_kind { STORE_AUTO, STORE_SQLITE, STORE_MYSQL };
+enum store_kind { STORE_AUTO, STORE_SQLITE, STORE_MYSQL, STORE_POSTGRESQL };
 enum worker_source { WORKER_AUTO, WORKER_STATIC, WORKER_ZOOKEEPER, WORKER_REDIS,
                      WORKER_MYSQL, WORKER_K8S };
 /* snowflake.k8s.fence_store: where a k8s pod's fence is kept besides its
@@ -89,7 +89,9 @@ struct config {
     int64_t  tls_handshake_timeout_ms; /* tls.handshake_timeout_ms */
 
     /* segment mode */
-    int      store;                /* segment.store: auto|sqlite|mysql */
+    int      store;                /* segment.store: auto|sqlite|mysql|postgresql */
+    char    *pg_url;               /* segment.postgresql.url (libpq's) */
+    int      pg_replication;       /* segment.postgresql.replication: 0 async, 1 sync */
     char    *sqlite_path;          /* segment.sqlite.path */
     char    *mysql_url;            /* segment.mysql.url (mysql://u:p@h:port/db) */
     char    *mysql_urls;           /* segment.mysql.urls: several, comma-separated */
@@ -119,6 +121,8 @@ struct config {
     int64_t  worker_bits;          /* snowflake.worker_bits */
     int64_t  sequence_bits;        /* snowflake.sequence_bits */
     int64_t  datacenter_id;        /* snowflake.datacenter_id */
+    int64_t  worker_id_min;        /* snowflake.worker_id_min */
+    int64_t  worker_id_max;        /* snowflake.worker_id_max (-1: the field's top) */
     int      sequence_random;      /* snowflake.sequence_random */
     int64_t  sequence_random_bound;/* snowflake.sequence_random_bound */
     int64_t  max_backward_ms;      /* snowflake.max_backward_ms */
@@ -172,6 +176,12 @@ void config_free(struct config *cfg);
 
 /* Checks across keys (bit sums, modes); run by config_load. */
 int  config_validate(struct config *cfg, char **cause);
+
+/* The worker IDs this node may hold: snowflake.worker_id_min ..
+ * snowflake.worker_id_max (-1: 2^worker_bits - 1). 0, or -1 with *cause
+ * (malloc'd, naming the keys) when it does not fit the layout. */
+int  config_worker_range(const struct config *cfg, int64_t *min, int64_t *max,
+                         char **cause);
 
 /* Print the key table (name, type, range, default, help) for --help. */
 void config_print_help(FILE *out);

@@ -41,6 +41,13 @@ int         zk_connected(struct zk *z);
 const char *zk_state_name(struct zk *z);
 uint64_t    zk_connects(struct zk *z);      /* times a session got connected */
 uint64_t    zk_expirations(struct zk *z);   /* sessions that expired */
+/* The ensemble member the session last connected to ("host:port" as the
+ * library names it; "" before the first connection), into buf; and how
+ * many times a connection went to another member than the one before
+ * (the failovers the client saw: a member lost, a partition, a restart). */
+#define ZK_SERVER_MAX 136
+void        zk_current_server(struct zk *z, char *buf, size_t cap);
+uint64_t    zk_server_changes(struct zk *z);
 
 /* If the session expired, close it and open a new one. Returns 1 when a new
  * session was started, 0 when nothing was needed, -1 when it could not be

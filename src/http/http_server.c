@@ -41,6 +41,7 @@
 
 #include "http.h"
 #include "http_internal.h"
+#include "http_tls.h"
 #include "log.h"
 #include "util.h"
 
@@ -789,4 +790,6 @@ http_server_stats(const struct http_server *s, struct http_stats *out)
         out->h2_streams +=
             atomic_load_explicit(&t->h2_streams, memory_order_relaxed);
     }
+    if (s->tls != NULL)
+        out->tls_not_after = http_tls_not_after(s->tls);
 }

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -45,6 +46,8 @@ struct http_tls {
     pthread_mutex_t lock;
     SSL_CTX        *ctx;
     unsigned long   generation;     /* under lock */
+    int64_t         not_after;      /* under lock: the certificate's notAfter
+                                       (Unix seconds), 0 unknown */
     char           *cert_file, *key_file, *ca_file, *ciphers, *ciphersuites;
     int             client_auth, min_tls13;
 };
@@ -103,6 +106,20 @@ tls_alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
         return SSL_TLSEXT_ERR_NOACK;
     *out = sel;
     return SSL_TLSEXT_ERR_OK;
+}
+
+/* The notAfter of ctx's certificate, in Unix seconds; 0 when it cannot be
+ * read (OpenSSL has checked the certificate by then, so it never is). */
+static int64_t
+tls_not_after(SSL_CTX *ctx)
+{
+    X509 *cert = SSL_CTX_get0_certificate(ctx);
+    const ASN1_TIME *t = cert != NULL ? X509_get0_notAfter(cert) : NULL;
+    struct tm tm;
+
+    if (t == NULL || ASN1_TIME_to_tm(t, &tm) != 1)
+        return 0;
+    return (int64_t)timegm(&tm);
 }
 
 /* A new context from tls's files and settings, or NULL with *cause. */
@@ -221,6 +238,7 @@ http_tls_new(const struct http_tls_config *cfg, char **cause)
     tls->ctx = tls_ctx_build(tls, cause);
     if (tls->ctx == NULL)
         goto error;
+    tls->not_after = tls_not_after(tls->ctx);
     return tls;
 
 error:
@@ -239,6 +257,7 @@ http_tls_reload(struct http_tls *tls, char **cause)
     old = tls->ctx;
     tls->ctx = fresh;
     tls->generation++;
+    tls->not_after = tls_not_after(fresh);
     pthread_mutex_unlock(&tls->lock);
     SSL_CTX_free(old);              /* open connections hold references */
     return 0;
@@ -253,6 +272,17 @@ http_tls_generation(const struct http_tls *tls)
     g = tls->generation;
     pthread_mutex_unlock((pthread_mutex_t *)&tls->lock);
     return g;
+}
+
+int64_t
+http_tls_not_after(const struct http_tls *tls)
+{
+    int64_t t;
+
+    pthread_mutex_lock((pthread_mutex_t *)&tls->lock);
+    t = tls->not_after;
+    pthread_mutex_unlock((pthread_mutex_t *)&tls->lock);
+    return t;
 }
 
 void

@@ -22,6 +22,7 @@
 #define LEAFD_HTTP_TLS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include <openssl/ssl.h>
@@ -58,6 +59,9 @@ struct http_tls *http_tls_new(const struct http_tls_config *cfg, char **cause);
  * *cause, the current context kept. */
 int  http_tls_reload(struct http_tls *tls, char **cause);
 void http_tls_free(struct http_tls *tls);         /* NULL: no-op */
+/* The current certificate's notAfter (Unix seconds; after a reload, the
+ * new one's), for the expiry metric; 0 when unknown. */
+int64_t http_tls_not_after(const struct http_tls *tls);
 
 /* A server SSL on fd (fd -1: none; the caller sets BIOs) in accept state,
  * from the current context, offering alpn. Aborts on OOM like xmalloc. */

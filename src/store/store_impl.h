@@ -24,7 +24,7 @@ enum store_result store_list_keep(struct store *s, store_keep_fn keep,
 struct marks_fence;
 
 struct store_ops {
-    const char *name;                            /* "sqlite" or "mysql" */
+    const char *name;                /* "sqlite", "mysql" or "postgresql" */
     enum store_result (*alloc)(struct store *s, const char *tag, int64_t step,
                                int64_t *max_id, int64_t *db_step, char **cause);
     enum store_result (*get)(struct store *s, const char *tag,
@@ -70,6 +70,7 @@ struct store {
 struct store *store_sqlite_open(const struct config *cfg, char **cause);
 struct store *store_mysql_open(const struct config *cfg, char **cause);
 struct store *store_multi_open(const struct config *cfg, char **cause);
+struct store *store_pg_open(const struct config *cfg, char **cause);
 
 /* MySQL by URL (key names the config key in errors). */
 struct store *store_mysql_open_url(const struct config *cfg, const char *url,
@@ -131,6 +132,10 @@ enum store_result store_mysql_serial_alloc_in_set(struct store *s,
                                                   size_t cap, int64_t *max_id,
                                                   char **cause);
 enum store_result store_mysql_ping(struct store *s, char **cause);
+
+/* Durability degraded (on) or restored, for /health and its log lines
+ * (store_mysql_repl.c's state; the PostgreSQL store's sync mode too). */
+void store_repl_degraded(int on, const char *why);
 
 /* Copy at most cap - 1 bytes of src[0, len) into dst and NUL-terminate,
  * cutting before a partial UTF-8 sequence. */

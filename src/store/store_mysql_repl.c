@@ -183,6 +183,12 @@ show_degraded(int on, const char *why)
     pthread_mutex_unlock(&shown.lock);
 }
 
+void
+store_repl_degraded(int on, const char *why)
+{
+    show_degraded(on, why);
+}
+
 /* Strings of one status row into st. */
 static void
 status_value(struct my_repl_state *st, const char *name, const char *v)

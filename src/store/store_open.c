@@ -1,6 +1,7 @@
 /* store_open.c: picks the segment store's backend from the config
  * (store_open, see store.h): several MySQL URLs make a multi store
- * (store_multi.c), one a MySQL store (store_mysql.c), none SQLite
+ * (store_multi.c), one a MySQL store (store_mysql.c), a PostgreSQL
+ * connection string a PostgreSQL store (store_pg.c), none SQLite
  * (store_sqlite.c). Above the backends, so that they never call up into
  * it. */
 #include <assert.h>
@@ -24,7 +25,8 @@ store_open(const struct config *cfg, char **cause)
 {
     int kind = cfg->store;
 
-    if (kind != STORE_SQLITE && nonempty(cfg->mysql_urls)) {
+    if ((kind == STORE_AUTO || kind == STORE_MYSQL) &&
+        nonempty(cfg->mysql_urls)) {
         char *urls[STORE_MULTI_MAX];
         int n = store_multi_split(cfg->mysql_urls, urls, STORE_MULTI_MAX, cause);
         struct store *s;
@@ -45,12 +47,15 @@ store_open(const struct config *cfg, char **cause)
     }
     if (kind == STORE_AUTO)
         kind = nonempty(cfg->jdbc_url) || nonempty(cfg->mysql_url) ?
-            STORE_MYSQL : STORE_SQLITE;
+            STORE_MYSQL : nonempty(cfg->pg_url) ? STORE_POSTGRESQL :
+            STORE_SQLITE;
     switch (kind) {
     case STORE_SQLITE:
         return store_sqlite_open(cfg, cause);
     case STORE_MYSQL:
         return store_mysql_open(cfg, cause);
+    case STORE_POSTGRESQL:
+        return store_pg_open(cfg, cause);
     default:
         store_set_cause(cause, "unknown segment.store kind %d", kind);
         return NULL;

@@ -85,10 +85,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 from bbutil import LEAFD, wait_for  # noqa: E402
 from idcheck import Load, build_idstream  # noqa: E402
-from leafd_ns import NsLeafd  # noqa: E402
+from leafd_ns import NsLeafd, preflight  # noqa: E402
 from mariadb_ns import NsMariaDB, start_all, wait_semi_sync, dump, restore  # noqa: E402
 from netns import Net  # noqa: E402
-from scenario_cli import check, parser, preflight, run_all, say  # noqa: E402
+from scenario_cli import check, parser, run_all, say  # noqa: E402
 
 TAG = "fo"
 
@@ -402,9 +402,10 @@ def main():
     args = parser(LEAFD).parse_args()
     if args.phase_secs is None:
         args.phase_secs = 3.0 if args.short else 30.0
-    rc = preflight(args, "failover.py")
-    if rc is not None:
-        return rc
+    code, args.grpc = preflight("failover.py")
+    if code is not None:
+        return code
+    args.leafd = os.path.abspath(args.leafd)
     cdir = tempfile.mkdtemp(prefix="lfh-idstream-")
     try:
         args.cclient = build_idstream(cdir)

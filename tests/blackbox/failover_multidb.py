@@ -84,10 +84,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 from bbutil import LEAFD, Client, TestFailure, wait_for  # noqa: E402
 from idcheck import Load  # noqa: E402
-from leafd_ns import NsLeafd, clean_env  # noqa: E402
+from leafd_ns import NsLeafd, clean_env, preflight  # noqa: E402
 from mariadb_ns import NsMariaDB, start_all  # noqa: E402
 from netns import Net  # noqa: E402
-from scenario_cli import preflight  # noqa: E402
 
 TAG = "fo"
 T0 = time.time()
@@ -449,9 +448,10 @@ def main():
     if args.phase_secs is None:
         args.phase_secs = 3.0 if args.short else 30.0
     args.kinds = tuple(args.kinds.split(","))
-    rc = preflight(args, "failover_multidb.py", want_grpc="grpc" in args.kinds)
-    if rc is not None:
-        return rc
+    code, args.grpc = preflight("failover_multidb.py", "grpc" in args.kinds)
+    if code is not None:
+        return code
+    args.leafd = os.path.abspath(args.leafd)
     name = args.control
     say("== %s, %s%s (%s)" % (name, args.order,
                              " (positive control)" if args.expect_duplicates else "",

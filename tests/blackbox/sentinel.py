@@ -22,7 +22,7 @@ that a node started later has to wait for one the others held), lease
 (takeover_age_ms) 6 s, fence_step 1 s, heartbeat 300 ms. The clients
 (tests/lib/idcheck.py with tag @snowflake: HTTP, RESP, memcached, gRPC; one
 thread per node per front end) run in the root namespace; a node started
-during a scenario gets an HTTP client then. Every ID of every client is
+during a scenario gets its clients then. Every ID of every client is
 checked for repeats.
 
 Scenarios (phases in brackets):
@@ -65,23 +65,21 @@ The servers run without min-replicas-to-write: what leafd guarantees does
 not rest on it.
 Exit 1 if any scenario's check fails. Root only (network namespaces).
 """
-import array
 import contextlib
 import os
 import shutil
 import signal
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 from bbutil import LEAFD, in_ci, wait_for  # noqa: E402
 from idcheck import SNOWFLAKE, Load, HttpIds  # noqa: E402
-from leafd_ns import NsLeafd  # noqa: E402
+from leafd_ns import NsLeafd, preflight  # noqa: E402
 from netns import Net  # noqa: E402
-from scenario_cli import check, parser, preflight, run_all, say  # noqa: E402
+from scenario_cli import check, parser, run_all, say  # noqa: E402
 from redis_ns import NsRedis, NsSentinel, wait_master, wait_replicas, \
     wait_sentinels_see  # noqa: E402
 
@@ -154,16 +152,6 @@ class Scenario:
         self.start_load([n1, n2])
         self.phase("calm", self.secs)
         return rs, ss, n1, n2
-
-    def add_client(self, n):
-        """An HTTP client of node n (started during the scenario) in the load."""
-        recs, ids = [], array.array("q")
-        self.load.recs.append(recs)
-        self.load.ids.append(ids)
-        t = threading.Thread(target=self.load.run, daemon=True,
-                             args=(n.node.name, n.node.addr, n.ports, "http", recs, ids))
-        t.start()
-        self.load.threads.append(t)
 
     def phase(self, name, secs=None):
         say("  phase %s" % name)
@@ -273,7 +261,7 @@ def sc_kill(s):
         time.sleep(s.secs)
         s.phase("after")
         n3.start()
-        s.add_client(n3)
+        s.load.add(n3.client())
         t = time.time()
         wait_serving([n3], 60, "n3 serving")
         say("  n3 serving %.1f s after its start, worker ID %s; n2: %s" %
@@ -362,7 +350,7 @@ def sc_split(s):
         say("  r2 promoted %.1f s into the split" % (time.time() - t))
         s.phase("taken")
         n3.start()
-        s.add_client(n3)
+        s.load.add(n3.client())
         t = time.time()
         wait_serving([n3], 60, "n3 serving")
         say("  n3 serving %.1f s after its start, worker ID %s" % (time.time() - t, worker(n3)))
@@ -388,9 +376,10 @@ def main():
         return 1 if in_ci() else 0
     if args.short and not args.only:
         args.only = ",".join(SHORT)
-    rc = preflight(args, "sentinel.py")
-    if rc is not None:
-        return rc
+    code, args.grpc = preflight("sentinel.py")
+    if code is not None:
+        return code
+    args.leafd = os.path.abspath(args.leafd)
     return run(args)
 
 

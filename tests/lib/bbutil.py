@@ -56,6 +56,16 @@ def missing_mariadb():
             if shutil.which(b, path=_sbin_path()) is None]
 
 
+def missing_postgresql():
+    """What tests/lib/postgresql.sh needs and this machine lacks ([] if
+    nothing): postgresql-15's server and client."""
+    return [b for b in (PG_BIN + "/postgres", PG_BIN + "/initdb", PG_BIN + "/psql")
+            if not os.path.exists(b)]
+
+
+PG_BIN = "/usr/lib/postgresql/15/bin"
+
+
 def missing_zookeeper():
     """What tests/lib/zookeeper.sh needs and this machine lacks ([] if nothing):
     java and the jars on its classpath."""
@@ -416,14 +426,81 @@ class MariaDB:
         return r.stdout.decode()
 
 
+class PostgreSQL:
+    """A throwaway PostgreSQL 15 cluster (tests/lib/postgresql.sh): role
+    leaf (password leafpw) owns database leaf with sql/postgresql.sql.
+    conf: lines for postgresql.conf, hba: lines put first in pg_hba.conf
+    (both written before start, read at every start)."""
+
+    def __init__(self, workdir, name="postgresql", conf=None, hba=None):
+        self.dir = os.path.join(workdir, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = None
+        self.url = None
+        if conf:
+            with open(os.path.join(self.dir, "conf"), "w") as f:
+                f.write("\n".join(conf) + "\n")
+        if hba:
+            with open(os.path.join(self.dir, "hba"), "w") as f:
+                f.write("\n".join(hba) + "\n")
+
+    def _sh(self, cmd, env=None):
+        e = dict(os.environ)
+        e.update(env or {})
+        r = subprocess.run(["sh", os.path.join(ROOT, "tests/lib/postgresql.sh"), cmd, self.dir],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120,
+                           env=e)
+        if r.returncode != 0:
+            raise TestFailure("postgresql.sh %s failed: %s" % (cmd, r.stderr.decode()))
+        return r.stdout.decode()
+
+    def start(self, env=None):
+        miss = missing_postgresql()
+        if miss:
+            skip("PostgreSQL cannot run here: missing %s (sh .ci/deps.sh test)" % ", ".join(miss))
+        for line in self._sh("start", env).splitlines():
+            if line.startswith("PG_PORT="):
+                self.port = int(line.split("=", 1)[1])
+            if line.startswith("PG_URL="):
+                self.url = line.split("=", 1)[1]
+        check(self.port, "postgresql.sh printed no port")
+        return self
+
+    def stop(self):
+        self._sh("stop")
+
+    def restart(self):
+        self._sh("restart")
+
+    def pids(self):
+        """The postmaster and its children (for SIGSTOP/SIGCONT)."""
+        with open(os.path.join(self.dir, "pid")) as f:
+            pm = int(f.read().split()[0])
+        out = subprocess.run(["pgrep", "-P", str(pm)], stdout=subprocess.PIPE).stdout
+        return [pm] + [int(x) for x in out.split()]
+
+    def psql(self, stmt, db="leaf", user="postgres"):
+        cmd = ["runuser", "-u", "postgres", "--"] if os.getuid() == 0 else []
+        r = subprocess.run(cmd + [PG_BIN + "/psql", "-X", "-q", "-A", "-t",
+                                  "-v", "ON_ERROR_STOP=1", "-h", os.path.join(self.dir, "run"),
+                                  "-p", str(self.port), "-U", user, "-d", db, "-c", stmt],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+        if r.returncode != 0:
+            raise TestFailure("SQL failed: %s: %s" % (stmt, r.stderr.decode()))
+        return r.stdout.decode()
+
+    def sql(self, stmt):
+        return self.psql(stmt, user="leaf")
+
+
 class ZooKeeper:
     """A throwaway ZooKeeper (tests/lib/zookeeper.sh) and a small CLI for it."""
 
     CP = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar:" \
          "/usr/share/java/slf4j-api.jar:/usr/share/java/jline.jar:/usr/share/java/netty-all.jar"
 
-    def __init__(self, workdir):
-        self.dir = os.path.join(workdir, "zk")
+    def __init__(self, workdir, name="zk"):
+        self.dir = os.path.join(workdir, name)
         os.makedirs(self.dir, exist_ok=True)
         self.port = None
         self.address = None
@@ -578,8 +655,13 @@ class Workdir:
         self.cleanup.append(m.stop)
         return m.start()
 
-    def zookeeper(self):
-        z = ZooKeeper(self.path)
+    def postgresql(self, **kw):
+        p = PostgreSQL(self.path, **kw)
+        self.cleanup.append(p.stop)
+        return p.start()
+
+    def zookeeper(self, name="zk"):
+        z = ZooKeeper(self.path, name)
         self.cleanup.append(z.stop)
         return z.start()
 

@@ -1,6 +1,7 @@
-"""idcheck.py: clients that take segment IDs from leafd nodes over every
-front end, record every ID and every answer, and a checker in the Jepsen
-style: any ID given twice fails; availability is reported per phase.
+"""idcheck.py: clients that take segment IDs (or snowflake IDs: the tag
+SNOWFLAKE, "@snowflake") from leafd nodes over every front end, record
+every ID and every answer, and a checker in the Jepsen style: any ID given
+twice fails; availability is reported per phase.
 
     load = Load(nodes, "tag")        # nodes: [(name, addr, ports dict)]
     load.start(); load.phase("calm"); ...; load.phase("failover"); ...
@@ -11,18 +12,21 @@ style: any ID given twice fails; availability is reported per phase.
 
 Clients (one thread per node per front end, each on its own connection):
   http   GET /segment/TAG?count=K               IDs, one per line
+  sf     GET /snowflake?count=K                 snowflake IDs (only when
+         kinds names it)
   lease  GET /segment/TAG/lease?size=K          "start end" ranges, expanded
   resp   LEAF.SEGMENT TAG K (RESP, resp.listen.port)
   mc     get TAG (memcached text protocol, memcache.listen.port)
   grpc   leafd.v1.IdService/NextSegment (python3-grpcio, stubs protoc makes
          from proto/ as tests/blackbox/bb_grpc.py does; only when ports has
          "grpc")
+  With the tag SNOWFLAKE: GET /snowflake?count=K, LEAF.SNOWFLAKE K,
+  get @snowflake, NextSnowflake; no lease or C client (idstream.c takes
+  segment IDs only).
   c      libleafd-client over every node at once (its leases, its failover
          between servers): tests/lib/idstream.c, one process, node "all"
          (Load(cclient=path), path from build_idstream())
-With tag "@snowflake" the clients take snowflake IDs instead (GET
-/snowflake?count=K, LEAF.SNOWFLAKE K, get @snowflake, NextSnowflake; no
-lease client). Every answer is recorded as (start, latency, node, front end, error code or
+Every answer is recorded as (start, latency, node, front end, error code or
 None, IDs received); an error code is leafd's ("ids_exhausted",
 "db_failover", ...), or "client:<exception>" for a timeout, a refused or a
 reset connection. A 200 that does not carry K increasing IDs is an error
@@ -43,8 +47,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bbutil import Client  # noqa: E402
 
 K = 5                 # IDs per request (mc: 1)
+SNOWFLAKE = "@snowflake"  # the tag that means snowflake IDs
 TIMEOUT = 5.0         # per request
-SNOWFLAKE = "@snowflake"  # the tag that asks for snowflake IDs
 
 
 class BadAnswer(Exception):
@@ -66,9 +70,8 @@ def _http_code(r):
 class HttpIds:
     def __init__(self, addr, port, tag, lease=False):
         self.c = Client(port, host=addr, timeout=TIMEOUT)
-        self.path = ("/segment/%s/lease?size=%d" if lease else "/segment/%s?count=%d") % (tag, K)
-        if tag == SNOWFLAKE:
-            self.path = "/snowflake?count=%d" % K
+        self.path = ("/snowflake?count=%d" % K if tag == SNOWFLAKE else
+                     ("/segment/%s/lease?size=%d" if lease else "/segment/%s?count=%d") % (tag, K))
         self.lease = lease
 
     def get(self):
@@ -116,9 +119,8 @@ class LineConn:
 class RespIds(LineConn):
     def __init__(self, addr, port, tag):
         LineConn.__init__(self, addr, port)
-        a = [b"LEAF.SEGMENT", tag.encode(), str(K).encode()]
-        if tag == SNOWFLAKE:
-            a = [b"LEAF.SNOWFLAKE", str(K).encode()]
+        a = [b"LEAF.SNOWFLAKE", str(K).encode()] if tag == SNOWFLAKE else \
+            [b"LEAF.SEGMENT", tag.encode(), str(K).encode()]
         self.req = b"*%d\r\n" % len(a) + b"".join(b"$%d\r\n%s\r\n" % (len(x), x) for x in a)
 
     def get(self):
@@ -161,15 +163,14 @@ class GrpcIds:
         m = mods()
         self.grpc, pb = m["grpc"], m["pb"]
         self.ch = self.grpc.insecure_channel("%s:%d" % (addr, port))
-        self.call = self.ch.unary_unary("/leafd.v1.IdService/NextSegment",
-                                        request_serializer=pb.SegmentRequest.SerializeToString,
-                                        response_deserializer=pb.IdsReply.FromString)
-        self.req = pb.SegmentRequest(biz_tag=tag, count=K)
         if tag == SNOWFLAKE:
-            self.call = self.ch.unary_unary("/leafd.v1.IdService/NextSnowflake",
-                                            request_serializer=pb.CountRequest.SerializeToString,
-                                            response_deserializer=pb.IdsReply.FromString)
-            self.req = pb.CountRequest(count=K)
+            method, req = "NextSnowflake", pb.CountRequest(count=K)
+        else:
+            method, req = "NextSegment", pb.SegmentRequest(biz_tag=tag, count=K)
+        self.call = self.ch.unary_unary("/leafd.v1.IdService/" + method,
+                                        request_serializer=type(req).SerializeToString,
+                                        response_deserializer=pb.IdsReply.FromString)
+        self.req = req
 
     def get(self):
         try:
@@ -187,6 +188,10 @@ class GrpcIds:
 def make_client(kind, addr, ports, tag):
     if kind == "http":
         return HttpIds(addr, ports["http"], tag)
+    if kind == "sf":            # snowflake IDs: GET /snowflake?count=K (tag unused)
+        c = HttpIds(addr, ports["http"], tag)
+        c.path = "/snowflake?count=%d" % K
+        return c
     if kind == "lease":
         return HttpIds(addr, ports["http"], tag, lease=True)
     if kind == "resp":
@@ -222,22 +227,13 @@ class Load:
         self.kinds = kinds
         self.stop_ev = threading.Event()
         self.threads, self.recs, self.ids, self.bad = [], [], [], []
+        self.streams = []              # (node, front end) of each ids array
         self.phases = []               # (name, start)
         self.t_end = None
 
     def start(self):
-        for name, addr, ports in self.nodes:
-            for kind in self.kinds:
-                if kind == "lease" and self.tag == SNOWFLAKE:
-                    continue
-                if kind in ports or kind == "lease" and "http" in ports:
-                    recs, ids = [], array.array("q")
-                    self.recs.append(recs)
-                    self.ids.append(ids)
-                    t = threading.Thread(target=self.run, args=(name, addr, ports, kind, recs, ids),
-                                         daemon=True)
-                    t.start()
-                    self.threads.append(t)
+        for node in self.nodes:
+            self._clients(*node)
         if self.cclient:
             urls = ",".join("http://%s:%d" % (addr, ports["http"]) for _, addr, ports in self.nodes)
             self.cproc = subprocess.Popen([self.cclient, urls, self.tag, str(K),
@@ -245,10 +241,29 @@ class Load:
             recs, ids = [], array.array("q")
             self.recs.append(recs)
             self.ids.append(ids)
+            self.streams.append(("all", "c"))
             t = threading.Thread(target=self.read_c, args=(recs, ids), daemon=True)
             t.start()
             self.threads.append(t)
         return self
+
+    def add(self, node):
+        """Clients of one more node (name, addr, ports) from now on."""
+        self.nodes.append(node)
+        self._clients(*node)
+
+    def _clients(self, name, addr, ports):
+        for kind in self.kinds:
+            if (kind in ports or kind == "lease" and "http" in ports and self.tag != SNOWFLAKE
+                    or kind == "sf" and "http" in ports):
+                recs, ids = [], array.array("q")
+                self.recs.append(recs)
+                self.ids.append(ids)
+                self.streams.append((name, kind))
+                t = threading.Thread(target=self.run, args=(name, addr, ports, kind, recs, ids),
+                                     daemon=True)
+                t.start()
+                self.threads.append(t)
 
     def read_c(self, recs, ids):
         """idstream's lines: "<us> ok <id>..." or "<us> c_<error> <why>"."""
@@ -343,7 +358,7 @@ class Report:
         self.latencies = {}
         bounds = load.phases + [("end", load.t_end)]
         first = {}                     # a client's first request (one
-        for r in recs:                 # started mid-run has no wait before)
+        for r in recs:                 # added mid-run has no wait before)
             first.setdefault((r[2], r[3]), r[0])
         for (name, t0), (_, t1) in zip(bounds, bounds[1:]):
             rs = [r for r in recs if t0 <= r[0] < t1]

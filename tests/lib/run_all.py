@@ -20,6 +20,10 @@ one fills the end). They are:
               with Sentinel in namespaces (root): a lagging replica
               promoted, Sentinel cut off, the old master back, a split;
               every ID checked (nice -5)
+  zkens       zk_ensemble.py --short: snowflake worker IDs from a      ports 23500-23999
+              3-node ZooKeeper ensemble in namespaces (root): leader
+              killed, follower cut, quorum lost, a node cut off, a
+              restore from an older copy; every ID checked (nice -5)
   bb-asan     blackbox.py --asan -j BB_JOBS against ./leafd-asan      ports 14000-17999
               (any ASan/UBSan report of any leafd fails the lane; the
               front ends, parsers, hostile input, refusals and teardown:
@@ -72,7 +76,7 @@ TSAN_OPTIONS = "halt_on_error=1 second_deadlock_stack=1 history_size=4"
 
 # The order lanes start in: the chaos run first (it times every node's
 # answers), then the longest lanes, the short ones last.
-START = ["chaos", "failover", "galera", "sentinel", "blackbox", "unit-asan", "fuzz", "unit", "unit-tsan", "bb-asan",
+START = ["chaos", "failover", "galera", "zkens", "sentinel", "blackbox", "unit-asan", "fuzz", "unit", "unit-tsan", "bb-asan",
          "deb", "lint"]
 
 
@@ -113,6 +117,11 @@ def lanes(tmp):
             ("snowflake worker IDs from Redis with Sentinel through failovers "
              "under load, short version (make chaos-long for the long one)",
              ["python3", "tests/blackbox/sentinel.py", "--short"]),
+        ], -5),
+        "zkens": (False, {"LEAFD_TEST_PORTS": "23500-23999"}, [
+            ("snowflake worker IDs from a ZooKeeper ensemble under faults, short version "
+             "(make chaos-long for the long one)",
+             ["python3", "tests/blackbox/zk_ensemble.py", "--short"]),
         ], -5),
         "bb-asan": (False, {
             "LEAFD_TEST_BIN": os.path.join(ROOT, "leafd-asan"),

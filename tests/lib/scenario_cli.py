@@ -1,16 +1,14 @@
 """scenario_cli.py: what the fault scenario scripts share around their
-scenarios (failover.py, sentinel.py; failover_multidb.py's checks).
+scenarios (failover.py, sentinel.py; leafd_ns.preflight checks root and
+the gRPC client).
 
     args = parser(LEAFD).parse_args()       # --short --phase-secs --leafd ...
-    rc = preflight(args, "failover.py")     # None: go on; else exit with it
+    ...                                     # leafd_ns.preflight
     return run_all(args, SCENARIOS, CONTROLS, Scenario, say)
 
 say(msg), check(cond, msg): the story's lines, a failed check.
 parser: the options every scenario script takes (--short, --phase-secs,
 --leafd, --expect-duplicates, --only, --keep); add its own.
-preflight: root (network namespaces; outside CI a SKIP, under CI a FAIL),
-args.leafd made absolute, args.grpc whether the gRPC client loads (under CI
-it must; want_grpc=False leaves it out).
 run_all: each scenario of --only (else every one, or CONTROLS with
 --expect-duplicates) in turn: new_scenario(args, name) must give an object
 with wd (its work directory), load (the running idcheck.Load or None),
@@ -20,12 +18,10 @@ failure prints the figures up to it and keeps the work directory. The
 closing table and the "N passed, N failed" line; 1 if any failed.
 """
 import argparse
-import os
 import shutil
-import sys
 import time
 
-from bbutil import TestFailure, in_ci
+from bbutil import TestFailure
 
 T0 = time.time()
 
@@ -49,32 +45,6 @@ def parser(leafd):
     ap.add_argument("--only", default="")
     ap.add_argument("--keep", action="store_true")
     return ap
-
-
-def preflight(args, script, want_grpc=True):
-    if os.geteuid() != 0:
-        msg = "%s needs root (network namespaces)" % script
-        if in_ci():
-            print("FAIL " + msg)
-            return 1
-        print("SKIP " + msg)
-        return 0
-    args.leafd = os.path.abspath(args.leafd)
-    args.grpc = False
-    if not want_grpc:
-        return None
-    try:
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
-            os.path.abspath(__file__))), "blackbox"))
-        from bb_grpc import mods
-        mods()
-        args.grpc = True
-    except Exception as e:               # under CI, bb_grpc's skip() raises this
-        if in_ci():
-            print("FAIL gRPC client: %s" % e)
-            return 1
-        print("gRPC client left out: %s" % e)
-    return None
 
 
 def run_all(args, scenarios, controls, new_scenario, say):

@@ -2,9 +2,13 @@
  * store_mysql.c): URL parsing, the SQLite store in a temp file, and the same
  * behaviour against MySQL/MariaDB when LEAFD_TEST_MYSQL_URL is set (with
  * LEAFD_TEST_MYSQL_DIR also set, a restart and a hung server too; see
- * tests/lib/mariadb.sh). Run from the top of the tree (or set LEAFD_ROOT). */
+ * tests/lib/mariadb.sh), and against PostgreSQL (store_pg.c): the cluster
+ * of LEAFD_TEST_PG_URL, else one of its own (tests/lib/postgresql.sh,
+ * started once for the case). Run from the top of the tree (or set
+ * LEAFD_ROOT). */
 #include <check.h>
 #include <errno.h>
+#include <libpq-fe.h>
 #include <mysql.h>
 #include <pthread.h>
 #include <signal.h>
@@ -296,7 +300,7 @@ END_TEST
 
 /* The backend of the running test (set by a fixture, per forked test). */
 static struct {
-    int  mysql;
+    int  mysql, pg;
     char dir[64];
     char path[128];
     char prefix[48];        /* tag prefix, unique per test run */
@@ -332,6 +336,69 @@ be_mysql_setup(void)
     be.mysql = 1;
     be.cfg.store = STORE_MYSQL;
     be.cfg.mysql_url = getenv("LEAFD_TEST_MYSQL_URL");
+    be.cfg.db_timeout_ms = 5000;
+}
+
+static const char *root_path(const char *rel, char *buf, size_t cap);
+
+/* The PostgreSQL case's cluster: LEAFD_TEST_PG_URL, else one started for
+ * the case (an unchecked fixture: once, in the runner) and stopped after. */
+static char pg_url[256], pg_dir[64];
+
+static void
+pg_case_start(void)
+{
+    char cmd[512], buf[256];
+    const char *env = getenv("LEAFD_TEST_PG_URL");
+    FILE *f;
+
+    if (env != NULL && *env != '\0') {
+        snprintf(pg_url, sizeof pg_url, "%s", env);
+        return;
+    }
+    strcpy(pg_dir, "/tmp/check_store_pg.XXXXXX");
+    if (mkdtemp(pg_dir) == NULL)
+        return;
+    snprintf(cmd, sizeof cmd, "sh %s start %s/pg >%s/start.log 2>&1",
+             root_path("tests/lib/postgresql.sh", buf, sizeof buf), pg_dir,
+             pg_dir);
+    if (system(cmd) != 0)
+        return;
+    snprintf(cmd, sizeof cmd, "%s/pg/env", pg_dir);
+    if ((f = fopen(cmd, "r")) == NULL)
+        return;
+    while (fgets(buf, sizeof buf, f) != NULL)
+        if (strncmp(buf, "PG_URL=", 7) == 0) {
+            buf[strcspn(buf, "\n")] = '\0';
+            snprintf(pg_url, sizeof pg_url, "%s", buf + 7);
+        }
+    fclose(f);
+}
+
+static void
+pg_case_stop(void)
+{
+    char cmd[512], buf[256];
+
+    if (pg_dir[0] == '\0')
+        return;
+    snprintf(cmd, sizeof cmd, "sh %s stop %s/pg >/dev/null 2>&1; rm -rf %s",
+             root_path("tests/lib/postgresql.sh", buf, sizeof buf), pg_dir,
+             pg_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "check_store: %s failed\n", cmd);
+}
+
+static void
+be_pg_setup(void)
+{
+    memset(&be, 0, sizeof be);
+    be_common();
+    ck_assert_msg(pg_url[0] != '\0', "no PostgreSQL: see %s/start.log (CI=1: "
+                  "a failure, not a skip)", pg_dir);
+    be.pg = 1;
+    be.cfg.store = STORE_POSTGRESQL;
+    be.cfg.pg_url = pg_url;
     be.cfg.db_timeout_ms = 5000;
 }
 
@@ -398,6 +465,17 @@ be_exec(const char *sql)
 {
     if (be.mysql) {
         url_exec(be.cfg.mysql_url, sql);
+    } else if (be.pg) {
+        PGconn *db = PQconnectdb(be.cfg.pg_url);
+        PGresult *r;
+
+        ck_assert_msg(PQstatus(db) == CONNECTION_OK, "connect: %s",
+                      PQerrorMessage(db));
+        r = PQexec(db, sql);
+        ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql,
+                      PQerrorMessage(db));
+        PQclear(r);
+        PQfinish(db);
     } else {
         sqlite3 *db;
         char *err = NULL;
@@ -2020,6 +2098,20 @@ store_suite(void)
     } else {
         printf("check_store: LEAFD_TEST_MYSQL_URL not set: %s the MySQL tests "
                "(see tests/lib/mariadb.sh)\n",
+               in_ci() ? "CI=1, so FAILING: cannot run" : "skipping");
+        ci_missing |= in_ci();
+    }
+    /* PostgreSQL: the behaviour above, on its own cluster unless given. */
+    if (access("/usr/lib/postgresql/15/bin/postgres", X_OK) == 0 ||
+        getenv("LEAFD_TEST_PG_URL") != NULL) {
+        tc = tcase_create("postgresql");
+        tcase_add_unchecked_fixture(tc, pg_case_start, pg_case_stop);
+        tcase_add_checked_fixture(tc, be_pg_setup, be_teardown);
+        add_behaviour(tc);
+        tcase_set_timeout(tc, 180);
+        suite_add_tcase(su, tc);
+    } else {
+        printf("check_store: no postgresql-15: %s the PostgreSQL tests\n",
                in_ci() ? "CI=1, so FAILING: cannot run" : "skipping");
         ci_missing |= in_ci();
     }
