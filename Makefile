@@ -6,7 +6,7 @@
 #   make check-asan the unit tests again under AddressSanitizer + UBSan
 #   make bench      benchmark leafd against nginx (and peers) in one run
 #   make lint       cppcheck over every C file, and the layers of src/ (also in make test)
-#   make chaos-long the chaos run, MariaDB and ZooKeeper failovers, their positive controls, long
+#   make chaos-long the chaos run, MariaDB, ZooKeeper and Redis Sentinel failovers, their positive controls, long
 #   make deb        the Debian packages build/leafd{,-dev}_<version>_<arch>.deb (tools/deb.sh)
 #
 # Plain make, -MMD dependencies, strict warnings (-Werror with WERROR=1, as CI).
@@ -270,6 +270,7 @@ FUZZ_OBJS_mc_bin_parse := mc_bin_parse
 FUZZ_OBJS_multi_block := multi_block util
 FUZZ_OBJS_segment_model := segment segment_tags log util
 FUZZ_OBJS_redis_url  := workerid_redis_url util
+FUZZ_OBJS_redis_sentinel := workerid_redis_sentinel util
 FUZZ_OBJS_zk_node    := workerid_zk_node util
 FUZZ_OBJS_serial_zonerec := serial_zonerec util
 FUZZ_OBJS_mysql_url  := db_mysql_url util
@@ -360,13 +361,16 @@ chaos: leafd
 # also with a node idle through it, and the address moved first) and
 # galera.py's (3 rounds), zk_ensemble.py's (a ZooKeeper ensemble; also its
 # restore with 8 s fence steps), bb_datacenters' two datacenters under load
-# for PHASE_SECS (with their own positive control), then the positive
-# controls against leafd built from OLD_COMMIT (default a46976b, before
-# issue 28's fix) and ZK_OLD_COMMIT (default f146e8c, before the ZooKeeper
-# restore rule) in scratch worktrees: they pass only if that binary repeats
-# IDs.
+# for PHASE_SECS (with their own positive control), sentinel.py's Redis
+# Sentinel scenarios, then the positive controls against leafd built from
+# OLD_COMMIT (default a46976b, before issue 28's fix), ZK_OLD_COMMIT
+# (default f146e8c, before the ZooKeeper restore rule) and
+# SENTINEL_OLD_COMMIT (default f146e8c, before the Sentinel support: plain
+# URLs, no Sentinel majority behind a write; sentinel.py's split) in
+# scratch worktrees: they pass only if that binary repeats IDs.
 OLD_COMMIT ?= a46976b
 ZK_OLD_COMMIT ?= f146e8c
+SENTINEL_OLD_COMMIT ?= f146e8c
 .PHONY: chaos-long
 chaos-long: leafd
 	@sh .ci/deps.sh test
@@ -375,6 +379,7 @@ chaos-long: leafd
 	@python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30)
 	@python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30) --idle-node
 	@python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30) --order vip-first
+	@python3 tests/blackbox/sentinel.py --phase-secs=$(or $(PHASE_SECS),30)
 	@python3 tests/blackbox/galera.py
 	@DC_LOAD_SECS=$(or $(PHASE_SECS),30) python3 tests/blackbox/blackbox.py bb_datacenters.test_two_datacenters
 	@python3 tests/blackbox/zk_ensemble.py --phase-secs=$(or $(PHASE_SECS),20)
@@ -390,6 +395,11 @@ chaos-long: leafd
 		git worktree add --detach "$$old" $(ZK_OLD_COMMIT) >/dev/null && \
 		make --no-print-directory -C "$$old" -j2 leafd >/dev/null && \
 		python3 tests/blackbox/zk_ensemble.py --fence-step 8000 --only restore \
+			--expect-duplicates --leafd "$$old/leafd"
+	@old=$$(mktemp -d /tmp/lfs-old-XXXXXX); trap 'git worktree remove --force "$$old"; rm -rf "$$old"' EXIT; \
+		git worktree add --detach "$$old" $(SENTINEL_OLD_COMMIT) >/dev/null && \
+		make --no-print-directory -C "$$old" -j2 leafd >/dev/null && \
+		python3 tests/blackbox/sentinel.py --phase-secs=$(or $(PHASE_SECS),30) \
 			--expect-duplicates --leafd "$$old/leafd"
 
 # --- libleafd-client (clients/c/): IDs made in process from leased ranges.

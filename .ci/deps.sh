@@ -10,7 +10,7 @@ libhiredis-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev l
 test="$build mariadb-server mariadb-client zookeeper default-jre-headless python3 nginx
 libfaketime procps slowhttptest docker-compose clang libclang-rt-14-dev cppcheck
 chromium chromium-driver python3-selenium fonts-liberation
-libhiredis-dev redis-server redis-tools python3-redis python3-yaml
+libhiredis-dev redis-server redis-tools redis-sentinel python3-redis python3-yaml
 nghttp2-client protobuf-compiler python3-grpcio python3-protobuf python3-pymemcache
 memcached libmemcached-tools openssl debhelper lintian systemd man-db
 golang-go golang-google-grpc-dev golang-goprotobuf-dev iproute2 nftables iputils-arping

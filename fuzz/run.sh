@@ -34,6 +34,7 @@ opts() {
     config)     echo "-max_len=8192 -dict=fuzz/config.dict" ;;
     decode)     echo "-max_len=64" ;;
     redis_url)  echo "-max_len=1100" ;;
+    redis_sentinel) echo "-max_len=1100" ;;
     mysql_url)  echo "-max_len=1100 -dict=fuzz/mysql_url.dict" ;;
     pg_conninfo) echo "-max_len=1100 -dict=fuzz/pg_conninfo.dict" ;;
     util)       echo "-max_len=600" ;;

@@ -618,6 +618,12 @@ main(int argc, char **argv)
         return 2;
     }
     free(ov);
+    if (sfconfig_check(&d.cfg, &cause) == -1) {
+        fprintf(stderr, "leafd: %s\n", cause);
+        free(cause);
+        config_free(&d.cfg);
+        return 2;
+    }
     if (decode_arg != NULL) {
         struct sbuf out = { 0 };
 

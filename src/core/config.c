@@ -264,6 +264,10 @@ static const struct key keys[] = {
       "worker ID store for worker_source = redis (and k8s.fence_store = redis): redis://[:password@]host[:port][/db] or unix:///path[?db=N]" },
     { "snowflake.redis.prefix", K_STR, OFF(sf_redis_prefix), 1, 256, "leafd:snowflake:", NULL,
       "prefix of the worker ID keys in Redis" },
+    { "snowflake.redis.sentinels", K_STR, OFF(sf_redis_sentinels), 0, 1024, "", NULL,
+      "Redis Sentinel host:port[,host:port...] (at most 16): the worker ID store is the master they name for snowflake.redis.master_name; snowflake.redis.url then gives only the password and db (empty: no Sentinel)" },
+    { "snowflake.redis.master_name", K_STR, OFF(sf_redis_master_name), 0, 128, "", NULL,
+      "with snowflake.redis.sentinels: the master's name in sentinel.conf (sentinel monitor NAME ...)" },
     { "snowflake.mysql.url", K_STR, OFF(sf_mysql_url), 0, 1024, "", NULL,
       "worker ID store for worker_source = mysql (and k8s.fence_store = mysql), as segment.mysql.url (empty: segment.mysql.url, else leaf.jdbc.url)" },
     { "snowflake.k8s.ordinal_env", K_STR, OFF(k8s_ordinal_env), 0, 128, "", NULL,
@@ -719,6 +723,13 @@ config_validate(struct config *cfg, char **cause)
         cfg->worker_source != WORKER_K8S) {
         *cause = xasprintf("snowflake.k8s.fence_store is set but "
                            "snowflake.worker_source is not k8s");
+        return -1;
+    }
+    if ((cfg->sf_redis_sentinels[0] != '\0') !=
+        (cfg->sf_redis_master_name[0] != '\0')) {
+        *cause = xasprintf("snowflake.redis.sentinels and "
+                           "snowflake.redis.master_name go together: set both "
+                           "(Redis Sentinel) or neither");
         return -1;
     }
     if (cfg->snowflake_port == 0)

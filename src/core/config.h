@@ -139,6 +139,8 @@ struct config {
     int64_t  takeover_age_ms;      /* snowflake.takeover_age_ms */
     char    *sf_redis_url;         /* snowflake.redis.url */
     char    *sf_redis_prefix;      /* snowflake.redis.prefix */
+    char    *sf_redis_sentinels;   /* snowflake.redis.sentinels */
+    char    *sf_redis_master_name; /* snowflake.redis.master_name */
     char    *sf_mysql_url;         /* snowflake.mysql.url */
     char    *k8s_ordinal_env;      /* snowflake.k8s.ordinal_env */
     char    *k8s_namespace_env;    /* snowflake.k8s.namespace_env */

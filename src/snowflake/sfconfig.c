@@ -272,9 +272,26 @@ sfconfig_start_with(const struct config *cfg, int http_port,
                  "are refused until it is reached", sfconfig_uses_zk(cfg) ?
                  "ZooKeeper" : "the worker ID store", sfconfig_uses_zk(cfg) ?
                  cfg->zk_address : sfconfig_uses_mysql(cfg) ? "(mysql)" :
+                 cfg->sf_redis_sentinels[0] ? cfg->sf_redis_sentinels :
                  cfg->sf_redis_url);
     }
     return sf;
+}
+
+int
+sfconfig_check(const struct config *cfg, char **cause)
+{
+    struct workerid_redis_sentinels sv;
+
+    if (cfg->sf_redis_sentinels[0] == '\0')
+        return 0;
+    if (workerid_redis_check_master_name(cfg->sf_redis_master_name,
+                                         cause) == -1 ||
+        workerid_redis_parse_sentinels(cfg->sf_redis_sentinels, &sv,
+                                       cause) == -1)
+        return -1;
+    workerid_redis_sentinels_free(&sv);
+    return 0;
 }
 
 /* This node's ip for a store identity: snowflake.ip, or the first
@@ -406,6 +423,13 @@ lease_open(const struct config *cfg, const struct sfcodec_layout *l,
                                     p.heartbeat_ms < 1000 ? p.heartbeat_ms :
                                     1000, start_op_timeout(p.lease_ms), &st,
                                     cause) == -1) {
+        free(cache);
+        return NULL;
+    } else if (cfg->sf_redis_sentinels[0] != '\0' &&
+               workerid_redis_use_sentinels(&st, cfg->sf_redis_sentinels,
+                                            cfg->sf_redis_master_name,
+                                            cause) == -1) {
+        st.close(st.arg);
         free(cache);
         return NULL;
     }

@@ -74,6 +74,10 @@ struct workerid *sfconfig_workerid_open(const struct config *cfg,
  * snowflake.k8s.fence_store: the pod's worker ID (ordinal + offset), fixed,
  * identity the pod name, in redis or mysql under the same lease. NULL with
  * *cause on a bad URL or address, a refused claim. */
+/* What config_validate cannot check from below: snowflake.redis.sentinels
+ * and snowflake.redis.master_name, when set. 0, or -1 with *cause. */
+int sfconfig_check(const struct config *cfg, char **cause);
+
 struct wlease *sfconfig_lease_open(const struct config *cfg,
                                    const struct sfcodec_layout *l,
                                    int http_port, char **cause);

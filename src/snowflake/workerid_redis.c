@@ -1,6 +1,23 @@
 /* workerid_redis.c: the Redis store of worker IDs (see workerid_redis.h):
  * three Lua scripts over hiredis' blocking client, reconnecting after any
- * I/O error. */
+ * error; with Sentinel, each connection to the master a Sentinel names.
+ *
+ * DESIGN: which server a claim or fence write counts on. wr_server runs
+ * before each, on the connection the script then uses: a server whose INFO
+ * role is not master fails it (a demoted master, a replica: what it holds
+ * may be behind, and it takes no write). With Sentinel, so does a master
+ * that fewer than a majority of the configured sentinels name, or that one
+ * of them names differently (wr_confirm_master): a node cut off with an old
+ * master from most sentinels, while they promote a replica, gets no fence
+ * confirmed from then on, so it stops issuing within half the lease (the
+ * lease rule), before the lease that lets another node take its ID on the
+ * promoted replica runs out. That replica is another server (run_id,
+ * master_replid), so P server's since holds there as for any store that
+ * went back in time: records older than since wait a lease, IDs it has no
+ * record of gate past anything issued before it. What this leaves open is
+ * the moment between a confirmation and the write it precedes (at most the
+ * two commands' timeouts). */
+#include <assert.h>
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -26,6 +43,15 @@ struct wredis {
     int64_t        held;        /* the worker ID last claimed, -1 none */
     int64_t        held_hb;     /* the hb last written for it (the store's
                                    clock), 0 none */
+    /* Sentinel (sent.n 0: none): the master's address is asked of them */
+    struct workerid_redis_sentinels sent;
+    redisContext  *sc[WORKERID_REDIS_SENTINELS_MAX]; /* to each, or NULL */
+    char          *master_name;
+    int            next_sentinel;   /* the last one that answered */
+    int            unknown_master;  /* the last ask: every sentinel that
+                                       answered knows no such master */
+    char           mhost[256];      /* the master in use ("": none yet) */
+    int            mport;
     struct wlease_rec rec;      /* the hash's "zones": claimed, to write */
 };
 
@@ -221,11 +247,173 @@ wr_command(struct wredis *r, char **cause, int argc, const char **argv)
         return NULL;
     }
     if (rep->type == REDIS_REPLY_ERROR) {
+        /* READONLY, NOREPLICAS, LOADING...: the next command reconnects
+         * (with Sentinel: to the master it names then) */
         *cause = xasprintf("redis %s: %s", argv[0], rep->str);
         freeReplyObject(rep);
+        wr_drop(r);
         return NULL;
     }
     return rep;
+}
+
+/* One Sentinel's answer for the master: 0 with host and *port; 1 when it
+ * knows no master of that name; -1 with *why. */
+static int
+wr_ask_sentinel(struct wredis *r, int i, char *host, size_t hsize, int *port,
+                char **why)
+{
+    struct timeval tv = { r->want_ms / 1000, (r->want_ms % 1000) * 1000 };
+    const char *a[] = { "SENTINEL", "get-master-addr-by-name",
+                        r->master_name };
+    redisContext *c = r->sc[i];
+    redisReply *rep = NULL;
+    int rc = -1;
+
+    if (c == NULL) {
+        c = redisConnectWithTimeout(r->sent.host[i], r->sent.port[i], tv);
+        if (c == NULL || c->err) {
+            *why = xstrdup(c != NULL ? c->errstr : "out of memory");
+            goto done;
+        }
+    }
+    if (redisSetTimeout(c, tv) != REDIS_OK) {
+        *why = xstrdup("cannot set the timeout");
+        goto done;
+    }
+    rep = redisCommandArgv(c, 3, a, NULL);
+    if (rep == NULL) {
+        *why = xstrdup(c->errstr[0] ? c->errstr : "no reply");
+    } else if (rep->type == REDIS_REPLY_NIL) {
+        *why = xasprintf("knows no master named \"%s\"", r->master_name);
+        rc = 1;
+    } else if (rep->type == REDIS_REPLY_ERROR) {
+        *why = xasprintf("%.200s", rep->str);
+    } else if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+               rep->element[0]->type != REDIS_REPLY_STRING ||
+               rep->element[1]->type != REDIS_REPLY_STRING) {
+        *why = xstrdup("not an address (two strings)");
+    } else if (workerid_redis_master_addr(rep->element[0]->str,
+                                          rep->element[0]->len,
+                                          rep->element[1]->str,
+                                          rep->element[1]->len, host, hsize,
+                                          port, why) == 0) {
+        rc = 0;
+    }
+done:
+    if (rep != NULL)
+        freeReplyObject(rep);
+    /* kept for the next question unless it failed */
+    if (rc == -1 && c != NULL) {
+        redisFree(c);
+        c = NULL;
+    }
+    r->sc[i] = c;
+    return rc;
+}
+
+/* The master's address from the sentinels, asked in turn from the last
+ * that answered: 0 with r->mhost, r->mport; or -1 with *cause (each one's
+ * reason; r->unknown_master when every one that answered knows no master of
+ * that name). */
+static int
+wr_discover(struct wredis *r, char **cause)
+{
+    struct sbuf why = { 0 };
+    char host[sizeof r->mhost];
+    int port = 0, answered = 0, unknown = 0;
+
+    for (int k = 0; k < r->sent.n; k++) {
+        int i = (r->next_sentinel + k) % r->sent.n, rc;
+        char *e = NULL;
+
+        rc = wr_ask_sentinel(r, i, host, sizeof host, &port, &e);
+        if (rc == 0) {
+            if (strcmp(host, r->mhost) != 0 || port != r->mport) {
+                if (r->mhost[0] != '\0')
+                    log_warn("snowflake: sentinel %s:%d names redis master "
+                             "%s %s:%d (was %s:%d): following it",
+                             r->sent.host[i], r->sent.port[i],
+                             r->master_name, host, port, r->mhost, r->mport);
+                snprintf(r->mhost, sizeof r->mhost, "%s", host);
+                r->mport = port;
+            }
+            r->next_sentinel = i;
+            r->unknown_master = 0;
+            sbuf_free(&why);
+            return 0;
+        }
+        answered += rc == 1;
+        unknown += rc == 1;
+        sbuf_printf(&why, "%ssentinel %s:%d: %s", k > 0 ? "; " : "",
+                    r->sent.host[i], r->sent.port[i], e);
+        free(e);
+    }
+    r->unknown_master = answered > 0 && unknown == answered;
+    *cause = xasprintf("redis sentinel: no master %s: %s", r->master_name,
+                       why.p != NULL ? why.p : "no sentinel");
+    sbuf_free(&why);
+    return -1;
+}
+
+/* Before every claim and fence write: a majority of the sentinels name
+ * the master in use (asked in turn from the last that answered; none may
+ * name another). 0, or -1 with *cause (the connection dropped: the next
+ * call asks Sentinel again). A master cut off with this node from most
+ * sentinels, which may be promoting a replica on the other side, so takes
+ * no write that counts. */
+static int
+wr_confirm_master(struct wredis *r, char **cause)
+{
+    int need = r->sent.n / 2 + 1, agree = 0;
+    struct sbuf why = { 0 };
+
+    for (int k = 0; k < r->sent.n && agree < need; k++) {
+        int i = (r->next_sentinel + k) % r->sent.n, port = 0;
+        char host[sizeof r->mhost], *e = NULL;
+
+        if (wr_ask_sentinel(r, i, host, sizeof host, &port, &e) == 0) {
+            if (strcmp(host, r->mhost) == 0 && port == r->mport) {
+                agree++;
+                continue;
+            }
+            *cause = xasprintf("redis sentinel %s:%d names master %s:%d, "
+                               "not %s:%d (a failover): asking again",
+                               r->sent.host[i], r->sent.port[i], host, port,
+                               r->mhost, r->mport);
+            sbuf_free(&why);
+            wr_drop(r);
+            return -1;
+        }
+        sbuf_printf(&why, "; sentinel %s:%d: %s", r->sent.host[i],
+                    r->sent.port[i], e);
+        free(e);
+    }
+    if (agree >= need) {
+        sbuf_free(&why);
+        return 0;
+    }
+    *cause = xasprintf("redis master %s:%d confirmed by %d of %d sentinels, "
+                       "not a majority (%d): not writing%s", r->mhost,
+                       r->mport, agree, r->sent.n, need,
+                       why.p != NULL ? why.p : "");
+    sbuf_free(&why);
+    wr_drop(r);
+    return -1;
+}
+
+/* The server in use, for messages. */
+static const char *
+wr_where(const struct wredis *r)
+{
+    return r->sent.n > 0 ? r->mhost : r->u.path != NULL ? r->u.path :
+                                                          r->u.host;
+}
+
+static int
+wr_port(const struct wredis *r)
+{
+    return r->sent.n > 0 ? r->mport : r->u.port;
 }
 
 static int
@@ -239,14 +427,18 @@ wr_connect(struct wredis *r, char **cause)
         return 0;
     tv.tv_sec = r->want_ms / 1000;
     tv.tv_usec = (r->want_ms % 1000) * 1000;
-    if (r->u.path != NULL)
+    if (r->sent.n > 0) {
+        if (wr_discover(r, cause) == -1)
+            return -1;
+        r->c = redisConnectWithTimeout(r->mhost, r->mport, tv);
+    } else if (r->u.path != NULL) {
         r->c = redisConnectUnixWithTimeout(r->u.path, tv);
-    else
+    } else {
         r->c = redisConnectWithTimeout(r->u.host, r->u.port, tv);
+    }
     if (r->c == NULL || r->c->err) {
-        *cause = xasprintf("redis connect to %s:%d: %s",
-                           r->u.path != NULL ? r->u.path : r->u.host,
-                           r->u.path != NULL ? 0 : r->u.port,
+        *cause = xasprintf("redis connect to %s:%d: %s", wr_where(r),
+                           r->u.path != NULL ? 0 : wr_port(r),
                            r->c != NULL ? r->c->errstr : "out of memory");
         wr_drop(r);
         return -1;
@@ -306,7 +498,7 @@ wr_server(struct wredis *r, char *marker, size_t size, char *uptime_ms,
           size_t usize, char **cause)
 {
     const char *a[] = { "INFO" };
-    const char *run, *repl, *up;
+    const char *run, *repl, *up, *role;
     redisReply *rep;
     int rc = -1;
 
@@ -316,6 +508,26 @@ wr_server(struct wredis *r, char *marker, size_t size, char *uptime_ms,
         return -1;
     if (rep->type != REDIS_REPLY_STRING)
         goto done;
+    /* A replica (a demoted master, or one Sentinel has not promoted yet)
+     * is down for this store: what it holds may be behind, and a write
+     * there does not count. */
+    role = strstr(rep->str, "\nrole:");
+    role = role != NULL ? role + 6 : "?";
+    if (strncmp(role, "master\r", 7) != 0) {
+        size_t n = strcspn(role, "\r\n");
+
+        *cause = xasprintf("redis %s:%d is not a master (role:%.*s): not "
+                           "claiming or writing there%s", wr_where(r),
+                           wr_port(r), (int)(n < 32 ? n : 32), role,
+                           r->sent.n > 0 ? "; asking Sentinel again" : "");
+        freeReplyObject(rep);
+        wr_drop(r);
+        return -1;
+    }
+    if (r->sent.n > 0 && wr_confirm_master(r, cause) == -1) {
+        freeReplyObject(rep);
+        return -1;
+    }
     run = strstr(rep->str, "\nrun_id:");
     repl = strstr(rep->str, "\nmaster_replid:");
     up = strstr(rep->str, "\nuptime_in_seconds:");
@@ -357,7 +569,7 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
     snprintf(unknown, sizeof unknown, "%" PRId64, c->unknown_gate_ms);
     r->want_ms = r->op_ms;
     if (wr_server(r, srv, sizeof srv, up, sizeof up, cause) == -1)
-        return WLEASE_DOWN;
+        return r->unknown_master ? WLEASE_REFUSED : WLEASE_DOWN;
     rep = wr_eval(r, wr_claim_lua, 0, 13, a, cause);
     if (rep == NULL)
         return WLEASE_DOWN;
@@ -574,7 +786,12 @@ wr_close(void *arg)
     if (r == NULL)
         return;
     wr_drop(r);
+    for (int i = 0; i < r->sent.n; i++)
+        if (r->sc[i] != NULL)
+            redisFree(r->sc[i]);
     workerid_redis_url_free(&r->u);
+    workerid_redis_sentinels_free(&r->sent);
+    free(r->master_name);
     free(r->note.text);
     wlease_rec_free(&r->rec);
     free(r->prefix);
@@ -612,5 +829,27 @@ workerid_redis_store(const char *url, const char *prefix, int64_t timeout_ms,
     out->claimed_record = wr_claimed_record;
     out->set_record = wr_set_record;
     out->arg = r;
+    return 0;
+}
+
+int
+workerid_redis_use_sentinels(struct wlease_store *st, const char *sentinels,
+                             const char *master_name, char **cause)
+{
+    struct wredis *r = st->arg;
+
+    assert(st->claim == wr_claim && r->sent.n == 0);
+    if (workerid_redis_check_master_name(master_name, cause) == -1 ||
+        workerid_redis_parse_sentinels(sentinels, &r->sent, cause) == -1)
+        return -1;
+    if (r->u.path != NULL) {
+        workerid_redis_sentinels_free(&r->sent);
+        *cause = xstrdup("snowflake.redis.sentinels: snowflake.redis.url is "
+                         "a unix socket; with Sentinel it gives only the "
+                         "password and database (redis://[:password@]"
+                         "host[/db])");
+        return -1;
+    }
+    r->master_name = xstrdup(master_name);
     return 0;
 }

@@ -71,7 +71,6 @@ partition include the half phase the operator takes to run db-fence. p99
 in the failover phases stayed within 1 ms of calm in --short; in the long
 run 250-300 ms, the refused requests waiting segment.wait_ms.)
 """
-import argparse
 import contextlib
 import json
 import os
@@ -84,23 +83,14 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
-from bbutil import LEAFD, TestFailure, wait_for  # noqa: E402
+from bbutil import LEAFD, wait_for  # noqa: E402
 from idcheck import Load, build_idstream  # noqa: E402
 from leafd_ns import NsLeafd, preflight  # noqa: E402
 from mariadb_ns import NsMariaDB, start_all, wait_semi_sync, dump, restore  # noqa: E402
 from netns import Net  # noqa: E402
+from scenario_cli import check, parser, run_all, say  # noqa: E402
 
 TAG = "fo"
-T0 = time.time()
-
-
-def say(msg):
-    print("[%6.1fs] %s" % (time.time() - T0, msg), flush=True)
-
-
-def check(cond, msg):
-    if not cond:
-        raise TestFailure(msg)
 
 
 def LeafNode(node, wd, url, extra, binary, grpc=True):
@@ -409,14 +399,7 @@ CONTROLS = ("async", "partition", "restore")
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--short", action="store_true")
-    ap.add_argument("--phase-secs", type=float, default=None)
-    ap.add_argument("--leafd", default=LEAFD)
-    ap.add_argument("--expect-duplicates", action="store_true")
-    ap.add_argument("--only", default="")
-    ap.add_argument("--keep", action="store_true")
-    args = ap.parse_args()
+    args = parser(LEAFD).parse_args()
     if args.phase_secs is None:
         args.phase_secs = 3.0 if args.short else 30.0
     code, args.grpc = preflight("failover.py")
@@ -432,39 +415,7 @@ def main():
 
 
 def run(args):
-    names = args.only.split(",") if args.only else \
-        list(CONTROLS if args.expect_duplicates else SCENARIOS)
-    failed, summaries = [], []
-    for name in names:
-        say("== %s%s (%s)" % (name, " (positive control)" if args.expect_duplicates else "",
-                              args.leafd))
-        t = time.time()
-        s = Scenario(args, name)
-        try:
-            SCENARIOS[name](s)
-            say("== %s: ok in %.0fs" % (name, time.time() - t))
-        except Exception as e:
-            failed.append(name)
-            say("FAIL %s: %s: %s" % (name, type(e).__name__, e))
-            if s.load is not None:        # the figures up to the failure
-                load, s.load = s.load, None
-                s.report(load)
-        finally:                          # interrupted too (SIGTERM: SystemExit)
-            if s.load is not None:
-                s.load.stop_ev.set()
-            if args.keep or name in failed:
-                say("  (kept %s)" % s.wd)
-            else:
-                shutil.rmtree(s.wd, ignore_errors=True)
-        if s.summary:
-            summaries.append("%-10s %s%s" % (name, "FAILED: " if name in failed else "",
-                                             s.summary))
-    print("== figures%s (%s):" % (" of the positive control" if args.expect_duplicates else "",
-                                  args.leafd))
-    for line in summaries:
-        print("   " + line)
-    print("%d passed, %d failed" % (len(names) - len(failed), len(failed)), flush=True)
-    return 1 if failed else 0
+    return run_all(args, SCENARIOS, CONTROLS, Scenario, say)
 
 
 if __name__ == "__main__":

@@ -357,6 +357,9 @@ class Report:
         self.phases = collections.OrderedDict()
         self.latencies = {}
         bounds = load.phases + [("end", load.t_end)]
+        first = {}                     # a client's first request (one
+        for r in recs:                 # added mid-run has no wait before)
+            first.setdefault((r[2], r[3]), r[0])
         for (name, t0), (_, t1) in zip(bounds, bounds[1:]):
             rs = [r for r in recs if t0 <= r[0] < t1]
             ok_ends = sorted(r[0] + r[1] for r in rs if r[4] is None)
@@ -368,7 +371,9 @@ class Report:
                     streams[(r[2], r[3])].append(r[0] + r[1])
             wait = 0.0
             for key in set((r[2], r[3]) for r in recs):
-                edges = [t0] + sorted(streams.get(key, [])) + [t1]
+                if first[key] >= t1:
+                    continue
+                edges = [max(t0, first[key])] + sorted(streams.get(key, [])) + [t1]
                 wait = max(wait, max(b - a for a, b in zip(edges, edges[1:])))
             errors = collections.Counter(r[4] for r in rs if r[4] is not None)
             self.latencies[name] = [r[1] for r in rs]

@@ -505,6 +505,68 @@ START_TEST(url_forms)
 }
 END_TEST
 
+/* --- the Sentinel text ------------------------------------------------------ */
+
+START_TEST(sentinel_text)
+{
+    struct workerid_redis_sentinels sv;
+    char *cause = NULL, host[16];
+    int port = 0;
+
+    ck_assert_int_eq(workerid_redis_parse_sentinels(
+                         "10.0.0.1:26379, [::1]:26380 ,s3.example:1", &sv,
+                         &cause), 0);
+    ck_assert_int_eq(sv.n, 3);
+    ck_assert_str_eq(sv.host[0], "10.0.0.1");
+    ck_assert_int_eq(sv.port[0], 26379);
+    ck_assert_str_eq(sv.host[1], "::1");
+    ck_assert_int_eq(sv.port[1], 26380);
+    ck_assert_str_eq(sv.host[2], "s3.example");
+    ck_assert_int_eq(sv.port[2], 1);
+    workerid_redis_sentinels_free(&sv);
+    {
+        const char *bad[] = { "", "h", "h:", ":1", "h:0", "h:65536",
+                              "h:1,", ",h:1", "h:1,,h:2", "::1:26379",
+                              "[::1]26379", "[::1:1", "h x:1", "h:1x",
+                              "h:-1", "[]:1", "a:1,b:1,a:1" };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            ck_assert_msg(workerid_redis_parse_sentinels(bad[i], &sv,
+                                                         &cause) == -1,
+                          "%s accepted", bad[i]);
+            ck_assert_ptr_nonnull(strstr(cause,
+                                         "snowflake.redis.sentinels"));
+            ck_assert_int_eq(sv.n, 0);
+            free(cause);
+            cause = NULL;
+        }
+    }
+    ck_assert_int_eq(workerid_redis_check_master_name("my-master.1", &cause),
+                     0);
+    ck_assert_int_eq(workerid_redis_check_master_name("", &cause), -1);
+    free(cause);
+    ck_assert_int_eq(workerid_redis_check_master_name("a b", &cause), -1);
+    free(cause);
+    /* a Sentinel's answer: an address that fits, or a reason */
+    ck_assert_int_eq(workerid_redis_master_addr("10.0.0.5", 8, "6380", 4,
+                                                host, sizeof host, &port,
+                                                &cause), 0);
+    ck_assert_str_eq(host, "10.0.0.5");
+    ck_assert_int_eq(port, 6380);
+    ck_assert_int_eq(workerid_redis_master_addr("10.0.0.5", 8, "0", 1, host,
+                                                sizeof host, &port, &cause),
+                     -1);
+    free(cause);
+    ck_assert_int_eq(workerid_redis_master_addr("a-very-long-host-name", 21,
+                                                "1", 1, host, sizeof host,
+                                                &port, &cause), -1);
+    free(cause);
+    ck_assert_int_eq(workerid_redis_master_addr("h\r\n", 3, "1", 1, host,
+                                                sizeof host, &port, &cause),
+                     -1);
+    free(cause);
+}
+END_TEST
+
 /* --- against redis-server ------------------------------------------------- */
 
 START_TEST(three_nodes_three_ids)
@@ -2433,6 +2495,7 @@ main(void)
     int failed, missing = 0;
 
     tcase_add_test(tc, url_forms);
+    tcase_add_test(tc, sentinel_text);
     suite_add_tcase(s, tc);
     if (redis_start() == 0) {
         tc = tcase_create("redis");
