@@ -572,6 +572,7 @@
       ['ip:port', sf.ip + ':' + sf.port],
       ['cache file', sf.cache_file, 'mono'],
       sf.zk_state && sf.zk_state !== 'none' ? ['ZooKeeper', sf.zk_state + (sf.zk_server ? ' to member ' + sf.zk_server : '') + (sf.zk_address ? ' · ' + sf.zk_address : ''), null, 'zkmember'] : null,
+      sf.redis_master_name !== undefined ? ['Redis master', (sf.redis_master || 'none yet') + ' (Sentinel name ' + sf.redis_master_name + ')', 'mono', 'redismaster'] : null,
       sf.store_failovers !== undefined ? ['store failovers seen', String(sf.store_failovers), 'mono', 'failovers'] : null,
       sf.heartbeat_age_ms !== undefined ? ['heartbeat age', sf.heartbeat_age_ms === null ? 'none yet' : dur(sf.heartbeat_age_ms + age), null, 'heartbeat'] : ['heartbeat age', 'no heartbeat (static worker ID)', null, 'heartbeat'],
       sf.last_error ? ['last error', sf.last_error, 'badv'] : null

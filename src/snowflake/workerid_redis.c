@@ -20,6 +20,8 @@
 #include <assert.h>
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +54,12 @@ struct wredis {
                                        answered knows no such master */
     char           mhost[256];      /* the master in use ("": none yet) */
     int            mport;
+    /* What /snowflake/state and /metrics show (any thread): the master in
+     * use as "host:port" ("" none yet), and how many times the sentinels
+     * named another master than the one before (the failovers seen). */
+    pthread_mutex_t shown_mu;
+    char           shown[256 + 8];
+    _Atomic uint64_t failovers;
     struct wlease_rec rec;      /* the hash's "zones": claimed, to write */
 };
 
@@ -330,13 +338,18 @@ wr_discover(struct wredis *r, char **cause)
         rc = wr_ask_sentinel(r, i, host, sizeof host, &port, &e);
         if (rc == 0) {
             if (strcmp(host, r->mhost) != 0 || port != r->mport) {
-                if (r->mhost[0] != '\0')
+                if (r->mhost[0] != '\0') {
                     log_warn("snowflake: sentinel %s:%d names redis master "
                              "%s %s:%d (was %s:%d): following it",
                              r->sent.host[i], r->sent.port[i],
                              r->master_name, host, port, r->mhost, r->mport);
+                    atomic_fetch_add(&r->failovers, 1);
+                }
                 snprintf(r->mhost, sizeof r->mhost, "%s", host);
                 r->mport = port;
+                pthread_mutex_lock(&r->shown_mu);
+                snprintf(r->shown, sizeof r->shown, "%s:%d", host, port);
+                pthread_mutex_unlock(&r->shown_mu);
             }
             r->next_sentinel = i;
             r->unknown_master = 0;
@@ -778,6 +791,43 @@ wr_release(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     return rc;
 }
 
+/* With Sentinel: the master in use and the failovers seen. */
+static void
+wr_state_json(void *arg, struct sbuf *out)
+{
+    struct wredis *r = arg;
+    char shown[sizeof r->shown];
+
+    if (r->sent.n == 0)
+        return;
+    pthread_mutex_lock(&r->shown_mu);
+    memcpy(shown, r->shown, sizeof shown);
+    pthread_mutex_unlock(&r->shown_mu);
+    sbuf_puts(out, ",\"redis_master_name\":");
+    sbuf_json_str(out, r->master_name);
+    sbuf_puts(out, ",\"redis_master\":");
+    if (shown[0] != '\0')
+        sbuf_json_str(out, shown);
+    else
+        sbuf_puts(out, "null");
+    sbuf_printf(out, ",\"store_failovers\":%" PRIu64,
+                atomic_load(&r->failovers));
+}
+
+static void
+wr_metrics(void *arg, struct sbuf *out)
+{
+    struct wredis *r = arg;
+
+    if (r->sent.n == 0)
+        return;
+    sbuf_metric_head(out, "leafd_snowflake_store_failovers_total", "counter",
+                     "Failovers the worker ID store's client saw: Redis, "
+                     "the sentinels naming another master.");
+    sbuf_printf(out, "leafd_snowflake_store_failovers_total{source=\"redis\"} %"
+                PRIu64 "\n", atomic_load(&r->failovers));
+}
+
 static void
 wr_close(void *arg)
 {
@@ -795,6 +845,7 @@ wr_close(void *arg)
     free(r->note.text);
     wlease_rec_free(&r->rec);
     free(r->prefix);
+    pthread_mutex_destroy(&r->shown_mu);
     free(r);
 }
 
@@ -805,7 +856,9 @@ workerid_redis_store(const char *url, const char *prefix, int64_t timeout_ms,
 {
     struct wredis *r = xcalloc(1, sizeof *r);
 
+    pthread_mutex_init(&r->shown_mu, NULL);
     if (workerid_redis_parse_url(url, &r->u, cause) == -1) {
+        pthread_mutex_destroy(&r->shown_mu);
         free(r);
         return -1;
     }
@@ -828,6 +881,8 @@ workerid_redis_store(const char *url, const char *prefix, int64_t timeout_ms,
     out->epoch_note = wr_epoch_note;
     out->claimed_record = wr_claimed_record;
     out->set_record = wr_set_record;
+    out->state_json = wr_state_json;
+    out->metrics = wr_metrics;
     out->arg = r;
     return 0;
 }

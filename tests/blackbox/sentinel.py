@@ -67,6 +67,7 @@ Exit 1 if any scenario's check fails. Root only (network namespaces).
 """
 import contextlib
 import os
+import re
 import shutil
 import signal
 import sys
@@ -80,7 +81,7 @@ from idcheck import SNOWFLAKE, Load, HttpIds  # noqa: E402
 from leafd_ns import NsLeafd, preflight  # noqa: E402
 from netns import Net  # noqa: E402
 from scenario_cli import check, parser, run_all, say  # noqa: E402
-from redis_ns import NsRedis, NsSentinel, wait_master, wait_replicas, \
+from redis_ns import PORT, NsRedis, NsSentinel, wait_master, wait_replicas, \
     wait_sentinels_see  # noqa: E402
 
 NAME = "m1"
@@ -226,6 +227,24 @@ def restart(n, what):
     say("  %s restarted (%s)" % (n.node.name, what))
 
 
+def follows_master(n, old, new):
+    """Section 4 of issue 29: n's /snowflake/state names the new master and
+    counts the failover, and so does /metrics."""
+    import urllib.request
+    want = "%s:%s" % (new.addr, PORT)
+    wait_for(lambda: state(n).get("redis_master") == want, 30, step=0.2,
+             what="%s's /snowflake/state naming %s the master" % (n.node.name, want))
+    st = state(n)
+    check(st.get("store_failovers", 0) >= 1, "%s: no failover counted: %s" % (n.node.name, st))
+    with urllib.request.urlopen("http://%s:%d/metrics" % (n.node.addr, n.ports["http"]),
+                                timeout=5) as r:
+        met = r.read().decode()
+    check(re.search(r'^leafd_snowflake_store_failovers_total\{source="redis"\} [1-9]', met, re.M),
+          "%s: no failover in /metrics" % n.node.name)
+    say("  %s follows master %s (was %s:%s), failovers seen: %d"
+        % (n.node.name, want, old.addr, PORT, st["store_failovers"]))
+
+
 def sc_kill(s):
     with s.network() as net:
         (r1, r2, r3), ss = s.servers(net)
@@ -259,6 +278,7 @@ def sc_kill(s):
         check(r2.cmd("HGET", key, "instance") == old,
               "r2 has n2's new claim after all: it did not lag")
         time.sleep(s.secs)
+        follows_master(n1, r1, r2)
         s.phase("after")
         n3.start()
         s.load.add(n3.client())
