@@ -716,6 +716,11 @@ config_validate(struct config *cfg, char **cause)
                            "segment.postgresql.url is not set");
         return -1;
     }
+    if (pg_uri_count(cfg->mysql_urls) > 0) {
+        *cause = xasprintf("segment.mysql.urls holds a PostgreSQL URI: %s",
+                           CONFIG_MULTI_PG_REFUSAL);
+        return -1;
+    }
     if (pg_uri_count(cfg->pg_url) > 1) {
         *cause = xasprintf("segment.postgresql.url holds %d connection URIs: "
                            "%s (its hosts in one URI, postgresql://h1,h2/db?"

@@ -284,6 +284,10 @@ def test_pg_multi_db_refused(ctx):
          "unknown key \"segment.postgresql.urls\""),
         ({"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
           "segment.mysql.urls": "mysql://leaf@127.0.0.1:1/leaf," + two},
+         True, "segment.mysql.urls holds a PostgreSQL URI"),
+        # libpq's keyword form: told apart at start (no "://").
+        ({"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
+          "segment.mysql.urls": "mysql://leaf@127.0.0.1:1/leaf,host=127.0.0.1 dbname=leaf2"},
          False, "segment.mysql.urls: URL 2 is PostgreSQL's"),
     ]
     with Workdir("pg-multi") as wd:

@@ -140,6 +140,9 @@ START_TEST(bad_values)
     expect_error("leaf.segment.enable=true\nsegment.store = postgresql\n"
                  "segment.postgresql.url = postgresql://l@a/leaf, POSTGRES://l@b/leaf\n",
                  "segment.postgresql.url holds 2 connection URIs: several databases");
+    expect_error("leaf.segment.enable=true\n"
+                 "segment.mysql.urls = mysql://l@a:1/leaf,postgresql://l@b/leaf\n",
+                 "segment.mysql.urls holds a PostgreSQL URI: several databases");
     expect_error("leaf.segment.enable=true\nsegment.postgresql.urls = x\n",
                  "unknown key \"segment.postgresql.urls\" (leafd --help lists the keys): "
                  "several databases (multi-db) are MySQL/MariaDB only");
