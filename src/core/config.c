@@ -286,6 +286,29 @@ static const struct key keys[] = {
 
 #define NKEYS (sizeof keys / sizeof keys[0])
 
+/* How many PostgreSQL URIs s holds (postgresql:// or postgres://). */
+static int
+pg_uri_count(const char *s)
+{
+    int n = 0;
+
+    for (; s != NULL && *s != '\0'; s++)
+        n += strncasecmp(s, "postgresql://", 13) == 0 ||
+             strncasecmp(s, "postgres://", 11) == 0;
+    return n;
+}
+
+/* What to add to the unknown key name[0, len)'s message. */
+static const char *
+unknown_key_hint(const char *name, size_t len)
+{
+    static const char pg_urls[] = "segment.postgresql.urls";
+
+    if (len == sizeof pg_urls - 1 && strncmp(name, pg_urls, len) == 0)
+        return ": " CONFIG_MULTI_PG_REFUSAL;
+    return "";
+}
+
 static const struct key *
 key_find(const char *name, size_t len)
 {
@@ -482,8 +505,8 @@ config_load_string(struct config *cfg, const char *name, const char *text,
             continue;
         }
         if (key == NULL) {
-            *cause = xasprintf("%s:%d: unknown key \"%.128s\" (leafd --help lists the keys)",
-                               name, lineno, k);
+            *cause = xasprintf("%s:%d: unknown key \"%.128s\" (leafd --help lists the keys)%s",
+                               name, lineno, k, unknown_key_hint(k, strlen(k)));
             return -1;
         }
         if (key_set(cfg, key, v, &why) == -1) {
@@ -615,8 +638,9 @@ load_overrides(struct config *cfg, char **ov, int n, char **cause)
         }
         key = key_find(a, (size_t)(eq - a));
         if (key == NULL) {
-            *cause = xasprintf("command line: unknown key \"%.*s\" (leafd --help lists the keys)",
-                               (int)(eq - a > 128 ? 128 : eq - a), a);
+            *cause = xasprintf("command line: unknown key \"%.*s\" (leafd --help lists the keys)%s",
+                               (int)(eq - a > 128 ? 128 : eq - a), a,
+                               unknown_key_hint(a, (size_t)(eq - a)));
             return -1;
         }
         if (key_set(cfg, key, eq + 1, &why) == -1) {
@@ -687,9 +711,27 @@ config_validate(struct config *cfg, char **cause)
     if (cfg->store == STORE_AUTO)
         cfg->store = (cfg->jdbc_url[0] || cfg->mysql_url[0] || cfg->mysql_urls[0]) ?
             STORE_MYSQL : cfg->pg_url[0] ? STORE_POSTGRESQL : STORE_SQLITE;
+    if (cfg->store == STORE_POSTGRESQL && cfg->mysql_urls[0]) {
+        *cause = xasprintf("segment.store is postgresql but segment.mysql.urls "
+                           "is set: %s", CONFIG_MULTI_PG_REFUSAL);
+        return -1;
+    }
     if (cfg->segment_enable && cfg->store == STORE_POSTGRESQL && !cfg->pg_url[0]) {
         *cause = xasprintf("segment.store is postgresql but "
                            "segment.postgresql.url is not set");
+        return -1;
+    }
+    if (pg_uri_count(cfg->mysql_urls) > 0) {
+        *cause = xasprintf("segment.mysql.urls holds a PostgreSQL URI: %s",
+                           CONFIG_MULTI_PG_REFUSAL);
+        return -1;
+    }
+    if (pg_uri_count(cfg->pg_url) > 1) {
+        *cause = xasprintf("segment.postgresql.url holds %d connection URIs: "
+                           "%s (its hosts in one URI, postgresql://h1,h2/db?"
+                           "target_session_attrs=read-write, are one "
+                           "cluster's failover, which is supported)",
+                           pg_uri_count(cfg->pg_url), CONFIG_MULTI_PG_REFUSAL);
         return -1;
     }
     if (cfg->mysql_urls[0] && (cfg->mysql_url[0] || cfg->jdbc_url[0])) {

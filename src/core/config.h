@@ -36,6 +36,17 @@ struct config_serial_line {
 };
 #define CONFIG_SERIAL_LINES_MAX 1024
 
+/* Why several PostgreSQL databases are refused (segment.mysql.urls with
+ * segment.store = postgresql, several URIs in segment.postgresql.url, the
+ * unknown key segment.postgresql.urls, a PostgreSQL URL given to
+ * segment.mysql.urls or multi-db init): a set's member calls exist for
+ * MySQL alone (store_mysql_multi.c; docs/multi-db.md, "PostgreSQL"). */
+#define CONFIG_MULTI_PG_REFUSAL \
+    "several databases (multi-db) are MySQL/MariaDB only: PostgreSQL " \
+    "members, and sets mixing PostgreSQL and MySQL, are not supported " \
+    "(docs/multi-db.md, \"PostgreSQL\"); a PostgreSQL node takes one " \
+    "cluster in segment.postgresql.url"
+
 struct config {
     /* Leaf's keys */
     char    *leaf_name;            /* leaf.name */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "multi_block.h"
 #include "util.h"
@@ -86,6 +87,14 @@ store_multi_missing(const struct multi_member *rows, size_t n,
     return NULL;
 }
 
+int
+store_multi_is_pg(const char *url)
+{
+    return strncasecmp(url, "postgresql://", 13) == 0 ||
+           strncasecmp(url, "postgres://", 11) == 0 ||
+           (strstr(url, "://") == NULL && strchr(url, '=') != NULL);
+}
+
 /* Split segment.mysql.urls at commas (blanks around them ignored). Returns
  * the count, or -1 with *cause. */
 int
@@ -115,6 +124,11 @@ store_multi_split(const char *list, char **urls, int max, char **cause)
             goto error;
         }
         urls[n++] = xstrndup(p, len);
+        if (store_multi_is_pg(urls[n - 1])) {
+            set_cause(cause, "segment.mysql.urls: URL %d is PostgreSQL's: "
+                      "%s", n, CONFIG_MULTI_PG_REFUSAL);
+            goto error;
+        }
         if (e == NULL)
             break;
         p = e + 1;

@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "config.h"   /* CONFIG_MULTI_PG_REFUSAL */
+
 /* A database's place in a set (its leafd_multi_db row): block k of
  * block_size IDs belongs to database k mod db_count, for k >= since_block. */
 struct multi_meta {
@@ -50,5 +52,12 @@ int store_block_owns(const struct multi_meta *mm, int64_t start,
  * urls[] (malloc'd). Returns the count, or -1 with *cause (empty URL,
  * trailing comma, more than max). */
 int store_multi_split(const char *list, char **urls, int max, char **cause);
+
+/* 1 when url is a PostgreSQL connection string (a postgresql:// or
+ * postgres:// URI, or libpq's keyword form: key=value without "://"). A
+ * set's members are MySQL/MariaDB only: the member calls (leafd_multi_db,
+ * leafd_multi_member, the freeze, the tops and serial copies) exist for
+ * MySQL alone (store_mysql_multi.c; docs/multi-db.md, "PostgreSQL"). */
+int store_multi_is_pg(const char *url);
 
 #endif

@@ -150,6 +150,12 @@ store_multi_init(const struct config *cfg, char **urls, int n,
                         STORE_MULTI_MAX);
         return -1;
     }
+    for (int i = 0; i < n; i++)
+        if (store_multi_is_pg(urls[i])) {
+            store_set_cause(cause, "URL %d is PostgreSQL's: %s", i + 1,
+                            CONFIG_MULTI_PG_REFUSAL);
+            return -1;
+        }
     if (block_size < cfg->max_step) {
         store_set_cause(cause, "block size %lld is below segment.max_step %lld",
                         (long long)block_size, (long long)cfg->max_step);

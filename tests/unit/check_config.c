@@ -131,6 +131,21 @@ START_TEST(bad_values)
     expect_error("leaf.snowflake.enable=true\nsnowflake.worker_source = k8s\nsnowflake.k8s.fence_store = zookeeper\n", "not one of the allowed values");
     expect_error("leaf.segment.enable=false\nleaf.snowflake.enable=false\n", "nothing to serve");
     expect_error("", "nothing to serve");
+    /* Several PostgreSQL databases: MySQL only (docs/multi-db.md). */
+    expect_error("leaf.segment.enable=true\nsegment.store = postgresql\n"
+                 "segment.postgresql.url = postgresql://l@h/leaf\n"
+                 "segment.mysql.urls = mysql://l@a:1/leaf,mysql://l@b:1/leaf\n",
+                 "segment.store is postgresql but segment.mysql.urls is set: "
+                 "several databases (multi-db) are MySQL/MariaDB only");
+    expect_error("leaf.segment.enable=true\nsegment.store = postgresql\n"
+                 "segment.postgresql.url = postgresql://l@a/leaf, POSTGRES://l@b/leaf\n",
+                 "segment.postgresql.url holds 2 connection URIs: several databases");
+    expect_error("leaf.segment.enable=true\n"
+                 "segment.mysql.urls = mysql://l@a:1/leaf,postgresql://l@b/leaf\n",
+                 "segment.mysql.urls holds a PostgreSQL URI: several databases");
+    expect_error("leaf.segment.enable=true\nsegment.postgresql.urls = x\n",
+                 "unknown key \"segment.postgresql.urls\" (leafd --help lists the keys): "
+                 "several databases (multi-db) are MySQL/MariaDB only");
 }
 END_TEST
 

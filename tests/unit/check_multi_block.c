@@ -132,6 +132,22 @@ START_TEST(test_split)
     ck_assert_int_eq(store_multi_split("a,b,c", u, 2, &cause), -1);
     ck_assert_ptr_nonnull(strstr(cause, "more than 2"));
     free(cause);
+    ck_assert_int_eq(store_multi_split("mysql://a@h:1/l,postgresql://b@h/l",
+                                       u, 8, &cause), -1);
+    ck_assert_ptr_nonnull(strstr(cause, "URL 2 is PostgreSQL's: several "
+                                 "databases (multi-db) are MySQL/MariaDB only"));
+    free(cause);
+}
+END_TEST
+
+START_TEST(test_is_pg)
+{
+    ck_assert_int_eq(store_multi_is_pg("postgresql://l@h/leaf"), 1);
+    ck_assert_int_eq(store_multi_is_pg("Postgres://l@h/leaf"), 1);
+    ck_assert_int_eq(store_multi_is_pg("host=h dbname=leaf"), 1);
+    ck_assert_int_eq(store_multi_is_pg("mysql://l:p=q@h:1/leaf"), 0);
+    ck_assert_int_eq(store_multi_is_pg("jdbc:mysql://h:1/leaf?useSSL=true"), 0);
+    ck_assert_int_eq(store_multi_is_pg("h"), 0);
 }
 END_TEST
 
@@ -148,6 +164,7 @@ main(void)
     tcase_add_test(tc, test_block_start_random);
     tcase_add_test(tc, test_block_owns);
     tcase_add_test(tc, test_split);
+    tcase_add_test(tc, test_is_pg);
     tcase_add_test(tc, test_missing);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
