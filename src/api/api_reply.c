@@ -1,5 +1,6 @@
 /* api_reply.c: what the handlers share to read a request and refuse it:
- * its ?count= and ?format= (the format chooses the HTTP writer), its biz_tag,
+ * its ?count=, ?format= (the format chooses the HTTP writer) and ?enc=
+ * (numbers or strings: idstr.h), its biz_tag,
  * its deadline, and the refusal (api_reply_error), which the request's
  * writer writes (see api_reply.h).
  */
@@ -135,6 +136,35 @@ want_json(struct http_conn *c, enum route r, const struct http_msg *m)
         break;
     }
     api_reply_error(c, r, 400, "invalid_format", NULL, "format must be json or text");
+    return -1;
+}
+
+int
+api_enc_param(struct http_conn *c, enum route r, const struct http_msg *m,
+              enum idstr_enc *enc)
+{
+    char v[8];
+    size_t vlen = 0;
+
+    *enc = IDSTR_DEC;
+    if (m->query == NULL)
+        return 0;
+    switch (util_query_param(m->query, m->query_len, "enc", v, sizeof v, &vlen)) {
+    case UTIL_QUERY_ABSENT:
+        return 0;
+    case UTIL_QUERY_REPEATED:
+        api_reply_error(c, r, 400, "repeated_parameter", NULL,
+                        "enc is given more than once");
+        return -1;
+    case UTIL_QUERY_FOUND:
+        if (idstr_enc_parse(v, vlen, enc) == 0)
+            return 0;
+        break;
+    case UTIL_QUERY_BAD:
+        break;
+    }
+    api_reply_error(c, r, 400, "invalid_encoding", NULL,
+                    "enc must be dec, base62 or base32");
     return -1;
 }
 
