@@ -37,6 +37,7 @@ opts() {
     mysql_url)  echo "-max_len=1100 -dict=fuzz/mysql_url.dict" ;;
     util)       echo "-max_len=600" ;;
     idkinds)    echo "-max_len=64" ;;
+    idstr)      echo "-max_len=100" ;;
     tzone)      echo "-max_len=8192" ;;
     serial_pattern) echo "-max_len=64" ;;
     serial_defs) echo "-max_len=2048 -dict=fuzz/serial_defs.dict" ;;
