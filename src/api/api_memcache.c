@@ -127,18 +127,14 @@ cmd_get(struct mc_ctx *x)
 
     x->key = x->req->mc_line + x->cmd->off[x->req->mc_key];
     x->klen = x->cmd->len[x->req->mc_key];
-    slash = memchr(x->key, '/', x->klen);
-    if (slash != NULL) {
-        size_t elen = x->klen - (size_t)(slash + 1 - x->key);
-
-        if (idstr_enc_parse(slash + 1, elen, &enc) != 0) {
-            api_mc_reply_error(x->c, R_MEMCACHE, 400, "invalid_encoding",
-                               "a key's encoding (after '/') is dec, base62 or "
-                               "base32");
-            return;
-        }
+    /* After the last '/', an encoding; any other suffix leaves the key
+     * whole, which is no biz_tag (invalid_biz_tag names the forms). */
+    slash = memrchr(x->key, '/', x->klen);
+    if (slash != NULL &&
+        idstr_enc_parse(slash + 1, x->klen - (size_t)(slash + 1 - x->key), &enc) == 0)
         x->klen = (size_t)(slash - x->key);
-    }
+    else
+        slash = NULL;
     if (key_is(x, "@snowflake")) {
         if (api_sf_disabled(a, x->c, R_SNOWFLAKE) ||
             (first && key_denied(x, R_SNOWFLAKE, "@snowflake")))

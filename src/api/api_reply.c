@@ -102,7 +102,9 @@ api_tag_arg(struct http_conn *c, enum route r, const char *s, size_t len,
     case API_TAG_KEY:
         api_reply_error(c, r, 400, "invalid_biz_tag", NULL,
                         "a key is a biz_tag (1 to %d characters of "
-                        "[A-Za-z0-9._:-]), @snowflake, @uuid or @ulid", TAG_MAX);
+                        "[A-Za-z0-9._:-]), @snowflake, @uuid or @ulid; a "
+                        "biz_tag or @snowflake may end in /dec, /base62 or "
+                        "/base32", TAG_MAX);
         break;
     }
     return -1;

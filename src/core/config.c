@@ -208,7 +208,7 @@ static const struct key keys[] = {
     { "snowflake.epoch_ms", K_INT, OFF(epoch_ms), 0, 4102444800000LL, "1288834974657", NULL,
       "epoch of the timestamp field (Leaf/Twitter: 1288834974657)" },
     { "snowflake.timestamp_bits", K_INT, OFF(timestamp_bits), 30, 61, "41", NULL,
-      "timestamp bits (timestamp + datacenter + worker + sequence = 63)" },
+      "timestamp bits (timestamp + datacenter + worker + sequence = 63, or 53)" },
     { "snowflake.datacenter_bits", K_INT, OFF(datacenter_bits), 0, 16, "0", NULL,
       "datacenter bits split off the worker field (0: no split; Twitter: 5)" },
     { "snowflake.worker_bits", K_INT, OFF(worker_bits), 1, 22, "10", NULL,

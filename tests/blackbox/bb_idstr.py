@@ -287,11 +287,12 @@ def test_resp_and_memcached_strings(ctx):
         eq(int(lines[5]), v + 1, "the next ID, as a number")
         eq(lines[6], "END", "END")
         out = mc(mport, "get demo/base64")
-        check(out.startswith("CLIENT_ERROR invalid_encoding"), "bad encoding: %r" % out)
+        check(out.startswith("CLIENT_ERROR invalid_biz_tag") and "/base62" in out,
+              "an unknown encoding: no such key, and the forms: %r" % out)
         out = mc(mport, "get @ulid/base62")
         check(out.startswith("CLIENT_ERROR invalid_encoding"), "ULID: %r" % out)
         out = mc(mport, "get bad/tag/base62")
-        check(out.startswith("CLIENT_ERROR"), "a '/' in the tag part: %r" % out)
+        check(out.startswith("CLIENT_ERROR invalid_biz_tag"), "a '/' in the tag: %r" % out)
 
 
 def test_grpc_strings(ctx):
