@@ -386,6 +386,16 @@ def test_js53_layout(ctx):
         s = d.get("/snowflake?enc=base62").text.strip()
         check(ref_decode(s, "") <= JS_MAX, "a string of a js53 ID")
         d.stop()
+        # a node that issued IDs under Leaf's layout refuses js53 (its IDs
+        # would go down): the cache file records the layout
+        old = wd.leafd(conf={"leaf.snowflake.enable": "true",
+                             "snowflake.cache_file": "old.json"}, name="old").start()
+        check(old.get("/snowflake").ids()[0] > JS_MAX, "Leaf's layout: above 2^53")
+        old.stop()
+        again = wd.leafd(conf={"leaf.snowflake.enable": "true", "snowflake.layout": "js53",
+                               "snowflake.cache_file": "old.json"}, name="again")
+        check(again.start(expect_fail=True) != 0, "js53 over Leaf's layout refuses")
+        check("snowflake layout changed" in again.log(), "and says why: %s" % again.log())
         for extra, why in (({"snowflake.worker_bits": "6"}, "remove the snowflake.*_bits"),
                            ({"snowflake.worker_id": "32"}, "does not fit")):
             c = {"leaf.snowflake.enable": "true", "snowflake.layout": "js53",
