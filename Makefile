@@ -6,7 +6,7 @@
 #   make check-asan the unit tests again under AddressSanitizer + UBSan
 #   make bench      benchmark leafd against nginx (and peers) in one run
 #   make lint       cppcheck over every C file, and the layers of src/ (also in make test)
-#   make chaos-long the chaos run, MariaDB failovers and their positive controls, long
+#   make chaos-long the chaos run, MariaDB and ZooKeeper failovers, their positive controls, long
 #   make deb        the Debian packages build/leafd{,-dev}_<version>_<arch>.deb (tools/deb.sh)
 #
 # Plain make, -MMD dependencies, strict warnings (-Werror with WERROR=1, as CI).
@@ -267,14 +267,16 @@ FUZZ_OBJS_serial_pattern := serial_fmt tzone util
 FUZZ_OBJS_serial_defs := serial serial_rows store store_marks serial_fmt tzone config idstr log util
 FUZZ_OBJS_resp_parse  := resp_parse
 FUZZ_OBJS_mc_parse    := mc_parse
+FUZZ_OBJS_mc_bin_parse := mc_bin_parse
 FUZZ_OBJS_multi_block := multi_block util
 FUZZ_OBJS_segment_model := segment segment_tags log util
 FUZZ_OBJS_redis_url  := workerid_redis_url util
 FUZZ_OBJS_zk_node    := workerid_zk_node util
+FUZZ_OBJS_serial_zonerec := serial_zonerec util
 FUZZ_OBJS_mysql_url  := db_mysql_url util
 FUZZ_OBJS_grpc_msg   := api_grpc_msg leafd.pb-c health.pb-c idstr util
 FUZZ_OBJS_grpc_frame := grpc_frame
-FUZZ_OBJS_h2_conn    := http_h2 http_h2_reply http_conn http_conn_mc http_conn_info http_park http_tls http_out http_server http_parse resp_parse mc_parse grpc_frame log util
+FUZZ_OBJS_h2_conn    := http_h2 http_h2_reply http_conn http_conn_mc http_conn_info http_park http_tls http_out http_server http_parse resp_parse mc_parse mc_bin_parse grpc_frame log util
 FUZZ_OBJS_tls_conn   := http_tls log util
 FUZZ_OBJS_marks      := store_marks log util
 fuzz_objs = $(patsubst %,build/fuzz/obj/%.o,$(FUZZ_OBJS_$(1)))
@@ -351,10 +353,15 @@ chaos: leafd
 # MariaDB failovers (network namespaces, root) with each phase PHASE_SECS
 # (default 30) long, failover_multidb.py's (a member of a set failing over;
 # also with a node idle through it, and the address moved first) and
-# galera.py's (3 rounds), then the positive controls against leafd built
-# from OLD_COMMIT (default a46976b, before issue 28's fix) in a scratch
-# worktree: they pass only if that binary repeats IDs.
+# galera.py's (3 rounds), zk_ensemble.py's (a ZooKeeper ensemble; also its
+# restore with 8 s fence steps), bb_datacenters' two datacenters under load
+# for PHASE_SECS (with their own positive control), then the positive
+# controls against leafd built from OLD_COMMIT (default a46976b, before
+# issue 28's fix) and ZK_OLD_COMMIT (default f146e8c, before the ZooKeeper
+# restore rule) in scratch worktrees: they pass only if that binary repeats
+# IDs.
 OLD_COMMIT ?= a46976b
+ZK_OLD_COMMIT ?= f146e8c
 .PHONY: chaos-long
 chaos-long: leafd
 	@sh .ci/deps.sh test
@@ -364,6 +371,9 @@ chaos-long: leafd
 	@python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30) --idle-node
 	@python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30) --order vip-first
 	@python3 tests/blackbox/galera.py
+	@DC_LOAD_SECS=$(or $(PHASE_SECS),30) python3 tests/blackbox/blackbox.py bb_datacenters.test_two_datacenters
+	@python3 tests/blackbox/zk_ensemble.py --phase-secs=$(or $(PHASE_SECS),20)
+	@python3 tests/blackbox/zk_ensemble.py --fence-step 8000 --only restore
 	@old=$$(mktemp -d /tmp/lfh-old-XXXXXX); trap 'git worktree remove --force "$$old"; rm -rf "$$old"' EXIT; \
 		git worktree add --detach "$$old" $(OLD_COMMIT) >/dev/null && \
 		make --no-print-directory -C "$$old" -j2 leafd >/dev/null && \
@@ -371,6 +381,11 @@ chaos-long: leafd
 			--expect-duplicates --leafd "$$old/leafd" && \
 		python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30) \
 			--idle-node --expect-duplicates --leafd "$$old/leafd"
+	@old=$$(mktemp -d /tmp/lfz-old-XXXXXX); trap 'git worktree remove --force "$$old"; rm -rf "$$old"' EXIT; \
+		git worktree add --detach "$$old" $(ZK_OLD_COMMIT) >/dev/null && \
+		make --no-print-directory -C "$$old" -j2 leafd >/dev/null && \
+		python3 tests/blackbox/zk_ensemble.py --fence-step 8000 --only restore \
+			--expect-duplicates --leafd "$$old/leafd"
 
 # --- libleafd-client (clients/c/): IDs made in process from leased ranges.
 # It links leafd's own snowflake decoder (src/snowflake/sfcodec.c, src/core/util.c), built

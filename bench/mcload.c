@@ -1,13 +1,15 @@
-/* mcload.c: a memcached text-protocol load client for bench/memcache.py:
- * many connections on one epoll thread, each keeping `depth` pipelined
- * "get <key>" in flight, for a fixed time; it drives leafd's memcached
- * listener and a real memcached the same way.
+/* mcload.c: a memcached load client for bench/memcache.py: many
+ * connections on one epoll thread, each keeping `depth` pipelined gets of
+ * one key in flight, for a fixed time; it drives leafd's memcached listener
+ * and a real memcached the same way, in the text protocol ("get <key>") or
+ * the binary one (a GET frame).
  *
- *   mcload <port> <conns> <depth> <seconds> <key>
+ *   mcload <port> <conns> <depth> <seconds> <key> [binary]
  *
  * Prints one line: "ops <n> errors <n> seconds <s> ops_per_s <r>". An op is
- * a get answered with END (one VALUE and END); an answer with an ERROR
- * line counts as an error. The load stops by itself after <seconds>.
+ * a get answered with END (one VALUE and END), or in binary a response
+ * frame of status 0; an answer with an ERROR line, or a frame of another
+ * status, counts as an error. The load stops by itself after <seconds>.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,6 +30,9 @@ struct conn {
     int  inflight;
     char tail[8];                   /* the last bytes read, for split ENDs */
     int  ntail;
+    unsigned char hdr[24];          /* binary: the response header so far */
+    int  nhdr;
+    unsigned long skip;             /* binary: body bytes still to skip */
 };
 
 static double
@@ -72,6 +77,33 @@ count(struct conn *c, const char *buf, size_t n, long *ends, long *errs)
     }
 }
 
+/* Binary: count the response frames in the stream, across reads. */
+static void
+count_bin(struct conn *c, const unsigned char *buf, size_t n, long *ok, long *errs)
+{
+    size_t i = 0;
+
+    while (i < n) {
+        if (c->skip > 0) {
+            size_t take = n - i < c->skip ? n - i : c->skip;
+
+            i += take;
+            c->skip -= take;
+            continue;
+        }
+        c->hdr[c->nhdr++] = buf[i++];
+        if (c->nhdr < 24)
+            continue;
+        c->nhdr = 0;
+        c->skip = (unsigned long)c->hdr[8] << 24 | (unsigned long)c->hdr[9] << 16 |
+                  (unsigned long)c->hdr[10] << 8 | c->hdr[11];
+        if (c->hdr[0] == 0x81 && c->hdr[6] == 0 && c->hdr[7] == 0)
+            (*ok)++;
+        else
+            (*errs)++;
+    }
+}
+
 static int
 send_gets(struct conn *c, const char *req, size_t reqlen, int k)
 {
@@ -95,15 +127,17 @@ main(int argc, char **argv)
     struct sockaddr_in sa;
     struct epoll_event ev, evs[256];
     char req[300], buf[65536];
-    size_t reqlen;
-    int port, nconn, depth, ep, one = 1;
+    size_t reqlen, klen;
+    int port, nconn, depth, ep, one = 1, binary;
     double secs, t0, t1;
     long ops = 0, errs = 0;
 
-    if (argc != 6) {
-        fprintf(stderr, "usage: mcload <port> <conns> <depth> <seconds> <key>\n");
+    if (argc != 6 && !(argc == 7 && strcmp(argv[6], "binary") == 0)) {
+        fprintf(stderr, "usage: mcload <port> <conns> <depth> <seconds> <key> "
+                "[binary]\n");
         return 2;
     }
+    binary = argc == 7;
     port = atoi(argv[1]);
     nconn = atoi(argv[2]);
     depth = atoi(argv[3]);
@@ -113,7 +147,19 @@ main(int argc, char **argv)
         fprintf(stderr, "mcload: bad arguments\n");
         return 2;
     }
-    reqlen = (size_t)snprintf(req, sizeof req, "get %s\r\n", argv[5]);
+    klen = strlen(argv[5]);
+    if (binary) {
+        /* GET: magic, opcode 0, key length, no extras, body = key */
+        memset(req, 0, 24);
+        req[0] = (char)0x80;
+        req[2] = (char)(klen >> 8);
+        req[3] = (char)klen;
+        req[11] = (char)klen;
+        memcpy(req + 24, argv[5], klen);
+        reqlen = 24 + klen;
+    } else {
+        reqlen = (size_t)snprintf(req, sizeof req, "get %s\r\n", argv[5]);
+    }
     memset(&sa, 0, sizeof sa);
     sa.sin_family = AF_INET;
     sa.sin_port = htons((uint16_t)port);
@@ -155,7 +201,10 @@ main(int argc, char **argv)
                 fprintf(stderr, "mcload: the server closed a connection\n");
                 return 1;
             }
-            count(c, buf, (size_t)r, &e, &x);
+            if (binary)
+                count_bin(c, (const unsigned char *)buf, (size_t)r, &e, &x);
+            else
+                count(c, buf, (size_t)r, &e, &x);
             ops += e;
             errs += x;
             c->inflight -= (int)(e + x);

@@ -5,7 +5,9 @@ the same client.
 leafd (2 I/O threads, the embedded default, memcache.listen.port) answers
 `get demo` (a segment ID) and `get @snowflake`; memcached (-t 2, the same
 number of worker threads) answers `get demo` of a stored 19-digit value, the
-length of a snowflake ID. The client is build/mcload (bench/mcload.c: one
+length of a snowflake ID. Each in memcached's text protocol and in its
+binary protocol (a GET frame; memcached's default -B auto serves both on
+one port, as leafd does), in the same run. The client is build/mcload (bench/mcload.c: one
 epoll thread, many connections, each keeping DEPTH gets in flight; libmemcached's
 memcslap cannot ask for a fixed key, and leafd has no other). Rounds are
 interleaved (leafd, then memcached, the order swapped every round), and the
@@ -31,8 +33,11 @@ MCLOAD = os.path.join(ROOT, "build", "mcload")
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 SECONDS = float(os.environ.get("MC_SECONDS", "5"))
 CONNS = int(os.environ.get("MC_CONNS", "50"))
-# (label, depth): one get at a time per connection, and 16 pipelined.
-SHAPES = (("get, no pipelining", 1), ("get, 16 pipelined", 16))
+# (label, depth, protocol): one get at a time per connection, and 16
+# pipelined, in the text and the binary protocol.
+SHAPES = (("get, no pipelining", 1, "text"), ("get, 16 pipelined", 16, "text"),
+          ("binary get, no pipelining", 1, "binary"),
+          ("binary get, 16 pipelined", 16, "binary"))
 VALUE = b"1234567890123456789"
 
 
@@ -59,8 +64,9 @@ def stop(p):
             p.wait()
 
 
-def load(port, depth, key):
-    out = subprocess.run([MCLOAD, str(port), str(CONNS), str(depth), str(SECONDS), key],
+def load(port, depth, key, proto):
+    out = subprocess.run([MCLOAD, str(port), str(CONNS), str(depth), str(SECONDS), key]
+                         + (["binary"] if proto == "binary" else []),
                          capture_output=True, timeout=SECONDS + 60, check=True).stdout.split()
     ops, errors = int(out[1]), int(out[3])
     if errors:
@@ -100,13 +106,14 @@ def run(log=print):
             raise RuntimeError("leafd did not answer get demo")
         for r in range(ROUNDS):
             log("memcache round %d/%d" % (r + 1, ROUNDS))
-            for label, depth in SHAPES:
+            for label, depth, proto in SHAPES:
                 runs = [("leafd", mport, "demo"), ("memcached", dport, "demo"),
                         ("leafd_sf", mport, "@snowflake")]
                 if r % 2:
                     runs.reverse()
                 for who, port, key in runs:
-                    res.setdefault((who, depth), []).append(load(port, depth, key))
+                    res.setdefault((who, depth, proto), []).append(
+                        load(port, depth, key, proto))
     finally:
         for p in procs:
             stop(p)
@@ -117,10 +124,10 @@ def run(log=print):
              "",
              "| figure | depth | leafd ops/s | memcached ops/s | leafd/memcached | goal | met |",
              "|---|---|---|---|---|---|---|"]
-    for label, depth in SHAPES:
-        base = statistics.median(res[("memcached", depth)])
+    for label, depth, proto in SHAPES:
+        base = statistics.median(res[("memcached", depth, proto)])
         for who, what in (("leafd", "get demo (segment)"), ("leafd_sf", "get @snowflake")):
-            v = statistics.median(res[(who, depth)])
+            v = statistics.median(res[(who, depth, proto)])
             ratio = v / base if base else 0
             lines.append("| %s: %s | %d | %.0f | %.0f | %.2fx | >= 1.0x | %s |"
                          % (label, what, depth, v, base, ratio, "yes" if ratio >= 1 else "NO"))

@@ -9,9 +9,14 @@
  * connection is gone the thread's counters are back at zero (no stream
  * still parked, no HTTP/2 session open).
  *
- * Input: the first byte picks the listener (bit 0: the gRPC port, else the
- * HTTP port) and, on the HTTP port, whether the HTTP/2 preface is sent
- * first (bit 1); the rest is what the client sends.
+ * The memcached port too (http_conn_mc.c: text lines or binary frames, by
+ * the first byte the client sends), its handler answering each call, or
+ * parking, or answering nothing, as the key's first byte says.
+ *
+ * Input: the first byte picks the listener (bit 2: the memcached port;
+ * else bit 0: the gRPC port, else the HTTP port) and, on the HTTP port,
+ * whether the HTTP/2 preface is sent first (bit 1); the rest is what the
+ * client sends.
  */
 #include <errno.h>
 #include <string.h>
@@ -26,6 +31,28 @@
 
 static struct http_server *srv;
 
+/* A memcached call: its key's first byte says park ('p', 0 ms), wait for
+ * the wake ('w'), answer nothing ('s': the layer's 500), or answer. */
+static void
+handler_mc(struct http_conn *c, struct http_request *req)
+{
+    const struct mc_cmd *mc = req->mc;
+    size_t tok = mc->kind == MC_GET ? req->mc_key : 1;
+    char k = tok < mc->ntok && mc->len[tok] > 0 ? req->mc_line[mc->off[tok]] : 0;
+
+    FUZZ_ASSERT(mc->kind != MC_GET || (req->mc_key >= 1 && req->mc_key <= mc->nkeys));
+    FUZZ_ASSERT(!mc->binary || mc->nkeys <= 1);
+    if ((k == 'p' && !req->timed_out) || (k == 'w' && !req->retry)) {
+        http_park(c, k == 'p' ? 0 : 60000, 7);
+        return;
+    }
+    if (k == 's')
+        return;
+    http_reply_mc(c, "VALUE x 0 1\r\n1\r\n", 16,
+                  mc->kind == MC_QUIT ? HTTP_MC_END | HTTP_MC_CLOSE
+                  : k == 'e' ? HTTP_MC_END : 0);
+}
+
 static void
 handler(struct http_conn *c, struct http_request *req, void *arg)
 {
@@ -34,6 +61,10 @@ handler(struct http_conn *c, struct http_request *req, void *arg)
     int wait = m->path_len >= 2 && memcmp(m->path, "/w", 2) == 0;
 
     (void)arg;
+    if (req->mc != NULL) {
+        handler_mc(c, req);
+        return;
+    }
     if ((park && !req->timed_out) || (wait && !req->retry)) {
         http_park(c, park ? 0 : 60000, 7);  /* /w: till the wake, or dropped */
         return;
@@ -68,6 +99,8 @@ init(void)
     cfg.grpc_address = "127.0.0.1";
     cfg.grpc_max_message_bytes = 200;
     cfg.h2_max_concurrent_streams = 8;
+    cfg.mc_enable = 1;
+    cfg.mc_address = "127.0.0.1";
     srv = http_server_new(&cfg, handler, NULL, NULL, &cause);
     if (srv == NULL) {
         fprintf(stderr, "http_server_new: %s\n", cause);
@@ -104,7 +137,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     t = &srv->threads[0];
-    proto = data[0] & 1 ? HTTP_PROTO_GRPC : HTTP_PROTO_HTTP;
+    proto = data[0] & 4 ? HTTP_PROTO_MC : data[0] & 1 ? HTTP_PROTO_GRPC
+                                                      : HTTP_PROTO_HTTP;
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) < 0)
         return 0;
     atomic_fetch_add(&srv->nconns, 1);
@@ -130,6 +164,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_ASSERT(t->nconns == 0);
     FUZZ_ASSERT(atomic_load(&t->nparked) == 0);
     FUZZ_ASSERT(atomic_load(&t->h2_open) == 0);
+    FUZZ_ASSERT(atomic_load(&t->mc_open) == 0);
     FUZZ_ASSERT(atomic_load(&srv->nconns) == 0);
     return 0;
 }

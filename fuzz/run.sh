@@ -39,10 +39,12 @@ opts() {
     idkinds)    echo "-max_len=64" ;;
     idstr)      echo "-max_len=100" ;;
     tzone)      echo "-max_len=8192" ;;
+    serial_zonerec) echo "-max_len=15000" ;;
     serial_pattern) echo "-max_len=64" ;;
     serial_defs) echo "-max_len=2048 -dict=fuzz/serial_defs.dict" ;;
     resp_parse) echo "-max_len=4096 -dict=fuzz/resp.dict" ;;
     mc_parse)   echo "-max_len=4096 -dict=fuzz/mc.dict" ;;
+    mc_bin_parse) echo "-max_len=4096" ;;
     grpc_frame) echo "-max_len=300" ;;
     h2_conn)    echo "-max_len=16384" ;;
     segment_model) echo "-max_len=400" ;;

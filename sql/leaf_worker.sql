@@ -10,6 +10,8 @@
 -- new table nothing was ever issued from, it may be set to 0 beforehand:
 --   INSERT INTO leaf_worker (worker_id, identity, instance, fence_ms,
 --       heartbeat_ms, released) VALUES (-1, '~epoch', '~epoch', 0, 0, 1);
+-- serial_zones: the local times the worker ID's snowflake serials reached,
+-- per shape (docs/id-kinds.md); leafd adds it to a table made before it.
 CREATE TABLE IF NOT EXISTS leaf_worker (
     worker_id    INT         NOT NULL,
     identity     VARCHAR(128) NOT NULL,
@@ -17,6 +19,7 @@ CREATE TABLE IF NOT EXISTS leaf_worker (
     fence_ms     BIGINT      NOT NULL DEFAULT 0,
     heartbeat_ms BIGINT      NOT NULL DEFAULT 0,
     released     TINYINT     NOT NULL DEFAULT 0,
+    serial_zones TEXT        NULL,
     PRIMARY KEY (worker_id),
     UNIQUE KEY uk_leaf_worker_identity (identity)
 ) ENGINE = InnoDB;

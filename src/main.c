@@ -33,6 +33,7 @@
 #include "snowflake.h"
 #include "store.h"
 #include "store_marks.h"
+#include "workerid_lease.h"
 
 #include "version.h"
 
@@ -46,6 +47,7 @@ struct leafd {
     struct http_tls   *tls;         /* tls.*, or NULL: no TLS listener */
     struct snowflake  *sf;
     struct serials    *serials;
+    struct serial_zgate *zgate;     /* the worker ID's serial zones record */
     struct serial_loader *serial_loader;
     struct event_base *base;        /* main thread: signals only */
 };
@@ -339,6 +341,7 @@ start(struct leafd *d, char **cause)
         if (rc == -1)
             return -1;
     }
+    d->zgate = serial_zgate_new(d->serials);
     if (serials_need_store(d->serials)) {
         struct serial_hooks sh = { .load = serial_loader_want };
 
@@ -354,6 +357,7 @@ start(struct leafd *d, char **cause)
     }
     d->api = api_new(cfg, d->segs, d->loader, NULL, threads);
     api_set_serials(d->api, d->serials, d->serial_loader);
+    api_set_serial_zgate(d->api, d->zgate);
     if (cfg->tokens_file[0] != '\0') {
         struct auth *au = auth_load(cfg->tokens_file, cause);
         if (au == NULL)
@@ -437,7 +441,13 @@ start(struct leafd *d, char **cause)
 
         if (port < 0)
             port = http_server_tls_port(d->server, HTTP_TLS_HTTP);
-        d->sf = sfconfig_start(cfg, port, wake_snowflake, d, cause);
+        /* the worker-ID store keeps the serial zones record with the ID */
+        struct wlease_hook hook = { .claimed = serial_zgate_claimed,
+                                    .record = serial_zgate_record,
+                                    .arg = d->zgate };
+
+        d->sf = sfconfig_start_with(cfg, port, wake_snowflake, d, &hook,
+                                    cause);
         if (d->sf == NULL)
             return -1;
         api_set_snowflake(d->api, d->sf);
@@ -500,6 +510,7 @@ stop(struct leafd *d)
     loader_free(d->loader);
     serial_loader_free(d->serial_loader);
     serials_free(d->serials);
+    serial_zgate_free(d->zgate);
     store_marks_close();            /* after every loader thread */
     http_tls_free(d->tls);          /* after the servers: their SSLs are gone */
 }

@@ -309,6 +309,8 @@
       ['status', statusPill(sh.status)],
       sh.reason ? ['reason', sh.reason, 'badv'] : null,
       ['worker ID', sf ? (sf.worker_id === null ? 'unknown' : String(sf.worker_id)) : '–', null, 'worker'],
+      sf && sf.datacenter_id !== undefined ? ['datacenter ID', String(sf.datacenter_id), null, 'datacenter'] : null,
+      sf && sf.worker_id_min !== undefined ? ['worker ID range', rangeText(sf), null, 'range'] : null,
       ['source', sf ? sf.source : '–'],
       sf && sf.zk_state && sf.zk_state !== 'none' ? ['ZooKeeper', sf.zk_state + (sf.zk_address ? ' (' + sf.zk_address + ')' : ''), null, 'zk']
         : sf && sf.store && sf.store !== 'zookeeper' ? ['store', sf.store + (sf.last_error ? ' · ' + sf.last_error : ''), sf.last_error ? 'badv' : null, 'store'] : null,
@@ -531,6 +533,11 @@
       (L.datacenter_bits ? ' · datacenters 0–' + fmt(Math.pow(2, L.datacenter_bits) - 1) : '') + ' · ' + fmt(Math.pow(2, L.sequence_bits)) + ' IDs per ms' +
       (L.runs_out ? ' · runs out ' + L.runs_out : '') + (state.layout ? '' : ' · (Leaf\'s default layout: /snowflake/state is not available)')));
   }
+  /* The worker IDs this node may hold (snowflake.worker_id_min/_max). */
+  function rangeText(sf) {
+    var whole = sf.layout && sf.worker_id_min === 0 && sf.worker_id_max === sf.layout.max_worker_id;
+    return fmt(sf.worker_id_min) + '–' + fmt(sf.worker_id_max) + (whole ? ' (the whole field)' : '');
+  }
   /* What holds this node's worker ID, in words: the fields
    * /snowflake/state gives per source (workerid_lease.c, workerid_zk.c). */
   function leaseText(sf) {
@@ -555,6 +562,7 @@
     kv($('sf-worker'), [
       ['worker ID', sf.worker_id === null ? 'unknown' : String(sf.worker_id), 'mono', 'worker'],
       sf.datacenter_id !== undefined ? ['datacenter ID', String(sf.datacenter_id), 'mono', 'datacenter'] : null,
+      sf.worker_id_min !== undefined ? ['worker ID range', rangeText(sf), 'mono', 'range'] : null,
       ['status', statusPill(sf.status)],
       ['source', sf.source, null, 'source'],
       ['lease', leaseText(sf), null, 'lease'],

@@ -142,6 +142,12 @@ api_set_serials(struct api *a, struct serials *s, struct serial_loader *l)
 }
 
 void
+api_set_serial_zgate(struct api *a, struct serial_zgate *g)
+{
+    a->serial_zgate = g;
+}
+
+void
 api_set_auth(struct api *a, struct auth *auth, int admin_apart)
 {
     a->auth = auth;

@@ -68,6 +68,9 @@ void api_set_auth(struct api *a, struct auth *auth, int admin_apart);
 struct serials;
 struct serial_loader;
 void api_set_serials(struct api *a, struct serials *s, struct serial_loader *l);
+/* The serial zone gate of snowflake serials (serial_zones.h), or NULL. */
+struct serial_zgate;
+void api_set_serial_zgate(struct api *a, struct serial_zgate *g);
 
 /* The server, for its stats on /metrics (set once after http_server_new). */
 void api_set_server(struct api *a, struct http_server *s);

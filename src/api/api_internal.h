@@ -122,6 +122,8 @@ struct api {
     struct auth         *auth;         /* per-tag tokens, or NULL */
     struct serials      *serials;      /* serial definitions, or NULL */
     struct serial_loader *serial_loader; /* segment-source serials, or NULL */
+    struct serial_zgate *serial_zgate;  /* snowflake serials' zone gate, or
+                                           NULL */
     int                  admin_apart;  /* admin pages on their own listener */
     int                  nthreads;
     struct api_thread   *threads;

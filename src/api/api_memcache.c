@@ -1,5 +1,6 @@
-/* api_memcache.c: leafd's commands over memcached's text protocol, so that
- * any memcached client (and katsubushi's users) can take IDs with `get`.
+/* api_memcache.c: leafd's commands over memcached's text and binary
+ * protocols, so that any memcached client (and katsubushi's users) can take
+ * IDs with `get`.
  *
  * DESIGN
  *
@@ -7,7 +8,8 @@
  * threads, buffers, limits, parking, stop); this file only answers a parsed
  * call (req->mc). The layer calls it once per key of a get, in order, so a
  * key is one ID request: it calls the same handlers as the HTTP routes
- * (api_serve_*) with the memcached writer (api_writer_mc.c), with the same
+ * (api_serve_*) with the memcached writer (api_writer_mc.c, which writes a
+ * binary request's answers with api_writer_mcbin.c), with the same
  * IDs, waits (a key that waits for a segment parks, and the keys and
  * commands behind it wait in order) and refusals. The writer writes the
  * answers and errors for the key the request names (req->mc_key).
@@ -31,10 +33,18 @@
  * noreply is answered all the same and the connection closed: the client
  * reads no answer, so it would take this one for its next command's.
  *
- * Tokens. memcached's text protocol carries none. With auth.tokens_file,
- * the listener acts with memcache.token (a token of that file) when it is
- * set, and so serves that token's scopes; without it, every key a token
- * protects is refused (CLIENT_ERROR noauth), and never given an ID.
+ * Binary frames (req->mc->binary) are the same commands, one key per get:
+ * GET GETQ GETK GETKQ as get, STAT as stats (its key the group), VERSION,
+ * NOOP, QUIT and QUITQ; every storage opcode and its quiet form is refused
+ * (not supported, 0x0083) and the connection kept. The writers turn each
+ * answer and refusal into the protocol's form (api_writer.h,
+ * api_mcbin_status: the status of each refusal).
+ *
+ * Tokens. memcached's protocols carry none (SASL is not served). With
+ * auth.tokens_file, the listener acts with memcache.token (a token of that
+ * file) when it is set, and so serves that token's scopes; without it,
+ * every key a token protects is refused (CLIENT_ERROR noauth, binary
+ * 0x0008), and never given an ID.
  */
 #include <assert.h>
 #include <stdio.h>
@@ -67,26 +77,6 @@ static int
 key_is(const struct mc_ctx *x, const char *s)
 {
     return x->klen == strlen(s) && memcmp(x->key, s, x->klen) == 0;
-}
-
-/* The name of the command: token 0, at most 32 printable bytes. */
-static void
-cmd_name(const struct mc_ctx *x, char *out, size_t cap)
-{
-    size_t n = 0, len = x->cmd->ntok ? x->cmd->len[0] : 0;
-
-    for (size_t i = 0; i < len && n + 1 < cap && i < 32; i++) {
-        char ch = x->req->mc_line[x->cmd->off[0] + i];
-        out[n++] = ch > 0x20 && ch < 0x7f ? ch : '?';
-    }
-    out[n] = '\0';
-}
-
-static void
-reply(struct mc_ctx *x, const char *s, size_t len, int flags)
-{
-    api_count(R_MEMCACHE, 200);
-    http_reply_mc(x->c, s, len, flags);
 }
 
 /* The token check of a key's scope; 1 if answered. */
@@ -181,7 +171,8 @@ cmd_stats(struct mc_ctx *x)
     if (arg_is(x, 1, "settings")) {
         sbuf_printf(&b, "STAT maxconns %lld\r\nSTAT tcpport %lld\r\n"
                     "STAT num_threads %d\r\nSTAT item_size_max 0\r\n"
-                    "STAT binding_protocol ascii\r\nSTAT cas_enabled yes\r\n",
+                    "STAT binding_protocol auto-negotiate\r\n"
+                    "STAT cas_enabled yes\r\n",
                     (long long)a->cfg->max_connections, (long long)a->cfg->mc_port,
                     a->nthreads);
     } else if (arg_is(x, 1, "items") || arg_is(x, 1, "slabs") ||
@@ -223,19 +214,18 @@ cmd_stats(struct mc_ctx *x)
                     (unsigned long long)hs.requests_parked,
                     (unsigned long long)hs.connections_open);
     }
-    sbuf_puts(&b, "END\r\n");
-    reply(x, b.p, b.len, 0);
+    api_mc_reply_stats(x->c, b.p, b.len);
     sbuf_free(&b);
 }
 
 static void
 cmd_refused(struct mc_ctx *x)
 {
-    char name[40], msg[200];
+    char msg[200];
 
-    cmd_name(x, name, sizeof name);
     snprintf(msg, sizeof msg, "leafd hands out IDs and stores nothing: %s is "
-             "not served; take an ID with get <biz_tag> or get @snowflake", name);
+             "not served; take an ID with get <biz_tag> or get @snowflake",
+             x->cmd->name);
     api_mc_reply_error(x->c, R_MEMCACHE, 503, "not_supported", msg);
 }
 
@@ -243,22 +233,22 @@ void
 api_mc_command(struct api *a, struct http_conn *c, struct http_request *req)
 {
     struct mc_ctx x = { a, c, req, req->mc, NULL, 0 };
-    char line[64];
 
     switch (x.cmd->kind) {
     case MC_GET:
         cmd_get(&x);
         break;
     case MC_VERSION:
-        snprintf(line, sizeof line, "VERSION " MC_PROTOCOL_VERSION " leafd-%s\r\n",
-                 LEAFD_VERSION);
-        reply(&x, line, strlen(line), 0);
+        api_mc_reply_version(c, MC_PROTOCOL_VERSION " leafd-" LEAFD_VERSION);
         break;
     case MC_STATS:
         cmd_stats(&x);
         break;
     case MC_QUIT:
-        reply(&x, "", 0, HTTP_MC_END | HTTP_MC_CLOSE);
+        api_mc_reply_quit(c);
+        break;
+    case MC_NOOP:
+        api_mc_reply_noop(c);
         break;
     case MC_STORE:
     case MC_REFUSED:
@@ -270,8 +260,7 @@ api_mc_command(struct api *a, struct http_conn *c, struct http_request *req)
         api_mc_reply_error(c, R_MEMCACHE, 400, "bad_command", x.cmd->err);
         break;
     case MC_UNKNOWN:
-        api_count(R_MEMCACHE, 400);
-        http_reply_mc(c, "ERROR\r\n", 7, x.cmd->noreply ? HTTP_MC_CLOSE : 0);
+        api_mc_reply_unknown(c);
         break;
     }
 }

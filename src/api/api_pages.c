@@ -173,11 +173,13 @@ api_health(struct api *a, struct sbuf *b)
     }
     if (a->sf != NULL) {
         char *why = NULL;
+        sbuf_puts(b, "\"snowflake\":{\"enabled\":true,");
+        snowflake_identity_json(a->sf, b);
         if (snowflake_health(a->sf, &why) == 0) {
-            sbuf_puts(b, "\"snowflake\":{\"enabled\":true,\"status\":\"ok\"},");
+            sbuf_puts(b, ",\"status\":\"ok\"},");
         } else {
             ok = 0;
-            sbuf_puts(b, "\"snowflake\":{\"enabled\":true,\"status\":\"unavailable\",\"reason\":");
+            sbuf_puts(b, ",\"status\":\"unavailable\",\"reason\":");
             sbuf_json_str(b, why ? why : "?");
             sbuf_puts(b, "},");
             sbuf_printf(&reasons, "snowflake: %s; ", why ? why : "?");

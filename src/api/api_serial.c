@@ -7,7 +7,8 @@
  * unknown_serial_code, 503 serial_exhausted (the period's sequence digits
  * are used up), 503 serial_unavailable (no range arrived in time, the
  * database is down, or the worker ID is unknown), and snowflake's own 503s
- * for source = snowflake.
+ * for source = snowflake, and 503 serial_zone_gate (a serial of this
+ * worker ID's earlier holders would be printed again: serial_zones.h).
  */
 #include <assert.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include "loader.h"
 #include "serial.h"
 #include "serial_loader.h"
+#include "serial_zones.h"
 #include "sfcodec.h"
 #include "snowflake.h"
 #include "util.h"
@@ -108,6 +110,23 @@ serial_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
         return;
     }
     l = snowflake_layout(a->sf);
+    /* the IDs increase, and local time with them (the code's zone never
+     * turns its clocks back): the first one decides for all */
+    assert(n == 1 || seq_buf[n - 1] > seq_buf[0]);
+    if (a->serial_zgate != NULL) {
+        int64_t ms = (int64_t)(seq_buf[0] >> l->timestamp_shift) + l->epoch_ms;
+        char msg[768], extra[64];
+        int retry = 1;
+
+        if (!serial_zgate_allows(a->serial_zgate, i, ms, msg, sizeof msg,
+                                 &retry)) {
+            serial_count_refused(a->serials, i);
+            snprintf(extra, sizeof extra, "Retry-After: %d\r\n", retry);
+            api_reply_error(c, R_SERIAL, 503, "serial_zone_gate", extra,
+                            "%s", msg);
+            return;
+        }
+    }
     wmask = (l->max_datacenter << l->worker_bits) | l->max_worker;
     wd = serial_digits_of(wmask);
     sd = serial_digits_of(l->max_sequence);
@@ -251,22 +270,28 @@ api_serial_health(struct api *a, struct sbuf *b, struct sbuf *reasons)
     char err[256];
     const char *first;
     size_t dry;
+    int gated;
 
     if (a->serials == NULL || serials_count(a->serials) == 0) {
         sbuf_puts(b, "\"serial\":{\"codes\":0},");
         return 0;
     }
     sbuf_printf(b, "\"serial\":{\"codes\":%zu", serials_count(a->serials));
+    gated = a->serial_zgate != NULL ?
+            serial_zgate_json(a->serial_zgate, util_wall_ms(), b) : 0;
+    if (gated > 0)
+        sbuf_printf(reasons, "serial: %d snowflake code(s) refused until the "
+                             "zone gate passes (zone_gates); ", gated);
     if (a->serial_loader == NULL) {
         sbuf_puts(b, "},");
-        return 0;
+        return gated > 0;
     }
     sbuf_printf(b, ",\"store\":\"%s\",\"db\":\"%s\"",
                 serial_loader_store(a->serial_loader),
                 serial_loader_db_up(a->serial_loader) ? "up" : "down");
     if (serial_loader_db_up(a->serial_loader)) {
         sbuf_puts(b, "},");
-        return 0;
+        return gated > 0;
     }
     dry = serials_dry(a->serials, &first);
     serial_loader_last_error(a->serial_loader, err, sizeof err);

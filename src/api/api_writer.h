@@ -50,7 +50,9 @@ struct api_writer {
                        char *text, size_t len, size_t n, uint64_t cas);
 };
 
-/* api_writer_http.c, api_writer_resp.c, api_writer_mc.c, api_writer_grpc.c */
+/* api_writer_http.c, api_writer_resp.c, api_writer_mc.c (memcached's text
+ * and binary protocols: api_writer_mcbin.c writes the binary frames),
+ * api_writer_grpc.c */
 extern const struct api_writer api_writer_text, api_writer_leaf, api_writer_json,
                                api_writer_resp, api_writer_resp_int, api_writer_mc,
                                api_writer_grpc;
@@ -82,6 +84,30 @@ int  api_resp_capture(struct http_conn *c, const char *data, size_t len);
  * status on route r. */
 void api_mc_reply_error(struct http_conn *c, enum route r, int status,
                         const char *code, const char *msg);
+/* memcached's other answers, in the protocol of c's request (text, or
+ * binary: req->mc->binary), counted as 200 on R_MEMCACHE (unknown: 400):
+ * version's (the version string), stats' (text: "STAT <name> <value>\r\n"
+ * lines; END or the binary end frame is added), quit's (closes; a QUITQ
+ * or text quit: no answer), noop's (binary only: asserted) and an unknown
+ * command's (text: ERROR). */
+void api_mc_reply_version(struct http_conn *c, const char *version);
+void api_mc_reply_stats(struct http_conn *c, const char *text, size_t len);
+void api_mc_reply_quit(struct http_conn *c);
+void api_mc_reply_noop(struct http_conn *c);
+void api_mc_reply_unknown(struct http_conn *c);
+/* The binary protocol (api_writer_mcbin.c): the status of a refusal (the
+ * mapping docs/memcache.md gives), the error frame of c's request (a
+ * quiet get's "key not found": no answer), a get's value (counted as
+ * api_mc_reply_error and the text VALUE are), a frame with val as its
+ * value, stats' frames, unknown command's. */
+uint16_t api_mcbin_status(int status, const char *code);
+void api_mcbin_reply_error(struct http_conn *c, enum route r, int status,
+                           const char *code, const char *msg);
+void api_mcbin_reply_value(struct http_conn *c, enum route r, const char *val,
+                           size_t len, uint64_t cas);
+void api_mcbin_reply(struct http_conn *c, const char *val, size_t len, int flags);
+void api_mcbin_reply_stats(struct http_conn *c, const char *text, size_t len);
+void api_mcbin_reply_unknown(struct http_conn *c);
 
 /* gRPC (api_writer_grpc.c): a packed reply message (OK). */
 void api_grpc_reply_msg(struct http_conn *c, enum route r, const uint8_t *msg,

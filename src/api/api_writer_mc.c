@@ -2,8 +2,10 @@
  * VALUE of the key the request names (req->mc_key; gets adds the cas), with
  * END after the last key, and a refusal as "CLIENT_ERROR <code> <message>"
  * (4xx: the client's mistake) or "SERVER_ERROR <code> <message>" (retry
- * later), which also ends a get's answer (see api_memcache.c). See
- * api_writer.h.
+ * later), which also ends a get's answer (see api_memcache.c); and the
+ * other commands' answers. A binary request's (req->mc->binary) are frames,
+ * which api_writer_mcbin.c writes: this file picks the form, here only.
+ * See api_writer.h.
  */
 #include <assert.h>
 #include <stdio.h>
@@ -26,6 +28,10 @@ api_mc_reply_error(struct http_conn *c, enum route r, int status, const char *co
     int n;
 
     assert(req->mc != NULL);
+    if (req->mc->binary) {
+        api_mcbin_reply_error(c, r, status, code, msg);
+        return;
+    }
     n = snprintf(out, sizeof out, "%s %s %s", status < 500 ? "CLIENT_ERROR" :
                  "SERVER_ERROR", code, msg);
     if (n < 0)
@@ -54,6 +60,10 @@ reply_value(struct http_conn *c, enum route r, const char *val, size_t len,
     /* "VALUE ", " 0 ", the length, the cas, three CRLFs and END: 41 */
     char out[MC_KEY_MAX + 64 + IDSTR_TEXT_MAX], *p = out;
 
+    if (cmd->binary) {
+        api_mcbin_reply_value(c, r, val, len, cas);
+        return;
+    }
     assert(cmd->kind == MC_GET);
     assert(len <= IDSTR_TEXT_MAX && klen <= MC_KEY_MAX);
     memcpy(p, "VALUE ", 6);
@@ -112,3 +122,78 @@ texts_mc(struct http_conn *c, enum route r, char *text, size_t len, size_t n,
 const struct api_writer api_writer_mc = {
     ids_mc, texts_mc, NULL, error_mc, NULL
 };
+
+/* ---- the other commands' answers, text or binary (api_writer.h) ---- */
+
+static int
+binary(struct http_conn *c)
+{
+    api_count(R_MEMCACHE, 200);
+    return http_conn_request(c)->mc->binary;
+}
+
+void
+api_mc_reply_version(struct http_conn *c, const char *version)
+{
+    char line[128];
+    int n;
+
+    if (binary(c)) {
+        api_mcbin_reply(c, version, strlen(version), 0);
+        return;
+    }
+    n = snprintf(line, sizeof line, "VERSION %s\r\n", version);
+    if (n < 0 || (size_t)n >= sizeof line)
+        n = 0;
+    http_reply_mc(c, line, (size_t)n, 0);
+}
+
+void
+api_mc_reply_stats(struct http_conn *c, const char *text, size_t len)
+{
+    struct sbuf b = { 0 };
+
+    if (len == 0)
+        text = "";                  /* an empty group: its sbuf is NULL */
+    if (binary(c)) {
+        api_mcbin_reply_stats(c, text, len);
+        return;
+    }
+    sbuf_append(&b, text, len);
+    sbuf_puts(&b, "END\r\n");
+    http_reply_mc(c, b.p, b.len, 0);
+    sbuf_free(&b);
+}
+
+void
+api_mc_reply_quit(struct http_conn *c)
+{
+    const struct mc_cmd *cmd = http_conn_request(c)->mc;
+
+    if (binary(c) && !cmd->quiet)
+        api_mcbin_reply(c, "", 0, HTTP_MC_END | HTTP_MC_CLOSE);
+    else
+        http_reply_mc(c, "", 0, HTTP_MC_END | HTTP_MC_CLOSE);
+}
+
+void
+api_mc_reply_noop(struct http_conn *c)
+{
+    int bin = binary(c);
+
+    assert(bin);                    /* the text parser makes no MC_NOOP */
+    (void)bin;
+    api_mcbin_reply(c, "", 0, 0);
+}
+
+void
+api_mc_reply_unknown(struct http_conn *c)
+{
+    const struct mc_cmd *cmd = http_conn_request(c)->mc;
+
+    api_count(R_MEMCACHE, 400);
+    if (cmd->binary)
+        api_mcbin_reply_unknown(c);
+    else
+        http_reply_mc(c, "ERROR\r\n", 7, cmd->noreply ? HTTP_MC_CLOSE : 0);
+}

@@ -217,6 +217,10 @@ static const struct key keys[] = {
       "sequence bits (IDs per ms per worker = 2^bits)" },
     { "snowflake.datacenter_id", K_INT, OFF(datacenter_id), 0, 65535, "0", NULL,
       "datacenter ID when datacenter_bits > 0" },
+    { "snowflake.worker_id_min", K_INT, OFF(worker_id_min), 0, (1LL << 22) - 1, "0", NULL,
+      "lowest worker ID this node may hold (every source claims only inside min..max)" },
+    { "snowflake.worker_id_max", K_INT, OFF(worker_id_max), -1, (1LL << 22) - 1, "-1", NULL,
+      "highest worker ID this node may hold (-1: 2^worker_bits - 1, the whole field)" },
     { "snowflake.sequence_random", K_BOOL, OFF(sequence_random), 0, 1, "false", NULL,
       "start each ms at a random sequence in [0, sequence_random_bound), as Leaf" },
     { "snowflake.sequence_random_bound", K_INT, OFF(sequence_random_bound), 1, 1000000, "100", NULL,
@@ -673,10 +677,34 @@ load_overrides(struct config *cfg, char **ov, int n, char **cause)
 }
 
 int
+config_worker_range(const struct config *cfg, int64_t *min, int64_t *max,
+                    char **cause)
+{
+    int64_t top = (1LL << cfg->worker_bits) - 1;
+
+    *min = cfg->worker_id_min;
+    *max = cfg->worker_id_max < 0 ? top : cfg->worker_id_max;
+    if (*max > top) {
+        *cause = xasprintf("snowflake.worker_id_max %lld does not fit in %lld worker bits "
+                           "(snowflake.worker_bits; max %lld)", (long long)*max,
+                           (long long)cfg->worker_bits, (long long)top);
+        return -1;
+    }
+    if (*min > *max) {
+        *cause = xasprintf("snowflake.worker_id_min %lld is above snowflake.worker_id_max "
+                           "%lld%s", (long long)*min, (long long)*max,
+                           cfg->worker_id_max < 0 ? " (2^snowflake.worker_bits - 1)" : "");
+        return -1;
+    }
+    return 0;
+}
+
+int
 config_validate(struct config *cfg, char **cause)
 {
     int64_t bits = cfg->timestamp_bits + cfg->datacenter_bits + cfg->worker_bits +
                    cfg->sequence_bits;
+    int64_t wmin, wmax;
 
     /* A missing enable key never turns a mode on when a config file was
      * given: only the embedded default (no file at all) serves both. */
@@ -732,6 +760,8 @@ config_validate(struct config *cfg, char **cause)
                            (long long)cfg->datacenter_id, (long long)cfg->datacenter_bits);
         return -1;
     }
+    if (config_worker_range(cfg, &wmin, &wmax, cause) == -1)
+        return -1;
     if (cfg->store == STORE_AUTO)
         cfg->store = (cfg->jdbc_url[0] || cfg->mysql_url[0] || cfg->mysql_urls[0]) ?
             STORE_MYSQL : STORE_SQLITE;
@@ -752,6 +782,14 @@ config_validate(struct config *cfg, char **cause)
         !cfg->zk_address[0]) {
         *cause = xasprintf("snowflake.worker_source is zookeeper but "
                            "leaf.snowflake.zk.address is not set");
+        return -1;
+    }
+    if (cfg->snowflake_enable && cfg->worker_source == WORKER_STATIC &&
+        (cfg->worker_id < wmin || cfg->worker_id > wmax)) {
+        *cause = xasprintf("snowflake.worker_id %lld is outside snowflake.worker_id_min.."
+                           "snowflake.worker_id_max (%lld..%lld): set a worker ID inside "
+                           "this node's range", (long long)cfg->worker_id,
+                           (long long)wmin, (long long)wmax);
         return -1;
     }
     if (cfg->k8s_fence_store != K8S_FENCE_NONE &&

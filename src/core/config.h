@@ -131,6 +131,8 @@ struct config {
     int64_t  worker_bits;          /* snowflake.worker_bits */
     int64_t  sequence_bits;        /* snowflake.sequence_bits */
     int64_t  datacenter_id;        /* snowflake.datacenter_id */
+    int64_t  worker_id_min;        /* snowflake.worker_id_min */
+    int64_t  worker_id_max;        /* snowflake.worker_id_max (-1: the field's top) */
     int      sequence_random;      /* snowflake.sequence_random */
     int64_t  sequence_random_bound;/* snowflake.sequence_random_bound */
     int64_t  max_backward_ms;      /* snowflake.max_backward_ms */
@@ -189,6 +191,12 @@ void config_free(struct config *cfg);
 
 /* Checks across keys (bit sums, modes); run by config_load. */
 int  config_validate(struct config *cfg, char **cause);
+
+/* The worker IDs this node may hold: snowflake.worker_id_min ..
+ * snowflake.worker_id_max (-1: 2^worker_bits - 1). 0, or -1 with *cause
+ * (malloc'd, naming the keys) when it does not fit the layout. */
+int  config_worker_range(const struct config *cfg, int64_t *min, int64_t *max,
+                         char **cause);
 
 /* Print the key table (name, type, range, default, help) for --help. */
 void config_print_help(FILE *out);

@@ -4,8 +4,16 @@
  * library's completion thread, with two references. Whoever finishes last
  * (the caller after its wait, or the completion after a caller that gave up)
  * frees it, so a late reply never touches freed memory.
+ *
+ * A session not connected for twice its timeout is replaced by a new one
+ * (zk_maintain): the server would have expired it by then if it could reach
+ * it, and a server that can is refusing it for good ("Refusing session
+ * request for client ... as it has seen zxid 0x... our last zxid is 0x...":
+ * an ensemble restored from an older snapshot never catches up with the
+ * zxid the old session saw). leafd keeps nothing tied to a session.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -25,6 +33,8 @@ struct zk {
     _Atomic int     state;              /* ZK_ST_*, set by the watcher */
     _Atomic uint64_t connects;
     _Atomic uint64_t expirations;
+    _Atomic int64_t down_since;         /* mono ms not connected since, 0
+                                           while connected */
     pthread_mutex_t mu;                 /* guards nothing but the wait below */
     pthread_cond_t  cv;                 /* signalled on every state change */
 };
@@ -94,6 +104,7 @@ zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
     /* One log line per change of state, as for the database. */
     if (state == ZOO_CONNECTED_STATE) {
         int was = atomic_exchange(&z->state, ZK_ST_CONNECTED);
+        atomic_store(&z->down_since, 0);
         if (atomic_fetch_add(&z->connects, 1) > 0 && was != ZK_ST_CONNECTED)
             log_info("ZooKeeper %s: connected again", z->hosts);
     } else if (state == ZOO_EXPIRED_SESSION_STATE) {
@@ -101,9 +112,11 @@ zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
             atomic_fetch_add(&z->expirations, 1);
     } else if (state == ZOO_CONNECTING_STATE ||
                state == ZOO_ASSOCIATING_STATE) {
-        if (atomic_exchange(&z->state, ZK_ST_CONNECTING) == ZK_ST_CONNECTED)
+        if (atomic_exchange(&z->state, ZK_ST_CONNECTING) == ZK_ST_CONNECTED) {
+            atomic_store(&z->down_since, util_mono_ms());
             log_warn("ZooKeeper %s: connection lost; serving on, reconnecting",
                      z->hosts);
+        }
     }
     pthread_mutex_lock(&z->mu);
     pthread_cond_broadcast(&z->cv);
@@ -114,6 +127,7 @@ static int
 zk_handle_new(struct zk *z, char **cause)
 {
     atomic_store(&z->state, ZK_ST_CONNECTING);
+    atomic_store(&z->down_since, util_mono_ms());
     z->zh = zookeeper_init2(z->hosts, zk_watcher, z->session_timeout_ms, NULL,
                             z, 0, zk_lib_log);
     if (z->zh == NULL) {
@@ -223,13 +237,24 @@ zk_maintain(struct zk *z)
 {
     char *cause = NULL;
     int st = z->zh != NULL ? zoo_state(z->zh) : 0;
+    int64_t down = atomic_load(&z->down_since);
+    int stuck = down != 0 && atomic_load(&z->state) == ZK_ST_CONNECTING &&
+                util_mono_ms() - down > 2 * (int64_t)z->session_timeout_ms;
 
     if (z->zh != NULL && atomic_load(&z->state) != ZK_ST_EXPIRED &&
-        st != ZOO_EXPIRED_SESSION_STATE && st != ZOO_AUTH_FAILED_STATE)
+        st != ZOO_EXPIRED_SESSION_STATE && st != ZOO_AUTH_FAILED_STATE &&
+        !stuck)
         return 0;
     if (z->zh != NULL) {
-        log_warn("ZooKeeper session to %s expired; starting a new one",
-                 z->hosts);
+        if (stuck)
+            log_warn("ZooKeeper %s: not connected for %" PRId64 " ms, over "
+                     "twice the session timeout; starting a new session (a "
+                     "server refuses one that saw a later zxid than it has, "
+                     "as after a restore from an older snapshot)", z->hosts,
+                     util_mono_ms() - down);
+        else
+            log_warn("ZooKeeper session to %s expired; starting a new one",
+                     z->hosts);
         zookeeper_close(z->zh);
         z->zh = NULL;
     }

@@ -34,10 +34,12 @@
  * parked one holds back the commands behind it.
  *
  * memcached. With mc_enable, each I/O thread also listens for memcached's
- * text protocol (mc_parse.h) on mc_address:mc_port, a connection like a
- * RESP one. The handler gets req->mc set: once per key of a get (req->mc_key
- * is the key's token), once for any other command, and answers with
- * http_reply_mc. A storage command's data block is skipped by the layer.
+ * text protocol (mc_parse.h) and its binary protocol (mc_bin_parse.h; the
+ * connection's first byte tells which) on mc_address:mc_port, a connection
+ * like a RESP one. The handler gets req->mc set (req->mc->binary for a
+ * binary frame): once per key of a get (req->mc_key is the key's token),
+ * once for any other command, and answers with http_reply_mc. A storage
+ * command's data block (a refused frame's body) is skipped by the layer.
  *
  * HTTP/2 (http_h2.c, on libnghttp2). The HTTP port also takes cleartext
  * HTTP/2 with prior knowledge (h2c): a connection that opens with the

@@ -54,9 +54,10 @@
  * answered.
  *
  * memcached. A connection accepted on the memcached listener is a RESP one
- * in all of the above but the parser (http_conn_mc.c), with one more step:
- * the handler is called once per key of a get, each call a request of its
- * own (answered, or parked, in order).
+ * in all of the above but the parser (http_conn_mc.c: text or binary, by
+ * the first byte), with one more step: the handler is called once per key
+ * of a get, each call a request of its own (answered, or parked, in order).
+ * A binary connection's errors the layer answers itself are error frames.
  *
  * HTTP/2. A connection that opens with the HTTP/2 preface (and every one on
  * the gRPC port) hands its input to http_h2.c's session instead of a parser;

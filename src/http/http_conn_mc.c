@@ -1,6 +1,14 @@
 /* http_conn_mc.c: the memcached side of a connection: parse each line of
- * memcached's text protocol (mc_parse.h) and hand it to the handler, once
- * per key of a get; skip a storage command's data block.
+ * memcached's text protocol (mc_parse.h), or each frame of its binary
+ * protocol (mc_bin_parse.h), and hand it to the handler, once per key of a
+ * get; skip a storage command's data block (a refused frame's body).
+ *
+ * The first byte a connection sends picks its protocol for good: 0x80 (the
+ * binary request magic) binary, anything else text. A binary frame is a
+ * command of the one kind the text parser makes (struct mc_cmd), with one
+ * key at most, so everything below serves both; a binary frame that cannot
+ * be put in step gets an error frame (or, after a bad magic byte, nothing)
+ * and a close.
  *
  * A get's line stays in the input buffer, at in_off, until its last key is
  * handed over (http.h: each key is a call of its own, answered or parked in
@@ -32,14 +40,28 @@ http_conn_process_mc(struct http_conn *c)
             break;
         avail = c->in_len - c->in_off;
         if (!mc->pending) {
-            r = mc_parse(c->in + c->in_off, avail, &s->mc_lim, &mc->cmd, &used,
-                         &err);
+            if (mc->mode == 0)
+                mc->mode = (unsigned char)c->in[c->in_off] == MC_BIN_REQ_MAGIC
+                           ? HTTP_MC_BINARY : HTTP_MC_TEXT;
+            if (mc->mode == HTTP_MC_BINARY) {
+                uint16_t st;
+
+                r = mc_bin_parse(c->in + c->in_off, avail, &s->mc_lim,
+                                 &mc->cmd, &used, &st, &err);
+                if (r == MC_PARSE_ERROR) {
+                    http_out_mc_bin_error(c, st, "bad_request", err);
+                    break;
+                }
+            } else {
+                r = mc_parse(c->in + c->in_off, avail, &s->mc_lim, &mc->cmd,
+                             &used, &err);
+                if (r == MC_PARSE_ERROR) {
+                    http_out_error(c, 400, "bad_request", err);
+                    break;
+                }
+            }
             if (r == MC_PARSE_MORE)
                 break;
-            if (r == MC_PARSE_ERROR) {
-                http_out_error(c, 400, "bad_request", err);
-                break;
-            }
             ctr_add(&t->mc_commands, 1);
             c->req.mc = &mc->cmd;
             c->req.mc_line = c->in + c->in_off;

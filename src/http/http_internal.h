@@ -20,6 +20,7 @@
 #include <event2/event_struct.h>
 
 #include "http.h"
+#include "mc_bin_parse.h"
 #include "mc_parse.h"
 #include "resp_parse.h"
 
@@ -157,14 +158,19 @@ struct http_resp {
 };
 
 /* What a memcached connection has beyond an HTTP one (allocated at
- * accept). A get's line stays in the input buffer (at in_off) until its
+ * accept). Its protocol, text or binary, is the first byte's (0x80, the
+ * binary request magic), and stays for the connection's life. A get's line
+ * (or binary frame) stays in the input buffer (at in_off) until its
  * last key is dispatched: cmd's tokens are offsets into it. */
 struct http_mc {
     struct mc_cmd       cmd;            /* the current command */
     size_t              key;            /* MC_GET: keys dispatched */
     size_t              used;           /* bytes of the pending line */
     unsigned char       pending;        /* a get has keys left */
+    unsigned char       mode;           /* HTTP_MC_TEXT or HTTP_MC_BINARY, by
+                                           the first byte; 0: none yet */
 };
+enum { HTTP_MC_TEXT = 1, HTTP_MC_BINARY = 2 };
 
 /* A connection, or one HTTP/2 stream's request (owner set): a stream is
  * handed to the handler, parked and retried as a connection of its own,
@@ -317,6 +323,11 @@ void http_out_respond(struct http_conn *c, int status, const char *content_type,
 void http_out_append(struct http_conn *c, const char *data, size_t len);
 void http_out_error(struct http_conn *c, int status, const char *code,
                     const char *message);
+/* A binary memcached connection's error frame (status MC_BIN_*; 0: none),
+ * its value "<code>: <message>", for the frame being answered or skipped
+ * (or else the one at the input's start); then close. */
+void http_out_mc_bin_error(struct http_conn *c, uint16_t status,
+                           const char *code, const char *message);
 void http_out_parse_error(struct http_conn *c, enum http_parse_result r);
 
 #endif

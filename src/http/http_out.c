@@ -180,9 +180,43 @@ http_out_append(struct http_conn *c, const char *data, size_t len)
     c->out_len += len;
 }
 
+void
+http_out_mc_bin_error(struct http_conn *c, uint16_t status, const char *code,
+                      const char *message)
+{
+    unsigned char out[MC_BIN_HEADER + 256];
+    uint8_t opcode = 0;
+    uint32_t opaque = 0;
+    int n;
+
+    c->closing = 1;
+    if (status == 0)
+        return;
+    if (c->req_active || c->body_left > 0) {
+        /* the frame answered now, or the refused one whose body is skipped */
+        opcode = c->mc->cmd.opcode;
+        opaque = c->mc->cmd.opaque;
+    } else if (c->in != NULL && c->in_len - c->in_off >= 2) {
+        /* the frame not yet whole at the input's start */
+        const unsigned char *in = (const unsigned char *)c->in + c->in_off;
+
+        if (in[0] == MC_BIN_REQ_MAGIC)
+            opcode = in[1];
+        if (in[0] == MC_BIN_REQ_MAGIC && c->in_len - c->in_off >= 16)
+            opaque = (uint32_t)in[12] << 24 | (uint32_t)in[13] << 16 |
+                     (uint32_t)in[14] << 8 | in[15];
+    }
+    n = snprintf((char *)out + MC_BIN_HEADER, sizeof out - MC_BIN_HEADER,
+                 "%s: %s", code, message);
+    if (n < 0 || (size_t)n >= sizeof out - MC_BIN_HEADER)
+        n = 0;
+    mc_bin_header(out, opcode, opaque, status, 0, 0, (uint32_t)n, 0);
+    http_out_append(c, (const char *)out, MC_BIN_HEADER + (size_t)n);
+}
+
 /* An error the layer answers itself, then close: a JSON body over HTTP, a
  * RESP error ("-ERR <message>") over RESP, over memcached CLIENT_ERROR (a
- * 4xx) or SERVER_ERROR <message>. */
+ * 4xx) or SERVER_ERROR <message>, or a binary memcached error frame. */
 void
 http_out_error(struct http_conn *c, int status, const char *code,
            const char *message)
@@ -200,6 +234,13 @@ http_out_error(struct http_conn *c, int status, const char *code,
             n = 0;
         http_out_append(c, body, (size_t)n);
         c->closing = 1;
+        return;
+    }
+    if (c->mc != NULL && c->mc->mode == HTTP_MC_BINARY) {
+        http_out_mc_bin_error(c, status == 413 ? MC_BIN_E2BIG
+                              : status < 500 ? MC_BIN_EINVAL
+                              : status == 503 ? MC_BIN_ETMPFAIL
+                              : MC_BIN_EINTERNAL, code, message);
         return;
     }
     if (c->mc != NULL) {

@@ -177,6 +177,7 @@ mc_parse(const char *buf, size_t len, const struct mc_limits *lim,
         return MC_PARSE_OK;
     }
     cmd->kind = nm->kind;
+    cmd->name = nm->name;
     cmd->cas = nm->cas;
     if (nm->kind == MC_STORE) {
         if (over) {

@@ -14,6 +14,9 @@
  *
  * Thread-safety: pure. Tokens are offsets into the line, so they stay valid
  * when the caller moves the line in its buffer.
+ *
+ * struct mc_cmd is also what mc_bin_parse.h makes of a binary frame (binary
+ * set): its key is token 1, an offset into the frame.
  */
 #ifndef LEAFD_MC_PARSE_H
 #define LEAFD_MC_PARSE_H
@@ -40,13 +43,22 @@ enum mc_kind {
     MC_VERBOSITY,
     MC_FLUSH_ALL,
     MC_UNKNOWN,                     /* not a command (an empty line too) */
-    MC_BAD                          /* a command, malformed: err says how */
+    MC_BAD,                         /* a command, malformed: err says how */
+    MC_NOOP                         /* binary only (mc_bin_parse.h) */
 };
 
 struct mc_cmd {
     enum mc_kind kind;
+    const char *name;               /* the command's name (static), NULL
+                                       for MC_UNKNOWN */
     unsigned char cas;              /* gets: answer with cas values */
     unsigned char noreply;          /* the line ends in "noreply" */
+    /* memcached's binary protocol (mc_bin_parse.h); 0 in text */
+    unsigned char binary;           /* a binary request frame */
+    unsigned char quiet;            /* a quiet opcode (GETQ, GETKQ, QUITQ..) */
+    unsigned char with_key;         /* GETK, GETKQ: the answer has the key */
+    unsigned char opcode;           /* the frame's opcode */
+    uint32_t opaque;                /* echoed in every answer (as received) */
     size_t   ntok;                  /* tokens (the name is token 0) */
     uint16_t off[MC_TOKENS_MAX];    /* token i is line[off[i]..+len[i]) */
     uint16_t len[MC_TOKENS_MAX];

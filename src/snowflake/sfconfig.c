@@ -1,6 +1,7 @@
 /* sfconfig.c: snowflake mode from the config (see sfconfig.h): the layout,
  * `leafd decode`, the worker ID parameters and the start.
  */
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,14 +38,31 @@ sfconfig_uses_mysql(const struct config *cfg)
             cfg->k8s_fence_store == K8S_FENCE_MYSQL);
 }
 
-/* The pod name (snowflake.k8s.ordinal_env, or the hostname) into buf, and
- * its worker ID: the ordinal + snowflake.k8s.ordinal_offset. 0, or -1 with
- * *cause. */
+/* The worker IDs this node may hold (config_worker_range), within the
+ * layout l. 0, or -1 with *cause. */
 static int
-sfconfig_k8s_worker(const struct config *cfg, uint64_t max_worker,
+sfconfig_range(const struct config *cfg, const struct sfcodec_layout *l,
+               uint64_t *min, uint64_t *max, char **cause)
+{
+    int64_t lo, hi;
+
+    if (config_worker_range(cfg, &lo, &hi, cause) == -1)
+        return -1;
+    assert(lo >= 0 && lo <= hi && (uint64_t)hi <= l->max_worker);
+    *min = (uint64_t)lo;
+    *max = (uint64_t)hi;
+    return 0;
+}
+
+/* The pod name (snowflake.k8s.ordinal_env, or the hostname) into buf, and
+ * its worker ID: the ordinal + snowflake.k8s.ordinal_offset, inside the
+ * range. 0, or -1 with *cause. */
+static int
+sfconfig_k8s_worker(const struct config *cfg, const struct sfcodec_layout *l,
                     char *buf, size_t size, int64_t *worker, char **cause)
 {
     const char *name = NULL;
+    uint64_t min, max;
 
     buf[0] = '\0';
     if (cfg->k8s_ordinal_env[0] != '\0') {
@@ -58,9 +76,20 @@ sfconfig_k8s_worker(const struct config *cfg, uint64_t max_worker,
         buf[size - 1] = '\0';
         name = buf;
     }
-    if (workerid_k8s_ordinal(name, cfg->k8s_ordinal_offset, max_worker,
+    if (sfconfig_range(cfg, l, &min, &max, cause) == -1 ||
+        workerid_k8s_ordinal(name, cfg->k8s_ordinal_offset, l->max_worker,
                              worker, cause) == -1)
         return -1;
+    if ((uint64_t)*worker < min || (uint64_t)*worker > max) {
+        *cause = xasprintf("pod %s: ordinal + snowflake.k8s.ordinal_offset "
+                           "%" PRId64 " = worker ID %" PRId64 " is outside "
+                           "snowflake.worker_id_min..worker_id_max (%" PRIu64
+                           "..%" PRIu64 "): set the offset so that every "
+                           "ordinal of the StatefulSet lands inside the "
+                           "range, or scale it down", name,
+                           cfg->k8s_ordinal_offset, *worker, min, max);
+        return -1;
+    }
     if (name != buf)
         snprintf(buf, size, "%s", name);
     return 0;
@@ -142,9 +171,23 @@ sfconfig_decode_cli(const struct config *cfg, const char *id,
     return sfcodec_decode_to_json(&l, id, strlen(id), leaf_format, out, cause);
 }
 
+static struct wlease *lease_open(const struct config *cfg,
+                                 const struct sfcodec_layout *l,
+                                 int http_port,
+                                 const struct wlease_hook *hook,
+                                 char **cause);
+
 struct snowflake *
 sfconfig_start(const struct config *cfg, int http_port, snowflake_wake_fn wake,
                 void *wake_arg, char **cause)
+{
+    return sfconfig_start_with(cfg, http_port, wake, wake_arg, NULL, cause);
+}
+
+struct snowflake *
+sfconfig_start_with(const struct config *cfg, int http_port,
+                    snowflake_wake_fn wake, void *wake_arg,
+                    const struct wlease_hook *hook, char **cause)
 {
     struct snowflake_options o;
     struct workerid *w;
@@ -154,6 +197,9 @@ sfconfig_start(const struct config *cfg, int http_port, snowflake_wake_fn wake,
 
     memset(&o, 0, sizeof o);
     if (sfconfig_layout(&o.layout, cfg, util_wall_ms(), cause) == -1)
+        return NULL;
+    o.worker_range = 1;
+    if (config_worker_range(cfg, &o.worker_min, &o.worker_max, cause) == -1)
         return NULL;
     if (cfg->sequence_random &&
         (cfg->sequence_random_bound < 1 ||
@@ -183,8 +229,8 @@ sfconfig_start(const struct config *cfg, int http_port, snowflake_wake_fn wake,
     if (cfg->worker_source == WORKER_REDIS ||
         cfg->worker_source == WORKER_MYSQL || sfconfig_uses_zk(cfg) ||
         sfconfig_k8s_store(cfg)) {
-        struct wlease *l = sfconfig_lease_open(cfg, &o.layout, http_port,
-                                               cause);
+        struct wlease *l = lease_open(cfg, &o.layout, http_port, hook,
+                                      cause);
         if (l == NULL)
             return NULL;
         w = NULL;
@@ -262,6 +308,13 @@ struct wlease *
 sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
                     int http_port, char **cause)
 {
+    return lease_open(cfg, l, http_port, NULL, cause);
+}
+
+static struct wlease *
+lease_open(const struct config *cfg, const struct sfcodec_layout *l,
+           int http_port, const struct wlease_hook *hook, char **cause)
+{
     struct wlease_params p;
     struct wlease_store st;
     char ip[64], ident[256], alias[256] = "", *cache = NULL;
@@ -273,7 +326,7 @@ sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
     p.port = cfg->snowflake_port > 0 ? (int)cfg->snowflake_port : http_port;
     if (sfconfig_k8s_store(cfg)) {
         /* the worker ID is the pod's; the store holds it for the pod name */
-        if (sfconfig_k8s_worker(cfg, l->max_worker, ident, sizeof ident,
+        if (sfconfig_k8s_worker(cfg, l, ident, sizeof ident,
                                 &p.worker_id, cause) == -1 ||
             sfconfig_k8s_identity(cfg, ident, sizeof ident, alias,
                                   sizeof alias, cause) == -1)
@@ -297,7 +350,12 @@ sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
         p.cache_path = cache = xasprintf("leafd-snowflake-%s-%d.json",
                                          cfg->leaf_name, p.port);
     p.datacenter_id = cfg->datacenter_id;
-    p.max_worker = l->max_worker;
+    if (sfconfig_range(cfg, l, &p.min_worker, &p.max_worker, cause) == -1) {
+        free(cache);
+        return NULL;
+    }
+    if (hook != NULL)
+        p.hook = *hook;
     workerid_cache_layout(l->epoch_ms, l->timestamp_bits, l->datacenter_bits,
                           l->worker_bits, l->sequence_bits, p.layout,
                           sizeof p.layout);
@@ -373,7 +431,7 @@ sfconfig_workerid_open(const struct config *cfg, const struct sfcodec_layout *l,
     if (cfg->worker_source == WORKER_K8S) {
         char name[256];
 
-        if (sfconfig_k8s_worker(cfg, l->max_worker, name, sizeof name,
+        if (sfconfig_k8s_worker(cfg, l, name, sizeof name,
                                 &p.worker_id, cause) == -1)
             return NULL;
         p.k8s = 1;
@@ -386,7 +444,10 @@ sfconfig_workerid_open(const struct config *cfg, const struct sfcodec_layout *l,
             p.leaf_name != NULL ? p.leaf_name : "",
             (long long)cfg->datacenter_id, (long long)p.worker_id);
     p.datacenter_id = cfg->datacenter_id;
-    p.max_worker = l->max_worker;
+    if (sfconfig_range(cfg, l, &p.min_worker, &p.max_worker, cause) == -1) {
+        free(cache);
+        return NULL;
+    }
     workerid_cache_layout(l->epoch_ms, l->timestamp_bits, l->datacenter_bits,
                           l->worker_bits, l->sequence_bits, p.layout,
                           sizeof p.layout);

@@ -49,6 +49,14 @@ int  sfconfig_decode_cli(const struct config *cfg, const char *id,
 struct snowflake *sfconfig_start(const struct config *cfg, int http_port,
                                   snowflake_wake_fn wake, void *wake_arg,
                                   char **cause);
+/* The same, with the hook of the record a worker-ID store keeps with the
+ * worker ID (workerid_lease.h; NULL: none; unused by a static worker ID). */
+struct wlease_hook;
+struct snowflake *sfconfig_start_with(const struct config *cfg,
+                                      int http_port, snowflake_wake_fn wake,
+                                      void *wake_arg,
+                                      const struct wlease_hook *hook,
+                                      char **cause);
 
 /* worker_source = static or k8s (without snowflake.k8s.fence_store), from
  * the config: ip (snowflake.ip or the

@@ -485,7 +485,8 @@ sf_set_worker(struct snowflake *sf, int64_t worker, int64_t gate)
     int64_t g = gate > l->epoch_ms ? gate - l->epoch_ms : 0;
     uint64_t st = ((uint64_t)g << l->sequence_bits) | l->max_sequence;
 
-    assert(worker >= 0 && (uint64_t)worker <= l->max_worker);
+    assert(worker >= sf->worker_min && worker <= sf->worker_max &&
+           (uint64_t)worker <= l->max_worker);
     atomic_store(&sf->worker_field, wf);
     atomic_store(&sf->worker_id, worker);
     if (st > atomic_load(&sf->state))
@@ -502,9 +503,10 @@ sf_acquire(struct snowflake *sf, int64_t now)
 
     if (sf->backend.worker == NULL ||
         sf->backend.worker(sf->backend.arg, &worker, &gate) == -1 ||
-        worker < 0 || (uint64_t)worker > sf->layout.max_worker) {
+        worker < sf->worker_min || worker > sf->worker_max) {
         log_error("the worker ID source reported a worker ID (%" PRId64
-                  ") that cannot be used", worker);
+                  ") that cannot be used (outside %" PRId64 "..%" PRId64 ")",
+                  worker, sf->worker_min, sf->worker_max);
         return;
     }
     sf_set_worker(sf, worker, gate);
@@ -690,6 +692,24 @@ snowflake_create(const struct snowflake_options *o, char **cause)
         *cause = xasprintf("worker ID %" PRId64 " is outside 0..%" PRIu64
                            " (%d worker bits)", o->worker_id, l->max_worker,
                            l->worker_bits);
+        goto error;
+    }
+    sf->worker_min = o->worker_range ? o->worker_min : 0;
+    sf->worker_max = o->worker_range ? o->worker_max : (int64_t)l->max_worker;
+    if (sf->worker_min < 0 || sf->worker_min > sf->worker_max ||
+        (uint64_t)sf->worker_max > l->max_worker) {
+        *cause = xasprintf("snowflake.worker_id_min..worker_id_max %" PRId64
+                           "..%" PRId64 " does not fit in 0..%" PRIu64
+                           " (%d worker bits)", sf->worker_min,
+                           sf->worker_max, l->max_worker, l->worker_bits);
+        goto error;
+    }
+    if (o->worker_id >= 0 &&
+        (o->worker_id < sf->worker_min || o->worker_id > sf->worker_max)) {
+        *cause = xasprintf("worker ID %" PRId64 " is outside this node's "
+                           "range %" PRId64 "..%" PRId64 " (snowflake."
+                           "worker_id_min, worker_id_max)", o->worker_id,
+                           sf->worker_min, sf->worker_max);
         goto error;
     }
     if (o->count_max < 1) {

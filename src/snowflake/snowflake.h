@@ -99,6 +99,11 @@ int  snowflake_decode_json(const struct snowflake *sf, const char *s,
 void snowflake_state_json(struct snowflake *sf, struct sbuf *out);
 /* 0 when IDs can be issued now; else -1 and *reason (malloc'd). */
 int  snowflake_health(struct snowflake *sf, char **reason);
+/* Appends "worker_id":N|null[,"datacenter_id":N],"worker_id_min":N,
+ * "worker_id_max":N (the datacenter ID when the layout has datacenter
+ * bits; the range this node's worker ID must be in), for /health and
+ * /snowflake/state. */
+void snowflake_identity_json(struct snowflake *sf, struct sbuf *out);
 /* Prometheus text, every name prefixed leafd_snowflake_. */
 void snowflake_metrics(struct snowflake *sf, struct sbuf *out);
 
@@ -159,6 +164,11 @@ struct snowflake_options {
     struct sfcodec_layout layout;
     int64_t   worker_id;          /* -1: unknown until the backend has it */
     int64_t   datacenter_id;
+    int       worker_range;       /* 1: the worker ID must be inside
+                                     worker_min..worker_max (refused
+                                     otherwise); 0: anywhere in the field */
+    int64_t   worker_min;
+    int64_t   worker_max;
     int64_t   start_fence_ms;     /* issue nothing at or below this */
     int       sequence_random;
     int64_t   sequence_random_bound;

@@ -60,6 +60,9 @@ struct snowflake {
     /* Set at creation, read-only afterwards. */
     struct sfcodec_layout layout;
     int64_t          datacenter_id;
+    int64_t          worker_min;            /* the range a worker ID must */
+    int64_t          worker_max;            /* be in (the whole field
+                                               without one) */
     int              seq_random;
     uint64_t         seq_bound;
     int64_t          max_backward_ms;

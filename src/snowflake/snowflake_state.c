@@ -42,10 +42,26 @@ sf_status_code(struct snowflake *sf, int64_t now)
 }
 
 void
+snowflake_identity_json(struct snowflake *sf, struct sbuf *out)
+{
+    int64_t worker = atomic_load(&sf->worker_id);
+
+    sbuf_puts(out, "\"worker_id\":");
+    if (worker >= 0)
+        sbuf_printf(out, "%" PRId64, worker);
+    else
+        sbuf_puts(out, "null");
+    if (sf->layout.datacenter_bits > 0)
+        sbuf_printf(out, ",\"datacenter_id\":%" PRId64, sf->datacenter_id);
+    sbuf_printf(out, ",\"worker_id_min\":%" PRId64 ",\"worker_id_max\":%"
+                PRId64, sf->worker_min, sf->worker_max);
+}
+
+void
 snowflake_state_json(struct snowflake *sf, struct sbuf *out)
 {
     const struct sfcodec_layout *l = &sf->layout;
-    int64_t now = sf_now(sf), worker = atomic_load(&sf->worker_id);
+    int64_t now = sf_now(sf);
     int64_t last = sf_last_ms(sf), fence = atomic_load(&sf->fence);
     const char *code = sf_status_code(sf, now);
     char t1[40], t2[40], t3[40];
@@ -53,13 +69,8 @@ snowflake_state_json(struct snowflake *sf, struct sbuf *out)
     util_format_utc_ms(last, t1, sizeof t1);
     util_format_utc_ms(fence, t2, sizeof t2);
     util_format_utc_ms(sfcodec_layout_end_ms(l), t3, sizeof t3);
-    sbuf_puts(out, "{\"worker_id\":");
-    if (worker >= 0)
-        sbuf_printf(out, "%" PRId64, worker);
-    else
-        sbuf_puts(out, "null");
-    if (l->datacenter_bits > 0)
-        sbuf_printf(out, ",\"datacenter_id\":%" PRId64, sf->datacenter_id);
+    sbuf_puts(out, "{");
+    snowflake_identity_json(sf, out);
     sbuf_puts(out, ",\"source\":");
     sbuf_json_str(out, sf->backend.source != NULL ?
                        sf->backend.source(sf->backend.arg) : "static");

@@ -67,9 +67,12 @@ workerid_open_params(const struct workerid_params *p, char **cause)
         *cause = xstrdup("snowflake: no cache file path");
         return NULL;
     }
-    if (p->worker_id < 0 || (uint64_t)p->worker_id > p->max_worker) {
+    if (p->worker_id < 0 || (uint64_t)p->worker_id < p->min_worker ||
+        (uint64_t)p->worker_id > p->max_worker) {
         *cause = xasprintf("snowflake.worker_id %" PRId64 " is outside "
-                           "0..%" PRIu64, p->worker_id, p->max_worker);
+                           "%" PRIu64 "..%" PRIu64 " (snowflake.worker_id_min"
+                           ", worker_id_max)", p->worker_id, p->min_worker,
+                           p->max_worker);
         return NULL;
     }
     crc = workerid_cache_read(p->cache_path, &c, cause);

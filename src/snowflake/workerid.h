@@ -48,6 +48,8 @@ struct workerid_params {
     int         k8s;              /* the worker ID is a pod ordinal
                                      (workerid_k8s_ordinal): named "k8s" */
     int64_t     datacenter_id;
+    uint64_t    min_worker;       /* worker_id must be in min..max (the
+                                     range, snowflake.worker_id_min..) */
     uint64_t    max_worker;
     char        layout[64];       /* workerid_cache_layout's, recorded in
                                      and checked against the cache file;
@@ -55,7 +57,7 @@ struct workerid_params {
 };
 
 /* From explicit parameters (sfconfig.c fills them from the config). Fails
- * on a corrupt cache file or a worker ID beyond max_worker. */
+ * on a corrupt cache file or a worker ID outside min_worker..max_worker. */
 struct workerid *workerid_open_params(const struct workerid_params *p,
                                       char **cause);
 void workerid_close(struct workerid *w);

@@ -69,6 +69,14 @@
  *     (SNOWFLAKE_TICK_CLOCK_BAD: clock_offset) until it is back within.
  *     Uniqueness does not rest on it (the fences do); it keeps a node
  *     whose clock is far off from taking IDs whose fence it passes early.
+ *   - The range (min_worker..max_worker, snowflake.worker_id_min/_max):
+ *     every store claims only inside it (Redis's script and MySQL's scan
+ *     take the lowest free in it; ZooKeeper advances its sequence counter
+ *     to it, workerid_zk.h), a fixed worker ID outside it is refused at
+ *     open, and "all in use" is all of the range: a full range refuses the
+ *     claim (WLEASE_REFUSED), it never takes an ID of another range. An
+ *     identity's record outside the range (the range moved) is freed, its
+ *     fence kept, when it takes one inside. wl_claim asserts the result.
  */
 #include <assert.h>
 #include <inttypes.h>
@@ -154,6 +162,7 @@ wl_log_due(struct wlease *l)
 
 static int wl_write(struct wlease *l, int64_t fence_ms, int starting,
                     char **cause);
+static void wl_set_record(struct wlease *l, int64_t fence_ms);
 static const char *wl_source(void *arg);
 
 /* The last measured offset is over the limit (0: no limit). */
@@ -185,12 +194,21 @@ wl_claim(struct wlease *l, char **cause)
     c.prev_worker = l->prev_worker;
     c.now_ms = wl_now(l);
     c.lease_ms = l->p.lease_ms;
+    c.min_worker = l->p.min_worker;
     c.max_worker = l->p.max_worker;
     c.want_worker = l->p.fixed_worker ? l->p.worker_id : -1;
     c.unknown_gate_ms = l->p.unknown_gate_ms;
     rc = l->st.claim(l->st.arg, &c, &worker, &fence, cause);
     if (rc != WLEASE_OK)
         return rc;
+    if (l->p.hook.claimed != NULL) {
+        /* before the worker ID is published: nothing of it issued yet */
+        char *rec = l->st.claimed_record != NULL ?
+                    l->st.claimed_record(l->st.arg) : NULL;
+        l->p.hook.claimed(l->p.hook.arg, rec != NULL ? rec : "",
+                          rec != NULL ? strlen(rec) : 0, fence);
+        free(rec);
+    }
     if (l->st.epoch_note != NULL) {
         int64_t at = -1;
         char *note = l->st.epoch_note(l->st.arg, &at);
@@ -200,7 +218,9 @@ wl_claim(struct wlease *l, char **cause)
         l->gate_note_at = at;
         pthread_mutex_unlock(&l->mu);
     }
-    assert(worker >= 0 && (uint64_t)worker <= l->p.max_worker);
+    /* every store claims inside the range; a full range is REFUSED */
+    assert(worker >= 0 && (uint64_t)worker >= l->p.min_worker &&
+           (uint64_t)worker <= l->p.max_worker);
     assert(!l->p.fixed_worker || worker == l->p.worker_id);
     if (fence > l->start_fence)
         l->start_fence = fence;
@@ -261,10 +281,19 @@ wlease_open(const struct wlease_params *p, const struct wlease_store *store,
                            p->lease_ms, p->heartbeat_ms);
         goto error;
     }
+    if (p->min_worker > p->max_worker) {
+        *cause = xasprintf("snowflake.worker_id_min %" PRIu64 " is above "
+                           "snowflake.worker_id_max %" PRIu64, p->min_worker,
+                           p->max_worker);
+        goto error;
+    }
     if (p->fixed_worker && (p->worker_id < 0 ||
+                            (uint64_t)p->worker_id < p->min_worker ||
                             (uint64_t)p->worker_id > p->max_worker)) {
         *cause = xasprintf("snowflake worker ID %" PRId64 " is outside "
-                           "0..%" PRIu64, p->worker_id, p->max_worker);
+                           "%" PRIu64 "..%" PRIu64 " (snowflake."
+                           "worker_id_min, worker_id_max)", p->worker_id,
+                           p->min_worker, p->max_worker);
         goto error;
     }
     crc = workerid_cache_read(l->cache_path, &c, cause);
@@ -321,6 +350,8 @@ wlease_close(struct wlease *l)
     if (l->p.release_on_stop && !l->lost && atomic_load(&l->worker) >= 0) {
         char *cause = NULL;
         int64_t f = atomic_load(&l->store_fence);
+
+        wl_set_record(l, f);
         if (l->st.release(l->st.arg, atomic_load(&l->worker), l->nonce, f,
                           &cause) == WLEASE_OK)
             log_info("snowflake worker ID %" PRId64 " released in %s "
@@ -354,6 +385,24 @@ wlease_get(struct wlease *l, int64_t *worker, int64_t *fence_ms)
     return *worker >= 0 ? 0 : -1;
 }
 
+/* The record the next write carries: the hook's for the fence the store
+ * will hold (each write carries the record of its own fence, in the same
+ * store write). */
+static void
+wl_set_record(struct wlease *l, int64_t fence_ms)
+{
+    int64_t floor;
+    char *rec;
+
+    if (l->p.hook.record == NULL || l->st.set_record == NULL)
+        return;
+    floor = l->st.fence_floor != NULL ? l->st.fence_floor(l->st.arg) : 0;
+    rec = l->p.hook.record(l->p.hook.arg, fence_ms > floor ? fence_ms : floor);
+    assert(rec == NULL || strlen(rec) <= WLEASE_REC_MAX);
+    l->st.set_record(l->st.arg, rec);
+    free(rec);
+}
+
 /* A fence write (the heartbeat too): WLEASE_*. */
 static int
 wl_write(struct wlease *l, int64_t fence_ms, int starting, char **cause)
@@ -363,6 +412,7 @@ wl_write(struct wlease *l, int64_t fence_ms, int starting, char **cause)
 
     if (l->lost)
         return WLEASE_LOST;
+    wl_set_record(l, fence_ms);
     t0 = wl_now(l);
     rc = l->st.fence(l->st.arg, atomic_load(&l->worker), l->nonce, fence_ms,
                      starting, &store_ms, cause);
@@ -653,6 +703,42 @@ wlease_note_take(struct wlease_note *n, int64_t *gate)
     *gate = n->gate;
     n->text = NULL;
     return text;
+}
+
+void
+wlease_rec_claim(struct wlease_rec *r, const char *rec, size_t len)
+{
+    wlease_rec_free(r);
+    if (rec != NULL)
+        r->claimed = xstrndup(rec, len < WLEASE_REC_MAX + 1 ? len
+                                                            : WLEASE_REC_MAX + 1);
+}
+
+char *
+wlease_rec_claimed(const struct wlease_rec *r)
+{
+    return r->claimed != NULL ? xstrdup(r->claimed) : NULL;
+}
+
+void
+wlease_rec_set(struct wlease_rec *r, const char *rec)
+{
+    free(r->next);
+    r->next = rec != NULL ? xstrdup(rec) : NULL;
+}
+
+const char *
+wlease_rec_write(const struct wlease_rec *r)
+{
+    return r->next != NULL ? r->next : r->claimed;
+}
+
+void
+wlease_rec_free(struct wlease_rec *r)
+{
+    free(r->claimed);
+    free(r->next);
+    r->claimed = r->next = NULL;
 }
 
 void *

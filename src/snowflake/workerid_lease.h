@@ -32,6 +32,10 @@ struct wlease_claim {
     int64_t     prev_worker;/* the cache file's worker ID, or -1 */
     int64_t     now_ms;     /* the taker's clock: fences must be below it */
     int64_t     lease_ms;   /* 0: no lease (a held ID is never taken) */
+    uint64_t    min_worker; /* the range this node may hold (snowflake.
+                               worker_id_min.._max; the whole field by
+                               default): a claim takes only an ID inside
+                               it, and "all in use" means all of it */
     uint64_t    max_worker;
     int64_t     want_worker;/* -1: any (the identity's own, else the lowest
                                free); else exactly this one, or refuse it
@@ -56,6 +60,32 @@ enum {
     WLEASE_DOWN = -1,       /* store unreachable or slow: try again */
     WLEASE_REFUSED = -2,    /* claim: refused for good (twin, all in use) */
     WLEASE_LOST = -3        /* fence: another instance holds the ID now */
+};
+
+/* What a store's "all in use" refusal says to do: the range is the
+ * node's (min_worker..max_worker), and never spills into another. */
+#define WLEASE_FULL_HINT \
+    ". The range is snowflake.worker_id_min..worker_id_max: stop a node " \
+    "that holds one of them, wait for a stale one's lease to run out " \
+    "(snowflake.release_on_stop frees one at a clean stop), or widen the " \
+    "range, never into another datacenter's (docs/operations.md)"
+
+/* A record the store keeps with each worker ID for a layer above this one
+ * (the serial zones record, ids/serial_zones.h): opaque here, and carried
+ * from holder to holder with the worker ID. The hook (in wlease_params;
+ * zeroed: none) is told the record a claim found, before any ID of that
+ * worker ID is issued, and gives the record each fence write carries. */
+#define WLEASE_REC_MAX 16384
+struct wlease_hook {
+    /* rec: the store's record for the worker ID just claimed ("" none;
+     * input from the store: any bytes up to a NUL), fence_ms: the fence
+     * the claim gates on. */
+    void  (*claimed)(void *arg, const char *rec, size_t len,
+                     int64_t fence_ms);
+    /* The record to write with fence_ms (malloc'd, at most WLEASE_REC_MAX
+     * bytes), or NULL: keep the store's as it is. */
+    char *(*record)(void *arg, int64_t fence_ms);
+    void  *arg;
 };
 
 struct wlease_store {
@@ -91,6 +121,18 @@ struct wlease_store {
      * that gate, and what it is and how to skip it, for the operator
      * (malloc'd); else NULL. Called on the claiming thread. */
     char *(*epoch_note)(void *s, int64_t *gate);
+    /* Optional (NULL: the store keeps no record; struct wlease_hook).
+     * claimed_record: after a claim that returned WLEASE_OK, the record
+     * the store held for that worker ID (malloc'd; NULL none). set_record:
+     * the record later fence writes and the release carry (copied; NULL:
+     * the one the claim found, unchanged). Called on the claiming and
+     * keeper threads. */
+    char *(*claimed_record)(void *s);
+    void  (*set_record)(void *s, const char *rec);
+    /* Optional (NULL: 0). The lowest timestamp a fence write puts in the
+     * store (ZooKeeper: never below its claim's write): the record is
+     * written relative to the fence the store holds. */
+    int64_t (*fence_floor)(void *s);
     void *arg;
 };
 
@@ -104,6 +146,24 @@ struct wlease_note {
 /* epoch_note's body: hand over n's text and gate, leaving n empty. */
 char *wlease_note_take(struct wlease_note *n, int64_t *gate);
 
+/* A store's copies of the record (struct wlease_hook): the one its last
+ * claim found (NULL none), and set_record's (NULL: the claimed one). */
+struct wlease_rec {
+    char *claimed;
+    char *next;
+};
+
+/* A claim's: claimed becomes len bytes of rec (at most WLEASE_REC_MAX + 1
+ * kept, so that a longer one stays too long; rec NULL: none); next goes. */
+void  wlease_rec_claim(struct wlease_rec *r, const char *rec, size_t len);
+/* claimed_record's body: a copy of claimed, or NULL. */
+char *wlease_rec_claimed(const struct wlease_rec *r);
+/* set_record's body. */
+void  wlease_rec_set(struct wlease_rec *r, const char *rec);
+/* What the next write carries: next, else claimed (NULL: none). */
+const char *wlease_rec_write(const struct wlease_rec *r);
+void  wlease_rec_free(struct wlease_rec *r);
+
 struct wlease_params {
     const char *identity;
     const char *alias;          /* wlease_claim's; NULL: none */
@@ -112,6 +172,7 @@ struct wlease_params {
     const char *ip;
     int         port;
     int64_t     datacenter_id;
+    uint64_t    min_worker;     /* wlease_claim's range */
     uint64_t    max_worker;
     int         fixed_worker;   /* claim exactly worker_id (k8s: the pod's
                                    ordinal + offset), else any */
@@ -134,14 +195,18 @@ struct wlease_params {
                                    "": none */
     snowflake_clock_fn clock;   /* the taker's clock; NULL: wall clock */
     void       *clock_arg;
+    struct wlease_hook hook;    /* the record kept with the worker ID;
+                                   zeroed: none */
 };
 
-/* Claim a worker ID from the store. The store unreachable at start is not a
- * failure: no worker ID (worker_id_unknown) until a claim succeeds in the
- * background; the cache file's worker ID is not used meanwhile, as no fence
- * could be confirmed. Fails on a corrupt cache file and on a refused claim
- * (a live twin of this identity, every worker ID in use; with fixed_worker,
- * that ID held by another identity). */
+/* Claim a worker ID from the store, inside min_worker..max_worker. The
+ * store unreachable at start is not a failure: no worker ID
+ * (worker_id_unknown) until a claim succeeds in the background; the cache
+ * file's worker ID is not used meanwhile, as no fence could be confirmed.
+ * Fails on a corrupt cache file, a range that is empty, a fixed_worker
+ * outside it, and on a refused claim (a live twin of this identity, every
+ * worker ID of the range in use; with fixed_worker, that ID held by another
+ * identity). */
 struct wlease *wlease_open(const struct wlease_params *p,
                            const struct wlease_store *store, char **cause);
 void wlease_close(struct wlease *l);

@@ -72,8 +72,21 @@ static const char wm_sql_create[] =
     " worker_id INT NOT NULL, identity VARCHAR(128) NOT NULL,"
     " instance VARCHAR(32) NOT NULL, fence_ms BIGINT NOT NULL DEFAULT 0,"
     " heartbeat_ms BIGINT NOT NULL DEFAULT 0,"
-    " released TINYINT NOT NULL DEFAULT 0, PRIMARY KEY (worker_id),"
+    " released TINYINT NOT NULL DEFAULT 0, serial_zones TEXT NULL,"
+    " PRIMARY KEY (worker_id),"
     " UNIQUE KEY uk_leaf_worker_identity (identity)) ENGINE = InnoDB";
+/* A table made before serial_zones (the serial zones record,
+ * workerid_lease.h's record) gets it once (MySQL has no ADD COLUMN IF NOT
+ * EXISTS). */
+static const char wm_sql_zones_col[] =
+    "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA ="
+    " DATABASE() AND TABLE_NAME = 'leaf_worker' AND COLUMN_NAME ="
+    " 'serial_zones'";
+static const char wm_sql_zones_add[] =
+    "ALTER TABLE leaf_worker ADD COLUMN serial_zones TEXT NULL";
+/* the record of the row a claim takes (locked by the claim) */
+static const char wm_sql_zones_get[] =
+    "SELECT serial_zones FROM leaf_worker WHERE worker_id = ?";
 static const char wm_sql_now[] =
     "SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
 /* Every row, locked (next-key locks up to the supremum: no insert either)
@@ -96,13 +109,16 @@ static const char wm_sql_epoch_insert[] =
 /* the identity's old row when it now wants another ID: freed, fence kept */
 static const char wm_sql_move[] =
     "UPDATE leaf_worker SET identity = ?, released = 1 WHERE worker_id = ?";
+/* serial_zones: the record set_record gave, or NULL (the row's kept) */
 static const char wm_sql_fence[] =
-    "UPDATE leaf_worker SET fence_ms = ?, heartbeat_ms = ?"
+    "UPDATE leaf_worker SET fence_ms = ?, heartbeat_ms = ?,"
+    " serial_zones = COALESCE(?, serial_zones)"
     " WHERE worker_id = ? AND instance = ? AND released = 0";
 /* the fence write while the row holds the heartbeat this holder wrote
  * last, or a later one (a write that landed though its answer was lost) */
 static const char wm_sql_fence_same[] =
-    "UPDATE leaf_worker SET fence_ms = ?, heartbeat_ms = ?"
+    "UPDATE leaf_worker SET fence_ms = ?, heartbeat_ms = ?,"
+    " serial_zones = COALESCE(?, serial_zones)"
     " WHERE worker_id = ? AND instance = ? AND released = 0"
     " AND heartbeat_ms >= ?";
 static const char wm_sql_created[] =
@@ -138,7 +154,8 @@ static const char wm_sql_lock_used[] =
     "SELECT CAST(TIME_MS AS SIGNED) FROM information_schema.PROCESSLIST"
     " WHERE ID = IS_USED_LOCK(" WM_LOCK_NAME ") AND ID <> CONNECTION_ID()";
 static const char wm_sql_release[] =
-    "UPDATE leaf_worker SET fence_ms = ?, released = 1"
+    "UPDATE leaf_worker SET fence_ms = ?, released = 1,"
+    " serial_zones = COALESCE(?, serial_zones)"
     " WHERE worker_id = ? AND instance = ?";
 
 struct wmysql {
@@ -151,7 +168,13 @@ struct wmysql {
     long long     locked;       /* whose lock this connection holds, -1 */
     int           lock_off;     /* the server refused GET_LOCK: no more */
     int           live_off;     /* no PROCESSLIST.TIME_MS: not asked */
+    int           zones_col;    /* serial_zones is known to be there */
+    int           zones_tried;  /* adding it was tried (logged once) */
+    struct wlease_rec rec;      /* serial_zones: the taken row's, to write */
 };
+
+static int wm_scalar(struct wmysql *m, const char *sql, MYSQL_BIND *p,
+                     long long *v, int *null, char **cause);
 
 /* A connection with the timeout for starting or for service. The client
  * fixes its timeouts when it connects, so the start's connection is
@@ -177,8 +200,36 @@ wm_connect(struct wmysql *m, int starting, char **cause)
                           cause) == -1 ||
         db_mysql_conn_run(&m->c, wm_sql_create, NULL, NULL, cause) == -1)
         return -1;
+    if (!m->zones_col) {
+        long long have = 0;
+        int null = 0;
+
+        if (wm_scalar(m, wm_sql_zones_col, NULL, &have, &null, cause) == -1)
+            return -1;
+        if (have == 0) {
+            char *why = NULL;
+
+            if (!m->zones_tried)
+                log_info("snowflake: adding column serial_zones to "
+                         "leaf_worker (the serial zones record of each "
+                         "worker ID)");
+            m->zones_tried = 1;
+            if (db_mysql_conn_run(&m->c, wm_sql_zones_add, NULL, NULL,
+                                  &why) == -1) {
+                *cause = xasprintf("leaf_worker has no column serial_zones, "
+                                   "and adding it failed (%s): run `%s` as a "
+                                   "user that may (docs/operations.md)",
+                                   why != NULL ? why : "?", wm_sql_zones_add);
+                free(why);
+                return -1;
+            }
+        }
+        m->zones_col = 1;
+    }
     return 0;
 }
+
+
 
 /* The server's clock in ms, inside the current transaction. */
 static int
@@ -452,6 +503,35 @@ wm_move_out(struct wmysql *m, long long worker, char **cause)
     return db_mysql_conn_run(&m->c, wm_sql_move, p, NULL, cause);
 }
 
+/* The serial_zones of worker's row as the claimed record (none when NULL;
+ * at most WLEASE_REC_MAX + 1 bytes are read: more is refused above).
+ * 0, or -1 after db_mysql_conn_fail. */
+static int
+wm_zones_get(struct wmysql *m, long long worker, char **cause)
+{
+    MYSQL_BIND p[1], r[1];
+    MYSQL_STMT *st;
+    my_bool isnull = 0;
+    unsigned long len = 0;
+    char *buf = xmalloc(WLEASE_REC_MAX + 2);
+    int fr;
+
+    db_mysql_bind_i64(&p[0], &worker);
+    db_mysql_bind_str(&r[0], buf, WLEASE_REC_MAX + 1, &len);
+    r[0].is_null = &isnull;
+    if (db_mysql_conn_adhoc(&m->c, wm_sql_zones_get, p, r, &st, NULL, 0,
+                            cause) == -1) {
+        free(buf);
+        return -1;
+    }
+    fr = mysql_stmt_fetch(st);
+    mysql_stmt_close(st);
+    wlease_rec_claim(&m->rec, (fr == 0 || fr == MYSQL_DATA_TRUNCATED) &&
+                     !isnull ? buf : NULL, len);
+    free(buf);
+    return 0;
+}
+
 static int
 wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
               int64_t *fence_ms, char **cause)
@@ -601,8 +681,8 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
         tfence = at >= 0 ? rows[at].fence : 0;
         insert = at < 0;
     }
-    /* this identity's row; one past the layout's highest worker ID
-     * (worker_bits lowered) is freed below, as the identity is UNIQUE */
+    /* this identity's row; one outside the range (worker_bits lowered,
+     * the range moved) is freed below, as the identity is UNIQUE */
     for (size_t i = 0; take < 0 && i < n; i++) {
         if (strcmp(rows[i].ident, c->identity) != 0)
             continue;
@@ -617,7 +697,8 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
             rc = WLEASE_REFUSED;
             goto rollback;
         }
-        if ((uint64_t)rows[i].worker > c->max_worker) {
+        if ((uint64_t)rows[i].worker > c->max_worker ||
+            (uint64_t)rows[i].worker < c->min_worker) {
             past_max = rows[i].worker;
             past_fence = rows[i].fence;
             continue;
@@ -630,12 +711,14 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
      * after since for a row older than since); and its fence below the
      * taker's clock */
 rescan:
-    for (size_t i = 0, expect = 0; take < 0 && expect <= c->max_worker;
-         expect++) {
+    for (size_t i = 0, expect = c->min_worker; take < 0 &&
+         expect <= c->max_worker; expect++) {
         int64_t cand = -1;
         long long cfence = 0;
         int gap = 0, old = 0;
 
+        while (i < n && (uint64_t)rows[i].worker < expect)
+            i++;                /* below the range */
         if (i < n && (uint64_t)rows[i].worker == expect) {
             old = rows[i].hb < since;
 
@@ -708,17 +791,19 @@ rescan:
     }
     if (take < 0) {
         *cause = xasprintf("no free snowflake worker ID in leaf_worker: all "
-                           "%" PRIu64 " (0..%" PRIu64 ") are in use (leases "
-                           "live, or fences not yet passed)",
-                           c->max_worker + 1, c->max_worker);
+                           "%" PRIu64 " (%" PRIu64 "..%" PRIu64 ") are in "
+                           "use (leases live, or fences not yet passed)%s",
+                           c->max_worker - c->min_worker + 1, c->min_worker,
+                           c->max_worker, WLEASE_FULL_HINT);
         rc = WLEASE_REFUSED;
         goto rollback;
     }
     if (past_max >= 0) {
-        log_warn("snowflake: %s held worker ID %lld in leaf_worker, past "
-                 "the layout's highest %" PRIu64 " (worker_bits lowered): "
-                 "freeing that row (fence kept), taking %" PRId64,
-                 c->identity, past_max, c->max_worker, take);
+        log_warn("snowflake: %s held worker ID %lld in leaf_worker, outside "
+                 "this node's range %" PRIu64 "..%" PRIu64 " (worker_bits "
+                 "lowered, or the range moved): freeing that row (fence "
+                 "kept), taking %" PRId64, c->identity, past_max,
+                 c->min_worker, c->max_worker, take);
         if (wm_move_out(m, past_max, cause) == -1) {
             free(rows);
             return WLEASE_DOWN;
@@ -739,6 +824,11 @@ rescan:
             gate_since = 1;
     if ((insert || gate_since) && since + c->unknown_gate_ms > tfence)
         tfence = since + c->unknown_gate_ms;
+    wlease_rec_claim(&m->rec, NULL, 0);
+    if (!insert && wm_zones_get(m, take, cause) == -1) {
+        free(rows);
+        return WLEASE_DOWN;
+    }
     idl = strlen(c->identity);
     inl = strlen(c->nonce);
     wid = take;
@@ -855,9 +945,11 @@ wm_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
          int starting, int64_t *store_ms, char **cause)
 {
     struct wmysql *m = arg;
-    MYSQL_BIND p[5], sp[1];
+    MYSQL_BIND p[6], sp[1];
     long long f = fence_ms, now, w = worker, last = m->held_hb;
-    unsigned long nl = strlen(nonce);
+    unsigned long nl = strlen(nonce), rl = m->rec.next != NULL ?
+                                          strlen(m->rec.next) : 0;
+    my_bool rnull = m->rec.next == NULL;
     MYSQL_STMT *st;
     int same, rc;
 
@@ -866,9 +958,12 @@ wm_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
         return WLEASE_DOWN;
     db_mysql_bind_i64(&p[0], &f);
     db_mysql_bind_i64(&p[1], &now);
-    db_mysql_bind_i64(&p[2], &w);
-    db_mysql_bind_str(&p[3], (char *)nonce, nl, &nl);
-    db_mysql_bind_i64(&p[4], &last);
+    db_mysql_bind_str(&p[2], m->rec.next != NULL ? m->rec.next : (char *)"",
+                      rl, &rl);
+    p[2].is_null = &rnull;
+    db_mysql_bind_i64(&p[3], &w);
+    db_mysql_bind_str(&p[4], (char *)nonce, nl, &nl);
+    db_mysql_bind_i64(&p[5], &last);
     if (m->held != worker) {
         rc = wm_update_held(m, wm_sql_fence, p, cause);
         if (rc == WLEASE_OK) {
@@ -919,16 +1014,33 @@ wm_release(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
            char **cause)
 {
     struct wmysql *m = arg;
-    MYSQL_BIND p[3];
+    MYSQL_BIND p[4];
     long long f = fence_ms, w = worker;
-    unsigned long nl = strlen(nonce);
+    unsigned long nl = strlen(nonce), rl = m->rec.next != NULL ?
+                                          strlen(m->rec.next) : 0;
+    my_bool rnull = m->rec.next == NULL;
 
     if (wm_connect(m, 0, cause) == -1)
         return WLEASE_DOWN;
     db_mysql_bind_i64(&p[0], &f);
-    db_mysql_bind_i64(&p[1], &w);
-    db_mysql_bind_str(&p[2], (char *)nonce, nl, &nl);
+    db_mysql_bind_str(&p[1], m->rec.next != NULL ? m->rec.next : (char *)"",
+                      rl, &rl);
+    p[1].is_null = &rnull;
+    db_mysql_bind_i64(&p[2], &w);
+    db_mysql_bind_str(&p[3], (char *)nonce, nl, &nl);
     return wm_update_held(m, wm_sql_release, p, cause);
+}
+
+static char *
+wm_claimed_record(void *arg)
+{
+    return wlease_rec_claimed(&((struct wmysql *)arg)->rec);
+}
+
+static void
+wm_set_record(void *arg, const char *rec)
+{
+    wlease_rec_set(&((struct wmysql *)arg)->rec, rec);
 }
 
 static char *
@@ -945,6 +1057,7 @@ wm_close(void *arg)
     if (m == NULL)
         return;
     free(m->note.text);
+    wlease_rec_free(&m->rec);
     db_mysql_conn_free(&m->c);
     free(m);
 }
@@ -994,6 +1107,8 @@ workerid_mysql_store(const char *url, const char *user, const char *password,
     out->release = wm_release;
     out->close = wm_close;
     out->epoch_note = wm_epoch_note;
+    out->claimed_record = wm_claimed_record;
+    out->set_record = wm_set_record;
     out->arg = m;
     return 0;
 }

@@ -26,12 +26,14 @@ struct wredis {
     int64_t        held;        /* the worker ID last claimed, -1 none */
     int64_t        held_hb;     /* the hb last written for it (the store's
                                    clock), 0 none */
+    struct wlease_rec rec;      /* the hash's "zones": claimed, to write */
 };
 
 /* ARGV: prefix, identity, nonce, prev_nonce, taker_now_ms, lease_ms,
  * max_worker, want (-1: any), unknown_gate_ms, server (wr_server's
  * marker), uptime_ms, alias (the identity's former name, whose wanted ID
- * is its own; "" none). Returns {worker, fence, epoch, hb} (epoch -1
+ * is its own; "" none), min_worker (IDs are claimed in min..max only: the
+ * identity's own, the lowest free; "in use" counts that range). Returns {worker, fence, epoch, hb} (epoch -1
  * unless the ID had no hash; hb the store's clock written as its
  * heartbeat) or {-2, hb} (a live twin) or {-1, in use} or {-5, 0} (the
  * epoch key is not a number) or {-6, until} (nothing free before the
@@ -41,8 +43,8 @@ struct wredis {
  * Free: no hash, released, or lease expired on the store's clock; and in
  * every case the fence below the taker's clock. A wanted ID that this
  * identity holds is taken back whatever its lease; the identity's other ID,
- * if any, is released (its fence kept), as is its ID past maxw (after
- * worker_bits was lowered) when it takes one within.
+ * if any, is released (its fence kept), as is its ID outside minw..maxw
+ * (worker_bits lowered, the range moved) when it takes one within.
  * P epoch is the store's clock when a claim first found it missing: every
  * hash a node held before that was written before it, so an ID with no
  * hash (never used, or lost with the data) gates on epoch +
@@ -76,6 +78,7 @@ static const char wr_claim_lua[] =
 "local p, ident, nonce, prev = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
 "local now, lease, maxw = tonumber(ARGV[5]), tonumber(ARGV[6]), "
 "tonumber(ARGV[7])\n"
+"local minw = tonumber(ARGV[13])\n"
 "local t = redis.call('TIME')\n"
 "local snow = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
 "local function fmt(x) return string.format('%.0f', x) end\n"
@@ -87,7 +90,8 @@ WR_SINCE_LUA("ARGV[10]", "ARGV[11]")
 "local unknown = math.max(epoch, since) + tonumber(ARGV[9])\n"
 "local function take(id, fence, hashless, old)\n"
 "  if (hashless or old) and unknown > fence then fence = unknown end\n"
-"  if mine and mine > maxw and redis.call('HGET', p .. 'w:' .. mine,"
+"  if mine and (mine < minw or mine > maxw) and "
+"redis.call('HGET', p .. 'w:' .. mine,"
 " 'identity') == ident then\n"
 "    local mf = tonumber(redis.call('HGET', p .. 'w:' .. mine, 'fence')) or 0\n"
 "    if mf > fence then fence = mf end\n"
@@ -96,7 +100,8 @@ WR_SINCE_LUA("ARGV[10]", "ARGV[11]")
 "  redis.call('HSET', p .. 'w:' .. id, 'identity', ident, 'instance', nonce,"
 " 'fence', fmt(fence), 'hb', fmt(snow), 'released', '0')\n"
 "  redis.call('SET', p .. 'id:' .. ident, id)\n"
-"  return {id, fence, hashless and epoch or -1, snow}\n"
+"  return {id, fence, hashless and epoch or -1, snow,"
+" redis.call('HGET', p .. 'w:' .. id, 'zones') or ''}\n"
 "end\n"
 "local want = tonumber(ARGV[8])\n"
 "if want >= 0 then\n"
@@ -120,7 +125,7 @@ WR_SINCE_LUA("ARGV[10]", "ARGV[11]")
 "  end\n"
 "  return take(want, fence, not h[1], hb < since)\n"
 "end\n"
-"if mine and mine <= maxw then\n"
+"if mine and mine >= minw and mine <= maxw then\n"
 "  local h = redis.call('HMGET', p .. 'w:' .. mine, 'identity', 'instance',"
 " 'fence', 'hb', 'released')\n"
 "  if h[1] == ident then\n"
@@ -131,7 +136,7 @@ WR_SINCE_LUA("ARGV[10]", "ARGV[11]")
 "  end\n"
 "end\n"
 "local waiting\n"
-"for id = 0, maxw do\n"
+"for id = minw, maxw do\n"
 "  local k = p .. 'w:' .. id\n"
 "  local h = redis.call('HMGET', k, 'identity', 'fence', 'hb', 'released')\n"
 "  if not h[1] then return take(id, 0, true) end\n"
@@ -149,10 +154,12 @@ WR_SINCE_LUA("ARGV[10]", "ARGV[11]")
 "  end\n"
 "end\n"
 "if waiting then return {-6, waiting} end\n"
-"return {-1, maxw + 1}\n";
+"return {-1, maxw - minw + 1}\n";
 
 /* KEYS[1] the hash; ARGV: nonce, fence, server, uptime_ms, the hb this
- * holder last wrote (0: none yet), prefix. {store's clock, back} (back 1:
+ * holder last wrote (0: none yet), prefix, "1" to write zones (the serial
+ * zones record, workerid_lease.h's record) as ARGV[8] ("0": keep the
+ * hash's). {store's clock, back} (back 1:
  * the hash's hb is older than what this holder wrote, so the store went
  * back in time: since is set to now, and this write puts the record back);
  * {-1} when the nonce does not hold it, {-2} when the hash is gone (Redis
@@ -172,11 +179,14 @@ WR_SINCE_LUA("ARGV[3]", "ARGV[4]")
 "end\n"
 "redis.call('HSET', KEYS[1], 'fence', ARGV[2], 'hb', "
 "string.format('%.0f', snow))\n"
+"if ARGV[7] == '1' then redis.call('HSET', KEYS[1], 'zones', ARGV[8]) end\n"
 "return {snow, back}\n";
 
+/* ARGV: nonce, fence, "1" to write zones as ARGV[4] (as the fence's). */
 static const char wr_release_lua[] =
 "if redis.call('HGET', KEYS[1], 'instance') ~= ARGV[1] then return -1 end\n"
 "redis.call('HSET', KEYS[1], 'fence', ARGV[2], 'released', '1')\n"
+"if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'zones', ARGV[4]) end\n"
 "return 0\n";
 
 static void
@@ -332,22 +342,23 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
 {
     struct wredis *r = arg;
     char now[24], lease[24], maxw[24], want[24], unknown[24], srv[96],
-         up[24];
+         up[24], minw[24];
     const char *a[] = { r->prefix, c->identity, c->nonce, c->prev_nonce,
                         now, lease, maxw, want, unknown, srv, up,
-                        c->alias != NULL ? c->alias : "" };
+                        c->alias != NULL ? c->alias : "", minw };
     redisReply *rep;
     int64_t x, y, epoch = -1, hb = 0;
 
     snprintf(now, sizeof now, "%" PRId64, c->now_ms);
     snprintf(lease, sizeof lease, "%" PRId64, c->lease_ms);
     snprintf(maxw, sizeof maxw, "%" PRIu64, c->max_worker);
+    snprintf(minw, sizeof minw, "%" PRIu64, c->min_worker);
     snprintf(want, sizeof want, "%" PRId64, c->want_worker);
     snprintf(unknown, sizeof unknown, "%" PRId64, c->unknown_gate_ms);
     r->want_ms = r->op_ms;
     if (wr_server(r, srv, sizeof srv, up, sizeof up, cause) == -1)
         return WLEASE_DOWN;
-    rep = wr_eval(r, wr_claim_lua, 0, 12, a, cause);
+    rep = wr_eval(r, wr_claim_lua, 0, 13, a, cause);
     if (rep == NULL)
         return WLEASE_DOWN;
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||
@@ -373,11 +384,18 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
         freeReplyObject(rep);
         return WLEASE_REFUSED;
     }
-    if (x >= 0 && rep->elements == 4 &&
+    if (x >= 0 && rep->elements == 5 &&
         rep->element[2]->type == REDIS_REPLY_INTEGER &&
         rep->element[3]->type == REDIS_REPLY_INTEGER) {
         epoch = rep->element[2]->integer;
         hb = rep->element[3]->integer;
+    }
+    if (x >= 0) {
+        int got = rep->elements == 5 &&
+                  rep->element[4]->type == REDIS_REPLY_STRING;
+
+        wlease_rec_claim(&r->rec, got ? rep->element[4]->str : NULL,
+                         got ? rep->element[4]->len : 0);
     }
     freeReplyObject(rep);
     if (x == -6) {
@@ -410,9 +428,10 @@ wr_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
     }
     if (x == -1) {
         *cause = xasprintf("no free snowflake worker ID in redis (prefix "
-                           "\"%s\"): all %" PRId64 " (0..%" PRIu64 ") are "
-                           "in use (leases live, or fences not yet passed)",
-                           r->prefix, y, c->max_worker);
+                           "\"%s\"): all %" PRId64 " (%" PRIu64 "..%" PRIu64
+                           ") are in use (leases live, or fences not yet "
+                           "passed)%s", r->prefix, y, c->min_worker,
+                           c->max_worker, WLEASE_FULL_HINT);
         return WLEASE_REFUSED;
     }
     if (epoch >= 0 && y >= c->now_ms)
@@ -454,7 +473,9 @@ wr_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
 {
     struct wredis *r = arg;
     char key[600], f[24], srv[96], up[24], last[24];
-    const char *a[] = { key, nonce, f, srv, up, last, r->prefix };
+    const char *a[] = { key, nonce, f, srv, up, last, r->prefix,
+                        r->rec.next != NULL ? "1" : "0",
+                        r->rec.next != NULL ? r->rec.next : "" };
     redisReply *rep;
     int64_t x;
 
@@ -468,7 +489,7 @@ wr_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     r->want_ms = starting ? r->op_ms : r->timeout_ms;
     if (wr_server(r, srv, sizeof srv, up, sizeof up, cause) == -1)
         return WLEASE_DOWN;
-    rep = wr_eval(r, wr_fence_lua, 1, 7, a, cause);
+    rep = wr_eval(r, wr_fence_lua, 1, 9, a, cause);
     if (rep == NULL)
         return WLEASE_DOWN;
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 ||
@@ -507,13 +528,26 @@ wr_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     return WLEASE_OK;
 }
 
+static char *
+wr_claimed_record(void *arg)
+{
+    return wlease_rec_claimed(&((struct wredis *)arg)->rec);
+}
+
+static void
+wr_set_record(void *arg, const char *rec)
+{
+    wlease_rec_set(&((struct wredis *)arg)->rec, rec);
+}
+
 static int
 wr_release(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
            char **cause)
 {
     struct wredis *r = arg;
     char key[600], f[24];
-    const char *a[] = { key, nonce, f };
+    const char *a[] = { key, nonce, f, r->rec.next != NULL ? "1" : "0",
+                        r->rec.next != NULL ? r->rec.next : "" };
     redisReply *rep;
     int rc;
 
@@ -521,7 +555,7 @@ wr_release(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     snprintf(f, sizeof f, "%" PRId64, fence_ms);
     /* at stop: quick; a release that fails leaves the ID to its lease */
     r->want_ms = r->timeout_ms;
-    rep = wr_eval(r, wr_release_lua, 1, 3, a, cause);
+    rep = wr_eval(r, wr_release_lua, 1, 5, a, cause);
     if (rep == NULL)
         return WLEASE_DOWN;
     rc = rep->type == REDIS_REPLY_INTEGER && rep->integer == 0 ? WLEASE_OK
@@ -542,6 +576,7 @@ wr_close(void *arg)
     wr_drop(r);
     workerid_redis_url_free(&r->u);
     free(r->note.text);
+    wlease_rec_free(&r->rec);
     free(r->prefix);
     free(r);
 }
@@ -574,6 +609,8 @@ workerid_redis_store(const char *url, const char *prefix, int64_t timeout_ms,
     out->release = wr_release;
     out->close = wr_close;
     out->epoch_note = wr_epoch_note;
+    out->claimed_record = wr_claimed_record;
+    out->set_record = wr_set_record;
     out->arg = r;
     return 0;
 }

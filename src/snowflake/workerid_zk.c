@@ -36,7 +36,29 @@
  *     that lost its data directory creates forever again after the last
  *     write of any node it lost, and gives their sequence numbers (worker
  *     IDs) out again. A ZooKeeper restored from an older snapshot keeps an
- *     old forever, so this does not cover it (docs/operations.md).
+ *     old forever, so this does not cover it; the next rule does.
+ *   - Going back in time (issue 20's rule): /snowflake/<name>/leafd_since
+ *     notes "<epoch> <since>", since the store time ZooKeeper last went
+ *     back as far as leafd can tell (0 never). Every claim first writes
+ *     /snowflake/<name>/leafd_clock, whose zxid's high 32 bits are the
+ *     ensemble's epoch and whose mtime is the store's clock; a note of
+ *     another epoch (every election raises it: a leader lost, a restart,
+ *     a restore, which always restarts the ensemble) sets since to that
+ *     mtime (a versioned write of the note: of two claimers one notes it,
+ *     the other reads it). No note yet (a new store, or one from before
+ *     this rule) is noted with since 0: a restore to before the first
+ *     note is not seen. A standalone server keeps epoch 0 across
+ *     restarts: only its holders' writes see a restore there. A holder
+ *     whose write finds its own node at a version below the one it wrote
+ *     last, or gone, sets since too. Since is when a claim noticed, not
+ *     when the election was: later, which only costs waiting. A node last
+ *     written (mtime) before since gates on since +
+ *     unknown_gate_ms (every fence its holder counted was written before
+ *     since), and another identity takes it, released or stale, only a
+ *     lease (without takeover: a session timeout) after since, when a live
+ *     holder has written it again or stopped issuing. A new node gates on
+ *     since + unknown_gate_ms too: its sequence may be one the restore
+ *     gave out again.
  * The store's clock is the node's mtime, read from every fence write's
  * Stat.
  */
@@ -67,6 +89,12 @@ struct wzk {
     char            *leaf_name;
     char            *ip;
     char            *forever;       /* /snowflake/<name>/forever */
+    char            *lock;          /* /snowflake/<name>/advance: held
+                                       (ephemeral) while wz_advance probes
+                                       and until the node is created */
+    int              locked;
+    char            *since_path;    /* /snowflake/<name>/leafd_since */
+    char            *clock_path;    /* /snowflake/<name>/leafd_clock */
     int              op_timeout_ms; /* one call of a claim */
     int              write_timeout_ms; /* one fence write */
     struct zk       *zk;
@@ -82,6 +110,8 @@ struct wzk {
     _Atomic uint64_t writes_ok;
     _Atomic uint64_t writes_fail;
     int64_t          last_log_mono;
+    struct wlease_rec rec;          /* serial_zones: the claimed node's,
+                                       to write */
     pthread_mutex_t  mu;            /* guards node */
 };
 
@@ -95,12 +125,19 @@ struct wz_child {
     char    *ip;
     int64_t  port;
     int64_t  ts;
+    int64_t  mtime;         /* the store's clock at its last write */
+    int64_t  back_gate;     /* written before since: since + the new-node
+                               gate; else 0 */
     char    *nonce;         /* "leafd" in the data: a leafd fence */
+    char    *zones;         /* "serial_zones", or NULL */
     int      released;
     int      mine;
 };
 
 enum { WZ_OWN, WZ_RELEASED, WZ_TAKEOVER };
+
+/* The ip of wz_advance's probe nodes: no address, so no identity's. */
+#define WZ_PROBE_IP "leafd.advance"
 
 static int
 wz_log_due(struct wzk *z)
@@ -118,7 +155,9 @@ wz_log_due(struct wzk *z)
 static char *
 wz_node_data(const struct wzk *z, int64_t ts, int released, int *len)
 {
-    return wzk_node_format(z->ip, z->p.port, ts, z->nonce, released, len);
+    /* the record: set_record's, else the one the claim found */
+    return wzk_node_format_zones(z->ip, z->p.port, ts, z->nonce, released,
+                                 wlease_rec_write(&z->rec), len);
 }
 
 /* "<ip>:<port>-<seq>": the sequence number, or -1. */
@@ -164,6 +203,7 @@ wz_children_free(struct wz_child *c, int n)
         free(c[i].path);
         free(c[i].ip);
         free(c[i].nonce);
+        free(c[i].zones);
     }
     free(c);
 }
@@ -215,6 +255,7 @@ wz_read_children(struct wzk *z, struct wz_child **out, int *nout,
             return rc;
         }
         c[k].version = st.version;
+        c[k].mtime = st.mtime;
         c[k].parsed = wzk_node_parse(data, (size_t)len, &nd) == 0;
         free(data);
         if (c[k].parsed) {      /* the strings move into the child */
@@ -222,6 +263,7 @@ wz_read_children(struct wzk *z, struct wz_child **out, int *nout,
             c[k].port = nd.port;
             c[k].ts = nd.ts;
             c[k].nonce = nd.nonce;
+            c[k].zones = nd.zones;
             c[k].released = nd.released;
         }
         if (c[k].parsed)
@@ -247,11 +289,119 @@ wz_read_children(struct wzk *z, struct wz_child **out, int *nout,
 static int64_t
 wz_gate(const struct wz_child *c)
 {
-    if (!c->parsed)
-        return 0;
-    if (c->nonce == NULL)
-        return c->ts + WID_FOREIGN_HEARTBEAT_MS + WID_FOREIGN_MARGIN_MS;
-    return c->ts;
+    int64_t g = 0;
+
+    if (c->parsed)
+        g = c->nonce == NULL ? c->ts + WID_FOREIGN_HEARTBEAT_MS +
+                               WID_FOREIGN_MARGIN_MS : c->ts;
+    return g > c->back_gate ? g : c->back_gate;
+}
+
+/* ZooKeeper's epoch (the zxid's high 32 bits) and clock now: an
+ * unconditional write of /snowflake/<name>/leafd_clock. ZOK or the error. */
+static int
+wz_stamp(struct wzk *z, int64_t *epoch, int64_t *store_now, char **cause)
+{
+    struct Stat st;
+    int rc = zk_set(z->zk, z->clock_path, "", 0, -1, &st, z->op_timeout_ms,
+                    cause);
+
+    if (rc == ZNONODE) {
+        free(*cause);
+        *cause = NULL;
+        rc = zk_create(z->zk, z->clock_path, "", 0, 0, NULL,
+                       z->op_timeout_ms, cause);
+        if (rc != ZOK && rc != ZNODEEXISTS)
+            return rc;
+        free(*cause);
+        *cause = NULL;
+        rc = zk_set(z->zk, z->clock_path, "", 0, -1, &st, z->op_timeout_ms,
+                    cause);
+    }
+    if (rc == ZOK) {
+        *epoch = st.mzxid >> 32;
+        *store_now = st.mtime;
+    }
+    return rc;
+}
+
+/* The going-back note (see the DESIGN): *since, the store time ZooKeeper
+ * last went back as far as leafd can tell (0: never), and *store_now,
+ * ZooKeeper's clock now. back: we saw it go back (since is now). No note
+ * yet (a store before this rule, or a new one) is written with since 0.
+ * ZOK or the error with *cause. */
+static int
+wz_since(struct wzk *z, int back, int64_t *since, int64_t *store_now,
+         char **cause)
+{
+    for (int tries = 0; tries < 5; tries++) {
+        struct Stat st;
+        char *d = NULL, buf[64] = "";
+        int len = 0, rc;
+        int64_t epoch = -1, noted = 0, now_epoch = 0;
+
+        rc = wz_stamp(z, &now_epoch, store_now, cause);
+        if (rc != ZOK)
+            return rc;
+        rc = zk_get(z->zk, z->since_path, &d, &len, &st, z->op_timeout_ms,
+                    cause);
+        if (rc == ZNONODE) {
+            free(*cause);
+            *cause = NULL;
+            snprintf(buf, sizeof buf, "%" PRId64 " %" PRId64, now_epoch,
+                     back ? *store_now : 0);
+            rc = zk_create(z->zk, z->since_path, buf, (int)strlen(buf), 0,
+                           NULL, z->op_timeout_ms, cause);
+            if (rc == ZNODEEXISTS) {
+                free(*cause);
+                *cause = NULL;
+                continue;
+            }
+            if (rc == ZOK)
+                *since = back ? *store_now : 0;
+            return rc;
+        }
+        if (rc != ZOK)
+            return rc;
+        if (d != NULL && len > 0 && (size_t)len < sizeof buf) {
+            memcpy(buf, d, (size_t)len);
+            buf[len] = '\0';
+            if (sscanf(buf, "%" SCNd64 " %" SCNd64, &epoch, &noted) != 2)
+                epoch = -1;
+        }
+        free(d);
+        if (!back && now_epoch == epoch) {
+            *since = noted;
+            return ZOK;
+        }
+        snprintf(buf, sizeof buf, "%" PRId64 " %" PRId64, now_epoch,
+                 *store_now);
+        rc = zk_set(z->zk, z->since_path, buf, (int)strlen(buf), st.version,
+                    &st, z->op_timeout_ms, cause);
+        if (rc == ZBADVERSION) {    /* another one noted it: read it */
+            free(*cause);
+            *cause = NULL;
+            continue;
+        }
+        if (rc != ZOK)
+            return rc;
+        if (back)
+            log_warn("ZooKeeper %s went back in time: noted at store time %"
+                     PRId64 " in %s", z->address, *store_now, z->since_path);
+        else
+            log_warn("ZooKeeper %s: epoch %" PRId64 ", the note %s says %"
+                     PRId64 " (a new leader, a restart, or data restored from "
+                     "an older snapshot: the store may have gone back in "
+                     "time): nodes last written before store time %" PRId64
+                     " gate on it + the new-node gate, and go to no other "
+                     "identity for a lease", z->address, now_epoch,
+                     z->since_path, epoch, *store_now);
+        *since = *store_now;
+        return ZOK;
+    }
+    *cause = xasprintf("%s changed under every one of five tries",
+                       z->since_path);
+    return ZBADVERSION;
 }
 
 /* Does the node at path still carry version after about two heartbeats?
@@ -317,6 +467,10 @@ wz_claim_node(struct wzk *z, const struct wlease_claim *cl,
             return WLEASE_REFUSED;
         }
     }
+    /* the node's record goes on with it (relative to a timestamp at or
+     * above its own until the lease's first write: only more cautious) */
+    wlease_rec_claim(&z->rec, c->zones, c->zones != NULL ? strlen(c->zones)
+                                                         : 0);
     data = wz_node_data(z, gate > now ? gate : now, 0, &len);
     rc = zk_set(z->zk, c->path, data, len, c->version, &st, z->op_timeout_ms,
                 cause);
@@ -374,6 +528,181 @@ wz_forever_gate(struct wzk *z, const struct wlease_claim *cl, int64_t *gate,
     return rc;
 }
 
+/* Is seq (a node's sequence, its worker ID) inside the claim's range? */
+static int
+wz_in_range(const struct wlease_claim *cl, int64_t seq)
+{
+    return seq >= 0 && (uint64_t)seq >= cl->min_worker &&
+           (uint64_t)seq <= cl->max_worker;
+}
+
+/* The refusal when ZooKeeper's counter under forever has passed the range
+ * (next: the lowest sequence a new node could get). */
+static char *
+wz_full(struct wzk *z, const struct wlease_claim *cl, int64_t next)
+{
+    return xasprintf("no free worker ID: a new node under %s would get "
+                     "sequence %" PRId64 " or more, past this node's range %"
+                     PRIu64 "..%" PRIu64 " (ZooKeeper's sequence counter "
+                     "only goes up; every node of the range is held by "
+                     "its own identity). Reuse a "
+                     "registration: start the node on an ip:port that "
+                     "has one, set snowflake.release_on_stop (a released "
+                     "node is taken again) or snowflake.takeover; or delete "
+                     "stale nodes of stopped identities; or widen the "
+                     "range, never into another datacenter's "
+                     "(docs/operations.md)", z->forever, next,
+                     cl->min_worker, cl->max_worker);
+}
+
+/* Nodes Java Leaf (no leafd nonce) registered outside the range: Java Leaf
+ * takes its sequence as its worker ID, whatever this node's range is. */
+static void
+wz_warn_foreign_outside(struct wzk *z, const struct wlease_claim *cl,
+                        const struct wz_child *c, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (c[i].parsed && c[i].nonce == NULL && !wz_in_range(cl, c[i].seq) &&
+            strcmp(c[i].ip, WZ_PROBE_IP) != 0)
+            log_warn("%s (not leafd's: Java Leaf's, or an older leafd) has "
+                     "worker ID %" PRId64 ", outside this node's range %"
+                     PRIu64 "..%" PRIu64 ": if it runs, it may collide with "
+                     "the range that ID belongs to", c[i].path, c[i].seq,
+                     cl->min_worker, cl->max_worker);
+}
+
+/* Drop the advance lock, if held. */
+static void
+wz_unlock(struct wzk *z)
+{
+    char *cause = NULL;
+
+    if (!z->locked)
+        return;
+    z->locked = 0;
+    if (zk_delete(z->zk, z->lock, -1, z->op_timeout_ms, &cause) != ZOK) {
+        log_warn("%s (ephemeral: it goes with the session)", cause);
+        free(cause);
+    }
+}
+
+/* Take the advance lock and read forever's counter again under it: 0 with
+ * *lower; WLEASE_DOWN when another node holds it (or ZooKeeper fails). */
+static int
+wz_lock(struct wzk *z, int64_t *lower, char **cause)
+{
+    char *data, **names = NULL;
+    int len, n = 0, rc;
+
+    data = wzk_node_format(z->ip, z->p.port, util_wall_ms(), z->nonce, 0,
+                           &len);
+    rc = zk_create(z->zk, z->lock, data, len, ZOO_EPHEMERAL, NULL,
+                   z->op_timeout_ms, cause);
+    free(data);
+    if (rc == ZNODEEXISTS) {
+        free(*cause);
+        *cause = xasprintf("another leafd is advancing ZooKeeper's sequence "
+                           "counter under %s to its range (%s held); "
+                           "trying again", z->forever, z->lock);
+        return WLEASE_DOWN;
+    }
+    if (rc != ZOK)
+        return WLEASE_DOWN;
+    z->locked = 1;
+    if (zk_children(z->zk, z->forever, &names, &n, z->op_timeout_ms,
+                    cause) != ZOK) {
+        wz_unlock(z);
+        return WLEASE_DOWN;
+    }
+    for (int i = 0; i < n; i++) {
+        int64_t seq = wz_name_seq(names[i], NULL);
+        if (seq + 1 > *lower)
+            *lower = seq + 1;
+    }
+    zk_strings_free(names, n);
+    return 0;
+}
+
+/* Bring forever's sequence counter up to the range, so that the next
+ * node created gets a sequence of at least min_worker. The counter is at
+ * least `lower` (the highest child's sequence + 1: each create takes one
+ * number, a delete gives none back); from there, ephemeral probe nodes
+ * WZ_PROBE_IP:0-<seq>, each deleted at once, until one is min_worker - 1
+ * or more. Ephemeral, so a crash leaves none behind; Leaf's name form, so
+ * Java Leaf's start on the same path reads them as another endpoint.
+ * Nothing to do once a child is inside the range or past min_worker. One
+ * node at a time probes, under the advance lock (held on WLEASE_OK until
+ * the caller's create: wz_unlock), so that no probe takes a number of the
+ * range that another node's probe brought the counter to.
+ * WLEASE_OK; WLEASE_REFUSED (wz_full) when the counter is past the range;
+ * WLEASE_DOWN. */
+static int
+wz_advance(struct wzk *z, const struct wlease_claim *cl, int64_t lower,
+           char **cause)
+{
+    char *path, *data;
+    int len, rc = WLEASE_OK, logged = 0;
+    int64_t seq = -1;
+
+    if ((uint64_t)lower < cl->min_worker &&
+        wz_lock(z, &lower, cause) == WLEASE_DOWN)
+        return WLEASE_DOWN;
+    if (lower > 0 && (uint64_t)lower > cl->max_worker) {
+        wz_unlock(z);
+        *cause = wz_full(z, cl, lower);
+        return WLEASE_REFUSED;
+    }
+    if ((uint64_t)lower >= cl->min_worker)
+        return WLEASE_OK;
+    path = xasprintf("%s/%s:0-", z->forever, WZ_PROBE_IP);
+    data = wzk_node_format(WZ_PROBE_IP, 0, 0, NULL, 0, &len);
+    for (;;) {
+        char *created = NULL, *dcause = NULL;
+
+        if (zk_create(z->zk, path, data, len, ZOO_EPHEMERAL_SEQUENTIAL,
+                      &created, z->op_timeout_ms, cause) != ZOK) {
+            rc = WLEASE_DOWN;
+            break;
+        }
+        seq = wz_name_seq(created, NULL);
+        if (zk_delete(z->zk, created, -1, z->op_timeout_ms, &dcause) != ZOK) {
+            log_warn("%s (an ephemeral probe: it goes with the session)",
+                     dcause);
+            free(dcause);
+        }
+        if (seq < 0) {
+            *cause = xasprintf("ZooKeeper created %s: no sequence", created);
+            free(created);
+            rc = WLEASE_DOWN;
+            break;
+        }
+        if ((uint64_t)seq >= cl->max_worker) {
+            /* the next create gets seq + 1 or more: past the range */
+            *cause = wz_full(z, cl, seq + 1);
+            free(created);
+            rc = WLEASE_REFUSED;
+            break;
+        }
+        free(created);
+        if ((uint64_t)seq + 1 >= cl->min_worker)
+            break;
+        if (!logged++)
+            log_info("%s: ZooKeeper's sequence counter is at %" PRId64
+                     ", below this node's range %" PRIu64 "..%" PRIu64
+                     ": advancing it (%" PRIu64 " creates, once per path)",
+                     z->forever, seq, cl->min_worker, cl->max_worker,
+                     cl->min_worker - (uint64_t)seq - 1);
+    }
+    free(data);
+    free(path);
+    if (rc != WLEASE_OK)
+        wz_unlock(z);
+    if (logged && rc == WLEASE_OK)
+        log_info("%s: sequence counter advanced to %" PRId64, z->forever,
+                 seq + 1);
+    return rc;
+}
+
 /* The claim (see workerid_zk.h for the order). */
 static int
 wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
@@ -383,7 +712,8 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
     char *path, *data, *created = NULL;
     int n = 0, rc, len, pick = -1;
     int takeover = z->p.takeover && cl->lease_ms > 0;
-    int64_t now = cl->now_ms, seq, gate = 0;
+    int64_t now = cl->now_ms, seq, gate = 0, lower = 0, since = 0;
+    int64_t store_now = 0, back_gate, free_at;
 
     path = xasprintf("/snowflake/%s", z->leaf_name);
     if (wz_ensure_path(z, "/snowflake", cause) != ZOK ||
@@ -393,14 +723,26 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
         return WLEASE_DOWN;
     }
     free(path);
+    if (wz_since(z, 0, &since, &store_now, cause) != ZOK)
+        return WLEASE_DOWN;
     if (wz_read_children(z, &c, &n, cause) != ZOK)
         return WLEASE_DOWN;
+    back_gate = since > 0 ? since + cl->unknown_gate_ms : 0;
+    free_at = since + (cl->lease_ms > 0 ? cl->lease_ms :
+                       z->p.session_timeout_ms);
+    for (int i = 0; i < n; i++)
+        if (c[i].mtime < since)
+            c[i].back_gate = back_gate;
 
-    /* 1. our own node */
+    wz_warn_foreign_outside(z, cl, c, n);
+    /* 1. our own node (of several, one inside the range; the cache
+     * file's) */
     for (int i = 0; i < n; i++) {
+        int in = wz_in_range(cl, c[i].seq);
         if (!c[i].mine)
             continue;
-        if (pick == -1 || c[i].seq == cl->prev_worker)
+        if (pick == -1 || (in && !wz_in_range(cl, c[pick].seq)) ||
+            (in && c[i].seq == cl->prev_worker))
             pick = i;
     }
     if (pick != -1) {
@@ -410,11 +752,16 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
         if (mine > 1)
             log_warn("%d nodes under %s name %s:%d; using %s", mine,
                      z->forever, z->ip, z->p.port, c[pick].name);
-        if ((uint64_t)c[pick].seq > cl->max_worker) {
+        if (!wz_in_range(cl, c[pick].seq)) {
             *cause = xasprintf("this node's registration %s has sequence %"
-                               PRId64 ", beyond the layout's highest worker "
-                               "ID %" PRIu64, c[pick].path, c[pick].seq,
-                               cl->max_worker);
+                               PRId64 " (its worker ID), outside this "
+                               "node's range %" PRIu64 "..%" PRIu64
+                               " (snowflake.worker_id_min, worker_id_max, "
+                               "within the layout's worker bits): stop the "
+                               "process that used it, then delete the node "
+                               "so this identity registers anew inside the "
+                               "range (docs/operations.md)", c[pick].path,
+                               c[pick].seq, cl->min_worker, cl->max_worker);
             wz_children_free(c, n);
             return WLEASE_REFUSED;
         }
@@ -425,17 +772,28 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
         return rc;
     }
 
+    for (int i = 0; i < n; i++)
+        if (c[i].seq + 1 > lower)
+            lower = c[i].seq + 1;
     /* 2. a released leafd node whose fence our clock has passed; 3. with
      * takeover, a stale one that only leafd can claim */
     for (int kind = WZ_RELEASED; kind <= WZ_TAKEOVER; kind++) {
         if (kind == WZ_TAKEOVER && !takeover)
             break;
         for (int i = 0; i < n; i++) {
-            if (!c[i].parsed || (uint64_t)c[i].seq > cl->max_worker)
+            if (!c[i].parsed || !wz_in_range(cl, c[i].seq))
                 continue;
             if (kind == WZ_RELEASED ? !c[i].released || c[i].ts >= now :
                 c[i].ts >= now - cl->lease_ms)
                 continue;
+            if (c[i].back_gate > 0 && store_now < free_at) {
+                if (wz_log_due(z))
+                    log_info("not taking %s: last written before ZooKeeper "
+                             "went back in time (store time %" PRId64 "); "
+                             "its holder may live: not before store time %"
+                             PRId64, c[i].path, since, free_at);
+                continue;
+            }
             if (c[i].nonce == NULL) {
                 if (kind == WZ_TAKEOVER && wz_log_due(z))
                     log_info("not taking over %s: leafd did not write it "
@@ -454,39 +812,55 @@ wz_register(struct wzk *z, const struct wlease_claim *cl, int64_t *worker,
     }
     wz_children_free(c, n);
 
-    /* 4. a new node, past what a lost one held (wz_forever_gate) */
+    /* 4. a new node, past what a lost one held (wz_forever_gate), its
+     * sequence inside the range (wz_advance) */
     if (wz_forever_gate(z, cl, &gate, cause) != ZOK)
         return WLEASE_DOWN;
+    if (back_gate > gate)
+        gate = back_gate;
+    rc = wz_advance(z, cl, lower, cause);
+    if (rc != WLEASE_OK)
+        return rc;
     path = xasprintf("%s/%s:%d-", z->forever, z->ip, z->p.port);
+    wlease_rec_claim(&z->rec, NULL, 0);
     data = wz_node_data(z, gate > now ? gate : now, 0, &len);
     rc = zk_create(z->zk, path, data, len, ZOO_PERSISTENT_SEQUENTIAL,
                    &created, z->op_timeout_ms, cause);
+    wz_unlock(z);
     free(data);
     free(path);
     if (rc != ZOK)
         return WLEASE_DOWN;
     seq = wz_name_seq(created, NULL);
-    if (seq < 0 || (uint64_t)seq > cl->max_worker) {
+    if (seq < 0 || !wz_in_range(cl, seq)) {
         char *dcause = NULL;
         if (zk_delete(z->zk, created, -1, z->op_timeout_ms, &dcause) != ZOK) {
             log_warn("%s", dcause);
             free(dcause);
         }
-        *cause = xasprintf("no free worker ID: ZooKeeper gave %s, but the "
-                           "layout's highest worker ID is %" PRIu64 "; remove "
-                           "stale nodes under %s, use more worker bits, or "
-                           "set snowflake.takeover=true", created,
-                           cl->max_worker, z->forever);
+        /* below the range only if the counter went back (a ZooKeeper
+         * restored): try again, which advances it */
+        if (seq >= 0 && (uint64_t)seq < cl->min_worker) {
+            *cause = xasprintf("ZooKeeper gave %s, below this node's range "
+                               "%" PRIu64 "..%" PRIu64 " after the counter "
+                               "was past it; trying again", created,
+                               cl->min_worker, cl->max_worker);
+            free(created);
+            return WLEASE_DOWN;
+        }
+        log_info("ZooKeeper gave %s: past the range, removed", created);
+        *cause = wz_full(z, cl, seq);
         free(created);
         return WLEASE_REFUSED;
     }
     log_info("registered %s: worker ID %" PRId64, created, seq);
     if (gate > now)
         log_warn("%s was created at ZooKeeper time %" PRId64 " (a new or "
-                 "wiped ZooKeeper): no IDs from %s until %" PRId64 " (%"
-                 PRId64 " ms), past anything a node could have issued under "
-                 "a node ZooKeeper lost", z->forever, gate -
-                 cl->unknown_gate_ms, created, gate, gate - now);
+                 "wiped ZooKeeper), or ZooKeeper went back in time then: no "
+                 "IDs from %s until %" PRId64 " (%" PRId64 " ms), past "
+                 "anything a node could have issued under a node ZooKeeper "
+                 "lost", z->forever, gate - cl->unknown_gate_ms, created,
+                 gate, gate - now);
     wz_hold(z, created, seq, 0, WZ_OWN, gate > now ? gate : now);
     *worker = seq;
     *fence_ms = gate > now ? gate : now;
@@ -521,6 +895,19 @@ wz_claim(void *arg, const struct wlease_claim *cl, int64_t *worker,
         return WLEASE_DOWN;
     }
     return wz_register(z, cl, worker, fence_ms, cause);
+}
+
+/* A holder saw ZooKeeper go back in time: note it for the claimers. */
+static void
+wz_note_back(struct wzk *z)
+{
+    int64_t since = 0, now = 0;
+    char *cause = NULL;
+
+    if (wz_since(z, 1, &since, &now, &cause) != ZOK) {
+        log_warn("%s", cause != NULL ? cause : "?");
+        free(cause);
+    }
 }
 
 /* Write ts (and released) into our node. WLEASE_OK with *mtime,
@@ -573,6 +960,14 @@ again:
             free(cur);
             wzk_node_free(&nd);
             if (ours) {
+                if (st.version < z->version) {
+                    log_warn("%s is at version %d, below the %d this "
+                             "process wrote last: ZooKeeper went back in "
+                             "time (restored from an older snapshot?); "
+                             "writing it again", node, st.version,
+                             z->version);
+                    wz_note_back(z);
+                }
                 z->version = st.version;
                 goto again;
             }
@@ -593,7 +988,9 @@ again:
     atomic_fetch_add(&z->writes_fail, 1);
     if (rc == ZNONODE) {
         free(*cause);
-        *cause = xasprintf("%s was removed from ZooKeeper", node);
+        *cause = xasprintf("%s was removed from ZooKeeper (or ZooKeeper "
+                           "went back to before it was created)", node);
+        wz_note_back(z);
     }
     free(node);
     return rc == ZBADVERSION || rc == ZNONODE ? WLEASE_LOST : WLEASE_DOWN;
@@ -621,6 +1018,25 @@ wz_release(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     return wz_write(z, fence_ms, 1, 0, &mtime, cause);
 }
 
+static char *
+wz_claimed_record(void *arg)
+{
+    return wlease_rec_claimed(&((struct wzk *)arg)->rec);
+}
+
+static void
+wz_set_record(void *arg, const char *rec)
+{
+    wlease_rec_set(&((struct wzk *)arg)->rec, rec);
+}
+
+/* A fence write puts no less than this in the node (wz_write). */
+static int64_t
+wz_fence_floor(void *arg)
+{
+    return ((struct wzk *)arg)->floor_ts;
+}
+
 static void
 wz_close(void *arg)
 {
@@ -633,7 +1049,11 @@ wz_close(void *arg)
     free(z->leaf_name);
     free(z->ip);
     free(z->forever);
+    free(z->lock);
+    free(z->since_path);
+    free(z->clock_path);
     free(z->node);
+    wlease_rec_free(&z->rec);
     pthread_mutex_destroy(&z->mu);
     free(z);
 }
@@ -723,6 +1143,9 @@ workerid_zk_store(const struct workerid_zk_params *p,
     z->p.leaf_name = z->leaf_name;
     z->p.ip = z->ip;
     z->forever = xasprintf("/snowflake/%s/forever", z->leaf_name);
+    z->lock = xasprintf("/snowflake/%s/advance", z->leaf_name);
+    z->since_path = xasprintf("/snowflake/%s/leafd_since", z->leaf_name);
+    z->clock_path = xasprintf("/snowflake/%s/leafd_clock", z->leaf_name);
     t = p->session_timeout_ms / 2;
     z->op_timeout_ms = (int)(t < 500 ? 500 : t > 5000 ? 5000 : t);
     t = p->fence_step_ms / 4;
@@ -742,6 +1165,9 @@ workerid_zk_store(const struct workerid_zk_params *p,
     out->claim = wz_claim;
     out->fence = wz_fence;
     out->release = wz_release;
+    out->claimed_record = wz_claimed_record;
+    out->set_record = wz_set_record;
+    out->fence_floor = wz_fence_floor;
     out->close = wz_close;
     out->source = wz_source;
     out->node = wz_node;

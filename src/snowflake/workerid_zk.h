@@ -11,12 +11,25 @@
  * is a heartbeat of its writer's clock.
  *
  * The claim, in order: this identity's own node (the data names our
- * ip:port; of several, the cache file's worker ID); a released leafd node
- * whose fence is below our clock; with snowflake.takeover, a leafd node
- * whose fence is older than the lease; else a new node (a sequence past the
- * layout's highest worker ID is removed again and refused). Every claim is
- * a versioned write of our nonce, so of two racing claimers one wins, and
- * whoever wrote the node before loses it at its next write.
+ * ip:port; of several, one inside the range, the cache file's worker ID;
+ * outside the range the start is refused, naming the node); a released
+ * leafd node inside the range whose fence is below our clock; with
+ * snowflake.takeover, such a node whose fence is older than the lease; else
+ * a new node. Every claim is a versioned write of our nonce, so of two
+ * racing claimers one wins, and whoever wrote the node before loses it at
+ * its next write.
+ *
+ * The range (snowflake.worker_id_min.._max; the sequence is the worker ID,
+ * and ZooKeeper's counter under forever only goes up): a new node whose
+ * range starts past the counter first advances it with ephemeral probe
+ * nodes "leafd.advance:0-<seq>" (Leaf's name form, deleted at once), one
+ * node at a time under the ephemeral lock /snowflake/<leaf.name>/advance;
+ * a counter past the range refuses without a node, and a sequence that
+ * still lands outside the range is removed again (refused past it, retried
+ * below it). Java Leaf on the same path takes whatever sequence it gets:
+ * after leafd advanced the counter that is inside the range until the
+ * counter passes the range's top; a claim logs the foreign nodes it sees
+ * outside its range.
  *
  * Ownership: workerid_zk_store fills a struct wlease_store whose close
  * frees it (and closes the ZooKeeper session).

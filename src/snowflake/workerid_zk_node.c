@@ -16,6 +16,7 @@ wzk_node_free(struct wzk_node *n)
         return;
     free(n->ip);
     free(n->nonce);
+    free(n->zones);
     memset(n, 0, sizeof *n);
 }
 
@@ -54,6 +55,9 @@ wzk_node_parse(const char *data, size_t len, struct wzk_node *n)
     if (json_is_string(v) && *json_string_value(v) != '\0')
         n->nonce = xstrdup(json_string_value(v));
     n->released = json_is_true(json_object_get(root, "released"));
+    v = json_object_get(root, "serial_zones");
+    if (v != NULL)
+        n->zones = xstrdup(json_is_string(v) ? json_string_value(v) : "?");
     rc = 0;
 out:
     if (rc == -1)
@@ -65,6 +69,14 @@ out:
 char *
 wzk_node_format(const char *ip, int64_t port, int64_t ts, const char *nonce,
                 int released, int *len)
+{
+    return wzk_node_format_zones(ip, port, ts, nonce, released, NULL, len);
+}
+
+char *
+wzk_node_format_zones(const char *ip, int64_t port, int64_t ts,
+                      const char *nonce, int released, const char *zones,
+                      int *len)
 {
     struct sbuf b = {0};
     char pt[24];
@@ -81,6 +93,10 @@ wzk_node_format(const char *ip, int64_t port, int64_t ts, const char *nonce,
     }
     if (released)
         sbuf_puts(&b, ",\"released\":true");
+    if (zones != NULL) {
+        sbuf_puts(&b, ",\"serial_zones\":");
+        sbuf_json_str(&b, zones);
+    }
     sbuf_puts(&b, "}");
     *len = (int)b.len;
     return b.p;

@@ -1,6 +1,7 @@
 /* workerid_zk_node.h: the data of a Leaf worker-ID node in ZooKeeper, as
  * text: Leaf's Endpoint {"ip":"..","port":"..","timestamp":ms} plus leafd's
- * "leafd":"<instance nonce>" and, once released, "released":true. Pure (no
+ * "leafd":"<instance nonce>", once released "released":true, and
+ * "serial_zones":"<record>" (workerid_lease.h's record). Pure (no
  * ZooKeeper), so it is fuzzed alone (fuzz/fuzz_zk_node.c).
  *
  * Ownership: wzk_node_parse fills a struct the caller ends with
@@ -21,6 +22,8 @@ struct wzk_node {
     int64_t  ts;
     char    *nonce;         /* "leafd", NULL when absent or empty */
     int      released;      /* "released" is true */
+    char    *zones;         /* "serial_zones", NULL when absent; "?" when
+                               not a string (read as a bad record) */
 };
 
 /* At most this many bytes of node data are parsed: ZooKeeper's own limit
@@ -33,5 +36,9 @@ void  wzk_node_free(struct wzk_node *n);
  * Leaf writes it. *len gets its length. */
 char *wzk_node_format(const char *ip, int64_t port, int64_t ts,
                       const char *nonce, int released, int *len);
+/* The same with "serial_zones" (NULL: none). */
+char *wzk_node_format_zones(const char *ip, int64_t port, int64_t ts,
+                            const char *nonce, int released,
+                            const char *zones, int *len);
 
 #endif

@@ -531,12 +531,16 @@ def test_console_zookeeper_in_browser(ctx):
             wait_text(drv, '#ov-snowflake [data-k="zk"]', lambda t: t.startswith("connected"),
                       "ZooKeeper connected on the overview")
             eq(text_of(drv, '#ov-snowflake [data-k="worker"]'), str(st["worker_id"]), "worker ID")
+            rng = text_of(drv, '#ov-snowflake [data-k="range"]')
+            check(rng.startswith("0–") and rng.endswith("(the whole field)"),
+                  "the worker ID range (snowflake.worker_id_min/_max): %r" % rng)
             eq(text_of(drv, "#ov-segment dd"), "off on this node", "segment card")
             tab(drv, "snowflake")
             wait_text(drv, '#sf-worker [data-k="source"]', lambda t: t == "zookeeper", "source")
             hb = text_of(drv, '#sf-worker [data-k="heartbeat"]')
             check(hb.endswith(" s") or hb.endswith(" ms"), "heartbeat age: %r" % hb)
             check(st["zk_node"] in text_of(drv, "#sf-worker"), "the registration %s" % st["zk_node"])
+            eq(text_of(drv, '#sf-worker [data-k="range"]'), rng, "the range on the snowflake page")
             shot(drv, "snowflake-zookeeper-desktop")
             errs = console_errors(drv)
             check(not errs, "the browser console logged errors:\n%s" % "\n".join(errs))

@@ -10,7 +10,11 @@ code (never a crash):
   - MySQL: TRUNCATE leaf_worker, a restore of leaf_worker from an older
     mariadb-dump;
   - ZooKeeper: its data directory lost (stopped, wiped, started);
-  - a clock step (libfaketime) on the node started after a Redis restore.
+  - a clock step (libfaketime) on the node started after a Redis restore;
+  - a worker ID that moves to another node whose snowflake serials print in
+    a zone behind (Asia/Tokyo -> Asia/Shanghai), in each store: the serial
+    zones record kept with the worker ID gates the serials that would
+    repeat (503 serial_zone_gate), with the record removed as the control.
 Without redis-server, MariaDB or ZooKeeper those tests skip (under CI=1 they
 fail)."""
 import os
@@ -20,6 +24,8 @@ import socket
 import subprocess
 import threading
 import time
+
+import json
 
 from bbutil import Client, MariaDB, Workdir, check, eq, faketime_preload, wait_for
 
@@ -32,6 +38,9 @@ TESTS = [
     "test_zookeeper_data_dir_lost",
     "test_redis_restore_with_clock_step",
     "test_mysql_failover_lagging_replica",
+    "test_redis_serial_zone_moves",
+    "test_mysql_serial_zone_moves",
+    "test_zookeeper_serial_zone_moves",
 ]
 
 # Run by the plain black-box lane only, not against leafd-asan (blackbox.py
@@ -521,3 +530,240 @@ def test_mysql_failover_lagging_replica(ctx):
         check("server changed" in c.log(), "C logs that leaf_worker's server changed")
         eq(state(a)["worker_id"], wa, "A keeps its worker ID")
         check("went back in time" in a.log(), "A logs that its row went back in time")
+
+
+# --- a worker ID moving between nodes, and its snowflake serials' zones ----
+
+ZONE_CODE = "Z"
+
+
+def serial_load(node, until, count=10, clients=3):
+    """clients threads take serials of ZONE_CODE from node until
+    until(texts) (the serials so far) or 60 s. Returns (texts, per-client event lists of
+    (kind, what, time): ("ok", n) / ("gate", message) / ("503", code):
+    another refusal, such as fence_unconfirmed on a busy machine); any
+    answer but 200 or a 503 with a JSON code fails the test."""
+    texts, events, errors = [], [[] for _ in range(clients)], []
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def run(i):
+        c = Client(node.port)
+        try:
+            while not done.is_set():
+                r = c.get("/serial/%s?count=%d" % (ZONE_CODE, count))
+                if r.status == 200:
+                    got = r.text.split()
+                    with lock:
+                        texts.extend(got)
+                        events[i].append(("ok", len(got), time.time()))
+                    continue
+                body = {}
+                try:
+                    body = r.json()
+                except ValueError:
+                    pass
+                if r.status != 503 or not body.get("error"):
+                    errors.append((r.status, r.text[:300]))
+                    return
+                if body["error"] == "serial_zone_gate":
+                    events[i].append(("gate", body.get("message", ""), time.time()))
+                else:
+                    events[i].append(("503", body["error"], time.time()))
+                time.sleep(0.02)
+        except OSError as e:
+            errors.append(("io", str(e)))
+        finally:
+            c.close()
+    ts = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(clients)]
+    for t in ts:
+        t.start()
+    end = time.time() + 60
+    while time.time() < end and not errors:
+        with lock:
+            if until(texts):
+                break
+        time.sleep(0.05)
+    done.set()
+    for t in ts:
+        t.join(30)
+    check(not errors, "serials from %s: answers that are not 200 or 503 "
+          "with a code: %r" % (node.name, errors[:3]))
+    return texts, events
+
+
+def zone_conf(wd, ip, zone, prefix, store, ft=None):
+    """A node's config: snowflake mode on store's worker IDs (released at
+    stop), identity ip:7000, serial ZONE_CODE printed in zone."""
+    conf = dict(x[2:].split("=", 1) for x in COMMON)
+    conf.update({"snowflake.release_on_stop": "true",
+                 # B's clock runs an hour ahead of the store's (libfaketime)
+                 "snowflake.max_clock_offset_ms": "0",
+                 "snowflake.ip": ip, "leaf.snowflake.port": "7000",
+                 "snowflake.cache_file": os.path.join(wd.path, "%s-%s.json" % (prefix, ip)),
+                 "serial.count_max": "1000",
+                 "serial.%s.prefix" % ZONE_CODE: prefix,
+                 "serial.%s.source" % ZONE_CODE: "snowflake",
+                 "serial.%s.pattern" % ZONE_CODE: "yyyyMMddHHmmssSSS",
+                 "serial.%s.zone" % ZONE_CODE: zone})
+    conf.update(store)
+    return conf
+
+
+def local_times(texts, prefix):
+    """The printed local times (yyyyMMddHHmmssSSS) of serials."""
+    return [t[len(prefix):len(prefix) + 17] for t in texts]
+
+
+def zone_move(wd, store, drop_record, prefix, phase, lead):
+    """Node A (10.7.0.1, Asia/Tokyo) prints serials of ZONE_CODE for 2 s and
+    stops, releasing its worker ID; node B (10.7.0.2, Asia/Shanghai, an
+    hour behind) claims the same worker ID from the store, its clock
+    (libfaketime) an hour on from A's first serial less lead seconds, so
+    that its Shanghai time comes to A's Tokyo times again; it takes serials
+    until it prints a local time past A's last (or 60 s).
+    drop_record(worker) runs between them (the control: the record gone).
+    Returns (A's serials, B's serials, B's events, the worker IDs, B's
+    /health at its start)."""
+    ft = os.path.join(wd.path, "faketime-%s.rc" % phase)
+    with open(ft, "w") as f:
+        f.write("+0\n")
+    a = wd.leafd(conf=zone_conf(wd, "10.7.0.1", "Asia/Tokyo", prefix, store),
+                 name="%s-a" % phase).start()
+    wait_for(lambda: a.get("/snowflake").status == 200, 30, step=0.1,
+             what="A serving")
+    wa = state(a)["worker_id"]
+    t1 = time.time()
+    got_a, _ = serial_load(a, lambda t: len(t) >= 3000 and time.time() - t1 >= 2)
+    eq(a.stop(), 0, "A's exit status")
+    a_last = max(local_times(got_a, prefix))
+    drop_record(wa)
+    with open(ft + ".tmp", "w") as f:
+        f.write("%+.3f\n" % (3600 - (time.time() - t1) - lead))
+    os.rename(ft + ".tmp", ft)
+    b = wd.leafd(conf=zone_conf(wd, "10.7.0.2", "Asia/Shanghai", prefix, store),
+                 name="%s-b" % phase,
+                 env={"FAKETIME_TIMESTAMP_FILE": ft, "FAKETIME_NO_CACHE": "1",
+                      "FAKETIME_DONT_FAKE_MONOTONIC": "1"},
+                 preload=faketime_preload(wd.path)).start()
+    wait_for(lambda: b.get("/snowflake").status == 200, 30, step=0.1,
+             what="B serving snowflake IDs")
+    wb = state(b)["worker_id"]
+    health = b.get("/health").json()
+    got_b, ev = serial_load(b, lambda t: len(t) >= 1000 and
+                            local_times(t[-1:], prefix)[0] > a_last)
+    eq(b.stop(), 0, "B's exit status")
+    return got_a, got_b, ev, (wa, wb), health
+
+
+def zone_moves(wd, store, drop_record):
+    """The fix (the record kept) and the control (the record removed), each
+    on its own store namespace (store(phase): the node keys)."""
+    prefix = "MZF"
+    # B's clock 3 s before A's first serial: gated for about 5.5 s (A's 2 s
+    # and the fence step), a window a slow start does not miss
+    got_a, got_b, ev, (wa, wb), health = zone_move(wd, store("fix"), lambda w: None,
+                                                   prefix, "fix", 3)
+    eq(wb, wa, "B claimed A's worker ID")
+    check(got_a and got_b, "both nodes served serials (A %d, B %d)"
+          % (len(got_a), len(got_b)))
+    twice = set(got_a) & set(got_b)
+    gates = [m for e in ev for k, m, _ in e if k == "gate"]
+    check(not twice, "%d of B's %d serials are A's again, e.g. %s"
+          % (len(twice), len(got_b), sorted(twice)[:1]))
+    check(max(local_times(got_a, prefix)) < min(local_times(got_b, prefix)),
+          "B printed a local time A printed (A up to %s, B from %s)"
+          % (max(local_times(got_a, prefix)), min(local_times(got_b, prefix))))
+    check(gates, "B never answered 503 serial_zone_gate, though its first "
+          "serials' local times were A's")
+    check("until" in gates[0] and "change the prefix" in gates[0],
+          "the gate says until when and what to do: %r" % gates[0])
+    for e in ev:                # the gate, then served: never gated again
+        kinds = [k for k, _, _ in e]
+        if "ok" in kinds:
+            check("gate" not in kinds[kinds.index("ok"):],
+                  "B gated a client again after serving it: %r" % kinds[:20])
+    zg = health.get("serial", {}).get("zone_gates")
+    check(zg and zg[0]["code"] == ZONE_CODE,
+          "/health names the gated code while the gate holds: %r" % health.get("serial"))
+    t_gate = min(t for e in ev for k, _, t in e if k == "gate")
+    t_ok = min(t for e in ev for k, _, t in e if k == "ok")
+    other = sum(1 for e in ev for k, _, _ in e if k == "503")
+    fix = (len(got_a), len(got_b), len(gates), t_ok - t_gate, other)
+
+    # the control: the same move with the record removed from the store
+    prefix = "MZC"
+    got_a, got_b, ev, (wa, wb), _ = zone_move(wd, store("control"), drop_record,
+                                              prefix, "control", 1)
+    eq(wb, wa, "control: B claimed A's worker ID")
+    twice = set(got_a) & set(got_b)
+    gates = [m for e in ev for k, m, _ in e if k == "gate"]
+    check(not gates, "control: B gated without a record: %r" % gates[:1])
+    check(min(local_times(got_b, prefix)) <= max(local_times(got_a, prefix)),
+          "control: B printed no local time A printed (A up to %s, B from %s): "
+          "the scenario does not reach the hole" % (max(local_times(got_a, prefix)),
+                                                     min(local_times(got_b, prefix))))
+    check(twice, "control: B repeated none of A's serials")
+    print("  fix: A %d serials, B %d (0 repeated), %d gate answers over %.1f s, "
+          "%d other 503s; control: A %d, B %d, %d of B's repeated A's"
+          % (fix + (len(got_a), len(got_b), len(twice))))
+
+
+def test_redis_serial_zone_moves(ctx):
+    """A worker ID in Redis passes from a Tokyo node to a Shanghai node: the
+    hash's "zones" record gates the Shanghai node's serials until its local
+    time passes what Tokyo printed; with the field deleted, it repeats."""
+    with Workdir("ops-wid-redis-zone") as wd:
+        r = wd.redis(epoch0=[(3, "zfix:"), (3, "zctl:")])
+        url = "redis://127.0.0.1:%d/3" % r.port
+
+        def store(phase):
+            return {"snowflake.worker_source": "redis", "snowflake.redis.url": url,
+                    "snowflake.redis.prefix": "zfix:" if phase == "fix" else "zctl:"}
+        zone_moves(wd, store, lambda w: r.cli("-n", "3", "HDEL", "zctl:w:%d" % w, "zones"))
+
+
+def test_mysql_serial_zone_moves(ctx):
+    """The same with leaf_worker's serial_zones column, on a table made
+    before the column (leafd adds it)."""
+    with Workdir("ops-wid-mysql-zone") as wd:
+        db = wd.mariadb().worker_epoch0()
+        db.sql("ALTER TABLE leaf_worker DROP COLUMN serial_zones")
+        db.sql("CREATE DATABASE leafctl")
+        db.sql("CREATE TABLE leafctl.leaf_worker LIKE leaf.leaf_worker")
+        db.sql("INSERT INTO leafctl.leaf_worker SELECT * FROM leaf.leaf_worker")
+        ctl = db.url.rsplit("/", 1)[0] + "/leafctl"
+
+        def store(phase):
+            return {"snowflake.worker_source": "mysql",
+                    "snowflake.mysql.url": db.url if phase == "fix" else ctl}
+        zone_moves(wd, store, lambda w: db.sql(
+            "UPDATE leafctl.leaf_worker SET serial_zones = NULL WHERE worker_id = %d" % w))
+        check("serial_zones" in db.sql("SHOW COLUMNS FROM leaf_worker"),
+              "leafd added the serial_zones column to the old table")
+
+
+def test_zookeeper_serial_zone_moves(ctx):
+    """The same with the "serial_zones" field of Leaf's node data in
+    ZooKeeper (a released node claimed by another ip:port)."""
+    with Workdir("ops-wid-zk-zone") as wd:
+        zk = wd.zookeeper()
+
+        def store(phase):
+            return {"snowflake.worker_source": "zookeeper",
+                    "leaf.snowflake.zk.address": zk.address,
+                    "leaf.name": "zfix" if phase == "fix" else "zctl",
+                    "snowflake.zk_session_timeout_ms": "4000"}
+
+        def drop(w):
+            path = "/snowflake/zctl/forever/10.7.0.1:7000-%010d" % w
+            out = zk.cli("get", path)
+            data = [l for l in out.splitlines() if l.startswith("{")]
+            check(data, "control: node %s not read: %s" % (path, out[-500:]))
+            node = json.loads(data[0])
+            check("serial_zones" in node, "A's node has a serial_zones record: %r" % node)
+            del node["serial_zones"]
+            out = zk.cli("set", path, json.dumps(node, separators=(",", ":")))
+            check("serial_zones" not in zk.cli("get", path),
+                  "control: the record is still in %s: %s" % (path, out[-500:]))
+        zone_moves(wd, store, drop)

@@ -338,6 +338,41 @@ def rss_kb(pid):
     return 0
 
 
+def unread_client(d, port, burst, served):
+    """A client that sends burst over and over for 0.6 s and never reads:
+    leafd's memory stays bounded (under 64 MB more) and served() (another
+    client's check) passes meanwhile; after 1.5 s more (the test's idle
+    timeout is shorter) it has been closed. Returns (bytes sent, bytes of
+    answers read afterwards)."""
+    base = rss_kb(d.proc.pid)
+    s = socket.create_connection(("127.0.0.1", port), 5)
+    s.setblocking(False)
+    sent, end = 0, time.time() + 0.6
+    while time.time() < end:
+        try:
+            sent += s.send(burst)
+        except BlockingIOError:
+            time.sleep(0.01)
+    grown = rss_kb(d.proc.pid) - base
+    check(grown < 64 * 1024, "leafd grew %d KB with an unread client" % grown)
+    served()
+    # The reader that makes no progress is closed after the timeout.
+    time.sleep(1.5)
+    got = b""
+    try:
+        s.setblocking(True)
+        s.settimeout(5)
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            got += chunk
+    except (ConnectionResetError, socket.timeout):
+        pass
+    s.close()
+    return sent, got
+
+
 def test_timeouts_and_backpressure(ctx):
     with Workdir("resp-limits") as wd:
         d = start(wd, flags=["--http.idle_timeout_ms=800", "--segment.count_max=1000"])
@@ -358,38 +393,14 @@ def test_timeouts_and_backpressure(ctx):
         data = c.read_all(5)
         check(data.startswith(b"-ERR Protocol error: invalid bulk length"), repr(data))
         c.close()
-        # A client that pipelines big answers and never reads them.
-        base = rss_kb(d.proc.pid)
-        s = socket.create_connection(("127.0.0.1", d.rport), 5)
-        s.setblocking(False)
-        cmd = b"LEAF.SEGMENT demo 1000\r\n" * 1000
-        sent, end = 0, time.time() + 0.6
-        while time.time() < end:
-            try:
-                sent += s.send(cmd)
-            except BlockingIOError:
-                time.sleep(0.01)
-        grown = rss_kb(d.proc.pid) - base
-        check(grown < 64 * 1024, "leafd grew %d KB with an unread client" % grown)
-        # Meanwhile another client is served.
-        c = Raw(d.rport)
-        c.send(b"PING\r\n")
-        eq(c.read_lines(1), ["+PONG"], "others are served")
-        c.close()
-        # The reader that makes no progress is closed after the timeout.
-        time.sleep(1.5)
-        got = b""
-        try:
-            s.setblocking(True)
-            s.settimeout(5)
-            while True:
-                chunk = s.recv(1 << 20)
-                if not chunk:
-                    break
-                got += chunk
-        except (ConnectionResetError, socket.timeout):
-            pass
-        s.close()
+        # A client that pipelines big answers and never reads them; meanwhile
+        # another client is served.
+        def served():
+            c = Raw(d.rport)
+            c.send(b"PING\r\n")
+            eq(c.read_lines(1), ["+PONG"], "others are served")
+            c.close()
+        sent, got = unread_client(d, d.rport, b"LEAF.SEGMENT demo 1000\r\n" * 1000, served)
         check(len(got) < sent / 24 * 30000, "not every answer was made: %d bytes "
               "for %d bytes of commands" % (len(got), sent))
         eq(d.stop(), 0, "clean stop")

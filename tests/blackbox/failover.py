@@ -84,9 +84,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
-from bbutil import LEAFD, TestFailure, in_ci, wait_for  # noqa: E402
+from bbutil import LEAFD, TestFailure, wait_for  # noqa: E402
 from idcheck import Load, build_idstream  # noqa: E402
-from leafd_ns import NsLeafd  # noqa: E402
+from leafd_ns import NsLeafd, preflight  # noqa: E402
 from mariadb_ns import NsMariaDB, start_all, wait_semi_sync, dump, restore  # noqa: E402
 from netns import Net  # noqa: E402
 
@@ -419,25 +419,10 @@ def main():
     args = ap.parse_args()
     if args.phase_secs is None:
         args.phase_secs = 3.0 if args.short else 30.0
-    if os.geteuid() != 0:
-        msg = "failover.py needs root (network namespaces)"
-        if in_ci():
-            print("FAIL " + msg)
-            return 1
-        print("SKIP " + msg)
-        return 0
+    code, args.grpc = preflight("failover.py")
+    if code is not None:
+        return code
     args.leafd = os.path.abspath(args.leafd)
-    try:
-        sys.path.insert(0, HERE)
-        from bb_grpc import mods
-        mods()
-        args.grpc = True
-    except Exception as e:               # under CI, bb_grpc's skip() raises this
-        if in_ci():
-            print("FAIL gRPC client: %s" % e)
-            return 1
-        print("gRPC client left out: %s" % e)
-        args.grpc = False
     cdir = tempfile.mkdtemp(prefix="lfh-idstream-")
     try:
         args.cclient = build_idstream(cdir)

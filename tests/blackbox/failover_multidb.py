@@ -82,9 +82,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
-from bbutil import LEAFD, Client, TestFailure, in_ci, wait_for  # noqa: E402
+from bbutil import LEAFD, Client, TestFailure, wait_for  # noqa: E402
 from idcheck import Load  # noqa: E402
-from leafd_ns import NsLeafd, clean_env  # noqa: E402
+from leafd_ns import NsLeafd, clean_env, preflight  # noqa: E402
 from mariadb_ns import NsMariaDB, start_all  # noqa: E402
 from netns import Net  # noqa: E402
 
@@ -447,27 +447,11 @@ def main():
     args = ap.parse_args()
     if args.phase_secs is None:
         args.phase_secs = 3.0 if args.short else 30.0
-    if os.geteuid() != 0:
-        msg = "failover_multidb.py needs root (network namespaces)"
-        if in_ci():
-            print("FAIL " + msg)
-            return 1
-        print("SKIP " + msg)
-        return 0
-    args.leafd = os.path.abspath(args.leafd)
     args.kinds = tuple(args.kinds.split(","))
-    args.grpc = False
-    if "grpc" in args.kinds:
-        try:
-            sys.path.insert(0, HERE)
-            from bb_grpc import mods
-            mods()
-            args.grpc = True
-        except Exception as e:           # under CI, bb_grpc's skip() raises this
-            if in_ci():
-                print("FAIL gRPC client: %s" % e)
-                return 1
-            print("gRPC client left out: %s" % e)
+    code, args.grpc = preflight("failover_multidb.py", "grpc" in args.kinds)
+    if code is not None:
+        return code
+    args.leafd = os.path.abspath(args.leafd)
     name = args.control
     say("== %s, %s%s (%s)" % (name, args.order,
                              " (positive control)" if args.expect_duplicates else "",

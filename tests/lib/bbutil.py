@@ -422,8 +422,8 @@ class ZooKeeper:
     CP = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar:" \
          "/usr/share/java/slf4j-api.jar:/usr/share/java/jline.jar:/usr/share/java/netty-all.jar"
 
-    def __init__(self, workdir):
-        self.dir = os.path.join(workdir, "zk")
+    def __init__(self, workdir, name="zk"):
+        self.dir = os.path.join(workdir, name)
         os.makedirs(self.dir, exist_ok=True)
         self.port = None
         self.address = None
@@ -578,8 +578,8 @@ class Workdir:
         self.cleanup.append(m.stop)
         return m.start()
 
-    def zookeeper(self):
-        z = ZooKeeper(self.path)
+    def zookeeper(self, name="zk"):
+        z = ZooKeeper(self.path, name)
         self.cleanup.append(z.stop)
         return z.start()
 

@@ -1,6 +1,7 @@
-"""idcheck.py: clients that take segment IDs from leafd nodes over every
-front end, record every ID and every answer, and a checker in the Jepsen
-style: any ID given twice fails; availability is reported per phase.
+"""idcheck.py: clients that take segment IDs (or snowflake IDs: the tag
+SNOWFLAKE, "@snowflake") from leafd nodes over every front end, record
+every ID and every answer, and a checker in the Jepsen style: any ID given
+twice fails; availability is reported per phase.
 
     load = Load(nodes, "tag")        # nodes: [(name, addr, ports dict)]
     load.start(); load.phase("calm"); ...; load.phase("failover"); ...
@@ -11,12 +12,17 @@ style: any ID given twice fails; availability is reported per phase.
 
 Clients (one thread per node per front end, each on its own connection):
   http   GET /segment/TAG?count=K               IDs, one per line
+  sf     GET /snowflake?count=K                 snowflake IDs (only when
+         kinds names it)
   lease  GET /segment/TAG/lease?size=K          "start end" ranges, expanded
   resp   LEAF.SEGMENT TAG K (RESP, resp.listen.port)
   mc     get TAG (memcached text protocol, memcache.listen.port)
   grpc   leafd.v1.IdService/NextSegment (python3-grpcio, stubs protoc makes
          from proto/ as tests/blackbox/bb_grpc.py does; only when ports has
          "grpc")
+  With the tag SNOWFLAKE: GET /snowflake?count=K, LEAF.SNOWFLAKE K,
+  get @snowflake, NextSnowflake; no lease or C client (idstream.c takes
+  segment IDs only).
   c      libleafd-client over every node at once (its leases, its failover
          between servers): tests/lib/idstream.c, one process, node "all"
          (Load(cclient=path), path from build_idstream())
@@ -41,6 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bbutil import Client  # noqa: E402
 
 K = 5                 # IDs per request (mc: 1)
+SNOWFLAKE = "@snowflake"  # the tag that means snowflake IDs
 TIMEOUT = 5.0         # per request
 
 
@@ -63,7 +70,8 @@ def _http_code(r):
 class HttpIds:
     def __init__(self, addr, port, tag, lease=False):
         self.c = Client(port, host=addr, timeout=TIMEOUT)
-        self.path = ("/segment/%s/lease?size=%d" if lease else "/segment/%s?count=%d") % (tag, K)
+        self.path = ("/snowflake?count=%d" % K if tag == SNOWFLAKE else
+                     ("/segment/%s/lease?size=%d" if lease else "/segment/%s?count=%d") % (tag, K))
         self.lease = lease
 
     def get(self):
@@ -111,7 +119,8 @@ class LineConn:
 class RespIds(LineConn):
     def __init__(self, addr, port, tag):
         LineConn.__init__(self, addr, port)
-        a = [b"LEAF.SEGMENT", tag.encode(), str(K).encode()]
+        a = [b"LEAF.SNOWFLAKE", str(K).encode()] if tag == SNOWFLAKE else \
+            [b"LEAF.SEGMENT", tag.encode(), str(K).encode()]
         self.req = b"*%d\r\n" % len(a) + b"".join(b"$%d\r\n%s\r\n" % (len(x), x) for x in a)
 
     def get(self):
@@ -154,10 +163,14 @@ class GrpcIds:
         m = mods()
         self.grpc, pb = m["grpc"], m["pb"]
         self.ch = self.grpc.insecure_channel("%s:%d" % (addr, port))
-        self.call = self.ch.unary_unary("/leafd.v1.IdService/NextSegment",
-                                        request_serializer=pb.SegmentRequest.SerializeToString,
+        if tag == SNOWFLAKE:
+            method, req = "NextSnowflake", pb.CountRequest(count=K)
+        else:
+            method, req = "NextSegment", pb.SegmentRequest(biz_tag=tag, count=K)
+        self.call = self.ch.unary_unary("/leafd.v1.IdService/" + method,
+                                        request_serializer=type(req).SerializeToString,
                                         response_deserializer=pb.IdsReply.FromString)
-        self.req = pb.SegmentRequest(biz_tag=tag, count=K)
+        self.req = req
 
     def get(self):
         try:
@@ -175,6 +188,10 @@ class GrpcIds:
 def make_client(kind, addr, ports, tag):
     if kind == "http":
         return HttpIds(addr, ports["http"], tag)
+    if kind == "sf":            # snowflake IDs: GET /snowflake?count=K (tag unused)
+        c = HttpIds(addr, ports["http"], tag)
+        c.path = "/snowflake?count=%d" % K
+        return c
     if kind == "lease":
         return HttpIds(addr, ports["http"], tag, lease=True)
     if kind == "resp":
@@ -210,20 +227,13 @@ class Load:
         self.kinds = kinds
         self.stop_ev = threading.Event()
         self.threads, self.recs, self.ids, self.bad = [], [], [], []
+        self.streams = []              # (node, front end) of each ids array
         self.phases = []               # (name, start)
         self.t_end = None
 
     def start(self):
-        for name, addr, ports in self.nodes:
-            for kind in self.kinds:
-                if kind in ports or kind == "lease" and "http" in ports:
-                    recs, ids = [], array.array("q")
-                    self.recs.append(recs)
-                    self.ids.append(ids)
-                    t = threading.Thread(target=self.run, args=(name, addr, ports, kind, recs, ids),
-                                         daemon=True)
-                    t.start()
-                    self.threads.append(t)
+        for node in self.nodes:
+            self._clients(*node)
         if self.cclient:
             urls = ",".join("http://%s:%d" % (addr, ports["http"]) for _, addr, ports in self.nodes)
             self.cproc = subprocess.Popen([self.cclient, urls, self.tag, str(K),
@@ -231,10 +241,29 @@ class Load:
             recs, ids = [], array.array("q")
             self.recs.append(recs)
             self.ids.append(ids)
+            self.streams.append(("all", "c"))
             t = threading.Thread(target=self.read_c, args=(recs, ids), daemon=True)
             t.start()
             self.threads.append(t)
         return self
+
+    def add(self, node):
+        """Clients of one more node (name, addr, ports) from now on."""
+        self.nodes.append(node)
+        self._clients(*node)
+
+    def _clients(self, name, addr, ports):
+        for kind in self.kinds:
+            if (kind in ports or kind == "lease" and "http" in ports and self.tag != SNOWFLAKE
+                    or kind == "sf" and "http" in ports):
+                recs, ids = [], array.array("q")
+                self.recs.append(recs)
+                self.ids.append(ids)
+                self.streams.append((name, kind))
+                t = threading.Thread(target=self.run, args=(name, addr, ports, kind, recs, ids),
+                                     daemon=True)
+                t.start()
+                self.threads.append(t)
 
     def read_c(self, recs, ids):
         """idstream's lines: "<us> ok <id>..." or "<us> c_<error> <why>"."""

@@ -17,11 +17,38 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
 
-from bbutil import TestFailure, free_port
+from bbutil import TestFailure, free_port, in_ci
+
+
+def preflight(script, grpc=True):
+    """What a fault scenario script checks first: root (network namespaces)
+    and, with grpc, the gRPC client (tests/blackbox/bb_grpc.py). Returns
+    (code, grpc): code None to go on, else the exit code after saying why:
+    1 (FAIL) under CI, 0 (SKIP) without root outside it; outside CI a
+    missing gRPC client is left out (grpc False)."""
+    if os.geteuid() != 0:
+        msg = "%s needs root (network namespaces)" % script
+        print(("FAIL " if in_ci() else "SKIP ") + msg)
+        return (1 if in_ci() else 0), False
+    if not grpc:
+        return None, False
+    try:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__))), "blackbox"))
+        from bb_grpc import mods
+        mods()
+        return None, True
+    except Exception as e:               # under CI, bb_grpc's skip() raises this
+        if in_ci():
+            print("FAIL gRPC client: %s" % e)
+            return 1, False
+        print("gRPC client left out: %s" % e)
+        return None, False
 
 
 def clean_env():

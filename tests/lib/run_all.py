@@ -16,6 +16,10 @@ one fills the end). They are:
               failover_multidb.py --short --idle-node
   galera      galera.py --short: a 3-node Galera cluster in namespaces  ports 22000-22999
               under kill, partition and quorum loss (nice -5)
+  zkens       zk_ensemble.py --short: snowflake worker IDs from a      ports 23500-23999
+              3-node ZooKeeper ensemble in namespaces (root): leader
+              killed, follower cut, quorum lost, a node cut off, a
+              restore from an older copy; every ID checked (nice -5)
   bb-asan     blackbox.py --asan -j BB_JOBS against ./leafd-asan      ports 14000-17999
               (any ASan/UBSan report of any leafd fails the lane; the
               front ends, parsers, hostile input, refusals and teardown:
@@ -68,7 +72,7 @@ TSAN_OPTIONS = "halt_on_error=1 second_deadlock_stack=1 history_size=4"
 
 # The order lanes start in: the chaos run first (it times every node's
 # answers), then the longest lanes, the short ones last.
-START = ["chaos", "failover", "galera", "blackbox", "unit-asan", "fuzz", "unit", "unit-tsan", "bb-asan",
+START = ["chaos", "failover", "galera", "zkens", "blackbox", "unit-asan", "fuzz", "unit", "unit-tsan", "bb-asan",
          "deb", "lint"]
 
 
@@ -104,6 +108,11 @@ def lanes(tmp):
         "galera": (False, {"LEAFD_TEST_PORTS": "22000-22999"}, [
             ("two leafd nodes through a 3-node Galera cluster: kill, partition, "
              "quorum loss", ["python3", "tests/blackbox/galera.py", "--short"]),
+        ], -5),
+        "zkens": (False, {"LEAFD_TEST_PORTS": "23500-23999"}, [
+            ("snowflake worker IDs from a ZooKeeper ensemble under faults, short version "
+             "(make chaos-long for the long one)",
+             ["python3", "tests/blackbox/zk_ensemble.py", "--short"]),
         ], -5),
         "bb-asan": (False, {
             "LEAFD_TEST_BIN": os.path.join(ROOT, "leafd-asan"),

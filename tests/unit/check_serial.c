@@ -6,6 +6,7 @@
  * per period, a repeated local hour (DST fall-back) keeps counting, and a
  * period whose digits are used up is refused, never wrapped. */
 #include <check.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 
 #include "config.h"
 #include "serial.h"
+#include "serial_zonerec.h"
 #include "serial_zones.h"
 #include "store.h"
 #include "tzone.h"
@@ -423,6 +425,150 @@ START_TEST(snowflake_zone_behind)
     ck_assert_int_eq(zones(path, "Asia/Tokyo", "A", &cause), 0);
     unlink(path);
     rmdir(dir);
+}
+END_TEST
+
+/* Issue 28, 3.5: the serial zones record's text. What parses formats back
+ * to the same entries; anything else is refused with a reason. */
+START_TEST(zonerec_parse)
+{
+    struct szrec_entry e[SZREC_MAX], f[SZREC_MAX];
+    const char *why = NULL;
+    const char *bad[] = { "x", "a", "a:", ":5", "A:5", "a:5,", "a:5,,b:6",
+                          "a:+5", "a:86400001", "a:-86400001", "a:5,a:6",
+                          "a b:5", "a:5 ", "a:99999999999999999999",
+                          "a:5\n" };
+    char *text, *big;
+    struct sbuf b = {0};
+    int n;
+
+    ck_assert_int_eq(szrec_parse("", 0, e, &why), 0);
+    n = szrec_parse("serial.ord.y4modhmisms.4.6:32400000,x-y_z.0:-43200000",
+                    53, e, &why);
+    ck_assert_int_eq(n, 2);
+    ck_assert_str_eq(e[0].shape, "serial.ord.y4modhmisms.4.6");
+    ck_assert_int_eq(e[0].ahead_ms, 32400000);
+    ck_assert_int_eq(e[1].ahead_ms, -43200000);
+    text = szrec_format(e, n);
+    ck_assert_str_eq(text, "serial.ord.y4modhmisms.4.6:32400000,"
+                     "x-y_z.0:-43200000");
+    ck_assert_int_eq(szrec_parse(text, strlen(text), f, &why), 2);
+    free(text);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        why = NULL;
+        ck_assert_msg(szrec_parse(bad[i], strlen(bad[i]), e, &why) == -1 &&
+                      why != NULL, "accepted %s", bad[i]);
+    }
+    /* SZREC_MAX entries pass, one more is refused; so is an embedded NUL
+     * and anything over the text limit */
+    for (int k = 0; k < SZREC_MAX; k++)
+        sbuf_printf(&b, "%ss%d:1", k ? "," : "", k);
+    ck_assert_int_eq(szrec_parse(b.p, b.len, e, &why), SZREC_MAX);
+    sbuf_puts(&b, ",t:1");
+    ck_assert_int_eq(szrec_parse(b.p, b.len, e, &why), -1);
+    ck_assert_int_eq(szrec_parse("a:5\0", 4, e, &why), -1);
+    big = xcalloc(SZREC_TEXT_MAX + 2, 1);
+    memset(big, 'a', SZREC_TEXT_MAX + 1);
+    ck_assert_int_eq(szrec_parse(big, SZREC_TEXT_MAX + 1, e, &why), -1);
+    free(big);
+    free(b.p);
+}
+END_TEST
+
+/* Issue 28, 3.5: the gate of a worker ID's record. Z prints in Shanghai
+ * (UTC+8), Y in Tokyo (UTC+9); the record claimed says Z's shape reached
+ * fence + 9 h (its last holder printed it in Tokyo), and carries a shape
+ * this node does not print. */
+START_TEST(zone_gate_record)
+{
+    struct serials *s = load_ok(
+        "serial.Z.source = snowflake\nserial.Z.pattern = yyyyMMddHHmmssSSS\n"
+        "serial.Z.zone = Asia/Shanghai\nserial.Z.prefix = A\n"
+        "serial.Y.source = snowflake\nserial.Y.pattern = yyyyMMddHHmmssSSS\n"
+        "serial.Y.zone = Asia/Tokyo\nserial.Y.prefix = B\n"
+        "serial.S.prefix = C\n");
+    struct serial_zgate *g = serial_zgate_new(s);
+    char shz[SERIAL_ROW_SHAPE_MAX], shy[SERIAL_ROW_SHAPE_MAX], rec[256];
+    char msg[768], *text;
+    const int64_t F = D23, H = 3600000;
+    struct szrec_entry e[SZREC_MAX];
+    const char *why;
+    struct sbuf b = {0};
+    int retry = 0, n;
+
+    serial_row_shape(serials_def(s, 0), shz);
+    serial_row_shape(serials_def(s, 1), shy);
+    /* no claim yet, or an empty record: nothing gated */
+    ck_assert_int_eq(serial_zgate_allows(g, 0, F, msg, sizeof msg, &retry), 1);
+    serial_zgate_claimed(g, "", 0, F);
+    ck_assert_int_eq(serial_zgate_allows(g, 0, F, msg, sizeof msg, &retry), 1);
+    text = serial_zgate_record(g, F);
+    snprintf(rec, sizeof rec, "%s:%" PRId64 ",%s:%" PRId64, shz, 8 * H, shy, 9 * H);
+    ck_assert_str_eq(text, rec);
+    free(text);
+
+    snprintf(rec, sizeof rec, "%s:%" PRId64 ",%s:%" PRId64 ",serial.other.y4.0.6:%" PRId64,
+             shz, 9 * H, shy, 9 * H, H);
+    serial_zgate_claimed(g, rec, strlen(rec), F);
+    /* Z: local t + 8 h at or below F + 9 h is refused: up to F + 1 h */
+    ck_assert_int_eq(serial_zgate_allows(g, 0, F + 1, msg, sizeof msg,
+                                         &retry), 0);
+    ck_assert_msg(strstr(msg, "no serial for code 'Z' until") != NULL &&
+                  strstr(msg, "change the prefix with the zone") != NULL &&
+                  strstr(msg, shz) != NULL, "%s", msg);
+    ck_assert_int_eq(retry, 3600);
+    ck_assert_int_eq(serial_zgate_allows(g, 0, F + H, msg, sizeof msg,
+                                         &retry), 0);
+    ck_assert_int_eq(serial_zgate_allows(g, 0, F + H + 1, msg, sizeof msg,
+                                         &retry), 1);
+    /* Y, in the same zone as before: past the fence, past the gate */
+    ck_assert_int_eq(serial_zgate_allows(g, 1, F + 1, msg, sizeof msg,
+                                         &retry), 1);
+    ck_assert_int_eq(serial_zgate_json(g, F + 1, &b), 1);
+    ck_assert_msg(strstr(b.p, "\"zone_gates\":[{\"code\":\"Z\",\"until_ms\":")
+                  != NULL, "%s", b.p);
+    b.len = 0;
+    ck_assert_int_eq(serial_zgate_json(g, F + H + 1, &b), 0);
+
+    /* written at F + 1 s: Z keeps the claimed bound (9 h - 1 s ahead), Y
+     * its own zone, the other shape its bound */
+    text = serial_zgate_record(g, F + 1000);
+    n = szrec_parse(text, strlen(text), e, &why);
+    ck_assert_int_eq(n, 3);
+    ck_assert_str_eq(e[0].shape, shz);
+    ck_assert_int_eq(e[0].ahead_ms, 9 * H - 1000);
+    ck_assert_str_eq(e[1].shape, shy);
+    ck_assert_int_eq(e[1].ahead_ms, 9 * H);
+    ck_assert_str_eq(e[2].shape, "serial.other.y4.0.6");
+    ck_assert_int_eq(e[2].ahead_ms, H - 1000);
+    free(text);
+    /* two hours on: Z's own zone is past the old bound; the other shape
+     * is an hour behind the fence, and still kept */
+    text = serial_zgate_record(g, F + 2 * H);
+    ck_assert_int_eq(szrec_parse(text, strlen(text), e, &why), 3);
+    ck_assert_int_eq(e[0].ahead_ms, 8 * H);
+    ck_assert_int_eq(e[2].ahead_ms, -H);
+    free(text);
+    /* thirteen hours on, no zone can print the other shape's bound again */
+    text = serial_zgate_record(g, F + 13 * H);
+    ck_assert_int_eq(szrec_parse(text, strlen(text), e, &why), 2);
+    free(text);
+
+    /* a record that cannot be read: every snowflake code refused, the
+     * store's record kept (NULL), the segment code untouched */
+    serial_zgate_claimed(g, "serial.a:x", 10, F);
+    ck_assert_int_eq(serial_zgate_allows(g, 0, F + 100 * H, msg, sizeof msg,
+                                         &retry), 0);
+    ck_assert_msg(strstr(msg, "cannot be read") != NULL, "%s", msg);
+    ck_assert_int_eq(serial_zgate_allows(g, 1, F + 100 * H, msg, sizeof msg,
+                                         &retry), 0);
+    ck_assert_int_eq(serial_zgate_allows(g, 2, F, msg, sizeof msg, &retry), 1);
+    ck_assert_ptr_null(serial_zgate_record(g, F + 1000));
+    b.len = 0;
+    ck_assert_int_eq(serial_zgate_json(g, F, &b), 2);
+    free(b.p);
+    serial_zgate_free(g);
+    serials_free(s);
 }
 END_TEST
 
@@ -950,6 +1096,8 @@ main(void)
     tcase_add_test(tc, rows_of_other_shapes);
     tcase_add_test(tc, pattern_reorder_after_period);
     tcase_add_test(tc, snowflake_zone_behind);
+    tcase_add_test(tc, zonerec_parse);
+    tcase_add_test(tc, zone_gate_record);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);

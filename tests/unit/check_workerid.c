@@ -29,6 +29,7 @@
 #include "workerid.h"
 #include "workerid_lease.h"
 #include "workerid_zk.h"
+#include "workerid_zk_node.h"
 #include "zk.h"
 
 static char tmpdir[64];
@@ -228,6 +229,7 @@ base_config(struct config *cfg, const char *cache)
     cfg->zk_address = "";
     cfg->worker_source = WORKER_STATIC;
     cfg->worker_id = 3;
+    cfg->worker_id_max = -1;        /* the whole field, as the key's default */
     cfg->epoch_ms = SFCODEC_LEAF_EPOCH_MS;
     cfg->timestamp_bits = 41;
     cfg->worker_bits = 10;
@@ -401,6 +403,7 @@ struct zkt_params {
     const char *cache_path;
     const char *ip;
     int         port;
+    uint64_t    min_worker;
     uint64_t    max_worker;
     int64_t     heartbeat_ms;
     int64_t     zk_timeout_ms;
@@ -440,6 +443,7 @@ zkt_open(const struct zkt_params *p, char **cause)
     lp.leaf_name = p->leaf_name;
     lp.ip = p->ip;
     lp.port = p->port;
+    lp.min_worker = p->min_worker;
     lp.max_worker = p->max_worker;
     lp.heartbeat_ms = p->heartbeat_ms;
     lp.lease_ms = p->takeover ? p->takeover_age_ms : 0;
@@ -844,6 +848,72 @@ START_TEST(zk_taken_over_is_lost)
 }
 END_TEST
 
+/* ZooKeeper went back in time, as an ensemble restored from an older copy
+ * does: the going-back note of another epoch (an election: a standalone
+ * server keeps epoch 0, so the note says 77) and A's node holding an
+ * older fence, as the copy had it. B, with takeover, must neither take A's
+ * node within a lease nor issue before the claim's moment + the new-node
+ * gate; A, writing again, keeps its worker ID. Before the rule B took A's
+ * node over, gated on the copy's fence. */
+START_TEST(zk_went_back_in_time)
+{
+    char *name = fresh_name(), *ca = tmp_path("a.json"), *cb = tmp_path("b.json");
+    char *node, *data = NULL, *note;
+    struct zk *z = zk_test_open();
+    struct zkt_params pa = zk_params(name, "10.0.2.1", 7911, ca), pb;
+    struct wzk_node nd;
+    struct wlease *wa, *wb;
+    int64_t worker_a, worker_b, fence, t0;
+    int len = 0;
+
+    pa.takeover = 1;
+    pa.takeover_age_ms = 2000;
+    pa.fence_step_ms = 200;
+    pa.heartbeat_ms = 100;
+    pa.unknown_gate_ms = 1500;
+    wa = open_ok(&pa);
+    wlease_get(wa, &worker_a, &fence);
+    node = zkt_node(wa);
+    ck_assert_int_eq(zkt_persist(wa, util_wall_ms() + 200, NULL), 0);
+    /* the restored copy: A's data with a fence older than the lease */
+    ck_assert_int_eq(zk_get(z, node, &data, &len, NULL, 4000, NULL), ZOK);
+    ck_assert_int_eq(wzk_node_parse(data, (size_t)len, &nd), 0);
+    free(data);
+    data = wzk_node_format(nd.ip, nd.port, util_wall_ms() - 10000, nd.nonce,
+                           0, &len);
+    ck_assert_int_eq(zk_set(z, node, data, len, -1, NULL, 4000, NULL), ZOK);
+    free(data);
+    wzk_node_free(&nd);
+    note = xasprintf("/snowflake/%s/leafd_since", name);
+    if (zk_create(z, note, "77 0", 4, 0, NULL, 4000, NULL) != ZOK)
+        ck_assert_int_eq(zk_set(z, note, "77 0", 4, -1, NULL, 4000, NULL),
+                         ZOK);
+    usleep(20 * 1000);              /* A's node written before the claim */
+
+    pb = pa;
+    pb.ip = "10.0.2.2";
+    pb.port = 7912;
+    pb.cache_path = cb;
+    t0 = util_wall_ms();
+    wb = open_ok(&pb);
+    wlease_get(wb, &worker_b, &fence);
+    ck_assert_int_ne(worker_b, worker_a);
+    ck_assert_str_eq(zkt_source(wb), "zookeeper");
+    ck_assert_int_ge(fence, t0 + pb.unknown_gate_ms);
+    /* A's next write lands (its own nonce): it keeps the ID */
+    ck_assert_int_eq(zkt_persist(wa, util_wall_ms() + 200, NULL), 0);
+    ck_assert_int_eq(zkt_tick(wa, util_wall_ms()), SNOWFLAKE_TICK_NONE);
+    wlease_close(wb);
+    wlease_close(wa);
+    free(note);
+    free(node);
+    free(ca);
+    free(cb);
+    free(name);
+    zk_close(z);
+}
+END_TEST
+
 START_TEST(zk_exhausted)
 {
     char *name = fresh_name(), *cause = NULL;
@@ -866,6 +936,157 @@ START_TEST(zk_exhausted)
     }
     wlease_close(w[0]);
     wlease_close(w[1]);
+    free(name);
+}
+END_TEST
+
+
+/* The children of /snowflake/<name>/forever. */
+static int
+zk_nchildren(struct zk *z, const char *name)
+{
+    char *path = xasprintf("/snowflake/%s/forever", name), **names = NULL;
+    char *cause = NULL;
+    int n = 0;
+
+    ck_assert_msg(zk_children(z, path, &names, &n, 4000, &cause) == ZOK,
+                  "%s", cause);
+    zk_strings_free(names, n);
+    free(path);
+    return n;
+}
+
+/* A range whose first ID is past ZooKeeper's sequence counter (a second
+ * datacenter's, 40..42, on a path where Java Leaf registered sequence 0):
+ * the counter is advanced with ephemeral probes that leave nothing behind,
+ * the nodes get 40, 41, 42 (Leaf's layout: the sequence is the worker ID),
+ * and a fourth is refused, naming the range, without a node of its own. */
+START_TEST(zk_range_advances_counter)
+{
+    char *name = fresh_name(), *cause = NULL, *java, *node;
+    struct zk *z = zk_test_open();
+    struct wlease *w[3];
+    int64_t worker, fence;
+
+    java = java_leaf_node(z, name, "10.9.9.9", 8080, util_wall_ms());
+    for (int i = 0; i < 4; i++) {
+        char fn[32], *cache;
+        struct zkt_params p;
+
+        snprintf(fn, sizeof fn, "r%d.json", i);
+        cache = tmp_path(fn);
+        p = zk_params(name, "10.0.2.1", 7500 + i, cache);
+        p.min_worker = 40;
+        p.max_worker = 42;
+        if (i < 3) {
+            w[i] = open_ok(&p);
+            wlease_get(w[i], &worker, &fence);
+            ck_assert_int_eq(worker, 40 + i);
+            node = zkt_node(w[i]);
+            ck_assert_msg(strstr(node, ":7500-") == NULL || i != 0 ||
+                          strstr(node, "-0000000040") != NULL, "%s", node);
+            free(node);
+        } else {
+            ck_assert_ptr_null(zkt_open(&p, &cause));
+            ck_assert_msg(strstr(cause, "no free worker ID") != NULL &&
+                          strstr(cause, "past this node's range 40..42") !=
+                          NULL, "%s", cause);
+            free(cause);
+            cause = NULL;
+        }
+        free(cache);
+    }
+    /* Java Leaf's node and the three: no probe, no refused node left */
+    ck_assert_int_eq(zk_nchildren(z, name), 4);
+    for (int i = 0; i < 3; i++)
+        wlease_close(w[i]);
+    free(java);
+    zk_close(z);
+    free(name);
+}
+END_TEST
+
+/* A ZooKeeper path whose counter is past the range refuses at once and
+ * creates no node; an identity whose own node is outside the range (the
+ * range moved) is refused, naming the node, rather than issuing with it;
+ * and the datacenter on range 0..1 of another path is unaffected. */
+START_TEST(zk_range_refusals)
+{
+    char *name = fresh_name(), *other = fresh_name(), *cause = NULL;
+    char *c1 = tmp_path("a.json"), *c2 = tmp_path("b.json"), *n[6];
+    struct zk *z = zk_test_open();
+    struct zkt_params p;
+    struct wlease *w;
+    int64_t worker, fence;
+
+    for (int i = 0; i < 6; i++)     /* the counter at 6 */
+        n[i] = java_leaf_node(z, name, "10.9.9.9", 9000 + i, util_wall_ms());
+    p = zk_params(name, "10.0.3.1", 7600, c1);
+    p.min_worker = 2;
+    p.max_worker = 4;
+    ck_assert_ptr_null(zkt_open(&p, &cause));
+    ck_assert_msg(strstr(cause, "past this node's range 2..4") != NULL, "%s",
+                  cause);
+    free(cause);
+    cause = NULL;
+    ck_assert_int_eq(zk_nchildren(z, name), 6);
+    /* own node 0 (a leafd node of this ip:port), range 3..1023 now */
+    free(make_node(z, other, "10.0.3.2", 7601, util_wall_ms() - 10000,
+                   "0123456789abcdef"));
+    p = zk_params(other, "10.0.3.2", 7601, c2);
+    p.min_worker = 3;
+    ck_assert_ptr_null(zkt_open(&p, &cause));
+    ck_assert_msg(strstr(cause, "outside this node's range 3..1023") != NULL
+                  && strstr(cause, "delete the node") != NULL, "%s", cause);
+    free(cause);
+    /* another identity on range 0..1 of that path takes 1 (0 is held) */
+    p = zk_params(other, "10.0.3.3", 7602, c1);
+    p.max_worker = 1;
+    w = open_ok(&p);
+    wlease_get(w, &worker, &fence);
+    ck_assert_int_eq(worker, 1);
+    wlease_close(w);
+    for (int i = 0; i < 6; i++)
+        free(n[i]);
+    free(c1);
+    free(c2);
+    zk_close(z);
+    free(name);
+    free(other);
+}
+END_TEST
+
+/* One node at a time advances the counter: while another holds
+ * /snowflake/<name>/advance, a node whose range is past the counter has
+ * no worker ID yet (no failure: it tries again), and takes the range's
+ * first once the lock is gone; the probes took none of the range. */
+START_TEST(zk_range_advance_lock)
+{
+    char *name = fresh_name(), *cache = tmp_path("l.json"), *lock, *cause = NULL;
+    struct zk *z = zk_test_open();
+    struct zkt_params p = zk_params(name, "10.0.4.1", 7700, cache);
+    struct wlease *w;
+    int64_t worker = -1, fence;
+
+    free(java_leaf_node(z, name, "10.9.9.9", 8080, util_wall_ms()));
+    lock = xasprintf("/snowflake/%s/advance", name);
+    ck_assert_int_eq(zk_create(z, lock, "x", 1, ZOO_EPHEMERAL, NULL, 4000,
+                               &cause), ZOK);
+    p.min_worker = 20;
+    p.max_worker = 29;
+    w = open_ok(&p);
+    ck_assert_int_eq(wlease_get(w, &worker, &fence), -1);
+    ck_assert_int_eq(zk_delete(z, lock, -1, 4000, &cause), ZOK);
+    for (int i = 0; i < 100 && worker < 0; i++) {
+        usleep(50000);
+        zkt_tick(w, util_wall_ms());
+        wlease_get(w, &worker, &fence);
+    }
+    ck_assert_int_eq(worker, 20);
+    wlease_close(w);
+    free(lock);
+    free(cache);
+    zk_close(z);
     free(name);
 }
 END_TEST
@@ -1947,7 +2168,11 @@ workerid_suite(void)
     tcase_add_test(tc, zk_java_leaf_node);
     tcase_add_test(tc, zk_takeover_race);
     tcase_add_test(tc, zk_taken_over_is_lost);
+    tcase_add_test(tc, zk_went_back_in_time);
     tcase_add_test(tc, zk_exhausted);
+    tcase_add_test(tc, zk_range_advances_counter);
+    tcase_add_test(tc, zk_range_refusals);
+    tcase_add_test(tc, zk_range_advance_lock);
     tcase_add_test(tc, zk_down_at_start_no_cache);
     tcase_add_test(tc, zk_snowflake_start);
     tcase_add_test(tc, zk_session_expiry);

@@ -106,6 +106,22 @@ START_TEST(source_from_config)
     setenv("LEAFD_TEST_POD", "leafd-1019", 1);
     ck_assert_ptr_null(sfconfig_workerid_open(&c, &l, 8080, &cause));
     free(cause);
+    cause = NULL;
+    /* a range (snowflake.worker_id_min/_max): ordinal + offset inside it */
+    c.worker_id_min = 5;
+    c.worker_id_max = 8;
+    setenv("LEAFD_TEST_POD", "leafd-4", 1);
+    ck_assert_ptr_null(sfconfig_workerid_open(&c, &l, 8080, &cause));
+    ck_assert_msg(strstr(cause, "worker ID 9 is outside snowflake.worker_id_min"
+                         "..worker_id_max (5..8)") != NULL, "%s", cause);
+    free(cause);
+    cause = NULL;
+    setenv("LEAFD_TEST_POD", "leafd-3", 1);
+    w = sfconfig_workerid_open(&c, &l, 8080, &cause);
+    ck_assert_msg(w != NULL, "%s", cause);
+    workerid_get(w, &worker, &fence);
+    ck_assert_int_eq(worker, 8);
+    workerid_close(w);
     config_free(&c);
     free(ov[3]);
     free(cache);

@@ -882,6 +882,111 @@ START_TEST(release_on_stop)
 }
 END_TEST
 
+/* Issue 28, 3.5: the record kept with the worker ID (workerid_lease.h's
+ * hook; the serial zones record) goes from holder to holder. Each write
+ * carries the record of its own fence, the release too, so the next
+ * holder finds the record of the fence it gates on; a hook that keeps
+ * the record (NULL) leaves it as it is; a record longer than the limit
+ * arrives too long (the hook refuses it), never cut to a valid one. */
+struct rec_hook {
+    char    got[WLEASE_REC_MAX + 8];
+    size_t  len;
+    int64_t fence;
+    int     calls;
+    int     keep;           /* record: NULL */
+};
+
+static void
+rec_claimed(void *arg, const char *rec, size_t len, int64_t fence_ms)
+{
+    struct rec_hook *h = arg;
+
+    ck_assert_uint_le(len, WLEASE_REC_MAX + 1);
+    memcpy(h->got, rec, len);
+    h->got[len] = '\0';
+    h->len = len;
+    h->fence = fence_ms;
+    h->calls++;
+}
+
+static char *
+rec_record(void *arg, int64_t fence_ms)
+{
+    struct rec_hook *h = arg;
+
+    return h->keep ? NULL : xasprintf("r:%" PRId64, fence_ms);
+}
+
+START_TEST(record_carried)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *c2 = tmp_path("2"),
+         *c3 = tmp_path("3"), want[64], *big;
+    struct wlease_params pa = params("10.0.0.1:1", c1),
+                         pb = params("10.0.0.2:1", c2),
+                         pc = params("10.0.0.3:1", c3);
+    struct rec_hook ha = {0}, hb = {0}, hc = {0};
+    struct wlease *la, *lb, *lc;
+    struct snowflake *sa;
+    _Atomic int64_t clka, clkb;
+    struct idset ia = {0};
+
+    pa.max_worker = pb.max_worker = pc.max_worker = 0;
+    pa.release_on_stop = pb.release_on_stop = pc.release_on_stop = 1;
+    pa.hook = (struct wlease_hook){ rec_claimed, rec_record, &ha };
+    pb.hook = (struct wlease_hook){ rec_claimed, rec_record, &hb };
+    pc.hook = (struct wlease_hook){ rec_claimed, rec_record, &hc };
+    la = open_ok(&pa, pfx);
+    ck_assert_int_eq(ha.calls, 1);
+    ck_assert_str_eq(ha.got, "");           /* a new worker ID: none */
+    atomic_store(&clka, util_wall_ms());
+    sa = sf_on(la, &clka, 200);
+    issue_first(sa, &clka, 10, &ia);
+    snowflake_stop(sa);                     /* released, with its record */
+
+    hb.keep = 1;
+    pb.clock = test_clock;
+    pb.clock_arg = &clkb;
+    atomic_store(&clkb, atomic_load(&clka) + 1000);
+    lb = open_ok(&pb, pfx);
+    ck_assert_int_eq(worker_of(lb), 0);
+    snprintf(want, sizeof want, "r:%" PRId64, hb.fence);
+    ck_assert_str_eq(hb.got, want);         /* the record of that fence */
+    wlease_close(lb);                       /* kept: A's record stays */
+
+    pc.clock = test_clock;
+    pc.clock_arg = &clkb;
+    atomic_store(&clkb, atomic_load(&clkb) + 1000);
+    lc = open_ok(&pc, pfx);
+    ck_assert_int_eq(worker_of(lc), 0);
+    ck_assert_str_eq(hc.got, want);
+    wlease_close(lc);
+
+    /* over the limit in the store: handed over too long */
+    big = xcalloc(WLEASE_REC_MAX + 101, 1);
+    memset(big, 'x', WLEASE_REC_MAX + 100);
+    if (store_kind == ST_MYSQL) {
+        char *q = xasprintf("UPDATE leaf_worker SET serial_zones = '%s' "
+                            "WHERE worker_id = 0", big);
+        ck_assert_int_eq(mysql_exec(q), 0);
+        free(q);
+    } else {
+        freeReplyObject(redis_cmd("HSET %sw:0 zones %s", pfx, big));
+    }
+    hc.calls = 0;
+    atomic_store(&clkb, atomic_load(&clkb) + 1000);
+    lc = open_ok(&pc, pfx);
+    ck_assert_int_eq(hc.calls, 1);
+    ck_assert_uint_eq(hc.len, WLEASE_REC_MAX + 1);
+    wlease_close(lc);
+    free(big);
+    free(ia.v);
+    free(pfx);
+    free(c1);
+    free(c2);
+    free(c3);
+}
+END_TEST
+
 /* A node whose clock is 10 s ahead of the store's refuses to start, and
  * says by how much. */
 START_TEST(clock_off_at_start)
@@ -1419,7 +1524,7 @@ plant_stale(const char *prefix, int64_t worker, const char *identity)
     if (store_kind == ST_MYSQL) {
         char q[300];
         snprintf(q, sizeof q, "INSERT INTO leaf_worker VALUES (%" PRId64
-                 ", '%s', 'oldrun', %" PRId64 ", %" PRId64 ", 0)", worker,
+                 ", '%s', 'oldrun', %" PRId64 ", %" PRId64 ", 0, NULL)", worker,
                  identity, fence, hb);
         ck_assert_int_eq(mysql_exec(q), 0);
         return;
@@ -1464,6 +1569,105 @@ START_TEST(bits_lowered_row_past_max)
 }
 END_TEST
 
+
+/* Two datacenters' ranges in one store (snowflake.worker_id_min/_max):
+ * each node claims the lowest free ID of its own range, a full range is
+ * refused naming the range and what to do, and never spills into the
+ * other, not even into an ID the other range released. */
+START_TEST(ranges_apart)
+{
+    char *pfx = fresh_prefix(), *c[8], *cause = NULL;
+    struct wlease *a[3], *b[3], *x;
+    struct wlease_params p;
+    char ident[32];
+
+    for (int i = 0; i < 8; i++) {
+        char n[16];
+        snprintf(n, sizeof n, "%d", i);
+        c[i] = tmp_path(n);
+    }
+    for (int i = 0; i < 3; i++) {
+        /* B first: its lowest free is its range's first, not 0 */
+        snprintf(ident, sizeof ident, "10.0.1.%d:1", i + 1);
+        p = params(ident, c[i]);
+        p.min_worker = 512;
+        p.max_worker = 514;
+        b[i] = open_ok(&p, pfx);
+        ck_assert_int_eq(worker_of(b[i]), 512 + i);
+        snprintf(ident, sizeof ident, "10.0.0.%d:1", i + 1);
+        p = params(ident, c[3 + i]);
+        p.max_worker = 2;
+        p.release_on_stop = 1;
+        a[i] = open_ok(&p, pfx);
+        ck_assert_int_eq(worker_of(a[i]), i);
+    }
+    /* a freed ID of range A (released, fence passed) is no use to B */
+    wlease_close(a[1]);
+    usleep(20000);
+    p = params("10.0.1.9:1", c[6]);
+    p.min_worker = 512;
+    p.max_worker = 514;
+    x = open_at(&p, store_port(), pfx, &cause);
+    ck_assert_ptr_null(x);
+    ck_assert_msg(strstr(cause, "all 3 (512..514) are in use") != NULL &&
+                  strstr(cause, "snowflake.worker_id_min..worker_id_max") !=
+                  NULL, "%s", cause);
+    free(cause);
+    cause = NULL;
+    /* ... while A takes it back */
+    p = params("10.0.0.9:1", c[7]);
+    p.max_worker = 2;
+    x = open_ok(&p, pfx);
+    ck_assert_int_eq(worker_of(x), 1);
+    wlease_close(x);
+    wlease_close(a[0]);
+    wlease_close(a[2]);
+    for (int i = 0; i < 3; i++)
+        wlease_close(b[i]);
+    for (int i = 0; i < 8; i++)
+        free(c[i]);
+    free(pfx);
+}
+END_TEST
+
+/* The range moved (a node moved to the other datacenter's range, or
+ * hand-offset IDs replaced by a range): the identity's row outside it is
+ * freed (its fence kept) and it takes one inside; an empty range and a
+ * fixed worker ID outside it are refused at open. */
+START_TEST(range_moved_row_outside)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *who, *cause = NULL;
+    struct wlease_params p = params("10.0.0.1:1", c1);
+    struct wlease *l;
+
+    plant_stale(pfx, 3, "10.0.0.1:1");
+    p.min_worker = 512;
+    p.max_worker = 1023;
+    l = open_ok(&p, pfx);
+    ck_assert_int_eq(worker_of(l), 512);
+    who = store_holder(pfx, 3);
+    ck_assert_msg(strstr(who, "(released)") != NULL, "%s", who);
+    free(who);
+    wlease_close(l);
+    p.min_worker = 600;
+    p.max_worker = 599;
+    ck_assert_ptr_null(open_at(&p, store_port(), pfx, &cause));
+    ck_assert_msg(strstr(cause, "snowflake.worker_id_min 600 is above") !=
+                  NULL, "%s", cause);
+    free(cause);
+    cause = NULL;
+    p.min_worker = 512;
+    p.max_worker = 1023;
+    p.fixed_worker = 1;
+    p.worker_id = 5;
+    ck_assert_ptr_null(open_at(&p, store_port(), pfx, &cause));
+    ck_assert_msg(strstr(cause, "outside 512..1023") != NULL, "%s", cause);
+    free(cause);
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
 static void
 store_tests(TCase *tc)
 {
@@ -1477,11 +1681,14 @@ store_tests(TCase *tc)
     tcase_add_test(tc, store_down_while_running);
     tcase_add_test(tc, partition_no_duplicates);
     tcase_add_test(tc, release_on_stop);
+    tcase_add_test(tc, record_carried);
     tcase_add_test(tc, simultaneous_starts);
     tcase_add_test(tc, clock_off_at_start);
     tcase_add_test(tc, clock_off_while_running);
     tcase_add_test(tc, readers_while_keeping);
     tcase_add_test(tc, bits_lowered_row_past_max);
+    tcase_add_test(tc, ranges_apart);
+    tcase_add_test(tc, range_moved_row_outside);
 }
 
 /* Redis lost its data (the keys gone): the holder's next fence write finds
@@ -1933,8 +2140,8 @@ START_TEST(mysql_epoch_bad)
     char *pfx = fresh_prefix_raw(), *c1 = tmp_path("1"), *cause = NULL;
     struct wlease_params p = ep_params("10.0.0.1:1", c1);
     const char *bad[] = {
-        "INSERT INTO leaf_worker VALUES (-1, '~epoch', '~epoch', -5, 0, 1)",
-        "INSERT INTO leaf_worker VALUES (-1, 'x:1', '~epoch', 0, 0, 1)",
+        "INSERT INTO leaf_worker VALUES (-1, '~epoch', '~epoch', -5, 0, 1, NULL)",
+        "INSERT INTO leaf_worker VALUES (-1, 'x:1', '~epoch', 0, 0, 1, NULL)",
     };
 
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
