@@ -243,11 +243,16 @@ def mc(port, line):
         s.close()
 
 
+LONG = "e" + "v" * 61 + "t"                 # a prefix of 63, the longest
+
+
 def test_resp_and_memcached_strings(ctx):
+    import struct
     with Workdir("idstr-resp-mc") as wd:
         rport, mport = free_port(), free_port()
         d = wd.leafd(conf=conf({"resp.listen.port": rport,
-                                "memcache.listen.port": mport})).start()
+                                "memcache.listen.port": mport,
+                                "snowflake.prefix": LONG})).start()
         wait_for(lambda: "memcached protocol on" in d.log(), 15, what="memcached")
         seen = []
         for enc in ("base62", "BASE32", "dec"):
@@ -258,7 +263,7 @@ def test_resp_and_memcached_strings(ctx):
             got = resp(rport, "LEAF.SNOWFLAKE", "3", enc)
             eq(len(got), 3, "LEAF.SNOWFLAKE 3 %s: %r" % (enc, got))
             for s in got:
-                v = int(s) if enc == "dec" else ref_decode(s, "evt")
+                v = int(s) if enc == "dec" else ref_decode(s, LONG)
                 if enc != "dec":
                     j = resp(rport, "LEAF.DECODE", s)
                     check('"id":"%d"' % v in j, "LEAF.DECODE %s: %s" % (s, j))
@@ -281,11 +286,29 @@ def test_resp_and_memcached_strings(ctx):
         check(lines[0].startswith("VALUE demo/base62 0 15 "), "first key: %r" % out)
         v = ref_decode(lines[1], "ord")
         eq(int(lines[0].split()[4]), v, "gets' cas is the ID")
-        check(lines[2].startswith("VALUE @snowflake/base32 0 17 "), "second: %r" % out)
-        ref_decode(lines[3], "evt")
+        check(lines[2].startswith("VALUE @snowflake/base32 0 77 "), "second: %r" % out)
+        ref_decode(lines[3], LONG)
         check(lines[4].startswith("VALUE demo/dec 0 "), "third: %r" % out)
         eq(int(lines[5]), v + 1, "the next ID, as a number")
         eq(lines[6], "END", "END")
+        # the binary protocol (GETK): the longest value, 77 bytes
+        hdr = struct.Struct(">BBHBBHIIQ")
+        s = socket.create_connection(("127.0.0.1", mport), timeout=10)
+        key = b"@snowflake/base32"
+        s.sendall(hdr.pack(0x80, 0x0c, len(key), 0, 0, 0, len(key), 7, 0) + key)
+        buf = b""
+        while len(buf) < 24 or len(buf) < 24 + hdr.unpack(buf[:24])[6]:
+            chunk = s.recv(65536)
+            check(chunk != b"", "binary answer cut short: %r" % buf)
+            buf += chunk
+        s.close()
+        magic, op, kl, el, _, st, bl, opq, cas = hdr.unpack(buf[:24])
+        eq((magic, op, st, opq), (0x81, 0x0c, 0, 7), "binary GETK: %r" % buf[:24])
+        body = buf[24:24 + bl]
+        eq(body[el:el + kl], key, "GETK echoes the key")
+        val = body[el + kl:].decode()
+        eq(len(val), 77, "a 63-character prefix, '_' and 13: %r" % val)
+        eq(ref_decode(val, LONG), cas, "the binary cas is the ID")
         out = mc(mport, "get demo/base64")
         check(out.startswith("CLIENT_ERROR invalid_biz_tag") and "/base62" in out,
               "an unknown encoding: no such key, and the forms: %r" % out)
