@@ -247,7 +247,6 @@ LONG = "e" + "v" * 61 + "t"                 # a prefix of 63, the longest
 
 
 def test_resp_and_memcached_strings(ctx):
-    import struct
     with Workdir("idstr-resp-mc") as wd:
         rport, mport = free_port(), free_port()
         d = wd.leafd(conf=conf({"resp.listen.port": rport,
@@ -292,21 +291,14 @@ def test_resp_and_memcached_strings(ctx):
         eq(int(lines[5]), v + 1, "the next ID, as a number")
         eq(lines[6], "END", "END")
         # the binary protocol (GETK): the longest value, 77 bytes
-        hdr = struct.Struct(">BBHBBHIIQ")
-        s = socket.create_connection(("127.0.0.1", mport), timeout=10)
+        from bb_memcache_bin import GETK, Bin, frame
+        b = Bin(mport)
         key = b"@snowflake/base32"
-        s.sendall(hdr.pack(0x80, 0x0c, len(key), 0, 0, 0, len(key), 7, 0) + key)
-        buf = b""
-        while len(buf) < 24 or len(buf) < 24 + hdr.unpack(buf[:24])[6]:
-            chunk = s.recv(65536)
-            check(chunk != b"", "binary answer cut short: %r" % buf)
-            buf += chunk
-        s.close()
-        magic, op, kl, el, _, st, bl, opq, cas = hdr.unpack(buf[:24])
-        eq((magic, op, st, opq), (0x81, 0x0c, 0, 7), "binary GETK: %r" % buf[:24])
-        body = buf[24:24 + bl]
-        eq(body[el:el + kl], key, "GETK echoes the key")
-        val = body[el + kl:].decode()
+        b.send(frame(GETK, key, opaque=7))
+        op, st, k, extras, val, opq, cas = b.read()
+        b.close()
+        eq((op, st, opq, k), (GETK, 0, 7, key), "binary GETK echoes the key")
+        val = val.decode()
         eq(len(val), 77, "a 63-character prefix, '_' and 13: %r" % val)
         eq(ref_decode(val, LONG), cas, "the binary cas is the ID")
         out = mc(mport, "get demo/base64")
