@@ -257,13 +257,14 @@ FUZZ_NAMES   := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_BINS    := $(FUZZ_NAMES:%=build/fuzz/fuzz_%)
 # The src/ modules each target links (never main.c).
 FUZZ_OBJS_http_parse := http_parse
-FUZZ_OBJS_config     := config log util
+FUZZ_OBJS_config     := config idstr log util
 FUZZ_OBJS_decode     := sfcodec util
 FUZZ_OBJS_util       := util
+FUZZ_OBJS_idstr      := idstr
 FUZZ_OBJS_idkinds    := uuid7 ulid csprng sfcodec util
 FUZZ_OBJS_tzone      := tzone util
 FUZZ_OBJS_serial_pattern := serial_fmt tzone util
-FUZZ_OBJS_serial_defs := serial serial_rows store store_marks serial_fmt tzone config log util
+FUZZ_OBJS_serial_defs := serial serial_rows store store_marks serial_fmt tzone config idstr log util
 FUZZ_OBJS_resp_parse  := resp_parse
 FUZZ_OBJS_mc_parse    := mc_parse
 FUZZ_OBJS_mc_bin_parse := mc_bin_parse
@@ -275,7 +276,7 @@ FUZZ_OBJS_zk_node    := workerid_zk_node util
 FUZZ_OBJS_serial_zonerec := serial_zonerec util
 FUZZ_OBJS_mysql_url  := db_mysql_url util
 FUZZ_OBJS_pg_conninfo := db_pg_conninfo util
-FUZZ_OBJS_grpc_msg   := api_grpc_msg leafd.pb-c health.pb-c util
+FUZZ_OBJS_grpc_msg   := api_grpc_msg leafd.pb-c health.pb-c idstr util
 FUZZ_OBJS_grpc_frame := grpc_frame
 FUZZ_OBJS_h2_conn    := http_h2 http_h2_reply http_conn http_conn_mc http_conn_info http_park http_tls http_out http_server http_parse resp_parse mc_parse mc_bin_parse grpc_frame log util
 FUZZ_OBJS_tls_conn   := http_tls log util

@@ -5,9 +5,11 @@
  * config file would be (config_load_string, then config_validate), and the
  * result is checked: a failure comes with a cause, a success without one,
  * and a configuration that validates satisfies the cross-key rules that
- * config_validate promises (63 layout bits, the worker and datacenter IDs fit
+ * config_validate promises (63 layout bits, or 53 (js53), the worker and
+ * datacenter IDs fit
  * their fields, at least one mode on, the store and worker source resolved,
- * a k8s fence store only with the k8s source).
+ * a k8s fence store only with the k8s source, valid prefixes of valid tags,
+ * one per tag and kind).
  * config_free must release everything (LeakSanitizer checks).
  */
 #include <stdint.h>
@@ -17,12 +19,30 @@
 
 #include "fuzz.h"
 #include "config.h"
+#include "idstr.h"
+#include "util.h"
 
 static void
 check_valid(const struct config *c)
 {
-    FUZZ_ASSERT(c->timestamp_bits + c->datacenter_bits + c->worker_bits +
-                c->sequence_bits == 63);
+    int64_t bits = c->timestamp_bits + c->datacenter_bits + c->worker_bits +
+                   c->sequence_bits;
+
+    FUZZ_ASSERT(bits == 63 || bits == 53);
+    if (c->sf_layout == SF_LAYOUT_JS53)
+        FUZZ_ASSERT(c->timestamp_bits == 41 && c->datacenter_bits == 0 &&
+                    c->worker_bits == 5 && c->sequence_bits == 7);
+    FUZZ_ASSERT(c->sf_prefix[0] == '\0' ||
+                idstr_prefix_valid(c->sf_prefix, strlen(c->sf_prefix)));
+    for (size_t i = 0; i < c->nprefixes; i++) {
+        FUZZ_ASSERT(idstr_prefix_valid(c->prefixes[i].prefix,
+                                       strlen(c->prefixes[i].prefix)));
+        FUZZ_ASSERT(util_tag_valid(c->prefixes[i].tag, strlen(c->prefixes[i].tag)));
+        FUZZ_ASSERT(strcmp(c->prefixes[i].prefix, c->sf_prefix) != 0);
+        for (size_t j = 0; j < i; j++)
+            FUZZ_ASSERT(strcmp(c->prefixes[i].prefix, c->prefixes[j].prefix) != 0 &&
+                        strcmp(c->prefixes[i].tag, c->prefixes[j].tag) != 0);
+    }
     FUZZ_ASSERT(c->worker_id >= 0 && c->worker_id < (1LL << c->worker_bits));
     FUZZ_ASSERT(c->datacenter_id >= 0 &&
                 c->datacenter_id < (1LL << c->datacenter_bits));

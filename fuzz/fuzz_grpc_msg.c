@@ -42,10 +42,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     strcmp(code, "invalid_count") == 0 ||
                     strcmp(code, "invalid_serial_code") == 0 ||
                     strcmp(code, "invalid_size") == 0 ||
+                    strcmp(code, "invalid_encoding") == 0 ||
                     strcmp(code, "invalid_id") == 0);
         return 0;
     }
     FUZZ_ASSERT(g.method == m);
+    FUZZ_ASSERT(g.enc == IDSTR_DEC || g.enc == IDSTR_BASE62 || g.enc == IDSTR_BASE32);
     switch (m) {
     case AGM_SEGMENT:
     case AGM_LEASE:
@@ -64,9 +66,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case AGM_UUID:
     case AGM_ULID:
         FUZZ_ASSERT(g.n >= 1 && g.n <= lim.sf_count_max);
+        FUZZ_ASSERT(g.enc == IDSTR_DEC || m == AGM_SNOWFLAKE);
         break;
     case AGM_DECODE:
-        FUZZ_ASSERT(g.id >= 0);
+    case AGM_DECODE_SEGMENT:
+        FUZZ_ASSERT(g.id >= 0 && g.text_len <= IDSTR_TEXT_MAX &&
+                    strlen(g.text) == g.text_len);
+        FUZZ_ASSERT(g.text_len == 0 ? m == AGM_DECODE : g.id == 0);
         break;
     default:
         FUZZ_ASSERT(g.known_service == 0 || g.known_service == 1);
@@ -92,6 +98,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         sr = leafd__v1__strings_reply__unpack(NULL, n, out);
         FUZZ_ASSERT(sr != NULL && sr->n_ids == 1 && strcmp(sr->ids[0], g.name) == 0);
         leafd__v1__strings_reply__free_unpacked(sr, NULL);
+        strs[0] = g.text;
+        n = api_grpc_pack_id_strings(strs, 1, out, api_grpc_strings_bound(1, g.text_len));
+        ir = leafd__v1__ids_reply__unpack(NULL, n, out);
+        FUZZ_ASSERT(ir != NULL && ir->n_ids == 0 && ir->n_strings == 1 &&
+                    strcmp(ir->strings[0], g.text) == 0);
+        leafd__v1__ids_reply__free_unpacked(ir, NULL);
         n = api_grpc_pack_lease(g.name, ids, ends, 1, out, api_grpc_lease_bound(1));
         lr = leafd__v1__lease_reply__unpack(NULL, n, out);
         FUZZ_ASSERT(lr != NULL && lr->n_ranges == 1 && lr->ranges[0]->end == g.id);

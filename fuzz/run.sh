@@ -39,6 +39,7 @@ opts() {
     pg_conninfo) echo "-max_len=1100 -dict=fuzz/pg_conninfo.dict" ;;
     util)       echo "-max_len=600" ;;
     idkinds)    echo "-max_len=64" ;;
+    idstr)      echo "-max_len=100" ;;
     tzone)      echo "-max_len=8192" ;;
     serial_zonerec) echo "-max_len=15000" ;;
     serial_pattern) echo "-max_len=64" ;;

@@ -240,6 +240,8 @@ def known_key(k, table, fields):
     if k in table or k in NOT_KEYS:
         return True
     parts = k.split(".")
+    if parts[:2] == ["segment", "prefix"] and len(parts) == 3:
+        return True           # segment.prefix.<prefix> = <biz_tag> (config.c reads them)
     if parts[0] == "serial" and len(parts) == 3:
         return parts[2] in fields or parts[2].startswith("<")
     if parts[0] == "serial" and len(parts) > 3:

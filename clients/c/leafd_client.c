@@ -869,7 +869,8 @@ layout_why(enum sfcodec_layout_check r)
     case SFCODEC_LAYOUT_BITS_RANGE:
         return "snowflake layout: bits out of range (timestamp and sequence 1 to 62, "
                "worker 0 to 62)";
-    case SFCODEC_LAYOUT_BITS_SUM: return "snowflake layout: the bits must sum to 63";
+    case SFCODEC_LAYOUT_BITS_SUM:
+        return "snowflake layout: the bits must sum to 63 (or 53: IDs below 2^53)";
     case SFCODEC_LAYOUT_EPOCH_NEGATIVE: return "snowflake layout: the epoch is negative";
     case SFCODEC_LAYOUT_EPOCH_FUTURE: return "snowflake layout: the epoch is in the future";
     case SFCODEC_LAYOUT_RAN_OUT: return "snowflake layout: its timestamp ran out";
@@ -898,7 +899,7 @@ leafd_snowflake_decode_layout(uint64_t id, int64_t epoch_ms, int timestamp_bits,
         return -1;
     }
     if (sfcodec_decode_id(&l, id, &d) == -1) {
-        set_error("not an ID: bit 63 is set%s%s", "", "");
+        set_error("not an ID of this layout: bit 63 set, or over its bits%s%s", "", "");
         return -1;
     }
     out->timestamp_ms = d.timestamp_ms;

@@ -123,7 +123,8 @@ struct leafd_snowflake {
 };
 int leafd_snowflake_decode(uint64_t id, struct leafd_snowflake *out);
 /* The same for any layout: epoch_ms and the widths of the time, worker and
- * sequence fields (they sum to 63). */
+ * sequence fields (they sum to 63, or to 53: snowflake.layout = js53 is
+ * 41, 5, 7). */
 int leafd_snowflake_decode_layout(uint64_t id, int64_t epoch_ms, int timestamp_bits,
                                   int worker_bits, int sequence_bits,
                                   struct leafd_snowflake *out);

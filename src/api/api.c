@@ -19,6 +19,8 @@
 #include "api_handlers.h"
 #include "auth.h"
 #include "config.h"
+#include "decode.h"
+#include "idstr.h"
 #include "loader.h"
 #include "log.h"
 #include "segment.h"
@@ -110,6 +112,7 @@ api_free(struct api *a)
         free(a->threads[i].ids);
         free(a->threads[i].id128);
         free(a->threads[i].text);
+        free(a->threads[i].idtext);
         api_grpc_thread_free(a->threads[i].grpc);
     }
     free(a->threads);
@@ -149,6 +152,52 @@ api_set_auth(struct api *a, struct auth *auth, int admin_apart)
 {
     a->auth = auth;
     a->admin_apart = admin_apart;
+}
+
+/* ---- IDs as numbers or strings ---- */
+
+/* n IDs of a segment request (tag) or a snowflake one (tag NULL) as enc
+ * asks: numbers through w->ids, or strings (idstr.h), each after the
+ * kind's prefix, through w->id_strings (or texts). The strings go to this
+ * thread's idtext, grown to the largest such answer it has given, and
+ * out grows to hold them quoted (JSON) or framed (RESP). */
+static void
+reply_ids(struct api *a, struct http_conn *c, enum route r, const char *tag,
+          const uint64_t *ids, size_t n, enum idstr_enc enc,
+          const struct api_writer *w)
+{
+    const char *prefix;
+    size_t plen, each, need;
+    char *p;
+
+    if (enc == IDSTR_DEC) {
+        w->ids(c, r, tag, ids, n);
+        return;
+    }
+    prefix = decode_prefix_of(a->cfg, tag);
+    plen = strlen(prefix);
+    each = (plen > 0 ? plen + 1 : 0) +
+           (enc == IDSTR_BASE62 ? IDSTR_B62_LEN : IDSTR_B32_LEN) + 1;
+    if (n * each > api_self->idtext_cap) {
+        api_self->idtext_cap = n * each;
+        api_self->idtext = xrealloc(api_self->idtext, api_self->idtext_cap);
+    }
+    /* JSON adds 3 bytes a string and the tag; RESP "$NN\r\n" and "\r\n" */
+    need = n * (each + 8) + TAG_MAX * 2 + 256;
+    if (need > api_self->out_cap) {
+        api_self->out = xrealloc(api_self->out, need);
+        api_self->out_cap = need;
+    }
+    p = api_self->idtext;
+    for (size_t i = 0; i < n; i++) {
+        p += idstr_encode(enc, prefix, plen, ids[i], p);
+        *p++ = '\n';
+    }
+    assert((size_t)(p - api_self->idtext) == n * each);
+    if (w->id_strings != NULL)
+        w->id_strings(c, r, tag, api_self->idtext, n * each, n, ids[0]);
+    else
+        w->texts(c, r, api_self->idtext, n * each, n, ids[0]);
 }
 
 /* ---- segment mode ---- */
@@ -206,6 +255,7 @@ route_segment(struct api *a, struct http_conn *c, struct http_request *req,
     long len;
     int64_t n;
     const struct api_writer *w;
+    enum idstr_enc enc;
 
     if (api_segment_disabled(a, c, r))
         return;
@@ -213,16 +263,17 @@ route_segment(struct api *a, struct http_conn *c, struct http_request *req,
     if (len < 0)
         return;
     w = api_id_request_start(c, req, r, a->cfg->count_max, &n);
-    if (w != NULL)
-        api_serve_segment(a, c, req, r, tag, (size_t)len, n, w);
+    if (w != NULL && api_enc_param(c, r, &req->msg, &enc) == 0)
+        api_serve_segment(a, c, req, r, tag, (size_t)len, n, enc, w);
 }
 
-/* n IDs of tag (valid, NUL-terminated) for a request of any protocol:
- * answer, or park until the loader has a segment or the wait runs out. */
+/* n IDs of tag (valid, NUL-terminated) for a request of any protocol, in
+ * enc: answer, or park until the loader has a segment or the wait runs
+ * out. */
 void
 api_serve_segment(struct api *a, struct http_conn *c, struct http_request *req,
                   enum route r, const char *tag, size_t len, int64_t n,
-                  const struct api_writer *w)
+                  enum idstr_enc enc, const struct api_writer *w)
 {
     struct api_state *st = (struct api_state *)req->scratch;
     enum segment_result res;
@@ -244,7 +295,7 @@ api_serve_segment(struct api *a, struct http_conn *c, struct http_request *req,
             for (int64_t j = 0; j < st->take.ranges[i].count; j++)
                 api_self->ids[k++] = (uint64_t)(st->take.ranges[i].start + j);
         assert(k == (size_t)n);
-        w->ids(c, r, tag, api_self->ids, k);
+        reply_ids(a, c, r, tag, api_self->ids, k, enc, w);
         return;
     }
     case SEGMENT_UNKNOWN:
@@ -354,21 +405,23 @@ route_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
 {
     int64_t n;
     const struct api_writer *w;
+    enum idstr_enc enc;
 
     if (r == R_SNOWFLAKE_LEAF && !req->retry && !req->timed_out)
         count_leaf_key(key, keylen);
     if (api_sf_disabled(a, c, r))
         return;
     w = api_id_request_start(c, req, r, a->cfg->sf_count_max, &n);
-    if (w != NULL)
-        api_serve_snowflake(a, c, req, r, n, w);
+    if (w != NULL && api_enc_param(c, r, &req->msg, &enc) == 0)
+        api_serve_snowflake(a, c, req, r, n, enc, w);
 }
 
-/* n snowflake IDs for a request of any protocol: answer, or park while the
- * generator waits out a millisecond. */
+/* n snowflake IDs for a request of any protocol, in enc: answer, or park
+ * while the generator waits out a millisecond. */
 void
 api_serve_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
-                    enum route r, int64_t n, const struct api_writer *w)
+                    enum route r, int64_t n, enum idstr_enc enc,
+                    const struct api_writer *w)
 {
     struct api_state *st = (struct api_state *)req->scratch;
     struct snowflake_refusal why;
@@ -380,7 +433,7 @@ api_serve_snowflake(struct api *a, struct http_conn *c, struct http_request *req
         st->wait.deadline_us = api_wait_deadline(a, req);
     rc = snowflake_next(a->sf, (uint32_t)n, api_self->ids, &why);
     if (rc == SNOWFLAKE_OK) {
-        w->ids(c, r, NULL, api_self->ids, (size_t)n);
+        reply_ids(a, c, r, NULL, api_self->ids, (size_t)n, enc, w);
         return;
     }
     now = util_mono_us();
@@ -397,9 +450,11 @@ api_serve_snowflake(struct api *a, struct http_conn *c, struct http_request *req
     }
 }
 
+/* Decode id (NUL-terminated, len bytes; -1: too long or badly escaped): a
+ * decimal ID, or an ID string (decode.h). */
 static void
-handle_decode(struct api *a, struct http_conn *c, enum route r, const char *id,
-              long len)
+handle_decode(struct api *a, struct http_conn *c, enum route r, char *id,
+              long len, enum idstr_enc enc)
 {
     struct sbuf b = { 0 };
     char *cause = NULL;
@@ -408,8 +463,29 @@ handle_decode(struct api *a, struct http_conn *c, enum route r, const char *id,
         return;
     if (len < 0) {
         api_reply_error(c, r, 400, "invalid_id", NULL,
-                        "not a snowflake ID: expected a decimal number of at most 19 digits");
+                        "not a snowflake ID: expected a decimal number of at "
+                        "most 19 digits, or an ID string of at most %d "
+                        "characters", IDSTR_TEXT_MAX);
         return;
+    }
+    /* An ID string: enc says so, or (on /snowflake/decode/) it has a
+     * prefix or a width of its own and is not all digits; anything else
+     * is read as a decimal ID. */
+    if (enc != IDSTR_DEC ||
+        (r == R_DECODE && strspn(id, "0123456789") != (size_t)len &&
+         (memchr(id, '_', (size_t)len) != NULL || len == IDSTR_B62_LEN ||
+          len == IDSTR_B32_LEN))) {
+        struct decode_idstr s;
+        const char *code;
+        char why[256];
+
+        if (decode_id_string(a->cfg, DECODE_SNOWFLAKE, id, (size_t)len, enc, &s,
+                             &code, why, sizeof why) != 0) {
+            api_reply_error(c, r, 400, code, NULL, "%s", why);
+            return;
+        }
+        /* the number, as a decimal ID (IDSTR_TEXT_MAX > 19 digits) */
+        len = (long)(util_u64_dec(id, s.p.id) - id);
     }
     if (snowflake_decode_json(a->sf, id, (size_t)len, r == R_DECODE_LEAF, &b, &cause) == -1) {
         api_reply_error(c, r, 400, "invalid_id", NULL, "%s", cause ? cause : "not an ID");
@@ -421,14 +497,52 @@ handle_decode(struct api *a, struct http_conn *c, enum route r, const char *id,
     api_reply_sbuf(c, r, 200, "application/json", &b);
 }
 
-/* GET /snowflake/decode/<id>. */
+/* GET /snowflake/decode/<id>[?enc=...]: a decimal ID or an ID string. */
 void
 route_decode(struct api *a, struct http_conn *c, struct http_request *req,
              enum route r, const char *raw, size_t rawlen)
 {
-    char id[32];
+    char id[IDSTR_TEXT_MAX + 1];
+    long len = util_pct_decode(raw, rawlen, id, sizeof id - 1);
+    enum idstr_enc enc;
 
-    handle_decode(a, c, r, id, util_pct_decode(raw, rawlen, id, sizeof id - 1));
+    if (api_enc_param(c, r, &req->msg, &enc) < 0)
+        return;
+    if (len >= 0)
+        id[len] = '\0';
+    handle_decode(a, c, r, id, len, enc);
+}
+
+/* GET /segment/decode/<string>[?enc=...]: a segment ID string's number,
+ * and the biz_tag its prefix names. */
+void
+route_segment_decode(struct api *a, struct http_conn *c, struct http_request *req,
+                     enum route r, const char *raw, size_t rawlen)
+{
+    char text[IDSTR_TEXT_MAX + 1];
+    long len = util_pct_decode(raw, rawlen, text, sizeof text - 1);
+    struct decode_idstr s;
+    struct sbuf b = { 0 };
+    const char *code;
+    char why[256];
+    enum idstr_enc enc;
+
+    if (api_enc_param(c, r, &req->msg, &enc) < 0)
+        return;
+    if (len < 0) {
+        api_reply_error(c, r, 400, "invalid_id", NULL,
+                        "not an ID string: at most %d characters ([<prefix>_] "
+                        "then 11 of base62 or 13 of base32)", IDSTR_TEXT_MAX);
+        return;
+    }
+    if (decode_id_string(a->cfg, DECODE_SEGMENT, text, (size_t)len, enc, &s,
+                         &code, why, sizeof why) != 0) {
+        api_reply_error(c, r, 400, code, NULL, "%s", why);
+        return;
+    }
+    decode_segment_json(&s, &b);
+    sbuf_puts(&b, "\n");
+    api_reply_sbuf(c, r, 200, "application/json", &b);
 }
 
 /* Leaf's GET /decodeSnowflakeId?snowflakeId=<id>. */
@@ -449,7 +563,9 @@ route_decode_leaf(struct api *a, struct http_conn *c, struct http_request *req,
                         "snowflakeId is given more than once");
         return;
     }
-    handle_decode(a, c, r, v, qr == UTIL_QUERY_BAD ? -1 : (long)vlen);
+    if (qr != UTIL_QUERY_BAD)
+        v[vlen] = '\0';
+    handle_decode(a, c, r, v, qr == UTIL_QUERY_BAD ? -1 : (long)vlen, IDSTR_DEC);
 }
 
 /* ---- UUIDv7 and ULID ---- */

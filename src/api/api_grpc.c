@@ -29,6 +29,7 @@
 #include "api_grpc_msg.h"
 #include "api_handlers.h"
 #include "config.h"
+#include "decode.h"
 #include "http.h"
 #include "serial.h"
 #include "sfcodec.h"
@@ -39,7 +40,8 @@
 static const enum route method_route[AGM_UNKNOWN] = {
     [AGM_SEGMENT] = R_SEGMENT, [AGM_SNOWFLAKE] = R_SNOWFLAKE, [AGM_UUID] = R_UUID,
     [AGM_ULID] = R_ULID, [AGM_SERIAL] = R_SERIAL, [AGM_LEASE] = R_LEASE,
-    [AGM_DECODE] = R_DECODE, [AGM_HEALTH_CHECK] = R_HEALTH,
+    [AGM_DECODE] = R_DECODE, [AGM_DECODE_SEGMENT] = R_SEGMENT_DECODE,
+    [AGM_HEALTH_CHECK] = R_HEALTH,
     [AGM_HEALTH_WATCH] = R_HEALTH,
 };
 
@@ -67,15 +69,50 @@ serve_decode(struct api *a, struct http_conn *c, const struct api_grpc_args *g)
 {
     struct sfcodec_decoded d;
     uint8_t out[API_GRPC_DECODE_MAX];
+    uint64_t id = (uint64_t)g->id;
 
     if (api_sf_disabled(a, c, R_DECODE))
         return;
-    if (sfcodec_decode_id(snowflake_layout(a->sf), (uint64_t)g->id, &d) == -1) {
+    if (g->text_len > 0) {
+        struct decode_idstr s;
+        const char *code;
+        char why[256];
+
+        if (decode_id_string(a->cfg, DECODE_SNOWFLAKE, g->text, g->text_len,
+                             IDSTR_DEC, &s, &code, why, sizeof why) != 0) {
+            api_reply_error(c, R_DECODE, 400, code, NULL, "%s", why);
+            return;
+        }
+        id = s.p.id;
+    }
+    if (sfcodec_decode_id(snowflake_layout(a->sf), id, &d) == -1) {
         api_reply_error(c, R_DECODE, 400, "invalid_id", NULL,
-                        "not a snowflake ID: bit 63 is set");
+                        "not a snowflake ID of this layout (bit 63 set, or over "
+                        "its bits)");
         return;
     }
     api_grpc_reply_msg(c, R_DECODE, out, api_grpc_pack_decode(&d, out, sizeof out));
+}
+
+/* DecodeSegment: a segment ID string's number, and the biz_tag its prefix
+ * names. */
+static void
+serve_decode_segment(struct api *a, struct http_conn *c,
+                     const struct api_grpc_args *g)
+{
+    struct decode_idstr s;
+    const char *code;
+    char why[256];
+    uint8_t out[API_GRPC_SEGMENT_ID_MAX];
+
+    if (decode_id_string(a->cfg, DECODE_SEGMENT, g->text, g->text_len,
+                         IDSTR_DEC, &s, &code, why, sizeof why) != 0) {
+        api_reply_error(c, R_SEGMENT_DECODE, 400, code, NULL, "%s", why);
+        return;
+    }
+    api_grpc_reply_msg(c, R_SEGMENT_DECODE, out,
+                       api_grpc_pack_segment_id(s.p.id, s.tag, s.p.enc, out,
+                                                sizeof out));
 }
 
 /* Check: SERVING while /health answers 200 (ok, or degraded but serving). */
@@ -106,13 +143,13 @@ serve(struct api *a, struct http_conn *c, struct http_request *req,
     case AGM_SEGMENT:
         if (api_segment_disabled(a, c, r) || api_id_denied(a, c, req, r, g->name))
             return;
-        api_serve_segment(a, c, req, r, g->name, g->name_len, g->n,
+        api_serve_segment(a, c, req, r, g->name, g->name_len, g->n, g->enc,
                           &api_writer_grpc);
         return;
     case AGM_SNOWFLAKE:
         if (api_sf_disabled(a, c, r) || api_id_denied(a, c, req, r, "@snowflake"))
             return;
-        api_serve_snowflake(a, c, req, r, g->n, &api_writer_grpc);
+        api_serve_snowflake(a, c, req, r, g->n, g->enc, &api_writer_grpc);
         return;
     case AGM_UUID:
     case AGM_ULID:
@@ -128,6 +165,9 @@ serve(struct api *a, struct http_conn *c, struct http_request *req,
         return;
     case AGM_DECODE:
         serve_decode(a, c, g);
+        return;
+    case AGM_DECODE_SEGMENT:
+        serve_decode_segment(a, c, g);
         return;
     case AGM_HEALTH_CHECK:
         serve_health(a, c, g);

@@ -28,6 +28,8 @@ static const struct {
     [AGM_SERIAL]       = { "/" SERVICE "/NextSerial", &leafd__v1__serial_request__descriptor },
     [AGM_LEASE]        = { "/" SERVICE "/Lease", &leafd__v1__lease_request__descriptor },
     [AGM_DECODE]       = { "/" SERVICE "/Decode", &leafd__v1__decode_request__descriptor },
+    [AGM_DECODE_SEGMENT] = { "/" SERVICE "/DecodeSegment",
+                             &leafd__v1__decode_segment_request__descriptor },
     [AGM_HEALTH_CHECK] = { "/grpc.health.v1.Health/Check",
                            &grpc__health__v1__health_check_request__descriptor },
     [AGM_HEALTH_WATCH] = { "/grpc.health.v1.Health/Watch",
@@ -83,11 +85,11 @@ arena_free(void *data, void *p)
         free(p);
 }
 
-/* Does a string field 1 of the (well-formed: protobuf-c unpacked it)
+/* Does string field `field` of the (well-formed: protobuf-c unpacked it)
  * message hold a NUL? protobuf-c hands strings over NUL-terminated, so
  * "a\0b" would read as "a": refuse it instead. */
 static int
-field1_has_nul(const uint8_t *p, size_t len)
+field_has_nul(const uint8_t *p, size_t len, uint64_t field)
 {
     size_t i = 0;
 
@@ -122,7 +124,7 @@ field1_has_nul(const uint8_t *p, size_t len)
             }
             if (v > len - i)
                 return 0;
-            if (key >> 3 == 1 && memchr(p + i, '\0', (size_t)v) != NULL)
+            if (key >> 3 == field && memchr(p + i, '\0', (size_t)v) != NULL)
                 return 1;
             i += (size_t)v;
             break;
@@ -163,6 +165,45 @@ take_tag(const char *s, struct api_grpc_args *out, const char **code, char *why,
     return 400;
 }
 
+/* The IdEncoding e of a request; strings: the method serves them. */
+static int
+take_enc(int e, int strings, struct api_grpc_args *out, const char **code,
+         char *why, size_t whylen)
+{
+    _Static_assert(LEAFD__V1__ID_ENCODING__ID_ENCODING_DEC == (int)IDSTR_DEC &&
+                   LEAFD__V1__ID_ENCODING__ID_ENCODING_BASE62 == (int)IDSTR_BASE62 &&
+                   LEAFD__V1__ID_ENCODING__ID_ENCODING_BASE32 == (int)IDSTR_BASE32,
+                   "IdEncoding and enum idstr_enc differ");
+    if (e == IDSTR_DEC || (strings && (e == IDSTR_BASE62 || e == IDSTR_BASE32))) {
+        out->enc = (enum idstr_enc)e;
+        return 0;
+    }
+    *code = "invalid_encoding";
+    snprintf(why, whylen, strings ? "encoding %d is not ID_ENCODING_DEC, "
+             "ID_ENCODING_BASE62 or ID_ENCODING_BASE32" : "encoding %d: only "
+             "NextSegment and NextSnowflake answer strings", e);
+    return 400;
+}
+
+/* An ID string of Decode or DecodeSegment, kept unread (api_grpc.c reads
+ * it with the config's prefixes). */
+static int
+take_text(const char *s, struct api_grpc_args *out, const char **code,
+          char *why, size_t whylen)
+{
+    size_t len = strlen(s);
+
+    if (len >= 1 && len <= IDSTR_TEXT_MAX) {
+        memcpy(out->text, s, len + 1);
+        out->text_len = len;
+        return 0;
+    }
+    *code = "invalid_id";
+    snprintf(why, whylen, "text must be an ID string of 1 to %d characters",
+             IDSTR_TEXT_MAX);
+    return 400;
+}
+
 static int
 take_code(const char *s, struct api_grpc_args *out, const char **code, char *why,
           size_t whylen)
@@ -191,7 +232,8 @@ take_fields(enum api_grpc_method m, const ProtobufCMessage *msg,
     case AGM_SEGMENT: {
         const Leafd__V1__SegmentRequest *q = (const Leafd__V1__SegmentRequest *)msg;
 
-        if (take_tag(q->biz_tag, out, code, why, whylen) != 0)
+        if (take_tag(q->biz_tag, out, code, why, whylen) != 0 ||
+            take_enc((int)q->encoding, 1, out, code, why, whylen) != 0)
             return 400;
         return take_count(q->count, lim->count_max, out, code, why, whylen);
     }
@@ -200,6 +242,9 @@ take_fields(enum api_grpc_method m, const ProtobufCMessage *msg,
     case AGM_ULID: {
         const Leafd__V1__CountRequest *q = (const Leafd__V1__CountRequest *)msg;
 
+        if (take_enc((int)q->encoding, m == AGM_SNOWFLAKE, out, code, why,
+                     whylen) != 0)
+            return 400;
         return take_count(q->count, m == AGM_SNOWFLAKE ? lim->sf_count_max :
                           m == AGM_UUID ? lim->uuid_count_max : lim->ulid_count_max,
                           out, code, why, whylen);
@@ -228,12 +273,25 @@ take_fields(enum api_grpc_method m, const ProtobufCMessage *msg,
         const Leafd__V1__DecodeRequest *q = (const Leafd__V1__DecodeRequest *)msg;
 
         out->id = q->id;
+        if (q->text[0] != '\0') {
+            if (q->id == 0)
+                return take_text(q->text, out, code, why, whylen);
+            *code = "invalid_message";
+            snprintf(why, whylen, "give id or text, not both");
+            return 400;
+        }
         if (q->id >= 0)
             return 0;
         *code = "invalid_id";
         snprintf(why, whylen, "not a snowflake ID: %lld is negative (bit 63 is "
                  "never set)", (long long)q->id);
         return 400;
+    }
+    case AGM_DECODE_SEGMENT: {
+        const Leafd__V1__DecodeSegmentRequest *q =
+            (const Leafd__V1__DecodeSegmentRequest *)msg;
+
+        return take_text(q->text, out, code, why, whylen);
     }
     case AGM_HEALTH_CHECK:
     case AGM_HEALTH_WATCH: {
@@ -272,10 +330,11 @@ api_grpc_args_parse(enum api_grpc_method m, const void *body, size_t len,
                  methods[m].request->name);
         return 400;
     }
-    if (methods[m].request->n_fields > 0 &&
-        methods[m].request->fields[0].id == 1 &&
-        methods[m].request->fields[0].type == PROTOBUF_C_TYPE_STRING &&
-        field1_has_nul(body, len)) {
+    if ((methods[m].request->n_fields > 0 &&
+         methods[m].request->fields[0].id == 1 &&
+         methods[m].request->fields[0].type == PROTOBUF_C_TYPE_STRING &&
+         field_has_nul(body, len, 1)) ||
+        (m == AGM_DECODE && field_has_nul(body, len, 2))) {
         protobuf_c_message_free_unpacked(msg, &alloc);
         *code = "invalid_message";
         snprintf(why, whylen, "a string of the %s message holds a NUL byte",
@@ -357,6 +416,29 @@ api_grpc_pack_strings(char **strs, size_t n, uint8_t *out, size_t cap)
 
     r.n_ids = n;
     r.ids = strs;
+    return pack(&r.base, out, cap);
+}
+
+size_t
+api_grpc_pack_id_strings(char **strs, size_t n, uint8_t *out, size_t cap)
+{
+    Leafd__V1__IdsReply r = LEAFD__V1__IDS_REPLY__INIT;
+
+    r.n_strings = n;
+    r.strings = strs;
+    return pack(&r.base, out, cap);
+}
+
+size_t
+api_grpc_pack_segment_id(uint64_t id, const char *tag, enum idstr_enc enc,
+                         uint8_t *out, size_t cap)
+{
+    Leafd__V1__SegmentIdReply r = LEAFD__V1__SEGMENT_ID_REPLY__INIT;
+
+    assert(id <= (uint64_t)INT64_MAX);
+    r.id = (int64_t)id;
+    r.biz_tag = (char *)(tag != NULL ? tag : "");
+    r.encoding = (Leafd__V1__IdEncoding)enc;
     return pack(&r.base, out, cap);
 }
 

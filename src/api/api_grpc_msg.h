@@ -12,11 +12,12 @@
 #include <stdint.h>
 
 #include "grpc_frame.h"
+#include "idstr.h"
 #include "util.h"
 
 enum api_grpc_method {
     AGM_SEGMENT, AGM_SNOWFLAKE, AGM_UUID, AGM_ULID, AGM_SERIAL, AGM_LEASE,
-    AGM_DECODE, AGM_HEALTH_CHECK, AGM_HEALTH_WATCH, AGM_UNKNOWN
+    AGM_DECODE, AGM_DECODE_SEGMENT, AGM_HEALTH_CHECK, AGM_HEALTH_WATCH, AGM_UNKNOWN
 };
 
 /* The largest counts a request may ask for (the config's *.count_max and
@@ -34,6 +35,11 @@ struct api_grpc_args {
     int64_t n;                   /* count >= 1, or lease size (0: the step) */
     int64_t id;                  /* Decode: >= 0 */
     int     known_service;       /* Health: "" or "leafd.v1.IdService" */
+    enum idstr_enc enc;          /* NextSegment, NextSnowflake: the encoding */
+    /* Decode, DecodeSegment: the ID as a string (NUL-ended; no NUL
+     * inside), unread; text_len 0: none (Decode reads id) */
+    char    text[IDSTR_TEXT_MAX + 1];
+    size_t  text_len;
 };
 
 /* The method "/<package>.<Service>/<Method>" names (exact), or AGM_UNKNOWN. */
@@ -58,6 +64,13 @@ enum grpc_status api_grpc_status_of(int http_status, const char *code,
  * that always suffices). Each returns the packed length. */
 size_t api_grpc_ids_bound(size_t n);
 size_t api_grpc_pack_ids(const int64_t *ids, size_t n, uint8_t *out, size_t cap);
+/* IDs as strings: an IdsReply's strings (strs[i] NUL-ended; the bound is
+ * api_grpc_strings_bound's). */
+size_t api_grpc_pack_id_strings(char **strs, size_t n, uint8_t *out, size_t cap);
+/* DecodeSegment's reply: tag NULL for none. */
+#define API_GRPC_SEGMENT_ID_MAX (32 + TAG_MAX)
+size_t api_grpc_pack_segment_id(uint64_t id, const char *tag, enum idstr_enc enc,
+                                uint8_t *out, size_t cap);
 /* strs[i], lens given by the texts (each NUL-ended). */
 size_t api_grpc_strings_bound(size_t n, size_t textlen);
 size_t api_grpc_pack_strings(char **strs, size_t n, uint8_t *out, size_t cap);

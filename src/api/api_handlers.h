@@ -24,18 +24,19 @@ struct sbuf;
 /* The handlers of api_routes.h's rows that live in api.c (the others are
  * in api_route.c, beside the table). */
 api_route_cb route_segment, route_snowflake, route_decode, route_decode_leaf,
-             route_id128, route_id128_decode;
+             route_id128, route_id128_decode, route_segment_decode;
 
 /* The ID handlers every protocol shares (api.c). api_*_disabled answer 404
  * mode_disabled and return 1 when the mode is off. */
 int  api_segment_disabled(struct api *a, struct http_conn *c, enum route r);
 int  api_sf_disabled(struct api *a, struct http_conn *c, enum route r);
+/* enc: numbers, or strings (idstr.h) with the kind's prefix (decode.h). */
 void api_serve_segment(struct api *a, struct http_conn *c, struct http_request *req,
                        enum route r, const char *tag, size_t len, int64_t n,
-                       const struct api_writer *w);
+                       enum idstr_enc enc, const struct api_writer *w);
 void api_serve_snowflake(struct api *a, struct http_conn *c,
                          struct http_request *req, enum route r, int64_t n,
-                         const struct api_writer *w);
+                         enum idstr_enc enc, const struct api_writer *w);
 void api_serve_id128(struct api *a, struct http_conn *c, enum route r, int64_t n,
                      const struct api_writer *w);
 

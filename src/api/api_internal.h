@@ -102,6 +102,9 @@ struct api_thread {
     _Atomic uint64_t other_keys;
     struct leaf_key  leaf_keys[LEAF_KEYS_MAX];
     char            *text;         /* UUIDs or ULIDs of one request, as text */
+    char            *idtext;       /* segment or snowflake IDs as strings
+                                      (idstr.h), grown on demand */
+    size_t           idtext_cap;
     void            *grpc;         /* api_writer_grpc.c's buffers, or NULL */
     /* The writer of the request in hand's protocol: dispatch sets it for
      * every call of the handler; api_reply_error refuses with it. */

@@ -17,7 +17,8 @@
  *   get|gets <key>+   one "VALUE <key> 0 <bytes>[ <cas>]" per key, then END:
  *                     <biz_tag> a segment ID, @snowflake a snowflake ID,
  *                     @uuid a UUIDv7, @ulid a ULID; gets' cas is the ID
- *                     (the first 64 bits of a UUID or ULID)
+ *                     (the first 64 bits of a UUID or ULID); <biz_tag>/base62
+ *                     or @snowflake/base32 the ID as a string (idstr.h)
  *   version (MC_PROTOCOL_VERSION), stats [settings|items|slabs|sizes|conns],
  *   quit
  *   set add replace append prepend cas ms incr decr touch delete gat gats
@@ -103,21 +104,37 @@ key_denied(struct mc_ctx *x, enum route r, const char *scope)
     return 1;
 }
 
-/* get/gets: one key, one ID. */
+/* get/gets: one key, one ID. "<key>/<encoding>" (dec, base62, base32: '/'
+ * is never in a biz_tag) asks for a segment or snowflake ID as a string. */
 static void
 cmd_get(struct mc_ctx *x)
 {
     struct api *a = x->a;
     int first = !x->req->retry && !x->req->timed_out;
     char tag[TAG_MAX + 1];
+    enum idstr_enc enc = IDSTR_DEC;
+    const char *slash;
 
     x->key = x->req->mc_line + x->cmd->off[x->req->mc_key];
     x->klen = x->cmd->len[x->req->mc_key];
+    /* After the last '/', an encoding; any other suffix leaves the key
+     * whole, which is no biz_tag (invalid_biz_tag names the forms). */
+    slash = memrchr(x->key, '/', x->klen);
+    if (slash != NULL &&
+        idstr_enc_parse(slash + 1, x->klen - (size_t)(slash + 1 - x->key), &enc) == 0)
+        x->klen = (size_t)(slash - x->key);
+    else
+        slash = NULL;
     if (key_is(x, "@snowflake")) {
         if (api_sf_disabled(a, x->c, R_SNOWFLAKE) ||
             (first && key_denied(x, R_SNOWFLAKE, "@snowflake")))
             return;
-        api_serve_snowflake(a, x->c, x->req, R_SNOWFLAKE, 1, &api_writer_mc);
+        api_serve_snowflake(a, x->c, x->req, R_SNOWFLAKE, 1, enc, &api_writer_mc);
+        return;
+    }
+    if (slash != NULL && (key_is(x, "@uuid") || key_is(x, "@ulid"))) {
+        api_mc_reply_error(x->c, R_MEMCACHE, 400, "invalid_encoding",
+                           "UUIDs and ULIDs are strings already: no encoding");
         return;
     }
     if (key_is(x, "@uuid") || key_is(x, "@ulid")) {
@@ -130,7 +147,7 @@ cmd_get(struct mc_ctx *x)
         return;
     if (first && key_denied(x, R_SEGMENT, tag))
         return;
-    api_serve_segment(a, x->c, x->req, R_SEGMENT, tag, x->klen, 1,
+    api_serve_segment(a, x->c, x->req, R_SEGMENT, tag, x->klen, 1, enc,
                       &api_writer_mc);
 }
 

@@ -1,5 +1,6 @@
 /* api_reply.c: what the handlers share to read a request and refuse it:
- * its ?count= and ?format= (the format chooses the HTTP writer), its biz_tag,
+ * its ?count=, ?format= (the format chooses the HTTP writer) and ?enc=
+ * (numbers or strings: idstr.h), its biz_tag,
  * its deadline, and the refusal (api_reply_error), which the request's
  * writer writes (see api_reply.h).
  */
@@ -37,6 +38,31 @@ api_reply_error(struct http_conn *c, enum route r, int status, const char *code,
 
 /* ---- request helpers ---- */
 
+/* The query parameter name of m into v (cap bytes), its length in *vlen.
+ * Returns 1 found, 0 absent (no query, or not in it), 2 present but
+ * malformed or too long, or -1 after answering 400 repeated_parameter. */
+static int
+query_one(struct http_conn *c, enum route r, const struct http_msg *m,
+          const char *name, char *v, size_t cap, size_t *vlen)
+{
+    *vlen = 0;
+    if (m->query == NULL)
+        return 0;
+    switch (util_query_param(m->query, m->query_len, name, v, cap, vlen)) {
+    case UTIL_QUERY_ABSENT:
+        return 0;
+    case UTIL_QUERY_REPEATED:
+        api_reply_error(c, r, 400, "repeated_parameter", NULL,
+                        "%s is given more than once", name);
+        return -1;
+    case UTIL_QUERY_FOUND:
+        return 1;
+    case UTIL_QUERY_BAD:
+        break;
+    }
+    return 2;
+}
+
 /* ?count=N in [1, max] (1 if absent). Returns N, or -1 after answering 400
  * (malformed, out of range, or given twice). */
 static int64_t
@@ -44,25 +70,14 @@ query_count(struct http_conn *c, enum route r, const struct http_msg *m,
             int64_t max)
 {
     char v[24];
-    size_t vlen = 0;
+    size_t vlen;
     int64_t n;
+    int q = query_one(c, r, m, "count", v, sizeof v, &vlen);
 
-    if (m->query == NULL)
-        return 1;
-    switch (util_query_param(m->query, m->query_len, "count", v, sizeof v, &vlen)) {
-    case UTIL_QUERY_ABSENT:
-        return 1;
-    case UTIL_QUERY_REPEATED:
-        api_reply_error(c, r, 400, "repeated_parameter", NULL,
-                        "count is given more than once");
-        return -1;
-    case UTIL_QUERY_FOUND:
-        if (util_parse_i64(v, vlen, 0, &n) == 0 && n >= 1 && n <= max)
-            return n;
-        break;
-    case UTIL_QUERY_BAD:
-        break;
-    }
+    if (q <= 0)
+        return q == 0 ? 1 : -1;
+    if (q == 1 && util_parse_i64(v, vlen, 0, &n) == 0 && n >= 1 && n <= max)
+        return n;
     api_reply_error(c, r, 400, "invalid_count", NULL,
                     "count must be an integer from 1 to %lld", (long long)max);
     return -1;
@@ -101,7 +116,9 @@ api_tag_arg(struct http_conn *c, enum route r, const char *s, size_t len,
     case API_TAG_KEY:
         api_reply_error(c, r, 400, "invalid_biz_tag", NULL,
                         "a key is a biz_tag (1 to %d characters of "
-                        "[A-Za-z0-9._:-]), @snowflake, @uuid or @ulid", TAG_MAX);
+                        "[A-Za-z0-9._:-]), @snowflake, @uuid or @ulid; a "
+                        "biz_tag or @snowflake may end in /dec, /base62 or "
+                        "/base32", TAG_MAX);
         break;
     }
     return -1;
@@ -113,28 +130,35 @@ static int
 want_json(struct http_conn *c, enum route r, const struct http_msg *m)
 {
     char v[8];
-    size_t vlen = 0;
+    size_t vlen;
+    int q = query_one(c, r, m, "format", v, sizeof v, &vlen);
 
-    if (m->query == NULL)
-        return m->accept_json;
-    switch (util_query_param(m->query, m->query_len, "format", v, sizeof v, &vlen)) {
-    case UTIL_QUERY_ABSENT:
-        return m->accept_json;
-    case UTIL_QUERY_REPEATED:
-        api_reply_error(c, r, 400, "repeated_parameter", NULL,
-                        "format is given more than once");
-        return -1;
-    case UTIL_QUERY_FOUND:
-        if (vlen == 4 && memcmp(v, "json", 4) == 0)
-            return 1;
-        if ((vlen == 4 && memcmp(v, "text", 4) == 0) ||
-            (vlen == 5 && memcmp(v, "plain", 5) == 0))
-            return 0;
-        break;
-    case UTIL_QUERY_BAD:
-        break;
-    }
+    if (q <= 0)
+        return q == 0 ? m->accept_json : -1;
+    if (q == 1 && vlen == 4 && memcmp(v, "json", 4) == 0)
+        return 1;
+    if (q == 1 && ((vlen == 4 && memcmp(v, "text", 4) == 0) ||
+                   (vlen == 5 && memcmp(v, "plain", 5) == 0)))
+        return 0;
     api_reply_error(c, r, 400, "invalid_format", NULL, "format must be json or text");
+    return -1;
+}
+
+int
+api_enc_param(struct http_conn *c, enum route r, const struct http_msg *m,
+              enum idstr_enc *enc)
+{
+    char v[8];
+    size_t vlen;
+    int q = query_one(c, r, m, "enc", v, sizeof v, &vlen);
+
+    *enc = IDSTR_DEC;
+    if (q <= 0)
+        return q;
+    if (q == 1 && idstr_enc_parse(v, vlen, enc) == 0)
+        return 0;
+    api_reply_error(c, r, 400, "invalid_encoding", NULL,
+                    "enc must be dec, base62 or base32");
     return -1;
 }
 

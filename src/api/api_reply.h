@@ -11,6 +11,7 @@
 
 #include "api_internal.h"
 #include "api_writer.h"
+#include "idstr.h"
 
 struct http_msg;
 
@@ -28,6 +29,12 @@ void api_reply_error(struct http_conn *c, enum route r, int status,
  * answering 400. */
 const struct api_writer *api_http_writer(struct http_conn *c, enum route r,
                                          const struct http_msg *m);
+
+/* ?enc=dec|base62|base32 of a segment or snowflake request (or a decode
+ * route) into *enc (IDSTR_DEC when absent). 0, or -1 after answering 400
+ * (invalid_encoding, repeated_parameter). */
+int api_enc_param(struct http_conn *c, enum route r, const struct http_msg *m,
+                  enum idstr_enc *enc);
 
 /* An HTTP ID request's start: 405 for HEAD, its ?count= (in [1, max]) in
  * *n, and its writer (api_http_writer). NULL after answering 4xx. */

@@ -13,8 +13,9 @@
  * capitals (-IDS_EXHAUSTED ...), so a client can tell retryable from wrong.
  *
  *   INCR <biz_tag>                 one segment ID, as an integer
- *   LEAF.SEGMENT <biz_tag> [n]     arrays of bulk strings
- *   LEAF.SNOWFLAKE [n], LEAF.UUID [n], LEAF.ULID [n], LEAF.SERIAL <code> [n]
+ *   LEAF.SEGMENT <biz_tag> [n [enc]] arrays of bulk strings (enc: dec,
+ *                                  base62, base32: IDs as strings)
+ *   LEAF.SNOWFLAKE [n [enc]], LEAF.UUID [n], LEAF.ULID [n], LEAF.SERIAL <code> [n]
  *   LEAF.DECODE <id>               JSON, as the HTTP decode routes
  *   PING ECHO QUIT HELLO AUTH SELECT CLIENT INFO COMMAND DBSIZE CONFIG
  *   MULTI EXEC DISCARD WATCH UNWATCH (api_resp_multi.c; INFO: api_resp_info.c)
@@ -184,6 +185,31 @@ arg_count(struct api_resp_ctx *x, enum route r, size_t i, int64_t max)
     return -1;
 }
 
+/* The encoding argument i (dec when absent: any case) into *enc; -1 after
+ * answering. */
+static int
+arg_enc(struct api_resp_ctx *x, enum route r, size_t i, enum idstr_enc *enc)
+{
+    char low[8];
+    size_t len;
+
+    *enc = IDSTR_DEC;
+    if (i >= x->cmd->argc)
+        return 0;
+    len = x->cmd->argl[i];
+    if (len < sizeof low) {
+        for (size_t k = 0; k < len; k++) {
+            char ch = x->cmd->argv[i][k];
+            low[k] = (char)(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
+        }
+        if (idstr_enc_parse(low, len, enc) == 0)
+            return 0;
+    }
+    api_resp_reply_error(x, r, 400, "invalid_encoding",
+                         "encoding must be dec, base62 or base32");
+    return -1;
+}
+
 /* The token check of the ID commands (auth.h); 1 if answered. */
 static int
 id_denied(struct api_resp_ctx *x, enum route r, const char *scope)
@@ -221,7 +247,7 @@ checked_only(struct api_resp_ctx *x, int64_t n)
 /* ---- ID commands ---- */
 
 /* INCR <biz_tag>, INCRBY <biz_tag> 1 (what client libraries send for
- * incr()) and LEAF.SEGMENT <biz_tag> [count]. */
+ * incr()) and LEAF.SEGMENT <biz_tag> [count [encoding]]. */
 static void
 cmd_segment(struct api_resp_ctx *x, int incr)
 {
@@ -229,6 +255,7 @@ cmd_segment(struct api_resp_ctx *x, int incr)
     char tag[TAG_MAX + 1];
     size_t len = cmd->argl[1];
     int64_t n = 1;
+    enum idstr_enc enc = IDSTR_DEC;
 
     if (incr && cmd->argc == 3 && !api_resp_arg_is(cmd, 2, "1")) {
         /* Redis's INCRBY k n promises the n values below its answer; a
@@ -243,31 +270,35 @@ cmd_segment(struct api_resp_ctx *x, int incr)
         return;
     if (api_tag_arg(x->c, R_SEGMENT, cmd->argv[1], len, API_TAG_ARG, tag) < 0)
         return;
-    if (!incr && (n = arg_count(x, R_SEGMENT, 2, x->a->cfg->count_max)) < 0)
+    if (!incr && ((n = arg_count(x, R_SEGMENT, 2, x->a->cfg->count_max)) < 0 ||
+                  arg_enc(x, R_SEGMENT, 3, &enc) < 0))
         return;
     if (!x->req->retry && !x->req->timed_out && id_denied(x, R_SEGMENT, tag))
         return;
     if (checked_only(x, n))
         return;
-    api_serve_segment(x->a, x->c, x->req, R_SEGMENT, tag, len, n,
+    api_serve_segment(x->a, x->c, x->req, R_SEGMENT, tag, len, n, enc,
                       incr ? &api_writer_resp_int : &api_writer_resp);
 }
 
+/* LEAF.SNOWFLAKE [count [encoding]] */
 static void
 cmd_snowflake(struct api_resp_ctx *x)
 {
     int64_t n;
+    enum idstr_enc enc;
 
     if (api_sf_disabled(x->a, x->c, R_SNOWFLAKE))
         return;
-    if ((n = arg_count(x, R_SNOWFLAKE, 1, x->a->cfg->sf_count_max)) < 0)
+    if ((n = arg_count(x, R_SNOWFLAKE, 1, x->a->cfg->sf_count_max)) < 0 ||
+        arg_enc(x, R_SNOWFLAKE, 2, &enc) < 0)
         return;
     if (!x->req->retry && !x->req->timed_out &&
         id_denied(x, R_SNOWFLAKE, "@snowflake"))
         return;
     if (checked_only(x, n))
         return;
-    api_serve_snowflake(x->a, x->c, x->req, R_SNOWFLAKE, n, &api_writer_resp);
+    api_serve_snowflake(x->a, x->c, x->req, R_SNOWFLAKE, n, enc, &api_writer_resp);
 }
 
 static void
@@ -607,11 +638,13 @@ static const struct api_resp_row commands[] = {
     { "incrby", 3, 3, "write fast", 1, "leafd",
       "INCR, for clients whose incr() sends INCRBY <biz_tag> 1",
       "biz_tag increment", API_RESP_MCHECK, 0, cmd_incr },
-    { "leaf.segment", -2, 3, "write fast", 1, "leafd",
-      "count segment IDs of biz_tag (default 1)", "biz_tag [count]",
+    { "leaf.segment", -2, 4, "write fast", 1, "leafd",
+      "count segment IDs of biz_tag (default 1), as numbers or strings "
+      "(encoding dec, base62, base32)", "biz_tag [count [encoding]]",
       API_RESP_MCHECK, 0, cmd_leaf_segment },
-    { "leaf.snowflake", -1, 2, "write fast", 0, "leafd",
-      "count snowflake IDs (default 1)", "[count]", API_RESP_MCHECK, 0,
+    { "leaf.snowflake", -1, 3, "write fast", 0, "leafd",
+      "count snowflake IDs (default 1), as numbers or strings (encoding dec, "
+      "base62, base32)", "[count [encoding]]", API_RESP_MCHECK, 0,
       cmd_snowflake },
     { "leaf.uuid", -1, 2, "write fast", 0, "leafd",
       "count UUIDv7s (default 1)", "[count]", API_RESP_MCHECK, 0, cmd_uuid },
@@ -621,7 +654,8 @@ static const struct api_resp_row commands[] = {
       "count business serial numbers of code (default 1)", "code [count]",
       API_RESP_MCHECK, 0, cmd_serial },
     { "leaf.decode", 2, 2, "readonly fast", 0, "leafd",
-      "The parts of a snowflake ID, UUID or ULID, as JSON", "id", API_RESP_MQUEUE,
+      "The parts of a snowflake ID, UUID, ULID or ID string, as JSON", "id",
+      API_RESP_MQUEUE,
       2048, cmd_decode },
     { "ping", -1, 2, "fast", 0, "connection", "Returns PONG or the message",
       "[message]", API_RESP_MQUEUE, 0, cmd_ping },

@@ -49,6 +49,7 @@
 #include <string.h>
 
 #include "api_resp_internal.h"
+#include "idstr.h"
 #include "util.h"
 
 #define API_RESP_MULTI_MAX_COMMANDS 10000
@@ -56,7 +57,8 @@
 #define API_RESP_MULTI_MAX_IDS      100000
 #define API_RESP_MULTI_MAX_ANSWER   (16 * 1024 * 1024)
 #define API_RESP_ERROR_MAX          640     /* api_reply_resp_error's, the longest */
-#define API_RESP_ID_MAX             48      /* one ID in RESP: a UUID's bulk string */
+/* one ID in RESP: the longest bulk string, a prefixed ID string's */
+#define API_RESP_ID_MAX             (8 + IDSTR_TEXT_MAX)
 
 struct api_resp_multi {
     size_t      n;                  /* commands queued */

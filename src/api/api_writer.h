@@ -42,6 +42,12 @@ struct api_writer {
      * extra: header lines for an HTTP answer, or NULL. */
     void (*error)(struct http_conn *c, enum route r, int status,
                   const char *code, const char *extra, const char *msg);
+    /* n segment or snowflake IDs as strings (idstr.h), each ended by '\n'
+     * in text[0..len), which the writer may overwrite; tag as for ids;
+     * cas: the first ID. NULL: texts writes them (JSON names the tag here,
+     * gRPC answers an IdsReply's strings). */
+    void (*id_strings)(struct http_conn *c, enum route r, const char *tag,
+                       char *text, size_t len, size_t n, uint64_t cas);
 };
 
 /* api_writer_http.c, api_writer_resp.c, api_writer_mc.c (memcached's text

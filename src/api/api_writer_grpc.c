@@ -107,12 +107,11 @@ ids_grpc(struct http_conn *c, enum route r, const char *tag, const uint64_t *ids
                        api_grpc_pack_ids((const int64_t *)ids, n, b->out, b->out_cap));
 }
 
-/* The texts as a StringsReply: each '\n' becomes the NUL of its text. */
-static void
-texts_grpc(struct http_conn *c, enum route r, char *text, size_t len, size_t n,
-           uint64_t cas)
+/* The texts into b->strs: each '\n' becomes the NUL of its text. Returns
+ * how many. */
+static size_t
+split_texts(struct grpc_bufs *b, char *text, size_t len, size_t n)
 {
-    struct grpc_bufs *b = bufs(api_grpc_strings_bound(n, len), n);
     size_t k = 0;
 
     for (size_t i = 0; i < len; i++) {
@@ -124,8 +123,32 @@ texts_grpc(struct http_conn *c, enum route r, char *text, size_t len, size_t n,
         b->strs[k++] = start;
         i = (size_t)(nl - text);
     }
+    return k;
+}
+
+/* The texts as a StringsReply. */
+static void
+texts_grpc(struct http_conn *c, enum route r, char *text, size_t len, size_t n,
+           uint64_t cas)
+{
+    struct grpc_bufs *b = bufs(api_grpc_strings_bound(n, len), n);
+    size_t k = split_texts(b, text, len, n);
+
     api_grpc_reply_msg(c, r, b->out,
                        api_grpc_pack_strings(b->strs, k, b->out, b->out_cap));
+}
+
+/* IDs as strings: an IdsReply's strings (field 2), so a stub that reads
+ * NextSegment's and NextSnowflake's IdsReply reads them. */
+static void
+id_strings_grpc(struct http_conn *c, enum route r, const char *tag, char *text,
+                size_t len, size_t n, uint64_t cas)
+{
+    struct grpc_bufs *b = bufs(api_grpc_strings_bound(n, len), n);
+    size_t k = split_texts(b, text, len, n);
+
+    api_grpc_reply_msg(c, r, b->out,
+                       api_grpc_pack_id_strings(b->strs, k, b->out, b->out_cap));
 }
 
 static void
@@ -146,5 +169,5 @@ lease_grpc(struct http_conn *c, const char *tag, const struct segment_range *ran
 }
 
 const struct api_writer api_writer_grpc = {
-    ids_grpc, texts_grpc, lease_grpc, error_grpc
+    ids_grpc, texts_grpc, lease_grpc, error_grpc, id_strings_grpc
 };

@@ -96,7 +96,7 @@ lease_text(struct http_conn *c, const char *tag, const struct segment_range *rg,
 }
 
 const struct api_writer api_writer_text = {
-    ids_text, texts_text, lease_text, error_json
+    ids_text, texts_text, lease_text, error_json, NULL
 };
 
 /* Leaf's paths (RT_LEAF) answer one ID as the bare number, as Leaf does. */
@@ -115,7 +115,7 @@ ids_leaf(struct http_conn *c, enum route r, const char *tag, const uint64_t *ids
 }
 
 const struct api_writer api_writer_leaf = {
-    ids_leaf, texts_text, lease_text, error_json
+    ids_leaf, texts_text, lease_text, error_json, NULL
 };
 
 /* ---- JSON ---- */
@@ -132,12 +132,10 @@ json_list_end(struct http_conn *c, enum route r, char *start, char *p)
     api_reply(c, r, 200, "application/json", NULL, start, (size_t)(p - start));
 }
 
-static void
-ids_json(struct http_conn *c, enum route r, const char *tag, const uint64_t *ids,
-         size_t n)
+/* {"biz_tag":"<tag>","ids":[ or {"ids":[ at p; returns the end. */
+static char *
+json_ids_head(char *p, const char *tag)
 {
-    char *p = api_self->out, *start = api_self->out;
-
     if (tag != NULL) {
         size_t tl = strlen(tag);
 
@@ -146,29 +144,18 @@ ids_json(struct http_conn *c, enum route r, const char *tag, const uint64_t *ids
         memcpy(p, tag, tl);                 /* tags are [A-Za-z0-9._:-] */
         p += tl;
         memcpy(p, "\",\"ids\":[", 9);
-        p += 9;
-    } else {
-        memcpy(p, "{\"ids\":[", 8);
-        p += 8;
+        return p + 9;
     }
-    for (size_t i = 0; i < n; i++) {
-        *p++ = '"';
-        p = util_u64_dec(p, ids[i]);
-        *p++ = '"';
-        *p++ = ',';
-    }
-    json_list_end(c, r, start, p);
+    memcpy(p, "{\"ids\":[", 8);
+    return p + 8;
 }
 
-/* The texts are [0-9A-Za-z_-] and the like: quoted as they are. */
-static void
-texts_json(struct http_conn *c, enum route r, char *text, size_t len, size_t n,
-           uint64_t cas)
+/* The texts at text..end (each ended by '\n'), quoted, each with a comma,
+ * at p; returns the end. The texts are [0-9A-Za-z_-] and the like: quoted
+ * as they are. */
+static char *
+json_quote_texts(char *p, char *text, char *end)
 {
-    char *p = api_self->out, *start = api_self->out, *end = text + len;
-
-    memcpy(p, "{\"ids\":[", 8);
-    p += 8;
     for (char *t = text; t < end; ) {
         char *nl = memchr(t, '\n', (size_t)(end - t));
 
@@ -180,7 +167,43 @@ texts_json(struct http_conn *c, enum route r, char *text, size_t len, size_t n,
         *p++ = ',';
         t = nl + 1;
     }
+    return p;
+}
+
+static void
+ids_json(struct http_conn *c, enum route r, const char *tag, const uint64_t *ids,
+         size_t n)
+{
+    char *start = api_self->out, *p = json_ids_head(start, tag);
+
+    for (size_t i = 0; i < n; i++) {
+        *p++ = '"';
+        p = util_u64_dec(p, ids[i]);
+        *p++ = '"';
+        *p++ = ',';
+    }
     json_list_end(c, r, start, p);
+}
+
+static void
+texts_json(struct http_conn *c, enum route r, char *text, size_t len, size_t n,
+           uint64_t cas)
+{
+    char *start = api_self->out;
+
+    json_list_end(c, r, start, json_quote_texts(json_ids_head(start, NULL), text,
+                                                text + len));
+}
+
+/* IDs as strings: as the numbers are, {"biz_tag":...,"ids":["..."]}. */
+static void
+id_strings_json(struct http_conn *c, enum route r, const char *tag, char *text,
+                size_t len, size_t n, uint64_t cas)
+{
+    char *start = api_self->out;
+
+    json_list_end(c, r, start, json_quote_texts(json_ids_head(start, tag), text,
+                                                text + len));
 }
 
 static void
@@ -198,5 +221,5 @@ lease_json(struct http_conn *c, const char *tag, const struct segment_range *rg,
 }
 
 const struct api_writer api_writer_json = {
-    ids_json, texts_json, lease_json, error_json
+    ids_json, texts_json, lease_json, error_json, id_strings_json
 };

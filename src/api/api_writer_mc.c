@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "api_writer.h"
+#include "idstr.h"
 #include "http.h"
 #include "mc_parse.h"
 #include "util.h"
@@ -56,14 +57,15 @@ reply_value(struct http_conn *c, enum route r, const char *val, size_t len,
     const struct http_request *req = http_conn_request(c);
     const struct mc_cmd *cmd = req->mc;
     size_t klen = cmd->len[req->mc_key];
-    char out[MC_KEY_MAX + 128], *p = out;
+    /* "VALUE ", " 0 ", the length, the cas, three CRLFs and END: 41 */
+    char out[MC_KEY_MAX + 64 + IDSTR_TEXT_MAX], *p = out;
 
     if (cmd->binary) {
         api_mcbin_reply_value(c, r, val, len, cas);
         return;
     }
     assert(cmd->kind == MC_GET);
-    assert(len <= 64 && klen <= MC_KEY_MAX);
+    assert(len <= IDSTR_TEXT_MAX && klen <= MC_KEY_MAX);
     memcpy(p, "VALUE ", 6);
     p += 6;
     memcpy(p, req->mc_line + cmd->off[req->mc_key], klen);
@@ -118,7 +120,7 @@ texts_mc(struct http_conn *c, enum route r, char *text, size_t len, size_t n,
 }
 
 const struct api_writer api_writer_mc = {
-    ids_mc, texts_mc, NULL, error_mc
+    ids_mc, texts_mc, NULL, error_mc, NULL
 };
 
 /* ---- the other commands' answers, text or binary (api_writer.h) ---- */

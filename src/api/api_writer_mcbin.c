@@ -15,6 +15,7 @@
 
 #include "api_writer.h"
 #include "http.h"
+#include "idstr.h"
 #include "mc_bin_parse.h"
 #include "util.h"
 
@@ -89,9 +90,10 @@ api_mcbin_reply_value(struct http_conn *c, enum route r, const char *val,
                       size_t len, uint64_t cas)
 {
     const struct http_request *req = http_conn_request(c);
-    char out[MC_BIN_HEADER + 4 + MC_KEY_MAX + 64];
+    char out[MC_BIN_HEADER + 4 + MC_KEY_MAX + IDSTR_TEXT_MAX];
 
-    assert(req->mc->kind == MC_GET && len <= 64);
+    /* the longest value: a prefixed ID string (a UUID is 36) */
+    assert(req->mc->kind == MC_GET && len <= IDSTR_TEXT_MAX);
     if (api_self != NULL)
         api_stat_inc(&api_self->mc_hits);
     api_count(r, 200);

@@ -117,7 +117,7 @@ texts_resp(struct http_conn *c, enum route r, char *text, size_t len, size_t n,
 }
 
 const struct api_writer api_writer_resp = {
-    ids_resp, texts_resp, NULL, error_resp
+    ids_resp, texts_resp, NULL, error_resp, NULL
 };
 
 /* INCR: ":<id>\r\n". */
@@ -136,5 +136,5 @@ ids_resp_int(struct http_conn *c, enum route r, const char *tag,
 }
 
 const struct api_writer api_writer_resp_int = {
-    ids_resp_int, NULL, NULL, error_resp
+    ids_resp_int, NULL, NULL, error_resp, NULL
 };

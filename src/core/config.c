@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "config.h"
+#include "idstr.h"
 #include "log.h"
 #include "util.h"
 
@@ -37,6 +38,7 @@ static const char *const pg_replication_names[] = { "async", "sync", NULL };
 static const char *const level_names[] = { "debug", "info", "warn", "error", NULL };
 static const char *const client_auth_names[] = { "off", "optional", "required", NULL };
 static const char *const tls_version_names[] = { "1.2", "1.3", NULL };
+static const char *const sf_layout_names[] = { "bits", "js53", NULL };
 
 #define OFF(f) offsetof(struct config, f)
 #define DAY_MS (86400LL * 1000)
@@ -218,7 +220,7 @@ static const struct key keys[] = {
     { "snowflake.epoch_ms", K_INT, OFF(epoch_ms), 0, 4102444800000LL, "1288834974657", NULL,
       "epoch of the timestamp field (Leaf/Twitter: 1288834974657)" },
     { "snowflake.timestamp_bits", K_INT, OFF(timestamp_bits), 30, 61, "41", NULL,
-      "timestamp bits (timestamp + datacenter + worker + sequence = 63)" },
+      "timestamp bits (timestamp + datacenter + worker + sequence = 63, or 53)" },
     { "snowflake.datacenter_bits", K_INT, OFF(datacenter_bits), 0, 16, "0", NULL,
       "datacenter bits split off the worker field (0: no split; Twitter: 5)" },
     { "snowflake.worker_bits", K_INT, OFF(worker_bits), 1, 22, "10", NULL,
@@ -282,6 +284,10 @@ static const struct key keys[] = {
       "zookeeper, redis, mysql: refuse to start, and 503 clock_offset, when the clock is this far from the store's (0: no check)" },
     { "snowflake.release_on_stop", K_BOOL, OFF(release_on_stop), 0, 1, "false", NULL,
       "zookeeper, redis, mysql: on a clean stop, free the worker ID for anyone past its fence" },
+    { "snowflake.layout", K_ENUM, OFF(sf_layout), 0, 0, "bits", sf_layout_names,
+      "bits: the snowflake.*_bits keys; js53: 41 timestamp + 5 worker + 7 sequence bits, every ID below 2^53 (JavaScript's Number)" },
+    { "snowflake.prefix", K_STR, OFF(sf_prefix), 0, 63, "", NULL,
+      "prefix of snowflake IDs as strings (?enc=base62|base32): [a-z_], a letter first and last; empty: none" },
 };
 
 #define NKEYS (sizeof keys / sizeof keys[0])
@@ -364,6 +370,9 @@ key_set(struct config *cfg, const struct key *k, const char *v, char **why)
             return -1;
         }
         *(int64_t *)base = n;
+        if (k->off == OFF(timestamp_bits) || k->off == OFF(datacenter_bits) ||
+            k->off == OFF(worker_bits) || k->off == OFF(sequence_bits))
+            cfg->sf_bits_set = 1;
         return 0;
     case K_STR:
         if ((int64_t)strlen(v) < k->min || (int64_t)strlen(v) > k->max) {
@@ -399,7 +408,7 @@ config_defaults(struct config *cfg)
         if (key_set(cfg, &keys[i], keys[i].def, &why) == -1)
             abort();        /* a bad default is a bug in the table */
     }
-    cfg->segment_enable_set = cfg->snowflake_enable_set = 0;
+    cfg->segment_enable_set = cfg->snowflake_enable_set = cfg->sf_bits_set = 0;
 }
 
 void
@@ -421,6 +430,57 @@ config_free(struct config *cfg)
     free(cfg->serial_lines);
     cfg->serial_lines = NULL;
     cfg->nserial_lines = 0;
+    for (size_t i = 0; i < cfg->nprefixes; i++) {
+        free(cfg->prefixes[i].prefix);
+        free(cfg->prefixes[i].tag);
+    }
+    free(cfg->prefixes);
+    cfg->prefixes = NULL;
+    cfg->nprefixes = 0;
+}
+
+/* Keep a segment.prefix.<prefix> = <biz_tag> line (p: the key's prefix). */
+static int
+prefix_line_add(struct config *cfg, const char *name, int lineno,
+                const char *p, const char *tag, char **cause)
+{
+    struct config_prefix *e;
+
+    if (!idstr_prefix_valid(p, strlen(p))) {
+        *cause = xasprintf("%s:%d: segment.prefix.%.80s: a prefix is 1 to %d of "
+                           "[a-z_], starting and ending with a letter", name,
+                           lineno, p, IDSTR_PREFIX_MAX);
+        return -1;
+    }
+    if (!util_tag_valid(tag, strlen(tag))) {
+        *cause = xasprintf("%s:%d: segment.prefix.%s: \"%.80s\" is not a biz_tag "
+                           "(1 to %d of [A-Za-z0-9._:-])", name, lineno, p, tag,
+                           TAG_MAX);
+        return -1;
+    }
+    for (size_t i = 0; i < cfg->nprefixes; i++) {
+        if (strcmp(cfg->prefixes[i].prefix, p) == 0 ||
+            strcmp(cfg->prefixes[i].tag, tag) == 0) {
+            *cause = xasprintf("%s:%d: segment.prefix.%s = %s: the %s already "
+                               "has a line (segment.prefix.%s = %s); one prefix "
+                               "per tag, one tag per prefix", name, lineno, p,
+                               tag, strcmp(cfg->prefixes[i].tag, tag) == 0 ?
+                               "tag" : "prefix", cfg->prefixes[i].prefix,
+                               cfg->prefixes[i].tag);
+            return -1;
+        }
+    }
+    if (cfg->nprefixes == CONFIG_PREFIXES_MAX) {
+        *cause = xasprintf("%s:%d: more than %d segment.prefix.* lines", name,
+                           lineno, CONFIG_PREFIXES_MAX);
+        return -1;
+    }
+    cfg->prefixes = xrealloc(cfg->prefixes, (cfg->nprefixes + 1) *
+                             sizeof *cfg->prefixes);
+    e = &cfg->prefixes[cfg->nprefixes++];
+    e->prefix = xstrdup(p);
+    e->tag = xstrdup(tag);
+    return 0;
 }
 
 /* Keep a serial.<code>.<field> line for serial.c. */
@@ -499,6 +559,11 @@ config_load_string(struct config *cfg, const char *name, const char *text,
         k = trim(s);
         v = trim(sep + 1);
         key = key_find(k, strlen(k));
+        if (key == NULL && strncmp(k, "segment.prefix.", 15) == 0) {
+            if (prefix_line_add(cfg, name, lineno, k + 15, v, cause) == -1)
+                return -1;
+            continue;
+        }
         if (key == NULL && strncmp(k, "serial.", 7) == 0) {
             if (serial_line_add(cfg, name, lineno, k, v, cause) == -1)
                 return -1;
@@ -689,11 +754,41 @@ config_validate(struct config *cfg, char **cause)
     if (!cfg->snowflake_enable_set)
         cfg->snowflake_enable = !cfg->from_file;
 
-    if (bits != 63) {
+    if (cfg->sf_layout == SF_LAYOUT_JS53) {
+        if (cfg->sf_bits_set) {
+            *cause = xasprintf("snowflake.layout = js53 sets the bits itself (41 "
+                               "timestamp, 5 worker, 7 sequence): remove the "
+                               "snowflake.*_bits keys, or use snowflake.layout = bits");
+            return -1;
+        }
+        cfg->timestamp_bits = 41;
+        cfg->datacenter_bits = 0;
+        cfg->worker_bits = 5;
+        cfg->sequence_bits = 7;
+        bits = 53;
+    }
+    if (bits != 63 && bits != 53) {
         *cause = xasprintf("snowflake layout: timestamp_bits + datacenter_bits + "
-                           "worker_bits + sequence_bits must be 63, got %lld",
-                           (long long)bits);
+                           "worker_bits + sequence_bits must be 63 (or 53: IDs "
+                           "below 2^53), got %lld", (long long)bits);
         return -1;
+    }
+    if (cfg->sf_prefix[0] != '\0') {
+        if (!idstr_prefix_valid(cfg->sf_prefix, strlen(cfg->sf_prefix))) {
+            *cause = xasprintf("snowflake.prefix: a prefix is 1 to %d of [a-z_], "
+                               "starting and ending with a letter",
+                               IDSTR_PREFIX_MAX);
+            return -1;
+        }
+        for (size_t i = 0; i < cfg->nprefixes; i++) {
+            if (strcmp(cfg->prefixes[i].prefix, cfg->sf_prefix) == 0) {
+                *cause = xasprintf("snowflake.prefix %s is also segment.prefix.%s "
+                                   "(biz_tag %s): a prefix names one kind of ID",
+                                   cfg->sf_prefix, cfg->sf_prefix,
+                                   cfg->prefixes[i].tag);
+                return -1;
+            }
+        }
     }
     if (cfg->worker_id >= (1LL << cfg->worker_bits)) {
         *cause = xasprintf("snowflake.worker_id %lld does not fit in %lld worker bits (max %lld)",

@@ -47,6 +47,18 @@ struct config_serial_line {
     "(docs/multi-db.md, \"PostgreSQL\"); a PostgreSQL node takes one " \
     "cluster in segment.postgresql.url"
 
+/* A segment.prefix.<prefix> = <biz_tag> line of the config file: the
+ * prefix of that tag's IDs as strings (idstr.h). Checked as it is read:
+ * a valid prefix, a valid tag, each tag at most once. */
+struct config_prefix {
+    char *prefix;
+    char *tag;
+};
+#define CONFIG_PREFIXES_MAX 1024
+
+/* snowflake.layout */
+enum sf_layout_preset { SF_LAYOUT_BITS, SF_LAYOUT_JS53 };
+
 struct config {
     /* Leaf's keys */
     char    *leaf_name;            /* leaf.name */
@@ -159,6 +171,12 @@ struct config {
     int      k8s_fence_store;      /* snowflake.k8s.fence_store: enum k8s_fence_store */
     int      release_on_stop;      /* snowflake.release_on_stop */
     int64_t  max_clock_offset_ms;  /* snowflake.max_clock_offset_ms */
+    int      sf_layout;            /* snowflake.layout: enum sf_layout_preset */
+    char    *sf_prefix;            /* snowflake.prefix ("" = none) */
+
+    /* segment.prefix.<prefix> = <biz_tag> lines (from the file only) */
+    struct config_prefix *prefixes;
+    size_t   nprefixes;
 
     /* serial numbers (serial.c) */
     int64_t  serial_count_max;     /* serial.count_max */
@@ -170,6 +188,7 @@ struct config {
     int      from_file;            /* a config file (or LEAFD_CONFIG) was given */
     int      segment_enable_set;   /* the key appeared somewhere */
     int      snowflake_enable_set;
+    int      sf_bits_set;          /* a snowflake.*_bits key was given */
 };
 
 /* Fill cfg with defaults, then the file (path may be NULL), the environment

@@ -20,15 +20,18 @@ sfcodec_layout_set(struct sfcodec_layout *l, int64_t epoch_ms,
     int64_t end;
 
     memset(l, 0, sizeof *l);
+    l->id_bits = 63;
     if (timestamp_bits < 1 || sequence_bits < 1 || worker_bits < 0 ||
         datacenter_bits < 0 || timestamp_bits > 62 || sequence_bits > 62 ||
         worker_bits > 62 || datacenter_bits > 62)
         return SFCODEC_LAYOUT_BITS_RANGE;
-    if (timestamp_bits + datacenter_bits + worker_bits + sequence_bits != 63)
+    l->id_bits = timestamp_bits + datacenter_bits + worker_bits + sequence_bits;
+    if (l->id_bits != 63 && l->id_bits != SFCODEC_JS53_BITS)
         return SFCODEC_LAYOUT_BITS_SUM;
     if (epoch_ms < 0)
         return SFCODEC_LAYOUT_EPOCH_NEGATIVE;
     l->epoch_ms = epoch_ms;
+    l->max_id = (UINT64_C(1) << l->id_bits) - 1;
     l->timestamp_bits = timestamp_bits;
     l->datacenter_bits = datacenter_bits;
     l->worker_bits = worker_bits;
@@ -75,7 +78,8 @@ sfcodec_layout_init(struct sfcodec_layout *l, int64_t epoch_ms,
         return -1;
     case SFCODEC_LAYOUT_BITS_SUM:
         *cause = xasprintf("snowflake layout: timestamp %d + datacenter %d + "
-                           "worker %d + sequence %d bits = %d, must be 63",
+                           "worker %d + sequence %d bits = %d, must be 63 "
+                           "(or 53: IDs below 2^53)",
                            timestamp_bits, datacenter_bits, worker_bits,
                            sequence_bits, timestamp_bits + datacenter_bits +
                            worker_bits + sequence_bits);
@@ -176,7 +180,9 @@ sfcodec_decode(const struct sfcodec_layout *l, const char *s, size_t len,
         return -1;
     }
     if (sfcodec_decode_id(l, v, d) == -1) {
-        *cause = xstrdup("not an ID: bit 63 is set");
+        *cause = l->id_bits == 63 ? xstrdup("not an ID: bit 63 is set") :
+                 xasprintf("not an ID of this layout: its IDs are below 2^%d",
+                           l->id_bits);
         return -1;
     }
     return 0;
@@ -187,7 +193,7 @@ sfcodec_decode_id(const struct sfcodec_layout *l, uint64_t v,
                   struct sfcodec_decoded *d)
 {
     memset(d, 0, sizeof *d);
-    if (v > (uint64_t)INT64_MAX)
+    if (v > (uint64_t)INT64_MAX || v > l->max_id)
         return -1;
     d->id = v;
     d->timestamp_ms = (int64_t)(v >> l->timestamp_shift) + l->epoch_ms;

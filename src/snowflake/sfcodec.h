@@ -24,9 +24,14 @@
 #include "util.h"
 
 #define SFCODEC_LEAF_EPOCH_MS 1288834974657LL
+/* The widths of a layout sum to 63, or to this: IDs below 2^53, which
+ * JavaScript's Number holds exactly (snowflake.layout = js53). */
+#define SFCODEC_JS53_BITS 53
 
 struct sfcodec_layout {
     int64_t  epoch_ms;
+    int      id_bits;             /* the widths' sum: 63, or 53 */
+    uint64_t max_id;              /* 2^id_bits - 1 */
     int      timestamp_bits;
     int      datacenter_bits;     /* 0: no datacenter field */
     int      worker_bits;         /* the worker field without the datacenter */
@@ -41,7 +46,7 @@ struct sfcodec_layout {
 };
 
 /* Set up and check a layout: bits each >= 0 (timestamp, sequence >= 1),
- * summing to 63; epoch not in the future; the timestamp must not run out
+ * summing to 63 or SFCODEC_JS53_BITS; epoch not in the future; the timestamp must not run out
  * within margin_days of now_ms. now_ms < 0 skips the time checks (decoding
  * only). Returns 0 or -1 with *cause. */
 int  sfcodec_layout_init(struct sfcodec_layout *l, int64_t epoch_ms,
@@ -52,7 +57,7 @@ int  sfcodec_layout_init(struct sfcodec_layout *l, int64_t epoch_ms,
 enum sfcodec_layout_check {
     SFCODEC_LAYOUT_OK,
     SFCODEC_LAYOUT_BITS_RANGE,      /* a width below its minimum or over 62 */
-    SFCODEC_LAYOUT_BITS_SUM,        /* the widths do not sum to 63 */
+    SFCODEC_LAYOUT_BITS_SUM,        /* the widths sum to neither 63 nor 53 */
     SFCODEC_LAYOUT_EPOCH_NEGATIVE,
     SFCODEC_LAYOUT_EPOCH_FUTURE,
     SFCODEC_LAYOUT_RAN_OUT,         /* the timestamp ran out before now_ms */
@@ -84,10 +89,12 @@ struct sfcodec_decoded {
 };
 
 /* Parse a decimal ID strictly: digits only, no sign, no space, no leading
- * zero, no overflow, bit 63 clear. Returns 0 or -1 with *cause. */
+ * zero, no overflow, at most the layout's max_id. Returns 0 or -1 with
+ * *cause. */
 int  sfcodec_decode(const struct sfcodec_layout *l, const char *s, size_t len,
                struct sfcodec_decoded *d, char **cause);
-/* The fields of the ID id. Returns 0, or -1 when bit 63 is set. */
+/* The fields of the ID id. Returns 0, or -1 when it is over the layout's
+ * max_id (bit 63 set, or a bit at or above 53 in a 53-bit layout). */
 int  sfcodec_decode_id(const struct sfcodec_layout *l, uint64_t id,
                        struct sfcodec_decoded *d);
 /* {"id":"...","timestamp":ms,"time":"...","worker_id":n,"sequence":n

@@ -394,6 +394,7 @@ snowflake_next(struct snowflake *sf, uint32_t n, uint64_t *out,
     assert(n == 1 || sf->seq_random || out[n - 1] > out[0]);
     assert(out[n - 1] >> l->timestamp_shift >= out[0] >> l->timestamp_shift);
     assert((int64_t)(out[n - 1] >> l->timestamp_shift) == t_end);
+    assert(out[n - 1] <= l->max_id);        /* js53: below 2^53 */
 
     /* served at `now`: raise the high-water mark */
     while (now > hw && !atomic_compare_exchange_weak_explicit(

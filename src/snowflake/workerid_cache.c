@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sfcodec.h"
 #include "util.h"
 #include "workerid_cache.h"
 
@@ -246,7 +247,7 @@ cache_layout_parse(const char *s, int64_t *epoch, int *shift)
 
     if (sscanf(s, "%lld:%d/%d/%d/%d%n", &e, &t, &d, &w, &q, &end) != 5 ||
         s[end] != '\0' || t < 1 || d < 0 || w < 0 || q < 1 ||
-        t + d + w + q != 63)
+        (t + d + w + q != 63 && t + d + w + q != SFCODEC_JS53_BITS))
         return -1;
     *epoch = e;
     *shift = d + w + q;

@@ -43,7 +43,8 @@ START_TEST(test_method_paths)
         "/leafd.v1.IdService/NextSegment", "/leafd.v1.IdService/NextSnowflake",
         "/leafd.v1.IdService/NextUuid", "/leafd.v1.IdService/NextUlid",
         "/leafd.v1.IdService/NextSerial", "/leafd.v1.IdService/Lease",
-        "/leafd.v1.IdService/Decode", "/grpc.health.v1.Health/Check",
+        "/leafd.v1.IdService/Decode", "/leafd.v1.IdService/DecodeSegment",
+        "/grpc.health.v1.Health/Check",
         "/grpc.health.v1.Health/Watch",
     };
 
@@ -298,6 +299,74 @@ START_TEST(test_replies)
 }
 END_TEST
 
+/* IdEncoding on NextSegment and NextSnowflake only; ID strings in Decode
+ * and DecodeSegment, NUL-free; IdsReply.strings packed and read back. */
+START_TEST(test_id_strings)
+{
+    Leafd__V1__SegmentRequest sq = LEAFD__V1__SEGMENT_REQUEST__INIT;
+    Leafd__V1__CountRequest cq = LEAFD__V1__COUNT_REQUEST__INIT;
+    Leafd__V1__DecodeRequest dq = LEAFD__V1__DECODE_REQUEST__INIT;
+    Leafd__V1__DecodeSegmentRequest gq = LEAFD__V1__DECODE_SEGMENT_REQUEST__INIT;
+    Leafd__V1__IdsReply *ir;
+    struct api_grpc_args g;
+    const char *code;
+    uint8_t buf[256];
+    size_t n;
+    char a[] = "ord_00000000001", b[] = "ord_0000000000000";
+    char *strs[2] = { a, b };
+
+    sq.biz_tag = (char *)"demo";
+    sq.encoding = LEAFD__V1__ID_ENCODING__ID_ENCODING_BASE32;
+    n = leafd__v1__segment_request__pack(&sq, buf);
+    ck_assert_int_eq(parse(AGM_SEGMENT, buf, n, &g, &code), 0);
+    ck_assert_int_eq(g.enc, IDSTR_BASE32);
+    sq.encoding = (Leafd__V1__IdEncoding)9;
+    n = leafd__v1__segment_request__pack(&sq, buf);
+    ck_assert_int_eq(parse(AGM_SEGMENT, buf, n, &g, &code), 400);
+    ck_assert_str_eq(code, "invalid_encoding");
+
+    cq.encoding = LEAFD__V1__ID_ENCODING__ID_ENCODING_BASE62;
+    n = leafd__v1__count_request__pack(&cq, buf);
+    ck_assert_int_eq(parse(AGM_SNOWFLAKE, buf, n, &g, &code), 0);
+    ck_assert_int_eq(g.enc, IDSTR_BASE62);
+    ck_assert_int_eq(parse(AGM_UUID, buf, n, &g, &code), 400);
+    ck_assert_str_eq(code, "invalid_encoding");
+
+    dq.text = a;
+    n = leafd__v1__decode_request__pack(&dq, buf);
+    ck_assert_int_eq(parse(AGM_DECODE, buf, n, &g, &code), 0);
+    ck_assert_str_eq(g.text, a);
+    ck_assert_uint_eq(g.text_len, strlen(a));
+    dq.id = 3;
+    n = leafd__v1__decode_request__pack(&dq, buf);
+    ck_assert_int_eq(parse(AGM_DECODE, buf, n, &g, &code), 400);
+    ck_assert_str_eq(code, "invalid_message");
+    {
+        /* field 2, "ab\0c": a NUL in the text */
+        static const uint8_t nul[] = { 0x12, 4, 'a', 'b', 0, 'c' };
+
+        ck_assert_int_eq(parse(AGM_DECODE, nul, sizeof nul, &g, &code), 400);
+        ck_assert_str_eq(code, "invalid_message");
+    }
+    gq.text = (char *)"";
+    n = leafd__v1__decode_segment_request__pack(&gq, buf);
+    ck_assert_int_eq(parse(AGM_DECODE_SEGMENT, buf, n, &g, &code), 400);
+    ck_assert_str_eq(code, "invalid_id");
+    gq.text = b;
+    n = leafd__v1__decode_segment_request__pack(&gq, buf);
+    ck_assert_int_eq(parse(AGM_DECODE_SEGMENT, buf, n, &g, &code), 0);
+    ck_assert_str_eq(g.text, b);
+
+    n = api_grpc_pack_id_strings(strs, 2, buf, api_grpc_strings_bound(2, 40));
+    ir = leafd__v1__ids_reply__unpack(NULL, n, buf);
+    ck_assert_ptr_nonnull(ir);
+    ck_assert_uint_eq(ir->n_ids, 0);
+    ck_assert_uint_eq(ir->n_strings, 2);
+    ck_assert_str_eq(ir->strings[1], b);
+    leafd__v1__ids_reply__free_unpacked(ir, NULL);
+}
+END_TEST
+
 static Suite *
 grpc_msg_suite(void)
 {
@@ -310,6 +379,7 @@ grpc_msg_suite(void)
     tcase_add_test(tc, test_other_requests);
     tcase_add_test(tc, test_status_codes);
     tcase_add_test(tc, test_replies);
+    tcase_add_test(tc, test_id_strings);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -522,7 +522,7 @@ START_TEST(test_api_connection_commands)
     expect_error(redisCommand(rc, "GET k"), "ERR unknown command 'GET', with args "
                  "beginning with: 'k'");
     expect_error(redisCommand(rc, "INCR"), "ERR wrong number of arguments for 'incr'");
-    expect_error(redisCommand(rc, "LEAF.SEGMENT a 1 2"), "ERR wrong number of arguments");
+    expect_error(redisCommand(rc, "LEAF.SEGMENT a 1 base62 2"), "ERR wrong number of arguments");
     redisFree(rc);
 }
 END_TEST

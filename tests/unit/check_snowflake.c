@@ -1111,6 +1111,51 @@ START_TEST(layout_runs_out_while_running)
 }
 END_TEST
 
+/* snowflake.layout = js53 (41 timestamp + 5 worker + 7 sequence bits):
+ * up to the layout's last ms, with the highest worker ID, every ID the
+ * generator gives is at most 2^53-1 (JavaScript's Number.MAX_SAFE_INTEGER),
+ * and past it the generator refuses. The last IDs have bit 52 set: the test
+ * runs at the top of the range, where a wider ID would show. */
+START_TEST(js53_ids_fit_53_bits)
+{
+    struct snowflake_options o;
+    struct snowflake *sf;
+    struct snowflake_refusal why;
+    uint64_t ids[8 * 128], top = 0;
+    size_t n = 0;
+    char *cause = NULL;
+    int rc;
+    const int64_t now = (1LL << 41) + 100000000000LL;   /* a 2^41 ms span fits */
+
+    reset_fakes();
+    atomic_store(&fake_now, now);
+    options(&o);
+    /* the 41-bit timestamp ends 3 ms after now */
+    ck_assert_int_eq(sfcodec_layout_init(&o.layout, now + 3 - ((1LL << 41) - 1), 41,
+                                    0, 5, 7, -1, 0, &cause), 0);
+    o.worker_id = 31;
+    o.count_max = 128;
+    o.max_borrow_ms = 10;
+    sf = make(&o);
+    while ((rc = issue(sf, 128, ids + n, &why)) == SNOWFLAKE_OK) {
+        n += 128;
+        ck_assert_uint_le(n, sizeof ids / sizeof ids[0]);
+    }
+    ck_assert_int_eq(rc, SNOWFLAKE_REFUSE);
+    ck_assert_str_eq(why.code, "layout_expired");
+    ck_assert_uint_ge(n, 3 * 128);
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] > (UINT64_C(1) << 53) - 1)
+            ck_abort_msg("ID %" PRIu64 " is over 2^53-1", ids[i]);
+        if (ids[i] > top)
+            top = ids[i];
+    }
+    ck_assert(top >> 52 == 1);
+    assert_unique(ids, n);
+    snowflake_stop(sf);
+}
+END_TEST
+
 START_TEST(metrics_backward_histogram)
 {
     struct snowflake_options o;
@@ -1175,6 +1220,7 @@ snowflake_suite(void)
     tcase_add_test(tc, worker_unknown_then_acquired);
     tcase_add_test(tc, lease_deadline_without_keeper);
     tcase_add_test(tc, layout_runs_out_while_running);
+    tcase_add_test(tc, js53_ids_fit_53_bits);
     tcase_add_test(tc, metrics_backward_histogram);
     suite_add_tcase(s, tc);
     return s;
