@@ -48,12 +48,14 @@
  */
 #include <assert.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "api_handlers.h"
 #include "auth.h"
 #include "config.h"
+#include "decode.h"
 #include "mc_parse.h"
 #include "util.h"
 #include "version.h"
@@ -104,6 +106,30 @@ key_denied(struct mc_ctx *x, enum route r, const char *scope)
     return 1;
 }
 
+/* get @decode/<id>: the JSON the HTTP decode routes give for a decimal
+ * snowflake ID or an ID string (a segment string's number and tag, a
+ * snowflake's fields), as the key's VALUE; not an ID: CLIENT_ERROR
+ * invalid_id. No scope, as over HTTP. */
+static void
+cmd_decode(struct mc_ctx *x)
+{
+    struct sbuf b = { 0 };
+    char *cause = NULL;
+
+    if (decode_any(x->a->cfg, x->a->sf, x->key + 8, x->klen - 8, &b,
+                   &cause) == -1) {
+        api_mc_reply_error(x->c, R_DECODE, 400, "invalid_id",
+                           cause != NULL ? cause : "not an ID");
+        free(cause);
+    } else if (b.len > MC_VALUE_MAX) {
+        api_mc_reply_error(x->c, R_DECODE, 500, "internal",
+                           "the decoded ID's JSON is over the value limit");
+    } else {
+        api_mc_reply_text(x->c, R_DECODE, b.p, b.len);
+    }
+    sbuf_free(&b);
+}
+
 /* get/gets: one key, one ID. "<key>/<encoding>" (dec, base62, base32: '/'
  * is never in a biz_tag) asks for a segment or snowflake ID as a string. */
 static void
@@ -125,6 +151,10 @@ cmd_get(struct mc_ctx *x)
         x->klen = (size_t)(slash - x->key);
     else
         slash = NULL;
+    if (slash == NULL && x->klen > 8 && memcmp(x->key, "@decode/", 8) == 0) {
+        cmd_decode(x);
+        return;
+    }
     if (key_is(x, "@snowflake")) {
         if (api_sf_disabled(a, x->c, R_SNOWFLAKE) ||
             (first && key_denied(x, R_SNOWFLAKE, "@snowflake")))

@@ -84,6 +84,12 @@ int  api_resp_capture(struct http_conn *c, const char *data, size_t len);
  * status on route r. */
 void api_mc_reply_error(struct http_conn *c, enum route r, int status,
                         const char *code, const char *msg);
+/* A get's VALUE that is not an ID (cas 0), for the key c's request names,
+ * counted as 200 on route r: @decode/<id>'s JSON. At most MC_VALUE_MAX
+ * bytes (asserted). */
+#define MC_VALUE_MAX 1024
+void api_mc_reply_text(struct http_conn *c, enum route r, const char *val,
+                       size_t len);
 /* memcached's other answers, in the protocol of c's request (text, or
  * binary: req->mc->binary), counted as 200 on R_MEMCACHE (unknown: 400):
  * version's (the version string), stats' (text: "STAT <name> <value>\r\n"

@@ -58,14 +58,14 @@ reply_value(struct http_conn *c, enum route r, const char *val, size_t len,
     const struct mc_cmd *cmd = req->mc;
     size_t klen = cmd->len[req->mc_key];
     /* "VALUE ", " 0 ", the length, the cas, three CRLFs and END: 41 */
-    char out[MC_KEY_MAX + 64 + IDSTR_TEXT_MAX], *p = out;
+    char out[MC_KEY_MAX + 64 + MC_VALUE_MAX], *p = out;
 
     if (cmd->binary) {
         api_mcbin_reply_value(c, r, val, len, cas);
         return;
     }
     assert(cmd->kind == MC_GET);
-    assert(len <= IDSTR_TEXT_MAX && klen <= MC_KEY_MAX);
+    assert(len <= MC_VALUE_MAX && klen <= MC_KEY_MAX);
     memcpy(p, "VALUE ", 6);
     p += 6;
     memcpy(p, req->mc_line + cmd->off[req->mc_key], klen);
@@ -91,6 +91,12 @@ reply_value(struct http_conn *c, enum route r, const char *val, size_t len,
         api_stat_inc(&api_self->mc_hits);
     api_count(r, 200);
     http_reply_mc(c, out, (size_t)(p - out), 0);
+}
+
+void
+api_mc_reply_text(struct http_conn *c, enum route r, const char *val, size_t len)
+{
+    reply_value(c, r, val, len, 0);
 }
 
 static void

@@ -90,10 +90,11 @@ api_mcbin_reply_value(struct http_conn *c, enum route r, const char *val,
                       size_t len, uint64_t cas)
 {
     const struct http_request *req = http_conn_request(c);
-    char out[MC_BIN_HEADER + 4 + MC_KEY_MAX + IDSTR_TEXT_MAX];
+    char out[MC_BIN_HEADER + 4 + MC_KEY_MAX + MC_VALUE_MAX];
 
-    /* the longest value: a prefixed ID string (a UUID is 36) */
-    assert(req->mc->kind == MC_GET && len <= IDSTR_TEXT_MAX);
+    /* the longest value: @decode/<id>'s JSON (an ID string is at most
+     * IDSTR_TEXT_MAX, a UUID 36) */
+    assert(req->mc->kind == MC_GET && len <= MC_VALUE_MAX);
     if (api_self != NULL)
         api_stat_inc(&api_self->mc_hits);
     api_count(r, 200);

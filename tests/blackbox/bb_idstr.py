@@ -308,6 +308,29 @@ def test_resp_and_memcached_strings(ctx):
         check(out.startswith("CLIENT_ERROR invalid_encoding"), "ULID: %r" % out)
         out = mc(mport, "get bad/tag/base62")
         check(out.startswith("CLIENT_ERROR invalid_biz_tag"), "a '/' in the tag: %r" % out)
+        # memcached's decode key: @decode/<id>, text and binary
+        import json
+        seg = ref_encode(seen[0], "base62", "ord")
+        out = mc(mport, "get @decode/%s" % seg)
+        lines = out.split("\r\n")
+        check(lines[0].startswith("VALUE @decode/%s 0 " % seg), "decode key: %r" % out)
+        j = json.loads(lines[1])
+        eq((j.get("biz_tag"), j.get("id")), ("demo", str(seen[0])), "decoded segment string")
+        eq(lines[2], "END", "END after the decode value")
+        sf = resp(rport, "LEAF.SNOWFLAKE", "1", "base62")[0]
+        out = mc(mport, "get @decode/%s" % sf)
+        j = json.loads(out.split("\r\n")[1])
+        eq(j.get("id"), str(ref_decode(sf, LONG)), "decoded snowflake string: %r" % out)
+        check("worker_id" in j or "worker" in out, "a snowflake's fields: %r" % out)
+        out = mc(mport, "get @decode/ord_AzL8n0Y58m8")
+        check(out.startswith("CLIENT_ERROR invalid_id"), "an overflow over memcached: %r" % out)
+        b = Bin(mport)
+        key = ("@decode/%s" % seg).encode()
+        b.send(frame(GETK, key, opaque=9))
+        op, st, k, extras, val, opq, cas = b.read()
+        b.close()
+        eq((op, st, opq, k), (GETK, 0, 9, key), "binary decode echoes the key")
+        eq(json.loads(val.decode()).get("id"), str(seen[0]), "binary decode's value")
 
 
 def test_grpc_strings(ctx):
