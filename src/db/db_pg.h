@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #define DB_PG_CONNINFO_MAX 1024   /* bytes of a connection string */
-#define DB_PG_STMTS        12     /* statements prepared at connect, at most */
+#define DB_PG_STMTS        24     /* statements prepared at connect, at most */
 #define DB_PG_PARAMS       10     /* parameters of one statement, at most */
 
 /* A statement prepared at connect under the name "leafd_<index>". */
@@ -79,6 +79,13 @@ int db_pg_conn_init(struct db_pg_conn *c, const char *conninfo,
  * (nothing to close). Logs the server and its TLS at the first connect
  * and after a failure. */
 int db_pg_conn_open(struct db_pg_conn *c, char **cause);
+
+/* Prepare sql[0..nsql) on the open connection, and at every connect
+ * after (they become c's statements): for statements that name a table
+ * the caller creates once connected (db_pg_conn_init given none). 0, or
+ * -1 with *cause (the connection closed). */
+int db_pg_conn_prepare(struct db_pg_conn *c, const struct db_pg_stmt *sql,
+                       int nsql, char **cause);
 
 /* Close the connection (none: a no-op). */
 void db_pg_conn_close(struct db_pg_conn *c);
