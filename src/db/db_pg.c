@@ -393,6 +393,18 @@ db_pg_conn_open(struct db_pg_conn *c, char **cause)
     return 1;
 }
 
+int64_t
+db_pg_changed(PGresult *r)
+{
+    const char *t = PQcmdTuples(r);
+    int64_t n = 0;
+
+    if (util_parse_i64(t, strlen(t), 0, &n) == -1)
+        n = 0;
+    PQclear(r);
+    return n;
+}
+
 int
 db_pg_i64(const PGresult *r, int row, int col, int64_t *out)
 {

@@ -114,6 +114,9 @@ int db_pg_conn_run(struct db_pg_conn *c, int stmt, const char *sql, int n,
 int db_pg_conn_fail(struct db_pg_conn *c, const char *what, const char *why,
                     char **cause);
 
+/* The rows a command changed (its tag's count, 0 when none), r cleared. */
+int64_t db_pg_changed(PGresult *r);
+
 /* A result's field as an integer: 0, or -1 (NULL, not an integer). */
 int db_pg_i64(const PGresult *r, int row, int col, int64_t *out);
 

@@ -44,10 +44,11 @@
 #include "log.h"
 #include "util.h"
 #include "workerid_pg.h"
+#include "workerid_rows.h"
 
-#define WP_IDENT_MAX 128
+#define WP_IDENT_MAX WROWS_IDENT_MAX
 #define WP_NONCE_MAX 32
-#define WP_INST_MAX  64             /* the column: the epoch row's marker */
+#define WP_INST_MAX  WROWS_INST_MAX /* the column: the epoch row's marker */
 #define WP_EPOCH_IDENT "~epoch"
 #define WP_EPOCH_WORKER -1
 /* the advisory locks' first key: "leaf" */
@@ -228,18 +229,6 @@ wp_txn(struct wpg *m, const char *sql, char **cause)
     return db_pg_conn_run(&m->c, -1, sql, 0, NULL, sql, cause);
 }
 
-/* Rows an UPDATE changed. */
-static long long
-wp_changed(PGresult *r)
-{
-    const char *t = PQcmdTuples(r);
-    int64_t n = 0;
-
-    if (util_parse_i64(t, strlen(t), 0, &n) == -1)
-        n = 0;
-    PQclear(r);
-    return n;
-}
 
 /* One integer from statement i: 0 with *v (*null when SQL NULL or no
  * row), or -1 (connection closed). */
@@ -293,6 +282,13 @@ wp_lock_used(struct wpg *m, long long worker, int64_t lease_ms, int *used,
         return -1;
     *used = !null && ago >= 0 && ago < lease_ms / 2;
     return 0;
+}
+
+static int
+wp_used(void *arg, long long worker, int64_t lease_ms, int *used,
+        char **cause)
+{
+    return wp_lock_used(arg, worker, lease_ms, used, cause);
 }
 
 /* After a write that landed: hold worker's advisory lock in this session
@@ -357,84 +353,6 @@ wp_marker_parse(const char *marker, long long *oid, char *server,
         snprintf(server, cap, "%s", s + 2);
 }
 
-/* worker: the one wanted, or -1 (any) */
-static char *
-wp_live_lock(long long worker, long long until)
-{
-    char w[32] = "a";
-
-    if (worker >= 0)
-        snprintf(w, sizeof w, "%lld", worker);
-    return xasprintf("leaf_worker went back in time (rows restored?): "
-                     "snowflake worker ID %s that it calls free is held by a "
-                     "live node (its session holds the ID's lock and "
-                     "writes); not taking it, nor any row older than now "
-                     "before server time %lld (docs/operations.md)", w,
-                     until);
-}
-
-/* The cause of a claim put off until the server's clock `until`. */
-static char *
-wp_waiting(long long until)
-{
-    return xasprintf("leaf_worker went back in time (a dump restored, a "
-                     "standby promoted): a worker ID whose row is older may "
-                     "still be held by a live node; not taking one before "
-                     "server time %lld (a lease after; docs/operations.md)",
-                     until);
-}
-
-struct wp_row {
-    long long     worker, fence, hb, released;
-    char          ident[WP_IDENT_MAX + 1], inst[WP_INST_MAX + 1];
-};
-
-/* c->want_worker among the rows: its row, or -1 for a gap (an insert);
- * WLEASE_OK, or _REFUSED / _DOWN with *cause. *move: the row this
- * identity holds under another worker ID (to free first), or -1. */
-static int
-wp_claim_wanted(const struct wlease_claim *c, const struct wp_row *rows,
-                size_t n, long long now, long long since, int64_t *row,
-                int64_t *move, char **cause)
-{
-    *row = -1;
-    *move = -1;
-    for (size_t i = 0; i < n; i++) {
-        const struct wp_row *w = &rows[i];
-        if (w->worker == c->want_worker)
-            *row = (int64_t)i;
-        else if (strcmp(w->ident, c->identity) == 0)
-            *move = w->worker;
-    }
-    if (*row >= 0 && strcmp(rows[*row].ident, c->identity) != 0 &&
-        (c->alias == NULL || c->alias[0] == '\0' ||
-         strcmp(rows[*row].ident, c->alias) != 0)) {
-        const struct wp_row *w = &rows[*row];
-        if (w->hb < since && now - since < c->lease_ms) {
-            *cause = wp_waiting(since + c->lease_ms);
-            return WLEASE_DOWN;
-        }
-        if (w->hb >= since && !w->released && now - w->hb < c->lease_ms) {
-            *cause = xasprintf("snowflake worker ID %" PRId64 " is held by "
-                               "%s (instance %s) in leaf_worker, its lease "
-                               "live (heartbeat %lld ms ago); %s cannot "
-                               "have it: check snowflake.k8s.ordinal_offset",
-                               c->want_worker, w->ident, w->inst,
-                               now - w->hb, c->identity);
-            return WLEASE_REFUSED;
-        }
-        if (w->fence >= c->now_ms) {
-            *cause = xasprintf("snowflake worker ID %" PRId64 " was freed "
-                               "in leaf_worker with fence %lld, not below "
-                               "this node's clock %" PRId64 ": not taking "
-                               "it yet", c->want_worker, w->fence,
-                               c->now_ms);
-            return WLEASE_DOWN;
-        }
-    }
-    return WLEASE_OK;
-}
-
 /* The identity is UNIQUE: before it takes another worker ID, its row for
  * worker gets a placeholder identity, released, its fence kept. */
 static int
@@ -471,7 +389,7 @@ wp_zones_get(struct wpg *m, long long worker, char **cause)
 
 /* The rows (worker IDs 0 and up) into *rows; the epoch row's fields. */
 static int
-wp_read_rows(struct wpg *m, struct wp_row **rows, size_t *n, int *has_epoch,
+wp_read_rows(struct wpg *m, struct wrows_row **rows, size_t *n, int *has_epoch,
              int *epoch_ok, long long *epoch, long long *since, char *marker,
              size_t mcap, char **cause)
 {
@@ -490,7 +408,7 @@ wp_read_rows(struct wpg *m, struct wp_row **rows, size_t *n, int *has_epoch,
     }
     *rows = xcalloc((size_t)nt + 1, sizeof **rows);
     for (int i = 0; i < nt; i++) {
-        struct wp_row row;
+        struct wrows_row row;
         int64_t v[4];
 
         memset(&row, 0, sizeof row);
@@ -566,7 +484,7 @@ wp_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
          int64_t *fence_ms, char **cause)
 {
     struct wpg *m = arg;
-    struct wp_row *rows = NULL;
+    struct wrows_row *rows = NULL;
     long long now, epoch = -1, since = 0, oid = 0, m_oid;
     long long past_max = -1, past_fence = 0;
     char marker[WP_INST_MAX + 1] = "", seen[WP_INST_MAX + 1];
@@ -574,7 +492,7 @@ wp_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
     size_t n = 0;
     int64_t take = -1, tfence = 0;
     int insert = 0, has_epoch = 0, epoch_ok = 1, rc = WLEASE_DOWN;
-    int waiting = 0, gate_since = 0, wr, used, live = 0, bumped = 0;
+    int waiting = 0, wr, used, live = 0, bumped = 0;
 
     if (strlen(c->identity) > WP_IDENT_MAX || strlen(c->nonce) >
         WP_NONCE_MAX) {
@@ -651,7 +569,7 @@ wp_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
     if (c->want_worker >= 0) {
         int64_t at, move;
 
-        rc = wp_claim_wanted(c, rows, n, now, since, &at, &move, cause);
+        rc = wrows_wanted(c, rows, n, now, since, &at, &move, cause);
         if (rc != WLEASE_OK) {
             free(rows);
             return wp_rollback(m, rc);
@@ -676,7 +594,7 @@ wp_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
                 if (wp_run(m, WP_SINCE, 1, v, "UPDATE leaf_worker (since)",
                            cause) == -1 || wp_txn(m, "COMMIT", cause) == -1)
                     return WLEASE_DOWN;
-                *cause = wp_live_lock(c->want_worker, now + c->lease_ms);
+                *cause = wrows_live_lock(c->want_worker, now + c->lease_ms);
                 return WLEASE_DOWN;
             }
         }
@@ -689,86 +607,34 @@ wp_claim(void *arg, const struct wlease_claim *c, int64_t *worker,
         insert = at < 0;
     }
     /* this identity's row; one outside the range is freed below */
-    for (size_t i = 0; take < 0 && i < n; i++) {
-        if (strcmp(rows[i].ident, c->identity) != 0)
-            continue;
-        if (strcmp(rows[i].inst, c->nonce) != 0 &&
-            strcmp(rows[i].inst, c->prev_nonce) != 0 &&
-            !rows[i].released && now - rows[i].hb < c->lease_ms) {
-            *cause = xasprintf("snowflake identity %s is in use: another "
-                               "live leafd instance (%s) holds its lease in "
-                               "leaf_worker (heartbeat %lld ms ago); give "
-                               "each process its own snowflake.ip / port",
-                               c->identity, rows[i].inst, now - rows[i].hb);
-            free(rows);
-            return wp_rollback(m, WLEASE_REFUSED);
-        }
-        if ((uint64_t)rows[i].worker > c->max_worker ||
-            (uint64_t)rows[i].worker < c->min_worker) {
-            past_max = rows[i].worker;
-            past_fence = rows[i].fence;
-            continue;
-        }
-        take = rows[i].worker;
-        tfence = rows[i].fence;
-        break;
+    if (take < 0 && wrows_own(c, rows, n, now, &take, &tfence, &past_max,
+                              &past_fence, cause) != WLEASE_OK) {
+        free(rows);
+        return wp_rollback(m, WLEASE_REFUSED);
     }
     /* else the lowest free: a gap, released, or lease expired (a lease
      * after since for a row older than since); and its fence below the
      * taker's clock */
 rescan:
-    for (size_t i = 0, expect = c->min_worker; take < 0 &&
-         expect <= c->max_worker; expect++) {
-        int64_t cand = -1;
-        long long cfence = 0;
-        int gap = 0, old = 0;
+    if (take < 0) {
+        struct wrows_pick pk;
 
-        while (i < n && (uint64_t)rows[i].worker < expect)
-            i++;
-        if (i < n && (uint64_t)rows[i].worker == expect) {
-            old = rows[i].hb < since;
-
-            if (old && now - since < c->lease_ms)
-                waiting = 1;
-            if ((old ? now - since >= c->lease_ms :
-                 rows[i].released || now - rows[i].hb >= c->lease_ms) &&
-                rows[i].fence < c->now_ms &&
-                strcmp(rows[i].ident, c->identity) != 0) {
-                cand = rows[i].worker;
-                cfence = rows[i].fence;
-            }
-            i++;
-        } else {
-            cand = (int64_t)expect;
-            gap = 1;
-        }
-        if (cand < 0)
-            continue;
-        /* free by the table, but a holder is writing it: the table went
-         * back in time; a gap in a table this claim found without an
-         * epoch row (emptied) gates on the new epoch */
-        if (gap && !has_epoch)
-            old = 1;
-        if (!old && wp_lock_used(m, cand, c->lease_ms, &used, cause) == -1) {
+        if (wrows_scan(c, rows, n, now, since, has_epoch, wp_used, m, &pk,
+                       cause) == -1) {
             free(rows);
             return WLEASE_DOWN;
         }
-        if (!old && used) {
-            live = 1;
-            continue;
-        }
-        take = cand;
-        tfence = cfence;
-        insert = gap;
+        take = pk.take;
+        tfence = pk.fence;
+        insert = pk.insert;
+        waiting = pk.waiting;
+        live = pk.live;
     }
     if (live && !bumped) {
         char s[24];
         const char *v[1] = { s };
 
-        log_warn("snowflake: a worker ID that leaf_worker calls free is "
-                 "held by a live node (its session holds the ID's lock): "
-                 "the table went back in time (rows restored?); no worker ID "
-                 "whose row is older before a lease has passed");
+        wrows_log_live();
         snprintf(s, sizeof s, "%lld", now);
         if (wp_run(m, WP_SINCE, 1, v, "UPDATE leaf_worker (since)",
                    cause) == -1) {
@@ -788,43 +654,24 @@ rescan:
         free(rows);
         if (wp_txn(m, "COMMIT", cause) == -1)
             return WLEASE_DOWN;
-        *cause = waiting ? wp_waiting(since + c->lease_ms) :
-                           wp_live_lock(-1, since + c->lease_ms);
+        *cause = waiting ? wrows_waiting(since + c->lease_ms) :
+                           wrows_live_lock(-1, since + c->lease_ms);
         return WLEASE_DOWN;
     }
     if (take < 0) {
-        *cause = xasprintf("no free snowflake worker ID in leaf_worker: all "
-                           "%" PRIu64 " (%" PRIu64 "..%" PRIu64 ") are in "
-                           "use (leases live, or fences not yet passed)%s",
-                           c->max_worker - c->min_worker + 1, c->min_worker,
-                           c->max_worker, WLEASE_FULL_HINT);
+        *cause = wrows_full(c);
         free(rows);
         return wp_rollback(m, WLEASE_REFUSED);
     }
     if (past_max >= 0) {
-        log_warn("snowflake: %s held worker ID %lld in leaf_worker, outside "
-                 "this node's range %" PRIu64 "..%" PRIu64 " (worker_bits "
-                 "lowered, or the range moved): freeing that row (fence "
-                 "kept), taking %" PRId64, c->identity, past_max,
-                 c->min_worker, c->max_worker, take);
+        wrows_log_moved(c, past_max, take);
         if (wp_move_out(m, past_max, cause) == -1) {
             free(rows);
             return WLEASE_DOWN;
         }
-        if (past_fence > tfence)
-            tfence = past_fence;
     }
-    /* no row: every fence a node held under a lost row was written before
-     * the epoch */
-    if (insert && epoch + c->unknown_gate_ms > tfence)
-        tfence = epoch + c->unknown_gate_ms;
-    /* a row older than since, or none: its holder may have issued up to
-     * anything it confirmed before since */
-    for (size_t i = 0; i < n; i++)
-        if (rows[i].worker == take && rows[i].hb < since)
-            gate_since = 1;
-    if ((insert || gate_since) && since + c->unknown_gate_ms > tfence)
-        tfence = since + c->unknown_gate_ms;
+    tfence = wrows_gate(c, rows, n, take, tfence, insert, past_fence, epoch,
+                        since);
     free(rows);
     wlease_rec_claim(&m->rec, NULL, 0);
     if (!insert && wp_zones_get(m, take, cause) == -1)
@@ -883,7 +730,7 @@ wp_update_held(struct wpg *m, int i, int n, const char *const *v,
 
     if (r == NULL)
         return WLEASE_DOWN;
-    if (wp_changed(r) == 0) {
+    if (db_pg_changed(r) == 0) {
         *cause = xstrdup("leaf_worker row is held by another instance now");
         db_pg_conn_close(&m->c);        /* and our lock on it goes */
         return WLEASE_LOST;
@@ -924,14 +771,14 @@ wp_fence(void *arg, int64_t worker, const char *nonce, int64_t fence_ms,
     r = wp_exec(m, WP_FENCE_SAME, 6, v, "UPDATE leaf_worker (fence)", cause);
     if (r == NULL)
         return WLEASE_DOWN;
-    same = wp_changed(r) == 1;
+    same = db_pg_changed(r) == 1;
     if (!same) {
         if (wp_txn(m, "BEGIN", cause) == -1)
             return WLEASE_DOWN;
         r = wp_exec(m, WP_FENCE, 5, v, "UPDATE leaf_worker (fence)", cause);
         if (r == NULL)
             return WLEASE_DOWN;
-        if (wp_changed(r) != 1) {
+        if (db_pg_changed(r) != 1) {
             *cause = xstrdup("leaf_worker row is held by another instance "
                              "now");
             db_pg_conn_close(&m->c);    /* rolls back; the lock goes */
