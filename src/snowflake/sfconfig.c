@@ -316,6 +316,32 @@ start_op_timeout(int64_t lease_ms)
     return t < 1000 ? 1000 : t > 5000 ? 5000 : t;
 }
 
+/* The PostgreSQL store for cfg (not connected): 0, or -1 with *cause. */
+static int
+pg_store(const struct config *cfg, int64_t start_ms, struct wlease_store *st,
+         char **cause)
+{
+    int own = cfg->sf_pg_url != NULL && cfg->sf_pg_url[0];
+
+    return workerid_pg_store(own ? cfg->sf_pg_url : cfg->pg_url,
+                             own ? "snowflake.postgresql.url" :
+                                   "segment.postgresql.url", 1000, start_ms,
+                             st, cause);
+}
+
+int
+sfconfig_check_store(const struct config *cfg, char **cause)
+{
+    struct wlease_store st;
+
+    if (!cfg->snowflake_enable || !sfconfig_uses_pg(cfg))
+        return 0;
+    if (pg_store(cfg, 1000, &st, cause) == -1)
+        return -1;
+    st.close(st.arg);
+    return 0;
+}
+
 struct wlease *
 sfconfig_lease_open(const struct config *cfg, const struct sfcodec_layout *l,
                     int http_port, char **cause)
@@ -415,13 +441,7 @@ lease_open(const struct config *cfg, const struct sfcodec_layout *l,
             return NULL;
         }
     } else if (sfconfig_uses_pg(cfg)) {
-        int sf_own = cfg->sf_pg_url != NULL && cfg->sf_pg_url[0];
-
-        if (workerid_pg_store(sf_own ? cfg->sf_pg_url : cfg->pg_url,
-                              sf_own ? "snowflake.postgresql.url" :
-                                       "segment.postgresql.url", 1000,
-                              start_op_timeout(p.lease_ms), &st,
-                              cause) == -1) {
+        if (pg_store(cfg, start_op_timeout(p.lease_ms), &st, cause) == -1) {
             free(cache);
             return NULL;
         }

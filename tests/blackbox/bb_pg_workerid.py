@@ -13,18 +13,21 @@ error code:
   - a standby that lacks the last heartbeats promoted (a new timeline): a
     new node on it does not take the live node's worker ID, whose row
     there is stale; the live node keeps it.
+Also: a bad snowflake.postgresql.url (or none at all) stops the start and
+fails --check-config, naming the part that is wrong, never the password.
 Without postgresql-15 these skip (under CI=1 they fail)."""
 import os
 import signal
 import subprocess
 import time
 
-from bbutil import PG_BIN, PostgreSQL, Workdir, check, eq, wait_for
+from bbutil import LEAFD, PG_BIN, PostgreSQL, Workdir, check, eq, wait_for
 from bb_ops_workerid import (COMMON, LEASE_MS, SLOW_HB, Load, Proxy, c_worker,
                              grows, join_third, state, third_not_live)
 from bb_postgresql import PW, basebackup
 
 TESTS = [
+    "test_pg_wid_bad_url_refused",
     "test_pg_wid_lease_takeover",
     "test_pg_wid_truncate",
     "test_pg_wid_restore_older_dump",
@@ -33,7 +36,7 @@ TESTS = [
 
 # Store outages and restores, bound by their waits: the plain lane only
 # (check_workerid_store runs the store's rules under ASan).
-PLAIN_ONLY = set(TESTS)
+PLAIN_ONLY = set(TESTS) - {"test_pg_wid_bad_url_refused"}
 
 SEQ_BITS = 19       # COMMON's layout: no datacenter bits, 3 worker bits
 
@@ -59,6 +62,46 @@ def two_nodes(wd, url, extra=()):
 
 def worker_of(x):
     return (x >> SEQ_BITS) & 7
+
+
+def test_pg_wid_bad_url_refused(ctx):
+    """snowflake.postgresql.url is checked as segment.postgresql.url is:
+    --check-config exits 2 and the start fails, naming the key and the
+    part; the password is never printed. Neither URL set: refused too;
+    segment.postgresql.url is the default."""
+    base = ["--leaf.segment.enable=false", "--leaf.snowflake.enable=true",
+            "--snowflake.worker_source=postgresql"]
+    cases = [
+        (["--snowflake.postgresql.url=postgresql://leaf:s3cr3t@127.0.0.1/leaf?sslmode=verify-fulll"],
+         "snowflake.postgresql.url", "sslmode \"verify-fulll\""),
+        (["--snowflake.postgresql.url=host=127.0.0.1 password=s3cr3t bogus=1"],
+         "snowflake.postgresql.url", "invalid connection option \"bogus\""),
+        (["--segment.postgresql.url=dbname=leaf password=s3cr3t"],
+         "segment.postgresql.url", "no host"),
+        (["--snowflake.worker_source=k8s", "--snowflake.k8s.fence_store=postgresql",
+          "--snowflake.k8s.ordinal_env=POD_NAME",
+          "--snowflake.postgresql.url=postgresql://leaf:s3cr3t@127.0.0.1:99999/leaf"],
+         "snowflake.postgresql.url", "port \"99999\""),
+        ([], "snowflake.postgresql.url", "neither snowflake.postgresql.url nor "
+         "segment.postgresql.url is set"),
+    ]
+    with Workdir("pg-wid-badurl") as wd:
+        for i, (flags, key, want) in enumerate(cases):
+            r = subprocess.run([LEAFD, "--check-config"] + base + flags,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+            err = r.stderr.decode()
+            eq(r.returncode, 2, "--check-config of %r: %s" % (flags, err))
+            check(key in err and want in err, "--check-config names %r: %s" % (want, err))
+            check("s3cr3t" not in err, "the password printed: %s" % err)
+            d = wd.leafd(flags=base + flags + ["--leaf.snowflake.port=7000"], name="n%d" % i,
+                         env={"POD_NAME": "web-0"})
+            check(d.start(expect_fail=True) != 0, "leafd refused to start on %r" % flags)
+            check(want in d.log(), "the start names %r:\n%s" % (want, d.log()))
+            check("s3cr3t" not in d.log(), "the password logged:\n%s" % d.log())
+        r = subprocess.run([LEAFD, "--check-config"] + base +
+                           ["--segment.postgresql.url=postgresql://leaf@db1.example/leaf"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+        eq(r.returncode, 0, "segment.postgresql.url as the default: %s" % r.stderr.decode())
 
 
 def test_pg_wid_lease_takeover(ctx):
