@@ -694,6 +694,12 @@ main(int argc, char **argv)
             }
             store_close(s);
         }
+        if (sfconfig_check_store(&d.cfg, &cause) == -1) {
+            fprintf(stderr, "leafd: %s\n", cause);
+            free(cause);
+            config_free(&d.cfg);
+            return 2;
+        }
         d.tls = tls_open(&d.cfg, &cause);
         if (d.tls == NULL && cause != NULL) {
             fprintf(stderr, "leafd: %s\n", cause);

@@ -31,8 +31,8 @@ struct key {
 };
 
 static const char *const store_names[] = { "auto", "sqlite", "mysql", "postgresql", NULL };
-static const char *const worker_names[] = { "auto", "static", "zookeeper", "redis", "mysql", "k8s", NULL };
-static const char *const k8s_fence_names[] = { "none", "redis", "mysql", NULL };
+static const char *const worker_names[] = { "auto", "static", "zookeeper", "redis", "mysql", "k8s", "postgresql", NULL };
+static const char *const k8s_fence_names[] = { "none", "redis", "mysql", "postgresql", NULL };
 static const char *const replication_names[] = { "async", "semi-sync", "galera", NULL };
 static const char *const pg_replication_names[] = { "async", "sync", NULL };
 static const char *const level_names[] = { "debug", "info", "warn", "error", NULL };
@@ -272,6 +272,8 @@ static const struct key keys[] = {
       "with snowflake.redis.sentinels: the master's name in sentinel.conf (sentinel monitor NAME ...)" },
     { "snowflake.mysql.url", K_STR, OFF(sf_mysql_url), 0, 1024, "", NULL,
       "worker ID store for worker_source = mysql (and k8s.fence_store = mysql), as segment.mysql.url (empty: segment.mysql.url, else leaf.jdbc.url)" },
+    { "snowflake.postgresql.url", K_STR, OFF(sf_pg_url), 0, 1024, "", NULL,
+      "worker ID store for worker_source = postgresql (and k8s.fence_store = postgresql), a libpq connection string as segment.postgresql.url (empty: segment.postgresql.url)" },
     { "snowflake.k8s.ordinal_env", K_STR, OFF(k8s_ordinal_env), 0, 128, "", NULL,
       "k8s: the variable holding the pod name (empty: the hostname); its trailing -<n> is the ordinal" },
     { "snowflake.k8s.namespace_env", K_STR, OFF(k8s_namespace_env), 0, 128, "", NULL,
@@ -279,11 +281,11 @@ static const struct key keys[] = {
     { "snowflake.k8s.ordinal_offset", K_INT, OFF(k8s_ordinal_offset), 0, (1LL << 22) - 1, "0", NULL,
       "k8s: worker ID = ordinal + this (several StatefulSets in one layout)" },
     { "snowflake.k8s.fence_store", K_ENUM, OFF(k8s_fence_store), 0, 0, "none", k8s_fence_names,
-      "k8s: also hold the worker ID and its fence in redis (snowflake.redis.*) or mysql (snowflake.mysql.url) under the lease, identity the pod name; none: the cache file only" },
+      "k8s: also hold the worker ID and its fence in redis (snowflake.redis.*), mysql (snowflake.mysql.url) or postgresql (snowflake.postgresql.url) under the lease, identity the pod name; none: the cache file only" },
     { "snowflake.max_clock_offset_ms", K_INT, OFF(max_clock_offset_ms), 0, 3600000, "5000", NULL,
-      "zookeeper, redis, mysql: refuse to start, and 503 clock_offset, when the clock is this far from the store's (0: no check)" },
+      "zookeeper, redis, mysql, postgresql: refuse to start, and 503 clock_offset, when the clock is this far from the store's (0: no check)" },
     { "snowflake.release_on_stop", K_BOOL, OFF(release_on_stop), 0, 1, "false", NULL,
-      "zookeeper, redis, mysql: on a clean stop, free the worker ID for anyone past its fence" },
+      "zookeeper, redis, mysql, postgresql: on a clean stop, free the worker ID for anyone past its fence" },
     { "snowflake.layout", K_ENUM, OFF(sf_layout), 0, 0, "bits", sf_layout_names,
       "bits: the snowflake.*_bits keys; js53: 41 timestamp + 5 worker + 7 sequence bits, every ID below 2^53 (JavaScript's Number)" },
     { "snowflake.prefix", K_STR, OFF(sf_prefix), 0, 63, "", NULL,
@@ -854,6 +856,16 @@ config_validate(struct config *cfg, char **cause)
                            "snowflake.worker_id_max (%lld..%lld): set a worker ID inside "
                            "this node's range", (long long)cfg->worker_id,
                            (long long)wmin, (long long)wmax);
+        return -1;
+    }
+    if (cfg->snowflake_enable &&
+        (cfg->worker_source == WORKER_POSTGRESQL ||
+         (cfg->worker_source == WORKER_K8S &&
+          cfg->k8s_fence_store == K8S_FENCE_POSTGRESQL)) &&
+        !cfg->sf_pg_url[0] && !cfg->pg_url[0]) {
+        *cause = xasprintf("the snowflake worker ID store is postgresql but "
+                           "neither snowflake.postgresql.url nor "
+                           "segment.postgresql.url is set");
         return -1;
     }
     if (cfg->k8s_fence_store != K8S_FENCE_NONE &&

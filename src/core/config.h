@@ -17,10 +17,11 @@
 
 enum store_kind { STORE_AUTO, STORE_SQLITE, STORE_MYSQL, STORE_POSTGRESQL };
 enum worker_source { WORKER_AUTO, WORKER_STATIC, WORKER_ZOOKEEPER, WORKER_REDIS,
-                     WORKER_MYSQL, WORKER_K8S };
+                     WORKER_MYSQL, WORKER_K8S, WORKER_POSTGRESQL };
 /* snowflake.k8s.fence_store: where a k8s pod's fence is kept besides its
  * cache file */
-enum k8s_fence_store { K8S_FENCE_NONE, K8S_FENCE_REDIS, K8S_FENCE_MYSQL };
+enum k8s_fence_store { K8S_FENCE_NONE, K8S_FENCE_REDIS, K8S_FENCE_MYSQL,
+                       K8S_FENCE_POSTGRESQL };
 enum db_replication { REPL_ASYNC, REPL_SEMI_SYNC, REPL_GALERA };
 /* tls.client_auth and tls.min_version */
 enum tls_client_auth { TLS_AUTH_OFF, TLS_AUTH_OPTIONAL, TLS_AUTH_REQUIRED };
@@ -165,6 +166,7 @@ struct config {
     char    *sf_redis_sentinels;   /* snowflake.redis.sentinels */
     char    *sf_redis_master_name; /* snowflake.redis.master_name */
     char    *sf_mysql_url;         /* snowflake.mysql.url */
+    char    *sf_pg_url;            /* snowflake.postgresql.url */
     char    *k8s_ordinal_env;      /* snowflake.k8s.ordinal_env */
     char    *k8s_namespace_env;    /* snowflake.k8s.namespace_env */
     int64_t  k8s_ordinal_offset;   /* snowflake.k8s.ordinal_offset */

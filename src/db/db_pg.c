@@ -325,6 +325,38 @@ db_pg_conn_run(struct db_pg_conn *c, int stmt, const char *sql, int n,
     return 0;
 }
 
+/* Prepare c's statements on its connection: 0, or -1 (closed). */
+static int
+prepare(struct db_pg_conn *c, char **cause)
+{
+    for (int i = 0; i < c->nsql; i++) {
+        char name[24];
+        PGresult *r;
+
+        snprintf(name, sizeof name, "leafd_%d", i);
+        if (!PQsendPrepare(c->db, name, c->sql[i].sql, c->sql[i].nparams,
+                           NULL)) {
+            lost(c, "PREPARE", NULL, cause);
+            return -1;
+        }
+        r = wait_result(c, "PREPARE", NULL, cause);
+        if (r == NULL)
+            return -1;
+        PQclear(r);
+    }
+    return 0;
+}
+
+int
+db_pg_conn_prepare(struct db_pg_conn *c, const struct db_pg_stmt *sql,
+                   int nsql, char **cause)
+{
+    assert(c->db != NULL && nsql >= 0 && nsql <= DB_PG_STMTS);
+    c->sql = sql;
+    c->nsql = nsql;
+    return prepare(c, cause);
+}
+
 int
 db_pg_conn_open(struct db_pg_conn *c, char **cause)
 {
@@ -350,21 +382,8 @@ db_pg_conn_open(struct db_pg_conn *c, char **cause)
         lost(c, "connect", NULL, cause);
         return -1;
     }
-    for (int i = 0; i < c->nsql; i++) {
-        char name[24];
-        PGresult *r;
-
-        snprintf(name, sizeof name, "leafd_%d", i);
-        if (!PQsendPrepare(c->db, name, c->sql[i].sql, c->sql[i].nparams,
-                           NULL)) {
-            lost(c, "PREPARE", NULL, cause);
-            return -1;
-        }
-        r = wait_result(c, "PREPARE", NULL, cause);
-        if (r == NULL)
-            return -1;
-        PQclear(r);
-    }
+    if (prepare(c, cause) == -1)
+        return -1;
     if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
         log_info("postgresql %s: connected to %s:%s (server %d, %s)",
                  c->where, PQhost(c->db), PQport(c->db),
@@ -372,6 +391,18 @@ db_pg_conn_open(struct db_pg_conn *c, char **cause)
                  PQsslInUse(c->db) && PQsslAttribute(c->db, "protocol") ?
                  PQsslAttribute(c->db, "protocol") : "no TLS");
     return 1;
+}
+
+int64_t
+db_pg_changed(PGresult *r)
+{
+    const char *t = PQcmdTuples(r);
+    int64_t n = 0;
+
+    if (util_parse_i64(t, strlen(t), 0, &n) == -1)
+        n = 0;
+    PQclear(r);
+    return n;
 }
 
 int

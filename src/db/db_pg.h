@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #define DB_PG_CONNINFO_MAX 1024   /* bytes of a connection string */
-#define DB_PG_STMTS        12     /* statements prepared at connect, at most */
+#define DB_PG_STMTS        24     /* statements prepared at connect, at most */
 #define DB_PG_PARAMS       10     /* parameters of one statement, at most */
 
 /* A statement prepared at connect under the name "leafd_<index>". */
@@ -80,6 +80,13 @@ int db_pg_conn_init(struct db_pg_conn *c, const char *conninfo,
  * and after a failure. */
 int db_pg_conn_open(struct db_pg_conn *c, char **cause);
 
+/* Prepare sql[0..nsql) on the open connection, and at every connect
+ * after (they become c's statements): for statements that name a table
+ * the caller creates once connected (db_pg_conn_init given none). 0, or
+ * -1 with *cause (the connection closed). */
+int db_pg_conn_prepare(struct db_pg_conn *c, const struct db_pg_stmt *sql,
+                       int nsql, char **cause);
+
 /* Close the connection (none: a no-op). */
 void db_pg_conn_close(struct db_pg_conn *c);
 
@@ -106,6 +113,9 @@ int db_pg_conn_run(struct db_pg_conn *c, int stmt, const char *sql, int n,
  * *cause "postgresql <where>: <what>: <why>", the connection closed. -1. */
 int db_pg_conn_fail(struct db_pg_conn *c, const char *what, const char *why,
                     char **cause);
+
+/* The rows a command changed (its tag's count, 0 when none), r cleared. */
+int64_t db_pg_changed(PGresult *r);
 
 /* A result's field as an integer: 0, or -1 (NULL, not an integer). */
 int db_pg_i64(const PGresult *r, int row, int col, int64_t *out);

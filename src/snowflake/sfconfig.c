@@ -18,6 +18,7 @@
 #include "workerid_cache.h"
 #include "workerid_lease.h"
 #include "workerid_mysql.h"
+#include "workerid_pg.h"
 #include "workerid_redis.h"
 #include "workerid_zk.h"
 
@@ -36,6 +37,15 @@ sfconfig_uses_mysql(const struct config *cfg)
     return cfg->worker_source == WORKER_MYSQL ||
            (sfconfig_k8s_store(cfg) &&
             cfg->k8s_fence_store == K8S_FENCE_MYSQL);
+}
+
+/* The store holds worker IDs in PostgreSQL. */
+static int
+sfconfig_uses_pg(const struct config *cfg)
+{
+    return cfg->worker_source == WORKER_POSTGRESQL ||
+           (sfconfig_k8s_store(cfg) &&
+            cfg->k8s_fence_store == K8S_FENCE_POSTGRESQL);
 }
 
 /* The worker IDs this node may hold (config_worker_range), within the
@@ -227,7 +237,8 @@ sfconfig_start_with(const struct config *cfg, int http_port,
                  "the fence", cfg->max_borrow_ms, cfg->fence_step_ms);
 
     if (cfg->worker_source == WORKER_REDIS ||
-        cfg->worker_source == WORKER_MYSQL || sfconfig_uses_zk(cfg) ||
+        cfg->worker_source == WORKER_MYSQL ||
+        cfg->worker_source == WORKER_POSTGRESQL || sfconfig_uses_zk(cfg) ||
         sfconfig_k8s_store(cfg)) {
         struct wlease *l = lease_open(cfg, &o.layout, http_port, hook,
                                       cause);
@@ -272,6 +283,7 @@ sfconfig_start_with(const struct config *cfg, int http_port,
                  "are refused until it is reached", sfconfig_uses_zk(cfg) ?
                  "ZooKeeper" : "the worker ID store", sfconfig_uses_zk(cfg) ?
                  cfg->zk_address : sfconfig_uses_mysql(cfg) ? "(mysql)" :
+                 sfconfig_uses_pg(cfg) ? "(postgresql)" :
                  cfg->sf_redis_sentinels[0] ? cfg->sf_redis_sentinels :
                  cfg->sf_redis_url);
     }
@@ -319,6 +331,32 @@ start_op_timeout(int64_t lease_ms)
     int64_t t = lease_ms / 4;
 
     return t < 1000 ? 1000 : t > 5000 ? 5000 : t;
+}
+
+/* The PostgreSQL store for cfg (not connected): 0, or -1 with *cause. */
+static int
+pg_store(const struct config *cfg, int64_t start_ms, struct wlease_store *st,
+         char **cause)
+{
+    int own = cfg->sf_pg_url != NULL && cfg->sf_pg_url[0];
+
+    return workerid_pg_store(own ? cfg->sf_pg_url : cfg->pg_url,
+                             own ? "snowflake.postgresql.url" :
+                                   "segment.postgresql.url", 1000, start_ms,
+                             st, cause);
+}
+
+int
+sfconfig_check_store(const struct config *cfg, char **cause)
+{
+    struct wlease_store st;
+
+    if (!cfg->snowflake_enable || !sfconfig_uses_pg(cfg))
+        return 0;
+    if (pg_store(cfg, 1000, &st, cause) == -1)
+        return -1;
+    st.close(st.arg);
+    return 0;
 }
 
 struct wlease *
@@ -416,6 +454,11 @@ lease_open(const struct config *cfg, const struct sfcodec_layout *l,
                                  cfg->jdbc_password, 1000,
                                  start_op_timeout(p.lease_ms), &st,
                                  cause) == -1) {
+            free(cache);
+            return NULL;
+        }
+    } else if (sfconfig_uses_pg(cfg)) {
+        if (pg_store(cfg, start_op_timeout(p.lease_ms), &st, cause) == -1) {
             free(cache);
             return NULL;
         }

@@ -68,15 +68,20 @@ struct workerid *sfconfig_workerid_open(const struct config *cfg,
 
 /* worker_source = zookeeper (or auto with leaf.snowflake.zk.address), redis
  * or mysql: the lease on a worker ID in ZooKeeper (Leaf's nodes),
- * snowflake.redis.url or snowflake.mysql.url (default: the segment
- * database), identity "<ip>:<port>", the lease snowflake.takeover_age_ms
+ * snowflake.redis.url, snowflake.mysql.url or snowflake.postgresql.url
+ * (default: the segment database), identity "<ip>:<port>", the lease snowflake.takeover_age_ms
  * (ZooKeeper: only with snowflake.takeover, else no lease). Also k8s with
  * snowflake.k8s.fence_store: the pod's worker ID (ordinal + offset), fixed,
- * identity the pod name, in redis or mysql under the same lease. NULL with
+ * identity the pod name, in redis, mysql or postgresql under the same
+ * lease. NULL with
  * *cause on a bad URL or address, a refused claim. */
 /* What config_validate cannot check from below: snowflake.redis.sentinels
  * and snowflake.redis.master_name, when set. 0, or -1 with *cause. */
 int sfconfig_check(const struct config *cfg, char **cause);
+/* --check-config: the worker ID store's connection string as the start
+ * checks it (postgresql: db_pg_conninfo_check), nothing connected. 0, or
+ * -1 with *cause. */
+int sfconfig_check_store(const struct config *cfg, char **cause);
 
 struct wlease *sfconfig_lease_open(const struct config *cfg,
                                    const struct sfcodec_layout *l,

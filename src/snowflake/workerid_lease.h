@@ -1,6 +1,6 @@
 /* workerid_lease.h: one lease rule for every shared store that hands out
- * snowflake worker IDs (ZooKeeper, Redis, MySQL: workerid_zk.h,
- * workerid_redis.h, workerid_mysql.h). The store does
+ * snowflake worker IDs (ZooKeeper, Redis, MySQL, PostgreSQL: workerid_zk.h,
+ * workerid_redis.h, workerid_mysql.h, workerid_pg.h). The store does
  * the claim, the fence write (which is the heartbeat), the release and the
  * clock reading behind struct wlease_store; the rule around it is here once.
  *
@@ -89,7 +89,8 @@ struct wlease_hook {
 };
 
 struct wlease_store {
-    const char *name;                   /* "redis", "mysql", "zookeeper" */
+    const char *name;                   /* "redis", "mysql", "postgresql",
+                                           "zookeeper" */
     /* This identity's worker ID (reused, or the lowest free one, or
      * c->want_worker) and the fence it must pass. WLEASE_OK, _DOWN or
      * _REFUSED with *cause. */

@@ -63,6 +63,7 @@
 #include "log.h"
 #include "util.h"
 #include "workerid_mysql.h"
+#include "workerid_rows.h"
 
 #define WM_IDENT_MAX 128
 #define WM_NONCE_MAX 32
@@ -327,6 +328,13 @@ wm_lock_used(struct wmysql *m, long long worker, int64_t lease_ms,
     return 0;
 }
 
+static int
+wm_used(void *arg, long long worker, int64_t lease_ms, int *used,
+        char **cause)
+{
+    return wm_lock_used(arg, worker, lease_ms, used, cause);
+}
+
 /* After a write that landed: hold worker's lock on this connection (it
  * ends with the connection). Not fatal: the write stands; a server that
  * refuses GET_LOCK (an error from the server, not a lost connection) is
@@ -407,85 +415,6 @@ wm_since_now(struct wmysql *m, long long now, char **cause)
     return db_mysql_conn_run(&m->c, wm_sql_since, sp, NULL, cause);
 }
 
-/* worker: the one wanted, or -1 (any) */
-static char *
-wm_live_lock(long long worker, long long until)
-{
-    char w[32] = "a";
-
-    if (worker >= 0)
-        snprintf(w, sizeof w, "%lld", worker);
-    return xasprintf("leaf_worker went back in time (rows restored?): "
-                     "snowflake worker ID %s that it calls free is held by a "
-                     "live node (its connection holds the ID's lock and "
-                     "writes); not taking it, nor any row older than now "
-                     "before server time %lld (docs/operations.md)", w,
-                     until);
-}
-
-/* The cause of a claim put off until the server's clock `until`. */
-static char *
-wm_waiting(long long until)
-{
-    return xasprintf("leaf_worker went back in time (a dump restored): a "
-                     "worker ID whose row is older may still be held by a "
-                     "live node; not taking one before server time %lld (a "
-                     "lease after; docs/operations.md)", until);
-}
-
-struct wm_row {
-    long long     worker, fence, hb, released;
-    char          ident[WM_IDENT_MAX + 1], inst[WM_NONCE_MAX + 1];
-};
-
-/* c->want_worker among the locked rows: its row, or -1 for a gap (an
- * insert); WLEASE_OK, or _REFUSED / _DOWN with *cause. *move: the row this
- * identity holds under another worker ID (to free first), or -1. */
-static int
-wm_claim_wanted(const struct wlease_claim *c, const struct wm_row *rows,
-                size_t n, long long now, long long since, int64_t *row,
-                int64_t *move, char **cause)
-{
-    *row = -1;
-    *move = -1;
-    for (size_t i = 0; i < n; i++) {
-        const struct wm_row *w = &rows[i];
-        if (w->worker == c->want_worker)
-            *row = (int64_t)i;
-        else if (strcmp(w->ident, c->identity) == 0)
-            *move = w->worker;
-    }
-    /* the alias (k8s: the bare pod name of a run before namespaces) is
-     * this identity's former name: its row is ours to take back */
-    if (*row >= 0 && strcmp(rows[*row].ident, c->identity) != 0 &&
-        (c->alias == NULL || c->alias[0] == '\0' ||
-         strcmp(rows[*row].ident, c->alias) != 0)) {
-        const struct wm_row *w = &rows[*row];
-        if (w->hb < since && now - since < c->lease_ms) {
-            *cause = wm_waiting(since + c->lease_ms);
-            return WLEASE_DOWN;
-        }
-        if (w->hb >= since && !w->released && now - w->hb < c->lease_ms) {
-            *cause = xasprintf("snowflake worker ID %" PRId64 " is held by "
-                               "%s (instance %s) in leaf_worker, its lease "
-                               "live (heartbeat %lld ms ago); %s cannot "
-                               "have it: check snowflake.k8s.ordinal_offset",
-                               c->want_worker, w->ident, w->inst,
-                               now - w->hb, c->identity);
-            return WLEASE_REFUSED;
-        }
-        if (w->fence >= c->now_ms) {
-            *cause = xasprintf("snowflake worker ID %" PRId64 " was freed "
-                               "in leaf_worker with fence %lld, not below "
-                               "this node's clock %" PRId64 ": not taking "
-                               "it yet", c->want_worker, w->fence,
-                               c->now_ms);
-            return WLEASE_DOWN;     /* the clock passes it soon */
-        }
-    }
-    return WLEASE_OK;
-}
-
 /* The identity is UNIQUE: before it takes another worker ID, its row for
  * worker gets a placeholder identity, released, its fence kept. 0, or -1
  * after db_mysql_conn_fail. */
@@ -537,17 +466,17 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
               int64_t *fence_ms, char **cause)
 {
     struct wmysql *m = arg;
-    struct wm_row row, *rows = NULL;
+    struct wrows_row row, *rows = NULL;
     MYSQL_BIND r[6], p[5];
     unsigned long il = 0, nl = 0, idl, inl;
     MYSQL_STMT *st;
     long long now, wid, hbv, fv, epoch = -1, since = 0, created;
     long long past_max = -1, past_fence = 0, server, m_created, m_server;
-    char marker[WM_NONCE_MAX + 1] = "", seen[WM_NONCE_MAX + 1];
+    char marker[WROWS_INST_MAX + 1] = "", seen[WM_NONCE_MAX + 1];
     size_t n = 0, cap = 0;
     int64_t take = -1, tfence = 0;
     int fr, insert = 0, has_epoch = 0, epoch_ok = 1, rc = WLEASE_DOWN;
-    int waiting = 0, gate_since = 0, wr, null, used, live = 0, bumped = 0;
+    int waiting = 0, wr, null, used, live = 0, bumped = 0;
 
     if (strlen(c->identity) > WM_IDENT_MAX || strlen(c->nonce) >
         WM_NONCE_MAX) {
@@ -651,7 +580,7 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
     if (c->want_worker >= 0) {
         int64_t at, move;
 
-        rc = wm_claim_wanted(c, rows, n, now, since, &at, &move, cause);
+        rc = wrows_wanted(c, rows, n, now, since, &at, &move, cause);
         if (rc != WLEASE_OK)
             goto rollback;
         rc = WLEASE_DOWN;
@@ -669,7 +598,7 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
                 if (wm_since_now(m, now, cause) == -1 ||
                     db_mysql_conn_commit(&m->c, cause) == -1)
                     return WLEASE_DOWN;
-                *cause = wm_live_lock(c->want_worker, now + c->lease_ms);
+                *cause = wrows_live_lock(c->want_worker, now + c->lease_ms);
                 return WLEASE_DOWN;
             }
         }
@@ -683,89 +612,33 @@ wm_claim_once(void *arg, const struct wlease_claim *c, int64_t *worker,
     }
     /* this identity's row; one outside the range (worker_bits lowered,
      * the range moved) is freed below, as the identity is UNIQUE */
-    for (size_t i = 0; take < 0 && i < n; i++) {
-        if (strcmp(rows[i].ident, c->identity) != 0)
-            continue;
-        if (strcmp(rows[i].inst, c->nonce) != 0 &&
-            strcmp(rows[i].inst, c->prev_nonce) != 0 &&
-            !rows[i].released && now - rows[i].hb < c->lease_ms) {
-            *cause = xasprintf("snowflake identity %s is in use: another "
-                               "live leafd instance (%s) holds its lease in "
-                               "leaf_worker (heartbeat %lld ms ago); give "
-                               "each process its own snowflake.ip / port",
-                               c->identity, rows[i].inst, now - rows[i].hb);
-            rc = WLEASE_REFUSED;
-            goto rollback;
-        }
-        if ((uint64_t)rows[i].worker > c->max_worker ||
-            (uint64_t)rows[i].worker < c->min_worker) {
-            past_max = rows[i].worker;
-            past_fence = rows[i].fence;
-            continue;
-        }
-        take = rows[i].worker;
-        tfence = rows[i].fence;
-        break;
+    if (take < 0 && wrows_own(c, rows, n, now, &take, &tfence, &past_max,
+                              &past_fence, cause) != WLEASE_OK) {
+        rc = WLEASE_REFUSED;
+        goto rollback;
     }
     /* else the lowest free: a gap, released, or lease expired (a lease
      * after since for a row older than since); and its fence below the
      * taker's clock */
 rescan:
-    for (size_t i = 0, expect = c->min_worker; take < 0 &&
-         expect <= c->max_worker; expect++) {
-        int64_t cand = -1;
-        long long cfence = 0;
-        int gap = 0, old = 0;
+    if (take < 0) {
+        struct wrows_pick pk;
 
-        while (i < n && (uint64_t)rows[i].worker < expect)
-            i++;                /* below the range */
-        if (i < n && (uint64_t)rows[i].worker == expect) {
-            old = rows[i].hb < since;
-
-            if (old && now - since < c->lease_ms)
-                waiting = 1;
-            if ((old ? now - since >= c->lease_ms :
-                 rows[i].released || now - rows[i].hb >= c->lease_ms) &&
-                rows[i].fence < c->now_ms &&
-                strcmp(rows[i].ident, c->identity) != 0) {
-                cand = rows[i].worker;
-                cfence = rows[i].fence;
-            }
-            i++;
-        } else {
-            cand = (int64_t)expect;
-            gap = 1;
-        }
-        if (cand < 0)
-            continue;
-        /* free by the table (its lease expired since a write at or after
-         * since, or released, or no row), but a holder is writing it: the
-         * table went back in time (rows put back, a restore). A row older
-         * than since is free only a lease after since, whatever its lock
-         * (a holder would have written it within that); a gap in a table
-         * this claim found without an epoch row (emptied) gates on the
-         * new epoch, which is past what any holder confirmed. */
-        if (gap && !has_epoch)
-            old = 1;
-        if (!old && wm_lock_used(m, cand, c->lease_ms, &used, cause) == -1) {
+        if (wrows_scan(c, rows, n, now, since, has_epoch, wm_used, m, &pk,
+                       cause) == -1) {
             free(rows);
             return WLEASE_DOWN;
         }
-        if (!old && used) {
-            live = 1;
-            continue;
-        }
-        take = cand;
-        tfence = cfence;
-        insert = gap;
+        take = pk.take;
+        tfence = pk.fence;
+        insert = pk.insert;
+        waiting = pk.waiting;
+        live = pk.live;
     }
     /* since is now, and the rows looked at again: none older is free for
      * a lease, and a gap taken gates on it */
     if (live && !bumped) {
-        log_warn("snowflake: a worker ID that leaf_worker calls free is "
-                 "held by a live node (its connection holds the ID's lock): "
-                 "the table went back in time (rows restored?); no worker ID "
-                 "whose row is older before a lease has passed");
+        wrows_log_live();
         if (wm_since_now(m, now, cause) == -1) {
             free(rows);
             return WLEASE_DOWN;
@@ -785,45 +658,24 @@ rescan:
         free(rows);
         if (db_mysql_conn_commit(&m->c, cause) == -1)
             return WLEASE_DOWN;
-        *cause = waiting ? wm_waiting(since + c->lease_ms) :
-                           wm_live_lock(-1, since + c->lease_ms);
+        *cause = waiting ? wrows_waiting(since + c->lease_ms) :
+                           wrows_live_lock(-1, since + c->lease_ms);
         return WLEASE_DOWN;
     }
     if (take < 0) {
-        *cause = xasprintf("no free snowflake worker ID in leaf_worker: all "
-                           "%" PRIu64 " (%" PRIu64 "..%" PRIu64 ") are in "
-                           "use (leases live, or fences not yet passed)%s",
-                           c->max_worker - c->min_worker + 1, c->min_worker,
-                           c->max_worker, WLEASE_FULL_HINT);
+        *cause = wrows_full(c);
         rc = WLEASE_REFUSED;
         goto rollback;
     }
     if (past_max >= 0) {
-        log_warn("snowflake: %s held worker ID %lld in leaf_worker, outside "
-                 "this node's range %" PRIu64 "..%" PRIu64 " (worker_bits "
-                 "lowered, or the range moved): freeing that row (fence "
-                 "kept), taking %" PRId64, c->identity, past_max,
-                 c->min_worker, c->max_worker, take);
+        wrows_log_moved(c, past_max, take);
         if (wm_move_out(m, past_max, cause) == -1) {
             free(rows);
             return WLEASE_DOWN;
         }
-        /* this identity issued up to that fence under the old layout: its
-         * new ID waits past it too */
-        if (past_fence > tfence)
-            tfence = past_fence;
     }
-    /* no row (never used, or lost with the table): every fence a node held
-     * under a lost row was written before the epoch */
-    if (insert && epoch + c->unknown_gate_ms > tfence)
-        tfence = epoch + c->unknown_gate_ms;
-    /* a row older than since, or none: its holder may have issued up to
-     * anything it confirmed before since */
-    for (size_t i = 0; i < n; i++)
-        if (rows[i].worker == take && rows[i].hb < since)
-            gate_since = 1;
-    if ((insert || gate_since) && since + c->unknown_gate_ms > tfence)
-        tfence = since + c->unknown_gate_ms;
+    tfence = wrows_gate(c, rows, n, take, tfence, insert, past_fence, epoch,
+                        since);
     wlease_rec_claim(&m->rec, NULL, 0);
     if (!insert && wm_zones_get(m, take, cause) == -1) {
         free(rows);

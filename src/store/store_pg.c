@@ -793,18 +793,6 @@ struct pg_fence_set_arg {
     int64_t *rows;
 };
 
-/* A statement's count of rows (UPDATE n). */
-static int64_t
-pg_changed(PGresult *r)
-{
-    const char *t = PQcmdTuples(r);
-    int64_t n = 0;
-
-    if (util_parse_i64(t, strlen(t), 0, &n) == -1)
-        n = 0;
-    PQclear(r);
-    return n;
-}
 
 static enum store_result
 pg_fence_set_once(struct store_pg *p, void *arg, char **cause)
@@ -842,13 +830,13 @@ pg_fence_set_once(struct store_pg *p, void *arg, char **cause)
                         "UPDATE leaf_alloc (fence)", NULL, cause);
     if (r == NULL)
         return STORE_DB_ERROR;
-    *a->rows = pg_changed(r);
+    *a->rows = db_pg_changed(r);
     if (a->serial_floor > 0) {
         r = db_pg_conn_exec(&p->c, -1, sql_fence_serial, 1, v + 1,
                             "UPDATE leaf_alloc (fence serial)", NULL, cause);
         if (r == NULL)
             return STORE_DB_ERROR;
-        *a->rows += pg_changed(r);
+        *a->rows += db_pg_changed(r);
     }
     if (db_pg_conn_run(&p->c, -1, sql_fence_insert, 3, v, "INSERT leafd_fence",
                        cause) == -1 ||

@@ -492,6 +492,15 @@ class PostgreSQL:
     def sql(self, stmt):
         return self.psql(stmt, user="leaf")
 
+    def worker_epoch0(self):
+        """Create leaf_worker (sql/leaf_worker_postgresql.sql) with its epoch
+        row at 0, as MariaDB.worker_epoch0 (workerid_pg.c)."""
+        with open(os.path.join(ROOT, "sql/leaf_worker_postgresql.sql")) as f:
+            self.sql(f.read())
+        self.sql("INSERT INTO leaf_worker (worker_id, identity, instance, fence_ms,"
+                 " heartbeat_ms, released) VALUES (-1, '~epoch', '~epoch', 0, 0, 1)")
+        return self
+
 
 class ZooKeeper:
     """A throwaway ZooKeeper (tests/lib/zookeeper.sh) and a small CLI for it."""

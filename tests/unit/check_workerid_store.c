@@ -3,13 +3,16 @@
  * (workerid_redis.c) against a real redis-server that the suite starts on a
  * free loopback port (`redis-server --port P --save ''`) and stops by PID,
  * and MySQL (workerid_mysql.c) against the MariaDB that LEAFD_TEST_MYSQL_URL
- * names (tests/lib/mariadb.sh start DIR). A TCP proxy between a holder and
+ * names (tests/lib/mariadb.sh start DIR), and PostgreSQL (workerid_pg.c)
+ * against LEAFD_TEST_PG_URL's cluster, else one of its own
+ * (tests/lib/postgresql.sh start DIR, stopped at the end). A TCP proxy between a holder and
  * the store is cut to partition it; clocks are injected. The k8s tcases
  * ask for a fixed worker ID (snowflake.k8s.fence_store). A missing server
  * skips its store's tests, and under CI=1 (or true) fails the run. */
 #include <check.h>
 #include <hiredis/hiredis.h>
 #include <mysql.h>
+#include <libpq-fe.h>
 #include <arpa/inet.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -34,6 +37,7 @@
 #include "tcpproxy.h"
 #include "workerid_lease.h"
 #include "workerid_mysql.h"
+#include "workerid_pg.h"
 #include "workerid_redis.h"
 
 static char tmpdir[64];
@@ -41,13 +45,16 @@ static int redis_port;
 static pid_t redis_pid;
 static int prefix_seq;
 /* the store under test (set by the tcase's fixture, in the forked test) */
-enum { ST_REDIS, ST_MYSQL };
+enum { ST_REDIS, ST_MYSQL, ST_PG };
 static int store_kind;
 static int64_t lease_ms = 1500;
 /* k8s tcases: params() asks for the fixed worker ID K8S_WORKER */
 static int k8s_mode;
 #define K8S_WORKER 5
 static struct db_mysql_target mysql_t;     /* from LEAFD_TEST_MYSQL_URL */
+/* PostgreSQL: LEAFD_TEST_PG_URL's parts, or the suite's own cluster's */
+static char pg_user[64], pg_pw[64], pg_db[64], pg_dir[64];
+static int pg_port;
 
 static void
 setup_tmp(void)
@@ -197,6 +204,13 @@ open_at(const struct wlease_params *p, int port, const char *prefix,
     struct wlease_store st;
     char url[300];
 
+    if (store_kind == ST_PG) {
+        snprintf(url, sizeof url, "host=127.0.0.1 port=%d user='%s' "
+                 "password='%s' dbname='%s'", port, pg_user, pg_pw, pg_db);
+        ck_assert_int_eq(workerid_pg_store(url, "snowflake.postgresql.url",
+                                           1000, 1000, &st, cause), 0);
+        return wlease_open(p, &st, cause);
+    }
     if (store_kind == ST_MYSQL) {
         snprintf(url, sizeof url, "mysql://%s%s%s@127.0.0.1:%d/%s",
                  mysql_t.user, mysql_t.password ? ":" : "",
@@ -304,11 +318,76 @@ mysql_i64(const char *sql)
     return v;
 }
 
+static PGconn *
+pg_open(void)
+{
+    char ci[300];
+    PGconn *db;
+
+    snprintf(ci, sizeof ci, "host=127.0.0.1 port=%d user='%s' password='%s' "
+             "dbname='%s' options='-c client_min_messages=warning'", pg_port,
+             pg_user, pg_pw, pg_db);
+    db = PQconnectdb(ci);
+    ck_assert_msg(PQstatus(db) == CONNECTION_OK, "postgresql connect: %s",
+                  PQerrorMessage(db));
+    return db;
+}
+
+/* One statement (or several, no parameters) on the test's database; 0 or
+ * -1 (printed). */
+static int
+pg_exec(const char *sql)
+{
+    PGconn *db = pg_open();
+    PGresult *r = PQexec(db, sql);
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK ||
+             PQresultStatus(r) == PGRES_TUPLES_OK;
+
+    if (!ok)
+        fprintf(stderr, "%s: %s", sql, PQerrorMessage(db));
+    PQclear(r);
+    PQfinish(db);
+    return ok ? 0 : -1;
+}
+
+/* The first column of sql's first row as a number, -1 when no row. */
+static int64_t
+pg_i64(const char *sql)
+{
+    PGconn *db = pg_open();
+    PGresult *r = PQexec(db, sql);
+    int64_t v = -1;
+
+    ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s: %s", sql,
+                  PQerrorMessage(db));
+    if (PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
+        v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    PQfinish(db);
+    return v;
+}
+
+/* SQL on the store under test (MySQL or PostgreSQL): 0, else an error. */
+static int
+store_exec(const char *sql)
+{
+    return store_kind == ST_PG ? pg_exec(sql) : (int)mysql_exec(sql);
+}
+
+static int64_t
+store_i64(const char *sql)
+{
+    return store_kind == ST_PG ? pg_i64(sql) : mysql_i64(sql);
+}
+
 /* The store's clock, ms: Redis's TIME, or MySQL's NOW(3) as
- * workerid_mysql.c reads it. */
+ * workerid_mysql.c reads it, or PostgreSQL's clock_timestamp(). */
 static int64_t
 store_ms(void)
 {
+    if (store_kind == ST_PG)
+        return pg_i64("SELECT floor(extract(epoch FROM clock_timestamp()) * "
+                      "1000)::bigint");
     if (store_kind == ST_MYSQL)
         return mysql_i64("SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS "
                          "SIGNED)");
@@ -320,8 +399,8 @@ store_ms(void)
 static int64_t
 store_epoch(const char *prefix)
 {
-    if (store_kind == ST_MYSQL)
-        return mysql_i64("SELECT fence_ms FROM leaf_worker WHERE "
+    if (store_kind != ST_REDIS)
+        return store_i64("SELECT fence_ms FROM leaf_worker WHERE "
                          "worker_id = -1 AND identity = '~epoch'");
     return redis_epoch(prefix);
 }
@@ -330,8 +409,8 @@ store_epoch(const char *prefix)
 static void
 store_wipe(void)
 {
-    if (store_kind == ST_MYSQL)
-        ck_assert_int_eq(mysql_exec("TRUNCATE TABLE leaf_worker"), 0);
+    if (store_kind != ST_REDIS)
+        ck_assert_int_eq(store_exec("TRUNCATE TABLE leaf_worker"), 0);
     else
         freeReplyObject(redis_cmd("FLUSHALL"));
 }
@@ -343,18 +422,19 @@ store_wipe(void)
 static char *
 fresh_prefix_raw(void)
 {
-    if (store_kind == ST_MYSQL) {
-        FILE *f = fopen("sql/leaf_worker.sql", "r");
-        char sql[2048];
+    if (store_kind != ST_REDIS) {
+        const char *file = store_kind == ST_PG ?
+            "sql/leaf_worker_postgresql.sql" : "sql/leaf_worker.sql";
+        FILE *f = fopen(file, "r");
+        char sql[4096];
         size_t n;
 
-        ck_assert_msg(f != NULL, "sql/leaf_worker.sql (run from the "
-                      "source tree's top)");
+        ck_assert_msg(f != NULL, "%s (run from the source tree's top)", file);
         n = fread(sql, 1, sizeof sql - 1, f);
         fclose(f);
         sql[n] = '\0';
-        ck_assert_int_eq(mysql_exec(sql), 0);
-        ck_assert_int_eq(mysql_exec("DELETE FROM leaf_worker"), 0);
+        ck_assert_int_eq(store_exec(sql), 0);
+        ck_assert_int_eq(store_exec("DELETE FROM leaf_worker"), 0);
     }
     return xasprintf("t%d-%d:", (int)getpid(), ++prefix_seq);
 }
@@ -367,8 +447,8 @@ fresh_prefix(void)
 {
     char *p = fresh_prefix_raw();
 
-    if (store_kind == ST_MYSQL)
-        ck_assert_int_eq(mysql_exec("INSERT INTO leaf_worker (worker_id, "
+    if (store_kind != ST_REDIS)
+        ck_assert_int_eq(store_exec("INSERT INTO leaf_worker (worker_id, "
                                     "identity, instance, fence_ms, "
                                     "heartbeat_ms, released) VALUES (-1, "
                                     "'~epoch', '~epoch', 0, 0, 1)"), 0);
@@ -380,7 +460,8 @@ fresh_prefix(void)
 static int
 store_port(void)
 {
-    return store_kind == ST_MYSQL ? mysql_t.port : redis_port;
+    return store_kind == ST_PG ? pg_port :
+           store_kind == ST_MYSQL ? mysql_t.port : redis_port;
 }
 
 static void
@@ -406,6 +487,25 @@ setup_mysql_k8s(void)
     k8s_mode = 1;
     setup_tmp();
 }
+
+static void
+setup_pg(void)
+{
+    store_kind = ST_PG;
+    lease_ms = 6000;
+    setup_tmp();
+    ck_assert_msg(pg_port > 0, "no PostgreSQL: see %s/start.log (CI=1: a "
+                  "failure, not a skip)", pg_dir);
+}
+
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+static void
+setup_pg_k8s(void)
+{
+    setup_pg();
+    k8s_mode = 1;
+}
+#endif
 
 static void
 setup_mysql(void)
@@ -1026,10 +1126,10 @@ START_TEST(record_carried)
     /* over the limit in the store: handed over too long */
     big = xcalloc(WLEASE_REC_MAX + 101, 1);
     memset(big, 'x', WLEASE_REC_MAX + 100);
-    if (store_kind == ST_MYSQL) {
+    if (store_kind != ST_REDIS) {
         char *q = xasprintf("UPDATE leaf_worker SET serial_zones = '%s' "
                             "WHERE worker_id = 0", big);
-        ck_assert_int_eq(mysql_exec(q), 0);
+        ck_assert_int_eq(store_exec(q), 0);
         free(q);
     } else {
         freeReplyObject(redis_cmd("HSET %sw:0 zones %s", pfx, big));
@@ -1288,7 +1388,22 @@ store_holder(const char *prefix, int64_t worker)
 {
     char buf[256] = "";
 
-    if (store_kind == ST_MYSQL) {
+    if (store_kind == ST_PG) {
+        PGconn *db = pg_open();
+        PGresult *r;
+        char q[128];
+
+        snprintf(q, sizeof q, "SELECT identity, released FROM leaf_worker "
+                 "WHERE worker_id = %" PRId64, worker);
+        r = PQexec(db, q);
+        ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+        if (PQntuples(r) > 0)
+            snprintf(buf, sizeof buf, "%s%s", PQgetvalue(r, 0, 0),
+                     strcmp(PQgetvalue(r, 0, 1), "0") != 0 ? " (released)" :
+                     "");
+        PQclear(r);
+        PQfinish(db);
+    } else if (store_kind == ST_MYSQL) {
         MYSQL *db = mysql_init(NULL);
         MYSQL_RES *res;
         MYSQL_ROW row;
@@ -1583,12 +1698,12 @@ plant_stale(const char *prefix, int64_t worker, const char *identity)
 {
     int64_t now = store_ms(), fence = now - 1000, hb = now - 3 * lease_ms;
 
-    if (store_kind == ST_MYSQL) {
+    if (store_kind != ST_REDIS) {
         char q[300];
         snprintf(q, sizeof q, "INSERT INTO leaf_worker VALUES (%" PRId64
                  ", '%s', 'oldrun', %" PRId64 ", %" PRId64 ", 0, NULL)", worker,
                  identity, fence, hb);
-        ck_assert_int_eq(mysql_exec(q), 0);
+        ck_assert_int_eq(store_exec(q), 0);
         return;
     }
     freeReplyObject(redis_cmd("HSET %sw:%" PRId64 " identity %s instance "
@@ -2103,7 +2218,7 @@ START_TEST(epoch_gate_message)
     snprintf(gate, sizeof gate, "new/wiped-store epoch gate %" PRId64
              ", when IDs start", f);
     ck_assert_msg(strstr(why.message, gate) != NULL, "%s", why.message);
-    skip = store_kind == ST_MYSQL ?
+    skip = store_kind != ST_REDIS ?
         xstrdup("`UPDATE leaf_worker SET fence_ms = 0 WHERE worker_id = -1`") :
         xasprintf("`SET %sepoch 0`", pfx);
     ck_assert_msg(strstr(why.message, skip) != NULL &&
@@ -2207,14 +2322,14 @@ START_TEST(mysql_epoch_bad)
     };
 
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        ck_assert_int_eq(mysql_exec("DELETE FROM leaf_worker"), 0);
-        ck_assert_int_eq(mysql_exec(bad[i]), 0);
+        ck_assert_int_eq(store_exec("DELETE FROM leaf_worker"), 0);
+        ck_assert_int_eq(store_exec(bad[i]), 0);
         ck_assert_ptr_null(open_at(&p, store_port(), pfx, &cause));
         ck_assert_msg(strstr(cause, "leaf_worker's epoch row") != NULL,
                       "%s", cause);
         free(cause);
         cause = NULL;
-        ck_assert_int_eq(mysql_i64("SELECT COUNT(*) FROM leaf_worker"), 1);
+        ck_assert_int_eq(store_i64("SELECT COUNT(*) FROM leaf_worker"), 1);
     }
     free(pfx);
     free(c1);
@@ -2283,6 +2398,16 @@ store_snapshot(void)
         freeReplyObject(redis_cmd("SAVE"));
         return;
     }
+    if (store_kind == ST_PG) {
+        /* the table (DROP, CREATE, COPY: a new OID), or its rows alone */
+        cmd = xasprintf("PGPASSWORD='%s' /usr/lib/postgresql/15/bin/pg_dump "
+                        "-h 127.0.0.1 -p %d -U '%s' -t leaf_worker %s '%s' "
+                        "> %s/dump.sql", pg_pw, pg_port, pg_user, rows_only ?
+                        "--data-only" : "--clean --if-exists", pg_db, tmpdir);
+        ck_assert_msg(system(cmd) == 0, "%s", cmd);
+        free(cmd);
+        return;
+    }
     args = mysql_cli_args();
     cmd = xasprintf("mariadb-dump %s %sleaf_worker > %s/dump.sql", args,
                     rows_only ? "--no-create-info --skip-add-locks " : "",
@@ -2302,6 +2427,17 @@ store_restore(void)
     if (store_kind == ST_REDIS) {
         rdb_redis_stop();
         rdb_redis_start();
+        return;
+    }
+    if (store_kind == ST_PG) {
+        if (rows_only)
+            ck_assert_int_eq(pg_exec("DELETE FROM leaf_worker"), 0);
+        cmd = xasprintf("PGPASSWORD='%s' /usr/lib/postgresql/15/bin/psql -X "
+                        "-q -1 -v ON_ERROR_STOP=1 -h 127.0.0.1 -p %d -U '%s' "
+                        "-d '%s' -f %s/dump.sql >/dev/null", pg_pw, pg_port,
+                        pg_user, pg_db, tmpdir);
+        ck_assert_msg(system(cmd) == 0, "%s", cmd);
+        free(cmd);
         return;
     }
     args = mysql_cli_args();
@@ -2435,6 +2571,50 @@ back_in_time_two(void)
     free(c2);
 }
 
+/* PostgreSQL: leaf_worker's epoch row names another server than the one
+ * that answers (as after a standby's promotion or a cluster's restore: a
+ * new timeline), and the one worker ID's row has a heartbeat older than a
+ * lease (the last heartbeats lost with the old primary; its holder may be
+ * live). B's claim takes it only a lease after it saw the change; the
+ * marker names the server now. (Without the rule, B took it at once.) */
+START_TEST(pg_server_changed)
+{
+    char *pfx = fresh_prefix(), *c1 = tmp_path("1"), *cause = NULL;
+    struct wlease_params p = ep_params("10.0.0.2:1", c1);
+    struct snowflake_backend b;
+    struct wlease *l;
+    int64_t w, f, seen, until;
+
+    p.max_worker = 0;
+    p.lease_ms = 1500;
+    ck_assert_int_eq(pg_exec("UPDATE leaf_worker SET instance = '@o' || "
+                             "'leaf_worker'::regclass::oid || ':s1/1' WHERE "
+                             "worker_id = -1"), 0);
+    plant_stale(pfx, 0, "10.0.0.9:1");
+    seen = store_ms();
+    l = open_at(&p, store_port(), pfx, &cause);
+    ck_assert_msg(l != NULL, "%s", cause);
+    wlease_get(l, &w, &f);
+    ck_assert_msg(w == -1, "B took worker ID %" PRId64 " at once", w);
+    ck_assert_int_eq(pg_i64("SELECT count(*) FROM leaf_worker WHERE "
+                            "worker_id = -1 AND instance LIKE '@o%:s1/1'"), 0);
+    ck_assert_int_ge(store_epoch(pfx), 0);
+    wlease_backend(l, &b);
+    until = util_mono_ms() + 10000;
+    while (w == -1 && util_mono_ms() < until) {
+        usleep(100 * 1000);
+        b.tick(b.arg, util_wall_ms());
+        wlease_get(l, &w, &f);
+    }
+    ck_assert_int_eq(w, 0);
+    ck_assert_int_ge(store_ms() - seen, p.lease_ms);
+    ck_assert_int_ge(f, seen + EP_GATE);
+    wlease_close(l);
+    free(pfx);
+    free(c1);
+}
+END_TEST
+
 /* Only one worker ID, so B's only choice is A's, whose record the store
  * lost by going back: B gets none while A heartbeats (its claim waits a
  * lease after the store went back, then finds A's lease renewed). */
@@ -2483,6 +2663,74 @@ START_TEST(store_back_in_time_one_id)
     free(c2);
 }
 END_TEST
+
+/* The PostgreSQL cases' cluster: LEAFD_TEST_PG_URL, else one of the
+ * suite's own (tests/lib/postgresql.sh, stopped by pg_cluster_stop). Its
+ * parts into pg_user, pg_pw, pg_db, pg_port; pg_port 0 when none. */
+static void
+pg_cluster_start(void)
+{
+    const char *env = getenv("LEAFD_TEST_PG_URL");
+    char url[256] = "", cmd[512], buf[256], *err = NULL;
+    PQconninfoOption *o;
+    FILE *f;
+
+    if (env != NULL && *env != '\0') {
+        snprintf(url, sizeof url, "%s", env);
+    } else {
+        strcpy(pg_dir, "/tmp/check_wid_pg.XXXXXX");
+        if (mkdtemp(pg_dir) == NULL)
+            return;
+        snprintf(cmd, sizeof cmd, "sh tests/lib/postgresql.sh start %s/pg "
+                 ">%s/start.log 2>&1", pg_dir, pg_dir);
+        if (system(cmd) != 0)
+            return;
+        snprintf(cmd, sizeof cmd, "%s/pg/env", pg_dir);
+        if ((f = fopen(cmd, "r")) == NULL)
+            return;
+        while (fgets(buf, sizeof buf, f) != NULL)
+            if (strncmp(buf, "PG_URL=", 7) == 0) {
+                buf[strcspn(buf, "\n")] = '\0';
+                snprintf(url, sizeof url, "%s", buf + 7);
+            }
+        fclose(f);
+    }
+    o = PQconninfoParse(url, &err);
+    if (o == NULL) {
+        fprintf(stderr, "check_workerid_store: %s: %s\n", url,
+                err ? err : "?");
+        PQfreemem(err);
+        return;
+    }
+    for (PQconninfoOption *i = o; i->keyword != NULL; i++) {
+        if (i->val == NULL)
+            continue;
+        if (strcmp(i->keyword, "user") == 0)
+            snprintf(pg_user, sizeof pg_user, "%s", i->val);
+        else if (strcmp(i->keyword, "password") == 0)
+            snprintf(pg_pw, sizeof pg_pw, "%s", i->val);
+        else if (strcmp(i->keyword, "dbname") == 0)
+            snprintf(pg_db, sizeof pg_db, "%s", i->val);
+        else if (strcmp(i->keyword, "port") == 0)
+            pg_port = atoi(i->val);
+    }
+    PQconninfoFree(o);
+    if (pg_port == 0)
+        pg_port = 5432;
+}
+
+static void
+pg_cluster_stop(void)
+{
+    char cmd[512];
+
+    if (pg_dir[0] == '\0')
+        return;
+    snprintf(cmd, sizeof cmd, "sh tests/lib/postgresql.sh stop %s/pg "
+             ">/dev/null 2>&1; rm -rf %s", pg_dir, pg_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "check_workerid_store: %s failed\n", cmd);
+}
 
 int
 main(void)
@@ -2549,10 +2797,52 @@ main(void)
         free(cause);
         missing |= in_ci();
     }
+    /* PostgreSQL: the same, on its own cluster unless given */
+    if (access("/usr/lib/postgresql/15/bin/postgres", X_OK) == 0 ||
+        getenv("LEAFD_TEST_PG_URL") != NULL) {
+        pg_cluster_start();
+        tc = tcase_create("postgresql");
+        tcase_add_checked_fixture(tc, setup_pg, teardown_tmp);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+        /* under the sanitizers (their lanes' time): the store's own code
+         * through its claims, fences, records and back-in-time rules; the
+         * plain unit lane runs them all */
+        tcase_set_timeout(tc, 120);
+        tcase_add_test(tc, three_nodes_three_ids);
+        tcase_add_test(tc, partition_no_duplicates);
+        tcase_add_test(tc, record_carried);
+        tcase_add_test(tc, simultaneous_starts);
+#else
+        store_tests(tc);
+        tcase_add_test(tc, epoch_set_on_new_store);
+        tcase_add_test(tc, epoch_after_wipe);
+        tcase_add_test(tc, epoch_zero_no_wait);
+        tcase_add_test(tc, epoch_gate_message);
+        tcase_add_test(tc, mysql_epoch_bad);
+        tcase_add_test(tc, store_back_in_time_one_id);
+#endif
+        tcase_add_test(tc, store_back_in_time);
+        tcase_add_test(tc, mysql_rows_restored);
+        tcase_add_test(tc, pg_server_changed);
+        suite_add_tcase(s, tc);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+        tc = tcase_create("postgresql-k8s");
+        tcase_add_checked_fixture(tc, setup_pg_k8s, teardown_tmp);
+        k8s_tests(tc);
+        tcase_add_test(tc, k8s_epoch_gate);
+        suite_add_tcase(s, tc);
+#endif
+    } else {
+        printf("check_workerid_store: no postgresql-15: %s the PostgreSQL "
+               "tests\n", in_ci() ? "CI=1, so FAILING: cannot run" :
+               "skipping");
+        missing |= in_ci();
+    }
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);
+    pg_cluster_stop();
     redis_stop();
     db_mysql_target_free(&mysql_t);
     return failed == 0 && !missing ? 0 : 1;
