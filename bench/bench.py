@@ -41,8 +41,8 @@ sees the same machine noise):
   TLS        HTTPS keep-alive and full handshakes/s, leafd against nginx over
              HTTPS with the same certificate (bench/tls.py).
   DB load    opt-in (DBLOAD=1, or make bench-dbload): leaf_alloc transactions
-             per minute at a steady 2,000 IDs/s for 2 minutes against MariaDB
-             (bench/dbload.py).
+             per minute at a steady 2,000 IDs/s for 2 minutes against MariaDB,
+             then 2 minutes against PostgreSQL 15 (bench/dbload.py).
 
     make bench                          # defaults: 3 rounds of 5 s, ~4 min
     DBLOAD=1 make bench                 # plus the 2-minute database-load run
@@ -601,7 +601,13 @@ def main():
             if mdb is None:
                 log("starting MariaDB")
                 mdb = MariaDB(work)
-            db_load = dbload.run(LEAFD, work, mdb, log)
+            db_load = [dbload.run(LEAFD, work, mdb, log)]
+            if have("psql") and os.path.exists("/usr/lib/postgresql/15/bin/postgres"):
+                pg = dbload.PostgreSQL(work)
+                try:
+                    db_load.append(dbload.run(LEAFD, work, pg, log))
+                finally:
+                    pg.stop()
     finally:
         for s in servers:
             s.stop()
@@ -853,23 +859,26 @@ def main():
           "in a loop, a connection and a tag per thread), MariaDB against PostgreSQL 15 on "
           "this machine, medians of %d rounds of %g s:" % (stores.ROUNDS, stores.SECONDS))
         p("\n".join(store_rows))
-    if db_load:
-        p("Database load: %d s at %s IDs/s (single IDs) on one tag, leafd on MariaDB; counted "
-          "by leafd's /metrics and MariaDB's Com_update" % (db_load["seconds"], fmt_int(db_load["rate"])))
-        last = len(db_load["minutes"]) - 1
-        for i, mn in enumerate(db_load["minutes"]):
+    for dl in db_load or []:
+        p("Database load: %d s at %s IDs/s (single IDs) on one tag, leafd on %s; counted "
+          "by leafd's /metrics and the database's own count of updates (%s)"
+          % (dl["seconds"], fmt_int(dl["rate"]), dl["db"],
+             "Com_update" if dl["db"] == "MariaDB" else "pg_stat_user_tables.n_tup_upd"))
+        last = len(dl["minutes"]) - 1
+        for i, mn in enumerate(dl["minutes"]):
             p(row("  leaf_alloc transactions in minute %d" % (i + 1), 1, dbload.CLIENTS,
                   fmt_int(mn["ids_per_s"]), fmt_int(mn["ids_per_s"]), "", "", "",
-                  "loads %d alloc %d Com_update %d" % (mn["loads"], mn["alloc"], mn["com_update"]),
+                  "loads %d alloc %d updates %d" % (mn["loads"], mn["alloc"], mn["com_update"]),
                   "<= 1/min/tag" if i == last else "",
                   ("yes" if mn["loads"] <= 1 else "NO") if i == last else ""))
         p(row("  adaptive step for the next load", "", "", "", "", "", "", "",
-              "%s (table: 1,000)" % fmt_int(db_load["step"])))
-        if db_load["start_loads"] or db_load["failed"]:
+              "%s (table: 1,000)" % fmt_int(dl["step"])))
+        if dl["start_loads"] or dl["failed"]:
             p(row("  (loads before the traffic; failed requests)", "", "", "", "", "", "", "",
-                  "%d; %d" % (db_load["start_loads"], db_load["failed"])))
-    elif not ONLY:
-        p("Database load: not run (DBLOAD=1 make bench, or make bench-dbload: 2 min against MariaDB)")
+                  "%d; %d" % (dl["start_loads"], dl["failed"])))
+    if not db_load and not ONLY:
+        p("Database load: not run (DBLOAD=1 make bench, or make bench-dbload: 2 min against "
+          "MariaDB, then 2 min against PostgreSQL)")
     if want("multi") and have("redis-server"):
         import resp_multi   # MULTI + 100 INCR + EXEC, leafd vs redis-server (bench/resp_multi.py)
         out += resp_multi.run(LEAFD)

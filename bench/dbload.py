@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
 """dbload.py: how many leaf_alloc transactions leafd makes at steady traffic.
 
-One tag ('dbload', step 1000) in a throwaway MariaDB; leafd on it (segment
-mode only); a paced client asks for single IDs at DBLOAD_RATE (2,000) IDs/s
-for DBLOAD_SECONDS (120). At every minute the transactions are counted three
-ways: leafd's /metrics (leafd_segment_loads_total and
-leafd_db_queries_total{kind="alloc"}) and MariaDB's own
-SHOW GLOBAL STATUS LIKE 'Com_update' (leafd is its only writer meanwhile).
+One tag ('dbload', step 1000) in a throwaway MariaDB, or PostgreSQL 15;
+leafd on it (segment mode only); a paced client asks for single IDs at
+DBLOAD_RATE (2,000) IDs/s for DBLOAD_SECONDS (120). At every minute the
+transactions are counted three ways: leafd's /metrics
+(leafd_segment_loads_total and leafd_db_queries_total{kind="alloc"}) and the
+database's own count of updates (MariaDB: SHOW GLOBAL STATUS LIKE
+'Com_update'; PostgreSQL: pg_stat_user_tables.n_tup_upd of leaf_alloc,
+which a session publishes a second or more after its last, so a load may
+show a minute late); leafd is the only
+writer meanwhile.
 Leaf's rule doubles the step whenever a segment lasted under
 segment.duration_ms (15 min), so the count falls as the run goes on; the
 step reached is reported too.
 
-bench/bench.py runs it with DBLOAD=1 (or make bench-dbload); alone:
-python3 bench/dbload.py (starts and stops its own MariaDB).
+bench/bench.py runs it with DBLOAD=1 (or make bench-dbload), on MariaDB
+and then on PostgreSQL; alone: python3 bench/dbload.py [mysql|postgresql]
+(starts and stops its own server).
 """
 import http.client
 import os
@@ -103,15 +108,54 @@ class Pacer:
             t.join()
 
 
+class PostgreSQL:
+    """A throwaway PostgreSQL 15 (tests/lib/postgresql.sh), as dbload needs
+    it: url, flags, name, sql(), updates(), stop()."""
+    name = "PostgreSQL"
+
+    def __init__(self, workdir):
+        self.dir = os.path.join(workdir, "postgresql")
+        out = subprocess.run(["sh", os.path.join(ROOT, "tests", "lib", "postgresql.sh"),
+                              "start", self.dir], capture_output=True,
+                             env=dict(os.environ, LEAFD_ROOT=ROOT))
+        m = re.search(r"^PG_URL=(\S+)$", out.stdout.decode(), re.M)
+        if out.returncode != 0 or not m:
+            raise RuntimeError("tests/lib/postgresql.sh start: %s" % out.stderr.decode()[-500:])
+        self.url = m.group(1)
+        self.flags = ["--segment.store=postgresql", "--segment.postgresql.url=%s" % self.url]
+
+    def sql(self, query):
+        out = subprocess.run(["psql", self.url, "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1",
+                              "-c", query], capture_output=True)
+        if out.returncode != 0:
+            raise RuntimeError("psql: %s: %s" % (query, out.stderr.decode()))
+        return out.stdout.decode()
+
+    def updates(self):
+        # leafd's session publishes its counts at a commit a second or more
+        # after the last, or after 10 s idle: the last load may come a
+        # minute late, never lost
+        return int(self.sql("SELECT coalesce(sum(n_tup_upd), 0) FROM pg_stat_user_tables "
+                            "WHERE relname = 'leaf_alloc'").strip() or 0)
+
+    def stop(self):
+        subprocess.run(["sh", os.path.join(ROOT, "tests", "lib", "postgresql.sh"), "stop",
+                        self.dir], capture_output=True)
+
+
 def run(leafd, workdir, mdb, log=lambda m: print(m, file=sys.stderr)):
-    """mdb: bench.MariaDB (url, sql(), status()). Returns the figures."""
+    """mdb: bench.MariaDB (url, sql(), status()) or PostgreSQL above (url,
+    flags, sql(), updates()). Returns the figures."""
+    name = getattr(mdb, "name", "MariaDB")
+    flags = getattr(mdb, "flags", ["--segment.mysql.url=%s" % mdb.url])
+    updates = getattr(mdb, "updates", lambda: mdb.status("Com_update"))
     mdb.sql("DELETE FROM leaf_alloc WHERE biz_tag = '%s';"
             "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) "
             "VALUES ('%s', 1, 1000, 'bench: database load')" % (TAG, TAG))
     d = tempfile.mkdtemp(prefix="dbload-", dir=workdir)
     port = free_port()
-    proc = subprocess.Popen([leafd, "--listen.port=%d" % port, "--threads=1",
-                             "--segment.mysql.url=%s" % mdb.url, "--leaf.segment.enable=true",
+    proc = subprocess.Popen([leafd, "--listen.port=%d" % port, "--threads=1"] + flags +
+                            ["--leaf.segment.enable=true",
                              "--leaf.snowflake.enable=false",
                              "--log.file=%s" % os.path.join(d, "leafd.log")],
                             cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -124,17 +168,17 @@ def run(leafd, workdir, mdb, log=lambda m: print(m, file=sys.stderr)):
                 break
             except OSError:
                 if proc.poll() is not None or time.time() > end:
-                    raise RuntimeError("leafd did not start on MariaDB (see %s/leafd.log)" % d)
+                    raise RuntimeError("leafd did not start on %s (see %s/leafd.log)" % (name, d))
                 time.sleep(0.05)
         time.sleep(0.5)
-        snaps = [(metrics(port), mdb.status("Com_update"), (0, 0))]
-        log("dbload: %d s at %.0f IDs/s on MariaDB" % (SECONDS, RATE))
+        snaps = [(metrics(port), updates(), (0, 0))]
+        log("dbload: %d s at %.0f IDs/s on %s" % (SECONDS, RATE, name))
         pacer = Pacer(port)
         pacer.start()
         marks = list(range(60, SECONDS, 60)) + [SECONDS]
         for mark in marks:
             time.sleep(max(0, pacer.t0 + mark - time.monotonic()))
-            snaps.append((metrics(port), mdb.status("Com_update"), pacer.count()))
+            snaps.append((metrics(port), updates(), pacer.count()))
             log("  dbload: %d s: %s" % (mark, snaps[-1]))
         pacer.end()
         pacer = None
@@ -147,7 +191,8 @@ def run(leafd, workdir, mdb, log=lambda m: print(m, file=sys.stderr)):
                             "failed": cb[1] - ca[1]})
             prev_mark = mark
         last = snaps[-1][0]
-        return {"seconds": SECONDS, "rate": RATE, "minutes": minutes, "step": last["step"],
+        return {"db": name, "seconds": SECONDS, "rate": RATE, "minutes": minutes,
+                "step": last["step"],
                 "start_loads": snaps[0][0]["loads"], "failed": snaps[-1][2][1]}
     finally:
         if pacer is not None:
@@ -169,7 +214,7 @@ if __name__ == "__main__":
     work = tempfile.mkdtemp(prefix="leafd-dbload-")
     mdb = None
     try:
-        mdb = bench.MariaDB(work)
+        mdb = PostgreSQL(work) if sys.argv[1:] == ["postgresql"] else bench.MariaDB(work)
         print(run(os.path.join(ROOT, "leafd"), work, mdb))
     finally:
         if mdb is not None:
