@@ -46,12 +46,16 @@
  */
 #include <assert.h>
 #include <ctype.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "serial.h"
@@ -181,9 +185,109 @@ field_set(struct serial_code *c, enum serial_field f, const char *v,
         }
         d->step = n;
         return 0;
+    case F_CONCEAL:
+        if (parse_bool_word(v, &d->conceal) == -1) {
+            *cause = def_error(c, f, "expected true or false, got \"%s\"", v);
+            return -1;
+        }
+        return 0;
+    case F_KEY_FILE:
+        if (*v == '\0' || strlen(v) > 4096) {
+            *cause = def_error(c, f, "expected the path of a key file%s", "");
+            return -1;
+        }
+        free(c->key_path);
+        c->key_path = xstrdup(v);
+        return 0;
     case F_COUNT:
         break;
     }
+    return -1;
+}
+
+static int
+hex_val(int ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    ch = tolower(ch);
+    return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+}
+
+/* The key of a concealed code from its key file: 32, 48 or 64 hex digits
+ * (one line; surrounding white space ignored), else exactly 16, 24 or 32
+ * raw bytes. The file must not be readable or writable by group or others.
+ * 0, or -1 with *cause. */
+static int
+key_load(struct serial_code *c, char **cause)
+{
+    uint8_t buf[130], key[32];
+    size_t len = 0, klen = 0, a, b;
+    struct stat st;
+    ssize_t r;
+    int fd;
+    char *why;
+
+    fd = open(c->key_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd == -1) {
+        why = xasprintf("%s: cannot open (%s): create it with 32 random bytes "
+                        "(e.g. head -c 32 /dev/urandom | xxd -p -c 64 > FILE; "
+                        "chmod 600 FILE)", c->key_path, strerror(errno));
+        goto fail;
+    }
+    if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        why = xasprintf("%s: not a regular file", c->key_path);
+        goto fail;
+    }
+    if (st.st_mode & 077) {
+        close(fd);
+        why = xasprintf("%s: mode %03o lets group or others read or change the "
+                        "key that conceals the serials: chmod 600 %s",
+                        c->key_path, (unsigned)(st.st_mode & 0777), c->key_path);
+        goto fail;
+    }
+    while (len < sizeof buf &&
+           (r = read(fd, buf + len, sizeof buf - len)) > 0)
+        len += (size_t)r;
+    close(fd);
+    a = 0;
+    b = len;
+    while (a < b && isspace(buf[a]))
+        a++;
+    while (b > a && isspace(buf[b - 1]))
+        b--;
+    if ((b - a == 32 || b - a == 48 || b - a == 64)) {
+        size_t k;
+
+        for (k = a; k < b && hex_val(buf[k]) >= 0; k++)
+            ;
+        if (k == b) {
+            for (k = a; k < b; k += 2)
+                key[klen++] = (uint8_t)(hex_val(buf[k]) << 4 | hex_val(buf[k + 1]));
+        }
+    }
+    if (klen == 0 && (len == 16 || len == 24 || len == 32)) {
+        memcpy(key, buf, len);
+        klen = len;
+    }
+    if (klen == 0) {
+        why = xasprintf("%s: expected 32, 48 or 64 hex digits, or exactly 16, "
+                        "24 or 32 raw bytes (an AES-128, -192 or -256 key), "
+                        "got %zu bytes", c->key_path, len);
+        goto fail;
+    }
+    c->key = ff1_key_new(key, klen, &why);
+    memset(key, 0, sizeof key);
+    memset(buf, 0, sizeof buf);
+    if (c->key == NULL)
+        goto fail;
+    ff1_key_check_value(c->key, c->def.key_check);
+    return 0;
+
+fail:
+    *cause = def_error(c, F_KEY_FILE, "%s", why);
+    free(why);
     return -1;
 }
 
@@ -233,6 +337,33 @@ def_check(const struct config *cfg, struct serial_code *c, const char *zone,
         d->worker_digits = serial_digits_of((UINT64_C(1) << cfg->worker_bits) - 1);
         if (d->worker_digits < 4)
             d->worker_digits = 4;
+    }
+    if (c->key_path != NULL && !d->conceal) {
+        *cause = def_error(c, F_KEY_FILE, "set, but serial.%s.conceal is not "
+                           "true", d->code);
+        return -1;
+    }
+    if (d->conceal) {
+        if (d->source == SERIAL_SRC_SNOWFLAKE) {
+            *cause = def_error(c, F_CONCEAL, "source = snowflake cannot be "
+                               "concealed (its sequence is per millisecond, "
+                               "not a period's counter): use source = "
+                               "segment%s", "");
+            return -1;
+        }
+        if (d->digits < 6) {
+            *cause = def_error(c, F_CONCEAL, "needs serial.%s.digits >= 6 (FF1 "
+                               "permutes domains of at least 10^6 numbers)",
+                               d->code);
+            return -1;
+        }
+        if (c->key_path == NULL) {
+            *cause = def_error(c, F_CONCEAL, "needs serial.%s.key_file (the "
+                               "AES key's file, mode 600)", d->code);
+            return -1;
+        }
+        if (key_load(c, cause) == -1)
+            return -1;
     }
     if (d->source == SERIAL_SRC_SNOWFLAKE) {
         int64_t now = util_wall_ms(), end;
@@ -380,7 +511,8 @@ serials_new(const struct config *cfg, const struct serial_hooks *hooks,
                 break;
         if (f == F_COUNT) {
             *cause = xasprintf("%s:%d: %s: unknown field \"%s\" (prefix, pattern, "
-                               "zone, reset, digits, worker_id, source, step)",
+                               "zone, reset, digits, worker_id, source, step, "
+                               "conceal, key_file)",
                                l->file, l->line, l->key, dot + 1);
             goto error;
         }
@@ -438,8 +570,11 @@ serials_new(const struct config *cfg, const struct serial_hooks *hooks,
     return s;
 
 error:
-    for (size_t i = 0; i < s->n; i++)
+    for (size_t i = 0; i < s->n; i++) {
         tzone_free(s->codes[i].def.zone);
+        free(s->codes[i].key_path);
+        ff1_key_free(s->codes[i].key);
+    }
     free(s);
     return NULL;
 }
@@ -451,6 +586,8 @@ serials_free(struct serials *s)
         return;
     for (size_t i = 0; i < s->n; i++) {
         tzone_free(s->codes[i].def.zone);
+        free(s->codes[i].key_path);
+        ff1_key_free(s->codes[i].key);
         pthread_mutex_destroy(&s->codes[i].lock);
     }
     free(s);
@@ -536,6 +673,17 @@ serial_install(struct serials *s, size_t i, int64_t db_ms, int64_t sent_us,
     c->loading = 0;
     if (!c->have || strcmp(c->period, key) != 0) {
         /* A new period (or the first): the old one's ranges are gone. */
+        if (d->conceal) {
+            char tweak[SERIAL_TWEAK_MAX], *why = NULL;
+            int rc;
+
+            serial_conceal_tweak(d, db_ms, tweak);
+            rc = ff1_domain_init(&c->dom, c->key, 10, (unsigned)d->digits,
+                                 tweak, strlen(tweak), &why);
+            assert(rc == 0);    /* digits 6..18 checked by def_check */
+            (void)rc;
+            free(why);
+        }
         c->have = 1;
         memcpy(c->period, key, sizeof key);
         c->end_ms = end;
@@ -609,6 +757,12 @@ serial_take(struct serials *s, size_t i, int64_t n, uint64_t *seq,
                 }
                 assert(range_len(&c->cur) > 0);
                 seq[k] = (uint64_t)c->cur.next++;
+                /* Ranges end at 10^digits (serial_install's limit), so
+                 * the counter is in FF1's domain and never wraps. */
+                assert(seq[k] <= serial_digits_max(c->def.digits));
+                if (c->def.conceal &&
+                    ff1_encrypt_u64(c->key, &c->dom, seq[k], &seq[k]) == -1)
+                    abort();
             }
             do_print_time(c, est, tm);
             res = SERIAL_OK;
@@ -625,6 +779,28 @@ serial_take(struct serials *s, size_t i, int64_t n, uint64_t *seq,
     if (load && s->hooks.load != NULL)
         s->hooks.load(s->hooks.arg, i);
     return res;
+}
+
+int
+serial_reveal(struct serials *s, size_t i, int64_t db_ms, uint64_t seq,
+              uint64_t *n)
+{
+    struct serial_code *c = &s->codes[i];
+    struct ff1_domain dom;
+    char tweak[SERIAL_TWEAK_MAX];
+    int rc;
+
+    assert(i < s->n);
+    if (!c->def.conceal || seq > serial_digits_max(c->def.digits))
+        return -1;
+    serial_conceal_tweak(&c->def, db_ms, tweak);
+    pthread_mutex_lock(&c->lock);
+    rc = ff1_domain_init(&dom, c->key, 10, (unsigned)c->def.digits, tweak,
+                         strlen(tweak), NULL);
+    if (rc == 0)
+        rc = ff1_decrypt_u64(c->key, &dom, seq, n);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
 }
 
 char *

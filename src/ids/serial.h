@@ -56,6 +56,8 @@ struct serial_def {
     int                worker_digits; /* its width (0: none) */
     enum serial_source source;
     int64_t            step;        /* segment source: IDs per load */
+    int                conceal;     /* sequence digits FF1-enciphered */
+    uint8_t            key_check[16]; /* conceal: ff1_key_check_value */
 };
 
 /* The shape of d's serials, the part of its row keys before the ':':
@@ -65,6 +67,21 @@ struct serial_def {
  * that two definitions that print the same text share rows. */
 #define SERIAL_ROW_SHAPE_MAX (7 + SERIAL_PREFIX_MAX + 1 + SERIAL_PATTERN_NAME_MAX + 6)
 void serial_row_shape(const struct serial_def *d, char *out);
+
+/* Concealed codes (serial.<code>.conceal): the FF1 tweak of the period of
+ * database time db_ms, NUL-terminated at out (SERIAL_TWEAK_MAX bytes): the
+ * ASCII text of the period's row name, "<shape>:<period as printed>" (e.g.
+ * "serial.pay.y4mod.0.6:20261128"). The sequence number n of that period
+ * is printed as FF1(key, tweak, radix 10, digits) of n's digits-wide
+ * decimal string (docs/id-kinds.md, "Hiding volume"). */
+#define SERIAL_TWEAK_MAX (SERIAL_ROW_SHAPE_MAX + 16)
+void serial_conceal_tweak(const struct serial_def *d, int64_t db_ms, char *out);
+/* The counter behind the concealed sequence digits seq of code i in the
+ * period of database time db_ms (decoding for support staff): 0 and *n, or
+ * -1 when code i is not concealed or seq is not below 10^digits. Takes the
+ * code's lock (its key is used by one thread at a time). */
+int  serial_reveal(struct serials *s, size_t i, int64_t db_ms, uint64_t seq,
+                   uint64_t *n);
 
 struct serial_hooks {
     /* Load a range for code index i (serial_install follows). Called at

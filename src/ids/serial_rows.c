@@ -153,6 +153,20 @@ serial_row_shape(const struct serial_def *d, char *out)
         out[k] = (char)tolower((unsigned char)out[k]);
 }
 
+void
+serial_conceal_tweak(const struct serial_def *d, int64_t db_ms, char *out)
+{
+    char shape[SERIAL_ROW_SHAPE_MAX], period[16];
+    struct tzone_tm tm;
+    int n;
+
+    tzone_local(d->zone, db_ms, &tm);
+    serial_row_shape(d, shape);
+    serial_period_text(&d->pattern, d->reset, &tm, period);
+    n = snprintf(out, SERIAL_TWEAK_MAX, "%s:%s", shape, period);
+    assert(n > 0 && n < SERIAL_TWEAK_MAX);
+}
+
 /* raise: a row of the key format before ("<code>:<period>"), which a node
  * of the version before still advances: the load raises it too. */
 static void
