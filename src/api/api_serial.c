@@ -45,8 +45,16 @@ reply_unavailable(struct api *a, struct http_conn *c, const char *code)
 
     if (a->serial_loader != NULL &&
         serial_loader_refusal(a->serial_loader, code, err, sizeof err)) {
-        api_reply_error(c, R_SERIAL, 503, "serial_refused", "Retry-After: 60\r\n",
-                        "no serial for code '%s': %s", code, err);
+        size_t kc = strlen(SERIAL_KEY_CHANGED);
+
+        if (strncmp(err, SERIAL_KEY_CHANGED, kc) == 0)
+            api_reply_error(c, R_SERIAL, 503, "serial_key_changed",
+                            "Retry-After: 60\r\n", "no serial for code '%s': "
+                            "%s", code, err + kc);
+        else
+            api_reply_error(c, R_SERIAL, 503, "serial_refused",
+                            "Retry-After: 60\r\n", "no serial for code '%s': "
+                            "%s", code, err);
         return;
     }
     if (a->serial_loader != NULL &&

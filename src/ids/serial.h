@@ -158,6 +158,11 @@ int  serial_row_name(void *arg, int64_t db_ms, char *tag, size_t cap,
  * not over at now_ms (ddMMyy's 281126 of 2026-11-28 is yyMMdd's
  * 2028-11-26): -1 with *cause (malloc'd) naming the row, the code and
  * what to do. Else 0. */
+/* A concealed code's key (or conceal itself, or its reset) differs from
+ * the one its period's serials were counted under: the cause starts with
+ * this word (the API's 503 error code), and the code is refused until its
+ * next period. */
+#define SERIAL_KEY_CHANGED "serial_key_changed: "
 struct store_row;
 int  serial_rows_check(const struct serials *s, size_t i,
                        const struct store_row *rows, size_t n, int64_t now_ms,

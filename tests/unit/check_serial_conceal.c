@@ -18,6 +18,7 @@
 #include "config.h"
 #include "ff1.h"
 #include "serial.h"
+#include "store.h"
 #include "util.h"
 
 /* 2026-11-23T00:00:00Z */
@@ -296,6 +297,74 @@ START_TEST(construction_and_periods)
 }
 END_TEST
 
+static void
+row(struct store_row *r, const char *tag)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->biz_tag, sizeof r->biz_tag, "%s", tag);
+    snprintf(r->description, sizeof r->description, "%s", STORE_SERIAL_DESCRIPTION);
+    r->max_id = 1001;
+}
+
+/* Rows of one period under two keys, or plain and concealed, or a
+ * concealed code's rows of two resets: refused with serial_key_changed
+ * while the periods overlap, clear in the next period. The row's name
+ * carries the key's check value. */
+static void
+expect_rows(struct serials *s, const char *tag, int64_t now_ms, int refused)
+{
+    struct store_row r;
+    char *cause = NULL;
+    int rc;
+
+    row(&r, tag);
+    rc = serial_rows_check(s, 0, &r, 1, now_ms, &cause);
+    ck_assert_msg(rc == (refused ? -1 : 0), "%s at %lld: %s", tag,
+                  (long long)now_ms, cause ? cause : "clear");
+    if (refused)
+        ck_assert_msg(strncmp(cause, SERIAL_KEY_CHANGED,
+                              strlen(SERIAL_KEY_CHANGED)) == 0, "%s", cause);
+    free(cause);
+}
+
+START_TEST(key_changed_rows)
+{
+    struct serials *s = load_pay(1, "");
+    const uint8_t *kcv = serials_def(s, 0)->key_check;
+    struct serial_key_arg ka = { s, 0 };
+    struct store_serial_floor f;
+    char tag[TAG_MAX + 1], own[TAG_MAX + 1], want[TAG_MAX + 1], hex[17];
+
+    for (int k = 0; k < 8; k++)
+        snprintf(hex + 2 * k, 3, "%02x", kcv[k]);
+    snprintf(want, sizeof want, "serial.pay.y4mod.0.6.k%s:20261123", hex);
+    ck_assert_int_eq(serial_row_name(&ka, D23 + 5, tag, sizeof tag, &f), 0);
+    ck_assert_str_eq(tag, want);
+    ck_assert_str_eq(f.row[0].tag, want);   /* its floor: its own key's rows */
+    snprintf(own, sizeof own, "%s", want);
+    expect_rows(s, own, D23 + 5, 0);                        /* its own row */
+    expect_rows(s, "serial.pay.y4mod.0.6:20261123", D23 + 5, 1);  /* plain */
+    expect_rows(s, "serial.pay.y4mod.0.6.k00112233445566ff:20261123", D23 + 5, 1);
+    /* The next day: yesterday's rows stand in nobody's way. */
+    expect_rows(s, "serial.pay.y4mod.0.6:20261123", D23 + DAY + 5, 0);
+    expect_rows(s, "serial.pay.y4mod.0.6.k00112233445566ff:20261123",
+                D23 + DAY + 5, 0);
+    /* Its own rows of a month (another reset): other tweaks, refused. */
+    snprintf(own, sizeof own, "serial.pay.y4mod.0.6.k%s:202611", hex);
+    expect_rows(s, own, D23 + 5, 1);
+    expect_rows(s, own, D23 + 5 * DAY, 1);
+    expect_rows(s, own, D23 + 8 * DAY, 0);           /* December */
+    serials_free(s);
+    /* A plain code meets a concealed row of its day: refused, not the next
+     * day. A row name that does not parse is not a key row. */
+    s = load_pay(0, "");
+    expect_rows(s, want, D23 + 5, 1);
+    expect_rows(s, want, D23 + DAY + 5, 0);
+    expect_rows(s, "serial.pay.y4mod.0.6:20261123", D23 + 5, 0);
+    serials_free(s);
+}
+END_TEST
+
 /* xorshift64*, seeded: the trials are the same every run. */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 
@@ -369,6 +438,7 @@ main(void)
     tcase_add_test(tc, whole_domain);
     tcase_add_test(tc, construction_and_periods);
     tcase_add_test(tc, competitors_test);
+    tcase_add_test(tc, key_changed_rows);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
