@@ -782,24 +782,68 @@ serial_take(struct serials *s, size_t i, int64_t n, uint64_t *seq,
 }
 
 int
-serial_reveal(struct serials *s, size_t i, int64_t db_ms, uint64_t seq,
-              uint64_t *n)
+serial_reveal(struct serials *s, size_t i, const char *text, size_t len,
+              char *period, uint64_t *n, const char **why)
 {
     struct serial_code *c = &s->codes[i];
+    const struct serial_def *d = &c->def;
+    size_t plen = strlen(d->prefix), at;
+    size_t want = plen + (size_t)(d->pattern.width + d->worker_digits + d->digits);
+    struct tzone_tm tm = { .year = 2000, .month = 1, .day = 1 };
     struct ff1_domain dom;
     char tweak[SERIAL_TWEAK_MAX];
-    int rc;
+    uint64_t seq = 0;
+    int rc = 0;
 
     assert(i < s->n);
-    if (!c->def.conceal || seq > serial_digits_max(c->def.digits))
+    if (d->source != SERIAL_SRC_SEGMENT) {
+        *why = "the code's serials come from snowflake IDs: decode the ID";
         return -1;
-    serial_conceal_tweak(&c->def, db_ms, tweak);
+    }
+    if (len != want || memcmp(text, d->prefix, plen) != 0) {
+        *why = "not the code's prefix and length";
+        return -1;
+    }
+    for (at = plen; at < len; at++)
+        if (text[at] < '0' || text[at] > '9') {
+            *why = "a character after the prefix is not a digit";
+            return -1;
+        }
+    at = plen;
+    for (int t = 0; t < d->pattern.ntokens; t++) {
+        enum serial_token tok = d->pattern.tokens[t];
+        int w = tok == SERIAL_T_YEAR4 ? 4 : tok == SERIAL_T_MILLI ? 3 : 2, v = 0;
+
+        for (int k = 0; k < w; k++)
+            v = v * 10 + (text[at + (size_t)k] - '0');
+        at += (size_t)w;
+        if (tok == SERIAL_T_YEAR4 || tok == SERIAL_T_YEAR2)
+            tm.year = tok == SERIAL_T_YEAR2 ? 2000 + v : v;
+        else if (tok == SERIAL_T_MONTH)
+            tm.month = v;
+        else if (tok == SERIAL_T_DAY)
+            tm.day = v;
+    }
+    if (tm.month < 1 || tm.month > 12 || tm.day < 1 || tm.day > 31) {
+        *why = "its date is not a date";
+        return -1;
+    }
+    at += (size_t)d->worker_digits;
+    for (; at < len; at++)
+        seq = seq * 10 + (uint64_t)(text[at] - '0');
+    serial_period_text(&d->pattern, d->reset, &tm, period);
+    if (!d->conceal) {
+        *n = seq;
+        return 0;
+    }
+    serial_tweak_of(d, period, tweak);
     pthread_mutex_lock(&c->lock);
-    rc = ff1_domain_init(&dom, c->key, 10, (unsigned)c->def.digits, tweak,
-                         strlen(tweak), NULL);
-    if (rc == 0)
-        rc = ff1_decrypt_u64(c->key, &dom, seq, n);
+    if (ff1_domain_init(&dom, c->key, 10, (unsigned)d->digits, tweak,
+                        strlen(tweak), NULL) == -1 ||
+        ff1_decrypt_u64(c->key, &dom, seq, n) == -1)
+        rc = -1;
     pthread_mutex_unlock(&c->lock);
+    assert(rc == 0);        /* digits 6..18 and seq < 10^digits */
     return rc;
 }
 

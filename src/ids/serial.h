@@ -76,12 +76,17 @@ void serial_row_shape(const struct serial_def *d, char *out);
  * decimal string (docs/id-kinds.md, "Hiding volume"). */
 #define SERIAL_TWEAK_MAX (SERIAL_ROW_SHAPE_MAX + 16)
 void serial_conceal_tweak(const struct serial_def *d, int64_t db_ms, char *out);
-/* The counter behind the concealed sequence digits seq of code i in the
- * period of database time db_ms (decoding for support staff): 0 and *n, or
- * -1 when code i is not concealed or seq is not below 10^digits. Takes the
- * code's lock (its key is used by one thread at a time). */
-int  serial_reveal(struct serials *s, size_t i, int64_t db_ms, uint64_t seq,
-                   uint64_t *n);
+/* The same from the period's text (serial_period_text's). */
+void serial_tweak_of(const struct serial_def *d, const char *period, char *out);
+
+/* Decoding for support staff: a serial of code i as text (len bytes). Its
+ * period's text as the row names it (*period, >= 9 bytes: "20261128") and
+ * the sequence counter behind its digits (*n: deciphered when the code is
+ * concealed, the digits themselves when not). 0, or -1 with *why (static
+ * text) when the text is not a serial of that code (prefix, length, a
+ * non-digit, a month or day out of range). */
+int  serial_reveal(struct serials *s, size_t i, const char *text, size_t len,
+                   char *period, uint64_t *n, const char **why);
 
 struct serial_hooks {
     /* Load a range for code index i (serial_install follows). Called at

@@ -177,13 +177,21 @@ row_shape_keyed(const struct serial_def *d, char *out)
 void
 serial_conceal_tweak(const struct serial_def *d, int64_t db_ms, char *out)
 {
-    char shape[SERIAL_ROW_SHAPE_MAX], period[16];
+    char period[16];
     struct tzone_tm tm;
-    int n;
 
     tzone_local(d->zone, db_ms, &tm);
-    serial_row_shape(d, shape);
     serial_period_text(&d->pattern, d->reset, &tm, period);
+    serial_tweak_of(d, period, out);
+}
+
+void
+serial_tweak_of(const struct serial_def *d, const char *period, char *out)
+{
+    char shape[SERIAL_ROW_SHAPE_MAX];
+    int n;
+
+    serial_row_shape(d, shape);
     n = snprintf(out, SERIAL_TWEAK_MAX, "%s:%s", shape, period);
     assert(n > 0 && n < SERIAL_TWEAK_MAX);
 }
