@@ -302,6 +302,14 @@ START_TEST(construction_and_periods)
         same += a[j] == b[j];
     }
     ck_assert_int_le(same, 1);
+    /* docs/id-kinds.md's check values (tests/lib/ff1_ref.py, another FF1):
+     * 2026-11-28, counters 1 and 2. */
+    serial_install(s, 0, D23 + 5 * DAY + 5, fake_us, 3, 2);
+    ck_assert_int_eq(serial_take(s, 0, 2, b, &tm), SERIAL_OK);
+    ck_assert_uint_eq(b[0], 797369);
+    ck_assert_uint_eq(b[1], 584286);
+    serial_install(s, 0, D23 + DAY + 5, fake_us, 101, 100);
+    ck_assert_int_eq(serial_take(s, 0, 100, b, &tm), SERIAL_OK);
     /* Decoding: each day's own permutation; bad text refused. */
     ck_assert_uint_eq(reveal(s, "20261123", a[41]), 42);
     ck_assert_uint_eq(reveal(s, "20261124", b[41]), 42);
