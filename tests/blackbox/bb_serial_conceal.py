@@ -1,7 +1,7 @@
 """Black-box tests of concealed serial numbers (serial.<code>.conceal).
 
 The sequence digits are FF1-enciphered within the period. These tests check
-what a client sees over HTTP and RESP (unique, one period's prefix, not
+what a client sees over HTTP, RESP and gRPC (unique, one period's prefix, not
 counting up by one), the key file's checks at start, the key changed within
 a period (503 serial_key_changed, then accepted in the next period: the
 database clock is moved with LEAFD_TEST_SERIAL_DB_OFFSET_MS as in
@@ -13,6 +13,7 @@ import secrets
 import socket
 import subprocess
 
+import bb_grpc
 from bbutil import LEAFD, Client, Workdir, check, eq, free_port, wait_for
 
 TESTS = [
@@ -62,9 +63,9 @@ def test_conceal_http_resp_decode(ctx):
     with Workdir("serial-conceal") as wd:
         rport = free_port()
         key = key_file(wd)
-        d = wd.leafd(conf=conf_for(key),
-                     flags=["--resp.listen.port=%d" % rport,
-                            "--admin.token=" + ADMIN]).start()
+        d = bb_grpc.start(wd, conf=conf_for(key),
+                          flags=["--resp.listen.port=%d" % rport,
+                                 "--admin.token=" + ADMIN])
         wait_for(lambda: socket.create_connection(("127.0.0.1", rport), 0.5).close()
                  or True, 15, what="the RESP port")
         got = []
@@ -79,8 +80,13 @@ def test_conceal_http_resp_decode(ctx):
             eq(p.returncode, 0, "redis-cli: %r" % (p,))
             resp += p.stdout.decode().split()
         eq(len(resp), 200, "200 serials over RESP: %r" % resp[:5])
-        everything = got + resp
-        eq(len(set(everything)), len(everything), "no duplicate over HTTP and RESP")
+        stub = bb_grpc.Stub(d.gport)
+        grpc_got = []
+        for _ in range(20):
+            grpc_got += list(stub.NextSerial(stub.pb.SerialRequest(code="PAY", count=10)).ids)
+        eq(len(grpc_got), 200, "200 serials over gRPC")
+        everything = got + resp + grpc_got
+        eq(len(set(everything)), len(everything), "no duplicate over HTTP, RESP and gRPC")
         today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d")
         for s in everything:
             check(re.fullmatch(r"PAY\d{8}\d{6}", s), "form of %s" % s)
