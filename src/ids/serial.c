@@ -43,6 +43,15 @@
  *  - The sequence never wraps and never widens: a range is cut at
  *    10^digits - 1 and a period with fewer numbers left than asked for is
  *    refused (SERIAL_EXHAUSTED).
+ *  - A concealed code (conceal, key_file) prints FF1(key, the period's
+ *    tweak, counter) instead of the counter: a permutation of the period's
+ *    10^digits values, so the (period, counter) pair stays unique and so
+ *    does the text. The domain is prepared when a range of a new period is
+ *    installed, and the key (one thread at a time) is used under the
+ *    code's lock only. The same counter under another key could be a
+ *    serial already printed: the code's rows carry its key's check value,
+ *    and the loader refuses a period another key, plain serials or another
+ *    reset began (serial_rows_check, SERIAL_KEY_CHANGED).
  */
 #include <assert.h>
 #include <ctype.h>
