@@ -68,6 +68,10 @@ void api_serve_serial(struct api *a, struct http_conn *c, struct http_request *r
 /* GET /serial/<code> (api_serial.c); raw is the path after /serial/. */
 void api_serial(struct api *a, struct http_conn *c, struct http_request *req,
                 const char *raw, size_t rawlen);
+/* GET /serial/decode/<code>/<serial> (admin): the period and the counter
+ * behind a serial's digits (raw: the path after /serial/decode/). */
+void api_serial_decode(struct api *a, struct http_conn *c, const char *raw,
+                       size_t rawlen);
 /* The "serial" member of /health; returns 0 ok, 1 degraded (database down,
  * numbers held), 2 unavailable (database down, a code holds none). */
 int  api_serial_health(struct api *a, struct sbuf *b, struct sbuf *reasons);

@@ -33,6 +33,13 @@ route_serial(struct api *a, struct http_conn *c, struct http_request *req,
 }
 
 static void
+route_serial_decode(struct api *a, struct http_conn *c, struct http_request *req,
+                    enum route r, const char *raw, size_t rawlen)
+{
+    api_serial_decode(a, c, raw, rawlen);
+}
+
+static void
 route_tinyid(struct api *a, struct http_conn *c, struct http_request *req,
              enum route r, const char *op, size_t oplen)
 {
@@ -202,7 +209,8 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
     }
     if (admin && !(rt->flags & RT_BOTH)) {
         api_reply_error(c, R_OTHER, 404, "not_found", NULL,
-                        "the admin listener serves /health /metrics /cache /db /snowflake/state");
+                        "the admin listener serves /health /metrics /cache /db /snowflake/state "
+                        "/serial/decode");
         return;
     }
     if (rt->handler == NULL) {

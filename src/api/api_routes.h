@@ -36,6 +36,7 @@
     X(R_ULID,           "ulid",            "/ulid",               RT_IDS, SC_NONE, route_id128) \
     X(R_UUID_DECODE,    "uuid_decode",     "/uuid/decode/*",      0, SC_NONE, route_id128_decode) \
     X(R_ULID_DECODE,    "ulid_decode",     "/ulid/decode/*",      0, SC_NONE, route_id128_decode) \
+    X(R_SERIAL_DECODE,  "serial_decode",   "/serial/decode/*",    RT_ADMIN, SC_NONE, route_serial_decode) \
     X(R_SERIAL,         "serial",          "/serial/*",           RT_IDS, SC_NONE, route_serial) \
     X(R_TINYID,         "tinyid",          "/tinyid/id/*",        RT_IDS | RT_RAW, SC_NONE, route_tinyid) \
     X(R_HEALTH,         "health",          "/health",             RT_BOTH, SC_NONE, route_health) \

@@ -45,8 +45,16 @@ reply_unavailable(struct api *a, struct http_conn *c, const char *code)
 
     if (a->serial_loader != NULL &&
         serial_loader_refusal(a->serial_loader, code, err, sizeof err)) {
-        api_reply_error(c, R_SERIAL, 503, "serial_refused", "Retry-After: 60\r\n",
-                        "no serial for code '%s': %s", code, err);
+        size_t kc = strlen(SERIAL_KEY_CHANGED);
+
+        if (strncmp(err, SERIAL_KEY_CHANGED, kc) == 0)
+            api_reply_error(c, R_SERIAL, 503, "serial_key_changed",
+                            "Retry-After: 60\r\n", "no serial for code '%s': "
+                            "%s", code, err + kc);
+        else
+            api_reply_error(c, R_SERIAL, 503, "serial_refused",
+                            "Retry-After: 60\r\n", "no serial for code '%s': "
+                            "%s", code, err);
         return;
     }
     if (a->serial_loader != NULL &&
@@ -262,6 +270,60 @@ api_serve_serial(struct api *a, struct http_conn *c, struct http_request *req,
     }
     serial_count_issued(a->serials, i, n);
     w->texts(c, R_SERIAL, start, (size_t)(p - start), (size_t)n, 0);
+}
+
+void
+api_serial_decode(struct api *a, struct http_conn *c, const char *raw,
+                  size_t rawlen)
+{
+    char code[SERIAL_CODE_MAX + 1], text[SERIAL_TEXT_MAX + 1], period[16];
+    const char *slash = memchr(raw, '/', rawlen), *why = NULL;
+    struct sbuf b = { 0 };
+    uint64_t n = 0;
+    long clen, tlen, i;
+
+    /* Never on the public port alone: with no admin listener, the admin
+     * token must be set (and was checked by the dispatch). */
+    if (!a->admin_apart && a->cfg->admin_token[0] == '\0') {
+        api_reply_error(c, R_SERIAL_DECODE, 403, "admin_required", NULL,
+                        "decoding serials needs admin.token or an admin "
+                        "listener (admin.listen); neither is set");
+        return;
+    }
+    clen = slash != NULL ? util_pct_decode(raw, (size_t)(slash - raw), code,
+                                           SERIAL_CODE_MAX) : -1;
+    tlen = slash != NULL ? util_pct_decode(slash + 1, rawlen - (size_t)(slash - raw) - 1,
+                                           text, SERIAL_TEXT_MAX) : -1;
+    if (clen <= 0 || tlen <= 0) {
+        api_reply_error(c, R_SERIAL_DECODE, 400, "invalid_serial", NULL,
+                        "expected /serial/decode/<code>/<serial> (a code of 1 "
+                        "to %d characters, a serial of 1 to %d)",
+                        SERIAL_CODE_MAX, SERIAL_TEXT_MAX);
+        return;
+    }
+    code[clen] = '\0';
+    text[tlen] = '\0';
+    i = serials_find(a->serials, code, (size_t)clen);
+    if (i < 0) {
+        api_reply_error(c, R_SERIAL_DECODE, 404, "unknown_serial_code", NULL,
+                        "no serial definition for code '%.*s'", (int)clen,
+                        strspn(code, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnop"
+                               "qrstuvwxyz0123456789_-") == (size_t)clen ?
+                        code : "?");
+        return;
+    }
+    if (serial_reveal(a->serials, (size_t)i, text, (size_t)tlen, period, &n,
+                      &why) == -1) {
+        api_reply_error(c, R_SERIAL_DECODE, 400, "invalid_serial", NULL,
+                        "not a serial of code '%s': %s", code, why);
+        return;
+    }
+    /* text is the prefix ([A-Za-z0-9_-]) and digits: no JSON escapes. */
+    sbuf_printf(&b, "{\"code\":\"%s\",\"serial\":\"%s\",\"period\":\"%s\","
+                "\"counter\":%llu,\"concealed\":%s}\n", code, text, period,
+                (unsigned long long)n,
+                serials_def(a->serials, (size_t)i)->conceal ? "true" : "false");
+    api_reply_sbuf(c, R_SERIAL_DECODE, 200, "application/json", &b);
 }
 
 int

@@ -43,15 +43,28 @@
  *  - The sequence never wraps and never widens: a range is cut at
  *    10^digits - 1 and a period with fewer numbers left than asked for is
  *    refused (SERIAL_EXHAUSTED).
+ *  - A concealed code (conceal, key_file) prints FF1(key, the period's
+ *    tweak, counter) instead of the counter: a permutation of the period's
+ *    10^digits values, so the (period, counter) pair stays unique and so
+ *    does the text. The domain is prepared when a range of a new period is
+ *    installed, and the key (one thread at a time) is used under the
+ *    code's lock only. The same counter under another key could be a
+ *    serial already printed: the code's rows carry its key's check value,
+ *    and the loader refuses a period another key, plain serials or another
+ *    reset began (serial_rows_check, SERIAL_KEY_CHANGED).
  */
 #include <assert.h>
 #include <ctype.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "serial.h"
@@ -181,9 +194,109 @@ field_set(struct serial_code *c, enum serial_field f, const char *v,
         }
         d->step = n;
         return 0;
+    case F_CONCEAL:
+        if (parse_bool_word(v, &d->conceal) == -1) {
+            *cause = def_error(c, f, "expected true or false, got \"%s\"", v);
+            return -1;
+        }
+        return 0;
+    case F_KEY_FILE:
+        if (*v == '\0' || strlen(v) > 4096) {
+            *cause = def_error(c, f, "expected the path of a key file%s", "");
+            return -1;
+        }
+        free(c->key_path);
+        c->key_path = xstrdup(v);
+        return 0;
     case F_COUNT:
         break;
     }
+    return -1;
+}
+
+static int
+hex_val(int ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    ch = tolower(ch);
+    return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+}
+
+/* The key of a concealed code from its key file: 32, 48 or 64 hex digits
+ * (one line; surrounding white space ignored), else exactly 16, 24 or 32
+ * raw bytes. The file must not be readable or writable by group or others.
+ * 0, or -1 with *cause. */
+static int
+key_load(struct serial_code *c, char **cause)
+{
+    uint8_t buf[130], key[32];
+    size_t len = 0, klen = 0, a, b;
+    struct stat st;
+    ssize_t r;
+    int fd;
+    char *why;
+
+    fd = open(c->key_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd == -1) {
+        why = xasprintf("%s: cannot open (%s): create it with 32 random bytes "
+                        "(e.g. head -c 32 /dev/urandom | xxd -p -c 64 > FILE; "
+                        "chmod 600 FILE)", c->key_path, strerror(errno));
+        goto fail;
+    }
+    if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        why = xasprintf("%s: not a regular file", c->key_path);
+        goto fail;
+    }
+    if (st.st_mode & 077) {
+        close(fd);
+        why = xasprintf("%s: mode %03o lets group or others read or change the "
+                        "key that conceals the serials: chmod 600 %s",
+                        c->key_path, (unsigned)(st.st_mode & 0777), c->key_path);
+        goto fail;
+    }
+    while (len < sizeof buf &&
+           (r = read(fd, buf + len, sizeof buf - len)) > 0)
+        len += (size_t)r;
+    close(fd);
+    a = 0;
+    b = len;
+    while (a < b && isspace(buf[a]))
+        a++;
+    while (b > a && isspace(buf[b - 1]))
+        b--;
+    if ((b - a == 32 || b - a == 48 || b - a == 64)) {
+        size_t k;
+
+        for (k = a; k < b && hex_val(buf[k]) >= 0; k++)
+            ;
+        if (k == b) {
+            for (k = a; k < b; k += 2)
+                key[klen++] = (uint8_t)(hex_val(buf[k]) << 4 | hex_val(buf[k + 1]));
+        }
+    }
+    if (klen == 0 && (len == 16 || len == 24 || len == 32)) {
+        memcpy(key, buf, len);
+        klen = len;
+    }
+    if (klen == 0) {
+        why = xasprintf("%s: expected 32, 48 or 64 hex digits, or exactly 16, "
+                        "24 or 32 raw bytes (an AES-128, -192 or -256 key), "
+                        "got %zu bytes", c->key_path, len);
+        goto fail;
+    }
+    c->key = ff1_key_new(key, klen, &why);
+    memset(key, 0, sizeof key);
+    memset(buf, 0, sizeof buf);
+    if (c->key == NULL)
+        goto fail;
+    ff1_key_check_value(c->key, c->def.key_check);
+    return 0;
+
+fail:
+    *cause = def_error(c, F_KEY_FILE, "%s", why);
+    free(why);
     return -1;
 }
 
@@ -233,6 +346,33 @@ def_check(const struct config *cfg, struct serial_code *c, const char *zone,
         d->worker_digits = serial_digits_of((UINT64_C(1) << cfg->worker_bits) - 1);
         if (d->worker_digits < 4)
             d->worker_digits = 4;
+    }
+    if (c->key_path != NULL && !d->conceal) {
+        *cause = def_error(c, F_KEY_FILE, "set, but serial.%s.conceal is not "
+                           "true", d->code);
+        return -1;
+    }
+    if (d->conceal) {
+        if (d->source == SERIAL_SRC_SNOWFLAKE) {
+            *cause = def_error(c, F_CONCEAL, "source = snowflake cannot be "
+                               "concealed (its sequence is per millisecond, "
+                               "not a period's counter): use source = "
+                               "segment%s", "");
+            return -1;
+        }
+        if (d->digits < 6) {
+            *cause = def_error(c, F_CONCEAL, "needs serial.%s.digits >= 6 (FF1 "
+                               "permutes domains of at least 10^6 numbers)",
+                               d->code);
+            return -1;
+        }
+        if (c->key_path == NULL) {
+            *cause = def_error(c, F_CONCEAL, "needs serial.%s.key_file (the "
+                               "AES key's file, mode 600)", d->code);
+            return -1;
+        }
+        if (key_load(c, cause) == -1)
+            return -1;
     }
     if (d->source == SERIAL_SRC_SNOWFLAKE) {
         int64_t now = util_wall_ms(), end;
@@ -380,7 +520,8 @@ serials_new(const struct config *cfg, const struct serial_hooks *hooks,
                 break;
         if (f == F_COUNT) {
             *cause = xasprintf("%s:%d: %s: unknown field \"%s\" (prefix, pattern, "
-                               "zone, reset, digits, worker_id, source, step)",
+                               "zone, reset, digits, worker_id, source, step, "
+                               "conceal, key_file)",
                                l->file, l->line, l->key, dot + 1);
             goto error;
         }
@@ -438,8 +579,11 @@ serials_new(const struct config *cfg, const struct serial_hooks *hooks,
     return s;
 
 error:
-    for (size_t i = 0; i < s->n; i++)
+    for (size_t i = 0; i < s->n; i++) {
         tzone_free(s->codes[i].def.zone);
+        free(s->codes[i].key_path);
+        ff1_key_free(s->codes[i].key);
+    }
     free(s);
     return NULL;
 }
@@ -451,6 +595,8 @@ serials_free(struct serials *s)
         return;
     for (size_t i = 0; i < s->n; i++) {
         tzone_free(s->codes[i].def.zone);
+        free(s->codes[i].key_path);
+        ff1_key_free(s->codes[i].key);
         pthread_mutex_destroy(&s->codes[i].lock);
     }
     free(s);
@@ -536,6 +682,17 @@ serial_install(struct serials *s, size_t i, int64_t db_ms, int64_t sent_us,
     c->loading = 0;
     if (!c->have || strcmp(c->period, key) != 0) {
         /* A new period (or the first): the old one's ranges are gone. */
+        if (d->conceal) {
+            char tweak[SERIAL_TWEAK_MAX], *why = NULL;
+            int rc;
+
+            serial_conceal_tweak(d, db_ms, tweak);
+            rc = ff1_domain_init(&c->dom, c->key, 10, (unsigned)d->digits,
+                                 tweak, strlen(tweak), &why);
+            assert(rc == 0);    /* digits 6..18 checked by def_check */
+            (void)rc;
+            free(why);
+        }
         c->have = 1;
         memcpy(c->period, key, sizeof key);
         c->end_ms = end;
@@ -609,6 +766,12 @@ serial_take(struct serials *s, size_t i, int64_t n, uint64_t *seq,
                 }
                 assert(range_len(&c->cur) > 0);
                 seq[k] = (uint64_t)c->cur.next++;
+                /* Ranges end at 10^digits (serial_install's limit), so
+                 * the counter is in FF1's domain and never wraps. */
+                assert(seq[k] <= serial_digits_max(c->def.digits));
+                if (c->def.conceal &&
+                    ff1_encrypt_u64(c->key, &c->dom, seq[k], &seq[k]) == -1)
+                    abort();
             }
             do_print_time(c, est, tm);
             res = SERIAL_OK;
@@ -625,6 +788,72 @@ serial_take(struct serials *s, size_t i, int64_t n, uint64_t *seq,
     if (load && s->hooks.load != NULL)
         s->hooks.load(s->hooks.arg, i);
     return res;
+}
+
+int
+serial_reveal(struct serials *s, size_t i, const char *text, size_t len,
+              char *period, uint64_t *n, const char **why)
+{
+    struct serial_code *c = &s->codes[i];
+    const struct serial_def *d = &c->def;
+    size_t plen = strlen(d->prefix), at;
+    size_t want = plen + (size_t)(d->pattern.width + d->worker_digits + d->digits);
+    struct tzone_tm tm = { .year = 2000, .month = 1, .day = 1 };
+    struct ff1_domain dom;
+    char tweak[SERIAL_TWEAK_MAX];
+    uint64_t seq = 0;
+    int rc = 0;
+
+    assert(i < s->n);
+    if (d->source != SERIAL_SRC_SEGMENT) {
+        *why = "the code's serials come from snowflake IDs: decode the ID";
+        return -1;
+    }
+    if (len != want || memcmp(text, d->prefix, plen) != 0) {
+        *why = "not the code's prefix and length";
+        return -1;
+    }
+    for (at = plen; at < len; at++)
+        if (text[at] < '0' || text[at] > '9') {
+            *why = "a character after the prefix is not a digit";
+            return -1;
+        }
+    at = plen;
+    for (int t = 0; t < d->pattern.ntokens; t++) {
+        enum serial_token tok = d->pattern.tokens[t];
+        int w = tok == SERIAL_T_YEAR4 ? 4 : tok == SERIAL_T_MILLI ? 3 : 2, v = 0;
+
+        for (int k = 0; k < w; k++)
+            v = v * 10 + (text[at + (size_t)k] - '0');
+        at += (size_t)w;
+        if (tok == SERIAL_T_YEAR4 || tok == SERIAL_T_YEAR2)
+            tm.year = tok == SERIAL_T_YEAR2 ? 2000 + v : v;
+        else if (tok == SERIAL_T_MONTH)
+            tm.month = v;
+        else if (tok == SERIAL_T_DAY)
+            tm.day = v;
+    }
+    if (tm.month < 1 || tm.month > 12 || tm.day < 1 || tm.day > 31) {
+        *why = "its date is not a date";
+        return -1;
+    }
+    at += (size_t)d->worker_digits;
+    for (; at < len; at++)
+        seq = seq * 10 + (uint64_t)(text[at] - '0');
+    serial_period_text(&d->pattern, d->reset, &tm, period);
+    if (!d->conceal) {
+        *n = seq;
+        return 0;
+    }
+    serial_tweak_of(d, period, tweak);
+    pthread_mutex_lock(&c->lock);
+    if (ff1_domain_init(&dom, c->key, 10, (unsigned)d->digits, tweak,
+                        strlen(tweak), NULL) == -1 ||
+        ff1_decrypt_u64(c->key, &dom, seq, n) == -1)
+        rc = -1;
+    pthread_mutex_unlock(&c->lock);
+    assert(rc == 0);        /* digits 6..18 and seq < 10^digits */
+    return rc;
 }
 
 char *

@@ -56,6 +56,8 @@ struct serial_def {
     int                worker_digits; /* its width (0: none) */
     enum serial_source source;
     int64_t            step;        /* segment source: IDs per load */
+    int                conceal;     /* sequence digits FF1-enciphered */
+    uint8_t            key_check[16]; /* conceal: ff1_key_check_value */
 };
 
 /* The shape of d's serials, the part of its row keys before the ':':
@@ -65,6 +67,26 @@ struct serial_def {
  * that two definitions that print the same text share rows. */
 #define SERIAL_ROW_SHAPE_MAX (7 + SERIAL_PREFIX_MAX + 1 + SERIAL_PATTERN_NAME_MAX + 6)
 void serial_row_shape(const struct serial_def *d, char *out);
+
+/* Concealed codes (serial.<code>.conceal): the FF1 tweak of the period of
+ * database time db_ms, NUL-terminated at out (SERIAL_TWEAK_MAX bytes): the
+ * ASCII text of the period's row name, "<shape>:<period as printed>" (e.g.
+ * "serial.pay.y4mod.0.6:20261128"). The sequence number n of that period
+ * is printed as FF1(key, tweak, radix 10, digits) of n's digits-wide
+ * decimal string (docs/id-kinds.md, "Hiding volume"). */
+#define SERIAL_TWEAK_MAX (SERIAL_ROW_SHAPE_MAX + 16)
+void serial_conceal_tweak(const struct serial_def *d, int64_t db_ms, char *out);
+/* The same from the period's text (serial_period_text's). */
+void serial_tweak_of(const struct serial_def *d, const char *period, char *out);
+
+/* Decoding for support staff: a serial of code i as text (len bytes). Its
+ * period's text as the row names it (*period, >= 9 bytes: "20261128") and
+ * the sequence counter behind its digits (*n: deciphered when the code is
+ * concealed, the digits themselves when not). 0, or -1 with *why (static
+ * text) when the text is not a serial of that code (prefix, length, a
+ * non-digit, a month or day out of range). */
+int  serial_reveal(struct serials *s, size_t i, const char *text, size_t len,
+                   char *period, uint64_t *n, const char **why);
 
 struct serial_hooks {
     /* Load a range for code index i (serial_install follows). Called at
@@ -141,6 +163,11 @@ int  serial_row_name(void *arg, int64_t db_ms, char *tag, size_t cap,
  * not over at now_ms (ddMMyy's 281126 of 2026-11-28 is yyMMdd's
  * 2028-11-26): -1 with *cause (malloc'd) naming the row, the code and
  * what to do. Else 0. */
+/* A concealed code's key (or conceal itself, or its reset) differs from
+ * the one its period's serials were counted under: the cause starts with
+ * this word (the API's 503 error code), and the code is refused until its
+ * next period. */
+#define SERIAL_KEY_CHANGED "serial_key_changed: "
 struct store_row;
 int  serial_rows_check(const struct serials *s, size_t i,
                        const struct store_row *rows, size_t n, int64_t now_ms,

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ff1.h"
 #include "serial.h"
 
 #define SERIAL_CODES_MAX 64
@@ -26,10 +27,11 @@ struct serial_range {
 /* Which line set each field (0: the default). */
 enum serial_field {
     F_PREFIX, F_PATTERN, F_ZONE, F_RESET, F_DIGITS, F_WORKER_ID, F_SOURCE,
-    F_STEP, F_COUNT
+    F_STEP, F_CONCEAL, F_KEY_FILE, F_COUNT
 };
 static const char *const field_names[F_COUNT] = {
-    "prefix", "pattern", "zone", "reset", "digits", "worker_id", "source", "step"
+    "prefix", "pattern", "zone", "reset", "digits", "worker_id", "source", "step",
+    "conceal", "key_file"
 };
 
 struct serial_code {
@@ -37,6 +39,8 @@ struct serial_code {
     const char       *file;            /* where it was defined, for errors */
     int               line[F_COUNT];
     int               first_line;
+    char             *key_path;        /* serial.<code>.key_file (malloc'd) */
+    struct ff1_key   *key;             /* conceal: used under lock only */
 
     pthread_mutex_t   lock;            /* guards everything below */
     int               have;            /* a period is held */
@@ -48,6 +52,7 @@ struct serial_code {
     struct serial_range cur, next;
     int               exhausted;       /* the period's row reached the limit */
     int               loading;
+    struct ff1_domain dom;             /* conceal: the held period's */
 
     _Atomic uint64_t  issued, refused, loads, periods;
 };

@@ -129,21 +129,37 @@ rows_check(struct serial_loader *l, size_t i, int64_t now_ms, char **cause)
     return res;
 }
 
+static void refuse(struct serial_loader *l, size_t i, char *cause);
+
 int
 serial_loader_check(struct serial_loader *l, char **cause)
 {
     char *why = NULL;
+    int db_error = 0;
 
-    switch (rows_check(l, serials_count(l->serials),
-                       util_wall_ms() + l->offset_ms, &why)) {
-    case ROWS_CLEAR:
-        return 0;
-    case ROWS_REFUSED:
-        *cause = why;
-        return -1;
-    case ROWS_DB_ERROR:
+    /* Code by code: a key changed within a period (serial_rows_check's
+     * serial_key_changed) refuses that code's requests until its next
+     * period, not the start. */
+    for (size_t i = 0; i < serials_count(l->serials); i++) {
+        switch (rows_check(l, i, util_wall_ms() + l->offset_ms, &why)) {
+        case ROWS_CLEAR:
+            continue;
+        case ROWS_REFUSED:
+            if (strncmp(why, SERIAL_KEY_CHANGED, strlen(SERIAL_KEY_CHANGED)) == 0) {
+                refuse(l, i, why);
+                why = NULL;
+                continue;
+            }
+            *cause = why;
+            return -1;
+        case ROWS_DB_ERROR:
+            db_error = 1;
+            break;
+        }
         break;
     }
+    if (!db_error)
+        return 0;
     log_warn("serial: cannot read the serial rows now (%s); each code's row "
              "is checked against them when it is first used", why ? why : "?");
     free(why);

@@ -153,6 +153,49 @@ serial_row_shape(const struct serial_def *d, char *out)
         out[k] = (char)tolower((unsigned char)out[k]);
 }
 
+/* The shape in a row name: serial_row_shape's, and for a concealed code
+ * ".k" and the first 8 bytes of its key's check value in hex, so that each
+ * key counts its own rows ("serial.pay.y4mod.0.6.k0123456789abcdef"). */
+#define ROW_KEY_HEX 16
+#define ROW_SHAPE_KEYED_MAX (SERIAL_ROW_SHAPE_MAX + 2 + ROW_KEY_HEX)
+static void
+row_shape_keyed(const struct serial_def *d, char *out)
+{
+    size_t n;
+
+    serial_row_shape(d, out);
+    if (!d->conceal)
+        return;
+    n = strlen(out);
+    out[n++] = '.';
+    out[n++] = 'k';
+    for (int k = 0; k < ROW_KEY_HEX / 2; k++)
+        n += (size_t)snprintf(out + n, 3, "%02x", d->key_check[k]);
+    assert(n < ROW_SHAPE_KEYED_MAX);
+}
+
+void
+serial_conceal_tweak(const struct serial_def *d, int64_t db_ms, char *out)
+{
+    char period[16];
+    struct tzone_tm tm;
+
+    tzone_local(d->zone, db_ms, &tm);
+    serial_period_text(&d->pattern, d->reset, &tm, period);
+    serial_tweak_of(d, period, out);
+}
+
+void
+serial_tweak_of(const struct serial_def *d, const char *period, char *out)
+{
+    char shape[SERIAL_ROW_SHAPE_MAX];
+    int n;
+
+    serial_row_shape(d, shape);
+    n = snprintf(out, SERIAL_TWEAK_MAX, "%s:%s", shape, period);
+    assert(n > 0 && n < SERIAL_TWEAK_MAX);
+}
+
 /* raise: a row of the key format before ("<code>:<period>"), which a node
  * of the version before still advances: the load raises it too. */
 static void
@@ -180,13 +223,13 @@ serial_row_name(void *arg, int64_t db_ms, char *tag, size_t cap,
 {
     struct serial_key_arg *ka = arg;
     const struct serial_def *d = &ka->s->codes[ka->i].def;
-    char shape[SERIAL_ROW_SHAPE_MAX], period[16], old[16];
+    char shape[ROW_SHAPE_KEYED_MAX], period[16], old[16];
     struct tzone_tm tm;
     int n;
 
     assert(d->source == SERIAL_SRC_SEGMENT);
     tzone_local(d->zone, db_ms, &tm);
-    serial_row_shape(d, shape);
+    row_shape_keyed(d, shape);
     serial_period_text(&d->pattern, d->reset, &tm, period);
     n = snprintf(tag, cap, "%s:%s", shape, period);
     if (n < 0 || (size_t)n >= cap)
@@ -211,6 +254,18 @@ serial_row_name(void *arg, int64_t db_ms, char *tag, size_t cap,
 }
 
 /* ---- rows of other shapes ---- */
+
+/* Do two period texts of one pattern overlap ("all" holds every date; a
+ * year holds its months and days: one is the start of the other)? */
+static int
+periods_overlap(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+
+    if (strcmp(a, "all") == 0 || strcmp(b, "all") == 0)
+        return 1;
+    return strncmp(a, b, la < lb ? la : lb) == 0;
+}
 
 /* A small decimal at *p up to the byte stop; -1 if none or over max. */
 static int
@@ -246,7 +301,25 @@ row_shape_parse(const char *tag, struct serial_def *d, const char **period)
         return -1;
     p = dot + 1;
     d->worker_digits = key_int(&p, '.', 7);
-    d->digits = key_int(&p, ':', 19);
+    dot = strpbrk(p, ".:");
+    if (dot != NULL && *dot == '.') {
+        /* A concealed code's row: ".k" and its key's check value. */
+        const char *h = dot + 1;
+
+        if (h[0] != 'k' || strspn(h + 1, "0123456789abcdef") != ROW_KEY_HEX ||
+            h[1 + ROW_KEY_HEX] != ':')
+            return -1;
+        d->conceal = 1;
+        for (int k = 0; k < ROW_KEY_HEX / 2; k++) {
+            unsigned v;
+
+            sscanf(h + 1 + 2 * k, "%2x", &v);
+            d->key_check[k] = (uint8_t)v;
+        }
+        d->digits = key_int(&p, '.', 19);
+        p = h + 2 + ROW_KEY_HEX;
+    } else
+        d->digits = key_int(&p, ':', 19);
     if (d->worker_digits < 0 || d->digits < 1 ||
         strlen(d->prefix) + (size_t)(d->pattern.width + d->worker_digits +
                                      d->digits) > SERIAL_TEXT_MAX)
@@ -400,21 +473,54 @@ serial_rows_check(const struct serials *s, size_t i,
                   char **cause)
 {
     const struct serial_def *d = &s->codes[i].def;
-    char shape[SERIAL_ROW_SHAPE_MAX], text[SERIAL_TEXT_MAX + 1];
+    char shape[ROW_SHAPE_KEYED_MAX], base[SERIAL_ROW_SHAPE_MAX];
+    char text[SERIAL_TEXT_MAX + 1], cur[16];
+    size_t len, blen;
+    struct tzone_tm tm;
 
     if (d->source != SERIAL_SRC_SEGMENT)
         return 0;
-    serial_row_shape(d, shape);
+    row_shape_keyed(d, shape);
+    serial_row_shape(d, base);
+    len = strlen(shape);
+    blen = strlen(base);
+    tzone_local(d->zone, now_ms, &tm);
+    serial_period_text(&d->pattern, d->reset, &tm, cur);
     for (size_t k = 0; k < n; k++) {
         struct serial_def other;
         const char *period;
-        size_t len = strlen(shape);
+        int own;
 
         if (!store_row_is_serial(&rows[k]) ||
-            row_shape_parse(rows[k].biz_tag, &other, &period) == -1 ||
-            (strncasecmp(rows[k].biz_tag, shape, len) == 0 &&
-             rows[k].biz_tag[len] == ':') ||
-            !serial_shapes_meet(d, &other, 1))
+            row_shape_parse(rows[k].biz_tag, &other, &period) == -1)
+            continue;
+        own = strncasecmp(rows[k].biz_tag, shape, len) == 0 &&
+              rows[k].biz_tag[len] == ':';
+        if (own && !d->conceal)
+            continue;
+        if (strncasecmp(rows[k].biz_tag, base, blen) == 0 &&
+            (rows[k].biz_tag[blen] == ':' || rows[k].biz_tag[blen] == '.')) {
+            /* The same text under another key, or plain (concealed, or a
+             * concealed code's own rows of another reset): the counters
+             * of one period under two permutations could print the same
+             * serial. Refused while the two periods overlap. */
+            if ((own && strcmp(period, cur) == 0) || !periods_overlap(period, cur))
+                continue;
+            *cause = xasprintf(SERIAL_KEY_CHANGED "serial.%s: the database's "
+                               "row %s counted this period's (%s) serials %s, "
+                               "and this node's serial.%s %s (its rows: %s), so "
+                               "a serial could be handed out twice: a new key "
+                               "(or conceal turned on or off, or a new reset) "
+                               "takes effect at the next period; until then "
+                               "use the key the period began with everywhere",
+                               d->code, rows[k].biz_tag, cur,
+                               other.conceal ? "concealed (under the key of "
+                               "that check value, or with another reset)" :
+                               "in plain", d->code, d->conceal ?
+                               "conceals them" : "prints them in plain", shape);
+            return -1;
+        }
+        if (own || !serial_shapes_meet(d, &other, 1))
             continue;
         if (row_period_over(&other, period) > now_ms) {
             *cause = xasprintf("serial.%s: the database's row %s was made by "

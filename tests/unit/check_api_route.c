@@ -47,6 +47,9 @@ START_TEST(test_documented_paths)
     reaches("/uuid/decode/x", R_UUID_DECODE, "x");
     reaches("/ulid/decode/x", R_ULID_DECODE, "x");
     reaches("/serial/PAY", R_SERIAL, "PAY");
+    reaches("/serial/decode", R_SERIAL, "decode");     /* a code named decode */
+    reaches("/serial/decode/PAY/PAY20261128797369", R_SERIAL_DECODE,
+            "PAY/PAY20261128797369");
     reaches("/tinyid/id/nextId", R_TINYID, "nextId");
     reaches("/health", R_HEALTH, "");
     reaches("/metrics", R_METRICS, "");
