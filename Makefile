@@ -6,7 +6,7 @@
 #   make check-asan the unit tests again under AddressSanitizer + UBSan
 #   make bench      benchmark leafd against nginx (and peers) in one run
 #   make lint       cppcheck over every C file, and the layers of src/ (also in make test)
-#   make chaos-long the chaos run, MariaDB, ZooKeeper and Redis Sentinel failovers, their positive controls, long
+#   make chaos-long the chaos run, MariaDB, PostgreSQL, ZooKeeper and Redis Sentinel failovers, their positive controls, long
 #   make deb        the Debian packages build/leafd{,-dev}_<version>_<arch>.deb (tools/deb.sh)
 #
 # Plain make, -MMD dependencies, strict warnings (-Werror with WERROR=1, as CI).
