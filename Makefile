@@ -359,7 +359,8 @@ chaos: leafd
 # --- chaos-long: the chaos run above, then tests/blackbox/failover.py's
 # MariaDB failovers (network namespaces, root) with each phase PHASE_SECS
 # (default 30) long, failover_multidb.py's (a member of a set failing over;
-# also with a node idle through it, and the address moved first) and
+# also with a node idle through it, and the address moved first),
+# failover_pg.py's (PostgreSQL standbys, async and sync, promoted) and
 # galera.py's (3 rounds), zk_ensemble.py's (a ZooKeeper ensemble; also its
 # restore with 8 s fence steps), bb_datacenters' two datacenters under load
 # for PHASE_SECS (with their own positive control), sentinel.py's Redis
