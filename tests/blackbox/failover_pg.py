@@ -13,8 +13,8 @@ under real network namespaces, with every ID checked (issue 31, section 3).
         only if it shows duplicates
     --only async,sync   a subset;  --keep   keep the work directory
 
-The shape of failover.py (whose Scenario, wait_each and wait_serving this
-uses): a tests/lib/netns.py network (prefix lfg, 10.239.S.0/24), each
+The shape of failover.py (its Scenario, refused_until_fence and wait_serving
+serve here): a tests/lib/netns.py network (prefix lfg, 10.239.S.0/24), each
 PostgreSQL 15 (tests/lib/postgresql_ns.py, run as the user postgres) and
 each of two leafd nodes in a namespace of its own, the clients
 (tests/lib/idcheck.py: HTTP, leases, RESP, memcached, gRPC, and
@@ -43,7 +43,6 @@ import contextlib
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -51,9 +50,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 from bbutil import LEAFD  # noqa: E402
-from failover import Scenario, wait_each, wait_serving  # noqa: E402
+from failover import Scenario, refused_until_fence, wait_serving  # noqa: E402
 from idcheck import build_idstream  # noqa: E402
-from leafd_ns import NsLeafd, clean_env, preflight  # noqa: E402
+from leafd_ns import NsLeafd, preflight  # noqa: E402
 from netns import Net  # noqa: E402
 from postgresql_ns import NsPostgres  # noqa: E402
 from scenario_cli import check, parser, run_all, say  # noqa: E402
@@ -88,18 +87,6 @@ def max_id(db):
     return int(db.sql("SELECT max_id FROM leaf_alloc WHERE biz_tag = '%s'" % TAG))
 
 
-def fence(nodes, url, binary):
-    """leafd db-fence with the runbook's floor: the largest marks_max."""
-    floor = max(int(n.health()["segment"]["marks_max"]) for n in nodes)
-    r = subprocess.run([binary, "db-fence", "--floor=%d" % floor,
-                        "--segment.store=postgresql", "--segment.postgresql.url=" + url],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60,
-                       env=clean_env())
-    say("leafd db-fence --floor %d: exit %d: %s" % (floor, r.returncode,
-                                                    r.stdout.decode().strip()[:300]))
-    check(r.returncode == 0, "leafd db-fence failed")
-
-
 def sc_async(s):
     args = s.args
     with s.network() as net:
@@ -123,21 +110,7 @@ def sc_async(s):
         moved = time.time()
         say("  db1 reached max_id %d; db2, promoted, has %d" % (at_primary, max_id(db2)))
         check(max_id(db2) < at_primary, "the standby did not lag: nothing to lose")
-        if args.expect_duplicates:
-            time.sleep(s.secs * 2)
-            rep = s.finish(load)
-        else:
-            wait_each(load, nodes, moved, lambda c: c == "db_failover", 30 + s.secs,
-                      "every node refusing with db_failover")
-            s.phase(load, "refused", s.secs / 2)
-            fence(nodes, url, args.leafd)
-            s.phase(load, "fenced")
-            wait_serving(load, nodes, 30, "every node serving after db-fence")
-            s.phase(load, "after", s.secs)
-            rep = s.finish(load)
-            check(rep.failed(["calm", "lag", "after"]) == 0,
-                  "failed requests outside the failover: %s" % rep.errors(["calm", "lag", "after"]))
-        s.expect_dups(rep)
+        refused_until_fence(s, load, nodes, moved, url, "postgresql")
     return s
 
 
