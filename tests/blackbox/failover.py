@@ -408,24 +408,22 @@ SCENARIOS = {"async": sc_async, "partition": lambda s: sc_async(s, cut=True),
 CONTROLS = ("async", "partition", "restore")
 
 
-def main():
+def main(script="failover.py", scenarios=None, controls=CONTROLS, new_scenario=Scenario):
+    """The command line, the preflight and the C client around run_all
+    (failover_pg.py's main too, with its scenarios)."""
     args = parser(LEAFD).parse_args()
     if args.phase_secs is None:
         args.phase_secs = 3.0 if args.short else 30.0
-    code, args.grpc = preflight("failover.py")
+    code, args.grpc = preflight(script)
     if code is not None:
         return code
     args.leafd = os.path.abspath(args.leafd)
     cdir = tempfile.mkdtemp(prefix="lfh-idstream-")
     try:
         args.cclient = build_idstream(cdir)
-        return run(args)
+        return run_all(args, scenarios or SCENARIOS, controls, new_scenario, say)
     finally:
         shutil.rmtree(cdir, ignore_errors=True)
-
-
-def run(args):
-    return run_all(args, SCENARIOS, CONTROLS, Scenario, say)
 
 
 if __name__ == "__main__":

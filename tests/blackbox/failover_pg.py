@@ -41,21 +41,18 @@ Exit 1 if any scenario's check fails. Root only (network namespaces).
 """
 import contextlib
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
-from bbutil import LEAFD  # noqa: E402
+import failover  # noqa: E402
 from failover import Scenario, refused_until_fence, wait_serving  # noqa: E402
-from idcheck import build_idstream  # noqa: E402
-from leafd_ns import NsLeafd, preflight  # noqa: E402
+from leafd_ns import NsLeafd  # noqa: E402
 from netns import Net  # noqa: E402
 from postgresql_ns import NsPostgres  # noqa: E402
-from scenario_cli import check, parser, run_all, say  # noqa: E402
+from scenario_cli import check, say  # noqa: E402
 
 TAG = "fo"
 
@@ -87,15 +84,23 @@ def max_id(db):
     return int(db.sql("SELECT max_id FROM leaf_alloc WHERE biz_tag = '%s'" % TAG))
 
 
+def primary_standby(s, net, sync=False):
+    """db1 with the tag, db2 its streaming standby (synchronous_standby_names
+    = 'db2' when sync), the VIP on db1; (db1, db2, vip, url on the VIP)."""
+    db1 = NsPostgres(net.add("db1"), s.wd).start()
+    add_tag(db1)
+    db2 = NsPostgres(net.add("db2"), s.wd).standby_of(db1)
+    if sync:
+        db1.set_sync("db2")
+    vip = net.vip(1)
+    net.add_vip(db1.node, vip)
+    return db1, db2, vip, db1.url(vip)
+
+
 def sc_async(s):
     args = s.args
     with s.network() as net:
-        db1 = NsPostgres(net.add("db1"), s.wd).start()
-        add_tag(db1)
-        db2 = NsPostgres(net.add("db2"), s.wd).standby_of(db1)
-        vip = net.vip(1)
-        net.add_vip(db1.node, vip)
-        url = db1.url(vip)
+        db1, db2, vip, url = primary_standby(s, net)
         nodes = [LeafNode(net.add("n%d" % i), s.wd, url, {}, args.leafd, args.grpc).start()
                  for i in range(2)]
         load = s.start_load(nodes)
@@ -117,13 +122,7 @@ def sc_async(s):
 def sc_sync(s):
     args = s.args
     with s.network() as net:
-        db1 = NsPostgres(net.add("db1"), s.wd).start()
-        add_tag(db1)
-        db2 = NsPostgres(net.add("db2"), s.wd).standby_of(db1)
-        db1.set_sync("db2")
-        vip = net.vip(1)
-        net.add_vip(db1.node, vip)
-        url = db1.url(vip)
+        db1, db2, vip, url = primary_standby(s, net, sync=True)
         nodes = [LeafNode(net.add("n%d" % i), s.wd, url,
                           {"segment.postgresql.replication": "sync"}, args.leafd,
                           args.grpc).start() for i in range(2)]
@@ -154,19 +153,7 @@ CONTROLS = ("async",)
 
 
 def main():
-    args = parser(LEAFD).parse_args()
-    if args.phase_secs is None:
-        args.phase_secs = 3.0 if args.short else 30.0
-    code, args.grpc = preflight("failover_pg.py")
-    if code is not None:
-        return code
-    args.leafd = os.path.abspath(args.leafd)
-    cdir = tempfile.mkdtemp(prefix="lfg-idstream-")
-    try:
-        args.cclient = build_idstream(cdir)
-        return run_all(args, SCENARIOS, CONTROLS, PgScenario, say)
-    finally:
-        shutil.rmtree(cdir, ignore_errors=True)
+    return failover.main("failover_pg.py", SCENARIOS, CONTROLS, PgScenario)
 
 
 if __name__ == "__main__":
