@@ -6,7 +6,7 @@
 #   make check-asan the unit tests again under AddressSanitizer + UBSan
 #   make bench      benchmark leafd against nginx (and peers) in one run
 #   make lint       cppcheck over every C file, and the layers of src/ (also in make test)
-#   make chaos-long the chaos run, MariaDB, ZooKeeper and Redis Sentinel failovers, their positive controls, long
+#   make chaos-long the chaos run, MariaDB, PostgreSQL, ZooKeeper and Redis Sentinel failovers, their positive controls, long
 #   make deb        the Debian packages build/leafd{,-dev}_<version>_<arch>.deb (tools/deb.sh)
 #
 # Plain make, -MMD dependencies, strict warnings (-Werror with WERROR=1, as CI).
@@ -360,7 +360,8 @@ chaos: leafd
 # --- chaos-long: the chaos run above, then tests/blackbox/failover.py's
 # MariaDB failovers (network namespaces, root) with each phase PHASE_SECS
 # (default 30) long, failover_multidb.py's (a member of a set failing over;
-# also with a node idle through it, and the address moved first) and
+# also with a node idle through it, and the address moved first),
+# failover_pg.py's (PostgreSQL standbys, async and sync, promoted) and
 # galera.py's (3 rounds), zk_ensemble.py's (a ZooKeeper ensemble; also its
 # restore with 8 s fence steps), bb_datacenters' two datacenters under load
 # for PHASE_SECS (with their own positive control), sentinel.py's Redis
@@ -369,7 +370,11 @@ chaos: leafd
 # (default f146e8c, before the ZooKeeper restore rule) and
 # SENTINEL_OLD_COMMIT (default f146e8c, before the Sentinel support: plain
 # URLs, no Sentinel majority behind a write; sentinel.py's split) in
-# scratch worktrees: they pass only if that binary repeats IDs.
+# scratch worktrees: they pass only if that binary repeats IDs. The
+# PostgreSQL store came with its failover rule (4009dce) and no setting
+# turns it off, so failover_pg.py's control runs a leafd built from HEAD
+# with the rule's two checks cut out by sed (store_pg.c's server check
+# after a load, store_marks.c's range-below-the-marks check).
 OLD_COMMIT ?= a46976b
 ZK_OLD_COMMIT ?= f146e8c
 SENTINEL_OLD_COMMIT ?= f146e8c
@@ -381,6 +386,7 @@ chaos-long: leafd
 	@python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30)
 	@python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30) --idle-node
 	@python3 tests/blackbox/failover_multidb.py --phase-secs=$(or $(PHASE_SECS),30) --order vip-first
+	@python3 tests/blackbox/failover_pg.py --phase-secs=$(or $(PHASE_SECS),30)
 	@python3 tests/blackbox/sentinel.py --phase-secs=$(or $(PHASE_SECS),30)
 	@python3 tests/blackbox/galera.py
 	@DC_LOAD_SECS=$(or $(PHASE_SECS),30) python3 tests/blackbox/blackbox.py bb_datacenters.test_two_datacenters
@@ -402,6 +408,17 @@ chaos-long: leafd
 		git worktree add --detach "$$old" $(SENTINEL_OLD_COMMIT) >/dev/null && \
 		make --no-print-directory -C "$$old" -j2 leafd >/dev/null && \
 		python3 tests/blackbox/sentinel.py --phase-secs=$(or $(PHASE_SECS),30) \
+			--expect-duplicates --leafd "$$old/leafd"
+	@old=$$(mktemp -d /tmp/lfg-norule-XXXXXX); trap 'git worktree remove --force "$$old"; rm -rf "$$old"' EXIT; \
+		git worktree add --detach "$$old" HEAD >/dev/null && \
+		sed -i 's/if (check && res == STORE_OK &&$$/if (0 \&\& check \&\& res == STORE_OK \&\&/' \
+			"$$old/src/store/store_pg.c" && \
+		sed -i 's/^    if (max_id - step < mark) {$$/    if (0 \&\& max_id - step < mark) {/' \
+			"$$old/src/store/store_marks.c" && \
+		grep -q 'if (0 && check && res' "$$old/src/store/store_pg.c" && \
+		grep -q 'if (0 && max_id - step < mark)' "$$old/src/store/store_marks.c" && \
+		make --no-print-directory -C "$$old" -j2 leafd >/dev/null && \
+		python3 tests/blackbox/failover_pg.py --phase-secs=$(or $(PHASE_SECS),30) \
 			--expect-duplicates --leafd "$$old/leafd"
 
 # --- libleafd-client (clients/c/): IDs made in process from leased ranges.

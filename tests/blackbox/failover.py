@@ -161,12 +161,13 @@ def wait_serving(load, nodes, timeout, what):
     wait_for(quiet, 30, step=0.1, what=what + " (1 s without a failed answer)")
 
 
-def fence(nodes, url, binary):
+def fence(nodes, url, binary, store="mysql"):
     """leafd db-fence with the floor the runbook says: the largest
-    segment.marks_max of the nodes' /health."""
+    segment.marks_max of the nodes' /health (store: mysql or postgresql,
+    url that store's segment.<store>.url)."""
     floor = max(int(n.health()["segment"]["marks_max"]) for n in nodes)
-    r = subprocess.run([binary, "db-fence", "--floor=%d" % floor, "--segment.store=mysql",
-                        "--segment.mysql.url=" + url],
+    r = subprocess.run([binary, "db-fence", "--floor=%d" % floor, "--segment.store=" + store,
+                        "--segment.%s.url=%s" % (store, url)],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60,
                        env={k: v for k, v in os.environ.items() if not k.startswith("LEAFD_")})
     say("leafd db-fence --floor %d: exit %d: %s" % (floor, r.returncode,
@@ -260,22 +261,31 @@ def sc_async(s, cut=False):
         moved = time.time()
         say("  db1 reached max_id %d; db2, promoted, has %d" % (at_primary, max_id(db2)))
         check(max_id(db2) < at_primary, "the replica did not lag: nothing to lose")
-        if args.expect_duplicates:
-            time.sleep(s.secs * 2)
-            rep = s.finish(load)
-        else:
-            wait_each(load, nodes, moved, lambda c: c == "db_failover", 30 + s.secs,
-                      "every node refusing with db_failover")
-            s.phase(load, "refused", s.secs / 2)
-            fence(nodes, url, args.leafd)
-            s.phase(load, "fenced")
-            wait_serving(load, nodes, 30, "every node serving after db-fence")
-            s.phase(load, "after", s.secs)
-            rep = s.finish(load)
-            check(rep.failed(["calm", "lag", "after"]) == 0,
-                  "failed requests outside the failover: %s" % rep.errors(["calm", "lag", "after"]))
-        s.expect_dups(rep)
+        refused_until_fence(s, load, nodes, moved, url)
     return s
+
+
+def refused_until_fence(s, load, nodes, moved, url, store="mysql"):
+    """After an async failover (the VIP moved at `moved`): with
+    --expect-duplicates, two phases of load and the duplicates asked for;
+    else every node refusing with db_failover [refused], leafd db-fence
+    [fenced], every node serving again [after], no failure outside the
+    failover, 0 duplicates."""
+    if s.args.expect_duplicates:
+        time.sleep(s.secs * 2)
+        rep = s.finish(load)
+    else:
+        wait_each(load, nodes, moved, lambda c: c == "db_failover", 30 + s.secs,
+                  "every node refusing with db_failover")
+        s.phase(load, "refused", s.secs / 2)
+        fence(nodes, url, s.args.leafd, store)
+        s.phase(load, "fenced")
+        wait_serving(load, nodes, 30, "every node serving after db-fence")
+        s.phase(load, "after", s.secs)
+        rep = s.finish(load)
+        check(rep.failed(["calm", "lag", "after"]) == 0,
+              "failed requests outside the failover: %s" % rep.errors(["calm", "lag", "after"]))
+    s.expect_dups(rep)
 
 
 def promote_best(replicas):
@@ -398,24 +408,22 @@ SCENARIOS = {"async": sc_async, "partition": lambda s: sc_async(s, cut=True),
 CONTROLS = ("async", "partition", "restore")
 
 
-def main():
+def main(script="failover.py", scenarios=None, controls=CONTROLS, new_scenario=Scenario):
+    """The command line, the preflight and the C client around run_all
+    (failover_pg.py's main too, with its scenarios)."""
     args = parser(LEAFD).parse_args()
     if args.phase_secs is None:
         args.phase_secs = 3.0 if args.short else 30.0
-    code, args.grpc = preflight("failover.py")
+    code, args.grpc = preflight(script)
     if code is not None:
         return code
     args.leafd = os.path.abspath(args.leafd)
     cdir = tempfile.mkdtemp(prefix="lfh-idstream-")
     try:
         args.cclient = build_idstream(cdir)
-        return run(args)
+        return run_all(args, scenarios or SCENARIOS, controls, new_scenario, say)
     finally:
         shutil.rmtree(cdir, ignore_errors=True)
-
-
-def run(args):
-    return run_all(args, SCENARIOS, CONTROLS, Scenario, say)
 
 
 if __name__ == "__main__":

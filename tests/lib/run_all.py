@@ -13,7 +13,8 @@ one fills the end). They are:
   chaos       chaos.py --short (at nice -5 where allowed)             ports 18000-19999
   failover    failover.py --short: MariaDB failovers in network        ports 21000-21999
               namespaces (root), every ID checked (nice -5); then
-              failover_multidb.py --short --idle-node
+              failover_multidb.py --short --idle-node; then
+              failover_pg.py --short (PostgreSQL standbys promoted)
   galera      galera.py --short: a 3-node Galera cluster in namespaces  ports 22000-22999
               under kill, partition and quorum loss (nice -5)
   sentinel    sentinel.py --short: snowflake worker IDs from Redis      ports 24000-24499
@@ -112,6 +113,8 @@ def lanes(tmp):
             ("multi-db with a member that fails over, a node idle through it",
              ["python3", "tests/blackbox/failover_multidb.py", "--short",
               "--idle-node"]),
+            ("PostgreSQL: an async standby and a sync standby promoted under load",
+             ["python3", "tests/blackbox/failover_pg.py", "--short"]),
         ], -5),
         "galera": (False, {"LEAFD_TEST_PORTS": "22000-22999"}, [
             ("two leafd nodes through a 3-node Galera cluster: kill, partition, "
