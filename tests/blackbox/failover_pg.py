@@ -14,7 +14,7 @@ under real network namespaces, with every ID checked (issue 31, section 3).
     --only async,sync   a subset;  --keep   keep the work directory
 
 The shape of failover.py (its Scenario, refused_until_fence and wait_serving
-serve here): a tests/lib/netns.py network (prefix lfg, 10.239.S.0/24), each
+serve here): a tests/lib/netns.py network (prefix lfo, 10.239.S.0/24), each
 PostgreSQL 15 (tests/lib/postgresql_ns.py, run as the user postgres) and
 each of two leafd nodes in a namespace of its own, the clients
 (tests/lib/idcheck.py: HTTP, leases, RESP, memcached, gRPC, and
@@ -77,7 +77,7 @@ TAG = "fo"
 class PgScenario(Scenario):
     @contextlib.contextmanager
     def network(self):
-        with Net(prefix="lfg", first_octet=239) as net:
+        with Net(prefix="lfo", first_octet=239) as net:
             try:
                 yield net
             finally:
