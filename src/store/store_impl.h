@@ -136,6 +136,12 @@ enum store_result store_mysql_ping(struct store *s, char **cause);
 /* Durability degraded (on) or restored, for /health and its log lines
  * (store_mysql_repl.c's state; the PostgreSQL store's sync mode too). */
 void store_repl_degraded(int on, const char *why);
+/* The PostgreSQL store's replication state for /health: its mode
+ * ("async" or "sync") and the server it reaches now ("pg:<system
+ * identifier>/<timeline>"); changed: a new server of the same cluster was
+ * followed (sync), counted in server_changes. */
+void store_repl_show_pg(const char *mode, const char *server, int changed);
+void store_repl_pg_dropped(void);
 
 /* Copy at most cap - 1 bytes of src[0, len) into dst and NUL-terminate,
  * cutting before a partial UTF-8 sequence. */

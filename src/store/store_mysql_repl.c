@@ -157,6 +157,9 @@ static struct {
     int               degraded;
     char              degraded_why[256];
     uint64_t          changes, dropped;
+    /* the PostgreSQL store (store_pg.c): pg_mode "" when none */
+    char              pg_mode[8];
+    char              pg_server[MARKS_SERVER_MAX];
 } shown = { .lock = PTHREAD_MUTEX_INITIALIZER, .mode = -1 };
 
 static void
@@ -187,6 +190,25 @@ void
 store_repl_degraded(int on, const char *why)
 {
     show_degraded(on, why);
+}
+
+void
+store_repl_show_pg(const char *mode, const char *server, int changed)
+{
+    pthread_mutex_lock(&shown.lock);
+    snprintf(shown.pg_mode, sizeof shown.pg_mode, "%s", mode);
+    snprintf(shown.pg_server, sizeof shown.pg_server, "%s", server);
+    if (changed)
+        shown.changes++;
+    pthread_mutex_unlock(&shown.lock);
+}
+
+void
+store_repl_pg_dropped(void)
+{
+    pthread_mutex_lock(&shown.lock);
+    shown.dropped++;
+    pthread_mutex_unlock(&shown.lock);
 }
 
 /* Strings of one status row into st. */
@@ -744,6 +766,17 @@ store_repl_status_json(struct sbuf *b)
         }
         sbuf_printf(b, ",\"server_changes\":%" PRIu64 ",\"ranges_dropped\":%"
                     PRIu64 "}", shown.changes, shown.dropped);
+    } else if (shown.pg_mode[0] != '\0') {
+        sbuf_printf(b, ",\"replication\":{\"store\":\"postgresql\",\"mode\":\"%s\","
+                    "\"server\":", shown.pg_mode);
+        sbuf_json_str(b, shown.pg_server);
+        sbuf_printf(b, ",\"durability\":\"%s\"", shown.degraded ? "degraded" : "ok");
+        if (shown.degraded) {
+            sbuf_puts(b, ",\"degraded_reason\":");
+            sbuf_json_str(b, shown.degraded_why);
+        }
+        sbuf_printf(b, ",\"server_changes\":%" PRIu64 ",\"ranges_dropped\":%"
+                    PRIu64 "}", shown.changes, shown.dropped);
     }
     pthread_mutex_unlock(&shown.lock);
 }
@@ -815,6 +848,22 @@ store_repl_metrics(struct sbuf *b)
                         "node's wsrep_local_state (4: Synced).\n"
                         "# TYPE leafd_db_wsrep_local_state gauge\n"
                         "leafd_db_wsrep_local_state %lld\n", st->wsrep_state);
+    } else if (shown.pg_mode[0] != '\0') {
+        /* the PostgreSQL store: the same series, without read_only (a
+         * standby is refused at connect) */
+        sbuf_printf(b, "# HELP leafd_db_durability_degraded 1 while no "
+                    "standby acknowledges commits (sync).\n"
+                    "# TYPE leafd_db_durability_degraded gauge\n"
+                    "leafd_db_durability_degraded{mode=\"%s\"} %d\n"
+                    "# HELP leafd_db_server_changes_total Changes of server "
+                    "accepted (sync: a promoted standby of the cluster).\n"
+                    "# TYPE leafd_db_server_changes_total counter\n"
+                    "leafd_db_server_changes_total %" PRIu64 "\n"
+                    "# HELP leafd_db_ranges_dropped_total Committed ranges "
+                    "not used: no standby acknowledged them.\n"
+                    "# TYPE leafd_db_ranges_dropped_total counter\n"
+                    "leafd_db_ranges_dropped_total %" PRIu64 "\n",
+                    shown.pg_mode, shown.degraded, shown.changes, shown.dropped);
     }
     pthread_mutex_unlock(&shown.lock);
 }

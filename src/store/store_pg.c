@@ -233,6 +233,7 @@ pg_sync_acked(struct store_pg *p, int64_t max_id, char **cause)
              (long long)max_id, p->c.where, p->cut ? "the wait was cut short"
              : p->sync_why);
     store_repl_degraded(1, why);
+    store_repl_pg_dropped();
     store_set_cause(cause, "%s", why);
     return STORE_DEGRADED;
 }
@@ -253,6 +254,7 @@ pg_server_check(struct store_pg *p, char **cause)
                  "accepted (segment.postgresql.replication = sync: every "
                  "range in use was flushed by a synchronous standby)",
                  p->c.where, last, p->id);
+        store_repl_show_pg("sync", p->id, 1);
     } else if (last[0] != '\0' && !store_marks_same_server(last, p->id)) {
         store_marks_refuse("db_failover", "the database server behind %s "
                            "changed from %s to %s (a promoted standby, a "
@@ -263,10 +265,12 @@ pg_server_check(struct store_pg *p, char **cause)
                            "(the largest marks_max of the nodes' /health; "
                            "this node's is %" PRId64 ")", p->c.where, last,
                            p->id, store_marks_max());
+        store_repl_show_pg(p->sync ? "sync" : "async", p->id, 0);
         store_set_cause(cause, "the database server changed from %s to %s: "
                         "loads are refused until leafd db-fence", last, p->id);
         return STORE_REFUSED;
     }
+    store_repl_show_pg(p->sync ? "sync" : "async", p->id, 0);
     snprintf(id, sizeof id, "%s%s", p->id, p->sync ? ";sync" : "");
     if (strcmp(last, id) != 0 &&
         (p->sync || last[0] == '\0' || !store_marks_same_server(last, p->id)))

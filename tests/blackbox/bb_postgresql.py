@@ -631,6 +631,10 @@ def test_pg_promoted_standby(ctx):
             ids += r.ids()
         server = nodes[0].get("/health").json()["segment"]["server"]
         check(server.endswith("/1"), "timeline 1 before: %r" % server)
+        rep = nodes[0].get("/health").json()["segment"].get("replication") or {}
+        eq((rep.get("store"), rep.get("mode"), rep.get("server"), rep.get("durability")),
+           ("postgresql", "async", server.split(";")[0], "ok"),
+           "/health's replication block: %r" % rep)
         # The standby lags: it is down while the primary goes on (libpq
         # skips it in the host list), and is started again once the
         # primary is gone, with the WAL it had.
@@ -681,6 +685,9 @@ def test_pg_promoted_standby(ctx):
             ids += r.ids()
             server2 = n.get("/health").json()["segment"]["server"]
             check(server2.endswith("/2"), "timeline 2 after: %r" % server2)
+            rep = n.get("/health").json()["segment"].get("replication") or {}
+            check(str(rep.get("server")).endswith("/2"), "the replication block names "
+                  "the promoted server: %r" % rep)
         eq(len(ids), len(set(ids)), "no ID repeated across the failover (%d IDs)" % len(ids))
 
 
@@ -777,6 +784,10 @@ def test_pg_sync_standby_promoted(ctx):
             h = n.get("/health").json()["segment"]
             check(h["server"].endswith("/2;sync"), "on timeline 2 under sync: %r" % h["server"])
             check("refused" not in h, "not refused: %r" % h)
+            rep = h.get("replication") or {}
+            eq((rep.get("store"), rep.get("mode")), ("postgresql", "sync"),
+               "/health's replication block: %r" % rep)
+            check(str(rep.get("server")).endswith("/2"), "it names timeline 2: %r" % rep)
         check(any("accepted (segment.postgresql.replication = sync" in n.log() for n in nodes),
               "the change of server logged as accepted")
         for n in nodes:
