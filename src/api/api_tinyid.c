@@ -22,6 +22,11 @@
  * 100000 and below 1 gives no ID, as Tinyid does. leafd's own 400 answers
  * a malformed query (not an integer, a parameter twice) and a batchSize
  * (after that cut) over segment.lease_max, the bound of every lease.
+ *
+ * leafd's addition: &enc=base62|base32 on nextId and nextIdSimple gives the
+ * IDs as strings after the tag's prefix (docs/id-kinds.md, "IDs as
+ * strings"), quoted in nextId's data; Tinyid's client never sends it. On
+ * the segment routes it is a 400 invalid_encoding: a range is numbers.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +35,10 @@
 #include "api.h"
 #include "api_handlers.h"
 #include "auth.h"
+#include "api_reply.h"
 #include "config.h"
+#include "decode.h"
+#include "idstr.h"
 #include "util.h"
 
 #define TINYID_BATCH_MAX 100000
@@ -94,22 +102,38 @@ param(struct http_conn *c, const struct http_msg *m, const char *key, char *out,
     return 1;
 }
 
+/* The IDs, as numbers (Tinyid's), or with enc as strings after the tag's
+ * prefix (quoted in nextId's data array: a new caller asks for them; Tinyid's
+ * own client, which parses a Long, never sends enc). */
 static void
 reply_ids(struct http_conn *c, enum tinyid_op op, const struct segment_range *r,
-          int nr)
+          int nr, enum idstr_enc enc, const char *prefix)
 {
     struct sbuf b = { 0 };
-    char num[24];
+    char num[IDSTR_TEXT_MAX + 2];
+    size_t plen = strlen(prefix);
 
     if (op == T_NEXT_ID)
         sbuf_puts(&b, "{\"data\":[");
     for (int i = 0; i < nr; i++)
         for (int64_t k = 0; k < r[i].count; k++) {
-            char *e = util_u64_dec(num, (uint64_t)(r[i].start + k));
+            uint64_t id = (uint64_t)(r[i].start + k);
+            size_t len;
 
+            if (enc == IDSTR_DEC) {
+                len = (size_t)(util_u64_dec(num, id) - num);
+            } else {
+                int q = op == T_NEXT_ID;
+
+                if (q)
+                    num[0] = '"';
+                len = (size_t)q + idstr_encode(enc, prefix, plen, id, num + q);
+                if (q)
+                    num[len++] = '"';
+            }
             if (b.len > 0 && b.p[b.len - 1] != '[')
                 sbuf_append(&b, ",", 1);
-            sbuf_append(&b, num, (size_t)(e - num));
+            sbuf_append(&b, num, len);
         }
     if (op == T_NEXT_ID)
         sbuf_puts(&b, "],\"code\":200,\"message\":\"\"}");
@@ -142,6 +166,7 @@ api_tinyid_handle(struct api *a, struct http_conn *c, struct http_request *req,
     int nr = 0, biz_long, batch_bad, rc;
     int64_t n = 1;
     enum tinyid_op op;
+    enum idstr_enc enc = IDSTR_DEC;
 
 #define OP_IS(s) (oplen == sizeof s - 1 && memcmp(opname, s, oplen) == 0)
     if (OP_IS("nextId"))
@@ -178,6 +203,14 @@ api_tinyid_handle(struct api *a, struct http_conn *c, struct http_request *req,
         return;
     if (rc == 1 && strlen(biz) > TAG_MAX)
         biz_long = 1;
+    if (api_enc_param(c, R_TINYID, m, &enc) < 0)
+        return;
+    if (enc != IDSTR_DEC && op != T_NEXT_ID && op != T_NEXT_ID_SIMPLE) {
+        api_reply_error(c, R_TINYID, 400, "invalid_encoding", NULL,
+                        "a segment (nextSegmentId) is a range of numbers: "
+                        "enc= is for nextId and nextIdSimple");
+        return;
+    }
     if (op == T_NEXT_ID || op == T_NEXT_ID_SIMPLE) {
         if ((rc = param(c, m, "batchSize", batch, sizeof batch, &batch_bad)) < 0)
             return;
@@ -251,5 +284,5 @@ api_tinyid_handle(struct api *a, struct http_conn *c, struct http_request *req,
     if (op == T_NEXT_SEGMENT || op == T_NEXT_SEGMENT_SIMPLE)
         reply_segment(c, op, &r[0]);
     else
-        reply_ids(c, op, r, nr);
+        reply_ids(c, op, r, nr, enc, decode_prefix_of(a->cfg, biz));
 }

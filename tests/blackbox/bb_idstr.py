@@ -17,6 +17,7 @@ TESTS = [
     "test_resp_and_memcached_strings",
     "test_grpc_strings",
     "test_js53_layout",
+    "test_tinyid_strings",
 ]
 
 B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -442,3 +443,32 @@ def test_js53_layout(ctx):
             bad = wd.leafd(conf=c, name="bad")
             check(bad.start(expect_fail=True) != 0, "%r refuses to start" % extra)
             check(why in bad.log(), "and says why: %s" % bad.log())
+
+
+def test_tinyid_strings(ctx):
+    """Tinyid's nextId and nextIdSimple with &enc=: the IDs as strings after
+    the tag's prefix (quoted in nextId's data), the same IDs as the numbers
+    would be; without enc, Tinyid's numbers unchanged; on nextSegmentId a
+    400 invalid_encoding (a segment is a range of numbers)."""
+    import json
+    with Workdir("idstr-tinyid") as wd:
+        d = wd.leafd(conf=conf()).start()
+        r = d.get("/tinyid/id/nextId?bizType=demo&batchSize=3")
+        eq(r.status, 200, "nextId: %r" % r)
+        nums = json.loads(r.body)["data"]
+        check(all(isinstance(v, int) for v in nums) and len(nums) == 3,
+              "Tinyid's numbers without enc: %r" % nums)
+        r = d.get("/tinyid/id/nextId?bizType=demo&batchSize=3&enc=base62")
+        eq(r.status, 200, "nextId&enc=base62: %r" % r)
+        j = json.loads(r.body)
+        eq((j["code"], len(j["data"])), (200, 3), "Tinyid's envelope: %r" % j)
+        got = [ref_decode(v, "ord") for v in j["data"]]
+        eq(got, [nums[-1] + 1, nums[-1] + 2, nums[-1] + 3], "the next IDs, as strings")
+        r = d.get("/tinyid/id/nextIdSimple?bizType=demo&batchSize=2&enc=base32")
+        eq(r.status, 200, "nextIdSimple&enc=base32: %r" % r)
+        parts = r.body.decode().strip().split(",")
+        eq([ref_decode(v, "ord") for v in parts], [got[-1] + 1, got[-1] + 2],
+           "nextIdSimple's strings: %r" % parts)
+        err(d.get("/tinyid/id/nextSegmentId?bizType=demo&enc=base62"), 400,
+            "invalid_encoding", "range")
+        err(d.get("/tinyid/id/nextId?bizType=demo&enc=hex"), 400, "invalid_encoding")
