@@ -284,6 +284,7 @@ FUZZ_OBJS_h2_conn    := http_h2 http_h2_reply http_conn http_conn_mc http_conn_i
 FUZZ_OBJS_tls_conn   := http_tls log util
 FUZZ_OBJS_marks      := store_marks log util
 FUZZ_OBJS_ff1        := ff1 util
+FUZZ_OBJS_conceal    := conceal keyfile ff1 config idstr log util
 fuzz_objs = $(patsubst %,build/fuzz/obj/%.o,$(FUZZ_OBJS_$(1)))
 # The C client's lease answer parser (clients/c/, not src/).
 build/fuzz/fuzz_lease_answer: clients/c/lease_parse.c

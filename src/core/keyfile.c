@@ -37,10 +37,8 @@ hex_key(const uint8_t *buf, size_t a, size_t b, struct keyfile_key *k)
     return 1;
 }
 
-/* The keys of a text file: 0, or -1 with *why (a line that is not a key,
- * more keys than max). */
-static int
-parse_lines(const uint8_t *buf, size_t len, struct keyfile_key *keys, int max,
+int
+keyfile_parse(const uint8_t *buf, size_t len, struct keyfile_key *keys, int max,
             int *n, char **why)
 {
     size_t p = 0, a, b, e;
@@ -119,7 +117,7 @@ keyfile_read(const char *path, struct keyfile_key *keys, int max, int *n,
     close(fd);
     if (len > KEYFILE_BYTES_MAX) {
         why = xasprintf("is larger than %d bytes", KEYFILE_BYTES_MAX);
-    } else if (parse_lines(buf, len, keys, max, n, &why) == -1 &&
+    } else if (keyfile_parse(buf, len, keys, max, n, &why) == -1 &&
                (len == 16 || len == 24 || len == 32)) {
         /* Not a text of keys, but the size of a raw key: that is what it is. */
         free(why);

@@ -34,6 +34,12 @@ struct keyfile_key {
 int keyfile_read(const char *path, struct keyfile_key *keys, int max, int *n,
                  char **cause);
 
+/* The keys of a key file's text (buf, len bytes), as keyfile_read reads
+ * them (without its raw-key case): 0, or -1 with *why (malloc'd: a line
+ * that is not a key, more keys than max, none). For the fuzzer. */
+int keyfile_parse(const uint8_t *buf, size_t len, struct keyfile_key *keys,
+                  int max, int *n, char **why);
+
 /* Wipe n keys (after they were turned into cipher keys). */
 void keyfile_wipe(struct keyfile_key *keys, int n);
 
