@@ -91,3 +91,48 @@ api_segment_reveal(struct api *a, struct http_conn *c, const char *raw,
                 conceal_bits(a->conceal), rv.key);
     api_reply_sbuf(c, R_SEGMENT_REVEAL, 200, "application/json", &b);
 }
+
+int
+api_conceal_health(struct api *a, struct sbuf *b, struct sbuf *reasons)
+{
+    char why[768];
+    int refused = 0;
+
+    if (a->conceal == NULL)
+        return 0;
+    sbuf_printf(b, ",\"concealed\":{\"tags\":%zu,\"bits\":%u,\"key\":\"%s\","
+                "\"refused\":[", conceal_count(a->conceal),
+                conceal_bits(a->conceal), conceal_key_name(a->conceal));
+    for (size_t i = 0; i < conceal_count(a->conceal); i++) {
+        struct conceal_tag *t = conceal_tag_at(a->conceal, i);
+
+        if (!conceal_refused(t, why, sizeof why))
+            continue;
+        sbuf_printf(b, "%s{\"biz_tag\":\"%s\",\"reason\":", refused ? "," : "",
+                    conceal_tag_name(t));
+        sbuf_json_str(b, why);
+        sbuf_puts(b, "}");
+        if (refused++ == 0)
+            sbuf_printf(reasons, "segment: concealed biz_tag '%s' refused: %s; ",
+                        conceal_tag_name(t), why);
+    }
+    sbuf_puts(b, "]}");
+    return refused > 0;
+}
+
+void
+api_conceal_metrics(struct api *a, struct sbuf *b)
+{
+    char why[8];
+
+    if (a->conceal == NULL)
+        return;
+    sbuf_metric_head(b, "leafd_segment_conceal_refused", "gauge",
+                     "1 while a concealed tag is refused (conceal_key_changed).");
+    for (size_t i = 0; i < conceal_count(a->conceal); i++) {
+        struct conceal_tag *t = conceal_tag_at(a->conceal, i);
+
+        sbuf_printf(b, "leafd_segment_conceal_refused{biz_tag=\"%s\"} %d\n",
+                    conceal_tag_name(t), conceal_refused(t, why, sizeof why));
+    }
+}

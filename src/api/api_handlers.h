@@ -72,6 +72,10 @@ void api_serial(struct api *a, struct http_conn *c, struct http_request *req,
  * behind a serial's digits (raw: the path after /serial/decode/). */
 void api_serial_decode(struct api *a, struct http_conn *c, const char *raw,
                        size_t rawlen);
+/* /health's "concealed" member (appended after a ','): 1 when a tag is
+ * refused (degraded), else 0; /metrics' gauge per concealed tag. */
+int  api_conceal_health(struct api *a, struct sbuf *b, struct sbuf *reasons);
+void api_conceal_metrics(struct api *a, struct sbuf *b);
 /* GET /segment/reveal/<biz_tag>/<id> (api_conceal.c). */
 void api_segment_reveal(struct api *a, struct http_conn *c, const char *raw,
                         size_t rawlen);

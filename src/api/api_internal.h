@@ -71,7 +71,7 @@ static const char *const codes_503[] = {
     "ids_exhausted", "tag_lookup_unavailable", "bad_leaf_alloc_row",
     "batch_fragmented", "random_unavailable", "serial_exhausted",
     "serial_unavailable", "serial_refused", "store_behind", "db_failover",
-    "durability_degraded", "other"
+    "durability_degraded", "conceal_key_changed", "other"
 };
 #define NCODES_503 (sizeof codes_503 / sizeof codes_503[0])
 

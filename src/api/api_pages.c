@@ -150,6 +150,8 @@ api_health(struct api *a, struct sbuf *b)
             sbuf_puts(b, ",\"databases\":");
             store_multi_status_json(b);
         }
+        if (api_conceal_health(a, b, &reasons))
+            degraded = 1;
         sbuf_puts(b, ",");
         store_repl_status_json(b);
         switch (store_repl_health(why, sizeof why)) {
@@ -354,6 +356,7 @@ api_page_metrics(struct api *a, struct http_conn *c)
         loader_metrics(a->loader, &b);
         store_multi_metrics(&b);
         store_repl_metrics(&b);
+        api_conceal_metrics(a, &b);
     }
     sbuf_metric_head(&b, "leafd_http_503_total", "counter",
                      "503 answers by route and error code (snowflake refusals "

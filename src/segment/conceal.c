@@ -247,6 +247,13 @@ conceal_tag_name(const struct conceal_tag *t)
     return t->name;
 }
 
+struct conceal_tag *
+conceal_tag_at(struct conceal *c, size_t i)
+{
+    assert(i < c->ntags);
+    return &c->tags[i];
+}
+
 size_t
 conceal_tweak(const struct conceal_tag *t, uint64_t block, char *out)
 {

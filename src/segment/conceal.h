@@ -57,6 +57,8 @@ const char *conceal_key_name(const struct conceal *c);
 /* The concealed tag of that name, or NULL (also when c is NULL). */
 struct conceal_tag *conceal_find(struct conceal *c, const char *tag, size_t len);
 const char *conceal_tag_name(const struct conceal_tag *t);
+/* The i-th concealed tag (i < conceal_count). */
+struct conceal_tag *conceal_tag_at(struct conceal *c, size_t i);
 
 /* Counters of t to IDs, in place (every counter must be a block this node
  * owns). conceal_id: one. */
