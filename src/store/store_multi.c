@@ -154,6 +154,8 @@ static struct {
     struct multi_meta   want;           /* db_index filled per database */
     int                 want_known;
     int64_t             lease_max, max_step;    /* the config's, for fits */
+    int64_t             conceal_step;   /* 2^(conceal_bits + 1), 0: none */
+    int                 conceal_bits;
     _Atomic int         preferred;
     struct multi_db     db[STORE_MULTI_MAX];
     _Atomic int64_t     member_id[STORE_MULTI_MAX];     /* 0: not known */
@@ -406,6 +408,17 @@ block_fits(const struct multi_meta *mm, char **cause)
                         (long long)shared.lease_max, (long long)mm->block_size);
         return 0;
     }
+    if (shared.conceal_step > mm->block_size) {
+        store_set_cause(cause, "segment.conceal_bits %d needs the databases' "
+                        "blocks to hold %lld IDs (a concealed tag's load takes "
+                        "an aligned block of 2^%d, from a range of up to twice "
+                        "that), but their block size is %lld: lower "
+                        "segment.conceal_bits, or run leafd multi-db init with "
+                        "a larger --block-size", shared.conceal_bits,
+                        (long long)shared.conceal_step, shared.conceal_bits,
+                        (long long)mm->block_size);
+        return 0;
+    }
     if (shared.max_step > mm->block_size) {
         store_set_cause(cause, "segment.max_step %lld is over the databases' "
                         "block size %lld: lower it (a range never crosses a "
@@ -489,6 +502,12 @@ multi_check(struct store_multi *m, const struct config *cfg, char **cause)
     }
     shared.lease_max = cfg->lease_max;
     shared.max_step = cfg->max_step;
+    /* A concealed tag's load takes an aligned block of 2^bits: a range of
+     * up to twice that must fit one of the set's blocks. */
+    shared.conceal_step = cfg->conceal_tags != NULL &&
+        cfg->conceal_tags[strspn(cfg->conceal_tags, " \t,")] != '\0' ?
+        (int64_t)2 << cfg->conceal_bits : 0;
+    shared.conceal_bits = (int)cfg->conceal_bits;
     if (shared.want_known && !block_fits(&shared.want, cause))
         goto out;
     for (int i = 0; i < m->n; i++) {
