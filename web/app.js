@@ -734,16 +734,20 @@
         if ((r.headers.get('Content-Type') || '').indexOf('json') >= 0) {
           try { body = parseJsonBig(t); } catch (e) { body = { error: 'bad_json', message: 'an answer the page cannot read' }; }
         }
-        if (r.status === 401) askToken('This route needs the admin token (admin.token): enter it, then try again.');
+        /* unauthorized / forbidden: the admin token; token_required /
+         * token_forbidden are the ID routes' scoped tokens (auth file). */
+        if (r.status === 401 && body && body.error === 'unauthorized') askToken('This route needs the admin token (admin.token): enter it, then try again.');
         else if (r.status === 403 && body && body.error === 'forbidden') askToken('Wrong admin token: leafd refused it (403). Enter the value of admin.token.');
         return { status: r.status, body: body };
       });
     }, function (e) { return { status: 0, body: { error: 'unreachable', message: 'cannot reach leafd: ' + (e && e.message || e) } }; });
   }
-  var ADMIN_HELP = {
+  var ERROR_HELP = {
     admin_required: 'This node has neither admin.token nor an admin listener (admin.listen.port): it never decodes concealed values on the public port alone. Set one of them.',
     unauthorized: 'This route needs the admin token: enter it in the prompt above.',
-    forbidden: 'leafd refused the admin token: enter the right one in the prompt above.'
+    forbidden: 'leafd refused the admin token: enter the right one in the prompt above.',
+    token_required: 'This node\'s ID routes need a token with a scope for them (its tokens file); the console sends only the admin token, so generate IDs with a client that has one.',
+    token_forbidden: 'This node\'s tokens file gives the admin token no scope for this route; generate IDs with a client whose token has one.'
   };
   /* A route's JSON error, shown whole: status, code, message, and what to do. */
   function showError(out, what, r, hint) {
@@ -753,7 +757,7 @@
     box.setAttribute('data-error', String(b.error || ''));
     box.appendChild(el('p', 'error', what + ': leafd answered ' + (r.status ? r.status + ' ' : '') + (b.error || 'an error')));
     if (b.message) box.appendChild(el('p', 'mono', b.message));
-    var help = ADMIN_HELP[b.error] || hint;
+    var help = ERROR_HELP[b.error] || hint;
     if (help) box.appendChild(el('p', 'note', help));
     out.appendChild(box);
     return null;
