@@ -732,6 +732,33 @@ def test_console_tool_in_browser(ctx):
             else:
                 eq((f.get("status"), f.get("error")), (str(direct.status), direct.json()["error"]),
                    "reveal: the route's error shown")
+            # The route as its spec answers (stubbed in the page's fetch, so
+            # this runs before the route is on main too): a counter past 2^53
+            # shown exactly, the header carrying the token, never the URL.
+            js(drv, """
+                window.__reveal = [];
+                var real = window.fetch;
+                window.fetch = function (url, opt) {
+                  if (String(url).indexOf('/segment/reveal/') !== 0) return real.apply(this, arguments);
+                  window.__reveal.push({url: String(url), auth: opt && opt.headers && opt.headers.Authorization});
+                  var miss = String(url).indexOf('/nosuch/') > 0;
+                  var body = miss ? '{"error":"unknown_biz_tag","message":"biz_tag \\u0027nosuch\\u0027 is not in leaf_alloc"}'
+                    : '{"tag":"demo","id":"9007199254740993","concealed":true,"block":3,"offset":17,' +
+                      '"counter":9007199254740993,"key":"k0123456789abcdef"}';
+                  return Promise.resolve(new Response(body + '\\n', {status: miss ? 404 : 200,
+                    headers: {'Content-Type': 'application/json'}}));
+                };""")
+            f = admin_parse_in_page(drv, "reveal", "demo", "9007199254740993")
+            eq((f.get("counter"), f.get("block"), f.get("offset"), f.get("concealed"), f.get("key")),
+               ("9007199254740993", "3", "17", "true", "k0123456789abcdef"), "the reveal answer shown: %r" % f)
+            check("block 3, counter 9007199254740993" in f["title"], "reveal title: %r" % f["title"])
+            f = admin_parse_in_page(drv, "reveal", "nosuch", "12")
+            eq((f.get("status"), f.get("error")), ("404", "unknown_biz_tag"), "the route's 404 shown")
+            check("is not in leaf_alloc" in f["text"], "its message: %r" % f["text"])
+            calls = js(drv, "return window.__reveal;")
+            eq([c["url"] for c in calls], ["/segment/reveal/demo/9007199254740993", "/segment/reveal/nosuch/12"],
+               "the reveal requests")
+            check(all(c["auth"] == "Bearer " + tok for c in calls), "the token in the header: %r" % calls)
             # A bad code: the route's 404 shown as such.
             f = admin_parse_in_page(drv, "serial", "NOPE", ser[0])
             eq((f.get("status"), f.get("error")), ("404", "unknown_serial_code"), "unknown code")
