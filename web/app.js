@@ -791,7 +791,7 @@
     return Promise.all([seg, sf]).then(function (rs) {
       var rseg = rs[0], rsf = rs[1];
       note.remove();
-      if (rseg.status === 200 && (rseg.body.biz_tag || rsf.status !== 200)) {
+      if (rseg.status === 200) {
         showFields(out, rseg.body.biz_tag ? 'A segment ID string of tag ' + rseg.body.biz_tag + ' (/segment/decode):'
           : 'As a segment ID string, without a prefix (/segment/decode):', rseg.body, 'parse-server');
       }
@@ -905,6 +905,7 @@
     $('parse-name').maxLength = k === 'serial' ? 32 : 128;
   }
   $('parse-kind').addEventListener('change', parseKind);
+  parseKind();   /* a reload may keep the select's value */
 
   /* A time as ms since 1970 (BigInt): digits are ms, else ISO 8601 (UTC when no offset). */
   function parseTime(s) {

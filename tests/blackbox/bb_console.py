@@ -705,6 +705,19 @@ def test_console_tool_in_browser(ctx):
                       "the segment string's number in the page")
             eq(text_of(drv, '#parse-server [data-k="biz_tag"]'), "demo", "its tag")
 
+            # A snowflake string without a prefix (base32, 13 characters):
+            # both readings, the snowflake one with its diagram.
+            sf32 = generate_in_page(drv, "snowflake", 1, enc="base32")
+            eq(len(sf32[0]), 13, "a base32 snowflake string: %r" % sf32)
+            dec32 = d.get("/snowflake/decode/" + sf32[0]).json()
+            inp = drv.find_element("css selector", "#parse-input")
+            inp.clear()
+            inp.send_keys(sf32[0] + "\n")
+            wait_text(drv, "#parse-check", lambda t: "agrees" in t, "the string's diagram checked by leafd")
+            eq(parsed_fields(drv)["bits"], format(int(dec32["id"]), "064b"), "the string's 64 bits")
+            eq(text_of(drv, '#parse-server [data-k="encoding"]'), "base32", "the segment reading too")
+            shot(drv, "tool-idstring-desktop")
+
             # A concealed serial, then its Parse button: period and counter
             # from /serial/decode, with the token.
             ser = generate_in_page(drv, "serial", 3, name="PAY")
@@ -766,13 +779,15 @@ def test_console_tool_in_browser(ctx):
             check(tok not in drv.current_url, "token not in the URL")
             errs = console_errors(drv, allow=("401", "404", "400"))
             check(not errs, "the browser console logged errors:\n%s" % "\n".join(errs))
-            d.stop()
 
             # No admin.token and no admin listener: the decode route is
             # refused, and the tool says why (a new port: a new origin, no
-            # token in its sessionStorage).
-            d2 = wd.leafd(conf=conf, name="leafd2").start()
+            # token in its sessionStorage). Snowflake off: the first node,
+            # worker 0, still runs; it stops once the page has left it (its
+            # refresh would fail in the log).
+            d2 = wd.leafd(conf=dict(conf, **{"leaf.snowflake.enable": "false"}), name="leafd2").start()
             drv.get("http://127.0.0.1:%d/console#tool" % d2.port)
+            d.stop()
             wait_for(lambda: js(drv, "return document.getElementById('issue-kind') !== null"), what="the page")
             ser2 = generate_in_page(drv, "serial", 1, name="PAY")
             f = admin_parse_in_page(drv, "serial", "PAY", ser2[0])
