@@ -57,14 +57,15 @@ ASAN_TESTS := $(TESTS:%=build/asan/tests/%)
 # allocator's harnesses and its leases, the snowflake generator's, the HTTP
 # park/wake (HTTP/1.1 and HTTP/2) and the UUID/ULID generators, the serial allocator, the RESP
 # listener's pipelines, the worker ID lease's keeper against state/metrics
-# readers and simultaneous claims, FF1 key copies sharing a domain). Suites built around libzookeeper_mt's own
+# readers and simultaneous claims, FF1 key copies sharing a domain, concealed
+# tags enciphered on two threads). Suites built around libzookeeper_mt's own
 # threads or the segment store's MySQL client stay in the plain and ASan runs.
 TSAN_FLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 TSAN_OBJS  := $(patsubst %.c,build/tsan/%.o,$(notdir $(SRCS))) build/console_assets.o \
               $(PB_OBJS:%=build/tsan/%)
 TSAN_LIB   := $(filter-out build/tsan/main.o,$(TSAN_OBJS))
 TSAN_SUITES := check_segment check_snowflake check_http check_h2 check_idkinds check_resp check_mc \
-               check_serial check_lease check_workerid_store check_ff1
+               check_serial check_lease check_workerid_store check_ff1 check_conceal
 TSAN_TESTS := $(TSAN_SUITES:%=build/tsan/tests/%)
 
 .PHONY: all deps run test test-bins unit unit-asan check-asan check-tsan blackbox bench clean lint deb
@@ -283,6 +284,7 @@ FUZZ_OBJS_h2_conn    := http_h2 http_h2_reply http_conn http_conn_mc http_conn_i
 FUZZ_OBJS_tls_conn   := http_tls log util
 FUZZ_OBJS_marks      := store_marks log util
 FUZZ_OBJS_ff1        := ff1 util
+FUZZ_OBJS_conceal    := conceal keyfile ff1 config idstr log util
 fuzz_objs = $(patsubst %,build/fuzz/obj/%.o,$(FUZZ_OBJS_$(1)))
 # The C client's lease answer parser (clients/c/, not src/).
 build/fuzz/fuzz_lease_answer: clients/c/lease_parse.c

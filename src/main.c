@@ -19,6 +19,7 @@
 
 #include "api.h"
 #include "auth.h"
+#include "conceal.h"
 #include "config.h"
 #include "decode.h"
 #include "http.h"
@@ -41,6 +42,7 @@ struct leafd {
     struct config      cfg;
     struct segments   *segs;
     struct loader     *loader;
+    struct conceal    *conceal;     /* segment.conceal, or NULL */
     struct api        *api;
     struct http_server *server;
     struct http_server *admin;      /* admin.listen.port, or NULL */
@@ -322,6 +324,14 @@ start(struct leafd *d, char **cause)
         d->loader = loader_new(cfg, cause);
         if (d->loader == NULL)
             return -1;
+        d->conceal = conceal_new(cfg, cause);
+        if (d->conceal == NULL && *cause != NULL)
+            return -1;
+        if (d->conceal != NULL)
+            log_info("segment: %zu concealed biz_tag(s), blocks of 2^%u IDs, "
+                     "key %s", conceal_count(d->conceal),
+                     conceal_bits(d->conceal), conceal_key_name(d->conceal));
+        loader_set_conceal(d->loader, d->conceal);
         hooks.load = loader_hook_load;
         hooks.lookup = loader_hook_lookup;
         hooks.arg = d->loader;
@@ -357,6 +367,7 @@ start(struct leafd *d, char **cause)
     }
     d->api = api_new(cfg, d->segs, d->loader, NULL, threads);
     api_set_serials(d->api, d->serials, d->serial_loader);
+    api_set_conceal(d->api, d->conceal);
     api_set_serial_zgate(d->api, d->zgate);
     if (cfg->tokens_file[0] != '\0') {
         struct auth *au = auth_load(cfg->tokens_file, cause);
@@ -508,6 +519,7 @@ stop(struct leafd *d)
     api_free(d->api);
     segments_free(d->segs);
     loader_free(d->loader);
+    conceal_free(d->conceal);       /* after the loader and every I/O thread */
     serial_loader_free(d->serial_loader);
     serials_free(d->serials);
     serial_zgate_free(d->zgate);
@@ -682,6 +694,17 @@ main(int argc, char **argv)
             return 2;
         }
         serials_free(sv);
+        {
+            struct conceal *cv = conceal_new(&d.cfg, &cause);
+
+            if (cv == NULL && cause != NULL) {
+                fprintf(stderr, "leafd: %s\n", cause);
+                free(cause);
+                config_free(&d.cfg);
+                return 2;
+            }
+            conceal_free(cv);
+        }
         if (d.cfg.segment_enable && d.cfg.store == STORE_POSTGRESQL) {
             /* The connection string, as at start (no connection made). */
             struct store *s = store_open(&d.cfg, &cause);

@@ -18,6 +18,7 @@
 #include "api.h"
 #include "api_handlers.h"
 #include "auth.h"
+#include "conceal.h"
 #include "config.h"
 #include "decode.h"
 #include "idstr.h"
@@ -139,6 +140,12 @@ api_set_serials(struct api *a, struct serials *s, struct serial_loader *l)
 {
     a->serials = s;
     a->serial_loader = l;
+}
+
+void
+api_set_conceal(struct api *a, struct conceal *c)
+{
+    a->conceal = c;
 }
 
 void
@@ -276,7 +283,9 @@ api_serve_segment(struct api *a, struct http_conn *c, struct http_request *req,
                   enum idstr_enc enc, const struct api_writer *w)
 {
     struct api_state *st = (struct api_state *)req->scratch;
+    struct conceal_tag *ct = conceal_find(a->conceal, tag, len);
     enum segment_result res;
+    char why[768];
 
     assert(a->segs != NULL && util_tag_valid(tag, len) && n >= 1);
     if (!req->retry && !req->timed_out)
@@ -295,6 +304,8 @@ api_serve_segment(struct api *a, struct http_conn *c, struct http_request *req,
             for (int64_t j = 0; j < st->take.ranges[i].count; j++)
                 api_self->ids[k++] = (uint64_t)(st->take.ranges[i].start + j);
         assert(k == (size_t)n);
+        if (ct != NULL)         /* counters to concealed IDs, in place */
+            conceal_ids(a->conceal, ct, api_self->ids, k);
         reply_ids(a, c, r, tag, api_self->ids, k, enc, w);
         return;
     }
@@ -309,6 +320,11 @@ api_serve_segment(struct api *a, struct http_conn *c, struct http_request *req,
                         "biz_tag '%s' was not looked up; retry later", tag);
         return;
     case SEGMENT_BROKEN:
+        if (ct != NULL && conceal_refused(ct, why, sizeof why)) {
+            api_reply_error(c, r, 503, "conceal_key_changed", "Retry-After: 60\r\n",
+                            "%s", why);
+            return;
+        }
         api_reply_error(c, r, 503, "bad_leaf_alloc_row", "Retry-After: 60\r\n",
                         "the leaf_alloc row of biz_tag '%s' cannot give IDs (step "
                         "outside [1, 2147483647], or max_id at its limit); a DBA "

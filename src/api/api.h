@@ -72,6 +72,11 @@ void api_set_serials(struct api *a, struct serials *s, struct serial_loader *l);
 struct serial_zgate;
 void api_set_serial_zgate(struct api *a, struct serial_zgate *g);
 
+/* Concealed segment tags (conceal.h; set before the server starts; NULL:
+ * none). */
+struct conceal;
+void api_set_conceal(struct api *a, struct conceal *c);
+
 /* The server, for its stats on /metrics (set once after http_server_new). */
 void api_set_server(struct api *a, struct http_server *s);
 

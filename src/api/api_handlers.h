@@ -72,6 +72,9 @@ void api_serial(struct api *a, struct http_conn *c, struct http_request *req,
  * behind a serial's digits (raw: the path after /serial/decode/). */
 void api_serial_decode(struct api *a, struct http_conn *c, const char *raw,
                        size_t rawlen);
+/* GET /segment/reveal/<biz_tag>/<id> (api_conceal.c). */
+void api_segment_reveal(struct api *a, struct http_conn *c, const char *raw,
+                        size_t rawlen);
 /* The "serial" member of /health; returns 0 ok, 1 degraded (database down,
  * numbers held), 2 unavailable (database down, a code holds none). */
 int  api_serial_health(struct api *a, struct sbuf *b, struct sbuf *reasons);
@@ -103,7 +106,21 @@ enum api_lease_result {
     API_LEASE_BROKEN,        /* the row cannot give IDs */
     API_LEASE_UNAVAILABLE,   /* database down or slow, or lookups full */
 };
+struct conceal_tag;
 #define API_LEASE_MAX_RANGES (SEGMENT_MAX_RANGES + 1)
+/* The message of a lease refused for a concealed tag (format: the tag). */
+#define API_LEASE_CONCEALED_MSG "biz_tag '%s' is concealed (segment.conceal): " \
+    "a lease is a range of its counters and would show how many IDs were " \
+    "issued; take IDs instead (GET /segment/<biz_tag>?count=N, Tinyid's nextId)"
+/* n IDs of a concealed tag for a route that answers with a lease's result
+ * (Tinyid's nextId): the counters taken from the buffers (segment_take), in
+ * out; the caller enciphers them (conceal_ids). Results as api_lease_take;
+ * API_LEASE_BROKEN's why names a key refusal. */
+enum api_lease_result api_conceal_take(struct api *a, struct http_conn *c,
+                                       struct http_request *req,
+                                       struct conceal_tag *ct, int64_t n,
+                                       struct segment_range *out, int *nout,
+                                       char *why, size_t whylen);
 /* Take a lease of n IDs of tag (valid, NUL-terminated; n <= 0: the row's
  * step; contiguous: one range). Call again, unchanged, when the request is
  * retried after API_LEASE_PARKED. why gets the reason of a failure. */

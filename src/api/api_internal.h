@@ -120,6 +120,7 @@ struct api {
     struct ulid_gen     *ulid;
     struct http_server  *server;
     struct auth         *auth;         /* per-tag tokens, or NULL */
+    struct conceal      *conceal;      /* concealed segment tags, or NULL */
     struct serials      *serials;      /* serial definitions, or NULL */
     struct serial_loader *serial_loader; /* segment-source serials, or NULL */
     struct serial_zgate *serial_zgate;  /* snowflake serials' zone gate, or

@@ -15,6 +15,7 @@
 
 #include "api.h"
 #include "api_handlers.h"
+#include "conceal.h"
 #include "config.h"
 #include "loader.h"
 #include "segment.h"
@@ -172,6 +173,50 @@ api_lease_take(struct api *a, struct http_conn *c, struct http_request *req,
     return lease_park(a, c, st, tag);
 }
 
+enum api_lease_result
+api_conceal_take(struct api *a, struct http_conn *c, struct http_request *req,
+                 struct conceal_tag *ct, int64_t n, struct segment_range *out,
+                 int *nout, char *why, size_t whylen)
+{
+    struct api_lease_state *st = (struct api_lease_state *)req->scratch;
+    const char *tag = conceal_tag_name(ct);
+
+    assert(n >= 1);
+    if (!st->started) {
+        st->started = 1;
+        st->wait.deadline_us = api_wait_deadline(a, req);
+    }
+    if (req->timed_out) {
+        snprintf(why, whylen, "no ID for biz_tag '%s': the next block did not "
+                 "arrive in time", tag);
+        return API_LEASE_UNAVAILABLE;
+    }
+    switch (segment_take(a->segs, tag, strlen(tag), n, &st->take)) {
+    case SEGMENT_OK:
+        memcpy(out, st->take.ranges, sizeof *out * (size_t)st->take.nranges);
+        *nout = st->take.nranges;
+        return API_LEASE_DONE;
+    case SEGMENT_UNKNOWN:
+        snprintf(why, whylen, "biz_tag '%s' is not in leaf_alloc", tag);
+        return API_LEASE_UNKNOWN;
+    case SEGMENT_BROKEN:
+        if (!conceal_refused(ct, why, whylen))
+            snprintf(why, whylen, "the leaf_alloc row of biz_tag '%s' cannot "
+                     "give IDs (the log says what is wrong)", tag);
+        return API_LEASE_BROKEN;
+    case SEGMENT_WAIT:
+        if (loader_db_up(a->loader) && !loader_refused(a->loader))
+            return lease_park(a, c, st, tag);
+        /* fall through */
+    case SEGMENT_BUSY:
+    case SEGMENT_TOO_LARGE:
+        break;
+    }
+    snprintf(why, whylen, "no ID for biz_tag '%s' right now (database down, "
+             "too many lookups, or a batch its blocks cannot give)", tag);
+    return API_LEASE_UNAVAILABLE;
+}
+
 /* ?size=N in [1, max]. Returns N, or -1 after answering 400. */
 static int64_t
 query_size(struct http_conn *c, const struct http_msg *m, int64_t max)
@@ -232,6 +277,11 @@ api_serve_lease(struct api *a, struct http_conn *c, struct http_request *req,
     int nr = 0;
 
     assert(w->lease != NULL);
+    if (conceal_find(a->conceal, tag, strlen(tag)) != NULL) {
+        api_reply_error(c, R_LEASE, 409, "lease_concealed", NULL,
+                        API_LEASE_CONCEALED_MSG, tag);
+        return;
+    }
 
     switch (api_lease_take(a, c, req, tag, n, 0, r, &nr, why, sizeof why)) {
     case API_LEASE_PARKED:

@@ -40,6 +40,13 @@ route_serial_decode(struct api *a, struct http_conn *c, struct http_request *req
 }
 
 static void
+route_segment_reveal(struct api *a, struct http_conn *c, struct http_request *req,
+                     enum route r, const char *raw, size_t rawlen)
+{
+    api_segment_reveal(a, c, raw, rawlen);
+}
+
+static void
 route_tinyid(struct api *a, struct http_conn *c, struct http_request *req,
              enum route r, const char *op, size_t oplen)
 {
@@ -210,7 +217,7 @@ dispatch(struct api *a, struct http_conn *c, struct http_request *req, int admin
     if (admin && !(rt->flags & RT_BOTH)) {
         api_reply_error(c, R_OTHER, 404, "not_found", NULL,
                         "the admin listener serves /health /metrics /cache /db /snowflake/state "
-                        "/serial/decode");
+                        "/serial/decode /segment/reveal");
         return;
     }
     if (rt->handler == NULL) {

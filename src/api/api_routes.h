@@ -26,6 +26,7 @@
 #define API_ROUTES(X)                                                          \
     X(R_LEASE,          "lease",           "/segment/*/lease",    RT_IDS, SC_TAG, route_lease) \
     X(R_SEGMENT_DECODE, "segment_decode",  "/segment/decode/*",   0, SC_NONE, route_segment_decode) \
+    X(R_SEGMENT_REVEAL, "segment_reveal",  "/segment/reveal/*",   RT_ADMIN, SC_NONE, route_segment_reveal) \
     X(R_SEGMENT,        "segment",         "/segment/*",          RT_IDS | RT_BARE, SC_TAG, route_segment) \
     X(R_SEGMENT_LEAF,   "leaf_segment",    "/api/segment/get/*",  RT_IDS | RT_LEAF, SC_TAG, route_segment) \
     X(R_SNOWFLAKE,      "snowflake",       "/snowflake",          RT_IDS, SC_SNOWFLAKE, route_snowflake) \

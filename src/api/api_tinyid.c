@@ -36,6 +36,7 @@
 #include "api_handlers.h"
 #include "auth.h"
 #include "api_reply.h"
+#include "conceal.h"
 #include "config.h"
 #include "decode.h"
 #include "idstr.h"
@@ -106,8 +107,9 @@ param(struct http_conn *c, const struct http_msg *m, const char *key, char *out,
  * prefix (quoted in nextId's data array: a new caller asks for them; Tinyid's
  * own client, which parses a Long, never sends enc). */
 static void
-reply_ids(struct http_conn *c, enum tinyid_op op, const struct segment_range *r,
-          int nr, enum idstr_enc enc, const char *prefix)
+reply_ids(struct api *a, struct conceal_tag *ct, struct http_conn *c,
+          enum tinyid_op op, const struct segment_range *r, int nr,
+          enum idstr_enc enc, const char *prefix)
 {
     struct sbuf b = { 0 };
     char num[IDSTR_TEXT_MAX + 2];
@@ -119,6 +121,9 @@ reply_ids(struct http_conn *c, enum tinyid_op op, const struct segment_range *r,
         for (int64_t k = 0; k < r[i].count; k++) {
             uint64_t id = (uint64_t)(r[i].start + k);
             size_t len;
+
+            if (ct != NULL)     /* a concealed tag's counter: its ID */
+                id = conceal_id(a->conceal, ct, id);
 
             if (enc == IDSTR_DEC) {
                 len = (size_t)(util_u64_dec(num, id) - num);
@@ -164,6 +169,7 @@ api_tinyid_handle(struct api *a, struct http_conn *c, struct http_request *req,
     struct segment_range r[API_LEASE_MAX_RANGES];
     char biz[TAG_MAX + 2], batch[24], tokbuf[AUTH_TOKEN_MAX], why[1024], msg[1200];
     int nr = 0, biz_long, batch_bad, rc;
+    struct conceal_tag *ct;
     int64_t n = 1;
     enum tinyid_op op;
     enum idstr_enc enc = IDSTR_DEC;
@@ -263,7 +269,14 @@ api_tinyid_handle(struct api *a, struct http_conn *c, struct http_request *req,
             tinyid_fail(c, op, 6, "");
         return;
     }
-    switch (api_lease_take(a, c, req, biz,
+    ct = conceal_find(a->conceal, biz, strlen(biz));
+    if (ct != NULL && (op == T_NEXT_SEGMENT || op == T_NEXT_SEGMENT_SIMPLE)) {
+        snprintf(msg, sizeof msg, API_LEASE_CONCEALED_MSG, biz);
+        api_reply_error(c, R_TINYID, 409, "lease_concealed", NULL, "%s", msg);
+        return;
+    }
+    switch (ct != NULL ? api_conceal_take(a, c, req, ct, n, r, &nr, why, sizeof why) :
+            api_lease_take(a, c, req, biz,
                            op == T_NEXT_ID || op == T_NEXT_ID_SIMPLE ? n : 0,
                            op == T_NEXT_SEGMENT || op == T_NEXT_SEGMENT_SIMPLE,
                            r, &nr, why, sizeof why)) {
@@ -284,5 +297,5 @@ api_tinyid_handle(struct api *a, struct http_conn *c, struct http_request *req,
     if (op == T_NEXT_SEGMENT || op == T_NEXT_SEGMENT_SIMPLE)
         reply_segment(c, op, &r[0]);
     else
-        reply_ids(c, op, r, nr, enc, decode_prefix_of(a->cfg, biz));
+        reply_ids(a, ct, c, op, r, nr, enc, decode_prefix_of(a->cfg, biz));
 }

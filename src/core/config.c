@@ -189,6 +189,14 @@ static const struct key keys[] = {
       "how long a request waits for a segment before 503 ids_exhausted" },
     { "segment.count_max", K_INT, OFF(count_max), 1, 100000, "1000", NULL,
       "largest ?count= for /segment" },
+    { "segment.conceal", K_STR, OFF(conceal_tags), 0, 4000, "", NULL,
+      "biz_tags whose IDs hide how many were issued, comma-separated "
+      "(FF1 within blocks; no leases for them; docs/id-kinds.md)" },
+    { "segment.conceal_key_file", K_STR, OFF(conceal_key_file), 0, 1024, "", NULL,
+      "with segment.conceal: the AES key file, mode 600 (first line the key, "
+      "later lines retired keys)" },
+    { "segment.conceal_bits", K_INT, OFF(conceal_bits), 20, 30, "20", NULL,
+      "with segment.conceal: a block is 2^N IDs, each load takes one" },
     { "segment.lease_max", K_INT, OFF(lease_max), 1, 1000000000, "1000000", NULL,
       "largest ?size= for /segment/<biz_tag>/lease (and Tinyid batchSize)" },
     { "segment.refresh_ms", K_INT, OFF(refresh_ms), 100, DAY_MS, "60000", NULL,

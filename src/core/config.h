@@ -128,6 +128,9 @@ struct config {
     int64_t  wait_ms;              /* segment.wait_ms */
     int64_t  count_max;            /* segment.count_max */
     int64_t  lease_max;            /* segment.lease_max */
+    char    *conceal_tags;         /* segment.conceal: comma-separated tags */
+    char    *conceal_key_file;     /* segment.conceal_key_file */
+    int64_t  conceal_bits;         /* segment.conceal_bits */
     int64_t  uuid_count_max;       /* uuid.count_max */
     int64_t  ulid_count_max;       /* ulid.count_max */
     int64_t  refresh_ms;           /* segment.refresh_ms */

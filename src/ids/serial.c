@@ -62,11 +62,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include "config.h"
+#include "keyfile.h"
 #include "serial.h"
 #include "serial_internal.h"
 #include "store.h"
@@ -214,81 +212,19 @@ field_set(struct serial_code *c, enum serial_field f, const char *v,
     return -1;
 }
 
-static int
-hex_val(int ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    ch = tolower(ch);
-    return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
-}
-
-/* The key of a concealed code from its key file: 32, 48 or 64 hex digits
- * (one line; surrounding white space ignored), else exactly 16, 24 or 32
- * raw bytes. The file must not be readable or writable by group or others.
- * 0, or -1 with *cause. */
+/* The key of a concealed code from its key file (keyfile.h: one key, mode
+ * 600). 0, or -1 with *cause. */
 static int
 key_load(struct serial_code *c, char **cause)
 {
-    uint8_t buf[130], key[32];
-    size_t len = 0, klen = 0, a, b;
-    struct stat st;
-    ssize_t r;
-    int fd;
+    struct keyfile_key key;
+    int n;
     char *why;
 
-    fd = open(c->key_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd == -1) {
-        why = xasprintf("%s: cannot open (%s): create it with 32 random bytes "
-                        "(e.g. head -c 32 /dev/urandom | xxd -p -c 64 > FILE; "
-                        "chmod 600 FILE)", c->key_path, strerror(errno));
+    if (keyfile_read(c->key_path, &key, 1, &n, &why) == -1)
         goto fail;
-    }
-    if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        why = xasprintf("%s: not a regular file", c->key_path);
-        goto fail;
-    }
-    if (st.st_mode & 077) {
-        close(fd);
-        why = xasprintf("%s: mode %03o lets group or others read or change the "
-                        "key that conceals the serials: chmod 600 %s",
-                        c->key_path, (unsigned)(st.st_mode & 0777), c->key_path);
-        goto fail;
-    }
-    while (len < sizeof buf &&
-           (r = read(fd, buf + len, sizeof buf - len)) > 0)
-        len += (size_t)r;
-    close(fd);
-    a = 0;
-    b = len;
-    while (a < b && isspace(buf[a]))
-        a++;
-    while (b > a && isspace(buf[b - 1]))
-        b--;
-    if ((b - a == 32 || b - a == 48 || b - a == 64)) {
-        size_t k;
-
-        for (k = a; k < b && hex_val(buf[k]) >= 0; k++)
-            ;
-        if (k == b) {
-            for (k = a; k < b; k += 2)
-                key[klen++] = (uint8_t)(hex_val(buf[k]) << 4 | hex_val(buf[k + 1]));
-        }
-    }
-    if (klen == 0 && (len == 16 || len == 24 || len == 32)) {
-        memcpy(key, buf, len);
-        klen = len;
-    }
-    if (klen == 0) {
-        why = xasprintf("%s: expected 32, 48 or 64 hex digits, or exactly 16, "
-                        "24 or 32 raw bytes (an AES-128, -192 or -256 key), "
-                        "got %zu bytes", c->key_path, len);
-        goto fail;
-    }
-    c->key = ff1_key_new(key, klen, &why);
-    memset(key, 0, sizeof key);
-    memset(buf, 0, sizeof buf);
+    c->key = ff1_key_new(key.bytes, key.len, &why);
+    keyfile_wipe(&key, 1);
     if (c->key == NULL)
         goto fail;
     ff1_key_check_value(c->key, c->def.key_check);

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "config.h"
+#include "conceal.h"
 #include "loader.h"
 #include "log.h"
 #include "segment.h"
@@ -59,6 +60,7 @@ struct loader {
     int64_t          retry_at_ms;      /* monotonic: no store call before */
     struct loader_status st;
 
+    struct conceal  *conceal;          /* concealed tags, or NULL */
     char            *rows_json;        /* last refresh, for /db */
     uint64_t         buckets[NBOUNDS + 1];
     double           latency_sum_ms;
@@ -99,6 +101,12 @@ loader_new(const struct config *cfg, char **cause)
     l->rows_json = xstrdup("[]");
     l->st.store = store_kind_name(l->stores[0]);
     return l;
+}
+
+void
+loader_set_conceal(struct loader *l, struct conceal *c)
+{
+    l->conceal = c;
 }
 
 void
@@ -358,9 +366,130 @@ do_observe_latency(struct loader *l, double ms)
 
 /* Returns 0 if nothing changed for waiting requests (the database failed:
  * the load is queued again), 1 otherwise. */
+static int row_cmp(const void *a, const void *b);
+
+/* A concealed tag's load (conceal.h): check the key records, take one
+ * whole aligned block, record this node's key when the tag has none of it
+ * yet. Returns as run_load. */
+static int
+run_load_conceal(struct loader *l, struct store *s, struct segment_tag *t,
+                 struct conceal_tag *ct)
+{
+    const char *name = segment_tag_name(t);
+    int64_t one = (int64_t)1 << conceal_bits(l->conceal);
+    int64_t step = one, max_id = 0, db_step = 0, block = -1;
+    int64_t t0 = util_mono_us();
+    struct store_row *rows = NULL;
+    size_t nrows = 0;
+    char *cause = NULL, why[768];
+    enum conceal_verdict v = CONCEAL_REFUSED;
+    enum store_result rc = store_list(s, &rows, &nrows, &cause);
+
+    if (rc == STORE_OK) {
+        v = conceal_check(l->conceal, ct, rows, nrows, why, sizeof why);
+        /* The row as listed: a step that ends on a block boundary if no
+         * other load comes between (the list is sorted by biz_tag). */
+        {
+            struct store_row key = { .max_id = 0 }, *row;
+
+            snprintf(key.biz_tag, sizeof key.biz_tag, "%s", name);
+            row = nrows > 0 ? bsearch(&key, rows, nrows, sizeof *rows, row_cmp) : NULL;
+            if (row != NULL && row->max_id >= 0 &&
+                row->max_id <= INT64_MAX - 2 * one)
+                step = conceal_step(l->conceal, row->max_id);
+        }
+        free(rows);
+        if (v == CONCEAL_REFUSED) {
+            conceal_set_refused(ct, why);
+            pthread_mutex_lock(&l->lock);
+            do_load_result(l, STORE_OK, NULL);
+            pthread_mutex_unlock(&l->lock);
+            if (segment_tag_broken(l->segs, t))
+                log_error("tag %s: refused: %s (this tag answers 503 "
+                          "conceal_key_changed until then)", name, why);
+            return 1;
+        }
+    }
+    /* One block, aligned: a range that holds none (the row was not on a
+     * block boundary: a new tag, plain loads of it) is dropped, a gap. */
+    for (int tries = 0; rc == STORE_OK && tries < 4; tries++) {
+        rc = store_alloc(s, name, step, &max_id, &db_step, &cause);
+        if (rc != STORE_OK || conceal_block(l->conceal, max_id, step, &block) == 0)
+            break;
+        log_info("tag %s: [%lld, %lld) holds no whole block of 2^%u: dropped, "
+                 "taking the next block", name, (long long)(max_id - step),
+                 (long long)max_id, conceal_bits(l->conceal));
+        step = conceal_step(l->conceal, max_id);
+        block = -1;
+    }
+    if (rc == STORE_OK && block < 0) {
+        rc = STORE_DB_ERROR;        /* other loads keep moving the row: retry */
+        cause = xasprintf("tag %s: four ranges in a row held no whole block of "
+                          "2^%u", name, conceal_bits(l->conceal));
+    }
+    if (rc == STORE_OK && v == CONCEAL_RECORD) {
+        char rec[TAG_MAX + 1];
+
+        conceal_record_name(l->conceal, ct, rec);
+        rc = store_insert(s, rec, block, conceal_bits(l->conceal),
+                          CONCEAL_DESCRIPTION, &cause);
+        if (rc == STORE_EXISTS) {       /* another node of this key was first */
+            free(cause);
+            cause = NULL;
+            rc = STORE_OK;
+        } else if (rc == STORE_OK) {
+            conceal_recorded(l->conceal, ct, block);
+            log_info("tag %s: concealed under key %s from block %lld (key "
+                     "record %s)", name, conceal_key_name(l->conceal),
+                     (long long)block, rec);
+        } else if (rc != STORE_DB_ERROR) {
+            rc = STORE_BAD_ROW;        /* e.g. a tag of that name in the way */
+        }
+    }
+    pthread_mutex_lock(&l->lock);
+    do_load_result(l, rc, cause);
+    if (rc == STORE_OK) {
+        l->st.loads++;
+        do_observe_latency(l, (double)(util_mono_us() - t0) / 1000.0);
+    } else if (store_load_failed(rc)) {
+        do_load_push(l, t);
+    }
+    pthread_mutex_unlock(&l->lock);
+    switch (rc) {
+    case STORE_OK:
+        conceal_set_refused(ct, NULL);
+        segment_install(l->segs, t, (block + 1) * one, one, db_step);
+        log_debug("tag %s: concealed block %lld loaded", name, (long long)block);
+        break;
+    case STORE_NOT_FOUND:
+        log_info("tag %s: no longer in leaf_alloc", name);
+        segment_tag_gone(l->segs, t);
+        break;
+    case STORE_BAD_ROW:
+    case STORE_BAD_ARG:
+    case STORE_EXISTS:
+        if (segment_tag_broken(l->segs, t))
+            log_error("tag %s: cannot take a concealed block: %s; fix the "
+                      "leaf_alloc row (this tag answers 503 bad_leaf_alloc_row "
+                      "until then)", name, cause);
+        break;
+    case STORE_DB_ERROR:
+    case STORE_REFUSED:
+    case STORE_DEGRADED:
+        break;
+    }
+    free(cause);
+    return !store_load_failed(rc);
+}
+
 static int
 run_load(struct loader *l, struct store *s, struct segment_tag *t)
 {
+    struct conceal_tag *ct = conceal_find(l->conceal, segment_tag_name(t),
+                                          strlen(segment_tag_name(t)));
+    if (ct != NULL)
+        return run_load_conceal(l, s, t, ct);
+
     int64_t step = segment_next_step(l->segs, t), max_id = 0, db_step = 0;
     int64_t t0 = util_mono_us();
     char *cause = NULL;
@@ -484,8 +613,9 @@ run_refresh(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_
         /* Serial periods' rows are not segment tags: a segment load would
          * draw on the row serial numbers count in (and, over several
          * databases, in blocks from a row that lives in one). */
+        conceal_refresh(l->conceal, rows, nrows);
         for (size_t i = 0; i < nrows; i++)
-            if (!store_row_is_serial(&rows[i]))
+            if (!store_row_is_serial(&rows[i]) && !conceal_row_is_record(&rows[i]))
                 rows[nseg++] = rows[i];
         segment_refresh(l->segs, rows, nseg, since);
         for (size_t i = 0; i < n; i++) {
@@ -540,7 +670,8 @@ run_lookups(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_
         free(cause);
         if (rc == STORE_DB_ERROR)
             return;
-        if (rc == STORE_OK && !store_row_is_serial(&row))
+        if (rc == STORE_OK && !store_row_is_serial(&row) &&
+            !conceal_row_is_record(&row))
             segment_tag_found(l->segs, &row);
         else            /* not found, or a serial period's row (above) */
             segment_tag_missing(l->segs, names[i]);

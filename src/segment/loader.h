@@ -18,6 +18,7 @@
 #include "store.h"
 #include "util.h"
 
+struct conceal;
 struct config;
 struct loader;
 struct segments;
@@ -34,6 +35,10 @@ struct loader *loader_new(const struct config *cfg, char **cause);
 void loader_attach(struct loader *l, struct segments *segs,
                    void (*wake)(void *arg, const char *tag, size_t len),
                    void *wake_arg);
+/* Concealed tags (conceal.h): their loads take whole blocks and check the
+ * key records; refreshes keep the records' history. Before loader_start;
+ * c outlives the loader. */
+void loader_set_conceal(struct loader *l, struct conceal *c);
 int  loader_start(struct loader *l, char **cause);
 void loader_stop(struct loader *l);       /* joins the threads; NULL ok */
 void loader_free(struct loader *l);

@@ -163,7 +163,11 @@ START_TEST(key_file_checks)
              "serial.S.key_file = %s\n", path);
     load_bad(text, "expected 32, 48 or 64 hex digits");
     write_file(path, "zz7e151628aed2a6abf7158809cf4f3czz7e151628aed2a6", 48, 0600);
-    load_bad(text, "got 48 bytes");
+    load_bad(text, "got 48 characters");
+    /* Two keys: a serial key file holds one. */
+    write_file(path, "2B7E151628AED2A6ABF7158809CF4F3C\n"
+               "2B7E151628AED2A6ABF7158809CF4F3D\n", 66, 0600);
+    load_bad(text, "this file holds one key");
     /* Accepted: hex with a newline, and 16, 24 or 32 raw bytes; each key's
      * check value is kept. */
     write_file(path, "2B7E151628AED2A6ABF7158809CF4F3C\n", 33, 0600);
