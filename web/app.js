@@ -812,19 +812,19 @@
     var serial = kind === 'serial';
     if (serial ? !CODE_RE.test(name) : !TAG_RE.test(name))
       return err(out, serial ? 'Give the serial\'s code: 1 to 32 characters of A–Z a–z 0–9 _ -.' : 'Give the biz_tag: 1 to 128 characters of A–Z a–z 0–9 . _ : -.');
-    if (!(serial ? /^[A-Za-z0-9_-]{1,59}$/ : /^[A-Za-z0-9_]{1,77}$/).test(s))
-      return err(out, serial ? 'Not a serial: at most 59 characters of A–Z a–z 0–9 _ -.' : 'Not a segment ID: a decimal number or an ID string of at most 77 characters.');
+    if (!(serial ? /^[A-Za-z0-9_-]{1,59}$/ : /^[A-Za-z0-9_]{1,64}$/).test(s))
+      return err(out, serial ? 'Not a serial: at most 59 characters of A–Z a–z 0–9 _ -.' : 'Not a segment ID: a decimal number or an ID string of at most 64 characters.');
     var route = serial ? '/serial/decode/' : '/segment/reveal/';
     var note = el('p', 'note', 'asking leafd\'s ' + route + '…');
     out.appendChild(note);
     return toolApi(route + encodeURIComponent(name) + '/' + encodeURIComponent(s)).then(function (r) {
       note.remove();
       if (r.status !== 200 || !r.body || typeof r.body !== 'object') {
-        return showError(out, 'GET ' + route.slice(0, -1), r, serial ? null : 'A leafd without the /segment/reveal route answers 404, or 400 invalid_biz_tag (it reads the path as a tag).');
+        return showError(out, 'GET ' + route.slice(0, -1), r, serial ? null : 'A leafd older than the /segment/reveal route answers 404, or 400 invalid_biz_tag (it reads the path as a tag).');
       }
       var b = r.body, title = serial
         ? 'Serial ' + b.serial + ' of code ' + b.code + (b.concealed ? ' (concealed): period ' + b.period + ', counter ' + b.counter : ': period ' + b.period + ', counter ' + b.counter)
-        : 'Segment ID ' + b.id + ' of tag ' + b.tag + (b.concealed ? ' (concealed): block ' + b.block + ', counter ' + b.counter : ' (not concealed): the counter is the ID');
+        : 'Segment ID ' + b.id + ' of tag ' + (b.biz_tag || b.tag) + (b.concealed ? ' (concealed): block ' + b.block + ', counter ' + b.counter : ' (not concealed): the counter is the ID');
       showFields(out, title, b, 'parse-server');
     });
   }
@@ -861,7 +861,9 @@
   }
   $('issue-kind').addEventListener('change', function () { $('issue-name').value = ''; issueKind(); });
   function parseThis(kind, name, enc, v) {
-    var pk = kind === 'serial' ? 'serial' : kind === 'segment' && enc === 'dec' ? 'reveal' : 'auto';
+    /* A segment value goes to /segment/reveal (decimal or string): it
+     * answers for plain tags too, saying concealed: false. */
+    var pk = kind === 'serial' ? 'serial' : kind === 'segment' ? 'reveal' : 'auto';
     $('parse-kind').value = pk;
     parseKind();
     if (pk !== 'auto') $('parse-name').value = name;
@@ -896,6 +898,8 @@
         ol.appendChild(li);
       });
       out.appendChild(ol);
+      if (kind === 'segment' && enc === 'dec' && ids.some(function (v, i) { return i > 0 && /^[0-9]+$/.test(v + ids[i - 1]) && BigInt(v) < BigInt(ids[i - 1]); }))
+        out.appendChild(el('p', 'note', 'Not in increasing order: ' + name + ' is a concealed tag, whose batch is its counters permuted within the block (distinct, not sorted).'));
     });
   });
   function parseKind() {

@@ -601,18 +601,27 @@ def test_console_redis_in_browser(ctx):
 
 
 def tool_conf(wd):
-    """Segment and snowflake modes, the demo tag's strings after ord_, and a
-    concealed serial code PAY with its key file (0600, as leafd requires)."""
+    """Segment and snowflake modes, the demo tag's strings after ord_, a
+    concealed tag sec and a concealed serial code PAY, each with its key
+    file (0600, as leafd requires)."""
     import secrets
-    key = os.path.join(wd.path, "pay.key")
-    fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.write(fd, (secrets.token_hex(32) + "\n").encode())
-    os.close(fd)
+    keys = []
+    for name in ("pay.key", "sec.key"):
+        keys.append(os.path.join(wd.path, name))
+        fd = os.open(keys[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.write(fd, (secrets.token_hex(32) + "\n").encode())
+        os.close(fd)
+    seed_tags(wd, 0)
+    con = sqlite3.connect(os.path.join(wd.path, "leafd.db"))
+    con.execute("INSERT INTO leaf_alloc(biz_tag, max_id, step) VALUES ('sec', 1, 1000)")
+    con.commit()
+    con.close()
     return {"leaf.segment.enable": "true", "leaf.snowflake.enable": "true",
             "snowflake.cache_file": os.path.join(wd.path, "sf.json"),
             "segment.prefix.ord": "demo", "serial.PAY.prefix": "PAY",
             "serial.PAY.digits": "6", "serial.PAY.conceal": "true",
-            "serial.PAY.key_file": key}
+            "serial.PAY.key_file": keys[0], "segment.conceal": "sec",
+            "segment.conceal_key_file": keys[1]}
 
 
 def generate_in_page(drv, kind, count, name=None, enc=None):
@@ -736,18 +745,34 @@ def test_console_tool_in_browser(ctx):
             shot(drv, "tool-generate-desktop")
             shot(drv, "tool-generate-360", width=360)
 
-            # The concealed segment route: the page shows what the route says
-            # (on a leafd without it: the route's JSON error, not a result).
-            direct = d.get("/segment/reveal/demo/%d" % nums[0], headers=auth)
+            # A concealed tag: IDs generated, each one's Parse button asks
+            # /segment/reveal; the counter shown is the route's, not the ID.
+            sec = generate_in_page(drv, "segment", 5, name="sec", enc="dec")
+            eq(len(set(sec)), 5, "5 distinct concealed IDs: %r" % sec)
+            note = "Not in increasing order" in (text_of(drv, "#issue-out") or "")
+            eq(note, [int(v) for v in sec] != sorted(int(v) for v in sec), "the order note: %r" % sec)
+            counters = []
+            for i, v in enumerate(sec):
+                want = d.get("/segment/reveal/sec/" + v, headers=auth).json()
+                eq(want["concealed"], True, "sec is concealed: %r" % want)
+                js(drv, "var o = document.getElementById('parse-out'); while (o.firstChild) o.removeChild(o.firstChild);")
+                drv.find_elements("css selector", "#issue-list li button")[i].click()
+                got = wait_text(drv, '#parse-server [data-k="counter"]', lambda t: t.isdigit(),
+                                "the counter of %s in the page" % v)
+                eq(got, str(want["counter"]), "the counter of %s as /segment/reveal gives it" % v)
+                eq((text_of(drv, '#parse-server [data-k="block"]'), text_of(drv, '#parse-server [data-k="key"]')),
+                   (str(want["block"]), want["key"]), "block and key of %s" % v)
+                counters.append(int(got))
+            eq(sorted(counters), list(range(min(counters), min(counters) + 5)),
+               "one batch: five consecutive counters: %r" % counters)
+            check(any(int(v) != c for v, c in zip(sec, counters)), "the IDs are not the counters")
+            shot(drv, "tool-reveal-desktop")
+            # A plain tag through the same route: concealed false, counter = ID.
             f = admin_parse_in_page(drv, "reveal", "demo", str(nums[0]))
-            if direct.status == 200:
-                eq(f.get("counter"), str(direct.json()["counter"]), "reveal: the route's counter")
-            else:
-                eq((f.get("status"), f.get("error")), (str(direct.status), direct.json()["error"]),
-                   "reveal: the route's error shown")
-            # The route as its spec answers (stubbed in the page's fetch, so
-            # this runs before the route is on main too): a counter past 2^53
-            # shown exactly, the header carrying the token, never the URL.
+            eq((f.get("concealed"), f.get("counter")), ("false", str(nums[0])), "a plain tag's reveal")
+            # The route's answer with a counter past 2^53 (stubbed in the
+            # page's fetch: no tag gets there in a test): shown exactly; a
+            # 404 with its message; the token in the header, never the URL.
             js(drv, """
                 window.__reveal = [];
                 var real = window.fetch;
@@ -756,8 +781,8 @@ def test_console_tool_in_browser(ctx):
                   window.__reveal.push({url: String(url), auth: opt && opt.headers && opt.headers.Authorization});
                   var miss = String(url).indexOf('/nosuch/') > 0;
                   var body = miss ? '{"error":"unknown_biz_tag","message":"biz_tag \\u0027nosuch\\u0027 is not in leaf_alloc"}'
-                    : '{"tag":"demo","id":"9007199254740993","concealed":true,"block":3,"offset":17,' +
-                      '"counter":9007199254740993,"key":"k0123456789abcdef"}';
+                    : '{"biz_tag":"demo","id":"9007199254740993","concealed":true,"block":3,"offset":17,' +
+                      '"counter":9007199254740993,"bits":20,"key":"k0123456789abcdef"}';
                   return Promise.resolve(new Response(body + '\\n', {status: miss ? 404 : 200,
                     headers: {'Content-Type': 'application/json'}}));
                 };""")
