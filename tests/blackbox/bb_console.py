@@ -820,6 +820,9 @@ def test_console_tool_in_browser(ctx):
             check("neither admin.token nor an admin listener" in f["text"] and "counter" not in f["text"],
                   "the 403 explained, no counter: %r" % f["text"])
             check(js(drv, "return document.getElementById('auth').hidden"), "no token prompt: no token would help")
+            f = admin_parse_in_page(drv, "reveal", "sec", sec[0])
+            eq((f.get("status"), f.get("error")), ("403", "admin_required"), "reveal: 403 admin_required shown")
+            check("neither admin.token nor an admin listener" in f["text"], "explained: %r" % f["text"])
             shot(drv, "tool-admin-required-desktop")
             errs = console_errors(drv, allow=("403",))
             check(not errs, "the browser console logged errors:\n%s" % "\n".join(errs))
