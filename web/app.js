@@ -689,15 +689,227 @@
   function err(out, msg) { out.appendChild(el('p', 'error', msg)); return null; }
   $('parse-form').addEventListener('submit', function (ev) {
     ev.preventDefault();
-    var s = $('parse-input').value.trim(), out = $('parse-out');
+    var s = $('parse-input').value.trim(), kind = $('parse-kind').value, out = $('parse-out');
     clear(out);
     if (!s) return;
+    if (kind === 'serial' || kind === 'reveal') return parseAdmin(kind, s, $('parse-name').value.trim(), out);
     if (/^[0-9][0-9,_ ]*$/.test(s)) s = s.replace(/[,_ ]/g, '');   /* pasted with separators */
     if (/^[0-9]+$/.test(s)) parseSnowflake(s, out);
-    else if (/^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$/.test(s)) parseUuid(s, out);
-    else if (s.length === 26) parseUlid(s, out);
-    else err(out, 'Not recognised: a snowflake ID is decimal digits, a UUID 32 hex digits, a ULID 26 base32 characters.');
+    else if (/^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$/.test(s)) {
+      parseUuid(s, out); askDecoder('/uuid/decode/', s, out);
+    } else if (s.length === 26 && /^[0-9A-Za-z]+$/.test(s)) { parseUlid(s, out); askDecoder('/ulid/decode/', s, out); }
+    else if (/^[A-Za-z0-9_]{1,77}$/.test(s)) parseIdString(s, out);
+    else err(out, 'Not recognised: a snowflake ID is decimal digits, a UUID 32 hex digits, a ULID 26 base32 characters, an ID string [prefix_] and 11 (base62) or 13 (base32) characters. For a serial or a concealed segment ID pick its kind.');
   });
+
+  /* ---- the tool's calls to leafd's ID and decode routes ---- */
+
+  /* JSON with integers past 2^53 kept exact: bare numbers of 16 or more
+   * digits (outside strings) become strings before JSON.parse. */
+  function parseJsonBig(t) {
+    var o = '', i = 0, n = t.length;
+    while (i < n) {
+      var ch = t.charAt(i);
+      if (ch === '"') {
+        var j = i + 1;
+        while (j < n && t.charAt(j) !== '"') j += t.charAt(j) === '\\' ? 2 : 1;
+        o += t.slice(i, j + 1); i = j + 1;
+      } else if (/[-0-9]/.test(ch)) {
+        var m = /^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?/.exec(t.slice(i, i + 400))[0];
+        o += /^-?[0-9]{16,}$/.test(m) ? '"' + m + '"' : m; i += m.length;
+      } else { o += ch; i++; }
+    }
+    return JSON.parse(o);
+  }
+  /* GET path with the admin token in the header (never the URL): resolves
+   * to {status, body} for every answer. 401 and a wrong token also bring up
+   * the token prompt; 403 admin_required (no token and no admin listener on
+   * the node) is the caller's to explain. */
+  function toolApi(path) {
+    var h = {};
+    if (token) h.Authorization = 'Bearer ' + token;
+    return fetch(path, { headers: h, cache: 'no-store', credentials: 'omit' }).then(function (r) {
+      return r.text().then(function (t) {
+        var body = t;
+        if ((r.headers.get('Content-Type') || '').indexOf('json') >= 0) {
+          try { body = parseJsonBig(t); } catch (e) { body = { error: 'bad_json', message: 'an answer the page cannot read' }; }
+        }
+        /* unauthorized / forbidden: the admin token; token_required /
+         * token_forbidden are the ID routes' scoped tokens (auth file). */
+        if (r.status === 401 && body && body.error === 'unauthorized') askToken('This route needs the admin token (admin.token): enter it, then try again.');
+        else if (r.status === 403 && body && body.error === 'forbidden') askToken('Wrong admin token: leafd refused it (403). Enter the value of admin.token.');
+        return { status: r.status, body: body };
+      });
+    }, function (e) { return { status: 0, body: { error: 'unreachable', message: 'cannot reach leafd: ' + (e && e.message || e) } }; });
+  }
+  var ERROR_HELP = {
+    admin_required: 'This node has neither admin.token nor an admin listener (admin.listen.port): it never decodes concealed values on the public port alone. Set one of them.',
+    unauthorized: 'This route needs the admin token: enter it in the prompt above.',
+    forbidden: 'leafd refused the admin token: enter the right one in the prompt above.',
+    token_required: 'This node\'s ID routes need a token with a scope for them (its tokens file); the console sends only the admin token, so generate IDs with a client that has one.',
+    token_forbidden: 'This node\'s tokens file gives the admin token no scope for this route; generate IDs with a client whose token has one.'
+  };
+  /* A route's JSON error, shown whole: status, code, message, and what to do. */
+  function showError(out, what, r, hint) {
+    var b = r.body && typeof r.body === 'object' ? r.body : { error: 'http_' + r.status, message: String(r.body || '').slice(0, 300) };
+    var box = el('div', 'tool-error');
+    box.setAttribute('data-status', String(r.status));
+    box.setAttribute('data-error', String(b.error || ''));
+    box.appendChild(el('p', 'error', what + ': leafd answered ' + (r.status ? r.status + ' ' : '') + (b.error || 'an error')));
+    if (b.message) box.appendChild(el('p', 'mono', b.message));
+    var help = ERROR_HELP[b.error] || hint;
+    if (help) box.appendChild(el('p', 'note', help));
+    out.appendChild(box);
+    return null;
+  }
+  /* A decode route's JSON as a list of its fields. */
+  function showFields(out, title, body, id) {
+    var box = el('div', 'decoded'), dl = el('dl');
+    if (id) box.id = id;
+    box.appendChild(el('p', null, title));
+    kv(dl, Object.keys(body).map(function (k) {
+      var v = body[k];
+      return [k, v !== null && typeof v === 'object' ? JSON.stringify(v) : String(v), 'mono', k];
+    }));
+    box.appendChild(dl);
+    out.appendChild(box);
+  }
+  function askDecoder(route, s, out) {
+    var host = el('div');
+    out.appendChild(host);
+    return toolApi(route + encodeURIComponent(s)).then(function (r) {
+      if (r.status === 200) showFields(host, 'leafd\'s ' + route + ':', r.body, 'parse-server');
+      else showError(host, route, r, r.status === 404 ? 'This listener does not serve ' + route + ' (the admin listener serves only its pages).' : null);
+    });
+  }
+  /* An ID string: a segment tag's prefix or snowflake.prefix; without a
+   * prefix either one, so leafd is asked both ways. */
+  function parseIdString(s, out) {
+    var note = el('p', 'note', 'asking leafd\'s decoders…');
+    out.appendChild(note);
+    var seg = toolApi('/segment/decode/' + encodeURIComponent(s)), sf = toolApi('/snowflake/decode/' + encodeURIComponent(s));
+    return Promise.all([seg, sf]).then(function (rs) {
+      var rseg = rs[0], rsf = rs[1];
+      note.remove();
+      if (rseg.status === 200) {
+        showFields(out, rseg.body.biz_tag ? 'A segment ID string of tag ' + rseg.body.biz_tag + ' (/segment/decode):'
+          : 'As a segment ID string, without a prefix (/segment/decode):', rseg.body, 'parse-server');
+      }
+      if (rsf.status === 200) {
+        out.appendChild(el('p', 'note', (rseg.status === 200 && !rseg.body.biz_tag ? 'Or, ' : '') + 'as a snowflake ID string (/snowflake/decode): the number ' + rsf.body.id));
+        parseSnowflake(String(rsf.body.id), out);
+      }
+      if (rseg.status !== 200 && rsf.status !== 200) {
+        showError(out, '/segment/decode', rseg);
+        showError(out, '/snowflake/decode', rsf, 'For a serial or a concealed segment ID, pick its kind and give the code or biz_tag.');
+      }
+    });
+  }
+  var TAG_RE = /^[A-Za-z0-9._:-]{1,128}$/, CODE_RE = /^[A-Za-z0-9_-]{1,32}$/;
+  /* The admin-only decoders: /serial/decode/<code>/<serial> and
+   * /segment/reveal/<tag>/<id>. */
+  function parseAdmin(kind, s, name, out) {
+    var serial = kind === 'serial';
+    if (serial ? !CODE_RE.test(name) : !TAG_RE.test(name))
+      return err(out, serial ? 'Give the serial\'s code: 1 to 32 characters of A–Z a–z 0–9 _ -.' : 'Give the biz_tag: 1 to 128 characters of A–Z a–z 0–9 . _ : -.');
+    if (!(serial ? /^[A-Za-z0-9_-]{1,59}$/ : /^[A-Za-z0-9_]{1,64}$/).test(s))
+      return err(out, serial ? 'Not a serial: at most 59 characters of A–Z a–z 0–9 _ -.' : 'Not a segment ID: a decimal number or an ID string of at most 64 characters.');
+    var route = serial ? '/serial/decode/' : '/segment/reveal/';
+    var note = el('p', 'note', 'asking leafd\'s ' + route + '…');
+    out.appendChild(note);
+    return toolApi(route + encodeURIComponent(name) + '/' + encodeURIComponent(s)).then(function (r) {
+      note.remove();
+      if (r.status !== 200 || !r.body || typeof r.body !== 'object') {
+        return showError(out, 'GET ' + route.slice(0, -1), r, serial ? null : 'A leafd older than the /segment/reveal route answers 404, or 400 invalid_biz_tag (it reads the path as a tag).');
+      }
+      var b = r.body, title = serial
+        ? 'Serial ' + b.serial + ' of code ' + b.code + (b.concealed ? ' (concealed): period ' + b.period + ', counter ' + b.counter : ': period ' + b.period + ', counter ' + b.counter)
+        : 'Segment ID ' + b.id + ' of tag ' + (b.biz_tag || b.tag) + (b.concealed ? ' (concealed): block ' + b.block + ', counter ' + b.counter : ' (not concealed): the counter is the ID');
+      showFields(out, title, b, 'parse-server');
+    });
+  }
+
+  /* Generate: the node's own ID routes, count 1..100, ?enc= for segment and
+   * snowflake; the answer is read as text, one ID a line (never a Number). */
+  var ISSUE = {
+    segment: { label: 'biz_tag', re: TAG_RE, enc: true, path: function (n) { return '/segment/' + encodeURIComponent(n); } },
+    snowflake: { enc: true, path: function () { return '/snowflake'; } },
+    serial: { label: 'Serial code', re: CODE_RE, path: function (n) { return '/serial/' + encodeURIComponent(n); } },
+    uuid: { path: function () { return '/uuid'; } },
+    ulid: { path: function () { return '/ulid'; } }
+  };
+  var tagsListed = false;
+  function listTags() {
+    if (tagsListed || modeOff('segment')) return;
+    tagsListed = true;
+    var fill = function () {
+      var dl = $('issue-tags');
+      clear(dl);
+      (state.cache || []).slice(0, 500).forEach(function (t) { var o = el('option'); o.value = t.key; dl.appendChild(o); });
+      if (!$('issue-name').value && state.cache && state.cache.length) $('issue-name').value = state.cache[0].key;
+    };
+    if (state.cache) fill(); else guard(api('/cache').then(function (r) { if (r.status === 200) { state.cache = r.body.tags; fill(); } }));
+  }
+  function issueKind() {
+    if (modeOff('segment') && $('issue-kind').value === 'segment') $('issue-kind').value = modeOff('snowflake') ? 'uuid' : 'snowflake';
+    var k = ISSUE[$('issue-kind').value];
+    $('issue-name-wrap').hidden = !k.label;
+    if (k.label) $('issue-name-label').textContent = k.label;
+    $('issue-enc').disabled = !k.enc;
+    $('issue-enc-wrap').classList.toggle('off', !k.enc);
+    if ($('issue-kind').value === 'segment') listTags();
+  }
+  $('issue-kind').addEventListener('change', function () { $('issue-name').value = ''; issueKind(); });
+  function parseThis(kind, name, enc, v) {
+    /* A segment value goes to /segment/reveal (decimal or string): it
+     * answers for plain tags too, saying concealed: false. */
+    var pk = kind === 'serial' ? 'serial' : kind === 'segment' ? 'reveal' : 'auto';
+    $('parse-kind').value = pk;
+    parseKind();
+    if (pk !== 'auto') $('parse-name').value = name;
+    $('parse-input').value = v;
+    $('parse-form').requestSubmit();
+  }
+  $('issue-form').addEventListener('submit', function (ev) {
+    ev.preventDefault();
+    var out = $('issue-out'), kind = $('issue-kind').value, k = ISSUE[kind];
+    var name = $('issue-name').value.trim(), cs = $('issue-count').value.trim(), enc = k.enc ? $('issue-enc').value : 'dec';
+    clear(out);
+    if (k.label && !k.re.test(name)) return err(out, k.label + ': ' + (kind === 'serial' ? '1 to 32 characters of A–Z a–z 0–9 _ -' : '1 to 128 characters of A–Z a–z 0–9 . _ : -'));
+    if (!/^[0-9]{1,3}$/.test(cs) || Number(cs) < 1 || Number(cs) > 100) return err(out, 'Count: a whole number from 1 to 100.');
+    var path = k.path(name) + '?count=' + Number(cs) + (enc !== 'dec' ? '&enc=' + enc : '');
+    out.appendChild(el('p', 'note', 'GET ' + path + '…'));
+    return toolApi(path).then(function (r) {
+      clear(out);
+      if (r.status !== 200 || typeof r.body !== 'string')
+        return showError(out, 'GET ' + path, r, r.status === 404 && r.body && r.body.error === 'not_found'
+          ? 'The admin listener serves no ID routes: open the console where the ID routes are served to generate IDs.' : null);
+      var ids = r.body.split('\n').filter(function (x) { return x.length > 0; });
+      out.appendChild(el('p', 'note', ids.length + ' issued by leafd (GET ' + path + '): real IDs, handed out once; they are gone from the sequence whether you use them or not.'));
+      var ol = el('ol', 'issued');
+      ol.id = 'issue-list';
+      ids.forEach(function (v) {
+        var li = el('li'), b = el('button', null, 'Parse');
+        li.setAttribute('data-value', v);
+        li.appendChild(el('span', 'out-id', v));
+        b.type = 'button';
+        b.addEventListener('click', function () { parseThis(kind, name, enc, v); $('parse-input').focus(); });
+        li.appendChild(b);
+        ol.appendChild(li);
+      });
+      out.appendChild(ol);
+      if (kind === 'segment' && enc === 'dec' && ids.some(function (v, i) { return i > 0 && /^[0-9]+$/.test(v + ids[i - 1]) && BigInt(v) < BigInt(ids[i - 1]); }))
+        out.appendChild(el('p', 'note', 'Not in increasing order: ' + name + ' is a concealed tag, whose batch is its counters permuted within the block (distinct, not sorted).'));
+    });
+  });
+  function parseKind() {
+    var k = $('parse-kind').value;
+    $('parse-name-wrap').hidden = k === 'auto';
+    $('parse-name-label').textContent = k === 'serial' ? 'Serial code' : 'biz_tag';
+    $('parse-name').maxLength = k === 'serial' ? 32 : 128;
+  }
+  $('parse-kind').addEventListener('change', parseKind);
+  parseKind();   /* a reload may keep the select's value */
 
   /* A time as ms since 1970 (BigInt): digits are ms, else ISO 8601 (UTC when no offset). */
   function parseTime(s) {
@@ -778,6 +990,7 @@
     if (name === 'overview') drawOverviewCharts();
     if (name === 'segments' && segTable) segTable.paint();
     if (name === 'db' && dbTable) dbTable.paint();
+    if (name === 'tool') issueKind();
   }
   window.addEventListener('hashchange', function () { showTab(location.hash.slice(1)); });
 

@@ -21,6 +21,7 @@ TESTS = [
     "test_console_admin_token_in_browser",
     "test_console_zookeeper_in_browser",
     "test_console_redis_in_browser",
+    "test_console_tool_in_browser",
 ]
 
 # Run by the plain black-box lane only, not against leafd-asan (blackbox.py
@@ -31,6 +32,7 @@ PLAIN_ONLY = {
     "test_console_admin_token_in_browser",
     "test_console_zookeeper_in_browser",
     "test_console_redis_in_browser",
+    "test_console_tool_in_browser",
 }
 
 OUT = os.path.join(ROOT, "build", "test-output", "console")
@@ -593,6 +595,236 @@ def test_console_redis_in_browser(ctx):
                 check("undefined" not in txt and "NaN" not in txt, "%s: %r" % (sel, txt))
             shot(drv, "snowflake-redis-desktop")
             errs = console_errors(drv)
+            check(not errs, "the browser console logged errors:\n%s" % "\n".join(errs))
+        finally:
+            quit_browser(drv)
+
+
+def tool_conf(wd):
+    """Segment and snowflake modes, the demo tag's strings after ord_, a
+    concealed tag sec and a concealed serial code PAY, each with its key
+    file (0600, as leafd requires)."""
+    import secrets
+    keys = []
+    for name in ("pay.key", "sec.key"):
+        keys.append(os.path.join(wd.path, name))
+        fd = os.open(keys[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.write(fd, (secrets.token_hex(32) + "\n").encode())
+        os.close(fd)
+    seed_tags(wd, 0)
+    con = sqlite3.connect(os.path.join(wd.path, "leafd.db"))
+    con.execute("INSERT INTO leaf_alloc(biz_tag, max_id, step) VALUES ('sec', 1, 1000)")
+    con.commit()
+    con.close()
+    return {"leaf.segment.enable": "true", "leaf.snowflake.enable": "true",
+            "snowflake.cache_file": os.path.join(wd.path, "sf.json"),
+            "segment.prefix.ord": "demo", "serial.PAY.prefix": "PAY",
+            "serial.PAY.digits": "6", "serial.PAY.conceal": "true",
+            "serial.PAY.key_file": keys[0], "segment.conceal": "sec",
+            "segment.conceal_key_file": keys[1]}
+
+
+def generate_in_page(drv, kind, count, name=None, enc=None):
+    """The tool's Generate form: the values it lists."""
+    from selenium.webdriver.support.ui import Select
+    Select(drv.find_element("css selector", "#issue-kind")).select_by_value(kind)
+    if name is not None:
+        e = drv.find_element("css selector", "#issue-name")
+        e.clear()
+        e.send_keys(name)
+    if enc is not None:
+        Select(drv.find_element("css selector", "#issue-enc")).select_by_value(enc)
+    e = drv.find_element("css selector", "#issue-count")
+    e.clear()
+    e.send_keys(str(count))
+    js(drv, "var o = document.getElementById('issue-out'); while (o.firstChild) o.removeChild(o.firstChild);")
+    drv.find_element("css selector", "#issue-form button[type=submit]").click()
+    wait_for(lambda: js(drv, "return document.querySelector('#issue-list, #issue-out .tool-error, #issue-out .error') !== null"),
+             what="the generated %s IDs" % kind)
+    err = text_of(drv, "#issue-out .tool-error, #issue-out .error")
+    check(err is None, "generating %s: the tool shows an error: %r" % (kind, err))
+    return js(drv, "return Array.prototype.map.call(document.querySelectorAll('#issue-list li'), "
+                   "function (li) { return li.getAttribute('data-value'); });")
+
+
+def admin_parse_in_page(drv, kind, name, value):
+    """The tool's Parse form for an admin route: the fields shown (by
+    data-k), or the error box's status, code and text."""
+    from selenium.webdriver.support.ui import Select
+    Select(drv.find_element("css selector", "#parse-kind")).select_by_value(kind)
+    e = drv.find_element("css selector", "#parse-name")
+    e.clear()
+    e.send_keys(name)
+    js(drv, "var o = document.getElementById('parse-out'); while (o.firstChild) o.removeChild(o.firstChild);")
+    inp = drv.find_element("css selector", "#parse-input")
+    inp.clear()
+    inp.send_keys(value + "\n")
+    wait_for(lambda: js(drv, "return document.querySelector('#parse-server, #parse-out .tool-error, #parse-out .error') !== null"),
+             what="the %s result" % kind)
+    return js(drv, """
+        var o = {}, box = document.querySelector('#parse-out .tool-error');
+        if (box) return {status: box.getAttribute('data-status'), error: box.getAttribute('data-error'),
+                         text: box.textContent};
+        document.querySelectorAll('#parse-server dd[data-k]').forEach(function (dd) {
+          o[dd.getAttribute('data-k')] = dd.textContent; });
+        o.title = document.querySelector('#parse-server > p').textContent;
+        return o;""")
+
+
+def test_console_tool_in_browser(ctx):
+    """The tool's Generate and Parse: IDs of several kinds issued through the
+    node's routes (and checked with its decoders), a concealed serial decoded
+    with the admin token (the counter shown is the route's), the concealed
+    segment route (or its error, on a leafd without it); then a node without
+    admin.token: the page says 403 admin_required, and no counter."""
+    with Workdir("console-tool") as wd:
+        tok = "tool-token-%d" % os.getpid()
+        conf = tool_conf(wd)
+        d = wd.leafd(conf=conf, flags=["--admin.token=" + tok]).start()
+        auth = {"Authorization": "Bearer " + tok}
+        drv = browser_or_skip()
+        if drv is None:
+            return
+        try:
+            drv.get("http://127.0.0.1:%d/console#tool" % d.port)
+            wait_for(lambda: js(drv, "return !document.getElementById('auth').hidden"), what="the token prompt")
+            drv.find_element("css selector", "#auth-token").send_keys(tok + "\n")
+            wait_for(lambda: js(drv, "return document.getElementById('auth').hidden"), what="the token taken")
+
+            # Segment IDs as base62 strings after the tag's prefix.
+            seg = generate_in_page(drv, "segment", 3, name="demo", enc="base62")
+            eq(len(seg), 3, "3 segment IDs: %r" % seg)
+            nums = []
+            for v in seg:
+                check(v.startswith("ord_") and len(v) == 15, "a base62 segment string: %r" % v)
+                j = d.get("/segment/decode/" + v).json()
+                eq(j.get("biz_tag"), "demo", "%s names demo" % v)
+                nums.append(int(j["id"]))
+            eq(nums, sorted(set(nums)), "distinct and increasing: %r" % nums)
+            # Snowflake IDs, decimal: this node's, increasing.
+            sf = generate_in_page(drv, "snowflake", 4, enc="dec")
+            eq(len(sf), 4, "4 snowflake IDs")
+            eq([int(x) for x in sf], sorted(set(int(x) for x in sf)), "increasing: %r" % sf)
+            eq(d.get("/snowflake/decode/" + sf[0]).status, 200, "leafd decodes %s" % sf[0])
+            # A segment string pasted back: /segment/decode through the page.
+            inp = drv.find_element("css selector", "#parse-input")
+            inp.clear()
+            inp.send_keys(seg[0] + "\n")
+            wait_text(drv, '#parse-server [data-k="id"]', lambda t: t == str(nums[0]),
+                      "the segment string's number in the page")
+            eq(text_of(drv, '#parse-server [data-k="biz_tag"]'), "demo", "its tag")
+
+            # A snowflake string without a prefix (base32, 13 characters):
+            # both readings, the snowflake one with its diagram.
+            sf32 = generate_in_page(drv, "snowflake", 1, enc="base32")
+            eq(len(sf32[0]), 13, "a base32 snowflake string: %r" % sf32)
+            dec32 = d.get("/snowflake/decode/" + sf32[0]).json()
+            inp = drv.find_element("css selector", "#parse-input")
+            inp.clear()
+            inp.send_keys(sf32[0] + "\n")
+            wait_text(drv, "#parse-check", lambda t: "agrees" in t, "the string's diagram checked by leafd")
+            eq(parsed_fields(drv)["bits"], format(int(dec32["id"]), "064b"), "the string's 64 bits")
+            eq(text_of(drv, '#parse-server [data-k="encoding"]'), "base32", "the segment reading too")
+            shot(drv, "tool-idstring-desktop")
+
+            # A concealed serial, then its Parse button: period and counter
+            # from /serial/decode, with the token.
+            ser = generate_in_page(drv, "serial", 3, name="PAY")
+            eq(len(ser), 3, "3 serials: %r" % ser)
+            want = d.get("/serial/decode/PAY/" + ser[1], headers=auth).json()
+            eq(want["concealed"], True, "PAY is concealed")
+            js(drv, "var o = document.getElementById('parse-out'); while (o.firstChild) o.removeChild(o.firstChild);")
+            drv.find_elements("css selector", "#issue-list li button")[1].click()
+            wait_text(drv, '#parse-server [data-k="counter"]', lambda t: t == str(want["counter"]),
+                      "the serial's counter %d in the page" % want["counter"])
+            eq(js(drv, "return document.getElementById('parse-kind').value"), "serial", "kind set by Parse")
+            f = admin_parse_in_page(drv, "serial", "PAY", ser[1])
+            eq((f["period"], f["counter"], f["concealed"]), (want["period"], str(want["counter"]), "true"),
+               "period and counter shown")
+            check(ser[1][-6:] != f["counter"].zfill(6), "the digits are not the counter")
+            shot(drv, "tool-generate-desktop")
+            shot(drv, "tool-generate-360", width=360)
+
+            # A concealed tag: IDs generated, each one's Parse button asks
+            # /segment/reveal; the counter shown is the route's, not the ID.
+            sec = generate_in_page(drv, "segment", 5, name="sec", enc="dec")
+            eq(len(set(sec)), 5, "5 distinct concealed IDs: %r" % sec)
+            note = "Not in increasing order" in (text_of(drv, "#issue-out") or "")
+            eq(note, [int(v) for v in sec] != sorted(int(v) for v in sec), "the order note: %r" % sec)
+            counters = []
+            for i, v in enumerate(sec):
+                want = d.get("/segment/reveal/sec/" + v, headers=auth).json()
+                eq(want["concealed"], True, "sec is concealed: %r" % want)
+                js(drv, "var o = document.getElementById('parse-out'); while (o.firstChild) o.removeChild(o.firstChild);")
+                drv.find_elements("css selector", "#issue-list li button")[i].click()
+                got = wait_text(drv, '#parse-server [data-k="counter"]', lambda t: t.isdigit(),
+                                "the counter of %s in the page" % v)
+                eq(got, str(want["counter"]), "the counter of %s as /segment/reveal gives it" % v)
+                eq((text_of(drv, '#parse-server [data-k="block"]'), text_of(drv, '#parse-server [data-k="key"]')),
+                   (str(want["block"]), want["key"]), "block and key of %s" % v)
+                counters.append(int(got))
+            eq(sorted(counters), list(range(min(counters), min(counters) + 5)),
+               "one batch: five consecutive counters: %r" % counters)
+            check(any(int(v) != c for v, c in zip(sec, counters)), "the IDs are not the counters")
+            shot(drv, "tool-reveal-desktop")
+            # A plain tag through the same route: concealed false, counter = ID.
+            f = admin_parse_in_page(drv, "reveal", "demo", str(nums[0]))
+            eq((f.get("concealed"), f.get("counter")), ("false", str(nums[0])), "a plain tag's reveal")
+            # The route's answer with a counter past 2^53 (stubbed in the
+            # page's fetch: no tag gets there in a test): shown exactly; a
+            # 404 with its message; the token in the header, never the URL.
+            js(drv, """
+                window.__reveal = [];
+                var real = window.fetch;
+                window.fetch = function (url, opt) {
+                  if (String(url).indexOf('/segment/reveal/') !== 0) return real.apply(this, arguments);
+                  window.__reveal.push({url: String(url), auth: opt && opt.headers && opt.headers.Authorization});
+                  var miss = String(url).indexOf('/nosuch/') > 0;
+                  var body = miss ? '{"error":"unknown_biz_tag","message":"biz_tag \\u0027nosuch\\u0027 is not in leaf_alloc"}'
+                    : '{"biz_tag":"demo","id":"9007199254740993","concealed":true,"block":3,"offset":17,' +
+                      '"counter":9007199254740993,"bits":20,"key":"k0123456789abcdef"}';
+                  return Promise.resolve(new Response(body + '\\n', {status: miss ? 404 : 200,
+                    headers: {'Content-Type': 'application/json'}}));
+                };""")
+            f = admin_parse_in_page(drv, "reveal", "demo", "9007199254740993")
+            eq((f.get("counter"), f.get("block"), f.get("offset"), f.get("concealed"), f.get("key")),
+               ("9007199254740993", "3", "17", "true", "k0123456789abcdef"), "the reveal answer shown: %r" % f)
+            check("block 3, counter 9007199254740993" in f["title"], "reveal title: %r" % f["title"])
+            f = admin_parse_in_page(drv, "reveal", "nosuch", "12")
+            eq((f.get("status"), f.get("error")), ("404", "unknown_biz_tag"), "the route's 404 shown")
+            check("is not in leaf_alloc" in f["text"], "its message: %r" % f["text"])
+            calls = js(drv, "return window.__reveal;")
+            eq([c["url"] for c in calls], ["/segment/reveal/demo/9007199254740993", "/segment/reveal/nosuch/12"],
+               "the reveal requests")
+            check(all(c["auth"] == "Bearer " + tok for c in calls), "the token in the header: %r" % calls)
+            # A bad code: the route's 404 shown as such.
+            f = admin_parse_in_page(drv, "serial", "NOPE", ser[0])
+            eq((f.get("status"), f.get("error")), ("404", "unknown_serial_code"), "unknown code")
+            check(js(drv, "return document.getElementById('auth').hidden"), "no token prompt for a 404")
+            check(tok not in drv.current_url, "token not in the URL")
+            errs = console_errors(drv, allow=("401", "404", "400"))
+            check(not errs, "the browser console logged errors:\n%s" % "\n".join(errs))
+
+            # No admin.token and no admin listener: the decode route is
+            # refused, and the tool says why (a new port: a new origin, no
+            # token in its sessionStorage). Snowflake off: the first node,
+            # worker 0, still runs; it stops once the page has left it (its
+            # refresh would fail in the log).
+            d2 = wd.leafd(conf=dict(conf, **{"leaf.snowflake.enable": "false"}), name="leafd2").start()
+            drv.get("http://127.0.0.1:%d/console#tool" % d2.port)
+            d.stop()
+            wait_for(lambda: js(drv, "return document.getElementById('issue-kind') !== null"), what="the page")
+            ser2 = generate_in_page(drv, "serial", 1, name="PAY")
+            f = admin_parse_in_page(drv, "serial", "PAY", ser2[0])
+            eq((f.get("status"), f.get("error")), ("403", "admin_required"), "403 admin_required shown")
+            check("neither admin.token nor an admin listener" in f["text"] and "counter" not in f["text"],
+                  "the 403 explained, no counter: %r" % f["text"])
+            check(js(drv, "return document.getElementById('auth').hidden"), "no token prompt: no token would help")
+            f = admin_parse_in_page(drv, "reveal", "sec", sec[0])
+            eq((f.get("status"), f.get("error")), ("403", "admin_required"), "reveal: 403 admin_required shown")
+            check("neither admin.token nor an admin listener" in f["text"], "explained: %r" % f["text"])
+            shot(drv, "tool-admin-required-desktop")
+            errs = console_errors(drv, allow=("403",))
             check(not errs, "the browser console logged errors:\n%s" % "\n".join(errs))
         finally:
             quit_browser(drv)
