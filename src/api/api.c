@@ -243,6 +243,19 @@ reply_no_ids(struct api *a, struct http_conn *c, enum route r,
 }
 
 int
+api_admin_unset(struct api *a, struct http_conn *c, enum route r, const char *what)
+{
+    /* Never on the public port alone: with no admin listener, the admin
+     * token must be set (and was checked by the dispatch). */
+    if (a->admin_apart || a->cfg->admin_token[0] != '\0')
+        return 0;
+    api_reply_error(c, r, 403, "admin_required", NULL,
+                    "%s needs admin.token or an admin listener (admin.listen); "
+                    "neither is set", what);
+    return 1;
+}
+
+int
 api_segment_disabled(struct api *a, struct http_conn *c, enum route r)
 {
     if (a->segs != NULL)

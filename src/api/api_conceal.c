@@ -30,14 +30,8 @@ api_segment_reveal(struct api *a, struct http_conn *c, const char *raw,
     long tlen, ilen;
     int64_t n = -1;
 
-    /* Never on the public port alone: with no admin listener, the admin
-     * token must be set (and was checked by the dispatch). */
-    if (!a->admin_apart && a->cfg->admin_token[0] == '\0') {
-        api_reply_error(c, R_SEGMENT_REVEAL, 403, "admin_required", NULL,
-                        "revealing counters needs admin.token or an admin "
-                        "listener (admin.listen); neither is set");
+    if (api_admin_unset(a, c, R_SEGMENT_REVEAL, "revealing counters"))
         return;
-    }
     tlen = slash != NULL ? util_pct_decode(raw, (size_t)(slash - raw), tag,
                                            TAG_MAX) : -1;
     ilen = slash != NULL ? util_pct_decode(slash + 1, rawlen - (size_t)(slash - raw) - 1,

@@ -68,6 +68,11 @@ void api_serve_serial(struct api *a, struct http_conn *c, struct http_request *r
 /* GET /serial/<code> (api_serial.c); raw is the path after /serial/. */
 void api_serial(struct api *a, struct http_conn *c, struct http_request *req,
                 const char *raw, size_t rawlen);
+/* An admin page that reveals secrets (what: "decoding serials") on a node
+ * with neither an admin listener nor admin.token: answers 403
+ * admin_required and returns 1; else 0. */
+int api_admin_unset(struct api *a, struct http_conn *c, enum route r,
+                    const char *what);
 /* GET /serial/decode/<code>/<serial> (admin): the period and the counter
  * behind a serial's digits (raw: the path after /serial/decode/). */
 void api_serial_decode(struct api *a, struct http_conn *c, const char *raw,

@@ -282,14 +282,8 @@ api_serial_decode(struct api *a, struct http_conn *c, const char *raw,
     uint64_t n = 0;
     long clen, tlen, i;
 
-    /* Never on the public port alone: with no admin listener, the admin
-     * token must be set (and was checked by the dispatch). */
-    if (!a->admin_apart && a->cfg->admin_token[0] == '\0') {
-        api_reply_error(c, R_SERIAL_DECODE, 403, "admin_required", NULL,
-                        "decoding serials needs admin.token or an admin "
-                        "listener (admin.listen); neither is set");
+    if (api_admin_unset(a, c, R_SERIAL_DECODE, "decoding serials"))
         return;
-    }
     clen = slash != NULL ? util_pct_decode(raw, (size_t)(slash - raw), code,
                                            SERIAL_CODE_MAX) : -1;
     tlen = slash != NULL ? util_pct_decode(slash + 1, rawlen - (size_t)(slash - raw) - 1,

@@ -366,6 +366,55 @@ do_observe_latency(struct loader *l, double ms)
 
 /* Returns 0 if nothing changed for waiting requests (the database failed:
  * the load is queued again), 1 otherwise. */
+/* A load's result (the range [max_id - step, max_id) when rc is
+ * STORE_OK): the loader's state, the tag's, the log. Frees cause. Returns
+ * as run_load. */
+static int
+load_done(struct loader *l, struct segment_tag *t, enum store_result rc,
+          char *cause, double ms, int64_t max_id, int64_t step, int64_t db_step)
+{
+    const char *name = segment_tag_name(t);
+
+    pthread_mutex_lock(&l->lock);
+    do_load_result(l, rc, cause);
+    if (rc == STORE_OK) {
+        l->st.loads++;
+        do_observe_latency(l, ms);
+    } else if (store_load_failed(rc)) {
+        do_load_push(l, t);         /* keep the job: retry after the backoff */
+    }
+    pthread_mutex_unlock(&l->lock);
+
+    switch (rc) {
+    case STORE_OK:
+        segment_install(l->segs, t, max_id, step, db_step);
+        log_debug("tag %s: loaded [%lld, %lld) step %lld in %.1f ms",
+                  name, (long long)(max_id - step),
+                  (long long)max_id, (long long)step, ms);
+        break;
+    case STORE_NOT_FOUND:
+        log_info("tag %s: no longer in leaf_alloc", name);
+        segment_tag_gone(l->segs, t);
+        break;
+    case STORE_BAD_ROW:
+    case STORE_BAD_ARG:
+    case STORE_EXISTS:
+        /* This row, not the database: only this tag stops, until its row
+         * is read again (refresh or lookup). Said once until it is fixed. */
+        if (segment_tag_broken(l->segs, t))
+            log_error("tag %s: cannot take a segment: %s; fix the leaf_alloc "
+                      "row (this tag answers 503 bad_leaf_alloc_row until then)",
+                      name, cause);
+        break;
+    case STORE_DB_ERROR:
+    case STORE_REFUSED:
+    case STORE_DEGRADED:
+        break;
+    }
+    free(cause);
+    return !store_load_failed(rc);
+}
+
 static int row_cmp(const void *a, const void *b);
 
 /* A concealed tag's load (conceal.h): check the key records, take one
@@ -446,40 +495,10 @@ run_load_conceal(struct loader *l, struct store *s, struct segment_tag *t,
             rc = STORE_BAD_ROW;        /* e.g. a tag of that name in the way */
         }
     }
-    pthread_mutex_lock(&l->lock);
-    do_load_result(l, rc, cause);
-    if (rc == STORE_OK) {
-        l->st.loads++;
-        do_observe_latency(l, (double)(util_mono_us() - t0) / 1000.0);
-    } else if (store_load_failed(rc)) {
-        do_load_push(l, t);
-    }
-    pthread_mutex_unlock(&l->lock);
-    switch (rc) {
-    case STORE_OK:
+    if (rc == STORE_OK)
         conceal_set_refused(ct, NULL);
-        segment_install(l->segs, t, (block + 1) * one, one, db_step);
-        log_debug("tag %s: concealed block %lld loaded", name, (long long)block);
-        break;
-    case STORE_NOT_FOUND:
-        log_info("tag %s: no longer in leaf_alloc", name);
-        segment_tag_gone(l->segs, t);
-        break;
-    case STORE_BAD_ROW:
-    case STORE_BAD_ARG:
-    case STORE_EXISTS:
-        if (segment_tag_broken(l->segs, t))
-            log_error("tag %s: cannot take a concealed block: %s; fix the "
-                      "leaf_alloc row (this tag answers 503 bad_leaf_alloc_row "
-                      "until then)", name, cause);
-        break;
-    case STORE_DB_ERROR:
-    case STORE_REFUSED:
-    case STORE_DEGRADED:
-        break;
-    }
-    free(cause);
-    return !store_load_failed(rc);
+    return load_done(l, t, rc, cause, (double)(util_mono_us() - t0) / 1000.0,
+                     (block + 1) * one, one, db_step);
 }
 
 static int
@@ -514,45 +533,7 @@ run_load(struct loader *l, struct store *s, struct segment_tag *t)
         rc = store_alloc(s, segment_tag_name(t), step, &max_id, &db_step, &cause);
     }
     ms = (double)(util_mono_us() - t0) / 1000.0;
-
-    pthread_mutex_lock(&l->lock);
-    do_load_result(l, rc, cause);
-    if (rc == STORE_OK) {
-        l->st.loads++;
-        do_observe_latency(l, ms);
-    } else if (store_load_failed(rc)) {
-        do_load_push(l, t);         /* keep the job: retry after the backoff */
-    }
-    pthread_mutex_unlock(&l->lock);
-
-    switch (rc) {
-    case STORE_OK:
-        segment_install(l->segs, t, max_id, step, db_step);
-        log_debug("tag %s: loaded [%lld, %lld) step %lld in %.1f ms",
-                  segment_tag_name(t), (long long)(max_id - step),
-                  (long long)max_id, (long long)step, ms);
-        break;
-    case STORE_NOT_FOUND:
-        log_info("tag %s: no longer in leaf_alloc", segment_tag_name(t));
-        segment_tag_gone(l->segs, t);
-        break;
-    case STORE_BAD_ROW:
-    case STORE_BAD_ARG:
-    case STORE_EXISTS:
-        /* This row, not the database: only this tag stops, until its row
-         * is read again (refresh or lookup). Said once until it is fixed. */
-        if (segment_tag_broken(l->segs, t))
-            log_error("tag %s: cannot take a segment: %s; fix the leaf_alloc "
-                      "row (this tag answers 503 bad_leaf_alloc_row until then)",
-                      segment_tag_name(t), cause);
-        break;
-    case STORE_DB_ERROR:
-    case STORE_REFUSED:
-    case STORE_DEGRADED:
-        break;
-    }
-    free(cause);
-    return !store_load_failed(rc);
+    return load_done(l, t, rc, cause, ms, max_id, step, db_step);
 }
 
 static int
