@@ -1,7 +1,8 @@
-"""Concealed segment tags (segment.conceal) on MariaDB, under load: plain and
-concealed nodes of one row at once (with a kill -9), a concealed tag over a
-multi-db set, and a set whose block size cannot hold a concealed load
-(refused at start). Every answer is checked for duplicates (bb_multidb's
+"""Concealed segment tags (segment.conceal) on MariaDB and PostgreSQL,
+under load: plain and concealed nodes of one row at once (with a kill -9),
+a concealed tag over a multi-db set, a set whose block size cannot hold a
+concealed load (refused at start), and on PostgreSQL the same mixed nodes
+plus a node with another key refused. Every answer is checked for duplicates (bb_multidb's
 Load); the concealed IDs are also revealed and checked against their blocks.
 
 A concealed load takes a whole aligned block of 2^20 counters for one node
@@ -14,11 +15,13 @@ import time
 from bbutil import LEAFD, Workdir, check, eq
 from bb_multidb import Load, node
 from bb_ops_multidb import Schemas
+import bb_postgresql
 
 TESTS = [
     "test_plain_and_concealed_nodes",
     "test_concealed_over_a_set",
     "test_set_block_too_small_refused",
+    "test_concealed_on_postgresql",
 ]
 
 # Several nodes under load each, on the shared server: the plain lane only.
@@ -147,3 +150,47 @@ def test_set_block_too_small_refused(ctx):
         check("segment.conceal_bits 20 needs the databases' blocks to hold 2097152"
               in out and "--block-size" in out, "the message: %s" % out)
 
+
+
+def test_concealed_on_postgresql(ctx):
+    """PostgreSQL (segment.store = postgresql): two concealed nodes and a
+    plain one of one row under load, a concealed node killed (-9) and
+    restarted between two rounds; no duplicate. Then a node with another
+    key: 503 conceal_key_changed naming both keys, while the others serve."""
+    db = bb_postgresql.shared(ctx)
+    tag = bb_postgresql.uniq_tag("cpg")
+    bb_postgresql.add_tag(db, tag, 1000)
+    with Workdir("conceal-pg") as wd:
+        conf = bb_postgresql.conf(db.url)
+        c = [wd.leafd(conf=conf, flags=conceal_flags(wd, tag), name="c%d" % i).start()
+             for i in range(2)]
+        p = wd.leafd(conf=conf, name="plain").start()
+        with Load(c + [p], tag, count=100) as before:
+            time.sleep(2)
+        before.check("PostgreSQL: plain and concealed nodes")
+        c[1].kill9()
+        c[1].start()
+        with Load(c + [p], tag, count=100) as after:
+            time.sleep(2)
+        after.check("PostgreSQL: after a kill -9")
+        every = before.ids + after.ids
+        eq(len(set(every)), len(every), "no duplicate across the kill (%d IDs)"
+           % len(every))
+        other = os.path.join(wd.path, "other.key")
+        with open(other, "w") as f:
+            f.write("000102030405060708090a0b0c0d0e0f\n")
+        os.chmod(other, 0o600)
+        o = wd.leafd(conf=conf, flags=["--segment.conceal=" + tag,
+                                       "--segment.conceal_key_file=" + other],
+                     name="other").start()
+        r = o.get("/segment/%s" % tag)
+        eq(r.status, 503, "another key: %s" % r.text)
+        eq(r.json()["error"], "conceal_key_changed", "code")
+        check("needs the same segment.conceal_key_file" in r.json()["message"],
+              "the message says what to do: %s" % r.text)
+        eq(c[0].get("/segment/%s" % tag).status, 200, "the others serve")
+        r = c[0].get("/segment/%s?count=1000" % tag)
+        eq(r.status, 200, "a batch: %s" % r.text)
+        check_revealed(c[0], tag, r.ids(), "PostgreSQL")
+        for d in c + [p, o]:
+            d.stop()
