@@ -15,8 +15,8 @@
  *     max_id and 1 of step, then 8 bytes of an ID. Checked: the verdict is
  *     one of the three and a refusal says why; conceal_reveal of the ID
  *     either fails with a reason and the key's name, or gives a counter
- *     in the ID's block; a counter revealed under this node's key
- *     enciphers back to the ID.
+ *     in the ID's block (of the record's bits, 20..30); a counter revealed
+ *     under this node's key and bits enciphers back to the ID.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -185,7 +185,7 @@ records_part(const uint8_t *d, size_t n)
             n--;
         }
         rows[nr].max_id = (int64_t)(take64(&d, &n) >> 1);
-        rows[nr].step = n > 0 ? d[0] : 20;
+        rows[nr].step = n > 0 ? 16 + d[0] % 20 : 20;     /* 16..35 */
         if (n > 0) {
             d++;
             n--;
@@ -201,8 +201,10 @@ records_part(const uint8_t *d, size_t n)
     if (conceal_reveal(c, t, id, &rv, &why) == -1) {
         FUZZ_ASSERT(why != NULL && rv.key[0] == 'k');
     } else {
-        FUZZ_ASSERT(rv.counter >> conceal_bits(c) == id >> conceal_bits(c));
-        if (rv.concealed && strcmp(rv.key, conceal_key_name(c)) == 0)
+        FUZZ_ASSERT(rv.bits >= CONCEAL_BITS_MIN && rv.bits <= CONCEAL_BITS_MAX);
+        FUZZ_ASSERT(rv.counter >> rv.bits == id >> rv.bits);
+        if (rv.concealed && strcmp(rv.key, conceal_key_name(c)) == 0 &&
+            rv.bits == conceal_bits(c))
             FUZZ_ASSERT(conceal_id(c, t, rv.counter) == id);
         if (!rv.concealed)
             FUZZ_ASSERT(rv.counter == id);

@@ -82,7 +82,7 @@ api_segment_reveal(struct api *a, struct http_conn *c, const char *raw,
                 "\"key\":\"%s\"}\n", tag, (long long)n,
                 rv.concealed ? "true" : "false", (unsigned long long)rv.block,
                 (unsigned long long)rv.offset, (unsigned long long)rv.counter,
-                conceal_bits(a->conceal), rv.key);
+                rv.bits, rv.key);
     api_reply_sbuf(c, R_SEGMENT_REVEAL, 200, "application/json", &b);
 }
 

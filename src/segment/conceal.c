@@ -39,8 +39,8 @@
 
 struct conceal_hist {
     char    key[20];              /* "k" + 16 hex */
-    int64_t first_block;
-    int64_t bits;
+    int64_t first;                /* the first counter (ID) of its blocks */
+    int64_t bits;                 /* its block size, 2^bits */
 };
 
 struct conceal_tag {
@@ -50,7 +50,7 @@ struct conceal_tag {
     _Atomic int      refused;
     pthread_mutex_t  lock;         /* why, hist, nhist */
     char             why[768];
-    struct conceal_hist hist[CONCEAL_HIST_MAX];   /* by first_block */
+    struct conceal_hist hist[CONCEAL_HIST_MAX];   /* by first */
     int              nhist;
 };
 
@@ -58,6 +58,7 @@ struct conceal_tag {
 struct conceal_cache {
     int               ok;
     uint64_t          block;
+    unsigned          bits;
     int               key;
     struct ff1_domain dom;
 };
@@ -284,23 +285,25 @@ thread_state(struct conceal *c)
     return th;
 }
 
-/* The domain of block b under key ki, from this thread's cache. */
+/* The domain of block b of 2^bits under key ki, from this thread's
+ * cache. */
 static const struct ff1_domain *
-domain(struct conceal *c, struct conceal_thread *th, struct conceal_tag *t,
-       uint64_t b, int ki)
+domain(struct conceal_thread *th, struct conceal_tag *t, uint64_t b,
+       unsigned bits, int ki)
 {
     struct conceal_cache *e = &th->cache[t->idx];
 
-    if (!e->ok || e->block != b || e->key != ki) {
+    if (!e->ok || e->block != b || e->key != ki || e->bits != bits) {
         char tweak[TAG_MAX + 32];
         size_t tl = conceal_tweak(t, b, tweak);
-        int rc = ff1_domain_init(&e->dom, th->key[ki], 2, c->bits, tweak, tl, NULL);
+        int rc = ff1_domain_init(&e->dom, th->key[ki], 2, bits, tweak, tl, NULL);
 
         assert(rc == 0);            /* 2^bits >= 10^6, a short tweak */
         (void)rc;
         e->ok = 1;
         e->block = b;
         e->key = ki;
+        e->bits = bits;
     }
     return &e->dom;
 }
@@ -312,7 +315,7 @@ conceal_ids(struct conceal *c, struct conceal_tag *t, uint64_t *v, size_t n)
 
     for (size_t i = 0; i < n; i++) {
         uint64_t b = v[i] >> c->bits, x;
-        const struct ff1_domain *d = domain(c, th, t, b, 0);
+        const struct ff1_domain *d = domain(th, t, b, c->bits, 0);
         int rc = ff1_encrypt_u64(th->key[0], d, v[i] & c->mask, &x);
 
         assert(rc == 0 && x <= c->mask);
@@ -328,14 +331,15 @@ conceal_id(struct conceal *c, struct conceal_tag *t, uint64_t counter)
     return counter;
 }
 
-/* The record of the tag's history that covers block b, or NULL. */
+/* The record of the tag's history that covers ID id (its blocks start at
+ * or after the record's first counter), or NULL. */
 static const struct conceal_hist *
-hist_at(const struct conceal_tag *t, uint64_t b)
+hist_at(const struct conceal_tag *t, uint64_t id)
 {
     const struct conceal_hist *h = NULL;
 
     for (int i = 0; i < t->nhist; i++)
-        if ((uint64_t)t->hist[i].first_block <= b)
+        if ((uint64_t)t->hist[i].first <= id)
             h = &t->hist[i];
     return h;
 }
@@ -345,44 +349,48 @@ conceal_reveal(struct conceal *c, struct conceal_tag *t, uint64_t id,
                struct conceal_reveal *out, const char **why)
 {
     struct conceal_thread *th = thread_state(c);
-    uint64_t b = id >> c->bits, x = 0;
     const struct conceal_hist *h;
-    int ki = -1, rc;
+    unsigned bits = c->bits;
+    uint64_t mask, b, x = 0;
+    int ki = -1, plain = 0, rc;
 
     memset(out, 0, sizeof *out);
-    out->block = b;
-    out->offset = id & c->mask;
     pthread_mutex_lock(&t->lock);
-    h = hist_at(t, b);
+    h = hist_at(t, id);
     if (h == NULL && t->nhist == 0) {
         /* No record read yet (no refresh or load since start): this
-         * node's own key, as for every block it issues. */
+         * node's own key and bits, as for every block it issues. */
         snprintf(out->key, sizeof out->key, "%s", c->key_name[0]);
         ki = 0;
-    } else if (h != NULL) {
+    } else if (h == NULL) {
+        plain = 1;                  /* before the tag's first record */
+    } else {
         snprintf(out->key, sizeof out->key, "%s", h->key);
+        bits = (unsigned)h->bits;
         for (int i = 0; i < c->nkeys; i++)
             if (strcmp(c->key_name[i], h->key) == 0)
                 ki = i;
     }
     pthread_mutex_unlock(&t->lock);
-    if (h == NULL && ki == -1) {
-        /* Before the tag's first record: issued in plain. */
-        out->counter = id;
-        out->offset = id & c->mask;
+    mask = ((uint64_t)1 << bits) - 1;
+    b = id >> bits;
+    out->bits = bits;
+    out->block = b;
+    out->offset = id & mask;
+    out->counter = id;
+    if (plain)
         return 0;
-    }
     if (ki == -1) {
         *why = "the ID's block was issued under a key this node's key file "
                "does not hold (add it on a later line of the key file)";
         return -1;
     }
     out->concealed = 1;
-    rc = ff1_decrypt_u64(th->key[ki], domain(c, th, t, b, ki), id & c->mask, &x);
+    rc = ff1_decrypt_u64(th->key[ki], domain(th, t, b, bits, ki), id & mask, &x);
     assert(rc == 0);
     (void)rc;
     out->offset = x;
-    out->counter = b << c->bits | x;
+    out->counter = b << bits | x;
     return 0;
 }
 
@@ -416,40 +424,36 @@ record_key(const struct conceal_tag *t, const struct store_row *row)
     return k;
 }
 
-/* Keep t's records among rows as its history. Takes t->lock. */
+/* Keep t's records among rows as its history, sorted by first counter
+ * (ties, which only a hand edit makes, by name); of more than
+ * CONCEAL_HIST_MAX, the latest. Takes t->lock. */
 static void
 hist_load(struct conceal_tag *t, const struct store_row *rows, size_t n)
 {
-    struct conceal_hist h[CONCEAL_HIST_MAX] = { { .first_block = 0 } };
-    int nh = 0;
+    struct conceal_hist h[CONCEAL_HIST_MAX] = { { .first = 0 } }, x;
+    int nh = 0, j;
 
     for (size_t i = 0; i < n; i++) {
         const char *k = record_key(t, &rows[i]);
-        int j;
 
-        if (k == NULL)
-            continue;
+        if (k == NULL || rows[i].step < CONCEAL_BITS_MIN ||
+            rows[i].step > CONCEAL_BITS_MAX)
+            continue;               /* not a record leafd wrote */
+        snprintf(x.key, sizeof x.key, "%s", k);
+        x.first = rows[i].max_id;
+        x.bits = rows[i].step;
         if (nh == CONCEAL_HIST_MAX) {
-            /* Keep the latest: drop the earliest. */
-            int lo = 0;
-            for (j = 1; j < nh; j++)
-                if (h[j].first_block < h[lo].first_block)
-                    lo = j;
-            if (h[lo].first_block >= rows[i].max_id)
-                continue;
-            h[lo] = h[--nh];
+            if (h[0].first > x.first ||
+                (h[0].first == x.first && strcmp(h[0].key, x.key) > 0))
+                continue;           /* older than all kept */
+            memmove(h, h + 1, sizeof h[0] * (CONCEAL_HIST_MAX - 1));
+            nh--;
         }
-        snprintf(h[nh].key, sizeof h[nh].key, "%s", k);
-        h[nh].first_block = rows[i].max_id;
-        h[nh].bits = rows[i].step;
-        /* Sorted by first block, then name (ties only if edited by hand). */
-        for (j = nh; j > 0 && (h[j - 1].first_block > h[j].first_block ||
-                               (h[j - 1].first_block == h[j].first_block &&
-                                strcmp(h[j - 1].key, h[j].key) > 0)); j--) {
-            struct conceal_hist x = h[j];
+        for (j = nh; j > 0 && (h[j - 1].first > x.first ||
+                               (h[j - 1].first == x.first &&
+                                strcmp(h[j - 1].key, x.key) > 0)); j--)
             h[j] = h[j - 1];
-            h[j - 1] = x;
-        }
+        h[j] = x;
         nh++;
     }
     pthread_mutex_lock(&t->lock);
@@ -494,15 +498,7 @@ conceal_check(struct conceal *c, struct conceal_tag *t,
     for (int i = 0; i < t->nhist; i++)
         if (strcmp(t->hist[i].key, c->key_name[0]) == 0)
             mine = &t->hist[i];
-    if (cur->bits != (int64_t)c->bits) {
-        snprintf(why, cap, "biz_tag '%s' is concealed in blocks of 2^%lld IDs "
-                 "(its key record %s:%s), this node's segment.conceal_bits is "
-                 "%u: every node serving the tag needs the same bits",
-                 t->name, (long long)cur->bits, t->name, cur->key, c->bits);
-        v = CONCEAL_REFUSED;
-        goto out;
-    }
-    if (cur == mine) {
+    if (cur == mine && cur->bits == (int64_t)c->bits) {
         v = CONCEAL_OK;
         goto out;
     }
@@ -511,27 +507,35 @@ conceal_check(struct conceal *c, struct conceal_tag *t,
         v = CONCEAL_RECORD;         /* a rotation: the tag's key is retired here */
         goto out;
     }
-    if (ri > 0)
+    if (cur == mine)
+        snprintf(why, cap, "biz_tag '%s' is concealed in blocks of 2^%lld IDs "
+                 "under this node's key %s (its key record %s:%s), but this "
+                 "node's segment.conceal_bits is %u: every node serving the "
+                 "tag needs the same bits; to change them, rotate to a new key "
+                 "(first line of segment.conceal_key_file, the old one after "
+                 "it) with the new bits", t->name, (long long)cur->bits,
+                 cur->key, t->name, cur->key, c->bits);
+    else if (ri > 0)
         snprintf(why, cap, "biz_tag '%s' went from this node's key %s (from "
-                 "block %lld) to %s (from block %lld): going back to a key the "
-                 "tag used before is refused; make a new key (first line of "
+                 "ID %lld) to %s (from ID %lld): going back to a key the tag "
+                 "used before is refused; make a new key (first line of "
                  "segment.conceal_key_file, the old ones after it)", t->name,
-                 mine->key, (long long)mine->first_block, cur->key,
-                 (long long)cur->first_block);
+                 mine->key, (long long)mine->first, cur->key,
+                 (long long)cur->first);
     else if (mine != NULL)
         snprintf(why, cap, "biz_tag '%s' moved from this node's key %s to key "
-                 "%s at block %lld (another node has a newer key): put that key "
+                 "%s from ID %lld (another node has a newer key): put that key "
                  "on the first line of this node's segment.conceal_key_file "
                  "(keep %s on a later line to decode older IDs) and restart; "
                  "the new key takes effect at this node's next block", t->name,
-                 mine->key, cur->key, (long long)cur->first_block, mine->key);
+                 mine->key, cur->key, (long long)cur->first, mine->key);
     else
-        snprintf(why, cap, "biz_tag '%s' is concealed under key %s (from block "
+        snprintf(why, cap, "biz_tag '%s' is concealed under key %s (from ID "
                  "%lld), this node's key is %s: every node serving the tag "
                  "needs the same segment.conceal_key_file. To rotate to this "
                  "node's key instead, put %s on a later line of its key file",
-                 t->name, cur->key, (long long)cur->first_block,
-                 c->key_name[0], cur->key);
+                 t->name, cur->key, (long long)cur->first, c->key_name[0],
+                 cur->key);
     v = CONCEAL_REFUSED;
 out:
     pthread_mutex_unlock(&t->lock);
@@ -539,7 +543,7 @@ out:
 }
 
 void
-conceal_recorded(struct conceal *c, struct conceal_tag *t, int64_t block)
+conceal_recorded(struct conceal *c, struct conceal_tag *t, int64_t first)
 {
     pthread_mutex_lock(&t->lock);
     if (t->nhist == CONCEAL_HIST_MAX) {
@@ -548,7 +552,7 @@ conceal_recorded(struct conceal *c, struct conceal_tag *t, int64_t block)
     }
     /* A record made now starts at the latest block: it sorts last. */
     snprintf(t->hist[t->nhist].key, sizeof t->hist[0].key, "%s", c->key_name[0]);
-    t->hist[t->nhist].first_block = block;
+    t->hist[t->nhist].first = first;
     t->hist[t->nhist].bits = c->bits;
     t->nhist++;
     pthread_mutex_unlock(&t->lock);

@@ -12,7 +12,9 @@
  * the IDs of block B are exactly the counters of block B, permuted: a node
  * that owns the block is the only one to issue any of them, whatever key,
  * bits or plain service other nodes run. Key records (conceal_check) keep
- * the key of the tag's blocks and refuse a node whose key differs.
+ * the key of the tag's blocks and refuse a node whose key differs. A
+ * record is a row "<tag>:k<16 hex>" with max_id = the first counter (ID)
+ * of that key's blocks and step = its bits.
  *
  * Ownership: conceal_new's object is freed by conceal_free (NULL: no-op),
  * after every thread stopped using it. Thread-safety: conceal_find,
@@ -67,8 +69,9 @@ uint64_t conceal_id(struct conceal *c, struct conceal_tag *t, uint64_t counter);
 
 /* What an ID of t hides. */
 struct conceal_reveal {
-    int      concealed;   /* 0: a block before the tag's first key record
-                             (issued in plain: counter == id) */
+    int      concealed;   /* 0: before the tag's first key record (issued
+                             in plain: counter == id) */
+    unsigned bits;        /* the block size of the key that made it */
     uint64_t block, offset, counter;
     char     key[20];     /* the key's name ("k" + 16 hex), "" when plain */
 };
@@ -100,8 +103,8 @@ enum conceal_verdict conceal_check(struct conceal *c, struct conceal_tag *t,
                                    char *why, size_t cap);
 /* Every row of a refresh: the key histories of all tags. */
 void conceal_refresh(struct conceal *c, const struct store_row *rows, size_t n);
-/* This node's record was written with first block `block`. */
-void conceal_recorded(struct conceal *c, struct conceal_tag *t, int64_t block);
+/* This node's record was written: its blocks start at counter first. */
+void conceal_recorded(struct conceal *c, struct conceal_tag *t, int64_t first);
 
 /* The aligned whole block inside the range [max_id - step, max_id) the
  * store gave: 0 with *block, or -1 when the range holds none (then ask

@@ -480,17 +480,17 @@ run_load_conceal(struct loader *l, struct store *s, struct segment_tag *t,
         char rec[TAG_MAX + 1];
 
         conceal_record_name(l->conceal, ct, rec);
-        rc = store_insert(s, rec, block, conceal_bits(l->conceal),
+        rc = store_insert(s, rec, block * one, conceal_bits(l->conceal),
                           CONCEAL_DESCRIPTION, &cause);
         if (rc == STORE_EXISTS) {       /* another node of this key was first */
             free(cause);
             cause = NULL;
             rc = STORE_OK;
         } else if (rc == STORE_OK) {
-            conceal_recorded(l->conceal, ct, block);
-            log_info("tag %s: concealed under key %s from block %lld (key "
-                     "record %s)", name, conceal_key_name(l->conceal),
-                     (long long)block, rec);
+            conceal_recorded(l->conceal, ct, block * one);
+            log_info("tag %s: concealed under key %s from ID %lld, block %lld "
+                     "(key record %s)", name, conceal_key_name(l->conceal),
+                     (long long)(block * one), (long long)block, rec);
         } else if (rc != STORE_DB_ERROR) {
             rc = STORE_BAD_ROW;        /* e.g. a tag of that name in the way */
         }

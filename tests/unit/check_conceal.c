@@ -184,13 +184,14 @@ START_TEST(block_arithmetic)
 }
 END_TEST
 
-/* A key record row of tag "order" for key name k from block first. */
+/* A key record row of tag "order" for key name k from block first (of
+ * 2^bits: the row holds its first counter). */
 static void
 record(struct store_row *r, const char *k, int64_t first, int64_t bits)
 {
     memset(r, 0, sizeof *r);
     snprintf(r->biz_tag, sizeof r->biz_tag, "order:%s", k);
-    r->max_id = first;
+    r->max_id = first << bits;
     r->step = bits;
     snprintf(r->description, sizeof r->description, "%s", CONCEAL_DESCRIPTION);
 }
@@ -233,9 +234,18 @@ START_TEST(key_records)
     ck_assert_ptr_nonnull(strstr(why, k2));
     ck_assert_ptr_nonnull(strstr(why, "needs the same segment.conceal_key_file"));
 
-    /* Other bits: refused. */
+    /* Other bits under the same key: refused (a new key changes them). */
     ck_assert_int_eq(conceal_check(c1b, t1b, rows, 1, why, sizeof why), CONCEAL_REFUSED);
     ck_assert_ptr_nonnull(strstr(why, "2^20"));
+    ck_assert_ptr_nonnull(strstr(why, "rotate to a new key"));
+    {
+        /* A rotation may change them: k2 first, k1 retired, bits 24. */
+        struct conceal *c24 = load_order(ringfile, 24);
+
+        ck_assert_int_eq(conceal_check(c24, conceal_find(c24, "order", 5), rows, 1,
+                                       why, sizeof why), CONCEAL_RECORD);
+        conceal_free(c24);
+    }
 
     /* A rotation: the key file lists k1 as retired. */
     ck_assert_int_eq(conceal_check(c2, t2, rows, 1, why, sizeof why), CONCEAL_RECORD);
@@ -244,7 +254,7 @@ START_TEST(key_records)
     /* The node still on k1 alone: superseded, told to install the key. */
     ck_assert_int_eq(conceal_check(c1, t1, rows, 2, why, sizeof why), CONCEAL_REFUSED);
     ck_assert_ptr_nonnull(strstr(why, "moved from this node's key"));
-    ck_assert_ptr_nonnull(strstr(why, "at block 9"));
+    ck_assert_ptr_nonnull(strstr(why, "from ID 9437184"));
 
     /* Back to k1 after k2 (k1's record exists, k1 first in a file that
      * lists k2 as retired): refused, a key is used once. */
@@ -301,6 +311,34 @@ START_TEST(reveal_history)
     ck_assert_int_eq(conceal_reveal(c1, t1, id2, &rv, &why), -1);
     ck_assert_str_eq(rv.key, conceal_key_name(c2));
     ck_assert_ptr_nonnull(why);
+    conceal_free(c1);
+    conceal_free(c2);
+}
+END_TEST
+
+START_TEST(reveal_other_bits)
+{
+    /* k1 in blocks of 2^20 from block 4, then k2 (rotated in with bits 22)
+     * from block 3 of 2^22 (counter 12582912): each ID is revealed with the
+     * bits and key of its record. */
+    struct conceal *c1 = load_order(k1file, 20), *c2 = load_order(ringfile, 22);
+    struct conceal_tag *t1 = conceal_find(c1, "order", 5);
+    struct conceal_tag *t2 = conceal_find(c2, "order", 5);
+    struct conceal_reveal rv;
+    struct store_row rows[2];
+    const char *why = NULL;
+    uint64_t id1 = conceal_id(c1, t1, 5 << 20 | 99), id2 = conceal_id(c2, t2, 3 << 22 | 5);
+
+    record(&rows[0], conceal_key_name(c1), 4, 20);
+    record(&rows[1], conceal_key_name(c2), 3, 22);
+    conceal_refresh(c2, rows, 2);
+    ck_assert_int_eq(conceal_reveal(c2, t2, id1, &rv, &why), 0);
+    ck_assert_uint_eq(rv.bits, 20);
+    ck_assert_uint_eq(rv.counter, 5 << 20 | 99);
+    ck_assert_int_eq(conceal_reveal(c2, t2, id2, &rv, &why), 0);
+    ck_assert_uint_eq(rv.bits, 22);
+    ck_assert_uint_eq(rv.block, 3);
+    ck_assert_uint_eq(rv.counter, 3 << 22 | 5);
     conceal_free(c1);
     conceal_free(c2);
 }
@@ -495,6 +533,7 @@ main(void)
     tcase_add_test(tc, block_arithmetic);
     tcase_add_test(tc, key_records);
     tcase_add_test(tc, reveal_history);
+    tcase_add_test(tc, reveal_other_bits);
     tcase_add_test(tc, config_refusals);
     tcase_add_test(tc, two_threads);
     tcase_add_test(tc, competitors_test);
