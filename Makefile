@@ -119,7 +119,7 @@ build/asan/%.o: %.c
 
 # Helpers the unit tests share (tests/lib/*.c), built per variant.
 TESTLIB_SRCS := tests/lib/idset.c tests/lib/tcpproxy.c tests/lib/h2cli.c tests/lib/tlsgen.c \
-                tests/lib/procstop.c
+                tests/lib/procstop.c tests/lib/testfile.c
 TESTLIB      := $(TESTLIB_SRCS:tests/lib/%.c=build/tests/lib/%.o)
 # Only the test binaries link these: keep them (not intermediate files that
 # make deletes), or each make test builds them again.

@@ -22,6 +22,7 @@
 #include "conceal.h"
 #include "config.h"
 #include "store.h"
+#include "testfile.h"
 #include "util.h"
 
 #define K1_HEX "2b7e151628aed2a6abf7158809cf4f3c"
@@ -33,12 +34,7 @@ static struct config cfg;
 static void
 write_file(const char *path, const char *text, mode_t mode)
 {
-    FILE *f = fopen(path, "wb");
-
-    ck_assert_ptr_nonnull(f);
-    ck_assert_int_eq(fputs(text, f) >= 0, 1);
-    fclose(f);
-    ck_assert_int_eq(chmod(path, mode), 0);
+    ck_assert_int_eq(testfile_write(path, text, strlen(text), mode), 0);
 }
 
 static void

@@ -19,6 +19,7 @@
 #include "ff1.h"
 #include "serial.h"
 #include "store.h"
+#include "testfile.h"
 #include "util.h"
 
 /* 2026-11-23T00:00:00Z */
@@ -51,12 +52,7 @@ no_load(void *arg, size_t i)
 static void
 write_file(const char *path, const void *data, size_t len, mode_t mode)
 {
-    FILE *f = fopen(path, "wb");
-
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(data, 1, len, f), len);
-    fclose(f);
-    ck_assert_int_eq(chmod(path, mode), 0);
+    ck_assert_int_eq(testfile_write(path, data, len, mode), 0);
 }
 
 static void
