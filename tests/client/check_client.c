@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -187,9 +188,10 @@ port_open(int port)
     return ok;
 }
 
-/* Start leafd on port with the scratch directory's SQLite file. */
+/* Start leafd on port with the scratch directory's SQLite file, and up
+ * to two more flags (NULL: none). */
 static pid_t
-leafd_start(int port)
+leafd_start_with(int port, const char *more1, const char *more2)
 {
     const char *bin = getenv("LEAFD_BIN") ? getenv("LEAFD_BIN") : "./leafd";
     char p[64], db[320], logf[320];
@@ -197,7 +199,7 @@ leafd_start(int port)
      * (on a busy machine, its threads competing with the test's takers,
      * leafd answered 503 "did not give a range ... in time (500 ms)") */
     char *argv[] = { (char *)bin, p, db, "--leaf.snowflake.enable=false",
-                     "--segment.wait_ms=5000", NULL };
+                     "--segment.wait_ms=5000", (char *)more1, (char *)more2, NULL };
     posix_spawn_file_actions_t fa;
     pid_t pid;
     int64_t end = mono_ms() + 15000;
@@ -216,6 +218,12 @@ leafd_start(int port)
         usleep(20000);
     }
     return pid;
+}
+
+static pid_t
+leafd_start(int port)
+{
+    return leafd_start_with(port, NULL, NULL);
 }
 
 static void
@@ -452,6 +460,37 @@ START_TEST(all_down_serves_the_rest_then_fails)
     ck_assert_int_eq(leafd_next(cl, "demo", &id), LEAFD_EUNAVAILABLE);
     ck_assert(mono_ms() - t0 < 1000);
     leafd_client_free(cl);
+}
+END_TEST
+
+/* ---- a concealed tag: no leases ---- */
+
+START_TEST(concealed_tag_refused)
+{
+    int port = free_port();
+    char key[300], f1[340], url[64];
+    pid_t pid;
+    FILE *f;
+    int64_t id;
+
+    snprintf(key, sizeof key, "%s/conceal.key", workdir);
+    f = fopen(key, "w");
+    ck_assert(f != NULL);
+    fputs("2b7e151628aed2a6abf7158809cf4f3c\n", f);
+    fclose(f);
+    ck_assert_int_eq(chmod(key, 0600), 0);
+    snprintf(f1, sizeof f1, "--segment.conceal_key_file=%s", key);
+    pid = leafd_start_with(port, "--segment.conceal=demo", f1);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    cl = leafd_client_new(url, NULL, NULL);
+    ck_assert(cl != NULL);
+    /* A lease of a concealed tag would show its counters: the server
+     * refuses it (409 lease_concealed), and the client says so. */
+    ck_assert_int_eq(leafd_next(cl, "demo", &id), LEAFD_EREFUSED);
+    ck_assert_msg(strstr(leafd_last_error(), "lease_concealed") != NULL, "%s",
+                  leafd_last_error());
+    leafd_client_free(cl);
+    leafd_kill(pid);
 }
 END_TEST
 
@@ -716,6 +755,7 @@ main(void)
     tcase_add_test(tc, out_of_memory_in_next);
     tcase_add_test(tc, all_down_serves_the_rest_then_fails);
     tcase_add_test(tc, fork_child_gets_fresh_ranges);
+    tcase_add_test(tc, concealed_tag_refused);
     tcase_add_test(tc, failover_kill_and_restart);
     tcase_add_test(tc, eight_threads_no_duplicate);
     suite_add_tcase(su, tc);
