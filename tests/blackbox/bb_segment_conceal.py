@@ -290,3 +290,163 @@ def test_front_ends_and_reveal(ctx):
         check(i >> BITS > max(blocks | set(bl)), "a restart takes a later block")
         err(d2.get("/segment/reveal/demo/%d" % i), 403, "admin_required")
         d2.stop()
+
+
+# ---- MariaDB: two nodes, keys, rotation, volume ----
+
+def maria_tag(db, what):
+    """A fresh concealed tag's row on the shared MariaDB (never one an
+    earlier run left)."""
+    tag = "cc-%s-%s" % (what, secrets.token_hex(4))
+    db.sql("INSERT INTO leaf_alloc(biz_tag, max_id, step, description) "
+           "VALUES ('%s', 1, 1000, 'bb_segment_conceal')" % tag)
+    return tag
+
+
+def maria_conf(db, tag, key, **extra):
+    conf = conceal_conf(tag, key, **{"segment.mysql.url": db.url,
+                                     "segment.db_timeout_ms": "10000"})
+    conf.update(extra)
+    return conf
+
+
+def records(db, tag):
+    """The tag's key records: {key name: first block}."""
+    out = {}
+    for line in db.sql("SELECT biz_tag, max_id, step FROM leaf_alloc WHERE description = "
+                       "'leafd concealed tag key' AND biz_tag LIKE '%s:%%'" % tag).splitlines():
+        name, first, bits = line.split("\t")
+        eq(int(bits), BITS, "a key record's step is the bits")
+        out[name[len(tag) + 1:]] = int(first)
+    return out
+
+
+class Seen:
+    """Every ID issued, as one bit per ID in a bitmap per block (2^bits
+    bits, 128 KiB at bits 20): duplicates counted in memory that grows
+    with the blocks, not the IDs."""
+
+    def __init__(self):
+        self.maps, self.n, self.dups, self.examples = {}, 0, 0, []
+        self.lock = threading.Lock()
+
+    def add(self, ids):
+        with self.lock:
+            maps = self.maps
+            for i in ids:
+                b = i >> BITS
+                bm = maps.get(b)
+                if bm is None:
+                    bm = maps[b] = bytearray(1 << (BITS - 3))
+                o = i & MASK
+                bit = 1 << (o & 7)
+                if bm[o >> 3] & bit:
+                    self.dups += 1
+                    if len(self.examples) < 5:
+                        self.examples.append(i)
+                else:
+                    bm[o >> 3] |= bit
+            self.n += len(ids)
+
+
+class Taker(threading.Thread):
+    """Batches of `count` IDs of tag from one node, over one keep-alive
+    connection, until stopped: every ID into seen, every answer counted by
+    (status, error code); a connection refused or reset while the node
+    restarts counted as "down". samples: (block, first IDs of the batch)."""
+
+    def __init__(self, node, tag, seen, count=1000, limit=None):
+        super().__init__(daemon=True)
+        self.node, self.tag, self.seen, self.count, self.limit = node, tag, seen, count, limit
+        self.stop_ev = threading.Event()
+        self.codes, self.ids, self.samples, self.last_error = {}, 0, {}, None
+        self.fail = None
+
+    def run(self):
+        c = Client(self.node.port, timeout=40)
+        path = "/segment/%s?count=%d" % (self.tag, self.count)
+        try:
+            while not self.stop_ev.is_set() and (self.limit is None or self.ids < self.limit):
+                try:
+                    r = c.get(path)
+                except (OSError, ConnectionError) as e:
+                    self.codes["down"] = self.codes.get("down", 0) + 1
+                    c.close()
+                    time.sleep(0.02)
+                    continue
+                if r.status != 200:
+                    code = "%d %s" % (r.status, r.json().get("error"))
+                    self.codes[code] = self.codes.get(code, 0) + 1
+                    self.last_error = r.json()
+                    time.sleep(0.05)
+                    continue
+                ids = r.ids()
+                eq(len(ids), self.count, "a whole batch")
+                self.codes["200"] = self.codes.get("200", 0) + 1
+                self.seen.add(ids)
+                self.ids += len(ids)
+                s = self.samples.setdefault(ids[0] >> BITS, [])
+                if len(s) < 4 and ids[0] >> BITS == ids[2] >> BITS:
+                    s.append(ids[:3])
+        except BaseException as e:      # reported by the test
+            self.fail = e
+        finally:
+            c.close()
+
+    def stop(self):
+        self.stop_ev.set()
+        self.join(120)
+        check(not self.is_alive(), "a taker did not stop")
+        if self.fail is not None:
+            raise self.fail
+
+
+def served(node, tag):
+    r = node.get("/segment/%s?count=10" % tag)
+    return r if r.status == 200 else None
+
+
+def test_two_keys_refused(ctx):
+    """Node a takes a block under K1; node b with K2 is refused (503
+    conceal_key_changed naming both keys) and takes no block, a serving
+    all along; node c with K1 (the positive control) serves."""
+    db = ctx.shared_mariadb()
+    tag = maria_tag(db, "two")
+    with Workdir("seg-conceal-two") as wd:
+        k1, k2 = new_key(), new_key()
+        n1, n2 = key_name(k1), key_name(k2)
+        a = wd.leafd(conf=maria_conf(db, tag, key_file(wd, "a.key", [k1])), name="a").start()
+        first = a.get("/segment/%s?count=1000" % tag)
+        eq(first.status, 200, "a: %r" % first)
+        eq(records(db, tag), {n1: first.ids()[0] >> BITS}, "a's key record, from its block")
+        b = wd.leafd(conf=maria_conf(db, tag, key_file(wd, "b.key", [k2])), name="b").start()
+        row = db.sql("SELECT max_id FROM leaf_alloc WHERE biz_tag = '%s'" % tag)
+        for path in ("/segment/%s" % tag, "/segment/%s?count=1000" % tag,
+                     "/api/segment/get/%s" % tag):
+            r = b.get(path)
+            err(r, 503, "conceal_key_changed")
+            m = r.json()["message"]
+            check(n1 in m and n2 in m and "segment.conceal_key_file" in m,
+                  "the message names both keys and the file: %r" % m)
+            eq(r.header("Retry-After"), "60", "Retry-After")
+        r = b.get("/tinyid/id/nextId?bizType=%s&batchSize=5" % tag)
+        check(r.json()["code"] != 200 and n1 in r.json()["message"],
+              "Tinyid's nextId on b: %r" % r)
+        eq(db.sql("SELECT max_id FROM leaf_alloc WHERE biz_tag = '%s'" % tag), row,
+           "b took no block")
+        eq(set(records(db, tag)), {n1}, "b wrote no key record")
+        check(n1 in b.log() and "conceal_key_changed" in b.log(), "b's log says why")
+        more = a.get("/segment/%s?count=1000" % tag)
+        eq(more.status, 200, "a keeps serving: %r" % more)
+        # The positive control: the same key on a third node.
+        c = wd.leafd(conf=maria_conf(db, tag, key_file(wd, "c.key", [k1])), name="c").start()
+        r = c.get("/segment/%s?count=1000" % tag)
+        eq(r.status, 200, "c, with a's key, serves: %r" % r)
+        ids = first.ids() + more.ids() + r.ids() + a.get("/segment/%s?count=1000" % tag).ids()
+        eq(len(set(ids)), 4000, "distinct over a and c")
+        check(r.ids()[0] >> BITS != first.ids()[0] >> BITS, "c has a block of its own")
+        eq(set(records(db, tag)), {n1}, "one key record")
+        # b still refused; c's reveal decodes a's IDs.
+        err(b.get("/segment/%s" % tag), 503, "conceal_key_changed")
+        j = reveal(c.client, tag, first.ids()[0])
+        eq(j["key"], n1, "a's key")
