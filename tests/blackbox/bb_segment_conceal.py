@@ -450,3 +450,99 @@ def test_two_keys_refused(ctx):
         err(b.get("/segment/%s" % tag), 503, "conceal_key_changed")
         j = reveal(c.client, tag, first.ids()[0])
         eq(j["key"], n1, "a's key")
+
+
+def restart(node, path, keys):
+    """node stopped, its key file rewritten (keys[0] its key), started."""
+    node.stop()
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    os.write(fd, "".join(k + "\n" for k in keys).encode())
+    os.close(fd)
+    node.start()
+
+
+def test_rotation_under_load(ctx):
+    """Nodes a and b under K1, a thread per node taking 1000-batches; b
+    restarted with [K2, K1]: it serves under K2 from its next block; a is
+    refused (503 conceal_key_changed) once it needs a block (or, if its
+    blocks last the whole wait, at a restart with K1 alone); a restarted
+    with [K2, K1]: both serve. Every ID distinct; the ring reveals IDs of
+    K1 blocks and K2 blocks."""
+    db = ctx.shared_mariadb()
+    tag = maria_tag(db, "rot")
+    with Workdir("seg-conceal-rotate") as wd:
+        k1, k2 = new_key(), new_key()
+        n1, n2 = key_name(k1), key_name(k2)
+        pa, pb = key_file(wd, "a.key", [k1]), key_file(wd, "b.key", [k1])
+        a = wd.leafd(conf=maria_conf(db, tag, pa), name="a").start()
+        b = wd.leafd(conf=maria_conf(db, tag, pb), name="b").start()
+        seen = Seen()
+        ta, tb = Taker(a, tag, seen), Taker(b, tag, seen)
+        ta.start()
+        tb.start()
+        t0 = time.time()
+        wait_for(lambda: ta.ids > 100000 and tb.ids > 100000, 60, 0.05,
+                 what="both nodes serving under K1")
+        eq(records(db, tag), {n1: min(records(db, tag).values())}, "one key, K1")
+        before = (ta.ids, tb.ids)
+        # Rotation: b's new key first, the old one after it.
+        restart(b, pb, [k2, k1])
+        wait_for(lambda: n2 in records(db, tag), 60, 0.05, what="b's K2 record")
+        k2_first = records(db, tag)[n2]
+        b_at = tb.ids
+        wait_for(lambda: tb.ids > b_at + 50000, 60, 0.05, what="b serving under K2")
+        # a serves out the blocks it holds, then is refused at its next load.
+        forced = False
+        try:
+            wait_for(lambda: "503 conceal_key_changed" in ta.codes, 60, 0.05,
+                     what="a refused")
+        except TestFailure:
+            forced = True           # a's blocks outlasted the wait: force its check
+            restart(a, pa, [k1])
+            wait_for(lambda: "503 conceal_key_changed" in ta.codes, 60, 0.05,
+                     what="a refused after a restart with K1")
+        m = ta.last_error["message"]
+        check(n1 in m and n2 in m and "first line" in m, "a's refusal says what to do: %r" % m)
+        a_refused_at = ta.ids
+        time.sleep(0.5)
+        eq(ta.ids, a_refused_at, "a gives no ID once refused")
+        # a with the new ring: both serve.
+        restart(a, pa, [k2, k1])
+        at, bt = ta.ids, tb.ids
+        wait_for(lambda: ta.ids > at + 50000 and tb.ids > bt + 50000, 60, 0.05,
+                 what="both nodes serving under K2")
+        ta.stop()
+        tb.stop()
+        secs = time.time() - t0
+        eq(records(db, tag), {n1: records(db, tag)[n1], n2: k2_first}, "two key records")
+        print("     %d IDs in %.1f s (a %d, b %d; %d before the rotation), duplicates %d, "
+              "answers a %r, b %r; a refused %s"
+              % (seen.n, secs, ta.ids, tb.ids, sum(before), seen.dups, ta.codes, tb.codes,
+                 "after a restart with K1 (its blocks lasted)" if forced else "at its next load"))
+        eq(seen.dups, 0, "duplicates (e.g. %r)" % seen.examples)
+        for t in (ta, tb):
+            bad = set(t.codes) - {"200", "503 conceal_key_changed", "down"}
+            eq(bad, set(), "answers other than 200 and conceal_key_changed")
+        eq(set(tb.codes) - {"200", "down"}, set(), "b never refused")
+        # The ring (b's [K2, K1]) reveals every sampled batch: the block's
+        # key (K1 before K2's first block, K2 from it), consecutive counters.
+        samples = {}
+        for t in (ta, tb):
+            for blk, s in t.samples.items():
+                samples.setdefault(blk, []).extend(s)
+        keys_seen, counters = set(), set()
+        for blk, batches in sorted(samples.items()):
+            for first3 in batches:
+                js = [reveal(b.client, tag, i) for i in first3]
+                want = n2 if blk >= k2_first else n1
+                for j in js:
+                    eq(j["key"], want, "the key of block %d" % blk)
+                    eq(j["counter"] >> BITS, blk, "the counter lies in its block")
+                    check(j["counter"] not in counters, "counter %d revealed twice"
+                          % j["counter"])
+                    counters.add(j["counter"])
+                c0 = js[0]["counter"]
+                eq([j["counter"] for j in js], [c0, c0 + 1, c0 + 2],
+                   "a batch's counters, decoded under the block's key")
+                keys_seen.add(want)
+        eq(keys_seen, {n1, n2}, "blocks of both keys revealed")
