@@ -420,6 +420,11 @@ def test_two_keys_refused(ctx):
         eq(first.status, 200, "a: %r" % first)
         eq(records(db, tag), {n1: first.ids()[0] >> BITS}, "a's key record, from its block")
         b = wd.leafd(conf=maria_conf(db, tag, key_file(wd, "b.key", [k2])), name="b").start()
+        # b cannot decode a's IDs (K1 is not in its key file), before and
+        # after its first request of the tag.
+        r = b.get("/segment/reveal/%s/%d" % (tag, first.ids()[0]), AUTH)
+        err(r, 409, "unknown_key")
+        check(n1 in r.json()["message"], "names the block's key: %r" % r.json())
         row = db.sql("SELECT max_id FROM leaf_alloc WHERE biz_tag = '%s'" % tag)
         for path in ("/segment/%s" % tag, "/segment/%s?count=1000" % tag,
                      "/api/segment/get/%s" % tag):
@@ -435,6 +440,7 @@ def test_two_keys_refused(ctx):
         eq(db.sql("SELECT max_id FROM leaf_alloc WHERE biz_tag = '%s'" % tag), row,
            "b took no block")
         eq(set(records(db, tag)), {n1}, "b wrote no key record")
+        err(b.get("/segment/reveal/%s/%d" % (tag, first.ids()[5]), AUTH), 409, "unknown_key")
         check(n1 in b.log() and "conceal_key_changed" in b.log(), "b's log says why")
         more = a.get("/segment/%s?count=1000" % tag)
         eq(more.status, 200, "a keeps serving: %r" % more)
