@@ -409,7 +409,8 @@ def served(node, tag):
 def test_two_keys_refused(ctx):
     """Node a takes a block under K1; node b with K2 is refused (503
     conceal_key_changed naming both keys) and takes no block, a serving
-    all along; node c with K1 (the positive control) serves."""
+    all along; node c with K1 (the positive control) serves; node e with
+    K1 and other bits is refused."""
     db = ctx.shared_mariadb()
     tag = maria_tag(db, "two")
     with Workdir("seg-conceal-two") as wd:
@@ -452,6 +453,14 @@ def test_two_keys_refused(ctx):
         eq(len(set(ids)), 4000, "distinct over a and c")
         check(r.ids()[0] >> BITS != first.ids()[0] >> BITS, "c has a block of its own")
         eq(set(records(db, tag)), {n1}, "one key record")
+        # a's key with other bits: refused as well.
+        e = wd.leafd(conf=maria_conf(db, tag, key_file(wd, "e.key", [k1]),
+                                     **{"segment.conceal_bits": "21"}), name="e").start()
+        r = e.get("/segment/%s" % tag)
+        err(r, 503, "conceal_key_changed")
+        check("2^20" in r.json()["message"] and "segment.conceal_bits is 21" in
+              r.json()["message"], "says the bits differ: %r" % r.json())
+        e.stop()
         # b still refused; c's reveal decodes a's IDs.
         err(b.get("/segment/%s" % tag), 503, "conceal_key_changed")
         j = reveal(c.client, tag, first.ids()[0])
