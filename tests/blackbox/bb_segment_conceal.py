@@ -163,7 +163,7 @@ def test_front_ends_and_reveal(ctx):
     with Workdir("seg-conceal") as wd:
         key = new_key()
         rport, mport = free_port(), free_port()
-        conf = conceal_conf("demo", key_file(wd, "k.key", [key]))
+        conf = conceal_conf("demo,small", key_file(wd, "k.key", [key]))
         flags = ["--resp.listen.port=%d" % rport, "--memcache.listen.port=%d" % mport,
                  "--segment.count_max=100000"]
         d = bb_grpc.start(wd, conf=conf, flags=flags)
@@ -253,6 +253,16 @@ def test_front_ends_and_reveal(ctx):
         eq(cs[5] >> BITS, (cs[0] >> BITS) + 1, "from one block into the next")
         eq(reveal(rc, "demo", flat[-1])["counter"], counters[-1] + len(flat),
            "the node's counters run on across front ends and blocks")
+
+        # A batch is bounded by the block, not the row's step (demo's is
+        # 1000; small's 100, looked up while running): 100,000 and 1,000.
+        r = rc.get("/segment/demo?count=100000")
+        eq(r.status, 200, "100000 IDs of demo: %r" % r)
+        eq(len(set(r.ids()) - set(flat)), 100000, "100000 new IDs")
+        bb_grpc.add_tag(os.path.join(wd.path, "leafd.db"), "small", step=100)
+        r = rc.get("/segment/small?count=1000")
+        eq(r.status, 200, "1000 IDs of a concealed tag of step 100: %r" % r)
+        eq(len(set(r.ids())), 1000, "distinct")
 
         # Leases: refused on every path.
         err(d.get("/segment/demo/lease?size=10"), 409, "lease_concealed")
