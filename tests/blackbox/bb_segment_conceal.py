@@ -527,6 +527,7 @@ def test_rotation_under_load(ctx):
         a_refused_at = ta.ids
         time.sleep(0.5)
         eq(ta.ids, a_refused_at, "a gives no ID once refused")
+        a_k1_blocks = set(ta.samples)       # every block a served under K1
         # a with the new ring: both serve.
         restart(a, pa, [k2, k1])
         at, bt = ta.ids, tb.ids
@@ -545,6 +546,14 @@ def test_rotation_under_load(ctx):
             bad = set(t.codes) - {"200", "503 conceal_key_changed", "down"}
             eq(bad, set(), "answers other than 200 and conceal_key_changed")
         eq(set(tb.codes) - {"200", "down"}, set(), "b never refused")
+        # a's blocks under K1 all come before K2's first block. A load of a
+        # checked before b wrote K2's record but given its block after b's
+        # would break this (and the reveal below): the records are written
+        # after the load, not in its transaction (conceal.c's DESIGN).
+        check(max(a_k1_blocks) < k2_first,
+              "a served block %d under K1, after K2's first block %d: records "
+              "say K2 for it (a load checked before b's record, allocated after "
+              "b's block)" % (max(a_k1_blocks), k2_first))
         # The ring (b's [K2, K1]) reveals every sampled batch: the block's
         # key (K1 before K2's first block, K2 from it), consecutive counters.
         samples = {}
