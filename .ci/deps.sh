@@ -11,7 +11,7 @@ test="$build mariadb-server mariadb-client zookeeper default-jre-headless python
 libfaketime procps slowhttptest docker-compose clang libclang-rt-14-dev cppcheck
 chromium chromium-driver python3-selenium fonts-liberation
 libhiredis-dev redis-server redis-tools redis-sentinel python3-redis python3-yaml
-nghttp2-client protobuf-compiler python3-grpcio python3-protobuf python3-pymemcache
+nghttp2-client protobuf-compiler python3-grpcio python3-protobuf python3-pymemcache python3-cryptography
 memcached libmemcached-tools openssl debhelper lintian systemd man-db
 golang-go golang-google-grpc-dev golang-goprotobuf-dev iproute2 nftables iputils-arping
 galera-4 rsync prometheus postgresql-15"

@@ -365,6 +365,9 @@ api_grpc_status_of(int http_status, const char *code, int deadline_passed)
         return strcmp(code, "mode_disabled") == 0 ? GRPC_UNIMPLEMENTED : GRPC_NOT_FOUND;
     case 405:
         return GRPC_UNIMPLEMENTED;
+    case 409:
+        /* lease_concealed: the request can never succeed for this tag */
+        return GRPC_FAILED_PRECONDITION;
     case 413:
         return GRPC_RESOURCE_EXHAUSTED;
     case 503:

@@ -23,6 +23,7 @@ enum grpc_status {
     GRPC_NOT_FOUND          = 5,
     GRPC_PERMISSION_DENIED  = 7,
     GRPC_RESOURCE_EXHAUSTED = 8,
+    GRPC_FAILED_PRECONDITION = 9,
     GRPC_UNIMPLEMENTED      = 12,
     GRPC_INTERNAL           = 13,
     GRPC_UNAVAILABLE        = 14,

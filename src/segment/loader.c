@@ -417,6 +417,17 @@ load_done(struct loader *l, struct segment_tag *t, enum store_result rc,
 
 static int row_cmp(const void *a, const void *b);
 
+/* A concealed tag's segments are whole blocks whatever its row's step
+ * (conceal.h); the segment layer bounds a batch by the step it is given
+ * (segment_take: at most SEGMENT_MAX_RANGES - 1 of them), so it is given
+ * the block, not the row's step. */
+static void
+conceal_row_step(const struct loader *l, struct store_row *row)
+{
+    if (conceal_find(l->conceal, row->biz_tag, strlen(row->biz_tag)) != NULL)
+        row->step = (int64_t)1 << conceal_bits(l->conceal);
+}
+
 /* A concealed tag's load (conceal.h): check the key records, take one
  * whole aligned block, record this node's key when the tag has none of it
  * yet. Returns as run_load. */
@@ -498,7 +509,7 @@ run_load_conceal(struct loader *l, struct store *s, struct segment_tag *t,
     if (rc == STORE_OK)
         conceal_set_refused(ct, NULL);
     return load_done(l, t, rc, cause, (double)(util_mono_us() - t0) / 1000.0,
-                     (block + 1) * one, one, db_step);
+                     (block + 1) * one, one, one);
 }
 
 static int
@@ -596,8 +607,10 @@ run_refresh(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_
          * databases, in blocks from a row that lives in one). */
         conceal_refresh(l->conceal, rows, nrows);
         for (size_t i = 0; i < nrows; i++)
-            if (!store_row_is_serial(&rows[i]) && !conceal_row_is_record(&rows[i]))
-                rows[nseg++] = rows[i];
+            if (!store_row_is_serial(&rows[i]) && !conceal_row_is_record(&rows[i])) {
+                rows[nseg] = rows[i];
+                conceal_row_step(l, &rows[nseg++]);
+            }
         segment_refresh(l->segs, rows, nseg, since);
         for (size_t i = 0; i < n; i++) {
             struct store_row key = { .max_id = 0 };
@@ -652,8 +665,10 @@ run_lookups(struct loader *l, struct store *s, char (*names)[TAG_MAX + 1], size_
         if (rc == STORE_DB_ERROR)
             return;
         if (rc == STORE_OK && !store_row_is_serial(&row) &&
-            !conceal_row_is_record(&row))
+            !conceal_row_is_record(&row)) {
+            conceal_row_step(l, &row);
             segment_tag_found(l->segs, &row);
+        }
         else            /* not found, or a serial period's row (above) */
             segment_tag_missing(l->segs, names[i]);
     }

@@ -219,6 +219,7 @@ START_TEST(test_status_codes)
     ck_assert_int_eq(api_grpc_status_of(404, "unknown_serial_code", 0), GRPC_NOT_FOUND);
     ck_assert_int_eq(api_grpc_status_of(404, "mode_disabled", 0), GRPC_UNIMPLEMENTED);
     ck_assert_int_eq(api_grpc_status_of(405, "unknown_method", 0), GRPC_UNIMPLEMENTED);
+    ck_assert_int_eq(api_grpc_status_of(409, "lease_concealed", 0), GRPC_FAILED_PRECONDITION);
     ck_assert_int_eq(api_grpc_status_of(503, "ids_exhausted", 0), GRPC_UNAVAILABLE);
     ck_assert_int_eq(api_grpc_status_of(503, "serial_exhausted", 0), GRPC_UNAVAILABLE);
     ck_assert_int_eq(api_grpc_status_of(503, "clock_moved_backwards", 0), GRPC_UNAVAILABLE);
