@@ -11,9 +11,10 @@
  *     Checked: a refusal has a reason; an accepted list has 1..64 tags,
  *     each found by its name.
  *  2: the rest is up to 8 rows: per row a name length byte, the name, a
- *     byte that picks the description (odd: a key record's), 8 bytes of
+ *     byte that picks the description (mod 3: none, a key record's, an
+ *     intent's), 8 bytes of
  *     max_id and 1 of step, then 8 bytes of an ID. Checked: the verdict is
- *     one of the three and a refusal says why; conceal_reveal of the ID
+ *     one of the four and a refusal or a wait says why; conceal_reveal of the ID
  *     either fails with a reason and the key's name, or gives a counter
  *     in the ID's block (of the record's bits, 20..30); a counter revealed
  *     under this node's key and bits enciphers back to the ID.
@@ -179,8 +180,10 @@ records_part(const uint8_t *d, size_t n)
         d += len;
         n -= len;
         if (n > 0) {
-            if (d[0] & 1)
+            if (d[0] % 3 == 1)
                 strcpy(rows[nr].description, CONCEAL_DESCRIPTION);
+            else if (d[0] % 3 == 2)
+                strcpy(rows[nr].description, CONCEAL_INTENT_DESCRIPTION);
             d++;
             n--;
         }
@@ -194,9 +197,10 @@ records_part(const uint8_t *d, size_t n)
     }
     id = take64(&d, &n) >> 1;
     text[0] = '\0';
-    v = conceal_check(c, t, rows, nr, text, sizeof text);
-    FUZZ_ASSERT(v == CONCEAL_OK || v == CONCEAL_RECORD || v == CONCEAL_REFUSED);
-    if (v == CONCEAL_REFUSED)
+    v = conceal_check(c, t, rows, nr, 0, text, sizeof text);
+    FUZZ_ASSERT(v == CONCEAL_OK || v == CONCEAL_RECORD || v == CONCEAL_PENDING ||
+                v == CONCEAL_REFUSED);
+    if (v == CONCEAL_REFUSED || v == CONCEAL_PENDING)
         FUZZ_ASSERT(text[0] != '\0');
     if (conceal_reveal(c, t, id, &rv, &why) == -1) {
         FUZZ_ASSERT(why != NULL && rv.key[0] == 'k');

@@ -14,14 +14,27 @@
  *    never enciphered under two keys; a new key takes effect with the
  *    node's next block.
  *  - Key records ("<tag>:k<check value>" rows) say which key the tag's
- *    blocks use from which block on. They are for people (every node of a
+ *    blocks use from which ID on. They are for people (every node of a
  *    tag must have one key, so that support staff can decode any ID) and
  *    for conceal_reveal: conceal_check refuses a node whose key is not the
  *    tag's, unless its key file names the tag's key as retired (a
- *    rotation). Records are read before each load and written after it,
- *    not in the load's transaction: two nodes that start with different
- *    keys at the same moment may each serve a block before the later one
- *    is refused. That costs no uniqueness (above).
+ *    rotation).
+ *  - A record's first ID is exact for every block served: a node first
+ *    inserts its key's intent row ("...:p"), then reads the tag's row and
+ *    records the first block boundary at or above its max_id, and every
+ *    node reads the records again after each block it takes and drops the
+ *    block (a gap) when another key's intent or record appeared. A block
+ *    taken before the intent lies below the recorded first ID (the row's
+ *    max_id only grows); one taken after it is dropped by the node's
+ *    second read. So no block is served under a key the records do not
+ *    give it. Any node of the intent's key may write the record (one left
+ *    by a node that died between the two rows is completed by the next).
+ *    Another key's intent that stays without its record for
+ *    CONCEAL_ORPHAN_MS is an orphan (its node died or was refused; it
+ *    never served a block) and is passed over: then only a node that
+ *    stalls that long between reading the row and writing its record
+ *    could have a block of another node recorded under its key, which
+ *    costs decoding, never uniqueness.
  */
 #include <assert.h>
 #include <inttypes.h>
@@ -52,6 +65,8 @@ struct conceal_tag {
     char             why[768];
     struct conceal_hist hist[CONCEAL_HIST_MAX];   /* by first */
     int              nhist;
+    char             pend_key[20];  /* another key's intent seen without */
+    int64_t          pend_since_ms; /* its record, and since when */
 };
 
 /* One thread's copies of the keys and its last domain per tag. */
@@ -403,25 +418,48 @@ conceal_record_name(const struct conceal *c, const struct conceal_tag *t, char *
     (void)n;
 }
 
+void
+conceal_intent_name(const struct conceal *c, const struct conceal_tag *t, char *out)
+{
+    int n = snprintf(out, TAG_MAX + 1, "%s:%s:p", t->name, c->key_name[0]);
+
+    assert(n > 0 && n <= TAG_MAX);
+    (void)n;
+}
+
 int
 conceal_row_is_record(const struct store_row *row)
 {
-    return strcmp(row->description, CONCEAL_DESCRIPTION) == 0;
+    return strcmp(row->description, CONCEAL_DESCRIPTION) == 0 ||
+           strcmp(row->description, CONCEAL_INTENT_DESCRIPTION) == 0;
 }
 
-/* The key name of a record row of t ("<tag>:k<16 hex>"), or NULL. */
+/* The key name ("k" + 16 hex) of t's record row ("<tag>:k<16 hex>", intent
+ * 0) or intent row ("<tag>:k<16 hex>:p", intent 1), copied to out; else
+ * NULL. */
 static const char *
-record_key(const struct conceal_tag *t, const struct store_row *row)
+row_key(const struct conceal_tag *t, const struct store_row *row, int intent,
+        char out[20])
 {
     const char *k;
 
-    if (!conceal_row_is_record(row) || strncmp(row->biz_tag, t->name, t->len) != 0 ||
-        row->biz_tag[t->len] != ':')
+    if (strcmp(row->description, intent ? CONCEAL_INTENT_DESCRIPTION :
+               CONCEAL_DESCRIPTION) != 0 ||
+        strncmp(row->biz_tag, t->name, t->len) != 0 || row->biz_tag[t->len] != ':')
         return NULL;
     k = row->biz_tag + t->len + 1;
-    if (strlen(k) != 17 || k[0] != 'k' || strspn(k + 1, "0123456789abcdef") != 16)
+    if (strlen(k) != (intent ? 19u : 17u) || k[0] != 'k' ||
+        strspn(k + 1, "0123456789abcdef") != 16 || (intent && strcmp(k + 17, ":p") != 0))
         return NULL;
-    return k;
+    memcpy(out, k, 17);
+    out[17] = '\0';
+    return out;
+}
+
+static const char *
+record_key(const struct conceal_tag *t, const struct store_row *row, char out[20])
+{
+    return row_key(t, row, 0, out);
 }
 
 /* Keep t's records among rows as its history, sorted by first counter
@@ -434,7 +472,8 @@ hist_load(struct conceal_tag *t, const struct store_row *rows, size_t n)
     int nh = 0, j;
 
     for (size_t i = 0; i < n; i++) {
-        const char *k = record_key(t, &rows[i]);
+        char kb[20];
+        const char *k = record_key(t, &rows[i], kb);
 
         if (k == NULL || rows[i].step < CONCEAL_BITS_MIN ||
             rows[i].step > CONCEAL_BITS_MAX)
@@ -482,13 +521,46 @@ ring_index(const struct conceal *c, const char *key)
 
 enum conceal_verdict
 conceal_check(struct conceal *c, struct conceal_tag *t,
-              const struct store_row *rows, size_t n, char *why, size_t cap)
+              const struct store_row *rows, size_t n, int64_t now_ms,
+              char *why, size_t cap)
 {
     const struct conceal_hist *cur, *mine = NULL;
     enum conceal_verdict v;
     int ri;
 
     hist_load(t, rows, n);
+    /* An intent without its record: being recorded now (or its node died
+     * in between): this node's key, complete it; another: wait for it.
+     * Rows are sorted by name, so a record is just before its intent
+     * ("<tag>:k..." < "<tag>:k...:p"); keep to that, whatever the order. */
+    for (size_t i = 0; i < n; i++) {
+        char ik[20], rk[20];
+        int done = 0;
+
+        if (row_key(t, &rows[i], 1, ik) == NULL)
+            continue;
+        if (i > 0 && record_key(t, &rows[i - 1], rk) != NULL && strcmp(rk, ik) == 0)
+            continue;
+        for (size_t j = 0; j < n && !done; j++)
+            done = record_key(t, &rows[j], rk) != NULL && strcmp(rk, ik) == 0;
+        if (done)
+            continue;
+        if (strcmp(ik, c->key_name[0]) == 0)
+            return CONCEAL_RECORD;
+        pthread_mutex_lock(&t->lock);
+        if (strcmp(t->pend_key, ik) != 0) {
+            snprintf(t->pend_key, sizeof t->pend_key, "%s", ik);
+            t->pend_since_ms = now_ms;
+        }
+        done = now_ms - t->pend_since_ms >= CONCEAL_ORPHAN_MS;
+        pthread_mutex_unlock(&t->lock);
+        if (done)
+            continue;               /* an orphan: its key serves no block */
+        snprintf(why, cap, "biz_tag '%s': another node is recording key %s for "
+                 "it (its intent row %s:%s:p has no record %s:%s yet)", t->name,
+                 ik, t->name, ik, t->name, ik);
+        return CONCEAL_PENDING;
+    }
     pthread_mutex_lock(&t->lock);
     if (t->nhist == 0) {
         v = CONCEAL_RECORD;

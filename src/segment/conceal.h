@@ -14,7 +14,11 @@
  * bits or plain service other nodes run. Key records (conceal_check) keep
  * the key of the tag's blocks and refuse a node whose key differs. A
  * record is a row "<tag>:k<16 hex>" with max_id = the first counter (ID)
- * of that key's blocks and step = its bits.
+ * of that key's blocks and step = its bits. A node writes its key's
+ * intent row before it reads the row's max_id for the record, and every
+ * node reads the records again after it takes a block (loader.c,
+ * run_load_conceal), so a block a node serves is never recorded under
+ * another key.
  *
  * Ownership: conceal_new's object is freed by conceal_free (NULL: no-op),
  * after every thread stopped using it. Thread-safety: conceal_find,
@@ -38,10 +42,12 @@ struct conceal_tag;
 #define CONCEAL_BITS_MIN 20          /* 2^20 >= FF1's domain of 10^6 */
 #define CONCEAL_BITS_MAX 30          /* two blocks fit one store_alloc step */
 #define CONCEAL_TAGS_MAX 64
-/* A key record's row: "<tag>:k<16 hex>", this description. */
-#define CONCEAL_RECORD_SUFFIX 18
+/* A key record's row: "<tag>:k<16 hex>", this description; the intent
+ * written before it: "<tag>:k<16 hex>:p". */
+#define CONCEAL_RECORD_SUFFIX 20
 #define CONCEAL_TAG_MAX (TAG_MAX - CONCEAL_RECORD_SUFFIX)
 #define CONCEAL_DESCRIPTION "leafd concealed tag key"
+#define CONCEAL_INTENT_DESCRIPTION "leafd concealed tag key intent"
 #define CONCEAL_HIST_MAX 16          /* key records kept per tag */
 
 /* The concealed tags of cfg (segment.conceal, segment.conceal_key_file,
@@ -82,25 +88,36 @@ int conceal_reveal(struct conceal *c, struct conceal_tag *t, uint64_t id,
 
 /* ---- the loader's side ---- */
 
-/* The row name of this node's key record for t (TAG_MAX + 1 bytes). */
+/* The row names of this node's key record for t and of its intent
+ * (TAG_MAX + 1 bytes each). */
 void conceal_record_name(const struct conceal *c, const struct conceal_tag *t,
                          char *out);
-/* 1 when row is a key record (its description): never a segment tag. */
+void conceal_intent_name(const struct conceal *c, const struct conceal_tag *t,
+                         char *out);
+/* 1 when row is a key record or an intent (its description): never a
+ * segment tag. */
 int conceal_row_is_record(const struct store_row *row);
 
 enum conceal_verdict {
     CONCEAL_OK,          /* the tag's blocks are under this node's key */
     CONCEAL_RECORD,      /* OK once this node's record is written
-                            (a new tag, or a rotation from a key the key
-                            file lists as retired) */
+                            (a new tag, a rotation from a key the key file
+                            lists as retired, or this key's intent without
+                            its record) */
+    CONCEAL_PENDING,     /* another key's intent without its record: a node
+                            is recording it; ask again shortly (*why) */
     CONCEAL_REFUSED,     /* another key or bits: *why says which, what to do */
 };
 /* Decide from the table's rows (all of them, or the tag's records) whether
  * this node may take a block of t; keeps the tag's key history (for
- * conceal_reveal). why: cap bytes. */
+ * conceal_reveal). why: cap bytes. now_ms: a monotonic clock: another
+ * key's intent still without its record CONCEAL_ORPHAN_MS after this node
+ * first saw it is taken for one whose node died (or was refused) between
+ * the two rows, and no longer holds this node up. */
+#define CONCEAL_ORPHAN_MS 60000
 enum conceal_verdict conceal_check(struct conceal *c, struct conceal_tag *t,
                                    const struct store_row *rows, size_t n,
-                                   char *why, size_t cap);
+                                   int64_t now_ms, char *why, size_t cap);
 /* Every row of a refresh: the key histories of all tags. */
 void conceal_refresh(struct conceal *c, const struct store_row *rows, size_t n);
 /* This node's record was written: its blocks start at counter first. */

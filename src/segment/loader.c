@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "conceal.h"
@@ -428,83 +429,174 @@ conceal_row_step(const struct loader *l, struct store_row *row)
         row->step = (int64_t)1 << conceal_bits(l->conceal);
 }
 
-/* A concealed tag's load (conceal.h): check the key records, take one
- * whole aligned block, record this node's key when the tag has none of it
- * yet. Returns as run_load. */
+#define CONCEAL_PENDING_WAIT_MS 3000  /* longest wait for another node's record */
+
+/* Read the table and judge t's key records (conceal_check); *row_max: the
+ * tag's row's max_id (-1: no row). Waits (on this loader thread) while
+ * another node is between its intent and its record, at most
+ * CONCEAL_PENDING_WAIT_MS, then calls it refused. STORE_OK, or the list's
+ * failure with *cause. */
+static enum store_result
+conceal_read(struct store *s, struct conceal *c, struct conceal_tag *ct,
+             int64_t *row_max, enum conceal_verdict *v, char *why, size_t cap,
+             char **cause)
+{
+    int64_t until = util_mono_ms() + CONCEAL_PENDING_WAIT_MS;
+
+    for (;;) {
+        struct store_row *rows = NULL, key = { .max_id = 0 }, *row;
+        size_t nrows = 0;
+        enum store_result rc = store_list(s, &rows, &nrows, cause);
+
+        if (rc != STORE_OK)
+            return rc;
+        *v = conceal_check(c, ct, rows, nrows, util_mono_ms(), why, cap);
+        snprintf(key.biz_tag, sizeof key.biz_tag, "%s", conceal_tag_name(ct));
+        row = nrows > 0 ? bsearch(&key, rows, nrows, sizeof *rows, row_cmp) : NULL;
+        *row_max = row != NULL ? row->max_id : -1;
+        free(rows);
+        if (*v != CONCEAL_PENDING)
+            return STORE_OK;
+        if (util_mono_ms() >= until) {
+            size_t len = strlen(why);
+
+            snprintf(why + len, cap - len, " after %d ms: if no node is rotating "
+                     "keys, one may have died between the two rows; a node of "
+                     "that key completes the record when it loads",
+                     CONCEAL_PENDING_WAIT_MS);
+            *v = CONCEAL_REFUSED;
+            return STORE_OK;
+        }
+        usleep(20000);
+    }
+}
+
+/* Refuse t until its row is read again: the reason for requests and /health. */
+static int
+conceal_refuse(struct loader *l, struct segment_tag *t, struct conceal_tag *ct,
+               const char *why)
+{
+    conceal_set_refused(ct, why);
+    pthread_mutex_lock(&l->lock);
+    do_load_result(l, STORE_OK, NULL);
+    pthread_mutex_unlock(&l->lock);
+    if (segment_tag_broken(l->segs, t))
+        log_error("tag %s: refused: %s (this tag answers 503 conceal_key_changed "
+                  "until then)", segment_tag_name(t), why);
+    return 1;
+}
+
+/* This node's key record for t: its intent, then (unless another node of
+ * the key wrote it meanwhile) the record, from the first block boundary
+ * at or above the row's max_id read after the intent (conceal.c's DESIGN).
+ * *v: the verdict after. STORE_OK or a failure with *cause. */
+static enum store_result
+conceal_record(struct loader *l, struct store *s, struct conceal_tag *ct,
+               int64_t one, enum conceal_verdict *v, char *why, size_t cap,
+               char **cause)
+{
+    char name[TAG_MAX + 1];
+    int64_t row_max = -1, first;
+    enum store_result rc;
+
+    conceal_intent_name(l->conceal, ct, name);
+    rc = store_insert(s, name, 0, conceal_bits(l->conceal),
+                      CONCEAL_INTENT_DESCRIPTION, cause);
+    if (rc == STORE_EXISTS) {               /* a node of this key was first */
+        free(*cause);
+        *cause = NULL;
+        rc = STORE_OK;
+    }
+    if (rc == STORE_OK)
+        rc = conceal_read(s, l->conceal, ct, &row_max, v, why, cap, cause);
+    if (rc != STORE_OK || *v != CONCEAL_RECORD)
+        return rc;
+    if (row_max < 0)
+        return STORE_NOT_FOUND;
+    first = row_max > INT64_MAX - one ? INT64_MAX : (row_max + one - 1) / one * one;
+    conceal_record_name(l->conceal, ct, name);
+    rc = store_insert(s, name, first, conceal_bits(l->conceal),
+                      CONCEAL_DESCRIPTION, cause);
+    if (rc == STORE_OK) {
+        conceal_recorded(l->conceal, ct, first);
+        log_info("tag %s: concealed under key %s from ID %lld (key record %s)",
+                 conceal_tag_name(ct), conceal_key_name(l->conceal),
+                 (long long)first, name);
+    } else if (rc == STORE_EXISTS) {        /* written meanwhile: fine */
+        free(*cause);
+        *cause = NULL;
+        rc = STORE_OK;
+    }
+    *v = CONCEAL_OK;
+    return rc;
+}
+
+/* A concealed tag's load (conceal.h): read the key records (and write this
+ * node's when the tag has none of its key), take one whole aligned block,
+ * read the records again, and serve the block only if they still give it
+ * this node's key. Returns as run_load. */
 static int
 run_load_conceal(struct loader *l, struct store *s, struct segment_tag *t,
                  struct conceal_tag *ct)
 {
     const char *name = segment_tag_name(t);
     int64_t one = (int64_t)1 << conceal_bits(l->conceal);
-    int64_t step = one, max_id = 0, db_step = 0, block = -1;
+    int64_t step, max_id = 0, db_step = 0, block = -1, row_max = -1;
     int64_t t0 = util_mono_us();
-    struct store_row *rows = NULL;
-    size_t nrows = 0;
-    char *cause = NULL, why[768];
+    char *cause = NULL, why[1024];
     enum conceal_verdict v = CONCEAL_REFUSED;
-    enum store_result rc = store_list(s, &rows, &nrows, &cause);
+    enum store_result rc = STORE_OK;
 
-    if (rc == STORE_OK) {
-        v = conceal_check(l->conceal, ct, rows, nrows, why, sizeof why);
-        /* The row as listed: a step that ends on a block boundary if no
-         * other load comes between (the list is sorted by biz_tag). */
-        {
-            struct store_row key = { .max_id = 0 }, *row;
-
-            snprintf(key.biz_tag, sizeof key.biz_tag, "%s", name);
-            row = nrows > 0 ? bsearch(&key, rows, nrows, sizeof *rows, row_cmp) : NULL;
-            if (row != NULL && row->max_id >= 0 &&
-                row->max_id <= INT64_MAX - 2 * one)
-                step = conceal_step(l->conceal, row->max_id);
-        }
-        free(rows);
-        if (v == CONCEAL_REFUSED) {
-            conceal_set_refused(ct, why);
-            pthread_mutex_lock(&l->lock);
-            do_load_result(l, STORE_OK, NULL);
-            pthread_mutex_unlock(&l->lock);
-            if (segment_tag_broken(l->segs, t))
-                log_error("tag %s: refused: %s (this tag answers 503 "
-                          "conceal_key_changed until then)", name, why);
-            return 1;
-        }
-    }
-    /* One block, aligned: a range that holds none (the row was not on a
-     * block boundary: a new tag, plain loads of it) is dropped, a gap. */
-    for (int tries = 0; rc == STORE_OK && tries < 4; tries++) {
-        rc = store_alloc(s, name, step, &max_id, &db_step, &cause);
-        if (rc != STORE_OK || conceal_block(l->conceal, max_id, step, &block) == 0)
+    for (int round = 0; round < 3 && rc == STORE_OK; round++) {
+        why[0] = '\0';
+        rc = conceal_read(s, l->conceal, ct, &row_max, &v, why, sizeof why, &cause);
+        if (rc == STORE_OK && v == CONCEAL_RECORD)
+            rc = conceal_record(l, s, ct, one, &v, why, sizeof why, &cause);
+        if (rc != STORE_OK)
             break;
-        log_info("tag %s: [%lld, %lld) holds no whole block of 2^%u: dropped, "
-                 "taking the next block", name, (long long)(max_id - step),
-                 (long long)max_id, conceal_bits(l->conceal));
-        step = conceal_step(l->conceal, max_id);
+        if (v == CONCEAL_REFUSED)
+            return conceal_refuse(l, t, ct, why);
+        if (row_max < 0) {
+            rc = STORE_NOT_FOUND;
+            break;
+        }
+        /* One block, aligned: a step that ends on a boundary if no other
+         * load comes between; a range that holds none (the row was not on
+         * a boundary: a new tag, plain loads of it) is dropped, a gap. */
+        step = row_max <= INT64_MAX - 2 * one ? conceal_step(l->conceal, row_max) : one;
         block = -1;
+        for (int tries = 0; rc == STORE_OK && tries < 4; tries++) {
+            rc = store_alloc(s, name, step, &max_id, &db_step, &cause);
+            if (rc != STORE_OK || conceal_block(l->conceal, max_id, step, &block) == 0)
+                break;
+            log_info("tag %s: [%lld, %lld) holds no whole block of 2^%u: dropped, "
+                     "taking the next block", name, (long long)(max_id - step),
+                     (long long)max_id, conceal_bits(l->conceal));
+            step = conceal_step(l->conceal, max_id);
+            block = -1;
+        }
+        if (rc == STORE_OK && block < 0) {
+            rc = STORE_DB_ERROR;    /* other loads keep moving the row: retry */
+            cause = xasprintf("tag %s: four ranges in a row held no whole block "
+                              "of 2^%u", name, conceal_bits(l->conceal));
+        }
+        if (rc != STORE_OK)
+            break;
+        /* The records again: another key's intent or record since the
+         * first read (a rotation) takes the block from this key. */
+        rc = conceal_read(s, l->conceal, ct, &row_max, &v, why, sizeof why, &cause);
+        if (rc != STORE_OK || v == CONCEAL_OK)
+            break;
+        log_info("tag %s: block %lld dropped (a gap): the key records changed "
+                 "while it was taken", name, (long long)block);
+        block = -1;
+        if (v == CONCEAL_REFUSED)
+            return conceal_refuse(l, t, ct, why);
     }
     if (rc == STORE_OK && block < 0) {
-        rc = STORE_DB_ERROR;        /* other loads keep moving the row: retry */
-        cause = xasprintf("tag %s: four ranges in a row held no whole block of "
-                          "2^%u", name, conceal_bits(l->conceal));
-    }
-    if (rc == STORE_OK && v == CONCEAL_RECORD) {
-        char rec[TAG_MAX + 1];
-
-        conceal_record_name(l->conceal, ct, rec);
-        rc = store_insert(s, rec, block * one, conceal_bits(l->conceal),
-                          CONCEAL_DESCRIPTION, &cause);
-        if (rc == STORE_EXISTS) {       /* another node of this key was first */
-            free(cause);
-            cause = NULL;
-            rc = STORE_OK;
-        } else if (rc == STORE_OK) {
-            conceal_recorded(l->conceal, ct, block * one);
-            log_info("tag %s: concealed under key %s from ID %lld, block %lld "
-                     "(key record %s)", name, conceal_key_name(l->conceal),
-                     (long long)(block * one), (long long)block, rec);
-        } else if (rc != STORE_DB_ERROR) {
-            rc = STORE_BAD_ROW;        /* e.g. a tag of that name in the way */
-        }
+        rc = STORE_DB_ERROR;
+        cause = xasprintf("tag %s: the key records kept changing over three "
+                          "loads", name);
     }
     if (rc == STORE_OK)
         conceal_set_refused(ct, NULL);

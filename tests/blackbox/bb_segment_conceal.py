@@ -35,6 +35,8 @@ TESTS = [
     "test_front_ends_and_reveal",
     "test_two_keys_refused",
     "test_rotation_under_load",
+    "test_rotation_race_block_dropped",
+    "test_rotation_race_checked_first",
     "test_uniqueness_two_nodes_kill9",
 ]
 
@@ -42,6 +44,8 @@ TESTS = [
 # black-box lane only, not against leafd-asan.
 PLAIN_ONLY = {
     "test_rotation_under_load",
+    "test_rotation_race_block_dropped",
+    "test_rotation_race_checked_first",
     "test_uniqueness_two_nodes_kill9",
 }
 
@@ -317,13 +321,15 @@ def maria_conf(db, tag, key, **extra):
 
 
 def records(db, tag):
-    """The tag's key records: {key name: first block}."""
+    """The tag's key records: {key name: first block} (a record holds its
+    key's first ID, a block boundary)."""
     out = {}
     for line in db.sql("SELECT biz_tag, max_id, step FROM leaf_alloc WHERE description = "
                        "'leafd concealed tag key' AND biz_tag LIKE '%s:%%'" % tag).splitlines():
         name, first, bits = line.split("\t")
         eq(int(bits), BITS, "a key record's step is the bits")
-        out[name[len(tag) + 1:]] = int(first)
+        eq(int(first) % (1 << BITS), 0, "a key record's first ID is a block boundary")
+        out[name[len(tag) + 1:]] = int(first) >> BITS
     return out
 
 
@@ -546,10 +552,11 @@ def test_rotation_under_load(ctx):
             bad = set(t.codes) - {"200", "503 conceal_key_changed", "down"}
             eq(bad, set(), "answers other than 200 and conceal_key_changed")
         eq(set(tb.codes) - {"200", "down"}, set(), "b never refused")
-        # a's blocks under K1 all come before K2's first block. A load of a
-        # checked before b wrote K2's record but given its block after b's
-        # would break this (and the reveal below): the records are written
-        # after the load, not in its transaction (conceal.c's DESIGN).
+        # a's blocks under K1 all come before K2's first block: a load of a
+        # that b's intent row precedes is dropped by a's second read of the
+        # records (conceal.c's DESIGN); without that, a load checked before
+        # b wrote K2's record but given its block after b's broke this (and
+        # the reveal below).
         check(max(a_k1_blocks) < k2_first,
               "a served block %d under K1, after K2's first block %d: records "
               "say K2 for it (a load checked before b's record, allocated after "
@@ -576,6 +583,107 @@ def test_rotation_under_load(ctx):
                    "a batch's counters, decoded under the block's key")
                 keys_seen.add(want)
         eq(keys_seen, {n1, n2}, "blocks of both keys revealed")
+
+
+def rotation_race(ctx, a_first):
+    """The race of a rotation, made certain with the tag's row locked (on a
+    MariaDB of the test's own, so that its processlist holds only these
+    nodes' UPDATEs). a (K1) and b ([K2, K1]) each ask for a block while the
+    row is locked; the lock goes; a must not serve a block that the records
+    give K2, and b's IDs reveal under K2 to consecutive counters.
+    a_first: a's load checks the records and waits for the row first; b
+    then writes K2's intent and record (from the row's max_id as it reads
+    it: a's coming block) and waits too: a gets that block and must drop it
+    when it reads the records again. Else b waits first, then a (restarted,
+    no block held) loads."""
+    with Workdir("seg-conceal-race") as wd:
+        db = wd.mariadb()
+        tag = maria_tag(db, "race")
+        k1, k2 = new_key(), new_key()
+        n1, n2 = key_name(k1), key_name(k2)
+        pa, pb = key_file(wd, "a.key", [k1]), key_file(wd, "b.key", [k2, k1])
+        conf = lambda p: maria_conf(db, tag, p, **{"segment.db_timeout_ms": "30000",
+                                                   "segment.wait_ms": "30000"})
+        a = wd.leafd(conf=conf(pa), name="a").start()
+        eq(a.get("/segment/%s" % tag).status, 200, "a serves under K1")
+        b = wd.leafd(conf=conf(pb), name="b")
+        res = {}
+
+        def take(name, node):
+            res[name] = Client(node.port, timeout=60).get("/segment/%s?count=3" % tag)
+
+        def waiting():
+            return int(db.sql("SELECT COUNT(*) FROM information_schema.processlist "
+                              "WHERE info LIKE 'UPDATE leaf_alloc SET max_id%'").strip())
+        lock = subprocess.Popen(["mariadb", "--no-defaults", "-uroot", "-h127.0.0.1",
+                                 "-P%d" % db.port, "-N", "-B", "--unbuffered", "leaf"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        threads = []
+        try:
+            lock.stdin.write(b"BEGIN; SELECT 'row' FROM leaf_alloc WHERE biz_tag='%s' "
+                             b"FOR UPDATE; SELECT 'locked';\n" % tag.encode())
+            lock.stdin.flush()
+            while True:             # the row is locked once "locked" is read
+                line = lock.stdout.readline()
+                check(line != b"", "the locking session ended")
+                if line.strip() == b"locked":
+                    break
+            a.stop()
+            a.start()               # no block held: its next request loads
+            first, second = (("a", a), ("b", b)) if a_first else (("b", b), ("a", a))
+            if not a_first:
+                b.start()
+            threads.append(threading.Thread(target=take, args=first))
+            threads[-1].start()
+            wait_for(lambda: waiting() >= 1, 30, 0.02, what="%s's load waiting" % first[0])
+            if a_first:
+                b.start()
+            threads.append(threading.Thread(target=take, args=second))
+            threads[-1].start()
+            # The second waits for the row too, or (a refused at its first
+            # read of the records) has its answer already.
+            wait_for(lambda: waiting() >= 2 or second[0] in res, 30, 0.02,
+                     what="%s's load waiting or answered" % second[0])
+        finally:
+            lock.stdin.write(b"ROLLBACK;\n")
+            lock.stdin.close()
+            lock.wait(timeout=30)
+        for t in threads:
+            t.join(60)
+        if res["a"].status == 200:
+            got = [reveal(b.client, tag, i) for i in res["a"].ids()]
+            raise TestFailure("a served block %d under K1 (%s) while the records give "
+                              "it key %s: reveal says %r" % (
+                                  res["a"].ids()[0] >> BITS, n1, got[0]["key"],
+                                  [(j["key"], j["counter"]) for j in got]))
+        eq(res["b"].status, 200, "b serves: %r" % res["b"])
+        recs = records(db, tag)
+        for i in res["b"].ids():
+            j = reveal(b.client, tag, i)
+            eq(j["key"], n2, "b's ID under K2")
+            check(j["block"] >= recs[n2], "b's block at or after K2's first")
+        eq(res["a"].status, 503, "a refused: %r" % res["a"])
+        eq(res["a"].json()["error"], "conceal_key_changed", "a refused")
+        check(n2 in res["a"].json()["message"], "naming K2: %r" % res["a"])
+        if a_first:
+            check("dropped (a gap): the key records changed" in a.log(),
+                  "a says it dropped the block:\n%s" % a.log())
+        a.stop()
+        b.stop()
+
+
+def test_rotation_race_block_dropped(ctx):
+    """a checks first, b records meanwhile: a drops the block it got (its
+    second read of the records)."""
+    rotation_race(ctx, True)
+
+
+def test_rotation_race_checked_first(ctx):
+    """b waits first with K2 recorded, then a loads: a is refused at its
+    first read. At 36ea65e (records written after the load) a served this
+    block under K1 while the records gave it K2: reveal decoded it under
+    K2 to counters never issued (this test fails there)."""
+    rotation_race(ctx, False)
 
 
 def test_uniqueness_two_nodes_kill9(ctx):

@@ -213,25 +213,25 @@ START_TEST(key_records)
 
     /* No record: write one. A row with the record's name but another
      * description is not a record. */
-    ck_assert_int_eq(conceal_check(c1, t1, NULL, 0, why, sizeof why), CONCEAL_RECORD);
+    ck_assert_int_eq(conceal_check(c1, t1, NULL, 0, 0, why, sizeof why), CONCEAL_RECORD);
     record(&rows[0], k1, 3, 20);
     ck_assert_int_eq(conceal_row_is_record(&rows[0]), 1);
     snprintf(rows[0].description, sizeof rows[0].description, "by hand");
     ck_assert_int_eq(conceal_row_is_record(&rows[0]), 0);
-    ck_assert_int_eq(conceal_check(c1, t1, rows, 1, why, sizeof why), CONCEAL_RECORD);
+    ck_assert_int_eq(conceal_check(c1, t1, rows, 1, 0, why, sizeof why), CONCEAL_RECORD);
 
     /* Its own key: OK. Another key, not in the key file: refused, naming
      * both keys. */
     record(&rows[0], k1, 3, 20);
-    ck_assert_int_eq(conceal_check(c1, t1, rows, 1, why, sizeof why), CONCEAL_OK);
-    ck_assert_int_eq(conceal_check(c2alone, t2a, rows, 1, why, sizeof why),
+    ck_assert_int_eq(conceal_check(c1, t1, rows, 1, 0, why, sizeof why), CONCEAL_OK);
+    ck_assert_int_eq(conceal_check(c2alone, t2a, rows, 1, 0, why, sizeof why),
                      CONCEAL_REFUSED);
     ck_assert_ptr_nonnull(strstr(why, k1));
     ck_assert_ptr_nonnull(strstr(why, k2));
     ck_assert_ptr_nonnull(strstr(why, "needs the same segment.conceal_key_file"));
 
     /* Other bits under the same key: refused (a new key changes them). */
-    ck_assert_int_eq(conceal_check(c1b, t1b, rows, 1, why, sizeof why), CONCEAL_REFUSED);
+    ck_assert_int_eq(conceal_check(c1b, t1b, rows, 1, 0, why, sizeof why), CONCEAL_REFUSED);
     ck_assert_ptr_nonnull(strstr(why, "2^20"));
     ck_assert_ptr_nonnull(strstr(why, "rotate to a new key"));
     {
@@ -239,18 +239,46 @@ START_TEST(key_records)
         struct conceal *c24 = load_order(ringfile, 24);
 
         ck_assert_int_eq(conceal_check(c24, conceal_find(c24, "order", 5), rows, 1,
-                                       why, sizeof why), CONCEAL_RECORD);
+                                       0, why, sizeof why), CONCEAL_RECORD);
         conceal_free(c24);
     }
 
     /* A rotation: the key file lists k1 as retired. */
-    ck_assert_int_eq(conceal_check(c2, t2, rows, 1, why, sizeof why), CONCEAL_RECORD);
+    ck_assert_int_eq(conceal_check(c2, t2, rows, 1, 0, why, sizeof why), CONCEAL_RECORD);
     record(&rows[1], k2, 9, 20);
-    ck_assert_int_eq(conceal_check(c2, t2, rows, 2, why, sizeof why), CONCEAL_OK);
+    ck_assert_int_eq(conceal_check(c2, t2, rows, 2, 0, why, sizeof why), CONCEAL_OK);
     /* The node still on k1 alone: superseded, told to install the key. */
-    ck_assert_int_eq(conceal_check(c1, t1, rows, 2, why, sizeof why), CONCEAL_REFUSED);
+    ck_assert_int_eq(conceal_check(c1, t1, rows, 2, 0, why, sizeof why), CONCEAL_REFUSED);
     ck_assert_ptr_nonnull(strstr(why, "moved from this node's key"));
     ck_assert_ptr_nonnull(strstr(why, "from ID 9437184"));
+
+    /* Intents: k2's without its record makes k1's node wait (pending);
+     * with its record it is history. k1's own intent without its record:
+     * complete it. */
+    {
+        struct store_row r3[3];
+
+        memcpy(r3, rows, sizeof rows[0]);
+        record(&r3[1], k2, 0, 20);
+        snprintf(r3[1].biz_tag, sizeof r3[1].biz_tag, "order:%s:p", k2);
+        snprintf(r3[1].description, sizeof r3[1].description, "%s",
+                 CONCEAL_INTENT_DESCRIPTION);
+        ck_assert_int_eq(conceal_row_is_record(&r3[1]), 1);
+        ck_assert_int_eq(conceal_check(c1, t1, r3, 2, 1000, why, sizeof why),
+                         CONCEAL_PENDING);
+        ck_assert_ptr_nonnull(strstr(why, "another node is recording key"));
+        /* Still pending just before CONCEAL_ORPHAN_MS from when it was
+         * first seen; an orphan after that: passed over (k1's OK). */
+        ck_assert_int_eq(conceal_check(c1, t1, r3, 2, 1000 + CONCEAL_ORPHAN_MS - 1,
+                                       why, sizeof why), CONCEAL_PENDING);
+        ck_assert_int_eq(conceal_check(c1, t1, r3, 2, 1000 + CONCEAL_ORPHAN_MS,
+                                       why, sizeof why), CONCEAL_OK);
+        ck_assert_int_eq(conceal_check(c2alone, t2a, r3, 2, 0, why, sizeof why),
+                         CONCEAL_RECORD);
+        memcpy(&r3[2], &rows[1], sizeof rows[1]);       /* k2's record, done */
+        ck_assert_int_eq(conceal_check(c2, t2, r3, 3, 0, why, sizeof why), CONCEAL_OK);
+        ck_assert_int_eq(conceal_check(c1, t1, r3, 3, 0, why, sizeof why), CONCEAL_REFUSED);
+    }
 
     /* Back to k1 after k2 (k1's record exists, k1 first in a file that
      * lists k2 as retired): refused, a key is used once. */
@@ -265,7 +293,7 @@ START_TEST(key_records)
         cb = load(text, &cause);
         ck_assert_ptr_nonnull(cb);
         ck_assert_int_eq(conceal_check(cb, conceal_find(cb, "order", 5), rows, 2,
-                                       why, sizeof why), CONCEAL_REFUSED);
+                                       0, why, sizeof why), CONCEAL_REFUSED);
         ck_assert_ptr_nonnull(strstr(why, "going back to a key"));
         conceal_free(cb);
     }
@@ -373,7 +401,7 @@ START_TEST(config_refusals)
     tag[sizeof tag - 1] = '\0';
     snprintf(text, sizeof text, "segment.conceal = %s\n"
              "segment.conceal_key_file = %s\n", tag, k1file);
-    load_bad(text, "its key record's name adds 18");
+    load_bad(text, "its key record's name adds 20");
     snprintf(bad, sizeof bad, "%s/bad", dir);
     snprintf(text, sizeof text, "segment.conceal = order\n"
              "segment.conceal_key_file = %s\n", bad);
