@@ -12,9 +12,11 @@ wrk (-t1 -cCONNS, keep-alive, DURATION s per run) takes single IDs
 (GET /segment/<tag>, /serial/<code>) and batches (?count=1000) of each.
 Every round runs each pair back to back, plain then concealed in odd
 rounds and the other way round in even ones, so both see the same noise;
-the table gives medians over ROUNDS rounds, the ratio of the medians
-(concealed / plain req/s: the goal is >= 0.9 for single IDs), each round's
-own ratio, IDs/s, p99 and the server's CPU per request (user+sys from
+the table gives medians over ROUNDS rounds, concealed / plain req/s as
+the ratio of the medians and as the median of each round's own ratio (the
+two runs of a round are seconds apart, so that one sees the machine's
+other load least; the goal, >= 0.9 for single IDs, is judged on it), each
+round's ratio, IDs/s, p99 and the server's CPU per request (user+sys from
 /proc) with plain / concealed: the requests one CPU-second serves,
 concealed against plain, which moves far less with the machine's other
 load than req/s does).
@@ -183,23 +185,24 @@ def run(leafd, work, log):
              "wrk -t1 -c%d -d%ds keep-alive; medians of %d rounds, plain and concealed "
              "back to back in each (order alternating)" % (bench.CONNS, bench.DURATION,
                                                           bench.ROUNDS), "",
-             "| figure | thr | plain req/s | concealed req/s | concealed/plain "
-             "(each round) | plain IDs/s | concealed IDs/s | p99 ms plain / concealed "
+             "| figure | thr | plain req/s | concealed req/s | concealed/plain: of the "
+             "medians; median of the rounds (each round) | plain IDs/s | concealed IDs/s | p99 ms plain / concealed "
              "| cpu/req plain / concealed (ratio) | goal | met |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for label, _, per in PAIRS:
         for n in threads:
             p, c = res[(label, n, 0)], res[(label, n, 1)]
             ratio = med(c, "rps") / med(p, "rps")
+            paired = statistics.median(ratios[(label, n)])
             each = " ".join("%.2f" % x for x in ratios[(label, n)])
             bad = sum(x["non2xx"] for x in p + c)
             goal = ">= 0.9x" if per == 1 else ""
-            met = ("yes" if ratio >= 0.9 else "NO") if per == 1 else ""
-            lines.append("| %s%s | %d | %s | %s | **%.2f** (%s) | %s | %s | %.3f / %.3f "
+            met = ("yes" if paired >= 0.9 else "NO") if per == 1 else ""
+            lines.append("| %s%s | %d | %s | %s | %.2f; **%.2f** (%s) | %s | %s | %.3f / %.3f "
                          "| %.1f / %.1f us (%.2f) | %s | %s |"
                          % (label, " (non-2xx seen!)" if bad else "", n,
                             bench.fmt_int(med(p, "rps")), bench.fmt_int(med(c, "rps")), ratio,
-                            each, bench.fmt_rate(med(p, "ids")), bench.fmt_rate(med(c, "ids")),
+                            paired, each, bench.fmt_rate(med(p, "ids")), bench.fmt_rate(med(c, "ids")),
                             med(p, "p99"), med(c, "p99"), med(p, "cpu_us"), med(c, "cpu_us"),
                             med(p, "cpu_us") / max(med(c, "cpu_us"), 1e-9), goal, met))
     if mic:
