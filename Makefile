@@ -347,7 +347,7 @@ bench-dbload: leafd $(BENCH_BINS)
 	@sh .ci/deps.sh bench && ONLY=dbload python3 bench/bench.py
 
 # concealed values against plain ones (bench/conceal.py; in make bench too)
-bench-conceal: leafd build/microbench
+bench-conceal: leafd $(BENCH_BINS)
 	@sh .ci/deps.sh bench && ONLY=conceal python3 bench/bench.py
 
 -include $(BENCH_BINS:=.d)
