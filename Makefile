@@ -317,10 +317,11 @@ compose-check:
 
 # --- bench: the in-process microbenchmark and the database-per-ID client ---
 # (bench/bench.py runs both; `make bench-dbload` runs only the 2-minute
-# MariaDB load figure, which `DBLOAD=1 make bench` adds to the full table.)
+# MariaDB load figure, which `DBLOAD=1 make bench` adds to the full table;
+# `make bench-conceal` only the concealed-against-plain section.)
 BENCH_BINS := build/microbench build/dbclient build/clientbench build/mcload build/storebench
 
-.PHONY: bench-dbload
+.PHONY: bench-dbload bench-conceal
 
 bench: $(BENCH_BINS)
 
@@ -346,6 +347,10 @@ build/mcload: bench/mcload.c
 
 bench-dbload: leafd $(BENCH_BINS)
 	@sh .ci/deps.sh bench && ONLY=dbload python3 bench/bench.py
+
+# concealed values against plain ones (bench/conceal.py; in make bench too)
+bench-conceal: leafd $(BENCH_BINS)
+	@sh .ci/deps.sh bench && ONLY=conceal python3 bench/bench.py
 
 -include $(BENCH_BINS:=.d)
 

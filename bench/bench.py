@@ -40,6 +40,13 @@ sees the same machine noise):
              time from fork to the first ID served on the embedded default.
   TLS        HTTPS keep-alive and full handshakes/s, leafd against nginx over
              HTTPS with the same certificate (bench/tls.py).
+  conceal    concealed values against plain ones (issue 30): one leafd
+             serving a plain and a concealed segment tag and a plain and a
+             concealed serial code; wrk on single IDs and ?count=1000 of
+             each, plain and concealed back to back in every round;
+             concealed/plain req/s (goal >= 0.9 for single IDs), IDs/s, and
+             conceal_ids' ns per ID in process (bench/conceal.py; alone:
+             make bench-conceal).
   DB load    opt-in (DBLOAD=1, or make bench-dbload): leaf_alloc transactions
              per minute at a steady 2,000 IDs/s for 2 minutes against MariaDB,
              then 2 minutes against PostgreSQL 15 (bench/dbload.py).
@@ -49,7 +56,7 @@ sees the same machine noise):
     ROUNDS=5 DURATION=10 python3 bench/bench.py
     ONLY=http,micro python3 bench/bench.py   # sections: http resp peers failover micro
                                              # client startup footprint dbload multi memcache h2 grpc dbtls tls
-                                             # stores
+                                             # stores conceal
 
 Environment: ROUNDS (3), DURATION (5 s per wrk/peer run), CONNS (64),
 THREADS (1,2), BUSY_POLL_US (50), DBCONNS (16), STARTUP_RUNS (5), FOOTPRINT_TAGS (10000),
@@ -501,6 +508,7 @@ def main():
     client = []
     startup = []
     fp = db_load = fo = mc_lines = h2_rows = grpc_rows = db_tls = store_rows = None
+    conceal_rows = None
     tls_rows = []
     servers = []
     mdb = None
@@ -597,6 +605,9 @@ def main():
         if want("grpc") and have("nginx") and shutil.which("h2load"):
             import grpc as grpc_bench           # bench/grpc.py: NextSegment vs nginx h2c
             grpc_rows = grpc_bench.run(LEAFD, work, log, ROUNDS, DURATION, threads)
+        if want("conceal") and have("wrk"):
+            import conceal                      # bench/conceal.py: concealed vs plain
+            conceal_rows = conceal.run(LEAFD, work, log)
         if want("dbload") and have("mariadbd") and have("mariadb"):
             if mdb is None:
                 log("starting MariaDB")
@@ -731,6 +742,11 @@ def main():
         mrow("  ff1_encrypt_u64, 20-bit domain, AES-256", "ff1_encrypt_bin20", 2)
         mrow("  ff1_encrypt_u64, 6 decimal digits, AES-256", "ff1_encrypt_dec6", 1)
         mrow("  ff1_encrypt_u64, 6 decimal digits, AES-256", "ff1_encrypt_dec6", 2)
+        # concealed tags (src/segment/conceal.c): counters concealed/s, ns per ID
+        mrow("  conceal_ids, 1 counter per call", "conceal_ids", 1)
+        mrow("  conceal_ids, 1 counter per call", "conceal_ids", 2)
+        mrow("  conceal_ids, 1000 counters per call", "conceal_ids_count1000", 1)
+        mrow("  conceal_ids, a new block every call", "conceal_ids_new_block", 1)
 
     if any(k[0] == "lease1000" for k in results):
         p("Leases over HTTP (vs base: leases/s / nginx req/s in the same run)")
@@ -887,6 +903,7 @@ def main():
     if h2_rows:
         out += [""] + h2_rows
     out += [""] + grpc_rows if grpc_rows else []
+    out += [""] + conceal_rows if conceal_rows else []
     print("\n".join(out + tls_rows))
     return 0
 

@@ -23,6 +23,15 @@
  * value per call, from 1 and 2 threads (a key copy each); "IDs/s" are
  * encipherments/s, and each is checked by deciphering a sample.
  *
+ * Concealed segment tags (src/segment/conceal.c): conceal_ids, the call
+ * that turns a request's counters into a concealed tag's IDs (2^20-ID
+ * blocks, AES-256, the tag "bench-hidden"), one counter per call (as GET
+ * /segment/<tag>) from 1 and 2 threads, 1000 per call (?count=1000), and
+ * one counter per call from a new block each time (the thread's domain
+ * for the tag made again every call: its cost, paid once per block by the
+ * server). "IDs/s" are counters concealed per second; each ID is checked
+ * to stay in its counter's block.
+ *
  * Each figure is the median of RUNS runs of SECONDS (default 5 x 0.5 s).
  * Output, one line per figure, for bench/bench.py:
  *   RESULT <name> threads=<n> per_thread=<IDs/s> total=<IDs/s> limit=<IDs/s|0>
@@ -36,6 +45,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "conceal.h"
+#include "config.h"
 #include "ff1.h"
 #include "segment.h"
 #include "snowflake.h"
@@ -144,6 +155,9 @@ struct worker {
     struct ulid_gen  *lg;
     struct ff1_key   *fk;                  /* ff1: this thread's key copy */
     const struct ff1_domain *fd;
+    struct conceal     *cc;                /* conceal: the tag's set-up */
+    struct conceal_tag *ct;
+    int         new_block;                 /* conceal: a block per call */
     uint64_t    ids;
     uint64_t    waits;
     uint64_t    errors;                    /* IDs not increasing: a bug */
@@ -532,6 +546,102 @@ bench_ff1(void)
     ff1_key_free(k);
 }
 
+/* ---- concealed segment tags ---- */
+
+#define CONCEAL_BATCH_MAX 1000
+
+static void *
+conceal_worker(void *arg)
+{
+    struct worker *w = arg;
+    unsigned bits = conceal_bits(w->cc);
+    uint64_t v[CONCEAL_BATCH_MAX], n = 0, errors = 0;
+    /* Thread i takes blocks i + 1, i + 3, ... (its own, as a node's). */
+    uint64_t block = 1 + (uint64_t)w->id, off = 0, mask = ((uint64_t)1 << bits) - 1;
+    size_t k = (size_t)w->batch;
+    double t0;
+
+    while (!atomic_load(&go))
+        ;
+    t0 = now_s();
+    while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+        for (int i = 0; i < 64; i++) {
+            for (size_t j = 0; j < k; j++) {
+                if (off > mask) {
+                    off = 0;
+                    block += 2;
+                }
+                v[j] = block << bits | off++;
+            }
+            uint64_t first = v[0] >> bits, last = v[k - 1] >> bits;
+
+            conceal_ids(w->cc, w->ct, v, k);
+            errors += (v[0] >> bits) != first || (v[k - 1] >> bits) != last;
+            n += k;
+            if (w->new_block) {
+                off = 0;
+                block += 2;
+            }
+        }
+    }
+    return worker_done(w, t0, n, 0, errors);
+}
+
+static void
+bench_conceal(void)
+{
+    static const char *hex =
+        "6c6561666420636f6e6365616c2062656e6368206b65792c2032353620626974";
+    char path[] = "/tmp/leafd-microbench-key-XXXXXX", *cause = NULL;
+    struct worker ws[MAX_THREADS];
+    struct config cfg;
+    struct conceal *cc = NULL;
+    int fd = mkstemp(path);                /* mode 600, as keyfile.h wants */
+    static const struct { const char *name; int threads, batch, new_block; } figs[] = {
+        { "conceal_ids", 1, 1, 0 }, { "conceal_ids", 2, 1, 0 },
+        { "conceal_ids_count1000", 1, 1000, 0 },
+        { "conceal_ids_new_block", 1, 1, 1 },
+    };
+
+    config_defaults(&cfg);
+    if (fd == -1 || write(fd, hex, strlen(hex)) != (ssize_t)strlen(hex)) {
+        fprintf(stderr, "microbench: conceal: cannot write a key file in /tmp\n");
+        failures++;
+        goto out;
+    }
+    free(cfg.conceal_tags);
+    free(cfg.conceal_key_file);
+    cfg.conceal_tags = xstrdup("bench-hidden");
+    cfg.conceal_key_file = xstrdup(path);
+    cfg.conceal_bits = 20;
+    cc = conceal_new(&cfg, &cause);
+    unlink(path);                          /* read: not needed any more */
+    if (cc == NULL) {
+        fprintf(stderr, "microbench: conceal_new: %s\n", cause ? cause : "no tag");
+        free(cause);
+        failures++;
+        goto out;
+    }
+    for (size_t f = 0; f < sizeof figs / sizeof figs[0]; f++) {
+        memset(ws, 0, sizeof ws);
+        for (int i = 0; i < MAX_THREADS; i++) {
+            ws[i].id = i;
+            ws[i].cc = cc;
+            ws[i].ct = conceal_find(cc, "bench-hidden", 12);
+            ws[i].batch = figs[f].batch;
+            ws[i].new_block = figs[f].new_block;
+        }
+        report(figs[f].name, conceal_worker, ws, figs[f].threads, 0);
+    }
+out:
+    conceal_free(cc);
+    config_free(&cfg);
+    if (fd != -1) {
+        close(fd);
+        unlink(path);                      /* when conceal_new was not reached */
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -546,7 +656,7 @@ main(int argc, char **argv)
         case 'o': only = optarg; break;
         default:
             fprintf(stderr, "usage: %s [-d SECONDS] [-r RUNS] [-s STEP] "
-                    "[-o segment|snowflake|uuid|ff1]\n", argv[0]);
+                    "[-o segment|snowflake|uuid|ff1|conceal]\n", argv[0]);
             return 2;
         }
     }
@@ -563,5 +673,7 @@ main(int argc, char **argv)
         bench_uuid();
     if (only == NULL || strcmp(only, "ff1") == 0)
         bench_ff1();
+    if (only == NULL || strcmp(only, "conceal") == 0)
+        bench_conceal();
     return failures ? 1 : 0;
 }

@@ -7,7 +7,8 @@
  * reason. An encipherment is refused exactly when a digit is >= radix;
  * otherwise its digits are in range, deciphering gives the input back, the
  * general (digit array) path gives what the integer path gives, and where
- * the domain fits uint64 the number functions agree with the digits.
+ * the domain fits uint64 the number functions agree with the digits, and
+ * ff1_encrypt_u64_many with ff1_encrypt_u64.
  *
  * Input: byte 0 the radix (0..39), byte 1 the length (0..263), byte 2 the
  * key length (0..39), bytes 3-4 the tweak length (big-endian, capped at
@@ -111,12 +112,22 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             xv = xv * radix + x[i];
             yv = yv * radix + y[i];
         }
+        uint64_t many[3], want;
+
         FUZZ_ASSERT(ff1_encrypt_u64(k, &dom, xv, &got) == 0 && got == yv);
         FUZZ_ASSERT(ff1_decrypt_u64(k, &dom, yv, &back) == 0 && back == xv);
+        many[0] = xv;
+        many[1] = yv;
+        many[2] = 0;
+        FUZZ_ASSERT(ff1_encrypt_u64_many(k, &dom, many, many, 3) == 0);
+        FUZZ_ASSERT(many[0] == yv);
+        FUZZ_ASSERT(ff1_encrypt_u64(k, &dom, yv, &want) == 0 && many[1] == want);
+        FUZZ_ASSERT(ff1_encrypt_u64(k, &dom, 0, &want) == 0 && many[2] == want);
     } else {
         uint64_t got = 7;
 
         FUZZ_ASSERT(ff1_encrypt_u64(k, &dom, 0, &got) == -1 && got == 7);
+        FUZZ_ASSERT(ff1_encrypt_u64_many(k, &dom, &got, &got, 1) == -1 && got == 7);
     }
     ff1_key_free(k);
     return 0;

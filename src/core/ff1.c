@@ -467,49 +467,85 @@ be64(const uint8_t *p)
     return __builtin_bswap64(x);
 }
 
-/* radix^m < 2^64 here (dom->pow_v < 2^64) and b <= 8, d <= 12: 64-bit
+/* Steps 6.iv-ix of round i on integers, from S (the round's AES output):
+ * radix^m < 2^64 here (dom->pow_v < 2^64) and b <= 8, d <= 12: 64-bit
  * arithmetic, with one 128-bit remainder per round only when d == 12. */
+static inline void
+ff1_fast64_round(const struct ff1_domain *dom, unsigned i, int enc,
+                 const uint8_t *s, uint64_t *a, uint64_t *b)
+{
+    uint64_t m = i % 2 == 0 ? (uint64_t)dom->pow_u : (uint64_t)dom->pow_v; /* 6.v */
+    uint64_t y, c;
+
+    if (dom->d == 8) {                                    /* 6.iv, mod radix^m */
+        /* y mod m by a reciprocal (Barrett): q = floor(y * r / 2^64) with
+         * r = floor((2^64 - 1) / m) is floor(y / m) or one less */
+        uint64_t yy = be64(s), r = i % 2 == 0 ? dom->recip_u : dom->recip_v;
+
+        y = yy - (uint64_t)(((unsigned __int128)yy * r) >> 64) * m;
+        if (y >= m)
+            y -= m;
+    } else {
+        y = (uint64_t)((((unsigned __int128)be64(s) << 32) |
+                        ((uint32_t)s[8] << 24 | (uint32_t)s[9] << 16 |
+                         (uint32_t)s[10] << 8 | s[11])) % m);
+    }
+    if (enc) {
+        c = *a + y;                                       /* 6.vi: both < m */
+        c = c >= m || c < y ? c - m : c;
+        *a = *b;                                          /* 6.viii */
+        *b = c;                                           /* 6.ix */
+    } else {
+        c = *b >= y ? *b - y : *b + (m - y);
+        *b = *a;
+        *a = c;
+    }
+}
+
+/* R = CIPH(round_in[i] xor (0... || [in]^b)): Q's varying bytes are one
+ * block here; built in registers and stored at once, so the AES load is
+ * forwarded from the store. */
+static inline ff1_v2
+ff1_fast64_block(const struct ff1_domain *dom, unsigned i, uint64_t in)
+{
+    return dom->round_in[i] ^ (ff1_v2){0, __builtin_bswap64(in)};
+}
+
 static void
 ff1_fast64(struct ff1_key *k, const struct ff1_domain *dom, int enc,
            uint64_t *a, uint64_t *b)
 {
-    uint64_t mu = (uint64_t)dom->pow_u, mv = (uint64_t)dom->pow_v;
     uint8_t s[16];
 
     for (int step = 0; step < 10; step++) {
         unsigned i = enc ? (unsigned)step : 9 - (unsigned)step;
-        uint64_t m = i % 2 == 0 ? mu : mv;                /* 6.v */
-        uint64_t in = enc ? *b : *a, y, c;
-
-        /* R = CIPH(round_in[i] xor (0... || [in]^b)): Q's varying bytes
-         * are one block here; built in registers and stored at once, so
-         * the AES load is forwarded from the store */
-        ff1_v2 blk = dom->round_in[i] ^ (ff1_v2){0, __builtin_bswap64(in)};
+        ff1_v2 blk = ff1_fast64_block(dom, i, enc ? *b : *a);
 
         ff1_aes(k, (const uint8_t *)&blk, s, 1);
-        if (dom->d == 8) {                                /* 6.iv, mod radix^m */
-            /* y mod m by a reciprocal (Barrett): q = floor(y * r / 2^64) with
-             * r = floor((2^64 - 1) / m) is floor(y / m) or one less */
-            uint64_t yy = be64(s), r = i % 2 == 0 ? dom->recip_u : dom->recip_v;
+        ff1_fast64_round(dom, i, enc, s, a, b);
+    }
+}
 
-            y = yy - (uint64_t)(((unsigned __int128)yy * r) >> 64) * m;
-            if (y >= m)
-                y -= m;
-        } else {
-            y = (uint64_t)((((unsigned __int128)be64(s) << 32) |
-                            ((uint32_t)s[8] << 24 | (uint32_t)s[9] << 16 |
-                             (uint32_t)s[10] << 8 | s[11])) % m);
-        }
-        if (enc) {
-            c = *a + y;                                   /* 6.vi: both < m */
-            c = c >= m || c < y ? c - m : c;
-            *a = *b;                                      /* 6.viii */
-            *b = c;                                       /* 6.ix */
-        } else {
-            c = *b >= y ? *b - y : *b + (m - y);
-            *b = *a;
-            *a = c;
-        }
+/* The same for n <= FF1_LANES values at once: each round's n AES blocks in
+ * one ECB call, which AES-NI pipelines (a value's ten rounds are a chain;
+ * different values' are not). */
+#define FF1_LANES 32
+
+static void
+ff1_fast64_lanes(struct ff1_key *k, const struct ff1_domain *dom, int enc,
+                 uint64_t *a, uint64_t *b, size_t n)
+{
+    ff1_v2 blk[FF1_LANES], s[FF1_LANES];
+
+    assert(n >= 1 && n <= FF1_LANES);
+    for (int step = 0; step < 10; step++) {
+        unsigned i = enc ? (unsigned)step : 9 - (unsigned)step;
+
+        for (size_t j = 0; j < n; j++)
+            blk[j] = ff1_fast64_block(dom, i, enc ? b[j] : a[j]);
+        ff1_aes(k, (const uint8_t *)blk, (uint8_t *)s, n);
+        for (size_t j = 0; j < n; j++)
+            ff1_fast64_round(dom, i, enc, (const uint8_t *)&s[j], &a[j], &b[j]);
     }
 }
 
@@ -701,4 +737,39 @@ ff1_decrypt_u64(struct ff1_key *k, const struct ff1_domain *dom, uint64_t x,
                 uint64_t *out)
 {
     return ff1_u64(k, dom, 0, x, out);
+}
+
+int
+ff1_encrypt_u64_many(struct ff1_key *k, const struct ff1_domain *dom,
+                     const uint64_t *x, uint64_t *out, size_t n)
+{
+    uint64_t a[FF1_LANES], b[FF1_LANES];
+
+    assert(dom->key_id == k->id);
+    if (!dom->fits_u64)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (x[i] >= dom->pow_u * dom->pow_v)
+            return -1;
+    if (!dom->fast || dom->pow_v >= U128_2P64 || ff1_general_only) {
+        for (size_t i = 0; i < n; i++) {
+            int rc = ff1_u64(k, dom, 1, x[i], &out[i]);
+
+            assert(rc == 0);            /* every x checked above */
+            (void)rc;
+        }
+        return 0;
+    }
+    for (size_t at = 0; at < n; at += FF1_LANES) {
+        size_t m = n - at < FF1_LANES ? n - at : FF1_LANES;
+
+        for (size_t j = 0; j < m; j++) {
+            a[j] = x[at + j] / (uint64_t)dom->pow_v;
+            b[j] = x[at + j] % (uint64_t)dom->pow_v;
+        }
+        ff1_fast64_lanes(k, dom, 1, a, b, m);
+        for (size_t j = 0; j < m; j++)
+            out[at + j] = a[j] * (uint64_t)dom->pow_v + b[j];
+    }
+    return 0;
 }

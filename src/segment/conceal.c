@@ -323,19 +323,30 @@ domain(struct conceal_thread *th, struct conceal_tag *t, uint64_t b,
     return &e->dom;
 }
 
+/* Counters to IDs a run of one block at a time: its offsets enciphered
+ * together (ff1_encrypt_u64_many), CONCEAL_RUN at most. */
+#define CONCEAL_RUN 256
+
 void
 conceal_ids(struct conceal *c, struct conceal_tag *t, uint64_t *v, size_t n)
 {
     struct conceal_thread *th = thread_state(c);
+    uint64_t x[CONCEAL_RUN];
 
-    for (size_t i = 0; i < n; i++) {
-        uint64_t b = v[i] >> c->bits, x;
+    for (size_t i = 0, k; i < n; i += k) {
+        uint64_t b = v[i] >> c->bits;
         const struct ff1_domain *d = domain(th, t, b, c->bits, 0);
-        int rc = ff1_encrypt_u64(th->key[0], d, v[i] & c->mask, &x);
+        int rc;
 
-        assert(rc == 0 && x <= c->mask);
+        for (k = 0; k < CONCEAL_RUN && i + k < n && v[i + k] >> c->bits == b; k++)
+            x[k] = v[i + k] & c->mask;
+        rc = ff1_encrypt_u64_many(th->key[0], d, x, x, k);
+        assert(rc == 0 && k >= 1);
         (void)rc;
-        v[i] = b << c->bits | x;
+        for (size_t j = 0; j < k; j++) {
+            assert(x[j] <= c->mask);
+            v[i + j] = b << c->bits | x[j];
+        }
     }
 }
 

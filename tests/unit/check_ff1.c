@@ -339,6 +339,77 @@ START_TEST(full_bijection)
 }
 END_TEST
 
+/* ff1_encrypt_u64_many gives what ff1_encrypt_u64 gives value by value:
+ * on 64-bit lanes (d = 8, and d = 12 with 10^19), over a whole uint64
+ * (2^64) and on digit arrays (forced), for counts around the lane width,
+ * in place and not; a value outside the domain, or a domain too large for
+ * uint64, is refused with out untouched. */
+START_TEST(many_agrees)
+{
+    static const struct { unsigned radix, len; } dm[] = {
+        {2, 20}, {2, 30}, {10, 6}, {10, 10}, {10, 18}, {10, 19}, {36, 12}, {2, 64},
+    };
+    static const size_t counts[] = {1, 2, 7, 31, 32, 33, 64, 65, 100, 257};
+    struct ff1_key *k = key_of("0123456789abcdef0123456789abcdef", 32);
+    uint64_t x[300], y[300], z[300];
+
+    for (size_t c = 0; c < sizeof dm / sizeof dm[0]; c++) {
+        struct ff1_domain dom;
+        unsigned __int128 size = 1;
+
+        for (unsigned i = 0; i < dm[c].len && size <= UINT64_MAX; i++)
+            size *= dm[c].radix;
+        domain(&dom, k, dm[c].radix, dm[c].len, "tag:hidden:7", 12);
+        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+            size_t n = counts[ci];
+
+            for (size_t i = 0; i < n; i++) {
+                uint64_t r = (uint64_t)rnd() << 42 ^ (uint64_t)rnd() << 21 ^ rnd();
+
+                x[i] = size > UINT64_MAX ? r : (uint64_t)(r % (uint64_t)size);
+                if (i % 17 == 3)                        /* the ends of the domain */
+                    x[i] = i % 2 ? 0 : (uint64_t)(size > UINT64_MAX ? UINT64_MAX : size - 1);
+            }
+            for (int general = 0; general < 2; general++) {
+                ff1_force_general_path(general);
+                ck_assert_int_eq(ff1_encrypt_u64_many(k, &dom, x, y, n), 0);
+                memcpy(z, x, sizeof x[0] * n);
+                ck_assert_int_eq(ff1_encrypt_u64_many(k, &dom, z, z, n), 0);
+                ff1_force_general_path(0);
+                for (size_t i = 0; i < n; i++) {
+                    uint64_t want;
+
+                    ck_assert_int_eq(ff1_encrypt_u64(k, &dom, x[i], &want), 0);
+                    if (y[i] != want || z[i] != want)
+                        ck_abort_msg("radix %u, %u digits, %zu values: value %zu: %llu, "
+                                     "%llu in place, want %llu", dm[c].radix, dm[c].len,
+                                     n, i, (unsigned long long)y[i],
+                                     (unsigned long long)z[i], (unsigned long long)want);
+                }
+            }
+            if (size <= UINT64_MAX) {
+                memset(y, 0x5a, sizeof y);
+                x[n - 1] = (uint64_t)size;              /* one past the domain */
+                ck_assert_int_eq(ff1_encrypt_u64_many(k, &dom, x, y, n), -1);
+                for (size_t i = 0; i < n; i++)
+                    ck_assert_uint_eq(y[i], 0x5a5a5a5a5a5a5a5aULL);
+            }
+        }
+    }
+    {
+        struct ff1_domain big;
+
+        domain(&big, k, 10, 39, "", 0);                 /* 10^39 > 2^64 */
+        ck_assert(!big.fits_u64);
+        x[0] = 1;
+        y[0] = 7;
+        ck_assert_int_eq(ff1_encrypt_u64_many(k, &big, x, y, 1), -1);
+        ck_assert_uint_eq(y[0], 7);
+    }
+    ff1_key_free(k);
+}
+END_TEST
+
 START_TEST(refusals)
 {
     static const struct { unsigned radix, len; } bad[] = {
@@ -494,6 +565,7 @@ main(void)
     tcase_add_test(tc, tweak_lengths);
     tcase_add_test(tc, integer_path_edges);
     tcase_add_loop_test(tc, full_bijection, 0, 2);
+    tcase_add_test(tc, many_agrees);
     tcase_add_test(tc, refusals);
     tcase_set_timeout(th, 300);
     tcase_add_test(th, key_copies_and_check_value);
