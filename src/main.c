@@ -683,16 +683,13 @@ main(int argc, char **argv)
         }
         serials_free(sv);
         if (d.cfg.segment_enable && d.cfg.store == STORE_POSTGRESQL) {
-            /* The connection string, as at start (no connection made). */
-            struct store *s = store_open(&d.cfg, &cause);
-
-            if (s == NULL) {
+            /* The connection strings, as at start (no connection made). */
+            if (store_check_urls(&d.cfg, &cause) == -1) {
                 fprintf(stderr, "leafd: %s\n", cause);
                 free(cause);
                 config_free(&d.cfg);
                 return 2;
             }
-            store_close(s);
         }
         if (sfconfig_check_store(&d.cfg, &cause) == -1) {
             fprintf(stderr, "leafd: %s\n", cause);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "db_mysql_conn.h"
+#include "db_mysql_url.h"
 #include "log.h"
 #include "multi_block.h"
 #include "store.h"
@@ -676,3 +677,40 @@ store_mysql_ping(struct store *s, char **cause)
     return STORE_OK;
 }
 
+
+/* alloc_block of the member table: the server's identity is its
+ * @@server_id, "server_id N" (as the refusals say it). */
+static enum store_result
+my_member_alloc_block(struct store *s, const struct multi_meta *want,
+                      const char *tag, int64_t step, int64_t floor,
+                      char *server, size_t cap, int64_t *max_id,
+                      int64_t *db_step, char **cause)
+{
+    long long id = 0;
+    enum store_result r;
+
+    if (server[0] != '\0' && sscanf(server, "server_id %lld", &id) != 1)
+        id = 0;
+    r = store_mysql_alloc_block(s, want, tag, step, floor, &id, max_id,
+                                db_step, cause);
+    if (r == STORE_OK || r == STORE_REFUSED)
+        snprintf(server, cap, "server_id %lld", id);
+    return r;
+}
+
+const struct store_member_ops store_mysql_member_ops = {
+    .kind = "mysql",
+    .key = "segment.mysql.urls",
+    .open_url = store_mysql_open_url,
+    .redacted = db_mysql_url_redacted,
+    .meta_get = store_mysql_meta_get,
+    .alloc_block = my_member_alloc_block,
+    .prepare_tables = store_mysql_prepare_tables,
+    .freeze = store_mysql_freeze,
+    .switch_set = store_mysql_switch,
+    .members = store_mysql_members,
+    .top_push = store_mysql_top_push,
+    .serial_copy = store_mysql_serial_copy,
+    .serial_alloc_in_set = store_mysql_serial_alloc_in_set,
+    .ping = store_mysql_ping,
+};
