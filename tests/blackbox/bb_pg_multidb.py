@@ -398,8 +398,11 @@ def test_pg_multi_refusals(ctx):
               "--segment.postgresql.replication=sync"],
              "replication = sync is for one cluster"),
         ]
-        for flags, want in cases:
-            for check_only in (True, False):
+        # libpq's keyword form in MySQL's list: told apart at start only.
+        cases.append(([("--segment.mysql.urls=%s,host=127.0.0.1 dbname=leaf2" % MYSQL_URL)],
+                      "URL 2 is PostgreSQL's"))
+        for n, (flags, want) in enumerate(cases):
+            for check_only in ((True, False) if n < len(cases) - 1 else (False,)):
                 args = [bbutil.LEAFD, "--leaf.segment.enable=true",
                         "--leaf.snowflake.enable=false"] + flags
                 if check_only:
