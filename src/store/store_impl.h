@@ -172,6 +172,22 @@ struct store_member_ops {
     enum store_result (*ping)(struct store *s, char **cause);
 };
 
+/* Why a load refuses a member whose leafd_multi_db row (got; NULL: none)
+ * is frozen or not want: *cause "<kind> <where>: ...", naming key. */
+void store_meta_refusal(char **cause, const char *kind, const char *where,
+                        const struct multi_meta *got,
+                        const struct multi_meta *want, const char *key);
+
+/* switch_set's arguments, as one call's body gets them. */
+struct store_switch_arg {
+    const struct store_row    *rows;
+    size_t                     n;
+    int64_t                    floor;
+    const struct multi_meta   *mm;
+    const struct multi_member *set;
+    int                        nset;
+};
+
 extern const struct store_member_ops store_mysql_member_ops;
 extern const struct store_member_ops store_pg_member_ops;
 

@@ -65,8 +65,9 @@
  * Health (process-wide; every loader thread has its own connections): a
  * load tries the database that answered last first, then the other ones
  * marked up, in order. A database error or a timeout (segment.db_timeout_ms
- * rounded up to seconds, MySQL's unit) marks that database down and the
- * load moves to the next one at once. A database marked down is not tried
+ * rounded up to seconds, MySQL's unit; PostgreSQL: leafd's own deadline on
+ * each statement, db_pg.h) marks that database down and the load moves to
+ * the next one at once. A database marked down is not tried
  * by loads while another is up: it is probed (connect and ping) by the
  * periodic refresh once its backoff (0.5 s, then 1 s) has passed, so
  * no load waits on a dead database twice. When every database is down,
@@ -1088,28 +1089,19 @@ multi_serial_home(struct store *s)
     return ((struct store_multi *)s)->sub[0];
 }
 
-/* A set of PostgreSQL databases: the same calls, its kind's name. */
-static const struct store_ops multi_pg_ops = {
-    .name = "postgresql",
-    .alloc = multi_alloc,
-    .get = multi_get,
-    .list = multi_list,
-    .insert = multi_insert,
-    .serial_alloc = multi_serial_alloc,
-    .close = multi_close,
-    .serial_home = multi_serial_home,
-};
-
-static const struct store_ops multi_ops = {
-    .name = "mysql",
-    .alloc = multi_alloc,
-    .get = multi_get,
-    .list = multi_list,
-    .insert = multi_insert,
-    .serial_alloc = multi_serial_alloc,
-    .close = multi_close,
-    .serial_home = multi_serial_home,
-};
+/* The same calls for either kind; the name is the members' kind. */
+#define MULTI_OPS(kind) {                       \
+    .name = kind,                               \
+    .alloc = multi_alloc,                       \
+    .get = multi_get,                           \
+    .list = multi_list,                         \
+    .insert = multi_insert,                     \
+    .serial_alloc = multi_serial_alloc,         \
+    .close = multi_close,                       \
+    .serial_home = multi_serial_home,           \
+}
+static const struct store_ops multi_ops = MULTI_OPS("mysql");
+static const struct store_ops multi_pg_ops = MULTI_OPS("postgresql");
 
 /* ---- status ---- */
 

@@ -181,23 +181,8 @@ store_my_meta_check(struct store_mysql *m, const struct multi_meta *want,
         mm.since_block != want->since_block) {
         if (db_mysql_conn_rollback(&m->c, cause) == -1)
             return STORE_DB_ERROR;
-        if (rc == 0)
-            store_set_cause(cause, "mysql %s: no leafd_multi_db row: not "
-                            "prepared by leafd multi-db init", m->c.where);
-        else if (mm.frozen)
-            store_set_cause(cause, "mysql %s: frozen by leafd multi-db init "
-                            "(the set is being changed); loads resume after",
-                            m->c.where);
-        else
-            store_set_cause(cause, "mysql %s is database %lld of %lld (block "
-                            "%lld from block %lld), this node expects %lld of "
-                            "%lld (block %lld from %lld): the set was changed; "
-                            "restart this node with the new segment.mysql.urls",
-                            m->c.where, (long long)mm.db_index,
-                            (long long)mm.db_count, (long long)mm.block_size,
-                            (long long)mm.since_block, (long long)want->db_index,
-                            (long long)want->db_count, (long long)want->block_size,
-                            (long long)want->since_block);
+        store_meta_refusal(cause, "mysql", m->c.where, rc == 1 ? &mm : NULL,
+                           want, store_mysql_member_ops.key);
         return STORE_DB_ERROR;
     }
     *mm_out = mm;
@@ -407,19 +392,10 @@ store_mysql_freeze(struct store *s, int frozen, char **cause)
     return store_my_tx((struct store_mysql *)s, my_rows_wait_once, NULL, cause);
 }
 
-struct my_switch_arg {
-    const struct store_row     *rows;
-    size_t                      n;
-    int64_t                     floor;
-    const struct multi_meta    *mm;
-    const struct multi_member  *set;
-    int                         nset;
-};
-
 static enum store_result
 my_switch_once(struct store_mysql *m, void *arg, char **cause)
 {
-    const struct my_switch_arg *a = arg;
+    const struct store_switch_arg *a = arg;
     MYSQL_BIND p[5];
     long long v[5];
     unsigned long tag_len, desc_len;
@@ -491,7 +467,7 @@ store_mysql_switch(struct store *s, const struct store_row *rows, size_t n,
                    int64_t floor, const struct multi_meta *mm,
                    const struct multi_member *set, int nset, char **cause)
 {
-    struct my_switch_arg a = { rows, n, floor, mm, set, nset };
+    struct store_switch_arg a = { rows, n, floor, mm, set, nset };
 
     return store_my_tx((struct store_mysql *)s, my_switch_once, &a, cause);
 }

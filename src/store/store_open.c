@@ -21,51 +21,46 @@ nonempty(const char *s)
     return s != NULL && *s != '\0';
 }
 
+/* segment.mysql.urls (pg 0) or segment.postgresql.urls (pg 1): a set
+ * when it lists two or more, else its one database as if given alone
+ * (segment.mysql.url, segment.postgresql.url). */
+static struct store *
+open_list(const struct config *cfg, const char *list, int pg, char **cause)
+{
+    char *urls[STORE_MULTI_MAX];
+    int n = store_multi_split_kind(list, pg, urls, STORE_MULTI_MAX, cause);
+    struct store *s;
+
+    if (n < 0)
+        return NULL;
+    if (n >= 2) {
+        for (int i = 0; i < n; i++)
+            free(urls[i]);
+        return store_multi_open(cfg, cause);
+    }
+    if (pg) {
+        s = store_pg_open_single(cfg, urls[0], "segment.postgresql.urls",
+                                 cause);
+    } else {
+        s = store_mysql_open_url(cfg, urls[0], "segment.mysql.urls", cause);
+        if (s != NULL)
+            store_mysql_single(s, cfg);
+    }
+    free(urls[0]);
+    return s;
+}
+
 struct store *
 store_open(const struct config *cfg, char **cause)
 {
     int kind = cfg->store;
 
     if ((kind == STORE_AUTO || kind == STORE_MYSQL) &&
-        nonempty(cfg->mysql_urls)) {
-        char *urls[STORE_MULTI_MAX];
-        int n = store_multi_split(cfg->mysql_urls, urls, STORE_MULTI_MAX, cause);
-        struct store *s;
-
-        if (n < 0)
-            return NULL;
-        if (n >= 2) {
-            for (int i = 0; i < n; i++)
-                free(urls[i]);
-            return store_multi_open(cfg, cause);
-        }
-        /* One URL: exactly segment.mysql.url. */
-        s = store_mysql_open_url(cfg, urls[0], "segment.mysql.urls", cause);
-        free(urls[0]);
-        if (s != NULL)
-            store_mysql_single(s, cfg);
-        return s;
-    }
+        nonempty(cfg->mysql_urls))
+        return open_list(cfg, cfg->mysql_urls, 0, cause);
     if ((kind == STORE_AUTO || kind == STORE_POSTGRESQL) &&
-        nonempty(cfg->pg_urls)) {
-        char *urls[STORE_MULTI_MAX];
-        int n = store_multi_split_kind(cfg->pg_urls, 1, urls, STORE_MULTI_MAX,
-                                       cause);
-        struct store *s;
-
-        if (n < 0)
-            return NULL;
-        if (n >= 2) {
-            for (int i = 0; i < n; i++)
-                free(urls[i]);
-            return store_multi_open(cfg, cause);
-        }
-        /* One URI: exactly segment.postgresql.url. */
-        s = store_pg_open_single(cfg, urls[0], "segment.postgresql.urls",
-                                 cause);
-        free(urls[0]);
-        return s;
-    }
+        nonempty(cfg->pg_urls))
+        return open_list(cfg, cfg->pg_urls, 1, cause);
     if (kind == STORE_AUTO)
         kind = nonempty(cfg->jdbc_url) || nonempty(cfg->mysql_url) ?
             STORE_MYSQL : nonempty(cfg->pg_url) ? STORE_POSTGRESQL :

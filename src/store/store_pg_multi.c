@@ -182,24 +182,8 @@ store_pg_meta_check(struct store_pg *p, const struct multi_meta *want,
         db_pg_conn_run(&p->c, -1, "ROLLBACK", 0, NULL, "ROLLBACK",
                        cause) == -1)
         return STORE_DB_ERROR;
-    if (rc == 0)
-        store_set_cause(cause, "postgresql %s: no leafd_multi_db row: not "
-                        "prepared by leafd multi-db init", p->c.where);
-    else if (mm.frozen)
-        store_set_cause(cause, "postgresql %s: frozen by leafd multi-db init "
-                        "(the set is being changed); loads resume after",
-                        p->c.where);
-    else
-        store_set_cause(cause, "postgresql %s is database %lld of %lld (block "
-                        "%lld from block %lld), this node expects %lld of "
-                        "%lld (block %lld from %lld): the set was changed; "
-                        "restart this node with the new "
-                        "segment.postgresql.urls", p->c.where,
-                        (long long)mm.db_index, (long long)mm.db_count,
-                        (long long)mm.block_size, (long long)mm.since_block,
-                        (long long)want->db_index, (long long)want->db_count,
-                        (long long)want->block_size,
-                        (long long)want->since_block);
+    store_meta_refusal(cause, "postgresql", p->c.where, rc == 1 ? &mm : NULL,
+                       want, store_pg_member_ops.key);
     return STORE_DB_ERROR;
 }
 
@@ -388,19 +372,10 @@ pg_freeze(struct store *s, int frozen, char **cause)
                          cause);
 }
 
-struct pg_switch_arg {
-    const struct store_row    *rows;
-    size_t                     n;
-    int64_t                    floor;
-    const struct multi_meta   *mm;
-    const struct multi_member *set;
-    int                        nset;
-};
-
 static enum store_result
 pg_switch_once(struct store_pg *p, void *arg, char **cause)
 {
-    const struct pg_switch_arg *a = arg;
+    const struct store_switch_arg *a = arg;
     char num[4][24];
     const char *v[4];
 
@@ -467,7 +442,7 @@ pg_switch(struct store *s, const struct store_row *rows, size_t n,
           int64_t floor, const struct multi_meta *mm,
           const struct multi_member *set, int nset, char **cause)
 {
-    struct pg_switch_arg a = { rows, n, floor, mm, set, nset };
+    struct store_switch_arg a = { rows, n, floor, mm, set, nset };
 
     return store_pg_call((struct store_pg *)s, pg_switch_once, &a, 0, cause);
 }

@@ -14,6 +14,8 @@
   every ID checked for repeats;
 - a member whose server identity changes (another cluster restored from
   a dump behind the same address): kept out of loads, the other serves;
+- a member restored in place from an older copy: kept out of loads by a
+  node started after, until multi-db init sets the set above it;
 - the refusals of sets that mix MySQL and PostgreSQL, and of settings
   that do not apply to a set.
 """
@@ -34,6 +36,7 @@ TESTS = [
     "test_pg_multi_single_guard",
     "test_pg_multi_serve_and_failover",
     "test_pg_multi_identity_change",
+    "test_pg_multi_restored_member",
     "test_pg_multi_refusals",
 ]
 
@@ -42,6 +45,7 @@ PLAIN_ONLY = {
     "test_pg_multi_single_guard",
     "test_pg_multi_serve_and_failover",
     "test_pg_multi_identity_change",
+    "test_pg_multi_restored_member",
 }
 
 BLOCK = 20000
@@ -369,6 +373,57 @@ def test_pg_multi_identity_change(ctx):
            "database 0 stays out of loads")
         eq(len(set(ids)), len(ids), "no repeat")
         print("  identity change: %s" % changed[:160])
+
+
+def test_pg_multi_restored_member(ctx):
+    """A member whose rows went back (restored in place from an older
+    copy: the same server, its max_id set back): a node started then sees
+    it below the top the other member recorded for it and keeps it out of
+    loads; multi-db init with the same list sets the set above it, and
+    after a restart every ID is new."""
+    with Workdir("pgm-restore") as wd:
+        a, b = clusters(wd, 2)
+        add_tag(a, "rs", 100)
+        urls = [a.url, b.url]
+        rc, out = init(urls)
+        eq(rc, 0, out)
+        old = a.sql("SELECT max_id FROM leaf_alloc WHERE biz_tag = 'rs'").strip()
+        n1 = node(wd, urls, "n1").start()
+        ids = []
+        for _ in range(20):
+            r = n1.get("/segment/rs?count=50")
+            eq(r.status, 200, "serving: %r" % r)
+            ids += r.ids()
+        check(any(owner(x) == 0 for x in ids), "database 0 served")
+        n1.stop()
+        a.sql("UPDATE leaf_alloc SET max_id = %s WHERE biz_tag = 'rs'" % old)
+        n2 = node(wd, urls, "n2").start()
+        dbs0 = n2.get("/health").json()["segment"]["databases"][0]
+        eq(dbs0["up"], False, "the restored member is out of loads")
+        check("restored from an older copy?" in dbs0.get("error", ""), dbs0)
+        for _ in range(20):
+            r = n2.get("/segment/rs?count=50")
+            eq(r.status, 200, "the other member serves: %r" % r)
+            check(all(owner(x) == 1 for x in r.ids()), "from database 1 only")
+            ids += r.ids()
+        n2.stop()
+        # The first member behind its record, and no serial row anywhere
+        # (no copies): init asks for the operator's word on serials.
+        rc, out = init(urls)
+        eq(rc, 1, out)
+        check("--accept-serial-restart" in out, out)
+        rc, out = init(urls, "--block-size=%d" % BLOCK, "--segment.max_step=2000",
+                       "--segment.lease_max=%d" % BLOCK, "--accept-serial-restart")
+        eq(rc, 0, out)
+        check("restored from an older copy? setting the set again above it" in out, out)
+        n3 = node(wd, urls, "n3").start()
+        for _ in range(20):
+            r = n3.get("/segment/rs?count=50")
+            eq(r.status, 200, "serving after init: %r" % r)
+            ids += r.ids()
+        check(all(x["up"] for x in n3.get("/health").json()["segment"]["databases"]),
+              "both members up after init")
+        eq(len(set(ids)), len(ids), "no repeat among %d IDs" % len(ids))
 
 
 def test_pg_multi_refusals(ctx):
