@@ -16,6 +16,8 @@
   a dump behind the same address): kept out of loads, the other serves;
 - a member restored in place from an older copy: kept out of loads by a
   node started after, until multi-db init sets the set above it;
+- serial numbers from the first member, copied to the other, and the
+  list reordered without a serial twice;
 - the refusals of sets that mix MySQL and PostgreSQL, and of settings
   that do not apply to a set.
 """
@@ -37,6 +39,7 @@ TESTS = [
     "test_pg_multi_serve_and_failover",
     "test_pg_multi_identity_change",
     "test_pg_multi_restored_member",
+    "test_pg_multi_serials_reordered",
     "test_pg_multi_refusals",
 ]
 
@@ -46,6 +49,7 @@ PLAIN_ONLY = {
     "test_pg_multi_serve_and_failover",
     "test_pg_multi_identity_change",
     "test_pg_multi_restored_member",
+    "test_pg_multi_serials_reordered",
 }
 
 BLOCK = 20000
@@ -424,6 +428,56 @@ def test_pg_multi_restored_member(ctx):
         check(all(x["up"] for x in n3.get("/health").json()["segment"]["databases"]),
               "both members up after init")
         eq(len(set(ids)), len(ids), "no repeat among %d IDs" % len(ids))
+
+
+SERIAL = {"serial.PAY.prefix": "PAY", "serial.PAY.step": "20", "serial.count_max": "10"}
+
+
+def serials(nodes, rounds):
+    got = []
+    for _ in range(rounds):
+        for d in nodes:
+            r = d.get("/serial/PAY?count=5")
+            eq(r.status, 200, "serial: %r" % r)
+            got += r.text.split()
+    return got
+
+
+def test_pg_multi_serials_reordered(ctx):
+    """Serial numbers on a set: loaded from the first member in a
+    transaction that checks its leafd_multi_db row, copied to the other
+    after each load; the list reordered (init B A) merges the rows into
+    the new first member, and no serial repeats."""
+    with Workdir("pgm-serial") as wd:
+        a, b = clusters(wd, 2)
+        add_tag(a, "so", 100)
+        eq(init([a.url, b.url])[0], 0, "init A B")
+
+        def serial_nodes(urls, tag):
+            conf = dict(SERIAL)
+            conf["leaf.segment.enable"] = "true"
+            return [wd.leafd(conf=conf, name="%s%d" % (tag, i), flags=[
+                "--leaf.snowflake.enable=false",
+                "--segment.postgresql.urls=" + ",".join(urls),
+                "--segment.db_timeout_ms=3000", "--segment.wait_ms=8000",
+                "--segment.max_step=2000", "--segment.lease_max=%d" % BLOCK,
+                "--segment.refresh_ms=500"]).start() for i in range(2)]
+        nodes = serial_nodes([a.url, b.url], "n")
+        got = serials(nodes, 10)
+        for d in nodes:
+            d.stop()
+        copies = b.sql("SELECT max_id FROM leaf_alloc WHERE description = "
+                       "'serial period'").split()
+        eq(len(copies), 1, "database 1 holds a copy of the serial row")
+        first = a.sql("SELECT max_id FROM leaf_alloc WHERE description = "
+                      "'serial period'").split()
+        eq(copies, first, "the copy is at the row's value")
+        rc, out = init([b.url, a.url])
+        eq(rc, 0, "init B A: %s" % out)
+        nodes = serial_nodes([b.url, a.url], "m")
+        got += serials(nodes, 10)
+        eq(len(set(got)), len(got), "no serial twice among %d" % len(got))
+        print("  serials: %d, 0 twice across the reorder" % len(got))
 
 
 def test_pg_multi_refusals(ctx):
