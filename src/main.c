@@ -61,6 +61,7 @@ usage(FILE *out)
         "       leafd multi-db init URL1 URL2 [URL3 ...] [--block-size=N] [--floor=ID]\n"
         "                 [--accept-serial-restart]\n"
         "                 prepare (or extend) databases for segment.mysql.urls\n"
+        "                 (mysql:// URLs) or segment.postgresql.urls (postgresql://)\n"
         "       leafd db-fence --floor=ID [--serial-floor=N] [-c FILE] [--KEY=VALUE ...]\n"
         "                 after a failover or a restore: raise every leaf_alloc row\n"
         "                 of the configured database to ID and let refused nodes\n"
