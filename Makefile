@@ -381,7 +381,10 @@ chaos: leafd
 # PostgreSQL store came with its failover rule (4009dce) and no setting
 # turns it off, so failover_pg.py's control runs a leafd built from HEAD
 # with the rule's two checks cut out by sed (store_pg.c's server check
-# after a load, store_marks.c's range-below-the-marks check).
+# after a load, store_marks.c's range-below-the-marks check); likewise
+# bb_pg_multidb.py --guardless runs a leafd whose one-URL PostgreSQL node
+# has no single-database guard (store_pg.c's pg_single_check cut out): it
+# passes only if that node hands out IDs in another member's blocks.
 OLD_COMMIT ?= a46976b
 ZK_OLD_COMMIT ?= f146e8c
 SENTINEL_OLD_COMMIT ?= f146e8c
@@ -427,6 +430,13 @@ chaos-long: leafd
 		make --no-print-directory -C "$$old" -j2 leafd >/dev/null && \
 		python3 tests/blackbox/failover_pg.py --phase-secs=$(or $(PHASE_SECS),30) \
 			--expect-duplicates --leafd "$$old/leafd"
+	@old=$$(mktemp -d /tmp/lfp-noguard-XXXXXX); trap 'git worktree remove --force "$$old"; rm -rf "$$old"' EXIT; \
+		git worktree add --detach "$$old" HEAD >/dev/null && \
+		sed -i 's/if (rc == STORE_OK && pg_single_check(p, cause) == -1)/if (0 \&\& rc == STORE_OK \&\& pg_single_check(p, cause) == -1)/; s/if (a->want == NULL && pg_single_check(p, cause) == -1)/if (0 \&\& a->want == NULL \&\& pg_single_check(p, cause) == -1)/' \
+			"$$old/src/store/store_pg.c" && \
+		test "$$(grep -c 'if (0 && .*pg_single_check' "$$old/src/store/store_pg.c")" = 2 && \
+		make --no-print-directory -C "$$old" -j2 leafd >/dev/null && \
+		python3 tests/blackbox/bb_pg_multidb.py --guardless "$$old/leafd"
 
 # --- libleafd-client (clients/c/): IDs made in process from leased ranges.
 # It links leafd's own snowflake decoder (src/snowflake/sfcodec.c, src/core/util.c), built

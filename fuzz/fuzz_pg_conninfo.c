@@ -3,7 +3,8 @@
  * forms: any bytes give 0 or -1 with a reason naming the key, never a
  * crash; an accepted string parses with libpq (PQconninfoParse), names a
  * host, and every sslmode, target_session_attrs and port in it is one
- * leafd allows.
+ * leafd allows; db_pg_conninfo_redacted of any bytes ends, and what
+ * libpq reads of it has no password but the mask.
  *
  * Input: the string (NUL-terminated copy of the bytes).
  */
@@ -37,6 +38,24 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(s, data, size);
     s[size] = '\0';
+    {
+        /* The redacted form (multi-db init's line): any bytes; a string
+         * libpq reads back has no password but the mask. */
+        char *r = db_pg_conninfo_redacted(s);
+
+        FUZZ_ASSERT(strlen(r) <= 4 * size + 8);
+        PQconninfoOption *orig = PQconninfoParse(s, NULL);
+
+        opts = PQconninfoParse(r, NULL);
+        if (opts != NULL && orig != NULL) {
+            for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
+                if (strcmp(o->keyword, "password") == 0 && o->val != NULL)
+                    FUZZ_ASSERT(strcmp(o->val, "***") == 0 || o->val[0] == '\0');
+        }
+        PQconninfoFree(orig);
+        PQconninfoFree(opts);
+        free(r);
+    }
     rc = db_pg_conninfo_check(s, "k", &cause);
     if (rc == -1) {
         FUZZ_ASSERT(cause != NULL && strncmp(cause, "k: ", 3) == 0);

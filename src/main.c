@@ -63,6 +63,7 @@ usage(FILE *out)
         "       leafd multi-db init URL1 URL2 [URL3 ...] [--block-size=N] [--floor=ID]\n"
         "                 [--accept-serial-restart]\n"
         "                 prepare (or extend) databases for segment.mysql.urls\n"
+        "                 (mysql:// URLs) or segment.postgresql.urls (postgresql://)\n"
         "       leafd db-fence --floor=ID [--serial-floor=N] [-c FILE] [--KEY=VALUE ...]\n"
         "                 after a failover or a restore: raise every leaf_alloc row\n"
         "                 of the configured database to ID and let refused nodes\n"
@@ -706,16 +707,13 @@ main(int argc, char **argv)
             conceal_free(cv);
         }
         if (d.cfg.segment_enable && d.cfg.store == STORE_POSTGRESQL) {
-            /* The connection string, as at start (no connection made). */
-            struct store *s = store_open(&d.cfg, &cause);
-
-            if (s == NULL) {
+            /* The connection strings, as at start (no connection made). */
+            if (store_check_urls(&d.cfg, &cause) == -1) {
                 fprintf(stderr, "leafd: %s\n", cause);
                 free(cause);
                 config_free(&d.cfg);
                 return 2;
             }
-            store_close(s);
         }
         if (sfconfig_check_store(&d.cfg, &cause) == -1) {
             fprintf(stderr, "leafd: %s\n", cause);

@@ -163,6 +163,10 @@ static const struct key keys[] = {
       "libpq connection string for segment.store = postgresql, a URI "
       "(postgresql://user@host1,host2/db?sslmode=verify-full&"
       "target_session_attrs=read-write) or keywords (host=h dbname=leaf ...)" },
+    { "segment.postgresql.urls", K_STR, OFF(pg_urls), 0, 4000, "", NULL,
+      "several PostgreSQL databases, comma-separated postgresql:// URIs "
+      "(prepared by leafd multi-db init): any one down is invisible to "
+      "clients" },
     { "segment.postgresql.replication", K_ENUM, OFF(pg_replication), 0, 0, "async",
       pg_replication_names,
       "how segment.postgresql.url's cluster is replicated: async (a new "
@@ -312,17 +316,6 @@ pg_uri_count(const char *s)
         n += strncasecmp(s, "postgresql://", 13) == 0 ||
              strncasecmp(s, "postgres://", 11) == 0;
     return n;
-}
-
-/* What to add to the unknown key name[0, len)'s message. */
-static const char *
-unknown_key_hint(const char *name, size_t len)
-{
-    static const char pg_urls[] = "segment.postgresql.urls";
-
-    if (len == sizeof pg_urls - 1 && strncmp(name, pg_urls, len) == 0)
-        return ": " CONFIG_MULTI_PG_REFUSAL;
-    return "";
 }
 
 static const struct key *
@@ -580,8 +573,8 @@ config_load_string(struct config *cfg, const char *name, const char *text,
             continue;
         }
         if (key == NULL) {
-            *cause = xasprintf("%s:%d: unknown key \"%.128s\" (leafd --help lists the keys)%s",
-                               name, lineno, k, unknown_key_hint(k, strlen(k)));
+            *cause = xasprintf("%s:%d: unknown key \"%.128s\" (leafd --help lists the keys)",
+                               name, lineno, k);
             return -1;
         }
         if (key_set(cfg, key, v, &why) == -1) {
@@ -713,9 +706,8 @@ load_overrides(struct config *cfg, char **ov, int n, char **cause)
         }
         key = key_find(a, (size_t)(eq - a));
         if (key == NULL) {
-            *cause = xasprintf("command line: unknown key \"%.*s\" (leafd --help lists the keys)%s",
-                               (int)(eq - a > 128 ? 128 : eq - a), a,
-                               unknown_key_hint(a, (size_t)(eq - a)));
+            *cause = xasprintf("command line: unknown key \"%.*s\" (leafd --help lists the keys)",
+                               (int)(eq - a > 128 ? 128 : eq - a), a);
             return -1;
         }
         if (key_set(cfg, key, eq + 1, &why) == -1) {
@@ -815,28 +807,53 @@ config_validate(struct config *cfg, char **cause)
         return -1;
     if (cfg->store == STORE_AUTO)
         cfg->store = (cfg->jdbc_url[0] || cfg->mysql_url[0] || cfg->mysql_urls[0]) ?
-            STORE_MYSQL : cfg->pg_url[0] ? STORE_POSTGRESQL : STORE_SQLITE;
+            STORE_MYSQL : cfg->pg_url[0] || cfg->pg_urls[0] ? STORE_POSTGRESQL :
+            STORE_SQLITE;
     if (cfg->store == STORE_POSTGRESQL && cfg->mysql_urls[0]) {
         *cause = xasprintf("segment.store is postgresql but segment.mysql.urls "
-                           "is set: %s", CONFIG_MULTI_PG_REFUSAL);
+                           "is set (several PostgreSQL databases go in "
+                           "segment.postgresql.urls): %s",
+                           CONFIG_MULTI_MIXED_REFUSAL);
         return -1;
     }
-    if (cfg->segment_enable && cfg->store == STORE_POSTGRESQL && !cfg->pg_url[0]) {
+    if (cfg->pg_urls[0] && (cfg->store != STORE_POSTGRESQL ||
+                            cfg->mysql_url[0] || cfg->jdbc_url[0])) {
+        *cause = xasprintf("segment.postgresql.urls is set with a MySQL store "
+                           "(segment.store, segment.mysql.url or "
+                           "leaf.jdbc.url): %s", CONFIG_MULTI_MIXED_REFUSAL);
+        return -1;
+    }
+    if (cfg->pg_urls[0] && cfg->pg_url[0]) {
+        *cause = xasprintf("segment.postgresql.urls and segment.postgresql.url "
+                           "are both set: use one");
+        return -1;
+    }
+    if (cfg->segment_enable && cfg->store == STORE_POSTGRESQL &&
+        !cfg->pg_url[0] && !cfg->pg_urls[0]) {
         *cause = xasprintf("segment.store is postgresql but "
                            "segment.postgresql.url is not set");
         return -1;
     }
     if (pg_uri_count(cfg->mysql_urls) > 0) {
         *cause = xasprintf("segment.mysql.urls holds a PostgreSQL URI: %s",
-                           CONFIG_MULTI_PG_REFUSAL);
+                           CONFIG_MULTI_MIXED_REFUSAL);
         return -1;
     }
     if (pg_uri_count(cfg->pg_url) > 1) {
         *cause = xasprintf("segment.postgresql.url holds %d connection URIs: "
-                           "%s (its hosts in one URI, postgresql://h1,h2/db?"
-                           "target_session_attrs=read-write, are one "
-                           "cluster's failover, which is supported)",
-                           pg_uri_count(cfg->pg_url), CONFIG_MULTI_PG_REFUSAL);
+                           "several databases go in segment.postgresql.urls "
+                           "(after leafd multi-db init); the hosts of one "
+                           "cluster go in one URI, postgresql://h1,h2/db?"
+                           "target_session_attrs=read-write",
+                           pg_uri_count(cfg->pg_url));
+        return -1;
+    }
+    if (pg_uri_count(cfg->pg_urls) > 1 && cfg->pg_replication == 1) {
+        *cause = xasprintf("segment.postgresql.replication = sync is for one "
+                           "cluster (segment.postgresql.url): in a set of "
+                           "several databases, a member whose server changes "
+                           "(a new timeline) stays out of loads until leafd "
+                           "multi-db init, so remove the setting");
         return -1;
     }
     if (cfg->mysql_urls[0] && (cfg->mysql_url[0] || cfg->jdbc_url[0])) {

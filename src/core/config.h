@@ -37,16 +37,16 @@ struct config_serial_line {
 };
 #define CONFIG_SERIAL_LINES_MAX 1024
 
-/* Why several PostgreSQL databases are refused (segment.mysql.urls with
- * segment.store = postgresql, several URIs in segment.postgresql.url, the
- * unknown key segment.postgresql.urls, a PostgreSQL URL given to
- * segment.mysql.urls or multi-db init): a set's member calls exist for
- * MySQL alone (store_mysql_multi.c; docs/multi-db.md, "PostgreSQL"). */
-#define CONFIG_MULTI_PG_REFUSAL \
-    "several databases (multi-db) are MySQL/MariaDB only: PostgreSQL " \
-    "members, and sets mixing PostgreSQL and MySQL, are not supported " \
-    "(docs/multi-db.md, \"PostgreSQL\"); a PostgreSQL node takes one " \
-    "cluster in segment.postgresql.url"
+/* Why a set mixing MySQL and PostgreSQL databases is refused (a
+ * PostgreSQL URL in segment.mysql.urls, a MySQL one in
+ * segment.postgresql.urls, both lists, segment.store = postgresql with
+ * segment.mysql.urls, multi-db init given both kinds): the scheme would
+ * carry over, but each kind's member calls are tested in sets of their
+ * own only (docs/multi-db.md, "PostgreSQL"). */
+#define CONFIG_MULTI_MIXED_REFUSAL \
+    "a set's databases are all MySQL/MariaDB (segment.mysql.urls) or all " \
+    "PostgreSQL (segment.postgresql.urls): sets mixing the two are not " \
+    "supported (docs/multi-db.md, \"PostgreSQL\")"
 
 /* A segment.prefix.<prefix> = <biz_tag> line of the config file: the
  * prefix of that tag's IDs as strings (idstr.h). Checked as it is read:
@@ -115,6 +115,8 @@ struct config {
     /* segment mode */
     int      store;                /* segment.store: auto|sqlite|mysql|postgresql */
     char    *pg_url;               /* segment.postgresql.url (libpq's) */
+    char    *pg_urls;              /* segment.postgresql.urls: several
+                                      postgresql:// URIs, comma-separated */
     int      pg_replication;       /* segment.postgresql.replication: 0 async, 1 sync */
     char    *sqlite_path;          /* segment.sqlite.path */
     char    *mysql_url;            /* segment.mysql.url (mysql://u:p@h:port/db) */

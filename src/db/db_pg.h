@@ -64,6 +64,11 @@ struct db_pg_conn {
  * password. Pure but for the files' access(2); fuzzed. */
 int db_pg_conninfo_check(const char *conninfo, const char *key, char **cause);
 
+/* conninfo with every password masked ("***"): a URI's (in its
+ * authority, password= in its query) or the keyword form's password=
+ * (quoted or not); the rest as given. malloc'd. Pure; fuzzed. */
+char *db_pg_conninfo_redacted(const char *conninfo);
+
 /* db_pg_conninfo_check, then keep the string's settings in c with
  * leafd's: connect_timeout (whole seconds of timeout_ms, at least 2, when
  * not given), statement_timeout and idle_in_transaction_session_timeout

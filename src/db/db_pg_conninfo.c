@@ -2,9 +2,11 @@
  * (db_pg_conninfo_check, db_pg.h): libpq's parse, then what libpq would
  * only find at connect time. Pure but for access(2) on the files named;
  * fuzzed (fuzz/fuzz_pg_conninfo.c). */
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "db_pg.h"
@@ -218,4 +220,110 @@ db_pg_conninfo_check(const char *conninfo, const char *key, char **cause)
                   "with /%s%s", "", "");
     PQconninfoFree(opts);
     return rc;
+}
+
+static const char mask[] = "***";
+
+/* Copy [s, e) to *o, advancing it. */
+static void
+put(char **o, const char *s, const char *e)
+{
+    memcpy(*o, s, (size_t)(e - s));
+    *o += e - s;
+}
+
+/* A URI's password in its authority and in password= pairs of its query
+ * masked. */
+static void
+redact_uri(const char *s, char *o)
+{
+    const char *p = strstr(s, "://") + 3, *at = p + strcspn(p, "@/");
+    const char *colon, *q;
+
+    /* As libpq reads it: the user part ends at the first '@' before any
+     * '/', the password after its first ':'. */
+    if (*at != '@')
+        at = NULL;
+    colon = at != NULL ? memchr(p, ':', (size_t)(at - p)) : NULL;
+    if (colon != NULL) {
+        put(&o, s, colon + 1);
+        put(&o, mask, mask + 3);
+        p = at;
+    } else {
+        put(&o, s, p);
+    }
+    q = strchr(at != NULL ? at : p, '?');     /* the query: after the host */
+    if (q == NULL)
+        q = p + strlen(p);
+    put(&o, p, q);
+    while (*q != '\0') {                /* '?' or '&', then key=value */
+        size_t n = 1 + strcspn(q + 1, "&"), k = strcspn(q + 1, "&=");
+
+        if (k == 8 && strncasecmp(q + 1, "password", 8) == 0 && q[9] == '=') {
+            put(&o, q, q + 10);
+            put(&o, mask, mask + 3);
+        } else {
+            put(&o, q, q + n);
+        }
+        q += n;
+    }
+    *o = '\0';
+}
+
+/* A keyword form's password= values masked (quoted or not). */
+static void
+redact_keywords(const char *s, char *o)
+{
+    while (*s != '\0') {
+        const char *k = s, *v;
+        size_t klen;
+
+        if (isspace((unsigned char)*s)) {
+            *o++ = *s++;
+            continue;
+        }
+        while (*s != '\0' && *s != '=' && !isspace((unsigned char)*s))
+            s++;
+        klen = (size_t)(s - k);
+        while (isspace((unsigned char)*s))
+            s++;
+        if (*s == '=') {
+            s++;
+            while (isspace((unsigned char)*s))
+                s++;
+        }
+        v = s;
+        if (*s == '\'') {
+            for (s++; *s != '\0' && *s != '\''; s++)
+                if (*s == '\\' && s[1] != '\0')
+                    s++;
+            if (*s == '\'')
+                s++;
+        } else {
+            for (; *s != '\0' && !isspace((unsigned char)*s); s++)
+                if (*s == '\\' && s[1] != '\0')
+                    s++;
+        }
+        put(&o, k, v);
+        if (klen == 8 && strncmp(k, "password", 8) == 0)
+            put(&o, mask, mask + 3);
+        else
+            put(&o, v, s);
+    }
+    *o = '\0';
+}
+
+char *
+db_pg_conninfo_redacted(const char *conninfo)
+{
+    size_t len = strlen(conninfo);
+    /* every password may be empty: at most one mask per byte, and two */
+    char *out = xmalloc(len + 3 * (len + 2) + 1);
+
+    if (strncasecmp(conninfo, "postgresql://", 13) == 0 ||
+        strncasecmp(conninfo, "postgres://", 11) == 0)
+        redact_uri(conninfo, out);
+    else
+        redact_keywords(conninfo, out);
+    return out;
 }

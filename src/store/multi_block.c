@@ -87,19 +87,69 @@ store_multi_missing(const struct multi_member *rows, size_t n,
     return NULL;
 }
 
+/* A PostgreSQL URI's scheme at p: its length, or 0. */
+static size_t
+pg_scheme(const char *p)
+{
+    return strncasecmp(p, "postgresql://", 13) == 0 ? 13 :
+           strncasecmp(p, "postgres://", 11) == 0 ? 11 : 0;
+}
+
 int
 store_multi_is_pg(const char *url)
 {
-    return strncasecmp(url, "postgresql://", 13) == 0 ||
-           strncasecmp(url, "postgres://", 11) == 0 ||
+    return pg_scheme(url) > 0 ||
            (strstr(url, "://") == NULL && strchr(url, '=') != NULL);
 }
 
-/* Split segment.mysql.urls at commas (blanks around them ignored). Returns
- * the count, or -1 with *cause. */
+/* 1 when q starts another connection string: "scheme://" or libpq's
+ * "keyword=" (neither is a host name of a URI's host list). */
+static int
+starts_url(const char *q)
+{
+    size_t n = 0;
+
+    while ((q[n] >= 'a' && q[n] <= 'z') || (q[n] >= 'A' && q[n] <= 'Z') ||
+           (q[n] >= '0' && q[n] <= '9') || q[n] == '_' || q[n] == '+' ||
+           q[n] == '-' || q[n] == '.')
+        n++;
+    if (n == 0)
+        return 0;
+    while (q[n] == ' ' || q[n] == '\t')
+        n++;
+    return q[n] == '=' || strncmp(q + n, "://", 3) == 0;
+}
+
+/* The comma that ends the URL at p: any comma (MySQL), or one followed,
+ * after blanks, by another connection string (starts_url: a URI's own
+ * host list has commas too). NULL: the last. */
+static const char *
+next_comma(const char *p, int pg)
+{
+    for (const char *e = strchr(p, ','); e != NULL; e = strchr(e + 1, ',')) {
+        const char *q = e + 1;
+
+        if (!pg)
+            return e;
+        while (*q == ' ' || *q == '\t')
+            q++;
+        if (*q == '\0' || *q == ',' || starts_url(q))
+            return e;
+    }
+    return NULL;
+}
+
 int
 store_multi_split(const char *list, char **urls, int max, char **cause)
 {
+    return store_multi_split_kind(list, 0, urls, max, cause);
+}
+
+int
+store_multi_split_kind(const char *list, int pg, char **urls, int max,
+                       char **cause)
+{
+    const char *key = pg ? "segment.postgresql.urls" : "segment.mysql.urls";
     int n = 0;
     const char *p = list;
 
@@ -109,31 +159,37 @@ store_multi_split(const char *list, char **urls, int max, char **cause)
 
         while (*p == ' ' || *p == '\t')
             p++;
-        e = strchr(p, ',');
+        e = next_comma(p, pg);
         len = e != NULL ? (size_t)(e - p) : strlen(p);
         while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
             len--;
         if (len == 0) {
-            set_cause(cause, "segment.mysql.urls: an empty URL in the "
-                            "list");
+            set_cause(cause, "%s: an empty URL in the list", key);
             goto error;
         }
         if (n == max) {
-            set_cause(cause, "segment.mysql.urls: more than %d "
-                            "databases", max);
+            set_cause(cause, "%s: more than %d databases", key, max);
             goto error;
         }
         urls[n++] = xstrndup(p, len);
-        if (store_multi_is_pg(urls[n - 1])) {
-            set_cause(cause, "segment.mysql.urls: URL %d is PostgreSQL's: "
-                      "%s", n, CONFIG_MULTI_PG_REFUSAL);
+        if (!pg && store_multi_is_pg(urls[n - 1])) {
+            set_cause(cause, "%s: URL %d is PostgreSQL's: %s", key, n,
+                      CONFIG_MULTI_MIXED_REFUSAL);
+            goto error;
+        }
+        if (pg && pg_scheme(urls[n - 1]) == 0) {
+            set_cause(cause, "%s: URL %d is not a postgresql:// URI: give "
+                      "each database as a URI (libpq's keyword form has "
+                      "commas of its own)%s", key, n,
+                      strstr(urls[n - 1], "://") != NULL ? "; " 
+                      CONFIG_MULTI_MIXED_REFUSAL : "");
             goto error;
         }
         if (e == NULL)
             break;
         p = e + 1;
         if (*p == '\0') {
-            set_cause(cause, "segment.mysql.urls: a trailing comma");
+            set_cause(cause, "%s: a trailing comma", key);
             goto error;
         }
     }

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "config.h"   /* CONFIG_MULTI_PG_REFUSAL */
+#include "config.h"   /* CONFIG_MULTI_MIXED_REFUSAL */
 
 /* A database's place in a set (its leafd_multi_db row): block k of
  * block_size IDs belongs to database k mod db_count, for k >= since_block. */
@@ -50,14 +50,19 @@ int store_block_owns(const struct multi_meta *mm, int64_t start,
 
 /* Split segment.mysql.urls at commas (blanks around each URL dropped) into
  * urls[] (malloc'd). Returns the count, or -1 with *cause (empty URL,
- * trailing comma, more than max). */
+ * trailing comma, more than max, a PostgreSQL URL). */
 int store_multi_split(const char *list, char **urls, int max, char **cause);
+
+/* store_multi_split of segment.mysql.urls (pg 0) or
+ * segment.postgresql.urls (pg 1): there each URL is a postgresql:// or
+ * postgres:// URI, and a comma ends one only when the next begins (a
+ * URI's host list, h1,h2, has commas of its own). */
+int store_multi_split_kind(const char *list, int pg, char **urls, int max,
+                           char **cause);
 
 /* 1 when url is a PostgreSQL connection string (a postgresql:// or
  * postgres:// URI, or libpq's keyword form: key=value without "://"). A
- * set's members are MySQL/MariaDB only: the member calls (leafd_multi_db,
- * leafd_multi_member, the freeze, the tops and serial copies) exist for
- * MySQL alone (store_mysql_multi.c; docs/multi-db.md, "PostgreSQL"). */
+ * set's members are all of one kind (CONFIG_MULTI_MIXED_REFUSAL). */
 int store_multi_is_pg(const char *url);
 
 #endif

@@ -223,7 +223,11 @@ void store_multi_metrics(struct sbuf *b);
 int  store_multi_init(const struct config *cfg, char **urls, int n,
                       int64_t block_size, int64_t floor, int serial_restart_ok,
                       FILE *out, char **cause);
-/* A single MySQL store must not be one database of a set: -1 with
+/* --check-config's look at a PostgreSQL store's connection strings
+ * (segment.postgresql.url or each of segment.postgresql.urls), as at
+ * start, connecting to none: 0, or -1 with *cause. */
+int  store_check_urls(const struct config *cfg, char **cause);
+/* A single MySQL or PostgreSQL store must not be one database of a set: -1 with
  * *cause if it is (0 when it is not, or cannot tell now). */
 int  store_single_check(struct store *s, char **cause);
 

@@ -1,6 +1,8 @@
-/* store_multi.c: segment mode over several MySQL/MariaDB databases
- * (segment.mysql.urls), so that losing one database is invisible to
- * clients.
+/* store_multi.c: segment mode over several databases, MySQL/MariaDB
+ * (segment.mysql.urls) or PostgreSQL (segment.postgresql.urls), so that
+ * losing one database is invisible to clients. Every member is of one
+ * kind; the set calls them through that kind's store_member_ops
+ * (store_mysql_multi.c, store_pg_multi.c).
  *
  * DESIGN
  *
@@ -63,8 +65,9 @@
  * Health (process-wide; every loader thread has its own connections): a
  * load tries the database that answered last first, then the other ones
  * marked up, in order. A database error or a timeout (segment.db_timeout_ms
- * rounded up to seconds, MySQL's unit) marks that database down and the
- * load moves to the next one at once. A database marked down is not tried
+ * rounded up to seconds, MySQL's unit; PostgreSQL: leafd's own deadline on
+ * each statement, db_pg.h) marks that database down and the load moves to
+ * the next one at once. A database marked down is not tried
  * by loads while another is up: it is probed (connect and ping) by the
  * periodic refresh once its backoff (0.5 s, then 1 s) has passed, so
  * no load waits on a dead database twice. When every database is down,
@@ -133,7 +136,8 @@ struct multi_db {
     _Atomic uint64_t loads, failures, failovers_to;
     _Atomic int      behind;            /* multi_behind: no load tries it */
     _Atomic int64_t  top_seen;          /* its highest max_id known here */
-    _Atomic long long server_id;        /* @@server_id of its last load; 0 */
+    char             server[STORE_MEMBER_ID_MAX]; /* its server at its last
+                                           load ("": none yet); shared.lock */
     _Atomic int      server_changed;    /* multi_alloc_on: out until restart */
     char             where[160];
     char             last_error[256];   /* shared.lock */
@@ -164,11 +168,12 @@ static struct {
 
 struct store_multi {
     struct store  base;
+    const struct store_member_ops *mo;  /* the members' kind */
     int           n;
     struct store *sub[STORE_MULTI_MAX];
 };
 
-static const struct store_ops multi_ops;
+static const struct store_ops multi_ops, multi_pg_ops;
 
 /* ---- health ---- */
 
@@ -312,7 +317,7 @@ learn_members(struct store_multi *m, int i)
     size_t nmem = 0;
     char *why = NULL;
 
-    if (store_mysql_members(m->sub[i], 0, &mem, &nmem, &why) == STORE_OK)
+    if (m->mo->members(m->sub[i], 0, &mem, &nmem, &why) == STORE_OK)
         for (size_t k = 0; k < nmem; k++)
             if (mem[k].pos >= 0 && mem[k].pos < m->n)
                 atomic_store(&shared.member_id[mem[k].pos], mem[k].db_id);
@@ -367,7 +372,7 @@ multi_behind(struct store_multi *m, int i, char **cause)
 
         if (j == i || !atomic_load(&shared.db[j].up))
             continue;
-        if (store_mysql_members(m->sub[j], 0, &mem, &nmem, &why) == STORE_OK)
+        if (m->mo->members(m->sub[j], 0, &mem, &nmem, &why) == STORE_OK)
             for (size_t k = 0; k < nmem && !behind; k++)
                 if (mem[k].db_id == id && mem[k].top > own) {
                     store_set_cause(cause, "its rows reach %lld, but database "
@@ -439,7 +444,7 @@ multi_check(struct store_multi *m, const struct config *cfg, char **cause)
     for (int i = 0; i < m->n; i++) {
         struct multi_meta mm;
         char *why = NULL;
-        enum store_result r = store_mysql_meta_get(m->sub[i], &mm, &why);
+        enum store_result r = m->mo->meta_get(m->sub[i], &mm, &why);
 
         if (r == STORE_DB_ERROR) {
             log_warn("segment database %d (%s) is unreachable at start: %s; "
@@ -451,26 +456,26 @@ multi_check(struct store_multi *m, const struct config *cfg, char **cause)
         }
         free(why);
         if (r == STORE_NOT_FOUND || mm.db_count == 0) {
-            store_set_cause(cause, "segment.mysql.urls: database %d (%s) is "
-                            "not prepared for several databases: run leafd "
-                            "multi-db init with the same URLs first", i,
+            store_set_cause(cause, "%s: database %d (%s) is not prepared "
+                            "for several databases: run leafd multi-db init "
+                            "with the same URLs first", m->mo->key, i,
                             shared.db[i].where);
             goto out;
         }
         if (mm.db_index != i || mm.db_count != m->n) {
-            store_set_cause(cause, "segment.mysql.urls: database %d (%s) is "
-                            "number %lld of %lld in its set, not %d of %d: the "
-                            "list's order or length differs from the one leafd "
-                            "multi-db init was given", i, shared.db[i].where,
+            store_set_cause(cause, "%s: database %d (%s) is number %lld of "
+                            "%lld in its set, not %d of %d: the list's order "
+                            "or length differs from the one leafd multi-db "
+                            "init was given", m->mo->key, i, shared.db[i].where,
                             (long long)mm.db_index, (long long)mm.db_count, i,
                             m->n);
             goto out;
         }
         if (shared.want_known && (mm.block_size != shared.want.block_size ||
                                   mm.since_block != shared.want.since_block)) {
-            store_set_cause(cause, "segment.mysql.urls: database %d (%s) has "
-                            "block size %lld from block %lld, another has %lld "
-                            "from %lld: run leafd multi-db init again", i,
+            store_set_cause(cause, "%s: database %d (%s) has block size "
+                            "%lld from block %lld, another has %lld from %lld: "
+                            "run leafd multi-db init again", m->mo->key, i,
                             shared.db[i].where, (long long)mm.block_size,
                             (long long)mm.since_block,
                             (long long)shared.want.block_size,
@@ -536,10 +541,10 @@ multi_check(struct store_multi *m, const struct config *cfg, char **cause)
                 int in = c < 0 ? ref : i;
                 const char *tag = c < 0 ? rows[ref][a].biz_tag : rows[i][b].biz_tag;
 
-                store_set_cause(cause, "segment.mysql.urls: biz_tag '%s' is in "
-                                "database %d (%s) but not in database %d (%s): "
-                                "every database needs every tag (leafd "
-                                "multi-db init copies them)", tag, in,
+                store_set_cause(cause, "%s: biz_tag '%s' is in database %d "
+                                "(%s) but not in database %d (%s): every "
+                                "database needs every tag (leafd multi-db "
+                                "init copies them)", m->mo->key, tag, in,
                                 shared.db[in].where, c < 0 ? i : ref,
                                 shared.db[c < 0 ? i : ref].where);
                 goto out;
@@ -566,16 +571,25 @@ store_multi_open(const struct config *cfg, char **cause)
     char *urls[STORE_MULTI_MAX];
     int n;
 
-    m->base.ops = &multi_ops;
-    n = store_multi_split(cfg->mysql_urls, urls, STORE_MULTI_MAX, cause);
+    /* segment.postgresql.urls, or segment.mysql.urls (config.c refuses
+     * both, and a list of the other kind's URLs). */
+    if (cfg->pg_urls != NULL && cfg->pg_urls[0] != '\0') {
+        m->mo = &store_pg_member_ops;
+        m->base.ops = &multi_pg_ops;
+    } else {
+        m->mo = &store_mysql_member_ops;
+        m->base.ops = &multi_ops;
+    }
+    n = m->mo == &store_pg_member_ops ?
+        store_multi_split_kind(cfg->pg_urls, 1, urls, STORE_MULTI_MAX, cause) :
+        store_multi_split(cfg->mysql_urls, urls, STORE_MULTI_MAX, cause);
     if (n < 0) {
         free(m);
         return NULL;
     }
     m->n = n;
     for (int i = 0; i < n; i++) {
-        m->sub[i] = store_mysql_open_url(cfg, urls[i], "segment.mysql.urls",
-                                         cause);
+        m->sub[i] = m->mo->open_url(cfg, urls[i], m->mo->key, cause);
         if (m->sub[i] == NULL) {
             while (--i >= 0)
                 store_close(m->sub[i]);
@@ -592,7 +606,7 @@ store_multi_open(const struct config *cfg, char **cause)
             shared.db[i].url = urls[i];
             urls[i] = NULL;
             snprintf(shared.db[i].where, sizeof shared.db[i].where, "%s",
-                     store_mysql_where(m->sub[i]));
+                     m->sub[i]->ops->where(m->sub[i]));
             atomic_store(&shared.db[i].up, 1);
             atomic_store(&shared.db[i].backoff_ms, MULTI_BACKOFF_MIN_MS);
         }
@@ -639,7 +653,7 @@ want_for(struct store_multi *m, int i, struct multi_meta *out, char **cause)
         return 0;
     }
     pthread_mutex_unlock(&shared.lock);
-    r = store_mysql_meta_get(m->sub[i], &mm, cause);
+    r = m->mo->meta_get(m->sub[i], &mm, cause);
     if (r != STORE_OK)
         return -1;
     if (mm.db_index != i || mm.db_count != m->n) {
@@ -700,7 +714,7 @@ push_top(struct store_multi *m, int i, int64_t top)
 
         if (j == i || !atomic_load(&shared.db[j].up))
             continue;
-        if (store_mysql_top_push(m->sub[j], id, top, &why) != STORE_OK)
+        if (m->mo->top_push(m->sub[j], id, top, &why) != STORE_OK)
             mark_down(j, why);
         free(why);
     }
@@ -720,7 +734,7 @@ push_serial(struct store_multi *m, const char *tag, int64_t max_id,
 
         if (!atomic_load(&shared.db[j].up))
             continue;
-        if (store_mysql_serial_copy(m->sub[j], tag, max_id, step, &why) !=
+        if (m->mo->serial_copy(m->sub[j], tag, max_id, step, &why) !=
             STORE_OK)
             mark_down(j, why);
         free(why);
@@ -739,7 +753,7 @@ multi_alloc_on(struct store_multi *m, int i, const struct multi_meta *want,
                const char *tag, int64_t step, int64_t floor, int64_t *max_id,
                int64_t *db_step, char **cause)
 {
-    long long was = atomic_load(&shared.db[i].server_id), now = was;
+    char was[STORE_MEMBER_ID_MAX], now[STORE_MEMBER_ID_MAX];
     enum store_result r;
     char *why = NULL;
 
@@ -749,28 +763,37 @@ multi_alloc_on(struct store_multi *m, int i, const struct multi_meta *want,
                         "and a restart of the nodes");
         return STORE_DB_ERROR;
     }
-    r = store_mysql_alloc_block(m->sub[i], want, tag, step, floor, &now,
-                                max_id, db_step, cause);
+    pthread_mutex_lock(&shared.lock);
+    snprintf(was, sizeof was, "%s", shared.db[i].server);
+    pthread_mutex_unlock(&shared.lock);
+    snprintf(now, sizeof now, "%s", was);
+    r = m->mo->alloc_block(m->sub[i], want, tag, step, floor, now, sizeof now,
+                           max_id, db_step, cause);
     if (r != STORE_REFUSED) {
-        if (r == STORE_OK && was == 0)
-            atomic_compare_exchange_strong(&shared.db[i].server_id, &was, now);
+        if (r == STORE_OK && was[0] == '\0') {
+            pthread_mutex_lock(&shared.lock);
+            if (shared.db[i].server[0] == '\0')
+                snprintf(shared.db[i].server, sizeof shared.db[i].server,
+                         "%s", now);
+            pthread_mutex_unlock(&shared.lock);
+        }
         return r;
     }
-    assert(now != was && was != 0);
+    assert(strcmp(now, was) != 0 && was[0] != '\0');
     free(*cause);
     *cause = NULL;
     atomic_store(&shared.db[i].server_changed, 1);
     atomic_store(&shared.db[i].behind, 1);
     if (multi_behind(m, i, &why) == 1)
-        store_set_cause(cause, "the server behind it changed from server_id "
-                        "%lld to %lld, and %s", was, now, why);
+        store_set_cause(cause, "the server behind it changed from %s to %s, "
+                        "and %s", was, now, why);
     else
-        store_set_cause(cause, "the server behind it changed from server_id "
-                        "%lld to %lld (a failover?): a promoted replica may "
-                        "lack the last ranges of any tag; it stays out of "
-                        "loads; run leafd multi-db init with the same list "
-                        "(it sets the set above every record), then restart "
-                        "the nodes", was, now);
+        store_set_cause(cause, "the server behind it changed from %s to %s (a "
+                        "failover?): a promoted replica may lack the last "
+                        "ranges of any tag; it stays out of loads; run leafd "
+                        "multi-db init with the same list (it sets the set "
+                        "above every record), then restart the nodes", was,
+                        now);
     free(why);
     log_error("segment database %d (%s): %s", i, shared.db[i].where, *cause);
     return STORE_DB_ERROR;
@@ -866,13 +889,13 @@ multi_probe(struct store_multi *m)
             atomic_load(&shared.db[i].retry_at_ms) > now ||
             atomic_load(&shared.db[i].server_changed))
             continue;
-        if (store_mysql_ping(m->sub[i], &why) == STORE_OK) {
+        if (m->mo->ping(m->sub[i], &why) == STORE_OK) {
             struct multi_meta want, mm;
 
             free(why);
             why = NULL;
             if (want_for(m, i, &want, &why) == 0 &&
-                store_mysql_meta_get(m->sub[i], &mm, &why) == STORE_OK &&
+                m->mo->meta_get(m->sub[i], &mm, &why) == STORE_OK &&
                 mm.db_index == want.db_index && mm.db_count == want.db_count &&
                 mm.block_size == want.block_size &&
                 mm.since_block == want.since_block) {
@@ -1013,7 +1036,8 @@ copies_key(void *arg, int64_t db_ms, char *tag, size_t cap,
             store_row_is_serial(&row) && row.max_id > floor->mark) {
             floor->mark = row.max_id;
             snprintf(floor->mark_src, sizeof floor->mark_src, "its copy in "
-                     "database %d, %s", j, store_mysql_where(k->m->sub[j]));
+                     "database %d, %s", j,
+                     k->m->sub[j]->ops->where(k->m->sub[j]));
         }
         free(why);
     }
@@ -1034,9 +1058,8 @@ multi_serial_alloc(struct store *s, int64_t offset_ms, store_serial_key_fn key,
      * knows: a reordered set's serial rows were merged into another. */
     if (want_for(m, 0, &want, cause) == -1)
         return STORE_DB_ERROR;
-    r = store_mysql_serial_alloc_in_set(m->sub[0], &want, offset_ms,
-                                        copies_key, &ck, step, db_ms, tag, cap,
-                                        max_id, cause);
+    r = m->mo->serial_alloc_in_set(m->sub[0], &want, offset_ms, copies_key,
+                                   &ck, step, db_ms, tag, cap, max_id, cause);
     if (r == STORE_OK)
         push_serial(m, tag, *max_id, step);
     return r;
@@ -1085,16 +1108,19 @@ multi_serial_home(struct store *s)
     return ((struct store_multi *)s)->sub[0];
 }
 
-static const struct store_ops multi_ops = {
-    .name = "mysql",
-    .alloc = multi_alloc,
-    .get = multi_get,
-    .list = multi_list,
-    .insert = multi_insert,
-    .serial_alloc = multi_serial_alloc,
-    .close = multi_close,
-    .serial_home = multi_serial_home,
-};
+/* The same calls for either kind; the name is the members' kind. */
+#define MULTI_OPS(kind) {                       \
+    .name = kind,                               \
+    .alloc = multi_alloc,                       \
+    .get = multi_get,                           \
+    .list = multi_list,                         \
+    .insert = multi_insert,                     \
+    .serial_alloc = multi_serial_alloc,         \
+    .close = multi_close,                       \
+    .serial_home = multi_serial_home,           \
+}
+static const struct store_ops multi_ops = MULTI_OPS("mysql");
+static const struct store_ops multi_pg_ops = MULTI_OPS("postgresql");
 
 /* ---- status ---- */
 

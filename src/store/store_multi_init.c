@@ -9,7 +9,6 @@
 
 #include "config.h"
 #include "csprng.h"
-#include "db_mysql_url.h"
 #include "store.h"
 #include "store_impl.h"
 #include "multi_block.h"
@@ -113,6 +112,13 @@ serial_cause(char **cause, const char *where, int missing)
                     "description '" STORE_SERIAL_DESCRIPTION "'");
 }
 
+/* "host:port/db" of a member store. */
+static const char *
+where(const struct store *s)
+{
+    return s->ops->where(s);
+}
+
 /* A new identity for a database that has none: random, positive. */
 static int64_t
 new_member_id(void)
@@ -144,16 +150,20 @@ store_multi_init(const struct config *cfg, char **urls, int n,
     int first_missing = 0, first_behind = -1;
     char first_where[160] = "";
     char *why = NULL;
+    const struct store_member_ops *mo;
 
     if (n < 2 || n > STORE_MULTI_MAX) {
         store_set_cause(cause, "multi-db init needs 2 to %d database URLs",
                         STORE_MULTI_MAX);
         return -1;
     }
-    for (int i = 0; i < n; i++)
-        if (store_multi_is_pg(urls[i])) {
-            store_set_cause(cause, "URL %d is PostgreSQL's: %s", i + 1,
-                            CONFIG_MULTI_PG_REFUSAL);
+    /* Every member of one kind: the first URL's. */
+    mo = store_member_ops_for(urls[0]);
+    for (int i = 1; i < n; i++)
+        if (store_member_ops_for(urls[i]) != mo) {
+            store_set_cause(cause, "URL %d is %s's and URL 1 %s's: %s",
+                            i + 1, store_member_ops_for(urls[i])->kind,
+                            mo->kind, CONFIG_MULTI_MIXED_REFUSAL);
             return -1;
         }
     if (block_size < cfg->max_step) {
@@ -162,18 +172,18 @@ store_multi_init(const struct config *cfg, char **urls, int n,
         return -1;
     }
     if (store_thread_init() == -1) {
-        store_set_cause(cause, "mysql library init failed");
+        store_set_cause(cause, "database library init failed");
         return -1;
     }
     for (int i = 0; i < n; i++) {
-        sub[i] = store_mysql_open_url(cfg, urls[i], "multi-db URL", cause);
+        sub[i] = mo->open_url(cfg, urls[i], "multi-db URL", cause);
         if (sub[i] == NULL)
             goto out;
-        if (store_mysql_prepare_tables(sub[i], &why) != STORE_OK)
+        if (mo->prepare_tables(sub[i], &why) != STORE_OK)
             goto fail;
         memset(&mm[i], 0, sizeof mm[i]);
-        if (store_mysql_meta_get(sub[i], &mm[i], &why) == STORE_DB_ERROR ||
-            store_mysql_members(sub[i], new_member_id(), &mem[i], &nmem[i],
+        if (mo->meta_get(sub[i], &mm[i], &why) == STORE_DB_ERROR ||
+            mo->members(sub[i], new_member_id(), &mem[i], &nmem[i],
                                 &why) != STORE_OK)
             goto fail;
         for (size_t k = 0; k < nmem[i]; k++) {
@@ -186,7 +196,7 @@ store_multi_init(const struct config *cfg, char **urls, int n,
                             "row with self = 1 has db_id 0: give it a random "
                             "positive db_id (UPDATE leafd_multi_member SET "
                             "db_id = ... WHERE self = 1) and run init again",
-                            i + 1, store_mysql_where(sub[i]));
+                            i + 1, where(sub[i]));
             goto out;
         }
         if (mm[i].db_count < 0 || mm[i].db_count > STORE_MULTI_MAX ||
@@ -195,7 +205,7 @@ store_multi_init(const struct config *cfg, char **urls, int n,
             store_set_cause(cause, "URL %d (%s): its leafd_multi_db row "
                             "says number %lld of %lld: a set has 2 to %d "
                             "databases; correct the row by hand",
-                            i + 1, store_mysql_where(sub[i]),
+                            i + 1, where(sub[i]),
                             (long long)mm[i].db_index,
                             (long long)mm[i].db_count, STORE_MULTI_MAX);
             goto out;
@@ -203,7 +213,7 @@ store_multi_init(const struct config *cfg, char **urls, int n,
         for (int j = 0; j < i; j++)
             if (ids[j] == ids[i]) {
                 store_set_cause(cause, "URLs %d and %d are the same database "
-                                "(%s)", j + 1, i + 1, store_mysql_where(sub[i]));
+                                "(%s)", j + 1, i + 1, where(sub[i]));
                 goto out;
             }
         if (mm[i].db_index != i || mm[i].db_count != n || mm[i].frozen ||
@@ -295,8 +305,8 @@ store_multi_init(const struct config *cfg, char **urls, int n,
                         "is behind its copy in database %d (%s): restored "
                         "from an older copy? setting the set again, each "
                         "serial row at the greatest value\n",
-                        store_mysql_where(sub[0]), rows[k].biz_tag, i,
-                        store_mysql_where(sub[i]));
+                        where(sub[0]), rows[k].biz_tag, i,
+                        where(sub[i]));
                 same = 0;
             }
         }
@@ -306,7 +316,7 @@ store_multi_init(const struct config *cfg, char **urls, int n,
             fprintf(out, "leafd multi-db: database %d (%s) has handed out IDs "
                     "up to %lld (recorded in the set) but its rows reach only "
                     "%lld: restored from an older copy? setting the set again "
-                    "above it\n", i, store_mysql_where(sub[i]), (long long)rec,
+                    "above it\n", i, where(sub[i]), (long long)rec,
                     (long long)own[i]);
             same = 0;
             if (was_first[i] && first_behind < 0)
@@ -317,7 +327,7 @@ store_multi_init(const struct config *cfg, char **urls, int n,
      * copies of them elsewhere, or the operator's word. */
     if ((first_missing || first_behind >= 0) && copies == 0) {
         const char *w = first_missing ? first_where :
-                        store_mysql_where(sub[first_behind]);
+                        where(sub[first_behind]);
 
         if (!serial_restart_ok) {
             serial_cause(cause, w, first_missing);
@@ -380,16 +390,16 @@ store_multi_init(const struct config *cfg, char **urls, int n,
     }
     /* Freeze all: from here no database hands out a range or a serial. */
     for (int i = 0; i < n; i++) {
-        if (store_mysql_freeze(sub[i], 1, &why) != STORE_OK)
+        if (mo->freeze(sub[i], 1, &why) != STORE_OK)
             goto fail;
-        fprintf(out, "froze database %d (%s)\n", i, store_mysql_where(sub[i]));
+        fprintf(out, "froze database %d (%s)\n", i, where(sub[i]));
     }
     /* The tops again: a load that ended before the freeze raised them. */
     for (int i = 0; i < n; i++) {
         free(mem[i]);
         mem[i] = NULL;
         nmem[i] = 0;
-        if (store_mysql_members(sub[i], 0, &mem[i], &nmem[i], &why) !=
+        if (mo->members(sub[i], 0, &mem[i], &nmem[i], &why) !=
             STORE_OK)
             goto fail;
     }
@@ -446,7 +456,7 @@ store_multi_init(const struct config *cfg, char **urls, int n,
         set[i].self = 0;
         set[i].pos = i;
         snprintf(set[i].where, sizeof set[i].where, "%s",
-                 store_mysql_where(sub[i]));
+                 where(sub[i]));
     }
     /* Every database gets the serial rows too, each at the greatest value
      * any database has for it (they are copied by key, whatever the key
@@ -457,22 +467,22 @@ store_multi_init(const struct config *cfg, char **urls, int n,
     }
     for (int i = 0; i < n; i++) {
         struct multi_meta want = { i, n, block_size, since, 0 };
-        if (store_mysql_switch(sub[i], all, nall + nser, since * block_size, &want,
+        if (mo->switch_set(sub[i], all, nall + nser, since * block_size, &want,
                                set, n, &why) != STORE_OK)
             goto fail;
         fprintf(out, "database %d (%s): %zu tag(s), number %d of %d, blocks "
                 "of %lld IDs from block %lld (ID %lld)\n", i,
-                store_mysql_where(sub[i]), nall, i, n, (long long)block_size,
+                where(sub[i]), nall, i, n, (long long)block_size,
                 (long long)since, (long long)(since * block_size));
     }
     if (nser > 0)
         fprintf(out, "database 0 (%s): %zu serial row(s), each at the "
                 "greatest value any database had (copies in the others)\n",
-                store_mysql_where(sub[0]), nser);
+                where(sub[0]), nser);
     fprintf(out, "leafd multi-db: done; start (or restart) every node with "
-            "segment.mysql.urls = ");
+            "%s = ", mo->key);
     for (int i = 0; i < n; i++) {
-        char *shown = db_mysql_url_redacted(urls[i]);     /* no password */
+        char *shown = mo->redacted(urls[i]);      /* no password */
         fprintf(out, "%s%s", i > 0 ? "," : "", shown);
         free(shown);
     }
@@ -496,21 +506,33 @@ out:
     return rc;
 }
 
+const struct store_member_ops *
+store_member_ops_for(const char *url)
+{
+    return store_multi_is_pg(url) ? &store_pg_member_ops :
+                                    &store_mysql_member_ops;
+}
+
 /* Single database: refuse one that is part of a set. */
 int
 store_single_check(struct store *s, char **cause)
 {
+    const struct store_member_ops *mo;
     struct multi_meta mm;
     char *why = NULL;
 
-    if (strcmp(store_kind_name(s), "mysql") != 0)
+    if (strcmp(store_kind_name(s), "mysql") == 0)
+        mo = &store_mysql_member_ops;
+    else if (strcmp(store_kind_name(s), "postgresql") == 0)
+        mo = &store_pg_member_ops;
+    else
         return 0;
-    if (store_mysql_meta_get(s, &mm, &why) == STORE_OK && mm.db_count >= 2) {
-        store_set_cause(cause, "mysql %s is database %lld of a set of %lld "
-                        "(leafd multi-db init): list them all in "
-                        "segment.mysql.urls; one alone would repeat IDs",
-                        store_mysql_where(s), (long long)mm.db_index,
-                        (long long)mm.db_count);
+    if (mo->meta_get(s, &mm, &why) == STORE_OK && mm.db_count >= 2) {
+        store_set_cause(cause, "%s %s is database %lld of a set of %lld "
+                        "(leafd multi-db init): list them all in %s; one "
+                        "alone would repeat IDs", mo->kind, where(s),
+                        (long long)mm.db_index, (long long)mm.db_count,
+                        mo->key);
         free(why);
         return -1;
     }

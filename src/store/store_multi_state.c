@@ -1,6 +1,8 @@
 /* store_multi_state.c: what several databases show of themselves: the
  * "databases" member of /health and /db, and the leafd_segment_db_*
- * metrics, from a snapshot of store_multi.c's state (store_multi_status).
+ * metrics, from a snapshot of store_multi.c's state (store_multi_status);
+ * and the words a member's load refuses with (store_meta_refusal), one text
+ * for every kind.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -61,4 +63,27 @@ store_multi_metrics(struct sbuf *b)
     for (int i = 0; i < n; i++)
         sbuf_printf(b, "leafd_segment_db_failovers_total{db=\"%d\"} %" PRIu64 "\n",
                     i, st[i].failovers_to);
+}
+
+void
+store_meta_refusal(char **cause, const char *kind, const char *where,
+                   const struct multi_meta *got, const struct multi_meta *want,
+                   const char *key)
+{
+    if (got == NULL)
+        store_set_cause(cause, "%s %s: no leafd_multi_db row: not prepared by "
+                        "leafd multi-db init", kind, where);
+    else if (got->frozen)
+        store_set_cause(cause, "%s %s: frozen by leafd multi-db init (the set "
+                        "is being changed); loads resume after", kind, where);
+    else
+        store_set_cause(cause, "%s %s is database %lld of %lld (block %lld "
+                        "from block %lld), this node expects %lld of %lld "
+                        "(block %lld from %lld): the set was changed; restart "
+                        "this node with the new %s", kind, where,
+                        (long long)got->db_index, (long long)got->db_count,
+                        (long long)got->block_size,
+                        (long long)got->since_block, (long long)want->db_index,
+                        (long long)want->db_count, (long long)want->block_size,
+                        (long long)want->since_block, key);
 }

@@ -97,6 +97,42 @@ store_my_tx_retry(struct store_mysql *m, my_tx_fn body, void *arg,
                                                      cause);
 }
 
+/* The member calls of a set (store_member_ops, store_mysql_member_ops in
+ * store_mysql_multi.c), as store_impl.h says them; alloc_block's server
+ * is MySQL's @@server_id (0: none yet). */
+enum store_result store_mysql_meta_get(struct store *s, struct multi_meta *mm,
+                                       char **cause);
+enum store_result store_mysql_alloc_block(struct store *s,
+                                          const struct multi_meta *want,
+                                          const char *tag, int64_t step,
+                                          int64_t floor, long long *server_id,
+                                          int64_t *max_id, int64_t *db_step,
+                                          char **cause);
+enum store_result store_mysql_prepare_tables(struct store *s, char **cause);
+enum store_result store_mysql_freeze(struct store *s, int frozen, char **cause);
+enum store_result store_mysql_switch(struct store *s, const struct store_row *rows,
+                                     size_t n, int64_t floor,
+                                     const struct multi_meta *mm,
+                                     const struct multi_member *set, int nset,
+                                     char **cause);
+enum store_result store_mysql_members(struct store *s, int64_t new_id,
+                                      struct multi_member **rows, size_t *n,
+                                      char **cause);
+enum store_result store_mysql_top_push(struct store *s, int64_t db_id,
+                                       int64_t top, char **cause);
+enum store_result store_mysql_serial_copy(struct store *s, const char *tag,
+                                          int64_t max_id, int64_t step,
+                                          char **cause);
+enum store_result store_mysql_serial_alloc_in_set(struct store *s,
+                                                  const struct multi_meta *want,
+                                                  int64_t offset_ms,
+                                                  store_serial_key_fn key,
+                                                  void *arg, int64_t step,
+                                                  int64_t *db_ms, char *tag,
+                                                  size_t cap, int64_t *max_id,
+                                                  char **cause);
+enum store_result store_mysql_ping(struct store *s, char **cause);
+
 /* The set's leafd_multi_db row matches want and is not frozen
  * (store_mysql_multi.c). */
 enum store_result store_my_meta_check(struct store_mysql *m,

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "db_mysql_conn.h"
+#include "db_mysql_url.h"
 #include "log.h"
 #include "multi_block.h"
 #include "store.h"
@@ -180,23 +181,8 @@ store_my_meta_check(struct store_mysql *m, const struct multi_meta *want,
         mm.since_block != want->since_block) {
         if (db_mysql_conn_rollback(&m->c, cause) == -1)
             return STORE_DB_ERROR;
-        if (rc == 0)
-            store_set_cause(cause, "mysql %s: no leafd_multi_db row: not "
-                            "prepared by leafd multi-db init", m->c.where);
-        else if (mm.frozen)
-            store_set_cause(cause, "mysql %s: frozen by leafd multi-db init "
-                            "(the set is being changed); loads resume after",
-                            m->c.where);
-        else
-            store_set_cause(cause, "mysql %s is database %lld of %lld (block "
-                            "%lld from block %lld), this node expects %lld of "
-                            "%lld (block %lld from %lld): the set was changed; "
-                            "restart this node with the new segment.mysql.urls",
-                            m->c.where, (long long)mm.db_index,
-                            (long long)mm.db_count, (long long)mm.block_size,
-                            (long long)mm.since_block, (long long)want->db_index,
-                            (long long)want->db_count, (long long)want->block_size,
-                            (long long)want->since_block);
+        store_meta_refusal(cause, "mysql", m->c.where, rc == 1 ? &mm : NULL,
+                           want, store_mysql_member_ops.key);
         return STORE_DB_ERROR;
     }
     *mm_out = mm;
@@ -406,19 +392,10 @@ store_mysql_freeze(struct store *s, int frozen, char **cause)
     return store_my_tx((struct store_mysql *)s, my_rows_wait_once, NULL, cause);
 }
 
-struct my_switch_arg {
-    const struct store_row     *rows;
-    size_t                      n;
-    int64_t                     floor;
-    const struct multi_meta    *mm;
-    const struct multi_member  *set;
-    int                         nset;
-};
-
 static enum store_result
 my_switch_once(struct store_mysql *m, void *arg, char **cause)
 {
-    const struct my_switch_arg *a = arg;
+    const struct store_switch_arg *a = arg;
     MYSQL_BIND p[5];
     long long v[5];
     unsigned long tag_len, desc_len;
@@ -490,7 +467,7 @@ store_mysql_switch(struct store *s, const struct store_row *rows, size_t n,
                    int64_t floor, const struct multi_meta *mm,
                    const struct multi_member *set, int nset, char **cause)
 {
-    struct my_switch_arg a = { rows, n, floor, mm, set, nset };
+    struct store_switch_arg a = { rows, n, floor, mm, set, nset };
 
     return store_my_tx((struct store_mysql *)s, my_switch_once, &a, cause);
 }
@@ -676,3 +653,40 @@ store_mysql_ping(struct store *s, char **cause)
     return STORE_OK;
 }
 
+
+/* alloc_block of the member table: the server's identity is its
+ * @@server_id, "server_id N" (as the refusals say it). */
+static enum store_result
+my_member_alloc_block(struct store *s, const struct multi_meta *want,
+                      const char *tag, int64_t step, int64_t floor,
+                      char *server, size_t cap, int64_t *max_id,
+                      int64_t *db_step, char **cause)
+{
+    long long id = 0;
+    enum store_result r;
+
+    if (server[0] != '\0' && sscanf(server, "server_id %lld", &id) != 1)
+        id = 0;
+    r = store_mysql_alloc_block(s, want, tag, step, floor, &id, max_id,
+                                db_step, cause);
+    if (r == STORE_OK || r == STORE_REFUSED)
+        snprintf(server, cap, "server_id %lld", id);
+    return r;
+}
+
+const struct store_member_ops store_mysql_member_ops = {
+    .kind = "mysql",
+    .key = "segment.mysql.urls",
+    .open_url = store_mysql_open_url,
+    .redacted = db_mysql_url_redacted,
+    .meta_get = store_mysql_meta_get,
+    .alloc_block = my_member_alloc_block,
+    .prepare_tables = store_mysql_prepare_tables,
+    .freeze = store_mysql_freeze,
+    .switch_set = store_mysql_switch,
+    .members = store_mysql_members,
+    .top_push = store_mysql_top_push,
+    .serial_copy = store_mysql_serial_copy,
+    .serial_alloc_in_set = store_mysql_serial_alloc_in_set,
+    .ping = store_mysql_ping,
+};

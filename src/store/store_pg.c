@@ -60,6 +60,7 @@
 #include "store.h"
 #include "store_impl.h"
 #include "store_marks.h"
+#include "store_pg_internal.h"
 #include "util.h"
 
 #define PG_RETRIES 8                /* serial loads after a deadlock */
@@ -70,19 +71,22 @@ enum pg_stmt {
 };
 
 #define PG_ILIKE "biz_tag ILIKE $%d ESCAPE '!'"
+#define PG_HAS_MULTI "to_regclass('leafd_multi_db') IS NOT NULL"
 #define PG_ROW "SELECT biz_tag, max_id, step, description, " \
     "to_char(update_time, 'YYYY-MM-DD HH24:MI:SS') FROM leaf_alloc "
 static const struct db_pg_stmt pg_sql[PG_NSTMT] = {
+    /* The third column: whether leafd_multi_db exists (pg_single_check
+     * reads it only then). */
     [PG_ALLOC] = { "UPDATE leaf_alloc SET max_id = max_id + $2, update_time "
                    "= LOCALTIMESTAMP WHERE biz_tag = $1 AND max_id >= 1 AND "
-                   "max_id <= 9223372036854775807 - $2 RETURNING max_id, step",
-                   2 },
+                   "max_id <= 9223372036854775807 - $2 RETURNING max_id, step, "
+                   PG_HAS_MULTI, 2 },
     /* segment.postgresql.replication = sync: the same, and the settings
      * that make its commit wait for a standby (pg_sync_acked). */
     [PG_ALLOC_SYNC] = { "UPDATE leaf_alloc SET max_id = max_id + $2, "
                         "update_time = LOCALTIMESTAMP WHERE biz_tag = $1 AND "
                         "max_id >= 1 AND max_id <= 9223372036854775807 - $2 "
-                        "RETURNING max_id, step, "
+                        "RETURNING max_id, step, " PG_HAS_MULTI ", "
                         "current_setting('synchronous_commit'), "
                         "current_setting('synchronous_standby_names')", 2 },
     [PG_WHY] = { "SELECT max_id, step FROM leaf_alloc WHERE biz_tag = $1", 1 },
@@ -142,21 +146,6 @@ static const char sql_fence_serial[] =
     "description = '" STORE_SERIAL_DESCRIPTION "'";
 static const char sql_fence_insert[] =
     "INSERT INTO leafd_fence (floor, serial_floor, server) VALUES ($1, $2, $3)";
-
-struct store_pg {
-    struct store      base;
-    struct db_pg_conn c;
-    char              id[MARKS_SERVER_MAX];   /* the server's, at connect */
-    int               sync;     /* segment.postgresql.replication = sync */
-    int               sync_ok;  /* the last load's settings wait for a
-                                   standby's flush */
-    int               cut;      /* a wait for a standby was cut short (the
-                                   server's WARNING) since the statement */
-    char              sync_why[160];
-};
-
-typedef enum store_result (*pg_body_fn)(struct store_pg *p, void *arg,
-                                        char **cause);
 
 /* A new connection's server: its identity into p->id, or -1 (a standby
  * is refused as the database down; the connection is closed). */
@@ -281,9 +270,9 @@ pg_server_check(struct store_pg *p, char **cause)
 /* One call: connect if needed (reading the server), run body, and when
  * check, check the server that answered it; once more on a kept
  * connection found dead at once. */
-static enum store_result
-pg_call(struct store_pg *p, pg_body_fn body, void *arg, int check,
-        char **cause)
+enum store_result
+store_pg_call(struct store_pg *p, pg_body_fn body, void *arg, int check,
+              char **cause)
 {
     for (int attempt = 0;; attempt++) {
         int kept = p->c.db != NULL, rc;
@@ -324,8 +313,8 @@ pg_call(struct store_pg *p, pg_body_fn body, void *arg, int check,
 }
 
 /* Roll back the caller's transaction and return rc with the cause set. */
-static enum store_result
-pg_rollback(struct store_pg *p, enum store_result rc)
+enum store_result
+store_pg_rollback(struct store_pg *p, enum store_result rc)
 {
     if (db_pg_conn_run(&p->c, -1, "ROLLBACK", 0, NULL, "ROLLBACK", NULL) == -1)
         return STORE_DB_ERROR;
@@ -404,18 +393,79 @@ pg_alloc_once(struct store_pg *p, void *arg, char **cause)
         return STORE_DB_ERROR;
     }
     if (p->sync) {
-        const char *sc = PQgetvalue(r, 0, 2), *names = PQgetvalue(r, 0, 3);
+        const char *sc = PQgetvalue(r, 0, 3), *names = PQgetvalue(r, 0, 4);
 
         p->sync_ok = (strcmp(sc, "on") == 0 || strcmp(sc, "remote_apply") == 0) &&
                      names[0] != '\0';
         snprintf(p->sync_why, sizeof p->sync_why, "synchronous_commit %.20s, "
                  "synchronous_standby_names '%.60s'", sc, names);
     }
+    p->has_multi = strcmp(PQgetvalue(r, 0, 2), "t") == 0;
     PQclear(r);
     assert(max_id - a->step >= 1);
     *a->max_id = max_id;
     *a->db_step = db_step;
     return STORE_OK;
+}
+
+/* The single-database guard: a node on segment.postgresql.url alone
+ * passed store_single_check at start; `leafd multi-db init` run while it
+ * serves makes its database a member of a set, whose IDs outside its own
+ * blocks belong to the others. After a load's UPDATE (which told whether
+ * leafd_multi_db exists: p->has_multi), the leafd_multi_db row is read;
+ * frozen, or a set of two or more: STORE_DB_ERROR with the cause, the
+ * range never used (a load's UPDATE has committed: its IDs are skipped;
+ * a serial load's transaction is rolled back).
+ * Why no load slips through (store_pg_multi.c's freeze): init creates the
+ * table, then freezes in one transaction that writes the frozen row and
+ * then takes LOCK TABLE leaf_alloc IN SHARE MODE, which waits for every
+ * transaction that changed a leaf_alloc row and holds off new ones until
+ * the freeze commits; init reads the rows after it. A load whose UPDATE
+ * took its table lock before the freeze's commits before it, so init
+ * reads its max_id. One after it took that lock after the freeze's
+ * commit, and a new lock makes the backend read the catalog's changes:
+ * its UPDATE sees the table, and this read, a statement after the
+ * UPDATE, sees the freeze or the set. 0, or -1 (refused, or the read
+ * failed: the connection closed). */
+static int
+pg_single_check(struct store_pg *p, char **cause)
+{
+    PGresult *r;
+    int64_t idx = 0, cnt = 0, frozen = 0;
+
+    if (!p->has_multi)
+        return 0;
+    r = db_pg_conn_exec(&p->c, -1, "SELECT db_index, db_count, frozen FROM "
+                        "leafd_multi_db WHERE id = 1", 0, NULL,
+                        "SELECT leafd_multi_db", NULL, cause);
+    if (r == NULL)
+        return -1;
+    if (PQntuples(r) == 1 &&
+        (db_pg_i64(r, 0, 0, &idx) == -1 || db_pg_i64(r, 0, 1, &cnt) == -1 ||
+         db_pg_i64(r, 0, 2, &frozen) == -1)) {
+        PQclear(r);
+        return db_pg_conn_fail(&p->c, "SELECT leafd_multi_db",
+                               "a row leafd cannot read", cause);
+    }
+    PQclear(r);
+    if (!frozen && cnt < 2)
+        return 0;
+    if (frozen)
+        store_set_cause(cause, "postgresql %s is frozen by leafd multi-db "
+                        "init: it is being made a member of a set, whose IDs "
+                        "outside its own blocks belong to the others; this "
+                        "node (segment.postgresql.url alone) stops loading: "
+                        "once init is done, restart it with every database "
+                        "in segment.postgresql.urls", p->c.where);
+    else
+        store_set_cause(cause, "postgresql %s is database %lld of a set of "
+                        "%lld (leafd multi-db init), whose IDs outside its "
+                        "own blocks belong to the others; this node "
+                        "(segment.postgresql.url alone) stops loading: "
+                        "restart it with every database in "
+                        "segment.postgresql.urls", p->c.where,
+                        (long long)idx, (long long)cnt);
+    return -1;
 }
 
 /* A load alone: autocommit, so its statement is its commit. */
@@ -427,6 +477,8 @@ pg_load_once(struct store_pg *p, void *arg, char **cause)
 
     p->cut = 0;
     rc = pg_alloc_once(p, arg, cause);
+    if (rc == STORE_OK && pg_single_check(p, cause) == -1)
+        return STORE_DB_ERROR;      /* committed; the range is skipped */
     return rc == STORE_OK ? pg_sync_acked(p, *a->max_id, cause) : rc;
 }
 
@@ -436,12 +488,13 @@ store_pg_alloc(struct store *s, const char *tag, int64_t step,
 {
     struct pg_alloc_arg a = { tag, step, max_id, db_step };
 
-    return pg_call((struct store_pg *)s, pg_load_once, &a, 1, cause);
+    return store_pg_call((struct store_pg *)s, pg_load_once, &a, 1, cause);
 }
 
 /* ---- serial rows ---- */
 
 struct pg_serial_arg {
+    const struct multi_meta *want;
     int64_t             offset_ms;
     store_serial_key_fn key;
     void               *arg;
@@ -496,6 +549,12 @@ pg_serial_once(struct store_pg *p, void *arg, char **cause)
     p->cut = 0;
     if (db_pg_conn_run(&p->c, -1, "BEGIN", 0, NULL, "BEGIN", cause) == -1)
         return STORE_DB_ERROR;
+    if (a->want != NULL) {
+        struct multi_meta mm;
+
+        if (store_pg_meta_check(p, a->want, &mm, cause) != STORE_OK)
+            return STORE_DB_ERROR;
+    }
     snprintf(num[0], sizeof num[0], "%lld", (long long)a->offset_ms);
     v[0] = num[0];
     r = db_pg_conn_exec(&p->c, PG_NOW_MS, NULL, 1, v, "SELECT now", NULL,
@@ -512,7 +571,7 @@ pg_serial_once(struct store_pg *p, void *arg, char **cause)
     if (a->key(a->arg, now, a->tag, a->cap, &floor) == -1) {
         store_set_cause(cause, "no serial row name for database time %lld",
                         (long long)now);
-        return pg_rollback(p, STORE_BAD_ARG);
+        return store_pg_rollback(p, STORE_BAD_ARG);
     }
     /* The row first: a second node making it waits for the first's
      * commit here. */
@@ -528,7 +587,7 @@ pg_serial_once(struct store_pg *p, void *arg, char **cause)
         store_set_cause(cause, STORE_SERIAL_BEHIND, p->c.where, a->tag,
                         (long long)(fl > 1 ? fl : 1), (long long)floor.mark,
                         floor.mark_src);
-        return pg_rollback(p, STORE_REFUSED);
+        return store_pg_rollback(p, STORE_REFUSED);
     }
     if (fl > 1) {
         snprintf(num[2], sizeof num[2], "%lld", (long long)fl);
@@ -561,25 +620,28 @@ pg_serial_once(struct store_pg *p, void *arg, char **cause)
     if (res == STORE_DB_ERROR)
         return res;
     if (res != STORE_OK)
-        return pg_rollback(p, res == STORE_NOT_FOUND ? STORE_BAD_ROW : res);
+        return store_pg_rollback(p, res == STORE_NOT_FOUND ? STORE_BAD_ROW : res);
+    /* Before the COMMIT: the transaction's row locks hold off init's
+     * freeze (pg_single_check). */
+    if (a->want == NULL && pg_single_check(p, cause) == -1)
+        return p->c.db != NULL ? store_pg_rollback(p, STORE_DB_ERROR) :
+                                 STORE_DB_ERROR;
     if (db_pg_conn_run(&p->c, -1, "COMMIT", 0, NULL, "COMMIT", cause) == -1)
         return STORE_DB_ERROR;      /* either way the range is not used */
     return pg_sync_acked(p, *a->max_id, cause);
 }
 
-static enum store_result
-store_pg_serial_alloc(struct store *s, int64_t offset_ms,
-                      store_serial_key_fn key, void *arg, int64_t step,
-                      int64_t *db_ms, char *tag, size_t cap, int64_t *max_id,
-                      char **cause)
+/* store_pg_call, run again after a deadlock or a serialization failure
+ * (40P01, 40001) after a random pause (1..20 ms times the attempt), so
+ * that two loads do not meet again in step: for loads, whose rerun is
+ * safe. */
+enum store_result
+store_pg_call_retry(struct store_pg *p, pg_body_fn body, void *arg, int check,
+                    char **cause)
 {
-    struct store_pg *p = (struct store_pg *)s;
-    struct pg_serial_arg a = { offset_ms, key, arg, step, db_ms, tag, cap,
-                               max_id };
-
     for (int attempt = 0;; attempt++) {
         unsigned char rnd = 0;
-        enum store_result r = pg_call(p, pg_serial_once, &a, 1, cause);
+        enum store_result r = store_pg_call(p, body, arg, check, cause);
 
         if (r != STORE_DB_ERROR || attempt == PG_RETRIES ||
             (strcmp(p->c.sqlstate, "40P01") != 0 &&
@@ -593,6 +655,30 @@ store_pg_serial_alloc(struct store *s, int64_t offset_ms,
             rnd = 0;
         usleep((useconds_t)((1 + rnd % 20) * (attempt + 1)) * 1000);
     }
+}
+
+enum store_result
+store_pg_serial_load(struct store_pg *p, const struct multi_meta *want,
+                     int64_t offset_ms, store_serial_key_fn key, void *arg,
+                     int64_t step, int64_t *db_ms, char *tag, size_t cap,
+                     int64_t *max_id, char **cause)
+{
+    struct pg_serial_arg a = { want, offset_ms, key, arg, step, db_ms, tag,
+                               cap, max_id };
+
+    /* A set's member: no marks' server check (its identity is the set's,
+     * store_multi.c). */
+    return store_pg_call_retry(p, pg_serial_once, &a, want == NULL, cause);
+}
+
+static enum store_result
+store_pg_serial_alloc(struct store *s, int64_t offset_ms,
+                      store_serial_key_fn key, void *arg, int64_t step,
+                      int64_t *db_ms, char *tag, size_t cap, int64_t *max_id,
+                      char **cause)
+{
+    return store_pg_serial_load((struct store_pg *)s, NULL, offset_ms, key,
+                                arg, step, db_ms, tag, cap, max_id, cause);
 }
 
 /* ---- rows ---- */
@@ -647,7 +733,7 @@ store_pg_get(struct store *s, const char *tag, struct store_row *row,
 {
     struct pg_get_arg a = { tag, row };
 
-    return pg_call((struct store_pg *)s, pg_get_once, &a, 0, cause);
+    return store_pg_call((struct store_pg *)s, pg_get_once, &a, 0, cause);
 }
 
 struct pg_list_arg {
@@ -695,7 +781,7 @@ store_pg_list(struct store *s, store_keep_fn keep, struct store_row **rows,
 {
     struct pg_list_arg a = { keep, rows, n };
 
-    return pg_call((struct store_pg *)s, pg_list_once, &a, 0, cause);
+    return store_pg_call((struct store_pg *)s, pg_list_once, &a, 0, cause);
 }
 
 struct pg_insert_arg {
@@ -735,7 +821,7 @@ store_pg_insert(struct store *s, const char *tag, int64_t max_id,
 {
     struct pg_insert_arg a = { tag, max_id, step, description };
 
-    return pg_call((struct store_pg *)s, pg_insert_once, &a, 0, cause);
+    return store_pg_call((struct store_pg *)s, pg_insert_once, &a, 0, cause);
 }
 
 /* ---- leafd db-fence ---- */
@@ -789,7 +875,7 @@ store_pg_fence_get(struct store *s, struct marks_fence *last, char *server,
 {
     struct pg_fence_get_arg a = { last, server, cap };
 
-    return pg_call((struct store_pg *)s, pg_fence_get_once, &a, 0, cause);
+    return store_pg_call((struct store_pg *)s, pg_fence_get_once, &a, 0, cause);
 }
 
 struct pg_fence_set_arg {
@@ -827,7 +913,7 @@ pg_fence_set_once(struct store_pg *p, void *arg, char **cause)
                             "--serial-floor=S too, S above the largest "
                             "serial_marks_max of the nodes' /health",
                             p->c.where, (long long)n);
-            return pg_rollback(p, STORE_BAD_ARG);
+            return store_pg_rollback(p, STORE_BAD_ARG);
         }
     }
     r = db_pg_conn_exec(&p->c, -1, sql_fence_rows, 1, v,
@@ -855,7 +941,7 @@ store_pg_fence_set(struct store *s, int64_t floor, int64_t serial_floor,
 {
     struct pg_fence_set_arg a = { floor, serial_floor, rows };
 
-    return pg_call((struct store_pg *)s, pg_fence_set_once, &a, 0, cause);
+    return store_pg_call((struct store_pg *)s, pg_fence_set_once, &a, 0, cause);
 }
 
 /* ---- the store ---- */
@@ -889,23 +975,40 @@ static const struct store_ops store_pg_ops = {
 };
 
 struct store *
-store_pg_open(const struct config *cfg, char **cause)
+store_pg_open_url(const struct config *cfg, const char *url, const char *key,
+                  char **cause)
 {
-    struct store_pg *p;
+    struct store_pg *p = xcalloc(1, sizeof *p);
 
-    if (cfg->pg_url == NULL || cfg->pg_url[0] == '\0') {
-        store_set_cause(cause, "segment.store is postgresql but "
-                        "segment.postgresql.url is not set");
-        return NULL;
-    }
-    p = xcalloc(1, sizeof *p);
     p->base.ops = &store_pg_ops;
-    p->sync = cfg->pg_replication == 1;
-    if (db_pg_conn_init(&p->c, cfg->pg_url, "segment.postgresql.url",
-                        cfg->db_timeout_ms, pg_sql, PG_NSTMT, cause) == -1) {
+    if (db_pg_conn_init(&p->c, url, key, cfg->db_timeout_ms, pg_sql, PG_NSTMT,
+                        cause) == -1) {
         db_pg_conn_free(&p->c);
         free(p);
         return NULL;
     }
     return &p->base;
+}
+
+struct store *
+store_pg_open_single(const struct config *cfg, const char *url,
+                     const char *key, char **cause)
+{
+    struct store *s = store_pg_open_url(cfg, url, key, cause);
+
+    if (s != NULL)
+        ((struct store_pg *)s)->sync = cfg->pg_replication == 1;
+    return s;
+}
+
+struct store *
+store_pg_open(const struct config *cfg, char **cause)
+{
+    if (cfg->pg_url == NULL || cfg->pg_url[0] == '\0') {
+        store_set_cause(cause, "segment.store is postgresql but "
+                        "segment.postgresql.url is not set");
+        return NULL;
+    }
+    return store_pg_open_single(cfg, cfg->pg_url, "segment.postgresql.url",
+                                cause);
 }

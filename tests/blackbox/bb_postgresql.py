@@ -7,8 +7,8 @@ back, a database that went back in time (store_behind) and leafd
 db-fence, serials from several nodes across a period change, TLS
 (verify-full, a wrong CA, a client certificate), and several hosts with
 target_session_attrs=read-write through a standby's promotion (the
-failover rule: refused until db-fence, no ID repeated), and several
-PostgreSQL databases (multi-db, MySQL only) refused."""
+failover rule: refused until db-fence, no ID repeated). Several
+PostgreSQL databases (multi-db): bb_pg_multidb.py."""
 import os
 import random
 import signal
@@ -24,7 +24,6 @@ TESTS = [
     "test_pg_two_nodes_no_duplicates",
     "test_pg_bad_rows",
     "test_pg_bad_url_refused",
-    "test_pg_multi_db_refused",
     "test_pg_outage_and_recovery",
     "test_pg_hung_server",
     "test_pg_store_behind_and_fence",
@@ -253,71 +252,6 @@ def test_pg_bad_url_refused(ctx):
         r = subprocess.run([LEAFD, "--check-config"] + ["--%s=%s" % kv for kv in conf(good).items()],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
         eq(r.returncode, 0, "a good multi-host URI: %s" % r.stderr.decode())
-
-
-MULTI_PG = "several databases (multi-db) are MySQL/MariaDB only"
-
-
-def test_pg_multi_db_refused(ctx):
-    """Several PostgreSQL databases (multi-db) are MySQL only
-    (docs/multi-db.md, "PostgreSQL"): each way to ask for them is refused
-    at start, and by --check-config where the config alone says it, with
-    the reason; `leafd multi-db init` with PostgreSQL URLs (or a MySQL one
-    mixed with them) refuses before it connects, writing nothing. The same
-    node with its one URL starts and serves: the refusals are the list's.
-    Positive control (LEAFD_TEST_BIN=the leafd before this change): it
-    started on segment.store = postgresql with segment.mysql.urls set,
-    ignored the list and served from the one PostgreSQL database."""
-    db = shared(ctx)
-    tag = uniq_tag("multi")
-    add_tag(db, tag, 100)
-    one = db.url
-    two = db.url.rsplit("/", 1)[0] + "/leaf2"
-    cases = [
-        # (config, refused by --check-config too, what the message says)
-        (conf(one, **{"segment.mysql.urls": "mysql://leaf@127.0.0.1:1/leaf,"
-                                             "mysql://leaf@127.0.0.1:2/leaf"}),
-         True, "segment.store is postgresql but segment.mysql.urls is set"),
-        (conf(one + "," + two), True,
-         "segment.postgresql.url holds 2 connection URIs"),
-        (conf(one, **{"segment.postgresql.urls": one + "," + two}), True,
-         "unknown key \"segment.postgresql.urls\""),
-        ({"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
-          "segment.mysql.urls": "mysql://leaf@127.0.0.1:1/leaf," + two},
-         True, "segment.mysql.urls holds a PostgreSQL URI"),
-        # libpq's keyword form: told apart at start (no "://").
-        ({"leaf.segment.enable": "true", "leaf.snowflake.enable": "false",
-          "segment.mysql.urls": "mysql://leaf@127.0.0.1:1/leaf,host=127.0.0.1 dbname=leaf2"},
-         False, "segment.mysql.urls: URL 2 is PostgreSQL's"),
-    ]
-    with Workdir("pg-multi") as wd:
-        for i, (c, by_check, want) in enumerate(cases):
-            args = ["--%s=%s" % kv for kv in c.items()]
-            if by_check:
-                r = subprocess.run([LEAFD, "--check-config"] + args, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, timeout=30)
-                err = r.stderr.decode()
-                eq(r.returncode, 2, "--check-config of case %d: %s" % (i, err))
-                check(want in err and MULTI_PG in err, "--check-config says %r: %s" % (want, err))
-                check(PW not in err, "the password printed: %s" % err)
-            d = wd.leafd(conf=c, name="n%d" % i)
-            rc = d.start(expect_fail=True)
-            check(rc != 0, "leafd refused to start (case %d: %s)" % (i, want))
-            check(want in d.log() and MULTI_PG in d.log(),
-                  "the start says %r and why:\n%s" % (want, d.log()))
-            check(PW not in d.log(), "the password logged:\n%s" % d.log())
-        for urls in ([one, two], ["mysql://leaf@127.0.0.1:1/leaf", one],
-                     ["host=127.0.0.1 dbname=leaf", "host=127.0.0.1 dbname=leaf2"]):
-            r = subprocess.run([LEAFD, "multi-db", "init"] + urls, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, timeout=30)
-            err = r.stderr.decode()
-            eq(r.returncode, 1, "multi-db init %r: %s" % (urls, err))
-            check("is PostgreSQL's" in err and MULTI_PG in err, "init says why: %s" % err)
-        eq(db.sql("SELECT to_regclass('leafd_multi_db') IS NULL").strip(), "t",
-           "multi-db init wrote nothing")
-        d = wd.leafd(conf=conf(one), name="alone").start()
-        r = d.get("/segment/" + tag)
-        eq(r.status, 200, "one PostgreSQL database serves: %r" % r)
 
 
 def test_pg_outage_and_recovery(ctx):

@@ -131,21 +131,30 @@ START_TEST(bad_values)
     expect_error("leaf.snowflake.enable=true\nsnowflake.worker_source = k8s\nsnowflake.k8s.fence_store = zookeeper\n", "not one of the allowed values");
     expect_error("leaf.segment.enable=false\nleaf.snowflake.enable=false\n", "nothing to serve");
     expect_error("", "nothing to serve");
-    /* Several PostgreSQL databases: MySQL only (docs/multi-db.md). */
+    /* Several PostgreSQL databases: segment.postgresql.urls; a set mixing
+     * kinds is refused (docs/multi-db.md, "PostgreSQL"). */
     expect_error("leaf.segment.enable=true\nsegment.store = postgresql\n"
                  "segment.postgresql.url = postgresql://l@h/leaf\n"
                  "segment.mysql.urls = mysql://l@a:1/leaf,mysql://l@b:1/leaf\n",
-                 "segment.store is postgresql but segment.mysql.urls is set: "
-                 "several databases (multi-db) are MySQL/MariaDB only");
+                 "segment.store is postgresql but segment.mysql.urls is set "
+                 "(several PostgreSQL databases go in segment.postgresql.urls)");
     expect_error("leaf.segment.enable=true\nsegment.store = postgresql\n"
                  "segment.postgresql.url = postgresql://l@a/leaf, POSTGRES://l@b/leaf\n",
-                 "segment.postgresql.url holds 2 connection URIs: several databases");
+                 "segment.postgresql.url holds 2 connection URIs: several databases "
+                 "go in segment.postgresql.urls");
     expect_error("leaf.segment.enable=true\n"
                  "segment.mysql.urls = mysql://l@a:1/leaf,postgresql://l@b/leaf\n",
-                 "segment.mysql.urls holds a PostgreSQL URI: several databases");
-    expect_error("leaf.segment.enable=true\nsegment.postgresql.urls = x\n",
-                 "unknown key \"segment.postgresql.urls\" (leafd --help lists the keys): "
-                 "several databases (multi-db) are MySQL/MariaDB only");
+                 "segment.mysql.urls holds a PostgreSQL URI: a set's databases are "
+                 "all MySQL/MariaDB");
+    expect_error("leaf.segment.enable=true\nsegment.mysql.url = mysql://l@a:1/leaf\n"
+                 "segment.postgresql.urls = postgresql://l@a/leaf,postgresql://l@b/leaf\n",
+                 "segment.postgresql.urls is set with a MySQL store");
+    expect_error("leaf.segment.enable=true\nsegment.postgresql.url = postgresql://l@a/leaf\n"
+                 "segment.postgresql.urls = postgresql://l@a/leaf,postgresql://l@b/leaf\n",
+                 "segment.postgresql.urls and segment.postgresql.url are both set");
+    expect_error("leaf.segment.enable=true\nsegment.postgresql.replication = sync\n"
+                 "segment.postgresql.urls = postgresql://l@a/leaf,postgresql://l@b/leaf\n",
+                 "segment.postgresql.replication = sync is for one cluster");
 }
 END_TEST
 

@@ -134,8 +134,41 @@ START_TEST(test_split)
     free(cause);
     ck_assert_int_eq(store_multi_split("mysql://a@h:1/l,postgresql://b@h/l",
                                        u, 8, &cause), -1);
-    ck_assert_ptr_nonnull(strstr(cause, "URL 2 is PostgreSQL's: several "
-                                 "databases (multi-db) are MySQL/MariaDB only"));
+    ck_assert_ptr_nonnull(strstr(cause, "URL 2 is PostgreSQL's: a set's "
+                                 "databases are all MySQL/MariaDB"));
+    free(cause);
+}
+END_TEST
+
+/* segment.postgresql.urls: a comma ends a URI only before another
+ * connection string, so a URI's own host list stays whole. */
+START_TEST(test_split_pg)
+{
+    char *u[8], *cause = NULL;
+
+    ck_assert_int_eq(store_multi_split_kind("postgresql://l@a,b:5/x?"
+                                            "target_session_attrs=read-write, "
+                                            "postgres://l@[::1]:6,c/y", 1, u,
+                                            8, &cause), 2);
+    ck_assert_str_eq(u[0], "postgresql://l@a,b:5/x?target_session_attrs="
+                     "read-write");
+    ck_assert_str_eq(u[1], "postgres://l@[::1]:6,c/y");
+    free(u[0]);
+    free(u[1]);
+    ck_assert_int_eq(store_multi_split_kind("postgresql://l@a/x,mysql://l@b/y",
+                                            1, u, 8, &cause), -1);
+    ck_assert_ptr_nonnull(strstr(cause, "URL 2 is not a postgresql:// URI"));
+    ck_assert_ptr_nonnull(strstr(cause, "sets mixing the two"));
+    free(cause);
+    cause = NULL;
+    ck_assert_int_eq(store_multi_split_kind("postgresql://l@a/x, host=h "
+                                            "dbname=y", 1, u, 8, &cause), -1);
+    ck_assert_ptr_nonnull(strstr(cause, "URL 2 is not a postgresql:// URI"));
+    free(cause);
+    cause = NULL;
+    ck_assert_int_eq(store_multi_split_kind("postgresql://l@a/x,", 1, u, 8,
+                                            &cause), -1);
+    ck_assert_ptr_nonnull(strstr(cause, "trailing comma"));
     free(cause);
 }
 END_TEST
@@ -165,6 +198,7 @@ main(void)
     tcase_add_test(tc, test_block_owns);
     tcase_add_test(tc, test_split);
     tcase_add_test(tc, test_is_pg);
+    tcase_add_test(tc, test_split_pg);
     tcase_add_test(tc, test_missing);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);

@@ -1396,7 +1396,7 @@ START_TEST(test_multi_serial_rows)
      * database is an empty schema (init makes its tables). */
     be.cfg.mysql_url = urls[0];
     one[0] = be_open();
-    ck_assert_msg(store_mysql_prepare_tables(one[0], &cause) == STORE_OK,
+    ck_assert_msg(store_mysql_member_ops.prepare_tables(one[0], &cause) == STORE_OK,
                   "tables: %s", cause);
     ck_assert_int_eq(store_insert(one[0], "order:2024", 1, 10, "orders", &cause),
                      STORE_OK);
@@ -1435,7 +1435,7 @@ START_TEST(test_multi_serial_rows)
     ck_assert_int_eq(store_alloc(m, "order:2024", 10, &max_id, &step, &cause),
                      STORE_OK);
     ck_assert_int_eq((max_id - 10) / block % 2, 0);
-    ck_assert_int_eq(store_mysql_freeze(one[0], 1, &cause), STORE_OK);
+    ck_assert_int_eq(store_mysql_member_ops.freeze(one[0], 1, &cause), STORE_OK);
     ck_assert_msg(store_alloc(m, "order:2024", 10, &max_id, &step, &cause) ==
                   STORE_OK, "failover: %s", cause);
     ck_assert_int_eq((max_id - 10) / block % 2, 1);
@@ -1469,7 +1469,7 @@ START_TEST(test_multi_serial_rows)
         free(cause);
         cause = NULL;
     }
-    ck_assert_int_eq(store_mysql_freeze(one[0], 0, &cause), STORE_OK);
+    ck_assert_int_eq(store_mysql_member_ops.freeze(one[0], 0, &cause), STORE_OK);
     serial_row(m, "PAY:20261124");
     expect_serial_copy(one[0], one[1], "PAY:20261124");
 
@@ -1504,7 +1504,7 @@ START_TEST(test_single_node_during_init)
     for (int i = 0; i < 2; i++) {
         be.cfg.mysql_url = urls[i];
         one[i] = be_open();
-        ck_assert_msg(store_mysql_prepare_tables(one[i], &cause) == STORE_OK,
+        ck_assert_msg(store_mysql_member_ops.prepare_tables(one[i], &cause) == STORE_OK,
                       "tables: %s", cause);
         ck_assert_int_eq(store_insert(one[i], "order", 1, 10, "", &cause),
                          STORE_OK);
@@ -1518,7 +1518,7 @@ START_TEST(test_single_node_during_init)
                                         (void *)"PAY:20261123", 10, &db_ms, got,
                                         sizeof got, &max_id, &cause), STORE_OK);
     /* init freezes it first: refused from then on. */
-    ck_assert_int_eq(store_mysql_freeze(one[1], 1, &cause), STORE_OK);
+    ck_assert_int_eq(store_mysql_member_ops.freeze(one[1], 1, &cause), STORE_OK);
     ck_assert_int_ne(store_alloc(single, "order", 10, &max_id, &step, &cause),
                      STORE_OK);
     ck_assert_msg(strstr(cause, "leafd multi-db init") != NULL &&
@@ -1627,7 +1627,7 @@ START_TEST(test_multi_init_members)
         urls[i] = fresh_schema(base, "mm", i, name[i], sizeof name[i]);
     be.cfg.mysql_url = urls[0];
     a = be_open();
-    ck_assert_int_eq(store_mysql_prepare_tables(a, &cause), STORE_OK);
+    ck_assert_int_eq(store_mysql_member_ops.prepare_tables(a, &cause), STORE_OK);
     ck_assert_int_eq(store_insert(a, "mm", 1, 10, NULL, &cause), STORE_OK);
     serial_row(a, "PAY:all");
     serial_row(a, "PAY:all");               /* max_id 21 */
@@ -1701,8 +1701,8 @@ START_TEST(test_multi_init_hostile_rows)
 
     be.cfg.mysql_url = urls[1];
     b = be_open();
-    ck_assert_int_eq(store_mysql_top_push(b, 4242, 99, &cause), STORE_OK);
-    ck_assert_int_eq(store_mysql_members(b, 0, &mem, &nmem, &cause), STORE_OK);
+    ck_assert_int_eq(store_mysql_member_ops.top_push(b, 4242, 99, &cause), STORE_OK);
+    ck_assert_int_eq(store_mysql_member_ops.members(b, 0, &mem, &nmem, &cause), STORE_OK);
     for (size_t k = 0; k < nmem; k++)
         found |= mem[k].db_id == 4242 && mem[k].top == 99 && mem[k].pos == -1;
     ck_assert_msg(found, "the pushed top is recorded");
