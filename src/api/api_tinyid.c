@@ -43,6 +43,7 @@
 #include "util.h"
 
 #define TINYID_BATCH_MAX 100000
+#define TINYID_CHUNK 256          /* IDs enciphered together (conceal_ids) */
 #define TINYID_LOADING_PERCENT 20
 
 enum tinyid_op { T_NEXT_ID, T_NEXT_ID_SIMPLE, T_NEXT_SEGMENT, T_NEXT_SEGMENT_SIMPLE };
@@ -118,27 +119,33 @@ reply_ids(struct api *a, struct conceal_tag *ct, struct http_conn *c,
     if (op == T_NEXT_ID)
         sbuf_puts(&b, "{\"data\":[");
     for (int i = 0; i < nr; i++)
-        for (int64_t k = 0; k < r[i].count; k++) {
-            uint64_t id = (uint64_t)(r[i].start + k);
-            size_t len;
+        for (int64_t k = 0; k < r[i].count; k += TINYID_CHUNK) {
+            uint64_t ids[TINYID_CHUNK];
+            size_t m = (size_t)(r[i].count - k < TINYID_CHUNK ?
+                                r[i].count - k : TINYID_CHUNK);
 
-            if (ct != NULL)     /* a concealed tag's counter: its ID */
-                id = conceal_id(a->conceal, ct, id);
+            for (size_t j = 0; j < m; j++)
+                ids[j] = (uint64_t)(r[i].start + k) + j;
+            if (ct != NULL)     /* a concealed tag's counters: its IDs */
+                conceal_ids(a->conceal, ct, ids, m);
+            for (size_t j = 0; j < m; j++) {
+                size_t len;
 
-            if (enc == IDSTR_DEC) {
-                len = (size_t)(util_u64_dec(num, id) - num);
-            } else {
-                int q = op == T_NEXT_ID;
+                if (enc == IDSTR_DEC) {
+                    len = (size_t)(util_u64_dec(num, ids[j]) - num);
+                } else {
+                    int q = op == T_NEXT_ID;
 
-                if (q)
-                    num[0] = '"';
-                len = (size_t)q + idstr_encode(enc, prefix, plen, id, num + q);
-                if (q)
-                    num[len++] = '"';
+                    if (q)
+                        num[0] = '"';
+                    len = (size_t)q + idstr_encode(enc, prefix, plen, ids[j], num + q);
+                    if (q)
+                        num[len++] = '"';
+                }
+                if (b.len > 0 && b.p[b.len - 1] != '[')
+                    sbuf_append(&b, ",", 1);
+                sbuf_append(&b, num, len);
             }
-            if (b.len > 0 && b.p[b.len - 1] != '[')
-                sbuf_append(&b, ",", 1);
-            sbuf_append(&b, num, len);
         }
     if (op == T_NEXT_ID)
         sbuf_puts(&b, "],\"code\":200,\"message\":\"\"}");

@@ -69,7 +69,7 @@ const char *conceal_tag_name(const struct conceal_tag *t);
 struct conceal_tag *conceal_tag_at(struct conceal *c, size_t i);
 
 /* Counters of t to IDs, in place (every counter must be a block this node
- * owns). conceal_id: one. */
+ * owns). conceal_id: one (tests and the fuzzer; src/ batches). */
 void     conceal_ids(struct conceal *c, struct conceal_tag *t, uint64_t *v, size_t n);
 uint64_t conceal_id(struct conceal *c, struct conceal_tag *t, uint64_t counter);
 
