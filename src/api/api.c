@@ -296,7 +296,7 @@ api_serve_segment(struct api *a, struct http_conn *c, struct http_request *req,
                   enum idstr_enc enc, const struct api_writer *w)
 {
     struct api_state *st = (struct api_state *)req->scratch;
-    struct conceal_tag *ct = conceal_find(a->conceal, tag, len);
+    struct conceal_tag *ct;
     enum segment_result res;
     char why[768];
 
@@ -317,6 +317,7 @@ api_serve_segment(struct api *a, struct http_conn *c, struct http_request *req,
             for (int64_t j = 0; j < st->take.ranges[i].count; j++)
                 api_self->ids[k++] = (uint64_t)(st->take.ranges[i].start + j);
         assert(k == (size_t)n);
+        ct = conceal_find(a->conceal, tag, len);
         if (ct != NULL)         /* counters to concealed IDs, in place */
             conceal_ids(a->conceal, ct, api_self->ids, k);
         reply_ids(a, c, r, tag, api_self->ids, k, enc, w);
@@ -333,6 +334,7 @@ api_serve_segment(struct api *a, struct http_conn *c, struct http_request *req,
                         "biz_tag '%s' was not looked up; retry later", tag);
         return;
     case SEGMENT_BROKEN:
+        ct = conceal_find(a->conceal, tag, len);
         if (ct != NULL && conceal_refused(ct, why, sizeof why)) {
             api_reply_error(c, r, 503, "conceal_key_changed", "Retry-After: 60\r\n",
                             "%s", why);
@@ -500,10 +502,7 @@ handle_decode(struct api *a, struct http_conn *c, enum route r, char *id,
     /* An ID string: enc says so, or (on /snowflake/decode/) it has a
      * prefix or a width of its own and is not all digits; anything else
      * is read as a decimal ID. */
-    if (enc != IDSTR_DEC ||
-        (r == R_DECODE && strspn(id, "0123456789") != (size_t)len &&
-         (memchr(id, '_', (size_t)len) != NULL || len == IDSTR_B62_LEN ||
-          len == IDSTR_B32_LEN))) {
+    if (enc != IDSTR_DEC || (r == R_DECODE && decode_looks_idstr(id, (size_t)len))) {
         struct decode_idstr s;
         const char *code;
         char why[256];

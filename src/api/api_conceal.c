@@ -14,9 +14,10 @@
 #include "conceal.h"
 #include "config.h"
 #include "decode.h"
+#include "idstr.h"
 #include "util.h"
 
-#define REVEAL_ID_MAX 64           /* longest <id> read */
+#define REVEAL_ID_MAX IDSTR_TEXT_MAX  /* longest <id>: an ID string */
 
 void
 api_segment_reveal(struct api *a, struct http_conn *c, const char *raw,

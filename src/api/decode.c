@@ -87,6 +87,14 @@ decode_segment_json(const struct decode_idstr *d, struct sbuf *out)
 }
 
 int
+decode_looks_idstr(const char *s, size_t len)
+{
+    return strspn(s, "0123456789") < len &&
+           (memchr(s, '_', len) != NULL || len == IDSTR_B62_LEN ||
+            len == IDSTR_B32_LEN);
+}
+
+int
 decode_any(const struct config *cfg, const struct snowflake *sf,
            const char *x, size_t len, struct sbuf *out, char **cause)
 {
@@ -112,7 +120,9 @@ decode_any(const struct config *cfg, const struct snowflake *sf,
         uuid7_decoded_json(&u, &d, out);
         return 0;
     }
-    if (len == ULID_TEXT_LEN && digits != len) {
+    /* A ULID has no '_': a 26-character ID string (a prefix of 14 letters
+     * and base62) is one of ours, below. */
+    if (len == ULID_TEXT_LEN && digits != len && memchr(id, '_', len) == NULL) {
         struct ulid u;
 
         if (ulid_parse(id, len, &u, cause) == -1)
@@ -120,10 +130,7 @@ decode_any(const struct config *cfg, const struct snowflake *sf,
         ulid_decoded_json(&u, out);
         return 0;
     }
-    /* An ID string: a prefix, or a width of its own, and not all digits
-     * (a decimal ID of 11 or 13 digits stays decimal). */
-    if (digits != len && (memchr(id, '_', len) != NULL ||
-                          len == IDSTR_B62_LEN || len == IDSTR_B32_LEN)) {
+    if (decode_looks_idstr(id, len)) {
         struct decode_idstr d;
         const char *code;
         char why[256];

@@ -22,6 +22,12 @@ struct config;
 struct sbuf;
 struct snowflake;
 
+/* Whether s (len bytes, NUL-terminated) reads as an ID string rather than
+ * a decimal ID: not all digits, and a prefix ('_') or a width of its own
+ * (11 base62 or 13 base32 characters; a decimal of 11 or 13 digits stays
+ * decimal). */
+int decode_looks_idstr(const char *s, size_t len);
+
 /* Appends the same JSON as the HTTP decode routes to out. Returns 0, or -1
  * with *cause (free it) saying what is wrong. */
 int decode_any(const struct config *cfg, const struct snowflake *sf,

@@ -275,6 +275,12 @@ def test_resp_and_memcached_strings(ctx):
         e = resp(rport, "LEAF.SEGMENT", "demo", "1", "hex")
         eq(e[0], "error", "a bad encoding is an error: %r" % (e,))
         check(e[1].startswith("INVALID_ENCODING "), "its code: %r" % (e,))
+        # 26 characters (14-letter prefix, '_', 11 base62) as a ULID is:
+        # read as an ID string, not as a ULID (before: "above the largest
+        # ULID" for IDs a node with that prefix issues).
+        e = resp(rport, "LEAF.DECODE", ref_encode(seen[0], "base62", "abcdefghijklmn"))
+        eq(e[0], "error", "an unknown prefix is an error: %r" % (e,))
+        check("ULID" not in e[1] and "prefix" in e[1], "read as an ID string: %r" % (e,))
         e = resp(rport, "LEAF.DECODE", "ord_AzL8n0Y58m8")
         eq(e[0], "error", "an overflow is an error: %r" % (e,))
         check("out of range" in e[1], "and says so: %r" % (e,))
