@@ -365,6 +365,7 @@ db_pg_conn_open(struct db_pg_conn *c, char **cause)
 
     if (c->db != NULL)
         return 0;
+    c->sqlstate[0] = '\0';         /* the last connection's error is not this one's */
     c->db = PQconnectdbParams((const char *const *)c->keys,
                               (const char *const *)c->vals, 0);
     if (c->db == NULL) {

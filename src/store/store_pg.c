@@ -63,14 +63,9 @@
 #include "store_pg_internal.h"
 #include "util.h"
 
-#define PG_RETRIES 8                /* serial loads after a deadlock */
+#define PG_RETRIES 8                /* a load run again after a deadlock or a
+                                       serialization failure */
 
-enum pg_stmt {
-    PG_ALLOC, PG_ALLOC_SYNC, PG_WHY, PG_GET, PG_LIST, PG_INSERT, PG_NOW_MS, PG_INSERT_SERIAL,
-    PG_FLOOR, PG_RAISE, PG_RAISE_OLD, PG_NSTMT
-};
-
-#define PG_ILIKE "biz_tag ILIKE $%d ESCAPE '!'"
 #define PG_HAS_MULTI "to_regclass('leafd_multi_db') IS NOT NULL"
 #define PG_ROW "SELECT biz_tag, max_id, step, description, " \
     "to_char(update_time, 'YYYY-MM-DD HH24:MI:SS') FROM leaf_alloc "
@@ -114,6 +109,11 @@ static const struct db_pg_stmt pg_sql[PG_NSTMT] = {
                    "max_id < $1", 2 },
     [PG_RAISE_OLD] = { "UPDATE leaf_alloc SET max_id = GREATEST(max_id, $1) "
                        "WHERE biz_tag ILIKE $2 ESCAPE '!'", 2 },
+    /* A set member's block load (store_pg_multi.c), in its transaction. */
+    [PG_BLOCK_LOCK] = { "SELECT max_id, step FROM leaf_alloc WHERE biz_tag = $1 "
+                        "FOR UPDATE", 1 },
+    [PG_BLOCK_SET] = { "UPDATE leaf_alloc SET max_id = $1, update_time = "
+                       "LOCALTIMESTAMP WHERE biz_tag = $2", 2 },
 };
 _Static_assert(STORE_SERIAL_FLOOR_MAX == 8, "PG_FLOOR has 8 patterns");
 _Static_assert(PG_NSTMT <= DB_PG_STMTS, "room for the statements");
@@ -180,14 +180,19 @@ pg_identity(struct store_pg *p, char **cause)
 
 /* The server's notices: a commit whose wait for a synchronous standby was
  * cut short (statement_timeout, a cancel) says so in a WARNING, and its
- * range must not be used. Nothing goes to stderr (libpq's default). */
+ * range must not be used. The text is in the server's lc_messages, so any
+ * WARNING (its severity is never translated) counts: a load that drew one
+ * drops its range, which only ever costs a gap. Nothing goes to stderr
+ * (libpq's default). */
 static void
 pg_notice(void *arg, const PGresult *res)
 {
     struct store_pg *p = arg;
     const char *m = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+    const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
 
-    if (m != NULL && strstr(m, "synchronous replication") != NULL)
+    if ((sev != NULL && strcmp(sev, "WARNING") == 0) ||
+        (m != NULL && strstr(m, "synchronous replication") != NULL))
         p->cut = 1;
     log_debug("postgresql %s: %s", p->c.where, m != NULL ? m : "?");
 }
@@ -476,9 +481,18 @@ pg_load_once(struct store_pg *p, void *arg, char **cause)
     enum store_result rc;
 
     p->cut = 0;
+    /* Refused before: read the set's row first, so that a node left on
+     * one URL does not burn a step on every retry (MySQL's check is in the
+     * load's transaction and rolls back; this load is autocommit). The
+     * check after the UPDATE still decides. */
+    if (p->single_refused && pg_single_check(p, cause) == -1)
+        return STORE_DB_ERROR;
+    p->single_refused = 0;
     rc = pg_alloc_once(p, arg, cause);
-    if (rc == STORE_OK && pg_single_check(p, cause) == -1)
+    if (rc == STORE_OK && pg_single_check(p, cause) == -1) {
+        p->single_refused = 1;
         return STORE_DB_ERROR;      /* committed; the range is skipped */
+    }
     return rc == STORE_OK ? pg_sync_acked(p, *a->max_id, cause) : rc;
 }
 
@@ -905,8 +919,14 @@ pg_fence_set_once(struct store_pg *p, void *arg, char **cause)
                             "SELECT COUNT(*) leaf_alloc", NULL, cause);
         if (r == NULL)
             return STORE_DB_ERROR;
-        if (db_pg_i64(r, 0, 0, &n) == -1)
-            n = 0;
+        if (db_pg_i64(r, 0, 0, &n) == -1) {
+            PQclear(r);
+            /* fail closed: not read is not none (the connection closes,
+             * and the fence's transaction with it) */
+            db_pg_conn_fail(&p->c, "SELECT COUNT(*) leaf_alloc",
+                            "a count leafd cannot read", cause);
+            return STORE_DB_ERROR;
+        }
         PQclear(r);
         if (n > 0) {
             store_set_cause(cause, "postgresql %s holds %lld serial rows: give "

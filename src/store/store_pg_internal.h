@@ -1,7 +1,8 @@
 /* store_pg_internal.h: the PostgreSQL segment store's connection, shared by
  * store_pg.c (leaf_alloc: loads, rows, serial rows, the fence) and
- * store_pg_multi.c (the multi-db tables). store_pg.c calls into
- * store_pg_multi.c (store_pg_meta_check), never the other way. Not for
+ * store_pg_multi.c (the multi-db tables), which call each other:
+ * store_pg.c's loads check the set's row (store_pg_meta_check), the set's
+ * loads run through store_pg_call and its prepared statements. Not for
  * other modules: they use store.h and store_impl.h. */
 #ifndef LEAFD_STORE_PG_INTERNAL_H
 #define LEAFD_STORE_PG_INTERNAL_H
@@ -14,6 +15,12 @@
 #include "store_impl.h"
 #include "store_marks.h"
 
+/* store_pg.c's prepared statements (pg_sql). */
+enum pg_stmt {
+    PG_ALLOC, PG_ALLOC_SYNC, PG_WHY, PG_GET, PG_LIST, PG_INSERT, PG_NOW_MS, PG_INSERT_SERIAL,
+    PG_FLOOR, PG_RAISE, PG_RAISE_OLD, PG_BLOCK_LOCK, PG_BLOCK_SET, PG_NSTMT
+};
+
 struct store_pg {
     struct store      base;
     struct db_pg_conn c;
@@ -23,6 +30,7 @@ struct store_pg {
     int               sync_ok;  /* the last load's settings wait for a
                                    standby's flush */
     int               has_multi; /* the last UPDATE saw leafd_multi_db */
+    int               single_refused; /* the last load's set check refused */
     int               cut;      /* a wait for a standby was cut short (the
                                    server's WARNING) since the statement */
     char              sync_why[160];

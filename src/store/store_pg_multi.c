@@ -214,9 +214,8 @@ pg_alloc_block_once(struct store_pg *p, void *arg, char **cause)
     if (store_pg_meta_check(p, a->want, &mm, cause) != STORE_OK)
         return STORE_DB_ERROR;
     v[0] = a->tag;
-    r = db_pg_conn_exec(&p->c, -1, "SELECT max_id, step FROM leaf_alloc "
-                        "WHERE biz_tag = $1 FOR UPDATE", 1, v,
-                        "SELECT leaf_alloc", NULL, cause);
+    r = db_pg_conn_exec(&p->c, PG_BLOCK_LOCK, NULL, 1, v, "SELECT leaf_alloc",
+                        NULL, cause);
     if (r == NULL)
         return STORE_DB_ERROR;
     /* The server that answered: the identity its connection read. A
@@ -252,9 +251,8 @@ pg_alloc_block_once(struct store_pg *p, void *arg, char **cause)
     snprintf(num, sizeof num, "%" PRId64, start + a->step);
     v[0] = num;
     v[1] = a->tag;
-    if (db_pg_conn_run(&p->c, -1, "UPDATE leaf_alloc SET max_id = $1, "
-                       "update_time = LOCALTIMESTAMP WHERE biz_tag = $2", 2, v,
-                       "UPDATE leaf_alloc", cause) == -1 ||
+    if (db_pg_conn_run(&p->c, PG_BLOCK_SET, NULL, 2, v, "UPDATE leaf_alloc",
+                       cause) == -1 ||
         pg_commit(p, cause) == -1)
         return STORE_DB_ERROR;      /* either way the range is not used */
     *a->max_id = start + a->step;
