@@ -118,9 +118,12 @@ serial_snowflake(struct api *a, struct http_conn *c, struct http_request *req,
         return;
     }
     l = snowflake_layout(a->sf);
-    /* the IDs increase, and local time with them (the code's zone never
-     * turns its clocks back): the first one decides for all */
-    assert(n == 1 || seq_buf[n - 1] > seq_buf[0]);
+    /* the IDs' timestamps never go back (the sequence may wrap within a
+     * millisecond under snowflake.sequence_random), and local time with
+     * them (the code's zone never turns its clocks back): the first one
+     * decides for all */
+    assert(n == 1 || seq_buf[n - 1] >> l->timestamp_shift >=
+                     seq_buf[0] >> l->timestamp_shift);
     if (a->serial_zgate != NULL) {
         int64_t ms = (int64_t)(seq_buf[0] >> l->timestamp_shift) + l->epoch_ms;
         char msg[768], extra[64];

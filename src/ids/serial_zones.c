@@ -426,10 +426,11 @@ serial_zgate_allows(struct serial_zgate *g, size_t i, int64_t t, char *buf,
         snprintf(buf, size, "no serial for code '%s': the worker ID store's "
                  "serial zones record for this worker ID cannot be read "
                  "(%s), so leafd cannot tell which local times were printed "
-                 "under it. Fix or remove the record (docs/operations.md), "
-                 "or change the prefix", d->code, g->why);
+                 "under it. Fix or remove the record (docs/operations.md) "
+                 "and restart this node (the record is read when the worker "
+                 "ID is claimed), or change the prefix", d->code, g->why);
         pthread_mutex_unlock(&g->mu);
-        *retry_s = 60;
+        *retry_s = 300;             /* not by itself: a restart clears it */
         return 0;
     }
     until = zg_until(d->zone, b);

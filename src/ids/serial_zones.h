@@ -59,7 +59,8 @@ int serial_zones_check(const struct serials *s, const char *path,
  *     fence, so an unchanged zone never waits.
  *   - A record that cannot be read is kept in the store as it is, and
  *     every snowflake serial of this node is refused (it cannot tell what
- *     was printed) until the record is fixed or removed.
+ *     was printed) until the record is fixed or removed and the node
+ *     restarted (the record is read when the worker ID is claimed).
  *   - Not covered: a store that lost the record with its data (the epoch
  *     gate covers the IDs, not the local times), and a static worker ID
  *     (no store: the per-node file above only). */

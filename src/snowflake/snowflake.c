@@ -13,7 +13,9 @@
  *    t + 1 even before the wall clock gets there (borrowing). The new state is
  *    installed with one compare-and-swap, so (t, seq) only ever grows and two
  *    threads never get the same pair. IDs are (t, worker, seq) packed, so
- *    they are unique and increase with the state.
+ *    they are unique and increase with the state (with sequence_random the
+ *    printed sequence is seq plus a per-ms offset modulo its size, still
+ *    one-to-one per ms: unique, and increasing except across that wrap).
  * 2. Bounds, never a spin. Borrowing stops max_borrow_ms ahead of the highest
  *    clock reading served so far (`hw`): the caller gets SNOWFLAKE_WAIT with
  *    the ms to wait. If the clock steps back (now < hw), up to

@@ -81,7 +81,10 @@ typedef void    (*snowflake_wake_fn)(void *arg);
  * ZooKeeper. NULL is a no-op. */
 void snowflake_stop(struct snowflake *sf);
 
-/* n IDs (1 <= n <= snowflake.count_max) into out, strictly increasing. */
+/* n IDs (1 <= n <= snowflake.count_max) into out, strictly increasing;
+ * with snowflake.sequence_random, a millisecond whose sequence wraps
+ * (docs/id-kinds.md) gives its later IDs below its earlier ones, while the
+ * timestamps never go back. */
 int  snowflake_next(struct snowflake *sf, uint32_t n, uint64_t *out,
                     struct snowflake_refusal *why);
 

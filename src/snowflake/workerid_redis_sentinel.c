@@ -5,6 +5,7 @@
  * (fuzz/fuzz_redis_sentinel.c). */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "util.h"
 #include "workerid_redis.h"
@@ -104,8 +105,9 @@ workerid_redis_parse_sentinels(const char *list,
         for (int j = 0; j < s->n; j++)
             if (s->port[j] == s->port[s->n] &&
                 strlen(s->host[j]) == (size_t)(he - hs) &&
-                memcmp(s->host[j], hs, (size_t)(he - hs)) == 0) {
-                /* one Sentinel counted twice would make a false majority */
+                strncasecmp(s->host[j], hs, (size_t)(he - hs)) == 0) {
+                /* one Sentinel counted twice would make a false majority
+                 * (host names compare without regard to case) */
                 *cause = xasprintf("snowflake.redis.sentinels: entry %d "
                                    "\"%.*s\" repeats entry %d", i,
                                    (int)(b - a < 80 ? b - a : 80), a, j + 1);

@@ -548,9 +548,8 @@ wz_full(struct wzk *z, const struct wlease_claim *cl, int64_t next)
                      "its own identity). Reuse a "
                      "registration: start the node on an ip:port that "
                      "has one, set snowflake.release_on_stop (a released "
-                     "node is taken again) or snowflake.takeover; or delete "
-                     "stale nodes of stopped identities; or widen the "
-                     "range, never into another datacenter's "
+                     "node is taken again) or snowflake.takeover; or widen "
+                     "the range, never into another datacenter's "
                      "(docs/operations.md)", z->forever, next,
                      cl->min_worker, cl->max_worker);
 }

@@ -44,6 +44,8 @@ def test_sentinel_config_refused(ctx):
         (["--snowflake.redis.sentinels=" + "h" * 1030 + ":1", m], "snowflake.redis.sentinels"),
         (["--snowflake.redis.sentinels=s1:26379,s2:26379,s1:26379", m],
          'entry 3 "s1:26379" repeats entry 1'),
+        (["--snowflake.redis.sentinels=s1:26379,S1:26379", m],
+         'entry 2 "S1:26379" repeats entry 1'),
         (["--snowflake.redis.sentinels=127.0.0.1:26379"], "go together"),
         ([m], "go together"),
         (["--snowflake.redis.sentinels=127.0.0.1:26379",
