@@ -223,6 +223,7 @@ db_pg_conninfo_check(const char *conninfo, const char *key, char **cause)
 }
 
 static const char mask[] = "***";
+static const char qmask[] = "'***'";
 
 /* Copy [s, e) to *o, advancing it. */
 static void
@@ -305,7 +306,10 @@ redact_keywords(const char *s, char *o)
                     s++;
         }
         put(&o, k, v);
-        if (klen == 8 && strncmp(k, "password", 8) == 0)
+        if (klen == 8 && strncmp(k, "password", 8) == 0 && *v == '\'')
+            put(&o, qmask, qmask + 5);  /* quoted: a keyword may follow the
+                                           closing quote at once */
+        else if (klen == 8 && strncmp(k, "password", 8) == 0)
             put(&o, mask, mask + 3);
         else
             put(&o, v, s);
